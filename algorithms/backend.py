@@ -1,0 +1,87 @@
+"""Array-module selection: NumPy on the CPU, CuPy on a CUDA GPU, with the same code.
+
+Every algorithm and problem in isles is written against an array module ``xp`` that is either
+``numpy`` or ``cupy``. This module picks it, moves arrays between host and device, and names the
+device for logs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+DEVICES = ("auto", "cpu", "gpu")
+
+
+def cupy_or_none():
+    """Return the ``cupy`` module when it imports and sees at least one GPU, else ``None``."""
+    try:
+        import cupy  # noqa: PLC0415
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return cupy
+    except Exception:  # ImportError, CUDARuntimeError (no driver), ...
+        return None
+    return None
+
+
+def get_xp(device: str = "auto"):
+    """Return the array module for ``device``.
+
+    Args:
+        device: ``"auto"`` (CuPy when a GPU is visible, else NumPy), ``"cpu"`` (NumPy) or
+            ``"gpu"`` (CuPy; a GPU must be visible).
+
+    Raises:
+        ValueError: ``device`` is not one of ``auto|cpu|gpu``, or ``gpu`` was asked for where no
+            GPU (or no CuPy) is visible.
+    """
+    if device not in DEVICES:
+        raise ValueError(f"device={device!r}: allowed values are {'|'.join(DEVICES)}")
+    if device == "cpu":
+        return np
+    cp = cupy_or_none()
+    if device == "gpu" and cp is None:
+        raise ValueError(
+            "device=gpu: no GPU is visible to this process (CuPy missing or no CUDA device); "
+            "allowed values here are auto|cpu"
+        )
+    return cp if cp is not None else np
+
+
+def array_module(a):
+    """Return ``cupy`` if ``a`` is a CuPy array, else ``numpy`` (no CuPy import needed)."""
+    return __import__("cupy") if type(a).__module__.startswith("cupy") else np
+
+
+def to_host(a) -> np.ndarray:
+    """Copy an array (NumPy or CuPy) or scalar to a NumPy array on the host."""
+    if hasattr(a, "get"):
+        return a.get()
+    return np.asarray(a)
+
+
+def device_name(xp) -> str:
+    """Human-readable device name, e.g. ``"NVIDIA H100 80GB HBM3 (cuda:0)"`` or ``"cpu"``."""
+    if xp is np:
+        return "cpu"
+    dev = xp.cuda.Device()
+    props = xp.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"]
+    name = name.decode() if isinstance(name, bytes) else name
+    return f"{name} (cuda:{dev.id})"
+
+
+def synchronize(xp) -> None:
+    """Wait for all queued device work (no-op on NumPy). Use around timers of GPU code."""
+    if xp is not np:
+        xp.cuda.get_current_stream().synchronize()
+
+
+def dtype_of(name: str):
+    """NumPy dtype for a config name (``float32`` or ``float64``).
+
+    Raises:
+        ValueError: any other name.
+    """
+    if name not in ("float32", "float64"):
+        raise ValueError(f"dtype={name!r}: allowed values are float32|float64")
+    return np.dtype(name)

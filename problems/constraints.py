@@ -1,0 +1,119 @@
+"""Constraint handling: Deb's feasibility rules (default) or a static penalty.
+
+Every algorithm ranks individuals by a pair ``(f, v)``: ``f`` the objective and ``v >= 0`` the
+total normalised constraint violation ``sum_i max(0, g_i / scale_i)``. The comparison is
+lexicographic in ``(v, f)``, which is exactly Deb's feasibility rules (K. Deb, "An efficient
+constraint handling method for genetic algorithms", CMAME 186, 2000):
+
+1. a feasible individual (``v = 0``) beats an infeasible one;
+2. of two feasible individuals, the lower ``f`` wins;
+3. of two infeasible individuals, the lower total violation wins.
+
+The static penalty (``handling="penalty"``) ranks by ``f + r * v`` with ``v`` reported as 0 to the
+algorithm, so the same lexicographic comparison serves both.
+
+NaN treatment (documented behaviour): an objective value that is NaN is replaced by ``+inf`` (the
+worst fitness) and a NaN constraint value counts as infinite violation; the number of such
+evaluations is returned so that the runtime can log it as the metric ``nan_evaluations``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from algorithms.backend import array_module
+
+HANDLINGS = ("feasibility", "penalty")
+
+
+def total_violation(g, scale=None):
+    """Total normalised violation ``v = sum_i max(0, g_i/scale_i)`` of shape ``g.shape[:-1]``.
+
+    NaN constraint values give ``v = inf``. With no constraints (``m = 0``) ``v = 0``.
+    """
+    xp = array_module(g)
+    if g.shape[-1] == 0:
+        return xp.zeros(g.shape[:-1], dtype=g.dtype)
+    if scale is not None:
+        g = g / xp.asarray(scale, dtype=g.dtype)
+    v = xp.maximum(g, 0).sum(axis=-1)
+    return xp.where(xp.isnan(v), xp.inf, v)
+
+
+def better(fa, va, fb, vb):
+    """Elementwise ``a`` strictly better than ``b`` under Deb's rules (lexicographic ``(v, f)``)."""
+    return (va < vb) | ((va == vb) & (fa < fb))
+
+
+def argbest(f, v, axis: int = -1):
+    """Index of the best individual along ``axis`` under Deb's rules (no host synchronisation)."""
+    xp = array_module(f)
+    vmin = v.min(axis=axis, keepdims=True)
+    key = xp.where(v == vmin, f, xp.inf)
+    return key.argmin(axis=axis)
+
+
+class Evaluator:
+    """Evaluates a population and returns the ranking pair ``(f, v)`` and a NaN count.
+
+    Args:
+        problem: a :class:`problems.base.Problem`.
+        handling: ``"feasibility"`` (Deb's rules, default) or ``"penalty"`` (static penalty).
+        penalty: the static penalty factor ``r`` (> 0), used with ``handling="penalty"``.
+
+    Raises:
+        ValueError: unknown ``handling`` or ``penalty <= 0``.
+    """
+
+    def __init__(self, problem, handling: str = "feasibility", penalty: float = 1e6):
+        if handling not in HANDLINGS:
+            raise ValueError(
+                f"problem.constraint_handling={handling!r}: allowed values are {'|'.join(HANDLINGS)}"
+            )
+        if not penalty > 0:
+            raise ValueError(f"problem.penalty={penalty}: must be > 0")
+        self.problem = problem
+        self.handling = handling
+        self.penalty = float(penalty)
+
+    def __call__(self, X):
+        """Evaluate ``X (..., D)``.
+
+        Returns:
+            ``(f, v, n_nan)``: ``f`` and ``v`` of shape ``X.shape[:-1]`` (same dtype and module as
+            ``X``), ``n_nan`` a 0-d integer array counting individuals with a NaN objective or
+            constraint.
+        """
+        xp = array_module(X)
+        f, g = self.problem.evaluate(X)
+        f = xp.asarray(f, dtype=X.dtype)
+        g = xp.asarray(g, dtype=X.dtype)
+        v = total_violation(g, self.problem.constraint_scale)
+        nan = xp.isnan(f) | xp.isinf(v)
+        f = xp.where(xp.isnan(f), xp.inf, f)
+        if self.handling == "penalty":
+            f = f + self.penalty * v
+            v = xp.zeros_like(v)
+        return f, v, nan.sum()
+
+
+def feasibility_report(problem, x, tol: float = 1e-6) -> dict:
+    """Float64 host check of one solution ``x (D,)`` (``shared/problems.md`` section 0).
+
+    Returns a dict with ``f``, ``g`` (list), ``max_normalised_violation``, ``in_bounds`` and
+    ``feasible`` (every ``g_i/scale_i <= tol`` and inside the box).
+    """
+    x = np.asarray(x, dtype=np.float64).reshape(1, -1)
+    f, g = problem.evaluate(x)
+    f = float(np.asarray(f).reshape(-1)[0])
+    g = np.asarray(g, dtype=np.float64).reshape(-1)
+    gn = g / problem.constraint_scale if g.size else g
+    max_v = float(gn.max()) if g.size else 0.0
+    in_bounds = bool(np.all(x[0] >= problem.lower) and np.all(x[0] <= problem.upper))
+    return {
+        "x": x[0].tolist(),
+        "f": f,
+        "g": g.tolist(),
+        "max_normalised_violation": max_v,
+        "in_bounds": in_bounds,
+        "feasible": bool(in_bounds and max_v <= tol and np.isfinite(f)),
+    }
