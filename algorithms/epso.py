@@ -1,0 +1,141 @@
+"""Evolutionary PSO (EPSO) on a batch of islands: the slave swarms of CMEPSO.
+
+Seed 001 (Souza et al., CMEPSO-GPU), section 3.1 (eqs. 6-10), section 5.1.1 (eq. 11) and
+section 5.1.2 (eqs. 12-14), in the canonical structure of Miranda & Fonseca, "EPSO: evolutionary
+particle swarm optimization, a new algorithm with applications in power systems", IEEE/PES T&D
+Asia Pacific 2002. Each generation, for every particle:
+
+1. **Replication**: ``R = n_replicas`` copies of the particle (its current ``x``, ``vel``).
+2. **Mutation** of the strategic parameters of every replica:
+   ``w* = w (1 + sigma N(0,1))``, ``c1* = c1 (1 + sigma N(0,1))``, ``c2*``, ``c3*`` likewise, and
+   of the global best, per coordinate: ``b_g* = b_g (1 + sigma_g N(0,1))`` (clipped to the box).
+   The seed prints eqs. 7-10 and 14 as ``w + (1 + sigma N(0,1))``, which would add about 1 to
+   every weight at every step; this is a misprint of the multiplicative form of Miranda &
+   Fonseca (e.g. Miranda, Keko & Duque, "Stochastic star communication topology in EPSO",
+   IJCIR 2008: ``w* = w (1 + sigma N(0,1))``), which is what isles implements.
+3. **Reproduction**: the original moves with eq. 1 (schedule ``w`` of eq. 3, ``c1``, ``c2``,
+   uniform factors), plus ``Rnd3 c3 (b_g^S - x)`` when ``c3 > 0`` (eq. 13); each replica moves
+   with eq. 11 (eq. 12 when ``c3 > 0``) with its mutated weights and ``b_g*``; then eq. 2, the
+   velocity clamp and the boundary correction (eqs. 4-5) of :mod:`algorithms.pso`.
+4. **Evaluation** of all ``1 + R`` candidates of all particles in ONE batched call of shape
+   ``(I, N (1 + R), D)`` (one kernel launch per array operation on the GPU).
+5. **Selection**: the best candidate under Deb's rules becomes the particle (``x``, ``vel``);
+   then personal and island global bests are updated with Deb's rules.
+
+``b_g^S`` (``state["attractor"]``) is an external best, set by :meth:`EPSO.set_attractor` (the
+CMEPSO master swarm sets it to the best slave best); while it is unset (``attractor_v = inf``)
+the ``c3`` term is zero.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from algorithms.base import Context, State, check_range
+from algorithms.pso import (DRAW_COR, DRAW_R1, DRAW_R2, DRAW_R3, PSO, boundary_correction,
+                            clamp_velocity, inertia_weight, update_bests)
+from problems.constraints import argbest
+
+DRAW_NW, DRAW_NC1, DRAW_NC2, DRAW_NC3, DRAW_NG = 20, 21, 22, 23, 24
+
+
+@dataclass(frozen=True)
+class EPSOParams:
+    """Parameters of :class:`EPSO`: seed 001 section 6 defaults.
+
+    ``w_max``/``w_min`` are not given in the seed: 0.9/0.4 are Shi & Eberhart's usual values.
+    ``c3`` (third attractor, eqs. 12-14) is 0 for the slaves and 2.02 for the master swarm.
+    ``vmax_fraction`` is the velocity clamp of :mod:`algorithms.pso` (not in the seed; 0 = off).
+    ``max_iterations`` is the length of the inertia schedule (eq. 3).
+
+    Raises:
+        ValueError: a field out of range, named ``algorithm.<field>``.
+    """
+
+    n_particles: int = 40
+    n_replicas: int = 5
+    w_max: float = 0.9
+    w_min: float = 0.4
+    c1: float = 2.05
+    c2: float = 2.05
+    c3: float = 0.0
+    sigma: float = 0.22
+    sigma_g: float = 0.005
+    cor: float = 0.22
+    max_iterations: int = 1000
+    vmax_fraction: float = 0.2
+
+    def __post_init__(self):
+        check_range("algorithm.n_particles", self.n_particles, 1, integer=True)
+        check_range("algorithm.n_replicas", self.n_replicas, 0, integer=True)
+        check_range("algorithm.max_iterations", self.max_iterations, 1, integer=True)
+        for name in ("w_max", "w_min", "c1", "c2", "c3", "sigma", "sigma_g", "vmax_fraction"):
+            check_range(f"algorithm.{name}", getattr(self, name), 0)
+        check_range("algorithm.cor", self.cor, 0, 1)
+
+
+class EPSO(PSO):
+    """EPSO island algorithm (seed 001 eqs. 1-14, Algorithm 2; Miranda & Fonseca 2002).
+
+    State (dict): as :class:`algorithms.pso.PSO` (``x, vel, pbest (I, N, D)``, ``pbest_f,
+    pbest_v (I, N)``, ``gbest (I, D)``, ``gbest_f, gbest_v (I,)``, ``generation``, ``evals``,
+    ``nan_evals``) plus ``attractor (I, D)``, ``attractor_f, attractor_v (I,)`` (``b_g^S``; inf
+    when unset). ``evals`` grows by ``N (1 + R)`` per generation.
+    """
+
+    name = "epso"
+    Params = EPSOParams
+
+    def init(self, ctx: Context) -> State:
+        """Initial swarm (:meth:`PSO.init`, ``N`` evals per island) with an unset attractor."""
+        s = super().init(ctx)
+        xp, I = ctx.xp, ctx.n_islands
+        s["attractor"] = xp.zeros((I, ctx.dim), dtype=ctx.dtype)
+        s["attractor_f"] = xp.full((I,), xp.inf, dtype=ctx.dtype)
+        s["attractor_v"] = xp.full((I,), xp.inf, dtype=ctx.dtype)
+        return s
+
+    @staticmethod
+    def set_attractor(state: State, x, f, v) -> State:
+        """Return ``state`` with the external best ``b_g^S``: ``x (I, D)``, ``f, v (I,)``."""
+        return {**state, "attractor": x, "attractor_f": f, "attractor_v": v}
+
+    def step(self, ctx: Context, state: State) -> State:
+        """One EPSO generation for every island (module docstring); no host synchronisation."""
+        p, xp, rng, g, dt = self.params, ctx.xp, ctx.rng, state["generation"], ctx.dtype
+        I, N, D = state["x"].shape
+        C = 1 + p.n_replicas  # candidates per particle: the original then R replicas
+        w = inertia_weight(g + 1, p.max_iterations, p.w_max, p.w_min)
+        one = xp.ones((I, N, 1, 1), dtype=dt)
+
+        def weights(base, draw):  # (I, N, C, 1): unmutated for the original, eq. 7-9/14 for replicas
+            if p.n_replicas == 0:
+                return base * one
+            mut = base * (1 + p.sigma * rng.normal(g, draw, (N, p.n_replicas, 1), dt))
+            return xp.concatenate([base * one, mut], axis=2)
+
+        x = state["x"][:, :, None]  # (I, N, 1, D)
+        bg = state["gbest"][:, None, None]  # (I, 1, 1, D)
+        if p.n_replicas:
+            bgm = bg * (1 + p.sigma_g * rng.normal(g, DRAW_NG, (N, p.n_replicas, D), dt))
+            bgm = xp.clip(bgm, ctx.lower, ctx.upper)  # eq. 10, b_g* per replica and coordinate
+            bg = xp.concatenate([xp.broadcast_to(bg, (I, N, 1, D)), bgm], axis=2)
+        vel = (weights(w, DRAW_NW) * state["vel"][:, :, None]
+               + rng.uniform(g, DRAW_R1, (N, C, D), dt) * weights(p.c1, DRAW_NC1) * (state["pbest"][:, :, None] - x)
+               + rng.uniform(g, DRAW_R2, (N, C, D), dt) * weights(p.c2, DRAW_NC2) * (bg - x))
+        if p.c3 > 0:  # eqs. 12-13: third attractor b_g^S, zero while unset
+            on = xp.isfinite(state["attractor_v"]).astype(dt)[:, None, None, None]
+            vel = vel + (on * rng.uniform(g, DRAW_R3, (N, C, D), dt) * weights(p.c3, DRAW_NC3)
+                         * (state["attractor"][:, None, None] - x))
+        vel = clamp_velocity(ctx, vel, p.vmax_fraction)
+        xc, vel = boundary_correction(ctx, x + vel, vel, rng.uniform(g, DRAW_COR, (N, C, D), dt), p.cor)
+        f, v, n_nan = ctx.evaluator(xc.reshape(I, N * C, D))
+        f, v = f.reshape(I, N, C), v.reshape(I, N, C)
+        k = argbest(f, v, axis=2)[:, :, None]  # (I, N, 1): selection under Deb's rules
+        x_new = xp.take_along_axis(xc, k[..., None], axis=2)[:, :, 0]
+        vel_new = xp.take_along_axis(vel, k[..., None], axis=2)[:, :, 0]
+        f_new = xp.take_along_axis(f, k, axis=2)[:, :, 0]
+        v_new = xp.take_along_axis(v, k, axis=2)[:, :, 0]
+        s = update_bests(xp, state, x_new, f_new, v_new)
+        s.update(x=x_new, vel=vel_new, generation=g + 1, evals=state["evals"] + N * C,
+                 nan_evals=state["nan_evals"] + n_nan)
+        return s

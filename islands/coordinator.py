@@ -1,0 +1,356 @@
+"""The migration coordinator: starts the island-group actors, runs epochs, migrates, and runs the
+optional master swarm.
+
+The coordinator lives in the driver process (where the user watches progress and where MLflow
+writes). Each epoch, every group runs ``islands.migration_interval`` generations on its device and
+returns a small summary; the coordinator collects the summaries with ``ray.wait`` as they come in,
+updates the archipelago's best, runs the master swarm (CMEPSO) on the slaves' bests, samples the
+topology's edges for the next migration and sends each group only the emigrants it needs.
+
+* ``islands.mode=sync``: all groups meet at each epoch boundary (the paper's per-iteration
+  exchange of CMEPSO is ``migration_interval=1``).
+* ``islands.mode=async``: a group that finishes its interval immediately exchanges with the
+  coordinator's migrant store (the latest emigrants of every island) and goes on, without waiting
+  for slower groups (pagmo's archipelago semantics).
+
+Logging lives outside: the coordinator calls ``on_start(info)``, ``on_epoch(record)`` and
+``on_end(result)`` of its callbacks (MLflow tracker, progress bar).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from algorithms.base import Context, check_range
+from algorithms.random import CounterRNG
+from islands.build import build_evaluator
+from islands.group import MASTER_ID, IslandGroup
+from islands.placement import plan
+from problems.constraints import argbest
+
+MODES = ("sync", "async")
+
+
+@dataclass
+class RunResult:
+    """What a finished run hands back (host values).
+
+    Attributes:
+        best_x (D,), best_f, best_v: best solution under Deb's rules (ranking pair).
+        evaluations: objective evaluations of all islands and the master swarm.
+        generations: generations per island.
+        wall_s: wall time of the evolution (actors already started), seconds.
+        startup_s: actor start-up time, seconds.
+        history: one dict per epoch (the records given to ``on_epoch``).
+        devices: ``{island id: device name}``.
+        nan_evals: evaluations with a NaN objective or constraint.
+        migrations: ``(epoch, src, dst, accepted, best f moved)`` tuples.
+    """
+
+    best_x: np.ndarray
+    best_f: float
+    best_v: float
+    evaluations: int
+    generations: int
+    wall_s: float
+    startup_s: float
+    history: list = field(default_factory=list)
+    devices: dict = field(default_factory=dict)
+    nan_evals: int = 0
+    migrations: list = field(default_factory=list)
+
+
+class Coordinator:
+    """Runs an archipelago described by a resolved config (plain dict).
+
+    Args:
+        cfg: the run config as a plain dict with keys ``problem``, ``constraints``,
+            ``algorithm``, ``topology`` (instantiated object), ``master`` (object or ``None``),
+            ``islands`` (``n``, ``n_actors``, ``migration_interval``, ``n_migrants``,
+            ``replacement``, ``mode``, ``master_sends_best``), ``generations``, ``seed``,
+            ``device``, ``dtype``.
+        topology: a :class:`islands.topology.Topology`.
+        master: a master swarm (:class:`algorithms.cmepso.MasterSwarm`) or ``None``.
+        callbacks: objects with optional ``on_start``, ``on_epoch``, ``on_end`` methods.
+        use_ray: start the groups as Ray actors (default) or in this process (tests, benchmarks).
+
+    Raises:
+        ValueError: bad values in ``islands``/``generations``, named by field.
+    """
+
+    def __init__(self, cfg: dict, topology, master=None, callbacks=(), use_ray: bool = True):
+        isl = cfg["islands"]
+        self.cfg = cfg
+        self.n = check_range("islands.n", isl["n"], 1, integer=True)
+        self.generations = check_range("generations", cfg["generations"], 1, integer=True)
+        self.interval = check_range("islands.migration_interval", isl["migration_interval"], 1, integer=True)
+        self.n_migrants = check_range("islands.n_migrants", isl.get("n_migrants", 1), 1, integer=True)
+        self.mode = isl.get("mode", "sync")
+        if self.mode not in MODES:
+            raise ValueError(f"islands.mode={self.mode!r}: allowed values are {'|'.join(MODES)}")
+        if master is not None and self.mode != "sync":
+            raise ValueError("islands.mode=async: a master swarm needs islands.mode=sync")
+        self.topology = topology
+        self.topology.weights(self.n)  # validates island ids now, before any actor starts
+        self.master = master
+        self.callbacks = list(callbacks)
+        self.use_ray = use_ray
+        self.seed = int(cfg.get("seed", 0))
+
+    # ------------------------------------------------------------------------------------------
+    def _spec(self, island_ids, device) -> dict:
+        c = self.cfg
+        return {
+            "problem": c["problem"],
+            "constraints": c.get("constraints"),
+            "algorithm": c["algorithm"],
+            "island_ids": island_ids,
+            "seed": self.seed,
+            "device": device,
+            "dtype": c.get("dtype", "float64"),
+            "n_migrants": self.n_migrants,
+            "replacement": c["islands"].get("replacement", "fair_replace"),
+        }
+
+    def _start_groups(self):
+        if not self.use_ray:
+            p = plan(self.n, self.cfg.get("device", "auto"), self.cfg["islands"].get("n_actors"), {"CPU": 1})
+            groups = [_Local(IslandGroup(self._spec(ids, self.cfg.get("device", "auto")))) for ids in p.groups]
+            return groups, p
+        import ray  # noqa: PLC0415
+
+        p = plan(self.n, self.cfg.get("device", "auto"), self.cfg["islands"].get("n_actors"), ray.cluster_resources())
+        actor = ray.remote(IslandGroup)
+        opts = {"num_gpus": 1, "num_cpus": 0} if p.use_gpu else {"num_cpus": 1}
+        groups = [actor.options(**opts).remote(self._spec(ids, p.device)) for ids in p.groups]
+        return groups, p
+
+    def _gather(self, refs: dict) -> dict:
+        """``{key: result}`` for ``{ObjectRef: key}``, collected with ``ray.wait`` as they finish."""
+        if not self.use_ray:
+            return {key: ref for ref, key in refs.items()}
+        import ray  # noqa: PLC0415
+
+        out, pending = {}, list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            out[refs[done[0]]] = ray.get(done[0])
+        return out
+
+    def _call(self, group, method: str, *args):
+        return getattr(group, method).remote(*args) if self.use_ray else getattr(group, method)(*args)
+
+    # ------------------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        """Start the actors, evolve ``generations`` generations, return the result.
+
+        Actors are killed at the end, also when the run fails.
+        """
+        t_start = time.perf_counter()
+        groups, placement = self._start_groups()
+        try:
+            infos = self._gather({self._call(g, "info"): i for i, g in enumerate(groups)})
+            devices = {gid: infos[i]["device"] for i, ids in enumerate(placement.groups) for gid in ids}
+            startup_s = time.perf_counter() - t_start
+            for cb in self.callbacks:
+                if hasattr(cb, "on_start"):
+                    cb.on_start({"groups": [infos[i] for i in range(len(groups))], "startup_s": startup_s,
+                                 "n_islands": self.n, "generations": self.generations})
+            run = self._run_sync if self.mode == "sync" else self._run_async
+            result = run(groups, placement)
+            result.startup_s = startup_s
+            result.devices = devices
+        finally:
+            if self.use_ray:
+                import ray  # noqa: PLC0415
+
+                for g in groups:
+                    ray.kill(g)
+        for cb in self.callbacks:
+            if hasattr(cb, "on_end"):
+                cb.on_end(result)
+        return result
+
+    # ------------------------------------------------------------------------------------------
+    def _master_context(self, evaluator):
+        return Context(xp=np, dtype=np.dtype(self.cfg.get("dtype", "float64")), evaluator=evaluator,
+                       rng=CounterRNG(np, self.seed, [self.n]))
+
+    def _plan_migration(self, epoch: int, placement, emigrants: dict, master_best=None):
+        """Per group: ``(inbound, remote)`` for the next epoch (see :meth:`IslandGroup.run_epoch`)."""
+        rng = np.random.default_rng([self.seed, epoch, 0x15]) if True else None
+        edges = self.topology.sample(self.n, rng)
+        send_master = master_best is not None and self.cfg["islands"].get("master_sends_best", False)
+        out = []
+        for ids in placement.groups:
+            pos = {gid: p for p, gid in enumerate(ids)}
+            inbound, remote = {}, {}
+            for src, dst in edges:
+                if dst in pos:
+                    inbound.setdefault(pos[dst], []).append(src)
+                    if src not in pos:
+                        remote[src] = emigrants[src]
+            if send_master:
+                for p in range(len(ids)):
+                    inbound.setdefault(p, []).append(MASTER_ID)
+                remote[MASTER_ID] = master_best
+            out.append((inbound, remote))
+        return out
+
+    def _run_sync(self, groups, placement) -> RunResult:
+        n, D = self.n, None
+        evaluator = build_evaluator(self.cfg["problem"], self.cfg.get("constraints")) if self.master else None
+        mctx, mstate = (self._master_context(evaluator), None) if self.master else (None, None)
+        migration = [({}, {}) for _ in groups]
+        history, migrations = [], []
+        done_gens, epoch = 0, 0
+        t0 = time.perf_counter()
+        best = None
+        while done_gens < self.generations:
+            k = min(self.interval, self.generations - done_gens)
+            refs = {self._call(g, "run_epoch", k, *migration[i]): i for i, g in enumerate(groups)}
+            summaries = self._gather(refs)
+            done_gens += k
+            epoch += 1
+            bx, bf, bv, emigrants, evals, nan = self._merge(summaries, placement)
+            D = bx.shape[1]
+            for i in sorted(summaries):
+                migrations.extend((epoch, *e) for e in summaries[i]["migrations"])
+            master_best, master_evals = None, 0
+            if self.master is not None:
+                if mstate is None:
+                    mstate = self.master.init(mctx, bx, bf, bv)
+                mstate = self.master.run_epoch(mctx, mstate, bx, bf, bv, k)
+                mx, mf, mv = self.master.best(mstate)
+                master_best = (np.asarray(mx).reshape(1, D), np.asarray(mf).reshape(1), np.asarray(mv).reshape(1))
+                master_evals = int(mstate["evals"])
+                nan += int(mstate["nan_evals"])
+            cand = [(bx, bf, bv)] + ([master_best] if master_best else []) + ([best] if best else [])
+            best = _best_of(cand)
+            record = self._record(epoch, done_gens, t0, evals + master_evals, nan, best, bf, bv,
+                                  master_best, summaries, placement)
+            history.append(record)
+            for cb in self.callbacks:
+                if hasattr(cb, "on_epoch"):
+                    cb.on_epoch(record)
+            if done_gens < self.generations:
+                migration = self._plan_migration(epoch, placement, emigrants, master_best)
+        wall = time.perf_counter() - t0
+        return RunResult(best_x=best[0][0], best_f=float(best[1][0]), best_v=float(best[2][0]),
+                         evaluations=history[-1]["evaluations"], generations=done_gens, wall_s=wall,
+                         startup_s=0.0, history=history, nan_evals=history[-1]["nan_evaluations"],
+                         migrations=migrations)
+
+    def _run_async(self, groups, placement) -> RunResult:
+        import ray  # noqa: PLC0415
+
+        if not self.use_ray:
+            raise ValueError("islands.mode=async needs Ray actors")
+        summaries, store = {}, {}
+        gens = [0] * len(groups)
+        history, migrations = [], []
+        t0 = time.perf_counter()
+        best = None
+        completions = 0
+
+        def submit(i, inbound=None, remote=None):
+            k = min(self.interval, self.generations - gens[i])
+            gens[i] += k
+            return groups[i].run_epoch.remote(k, inbound or {}, remote or {})
+
+        pending = {submit(i): i for i in range(len(groups))}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            i = pending.pop(done[0])
+            s = ray.get(done[0])
+            summaries[i] = s
+            completions += 1
+            for p, gid in enumerate(s["island_ids"]):
+                store[gid] = tuple(a[p] for a in s["emigrants"])
+            migrations.extend((completions, *e) for e in s["migrations"])
+            bx, bf, bv, _, evals, nan = self._merge(summaries, placement)
+            best = _best_of([(bx, bf, bv)] + ([best] if best else []))
+            record = self._record(completions, min(gens), t0, evals, nan, best, bf, bv, None, summaries, placement)
+            history.append(record)
+            for cb in self.callbacks:
+                if hasattr(cb, "on_epoch"):
+                    cb.on_epoch(record)
+            if gens[i] < self.generations:
+                ids = placement.groups[i]
+                pos = {gid: p for p, gid in enumerate(ids)}
+                rng = np.random.default_rng([self.seed, completions, 0xA5])
+                inbound, remote = {}, {}
+                for src, dst in self.topology.sample(self.n, rng):
+                    if dst in pos and src in store:
+                        inbound.setdefault(pos[dst], []).append(src)
+                        if src not in pos:
+                            remote[src] = store[src]
+                pending[submit(i, inbound, remote)] = i
+        wall = time.perf_counter() - t0
+        return RunResult(best_x=best[0][0], best_f=float(best[1][0]), best_v=float(best[2][0]),
+                         evaluations=history[-1]["evaluations"], generations=min(gens), wall_s=wall,
+                         startup_s=0.0, history=history, nan_evals=history[-1]["nan_evaluations"],
+                         migrations=migrations)
+
+    # ------------------------------------------------------------------------------------------
+    def _merge(self, summaries: dict, placement):
+        """Island-ordered arrays from group summaries: bests, emigrants by island, totals."""
+        n = self.n
+        first = next(iter(summaries.values()))
+        D = first["best_x"].shape[1]
+        bx = np.full((n, D), np.nan)
+        bf = np.full(n, np.inf)
+        bv = np.full(n, np.inf)
+        emigrants, evals, nan = {}, 0, 0
+        for s in summaries.values():
+            ids = s["island_ids"]
+            bx[ids], bf[ids], bv[ids] = s["best_x"], s["best_f"], s["best_v"]
+            for p, gid in enumerate(ids):
+                emigrants[gid] = tuple(a[p] for a in s["emigrants"])
+            evals += s["evals"] * len(ids)
+            nan += s["nan_evals"]
+        return bx, bf, bv, emigrants, evals, nan
+
+    def _record(self, epoch, generation, t0, evals, nan, best, bf, bv, master_best, summaries, placement) -> dict:
+        wall = time.perf_counter() - t0
+        feasible = bv <= 0
+        rec = {
+            "epoch": epoch,
+            "generation": generation,
+            "wall_s": wall,
+            "evaluations": int(evals),
+            "evals_per_s": evals / wall if wall > 0 else 0.0,
+            "best_f": float(best[1][0]),
+            "best_v": float(best[2][0]),
+            "best_feasible_f": float(best[1][0]) if best[2][0] <= 0 else math.nan,
+            "n_feasible_islands": int(feasible.sum()),
+            "nan_evaluations": int(nan),
+            "compute_s_max": max(s["compute_s"] for s in summaries.values()),
+            "island_best_f": bf.copy(),
+            "island_best_v": bv.copy(),
+        }
+        if master_best is not None:
+            rec["master_best_f"] = float(master_best[1][0])
+        return rec
+
+
+def _best_of(candidates):
+    """Best row of stacked ``(x (k, D), f (k,), v (k,))`` triples, as 1-row arrays."""
+    x = np.concatenate([c[0] for c in candidates])
+    f = np.concatenate([c[1] for c in candidates])
+    v = np.concatenate([c[2] for c in candidates])
+    i = int(argbest(f, v, axis=0))
+    return x[i : i + 1], f[i : i + 1], v[i : i + 1]
+
+
+class _Local:
+    """Stand-in for an actor handle when running in-process (``use_ray=False``)."""
+
+    def __init__(self, group: IslandGroup):
+        self._group = group
+
+    def __getattr__(self, name):
+        return getattr(self._group, name)

@@ -1,0 +1,191 @@
+"""An island group: the islands one device hosts, evolved as one batched population.
+
+One :class:`IslandGroup` lives in each Ray actor (one actor per GPU, or per CPU worker). It holds
+``I`` islands as one batch (``islands x N x D``) and advances all of them with the same kernel
+launches. A call to :meth:`IslandGroup.run_epoch` first applies the migration of this epoch
+(islands of this group exchange emigrants on the device; emigrants of islands elsewhere arrive
+as small host arrays), then runs ``n_generations`` generations on the device without round trips,
+and returns a small summary of host arrays (per-island bests, emigrants, counters, timings).
+
+The class is plain Python, so tests and single-process benchmarks use it without Ray; the
+runtime wraps it with ``ray.remote``.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import numpy as np
+
+from algorithms.backend import device_name, dtype_of, get_xp, synchronize, to_host
+from algorithms.base import Context
+from algorithms.random import CounterRNG
+from islands.build import build_algorithm, build_evaluator
+from islands.migration import gather, replacement, select_best
+
+MASTER_ID = -1  # source id of the master swarm's best in migration plans
+
+
+class IslandGroup:
+    """A batch of islands on one device.
+
+    Args:
+        spec: plain dict with keys ``problem`` (config with ``_target_``), ``constraints``
+            (``handling``, ``penalty``), ``algorithm`` (config with ``_target_``),
+            ``island_ids`` (global ids of this group's islands), ``seed``, ``device``
+            (``auto|cpu|gpu``), ``dtype`` (``float32|float64``), ``n_migrants`` (``k``) and
+            ``replacement`` (``fair_replace|replace_worst``).
+
+    Raises:
+        ValueError: bad config values (named by field), or ``device=gpu`` without a GPU.
+    """
+
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.xp = get_xp(spec.get("device", "auto"))
+        self.island_ids = [int(i) for i in spec["island_ids"]]
+        self.evaluator = build_evaluator(spec["problem"], spec.get("constraints"))
+        self.algorithm = build_algorithm(spec["algorithm"])
+        self.n_migrants = int(spec.get("n_migrants", 1))
+        self.replacement = spec.get("replacement", "fair_replace")
+        self.ctx = Context(
+            xp=self.xp,
+            dtype=dtype_of(spec.get("dtype", "float64")),
+            evaluator=self.evaluator,
+            rng=CounterRNG(self.xp, int(spec.get("seed", 0)), self.island_ids),
+        )
+        self.state = self.algorithm.init(self.ctx)
+        self._pending_events = None  # device arrays of the last migration, fetched with the summary
+
+    # ------------------------------------------------------------------------------------------
+    def info(self) -> dict:
+        """Where this group runs: device name, host, pid, Ray GPU ids, island ids."""
+        try:
+            import ray  # noqa: PLC0415
+
+            gpus = [str(g) for g in ray.get_gpu_ids()] if ray.is_initialized() else []
+        except Exception:  # not inside Ray
+            gpus = []
+        return {
+            "device": device_name(self.xp),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "ray_gpu_ids": gpus,
+            "island_ids": self.island_ids,
+        }
+
+    def run_epoch(self, n_generations: int, inbound: dict | None = None, remote: dict | None = None) -> dict:
+        """Migrate, then evolve ``n_generations`` generations; return the epoch summary.
+
+        Args:
+            n_generations: generations to run (>= 0).
+            inbound: ``{local position of a destination island: [global source ids]}``.
+            remote: ``{global source id: (X (k, D), f (k,), v (k,))}`` emigrants of islands not in
+                this group (and of the master swarm, id ``-1``).
+
+        Returns:
+            dict of host values: ``island_ids``, ``best_x (I, D)``, ``best_f (I,)``, ``best_v (I,)``,
+            ``emigrants`` (``X (I, k, D)``, ``f (I, k)``, ``v (I, k)``), ``generation``, ``evals``
+            (per island), ``nan_evals`` (whole group), ``migrations`` (list of
+            ``(src, dst, accepted, best f moved)``), ``compute_s``, ``device``.
+        """
+        if inbound:
+            self._migrate(inbound, remote or {})
+        t0 = time.perf_counter()
+        self.state = self.algorithm.run(self.ctx, self.state, int(n_generations))
+        synchronize(self.xp)
+        compute_s = time.perf_counter() - t0
+        return self._summary(compute_s)
+
+    # ------------------------------------------------------------------------------------------
+    def _emigrants(self):
+        X, f, v = self.algorithm.population(self.state)
+        k = min(self.n_migrants, f.shape[-1])
+        return gather(X, f, v, select_best(f, v, k))
+
+    def _migrate(self, inbound: dict, remote: dict) -> None:
+        xp, I = self.xp, len(self.island_ids)
+        em_X, em_f, em_v = self._emigrants()
+        k, D = em_f.shape[1], em_X.shape[2]
+        local_pos = {gid: p for p, gid in enumerate(self.island_ids)}
+        remote_ids = sorted(remote)
+        pool_X = [em_X.reshape(I * k, D)]
+        pool_f, pool_v = [em_f.reshape(-1)], [em_v.reshape(-1)]
+        for rid in remote_ids:
+            rx, rf, rv = remote[rid]
+            pool_X.append(xp.asarray(rx, dtype=em_X.dtype).reshape(-1, D)[:k])
+            pool_f.append(xp.asarray(rf, dtype=em_f.dtype).reshape(-1)[:k])
+            pool_v.append(xp.asarray(rv, dtype=em_v.dtype).reshape(-1)[:k])
+        N = self.algorithm.population_size()
+        width = min(max((len(s) for s in inbound.values()), default=0), max(1, N // k))
+        rows = np.zeros((I, width * k), dtype=np.int64)
+        src_of = np.full((I, width * k), -2, dtype=np.int64)
+        valid = np.zeros((I, width * k), dtype=bool)
+        for dst, sources in inbound.items():
+            for j, src in enumerate(list(sources)[:width]):
+                if src in local_pos:
+                    base = local_pos[src] * k
+                else:
+                    base = I * k + remote_ids.index(src) * k
+                sl = slice(j * k, (j + 1) * k)
+                rows[dst, sl] = base + np.arange(k)
+                src_of[dst, sl] = src
+                valid[dst, sl] = True
+        if not valid.any():
+            return
+        pool_X, pool_f, pool_v = xp.concatenate(pool_X), xp.concatenate(pool_f), xp.concatenate(pool_v)
+        rows_d = xp.asarray(rows)
+        X, f, v = self.algorithm.population(self.state)
+        idx, X_new, f_new, v_new, accepted, order = replacement(
+            self.replacement, f, v, pool_X[rows_d], pool_f[rows_d], pool_v[rows_d], xp.asarray(valid), X
+        )
+        self.state = self.algorithm.replace(self.ctx, self.state, idx, X_new, f_new, v_new)
+        self._pending_events = (src_of, order, accepted, f_new)
+
+    def _summary(self, compute_s: float) -> dict:
+        bx, bf, bv = self.algorithm.best(self.state)
+        ex, ef, ev = self._emigrants()
+        out = {
+            "island_ids": self.island_ids,
+            "best_x": to_host(bx),
+            "best_f": to_host(bf),
+            "best_v": to_host(bv),
+            "emigrants": (to_host(ex), to_host(ef), to_host(ev)),
+            "generation": int(self.state["generation"]),
+            "evals": int(self.state["evals"]),
+            "nan_evals": int(to_host(self.state["nan_evals"])),
+            "migrations": self._migration_events(),
+            "compute_s": compute_s,
+            "device": device_name(self.xp),
+        }
+        return out
+
+    def _migration_events(self) -> list:
+        pending = self._pending_events
+        if pending is None:
+            return []
+        self._pending_events = None
+        src_of, order, accepted, f_new = pending
+        order, accepted, f_new = to_host(order), to_host(accepted), to_host(f_new)
+        src_sorted = np.take_along_axis(src_of, order, axis=1)
+        events = []
+        for dst in range(src_sorted.shape[0]):
+            for src in np.unique(src_sorted[dst]):
+                if src == -2:
+                    continue
+                m = (src_sorted[dst] == src) & accepted[dst]
+                events.append(
+                    (int(src), self.island_ids[dst], int(m.sum()), float(f_new[dst][m].min()) if m.any() else None)
+                )
+        return events
+
+    def state_dict(self) -> dict:
+        """The group's state as host arrays (for checkpoints)."""
+        return {k: to_host(v) if hasattr(v, "shape") else v for k, v in self.state.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a state saved by :meth:`state_dict` (arrays moved to this group's device)."""
+        self.state = {
+            k: self.xp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in state.items()
+        }

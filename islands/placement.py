@@ -1,0 +1,70 @@
+"""Placement: how many island-group actors, on which devices, hosting which islands.
+
+With GPUs, one actor owns each GPU (``num_gpus=1``) and hosts its share of the islands as one
+batch; without GPUs, one actor per CPU core (at most one per island) runs NumPy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from algorithms.backend import DEVICES
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Actors to start.
+
+    Attributes:
+        groups: island ids of each actor, contiguous blocks (``len(groups)`` actors).
+        use_gpu: each actor takes one GPU (``num_gpus=1``) and runs CuPy.
+    """
+
+    groups: list
+    use_gpu: bool
+
+    @property
+    def device(self) -> str:
+        """The ``device`` value each actor gets (``gpu`` or ``cpu``)."""
+        return "gpu" if self.use_gpu else "cpu"
+
+
+def split(n_islands: int, n_actors: int) -> list[list[int]]:
+    """Contiguous, near-equal blocks of island ids, e.g. ``split(5, 2) == [[0, 1, 2], [3, 4]]``."""
+    base, extra = divmod(n_islands, n_actors)
+    out, start = [], 0
+    for a in range(n_actors):
+        size = base + (1 if a < extra else 0)
+        out.append(list(range(start, start + size)))
+        start += size
+    return out
+
+
+def plan(n_islands: int, device: str, n_actors: int | None, resources: dict) -> Placement:
+    """Decide the actors for ``n_islands`` islands on a cluster with ``resources``.
+
+    Args:
+        n_islands: islands in the archipelago (>= 1).
+        device: ``auto|cpu|gpu``.
+        n_actors: actors wanted, or ``None`` for one per GPU (GPU) / per CPU (CPU).
+        resources: ``ray.cluster_resources()`` (keys ``CPU``, ``GPU``).
+
+    Raises:
+        ValueError: ``islands.n < 1``, ``islands.n_actors < 1``, unknown device, or
+            ``device=gpu`` on a cluster without GPUs.
+    """
+    if not isinstance(n_islands, int) or n_islands < 1:
+        raise ValueError(f"islands.n={n_islands}: allowed values are integers >= 1")
+    if device not in DEVICES:
+        raise ValueError(f"device={device!r}: allowed values are {'|'.join(DEVICES)}")
+    if n_actors is not None and (not isinstance(n_actors, int) or n_actors < 1):
+        raise ValueError(f"islands.n_actors={n_actors}: allowed values are null (auto) or integers >= 1")
+    n_gpus = int(resources.get("GPU", 0))
+    if device == "gpu" and n_gpus == 0:
+        raise ValueError("device=gpu: no GPU is visible to Ray on this machine or cluster; allowed values here are auto|cpu")
+    use_gpu = device != "cpu" and n_gpus > 0
+    if n_actors is None:
+        n_actors = n_gpus if use_gpu else max(1, int(resources.get("CPU", 1)))
+    if use_gpu and n_actors > n_gpus:
+        raise ValueError(f"islands.n_actors={n_actors}: allowed values are 1..{n_gpus} (one actor per GPU)")
+    n_actors = min(n_actors, n_islands)
+    return Placement(groups=split(n_islands, n_actors), use_gpu=use_gpu)

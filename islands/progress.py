@@ -1,0 +1,80 @@
+"""What a person sees while a run goes and when it ends (rich console output)."""
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from problems.constraints import feasibility_report
+
+
+class ConsoleProgress:
+    """Coordinator callback: where the islands run, then a progress bar over generations.
+
+    On a terminal the bar redraws in place; otherwise (CI logs, files) it prints a line every
+    ~10% of the run.
+    """
+
+    def __init__(self, problem, console: Console | None = None):
+        self.problem = problem
+        self.console = console or Console(stderr=False)
+        self.progress = None
+        self.task = None
+        self._next_line = 0.0
+
+    def on_start(self, info: dict) -> None:
+        """Print the placement (group, device, islands) and start the bar."""
+        for i, g in enumerate(info["groups"]):
+            ids = g["island_ids"]
+            self.console.print(f"group {i}: islands {ids[0]}..{ids[-1]} on {g['device']} ({g['host']})")
+        self.console.print(f"actors ready in {info['startup_s']:.1f} s; {info['generations']} generations")
+        self.total = info["generations"]
+        if self.console.is_terminal:
+            self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=self.console)
+            self.task = self.progress.add_task("generations", total=self.total, best="")
+            self.progress.start()
+
+    def on_epoch(self, rec: dict) -> None:
+        """Advance the bar; show the best fitness and its violation."""
+        best = f"best f={rec['best_f']:.8g}" + ("" if rec["best_v"] <= 0 else f" (violation {rec['best_v']:.3g})")
+        if self.progress is not None:
+            self.progress.update(self.task, completed=rec["generation"], best=best)
+        elif rec["generation"] >= self._next_line or rec["generation"] >= self.total:
+            self.console.print(f"generation {rec['generation']}/{self.total}  {best}  "
+                               f"{rec['evaluations']} evals  {rec['wall_s']:.1f} s")
+            self._next_line = rec["generation"] + max(1, self.total // 10)
+
+    def on_end(self, result) -> None:
+        """Stop the bar."""
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def print_summary(result, problem, run_id: str | None, console: Console | None = None) -> dict:
+    """Print the end-of-run summary (float64 re-evaluation of the best) and return the report."""
+    console = console or Console()
+    rep = feasibility_report(problem, result.best_x)
+    table = Table(title=f"best solution: {problem.name}", show_header=True)
+    table.add_column("variable")
+    table.add_column("value", justify="right")
+    for i, x in enumerate(rep["x"]):
+        table.add_row(f"x{i + 1}", f"{x:.10g}")
+    console.print(table)
+    f_star = getattr(problem, "f_star", None)
+    gap = ""
+    if f_star is not None and f_star != 0:
+        gap = f"  (f* = {f_star:.10g}, gap {100 * (rep['f'] - f_star) / abs(f_star):+.5f} %)"
+    console.print(f"f = {rep['f']:.10g}{gap}")
+    if rep["g"]:
+        console.print("g = [" + ", ".join(f"{g:.4g}" for g in rep["g"]) + "]  (g <= 0 feasible)")
+    status = "[green]feasible[/green]" if rep["feasible"] else "[red]INFEASIBLE[/red]"
+    console.print(f"{status} (max normalised violation {rep['max_normalised_violation']:.3g}, float64)")
+    console.print(f"evaluations {result.evaluations:,}  wall time {result.wall_s:.2f} s "
+                  f"(+ {result.startup_s:.1f} s start-up)  NaN evaluations {result.nan_evals}")
+    if run_id:
+        console.print(f"MLflow run {run_id}  (review: mlflow ui, then open http://127.0.0.1:5000)")
+    sys.stdout.flush()
+    return rep

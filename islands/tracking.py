@@ -1,0 +1,158 @@
+"""MLflow tracking of a run: parameters, per-epoch metrics, tags and artifacts.
+
+One MLflow run per job, in the experiment ``logger.experiment_name``:
+
+* parameters: the resolved config, flattened (``algorithm.c1``, ``islands.n``, ...);
+* metrics, per epoch (step = generation): ``best_f``, ``best_v`` (total violation of the best),
+  ``best_feasible_f``, ``evaluations``, ``evals_per_s``, ``wall_s``, ``nan_evaluations``,
+  ``migrations_accepted``, ``master_best_f``, and ``island_XX_best_f`` per island;
+* tags: device of every island group, Ray cluster resources, git commit, host;
+* artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json``
+  (``x``, ``f``, ``g``, ``feasible``), ``migrations.csv`` when islands migrated.
+
+Metrics are buffered and written with ``log_batch`` every few seconds, so per-iteration epochs do
+not wait on the tracking store. The default store is MLflow's own default (``sqlite:///mlflow.db``
+in the launch directory); ``mlflow ui`` started there shows every run.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import time
+from pathlib import Path
+
+import mlflow
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """``{"a": {"b": 1}} -> {"a.b": 1}``; lists become their string form."""
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def git_commit() -> str:
+    """The repository's HEAD commit, or ``"unknown"``."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=5).stdout.strip() or "unknown"
+    except Exception:
+        return "unknown"
+
+
+class MlflowTracker:
+    """Callback that writes one MLflow run.
+
+    Args:
+        logger_cfg: ``tracking_uri`` (or ``None`` for MLflow's default), ``experiment_name``,
+            ``run_name``.
+        params: flat parameter dict (the resolved config).
+        config_yaml: the resolved config as YAML text (artifact ``config.yaml``).
+        problem: the problem, for the float64 report of the best solution.
+        flush_s: seconds between metric flushes.
+    """
+
+    def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, flush_s: float = 2.0):
+        self.cfg = logger_cfg
+        self.params = params
+        self.config_yaml = config_yaml
+        self.problem = problem
+        self.flush_s = flush_s
+        self.run_id = None
+        self._buffer: list = []
+        self._last_flush = time.monotonic()
+        self._client = None
+
+    def start(self) -> str:
+        """Open the run, log parameters, tags and the config; return the run id."""
+        if self.cfg.get("tracking_uri"):
+            mlflow.set_tracking_uri(self.cfg["tracking_uri"])
+        mlflow.set_experiment(self.cfg.get("experiment_name") or "isles")
+        run = mlflow.start_run(run_name=self.cfg.get("run_name"))
+        self.run_id = run.info.run_id
+        self._client = MlflowClient()
+        mlflow.log_params({k: str(v)[:6000] for k, v in self.params.items()})
+        mlflow.set_tags({"git_commit": git_commit()})
+        mlflow.log_text(self.config_yaml, "config.yaml")
+        return self.run_id
+
+    # -- coordinator callbacks -----------------------------------------------------------------
+    def on_start(self, info: dict) -> None:
+        """Tags: each group's device, host and islands; Ray resources; start-up time metric."""
+        tags = {}
+        for i, g in enumerate(info["groups"]):
+            tags[f"group_{i}.device"] = g["device"]
+            tags[f"group_{i}.host"] = g["host"]
+            tags[f"group_{i}.islands"] = ",".join(map(str, g["island_ids"]))
+        tags["devices"] = "; ".join(sorted({g["device"] for g in info["groups"]}))
+        try:
+            import ray  # noqa: PLC0415
+
+            if ray.is_initialized():
+                tags["ray.cluster_resources"] = json.dumps(
+                    {k: v for k, v in ray.cluster_resources().items() if not k.startswith("node:")})
+        except Exception:
+            pass
+        mlflow.set_tags(tags)
+        mlflow.log_metric("startup_s", info["startup_s"])
+
+    def on_epoch(self, rec: dict) -> None:
+        """Buffer the epoch's metrics (step = generation); flush every ``flush_s`` seconds."""
+        step, ts = int(rec["generation"]), int(time.time() * 1000)
+        values = {k: rec[k] for k in ("best_f", "best_v", "best_feasible_f", "evaluations", "evals_per_s",
+                                      "wall_s", "nan_evaluations") if k in rec}
+        values["migrations_accepted"] = rec.get("migrations_accepted", 0)
+        if "master_best_f" in rec:
+            values["master_best_f"] = rec["master_best_f"]
+        for i, f in enumerate(rec["island_best_f"]):
+            values[f"island_{i:02d}_best_f"] = f
+        for k, v in values.items():
+            v = float(v)
+            if math.isfinite(v):
+                self._buffer.append(Metric(k, v, ts, step))
+        if time.monotonic() - self._last_flush > self.flush_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered metrics (MLflow takes at most 1000 per batch)."""
+        while self._buffer:
+            chunk, self._buffer = self._buffer[:1000], self._buffer[1000:]
+            self._client.log_batch(self.run_id, metrics=chunk)
+        self._last_flush = time.monotonic()
+
+    def on_end(self, result) -> None:
+        """Final metrics and the artifacts (convergence plot, best solution, migrations)."""
+        from islands.plots import convergence_figure  # noqa: PLC0415
+        from problems.constraints import feasibility_report  # noqa: PLC0415
+
+        self.flush()
+        report = feasibility_report(self.problem, result.best_x)
+        mlflow.log_metrics({"final_best_f": report["f"], "final_max_violation": report["max_normalised_violation"],
+                            "final_feasible": float(report["feasible"]), "final_evaluations": result.evaluations,
+                            "final_wall_s": result.wall_s})
+        mlflow.log_dict(report, "best_solution.json")
+        fig = convergence_figure(result.history, self.problem)
+        mlflow.log_figure(fig, "convergence.png")
+        if result.migrations:
+            lines = ["epoch,src,dst,accepted,best_f_moved"]
+            lines += [",".join("" if x is None else str(x) for x in m) for m in result.migrations]
+            mlflow.log_text("\n".join(lines) + "\n", "migrations.csv")
+
+    def end(self, status: str = "FINISHED") -> None:
+        """Flush and close the run with ``status`` (``FINISHED`` or ``FAILED``)."""
+        if self.run_id is None:
+            return
+        try:
+            self.flush()
+        finally:
+            mlflow.end_run(status=status)

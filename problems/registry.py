@@ -1,0 +1,54 @@
+"""Problem registry: id -> class, and :func:`make_problem` for the config's ``problem.name``.
+
+Ids and formulations follow ``shared/problems.md`` (sections 4 and 5).
+"""
+from __future__ import annotations
+
+from problems.base import Problem
+from problems.benchmarks import Ackley, Griewank, Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere
+from problems.engineering import (
+    SpeedReducer,
+    SpeedReducerB,
+    SpeedReducerC,
+    Spring,
+    WeldedBeam,
+    WeldedBeamJ4,
+)
+
+#: Every built-in problem class, keyed by its ``name``.
+PROBLEMS: dict[str, type] = {
+    cls.name: cls
+    for cls in (
+        WeldedBeam,
+        WeldedBeamJ4,
+        Spring,
+        SpeedReducer,
+        SpeedReducerB,
+        SpeedReducerC,
+        Sphere,
+        Rastrigin,
+        Ackley,
+        Griewank,
+        Rosenbrock,
+        Schwefel226,
+        Schwefel12,
+    )
+}
+
+
+def make_problem(name: str, **kwargs) -> Problem:
+    """Instantiate the built-in problem ``name`` with ``kwargs`` (e.g. ``dim``, ``lower``, ``upper``
+    for the scalable functions; none for the engineering problems).
+
+    Raises:
+        ValueError: ``name`` is not a key of :data:`PROBLEMS` (the message lists the allowed
+            values, sorted), or the class rejects the bounds/dimension.
+        TypeError: a keyword the class does not accept (e.g. ``dim`` for ``welded_beam``).
+    """
+    try:
+        cls = PROBLEMS[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"problem={name!r}: allowed values are {'|'.join(sorted(PROBLEMS))}"
+        ) from None
+    return cls(**kwargs)
