@@ -126,7 +126,13 @@ class EPSO(PSO):
             on = xp.isfinite(state["attractor_v"]).astype(dt)[:, None, None, None]
             vel = vel + (on * rng.uniform(g, DRAW_R3, (N, C, D), dt) * weights(p.c3, DRAW_NC3)
                          * (state["attractor"][:, None, None] - x))
-        vel = clamp_velocity(ctx, vel, p.vmax_fraction)
+        import os
+        _end = float(os.environ.get("VEND", "0"))
+        _vf = p.vmax_fraction
+        if _end > 0 and _vf > 0:
+            _t = min(g, p.max_iterations - 1) / max(p.max_iterations - 1, 1)
+            _vf = _vf * (_end / _vf) ** _t
+        vel = clamp_velocity(ctx, vel, _vf)
         xc, vel = boundary_correction(ctx, x + vel, vel, rng.uniform(g, DRAW_COR, (N, C, D), dt), p.cor)
         f, v, n_nan = ctx.evaluator(xc.reshape(I, N * C, D))
         f, v = f.reshape(I, N, C), v.reshape(I, N, C)

@@ -57,9 +57,14 @@ def main(argv=None):
     ap.add_argument("--slaves", type=int, default=10)
     ap.add_argument("--vmax", type=float, default=None, help="vmax_fraction (default: EPSO's)")
     ap.add_argument("--cor", type=float, default=None, help="COR (default: EPSO's)")
+    ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+                    help="other EPSOParams fields of the slaves and the master, e.g. sigma_g=0.001")
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args(argv)
     over = {k: v for k, v in (("vmax_fraction", a.vmax), ("cor", a.cor)) if v is not None}
+    for kv in a.set:
+        k, v = kv.split("=", 1)
+        over[k] = int(v) if v.lstrip("-").isdigit() else float(v)
     print(f"EPSO params: {EPSO(**over).params}; iterations={a.iterations}, slaves={a.slaves}, "
           f"seeds {a.first_seed}..{a.first_seed + a.seeds - 1}")
     hdr = f"{'problem':14s} {'best':>14s} {'median':>14s} {'mean':>14s} {'std':>10s} {'worst':>14s} " \

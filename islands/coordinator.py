@@ -128,12 +128,13 @@ class Coordinator:
         groups = [actor.options(**opts).remote(self._spec(ids, p.device)) for ids in p.groups]
         return groups, p
 
-    def _gather(self, refs: dict) -> dict:
-        """``{key: result}`` for ``{ObjectRef: key}``, collected with ``ray.wait`` as they finish."""
+    def _gather(self, calls: list) -> dict:
+        """``{i: result}`` of the calls ``[ObjectRef, ...]``, collected with ``ray.wait`` as they finish."""
         if not self.use_ray:
-            return {key: ref for ref, key in refs.items()}
+            return dict(enumerate(calls))
         import ray  # noqa: PLC0415
 
+        refs = {ref: i for i, ref in enumerate(calls)}
         out, pending = {}, list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
@@ -152,7 +153,7 @@ class Coordinator:
         t_start = time.perf_counter()
         groups, placement = self._start_groups()
         try:
-            infos = self._gather({self._call(g, "info"): i for i, g in enumerate(groups)})
+            infos = self._gather([self._call(g, "info") for g in groups])
             devices = {gid: infos[i]["device"] for i, ids in enumerate(placement.groups) for gid in ids}
             startup_s = time.perf_counter() - t_start
             for cb in self.callbacks:
@@ -211,8 +212,7 @@ class Coordinator:
         best = None
         while done_gens < self.generations:
             k = min(self.interval, self.generations - done_gens)
-            refs = {self._call(g, "run_epoch", k, *migration[i]): i for i, g in enumerate(groups)}
-            summaries = self._gather(refs)
+            summaries = self._gather([self._call(g, "run_epoch", k, *migration[i]) for i, g in enumerate(groups)])
             done_gens += k
             epoch += 1
             bx, bf, bv, emigrants, evals, nan = self._merge(summaries, placement)

@@ -11,7 +11,7 @@ import os
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from algorithms.backend import DEVICES, dtype_of
+from algorithms.backend import DEVICES, cupy_or_none, dtype_of
 from islands.build import build_problem
 from islands.coordinator import Coordinator, RunResult
 from islands.progress import ConsoleProgress, print_summary
@@ -44,11 +44,15 @@ def validate(cfg: dict) -> None:
     """Top-level checks that need no actor.
 
     Raises:
-        ValueError: ``device``, ``dtype``, ``generations``, ``seed`` out of range.
+        ValueError: ``device``, ``dtype`` or ``seed`` out of range; ``device=gpu`` on a machine
+            without a GPU when no cluster address is given.
     """
     if cfg.get("device") not in DEVICES:
         raise ValueError(f"device={cfg.get('device')!r}: allowed values are {'|'.join(DEVICES)}")
     dtype_of(cfg.get("dtype", "float64"))
+    if cfg["device"] == "gpu" and not cfg.get("ray", {}).get("address") and cupy_or_none() is None:
+        raise ValueError("device=gpu: no GPU is visible on this machine (CuPy missing or no CUDA device); "
+                         "allowed values here are auto|cpu")
     if not isinstance(cfg.get("seed"), int) or cfg["seed"] < 0:
         raise ValueError(f"seed={cfg.get('seed')!r}: allowed values are integers >= 0")
 

@@ -1,0 +1,18 @@
+"""Config composition for tests (the same composition ``run.py`` does)."""
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+CONF = str(Path(__file__).resolve().parents[1] / "conf")
+
+
+def make_cfg(*overrides: str):
+    """Compose ``conf/config.yaml`` with Hydra overrides, as ``python run.py OVERRIDES`` would."""
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def plain(cfg) -> dict:
+    """Resolved plain-dict config."""
+    return OmegaConf.to_container(cfg, resolve=True)

@@ -1,0 +1,48 @@
+"""``python run.py ...`` as users type it: bad input gives a one-line error naming the field and
+the allowed values, with a non-zero exit code; a user's own problem plugs in through the config."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, timeout=180):
+    return subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["+experiment=cmepso", "algorithm.n_particles=0"], "algorithm.n_particles=0: allowed values are integers >= 1"),
+        (["+experiment=cmepso", "islands.n=-3"], "islands.n=-3: allowed values are integers >= 1"),
+        (["+experiment=cmepso", "device=gpu"], "device=gpu: no GPU is visible"),
+        (["+experiment=cmepso", "device=tpu"], "device='tpu': allowed values are auto|cpu|gpu"),
+        (["+experiment=cmepso", "dtype=float16"], "dtype='float16': allowed values are float32|float64"),
+        (["problem._target_=tests.user_problems.ShiftedSphere", "+problem.lower=[0,0]"],
+         "problem.lower has 2 entries but problem.dim=3"),
+        (["topology=free_form", "topology.edges=[[0,9]]", "islands.n=4"], "island 9 does not exist"),
+    ],
+)
+def test_bad_input_one_line_error(args, needle):
+    p = run_cli(*args, "logger=none")
+    assert p.returncode != 0
+    assert needle in p.stderr, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+
+
+def test_unknown_problem_lists_the_options():
+    p = run_cli("+experiment=cmepso", "problem=no_such_problem", "logger=none")
+    assert p.returncode != 0
+    assert "Could not find 'problem/no_such_problem'" in p.stderr
+    assert "welded_beam" in p.stderr and "speed_reducer" in p.stderr  # the allowed values
+
+
+def test_user_problem_plugs_in_through_config():
+    p = run_cli("problem._target_=tests.user_problems.ShiftedSphere", "+problem.dim=2", "generations=40",
+                "islands.n=2", "islands.n_actors=1", "logger=none", "ray.num_cpus=1")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "shifted_sphere" in p.stdout and "feasible" in p.stdout

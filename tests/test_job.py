@@ -1,0 +1,73 @@
+"""End to end with Ray and MLflow: a run is tracked, read back through MLflow's API; a failing
+run is marked FAILED; NaN objectives are counted."""
+import json
+
+import mlflow
+import pytest
+from mlflow.tracking import MlflowClient
+
+from islands.job import run_job
+from tests.helpers import make_cfg
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture()
+def store(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    yield uri
+    mlflow.set_tracking_uri(None)
+
+
+def test_tracked_run_reads_back(ray_local, store):
+    cfg = make_cfg("+experiment=cmepso", "generations=20", "islands.n=4", "algorithm.n_particles=10",
+                   f"logger.tracking_uri={store}", "logger.experiment_name=test-isles", "progress=false")
+    result, run_id = run_job(cfg)
+    client = MlflowClient(tracking_uri=store)
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.params["algorithm.c1"] == "2.05"
+    assert run.data.params["islands.n"] == "4"
+    assert run.data.params["problem._target_"] == "problems.engineering.WeldedBeam"
+    history = client.get_metric_history(run_id, "best_f")
+    assert len(history) == 20 and history[-1].step == 20  # one point per epoch (interval 1)
+    assert abs(history[-1].value - result.best_f) < 1e-9
+    for name in ("evaluations", "evals_per_s", "wall_s", "best_v", "island_00_best_f", "island_03_best_f",
+                 "master_best_f"):
+        assert client.get_metric_history(run_id, name), name
+    assert "cpu" in run.data.tags["devices"] and run.data.tags["git_commit"]
+    artifacts = {a.path for a in client.list_artifacts(run_id)}
+    assert {"config.yaml", "convergence.png", "best_solution.json"} <= artifacts
+    best = json.load(open(client.download_artifacts(run_id, "best_solution.json")))
+    assert set(best) >= {"x", "f", "g", "feasible"} and len(best["x"]) == 4 and len(best["g"]) == 7
+
+
+def test_failed_run_is_marked_failed_with_metrics(ray_local, store):
+    cfg = make_cfg("problem._target_=tests.user_problems.FailingSphere", "+problem.fail_after=8",
+                   "algorithm.n_particles=4", "algorithm.n_replicas=1", "generations=50", "islands.n=2",
+                   "islands.migration_interval=1", f"logger.tracking_uri={store}", "progress=false")
+    with pytest.raises(Exception, match="objective crashed"):
+        run_job(cfg)
+    client = MlflowClient(tracking_uri=store)
+    exp = client.get_experiment_by_name("isles")
+    (run,) = client.search_runs([exp.experiment_id])
+    assert run.info.status == "FAILED"
+    assert client.get_metric_history(run.info.run_id, "best_f"), "metrics logged before the failure are kept"
+
+
+def test_nan_objective_is_worst_and_counted(ray_local, store):
+    cfg = make_cfg("problem._target_=tests.user_problems.NaNSphere", "algorithm.n_particles=10",
+                   "generations=30", "islands.n=2", f"logger.tracking_uri={store}", "progress=false")
+    result, run_id = run_job(cfg)
+    assert result.nan_evals > 0
+    assert result.best_x[0] <= 0.5 and result.best_f < 0.01
+    hist = MlflowClient(tracking_uri=store).get_metric_history(run_id, "nan_evaluations")
+    assert hist[-1].value == result.nan_evals

@@ -1,0 +1,50 @@
+"""Problems defined outside isles, plugged in through ``problem._target_`` in tests."""
+import numpy as np
+
+from problems.base import Problem
+
+
+class ShiftedSphere(Problem):
+    """A user's own problem: sphere shifted to 0.5 with one constraint ``x1 >= 0.25``."""
+
+    name = "shifted_sphere"
+    n_constraints = 1
+
+    def __init__(self, dim=3, lower=-1.0, upper=1.0):
+        super().__init__(dim, lower, upper, f_star=0.0)
+
+    def objective(self, X):
+        return ((X - 0.5) ** 2).sum(axis=-1)
+
+    def constraints(self, X):
+        return (0.25 - X[..., :1])
+
+
+class NaNSphere(Problem):
+    """Sphere that returns NaN wherever x1 > 0.5 (exercises the NaN treatment)."""
+
+    name = "nan_sphere"
+
+    def __init__(self, dim=2):
+        super().__init__(dim, -1.0, 1.0, f_star=0.0)
+
+    def objective(self, X):
+        f = (X ** 2).sum(axis=-1)
+        return np.where(X[..., 0] > 0.5, np.nan, f) if isinstance(f, np.ndarray) else f
+
+
+class FailingSphere(Problem):
+    """Sphere whose evaluation raises after a few calls (a run that fails after it started)."""
+
+    name = "failing_sphere"
+    calls = 0
+
+    def __init__(self, dim=2, fail_after=30):
+        super().__init__(dim, -1.0, 1.0)
+        self.fail_after = fail_after
+
+    def objective(self, X):
+        type(self).calls += 1
+        if type(self).calls > self.fail_after:
+            raise RuntimeError("objective crashed (test)")
+        return (X ** 2).sum(axis=-1)
