@@ -106,6 +106,17 @@ class Context:
         """Number of islands ``I`` in this batch."""
         return self.rng.n_streams
 
+    def generation_value(self, generation: int):
+        """The generation counter for array expressions (e.g. an inertia schedule).
+
+        NumPy: the host int. CuPy: a 0-d device array ``generation + rng.ctr`` in ``dtype``, so
+        that a generation captured in a CUDA graph (:mod:`algorithms.graph`) sees the right
+        counter at every replay.
+        """
+        if self.xp is np:
+            return generation
+        return (self.rng.ctr[0] + np.uint64(generation)).astype(self.dtype)
+
     def uniform_in_box(self, generation: int, draw: int, n: int):
         """``(I, n, D)`` points uniform in the box (initialisation)."""
         u = self.rng.uniform(generation, draw, (n, self.dim), self.dtype)

@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from algorithms.base import Context, State, check_range
-from algorithms.pso import (DRAW_COR, DRAW_R1, DRAW_R2, DRAW_R3, PSO, boundary_correction,
-                            clamp_velocity, inertia_weight, update_bests)
+from algorithms.pso import (DRAW_COR, DRAW_R1, DRAW_R2, DRAW_R3, PSO, boundary_correction, check_common,
+                            clamp_velocity, inertia_weight, update_bests, vmax_schedule)
 from problems.constraints import argbest
 
 DRAW_NW, DRAW_NC1, DRAW_NC2, DRAW_NC3, DRAW_NG = 20, 21, 22, 23, 24
@@ -44,7 +44,10 @@ class EPSOParams:
 
     ``w_max``/``w_min`` are not given in the seed: 0.9/0.4 are Shi & Eberhart's usual values.
     ``c3`` (third attractor, eqs. 12-14) is 0 for the slaves and 2.02 for the master swarm.
-    ``vmax_fraction`` is the velocity clamp of :mod:`algorithms.pso` (not in the seed; 0 = off).
+    ``vmax_fraction`` -> ``vmax_final`` is the decreasing velocity clamp of
+    :func:`algorithms.pso.vmax_schedule` (not in the seed; ``vmax_fraction = 0`` = off) and
+    ``cor_mode`` the COR scaling of :func:`algorithms.pso.boundary_correction`; both were tuned
+    with ``benchmarks/cmepso_quality_local.py``.
     ``max_iterations`` is the length of the inertia schedule (eq. 3).
 
     Raises:
@@ -62,15 +65,15 @@ class EPSOParams:
     sigma_g: float = 0.005
     cor: float = 0.22
     max_iterations: int = 1000
-    vmax_fraction: float = 0.2
+    vmax_fraction: float = 0.5
+    vmax_final: float = 1e-6
+    cor_mode: str = "overshoot"
 
     def __post_init__(self):
-        check_range("algorithm.n_particles", self.n_particles, 1, integer=True)
+        check_common(self)
         check_range("algorithm.n_replicas", self.n_replicas, 0, integer=True)
-        check_range("algorithm.max_iterations", self.max_iterations, 1, integer=True)
-        for name in ("w_max", "w_min", "c1", "c2", "c3", "sigma", "sigma_g", "vmax_fraction"):
+        for name in ("c3", "sigma", "sigma_g"):
             check_range(f"algorithm.{name}", getattr(self, name), 0)
-        check_range("algorithm.cor", self.cor, 0, 1)
 
 
 class EPSO(PSO):
@@ -126,14 +129,9 @@ class EPSO(PSO):
             on = xp.isfinite(state["attractor_v"]).astype(dt)[:, None, None, None]
             vel = vel + (on * rng.uniform(g, DRAW_R3, (N, C, D), dt) * weights(p.c3, DRAW_NC3)
                          * (state["attractor"][:, None, None] - x))
-        import os
-        _end = float(os.environ.get("VEND", "0"))
-        _vf = p.vmax_fraction
-        if _end > 0 and _vf > 0:
-            _t = min(g, p.max_iterations - 1) / max(p.max_iterations - 1, 1)
-            _vf = _vf * (_end / _vf) ** _t
-        vel = clamp_velocity(ctx, vel, _vf)
-        xc, vel = boundary_correction(ctx, x + vel, vel, rng.uniform(g, DRAW_COR, (N, C, D), dt), p.cor)
+        vel = clamp_velocity(ctx, vel, vmax_schedule(g + 1, p.max_iterations, p.vmax_fraction, p.vmax_final))
+        u = rng.uniform(g, DRAW_COR, (N, C, D), dt)
+        xc, vel = boundary_correction(ctx, x + vel, vel, u, p.cor, p.cor_mode)
         f, v, n_nan = ctx.evaluator(xc.reshape(I, N * C, D))
         f, v = f.reshape(I, N, C), v.reshape(I, N, C)
         k = argbest(f, v, axis=2)[:, :, None]  # (I, N, 1): selection under Deb's rules

@@ -56,9 +56,10 @@ __device__ __forceinline__ unsigned long long isles_mix64(unsigned long long z) 
 def _cupy_uniform_kernel(cp):
     if "uniform" not in _KERNELS:
         _KERNELS["uniform"] = cp.ElementwiseKernel(
-            "raw uint64 keys, uint64 s, int64 m",
+            "raw uint64 keys, raw uint64 ctr, uint64 gd, int64 m",
             "T u",
             r"""
+            const unsigned long long s = isles_mix64(gd + (ctr[0] << 16));
             unsigned long long z = (keys[i / m] ^ s) + (unsigned long long)(i % m) * 0x9E3779B97F4A7C15ull;
             z = isles_mix64(z);
             if (sizeof(T) == 4) { u = (T)((float)(z >> 40) * (1.0f / 16777216.0f)); }
@@ -80,6 +81,11 @@ class CounterRNG:
 
     Every method returns an array of shape ``(I, *shape)``; block ``i`` depends only on
     ``(seed, streams[i], generation, draw)``.
+
+    On CuPy the generation actually used is ``generation + ctr[0]``, where ``ctr`` is a device
+    counter that stays 0 except under CUDA-graph replay (:mod:`algorithms.graph`): a captured
+    generation bakes its host-side ``generation`` into the graph, and each replay increments
+    ``ctr`` on the device, so replay ``r`` draws the numbers of generation ``g0 + r``.
     """
 
     def __init__(self, xp, seed: int, streams):
@@ -89,6 +95,7 @@ class CounterRNG:
         base = mix64_int(self.seed)
         keys = [mix64_int(base ^ ((s + 1) * GOLDEN & _MASK)) for s in self.streams]
         self.keys = xp.asarray(np.array(keys, dtype=np.uint64))
+        self.ctr = xp.zeros(1, dtype=np.uint64)
 
     @property
     def n_streams(self) -> int:
@@ -105,11 +112,12 @@ class CounterRNG:
             raise ValueError(f"draw={draw}: allowed range is [0, {2 * MAX_DRAWS})")
         shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
         m = max(1, math.prod(shape))
-        s = mix64_int((int(generation) << 16) + int(draw))
+        gd = ((int(generation) << 16) + int(draw)) & _MASK
         dtype = np.dtype(dtype)
         out_shape = (self.n_streams, *shape)
         if self.xp is np:
             idx = np.arange(m, dtype=np.uint64) * np.uint64(GOLDEN)
+            s = mix64_int(gd + (int(self.ctr[0]) << 16))
             z = _mix64_np((self.keys[:, None] ^ np.uint64(s)) + idx[None, :])
             if dtype == np.float32:
                 u = (z >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0)
@@ -117,7 +125,7 @@ class CounterRNG:
                 u = (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
             return u.reshape(out_shape)
         out = self.xp.empty(out_shape, dtype=dtype)
-        _cupy_uniform_kernel(self.xp)(self.keys, np.uint64(s), np.int64(m), out)
+        _cupy_uniform_kernel(self.xp)(self.keys, self.ctr, np.uint64(gd), np.int64(m), out)
         return out
 
     def normal(self, generation: int, draw: int, shape, dtype=np.float64):

@@ -1,0 +1,737 @@
+"""Fused CUDA fast path of DE/rand/1/bin and DE/rand/1/nec for the built-in benchmark functions.
+
+A plain CuPy loop of the generic matrix-form DE (:mod:`algorithms.de`, seed 004 Algorithm 2)
+launches some forty small kernels per generation and is launch-bound (about 800 us per generation
+for Ackley D=1000, N=500). Here a whole generation is **one kernel**:
+
+* one *group* of ``TPI`` threads per individual (a warp for ``D <= 128``, else a block of up to
+  1024 threads), each thread holding ``ITEMS = ceil(D/TPI) <= 32`` coordinates in registers;
+* every thread re-derives the individual's indices ``r0, r1, r2``, ``j_rand`` and (NEC) ``L``
+  from the counter-based hash (a few 64-bit multiplies; no shared-memory broadcast needed), builds
+  its trial coordinates (crossover test, mutant, bound handling), accumulates its part of the
+  objective, and the group reduces it (warp shuffles, then shared memory across warps);
+* the group applies greedy selection under Deb's rules and writes the *next* population into a
+  second buffer (ping-pong: other groups still read the current one), plus ``f``, ``v`` and an
+  atomic NaN count.
+
+:meth:`FusedDE.run` captures ``GRAPH_GENERATIONS`` (64) such launches, ping-ponging between two
+preallocated population buffers, plus one tiny kernel that advances a device-side generation
+counter, into a **CUDA graph** and replays it; the generation number is read from device memory
+so that one graph serves every block of 64 generations. Everything the graph touches is
+preallocated and referenced by the plan (CuPy's memory pool is not used during capture). Neither
+:meth:`FusedDE.step` nor :meth:`FusedDE.run` synchronises with the host.
+
+**Same semantics as the NumPy path.** The kernel uses the counter-based generator of
+:mod:`algorithms.random` (SplitMix64 finaliser on ``(key ^ mix64(g << 16 | draw)) + index *
+golden``) with the same draw ids, shapes and index layouts as :mod:`algorithms.de` and
+:mod:`algorithms.crossover`, and the same arithmetic for the trial vector (mutation
+``x_r0 + F (x_r1 - x_r2)`` with explicitly rounded multiply and add, so the compiler cannot fuse
+them into an FMA; bound handling with the exact ``fmod``). What is therefore **bit-identical** to
+the NumPy (and generic CuPy) path: the indices ``r0, r1, r2``, ``j_rand``, the binomial mask, the
+mutant coordinates and the bound handling (``clip``, ``reflect``, ``reinit``), i.e. the whole
+trial population; NEC's ``L = min(ceil(log U / log CR), D)`` uses the same float64 ``U`` and is
+identical except when ``log U / log CR`` lies within an ulp of an integer (device ``log`` and the
+host's may differ by an ulp; probability about 1e-15 per draw). What is **not** bit-identical is
+the objective value: the kernel sums in a different order (tree over threads) and uses CUDA's
+``cosf``/``expf``, so ``f`` agrees to rounding (about 1e-6 relative in float32) and a selection
+decision between a trial and a target whose values tie to rounding can differ. The plan checks
+its objective against the problem's own ``objective`` on random points when it is built, and
+falls back to the generic path (with a warning) if they disagree: a user's problem that merely
+reuses a built-in name is never silently replaced.
+
+Supported: xp = CuPy; strategy ``rand/1``; crossover ``bin`` or ``nec``; any bound handling;
+float32 or float64; problems ``sphere``, ``rastrigin``, ``ackley``, ``griewank``, ``rosenbrock``,
+``schwefel_2_26`` (:mod:`problems.benchmarks`, unconstrained); ``D <= 32768`` (Rosenbrock: the
+trial rows of a block must fit 48 KiB of shared memory). Anything else runs the generic path.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+PROBLEM_IDS = {"sphere": 0, "rastrigin": 1, "ackley": 2, "griewank": 3, "rosenbrock": 4, "schwefel_2_26": 5}
+XOVER_IDS = {"bin": 0, "nec": 1}
+BOUND_IDS = {"clip": 0, "reflect": 1, "reinit": 2}
+GRAPH_GENERATIONS = 64  # generations per captured CUDA graph (even: ping-pong ends where it began)
+MAX_ITEMS = 32  # coordinates per thread held in registers
+SMEM_LIMIT = 48 * 1024  # static shared memory of one block
+SPEC_LOADS_CR = 0.5  # from this CR on, donor coordinates are loaded before the crossover test
+VERIFY_RTOL = {np.dtype(np.float32): 1e-3, np.dtype(np.float64): 1e-8}
+
+KERNEL_SOURCE = r"""
+// ---- isles fused DE generation (algorithms/de_cuda.py); configuration macros are prepended ----
+// IS_F32 DIM NPOP TPI ITEMS IPB BLOCK PROB XOVER BOUND SPEC_LOADS
+typedef unsigned long long u64;
+typedef unsigned long long isz;   // index type (no size_t needed under NVRTC)
+
+#define GOLDEN 0x9E3779B97F4A7C15ull
+#define DRAW_INDEX 1ull
+#define DRAW_START 2ull
+#define DRAW_CROSS 3ull
+#define DRAW_BOUND 4ull
+#define NWARP ((TPI) >= 32 ? (TPI) / 32 : 1)
+
+#ifdef ISLES_HOST_EMU
+#define ISLES_DEV static inline
+#else
+#define ISLES_DEV __device__ __forceinline__
+#endif
+
+// SplitMix64 finaliser: identical to algorithms/random.py (_mix64_np, the CuPy elementwise kernel)
+ISLES_DEV u64 isles_mix64(u64 z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+// element `idx` of draw `s` of the stream with key `key` (CounterRNG.uniform's layout)
+ISLES_DEV u64 draw_bits(u64 key, u64 s, u64 idx) { return isles_mix64((key ^ s) + idx * GOLDEN); }
+ISLES_DEV double unif53(u64 z) { return (double)(z >> 11) * (1.0 / 9007199254740992.0); }
+
+#if IS_F32
+typedef float T;
+ISLES_DEV T unifT(u64 z) { return (float)(z >> 40) * (1.0f / 16777216.0f); }
+#ifdef ISLES_HOST_EMU
+ISLES_DEV T add_rn(T a, T b) { volatile T r = a + b; return r; }
+ISLES_DEV T sub_rn(T a, T b) { volatile T r = a - b; return r; }
+ISLES_DEV T mul_rn(T a, T b) { volatile T r = a * b; return r; }
+#else
+ISLES_DEV T add_rn(T a, T b) { return __fadd_rn(a, b); }
+ISLES_DEV T sub_rn(T a, T b) { return __fsub_rn(a, b); }
+ISLES_DEV T mul_rn(T a, T b) { return __fmul_rn(a, b); }
+#endif
+ISLES_DEV T t_fmod(T a, T b) { return fmodf(a, b); }
+ISLES_DEV T t_cos(T a) { return cosf(a); }
+ISLES_DEV T t_sin(T a) { return sinf(a); }
+ISLES_DEV T t_sqrt(T a) { return sqrtf(a); }
+ISLES_DEV T t_exp(T a) { return expf(a); }
+ISLES_DEV T t_abs(T a) { return fabsf(a); }
+#define T_INF __int_as_float(0x7f800000)
+#else
+typedef double T;
+ISLES_DEV T unifT(u64 z) { return (double)(z >> 11) * (1.0 / 9007199254740992.0); }
+#ifdef ISLES_HOST_EMU
+ISLES_DEV T add_rn(T a, T b) { volatile T r = a + b; return r; }
+ISLES_DEV T sub_rn(T a, T b) { volatile T r = a - b; return r; }
+ISLES_DEV T mul_rn(T a, T b) { volatile T r = a * b; return r; }
+#else
+ISLES_DEV T add_rn(T a, T b) { return __dadd_rn(a, b); }
+ISLES_DEV T sub_rn(T a, T b) { return __dsub_rn(a, b); }
+ISLES_DEV T mul_rn(T a, T b) { return __dmul_rn(a, b); }
+#endif
+ISLES_DEV T t_fmod(T a, T b) { return fmod(a, b); }
+ISLES_DEV T t_cos(T a) { return cos(a); }
+ISLES_DEV T t_sin(T a) { return sin(a); }
+ISLES_DEV T t_sqrt(T a) { return sqrt(a); }
+ISLES_DEV T t_exp(T a) { return exp(a); }
+ISLES_DEV T t_abs(T a) { return fabs(a); }
+#define T_INF __longlong_as_double(0x7ff0000000000000ll)
+#endif
+
+// Per-individual random decisions (algorithms/de.py sample_indices, algorithms/crossover.py).
+struct Decisions {
+    int r0, r1, r2;   // distinct, != i
+    int j0;           // j_rand / start of the exponential segment
+    int L;            // NEC length (XOVER == 1)
+    u64 s_cross, s_bound;
+};
+
+ISLES_DEV Decisions decide(u64 key, long long g, int i, double log_cr, int cr_case) {
+    Decisions d;
+    const u64 gb = ((u64)g) << 16;
+    const u64 s_index = isles_mix64(gb + DRAW_INDEX);
+    const u64 s_start = isles_mix64(gb + DRAW_START);
+    d.s_cross = isles_mix64(gb + DRAW_CROSS);
+    d.s_bound = isles_mix64(gb + DRAW_BOUND);
+    // c_m = floor(u_m (N-1-m)), u from uniform(g, DRAW_INDEX, (N, 3), float64)
+    const double u0 = unif53(draw_bits(key, s_index, (u64)i * 3ull + 0ull));
+    const double u1 = unif53(draw_bits(key, s_index, (u64)i * 3ull + 1ull));
+    const double u2 = unif53(draw_bits(key, s_index, (u64)i * 3ull + 2ull));
+    int c0 = (int)(u0 * (double)(NPOP - 1)); c0 = c0 < NPOP - 2 ? c0 : NPOP - 2;
+    int c1 = (int)(u1 * (double)(NPOP - 2)); c1 = c1 < NPOP - 3 ? c1 : NPOP - 3;
+    int c2 = (int)(u2 * (double)(NPOP - 3)); c2 = c2 < NPOP - 4 ? c2 : NPOP - 4;
+    // r0: random offset past i (seed 004 Algorithm 4, one offset per individual)
+    const int r0 = (i + 1 + c0) % NPOP;
+    // r1: shift past the sorted excluded set {i, r0}
+    const int e0 = i < r0 ? i : r0, e1 = i < r0 ? r0 : i;
+    int r1 = c1;
+    r1 += (r1 >= e0) ? 1 : 0;
+    r1 += (r1 >= e1) ? 1 : 0;
+    // r2: shift past the sorted excluded set {i, r0, r1}
+    int f0, f1, f2;
+    if (r1 < e0) { f0 = r1; f1 = e0; f2 = e1; }
+    else if (r1 < e1) { f0 = e0; f1 = r1; f2 = e1; }
+    else { f0 = e0; f1 = e1; f2 = r1; }
+    int r2 = c2;
+    r2 += (r2 >= f0) ? 1 : 0;
+    r2 += (r2 >= f1) ? 1 : 0;
+    r2 += (r2 >= f2) ? 1 : 0;
+    d.r0 = r0; d.r1 = r1; d.r2 = r2;
+    // j_rand = integers(g, DRAW_START, (N,), D)
+    int j0 = (int)(unif53(draw_bits(key, s_start, (u64)i)) * (double)DIM);
+    d.j0 = j0 < DIM - 1 ? j0 : DIM - 1;
+    // NEC length, seed 004 eq. 9, U = uniform(g, DRAW_CROSS, (N,), float64)
+    d.L = DIM;
+#if XOVER == 1
+    if (cr_case == 0) {
+        d.L = 1;
+    } else if (cr_case == 1) {
+        const double u = unif53(draw_bits(key, d.s_cross, (u64)i));
+        double x = ceil(log(u) / log_cr);
+        x = x < (double)DIM ? x : (double)DIM;   // also maps +inf (u = 0) to D
+        int L = (int)x;
+        d.L = L < 1 ? 1 : L;
+    }
+#endif
+    return d;
+}
+
+// Trial coordinate j of individual i (island row offset `base`): crossover test, mutant, bounds.
+ISLES_DEV T trial_coord(const T* X, isz base, const Decisions& d, u64 key, int i, int j,
+                        T xij, T Fw, T CRt, const T* lower, const T* upper) {
+#if SPEC_LOADS
+    // high CR: nearly every coordinate is taken, so load the donors before the crossover test
+    // (hides the test's latency, e.g. NEC's log; results are unchanged)
+    const T a = X[base + (isz)d.r0 * DIM + j];
+    const T b = X[base + (isz)d.r1 * DIM + j];
+    const T c = X[base + (isz)d.r2 * DIM + j];
+#endif
+#if XOVER == 0
+    const bool take = (j == d.j0) || (unifT(draw_bits(key, d.s_cross, (u64)i * (u64)DIM + (u64)j)) < CRt);
+#else
+    int off = j - d.j0;
+    off += off < 0 ? DIM : 0;
+    const bool take = off < d.L;
+#endif
+    if (!take) return xij;
+#if !SPEC_LOADS
+    const T a = X[base + (isz)d.r0 * DIM + j];
+    const T b = X[base + (isz)d.r1 * DIM + j];
+    const T c = X[base + (isz)d.r2 * DIM + j];
+#endif
+    T v = add_rn(a, mul_rn(Fw, sub_rn(b, c)));
+    const T lo = lower[j], hi = upper[j];
+    if (v < lo || v > hi) {
+#if BOUND == 0
+        v = v < lo ? lo : hi;
+#elif BOUND == 1
+        const T w = sub_rn(hi, lo);
+        const T w2 = add_rn(w, w);
+        if (w2 > (T)0) {
+            T y = t_fmod(sub_rn(v, lo), w2);
+            if (y < (T)0) y = add_rn(y, w2);
+            if (y > w) y = sub_rn(w2, y);
+            v = add_rn(lo, y);
+            v = v < lo ? lo : (v > hi ? hi : v);
+        } else {
+            v = lo;
+        }
+#else
+        const T u = unifT(draw_bits(key, d.s_bound, (u64)i * (u64)DIM + (u64)j));
+        v = add_rn(lo, mul_rn(u, sub_rn(hi, lo)));
+#endif
+    }
+    return v;
+}
+
+#ifndef ISLES_HOST_EMU
+#define FULL_MASK 0xffffffffu
+
+ISLES_DEV T warp_sum(T x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(FULL_MASK, x, o);
+    return x;   // every lane holds the same value (IEEE addition is commutative)
+}
+ISLES_DEV T warp_prod(T x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x *= __shfl_xor_sync(FULL_MASK, x, o);
+    return x;
+}
+
+#if TPI == 32
+#define GROUP_SYNC() __syncwarp()
+#else
+#define GROUP_SYNC() __syncthreads()
+#endif
+
+// Objective of the group's row u (thread t holds coordinates t, t + TPI, ...); every thread of
+// the group returns the same value. srow: DIM shared elements (Rosenbrock), red: 2 * NWARP.
+ISLES_DEV T group_objective(const T (&u)[ITEMS], int t, T* srow, T* red) {
+    T a0 = (T)0;
+    T a1 = (PROB == 3) ? (T)1 : (T)0;
+#if PROB == 4
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) { const int j = t + k * TPI; if (j < DIM) srow[j] = u[k]; }
+    GROUP_SYNC();
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        const int j = t + k * TPI;
+        if (j < DIM - 1) {
+            const T x = u[k];
+            const T p = srow[j + 1] - x * x;
+            const T q = x - (T)1;
+            a0 += (T)100 * p * p + q * q;
+        }
+    }
+#else
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        const int j = t + k * TPI;
+        if (j < DIM) {
+            const T x = u[k];
+#if PROB == 0
+            a0 += x * x;
+#elif PROB == 1
+            a0 += x * x - (T)10 * t_cos((T)6.283185307179586 * x) + (T)10;
+#elif PROB == 2
+            a0 += x * x;
+            a1 += t_cos((T)6.283185307179586 * x);
+#elif PROB == 3
+            a0 += x * x;
+            a1 *= t_cos(x / t_sqrt((T)(j + 1)));
+#elif PROB == 5
+            a0 += x * t_sin(t_sqrt(t_abs(x)));
+#endif
+        }
+    }
+#endif
+    a0 = warp_sum(a0);
+#if PROB == 3
+    a1 = warp_prod(a1);
+#elif PROB == 2
+    a1 = warp_sum(a1);
+#endif
+#if TPI > 32
+    {
+        const int w = threadIdx.x >> 5;
+        if ((threadIdx.x & 31) == 0) { red[w] = a0; red[NWARP + w] = a1; }
+        __syncthreads();
+        T s0 = red[0], s1 = red[NWARP];
+#pragma unroll
+        for (int k = 1; k < NWARP; ++k) {
+            s0 += red[k];
+#if PROB == 3
+            s1 *= red[NWARP + k];
+#else
+            s1 += red[NWARP + k];
+#endif
+        }
+        a0 = s0; a1 = s1;
+    }
+#endif
+#if PROB == 2
+    return (T)(-20) * t_exp((T)(-0.2) * t_sqrt(a0 / (T)DIM)) - t_exp(a1 / (T)DIM)
+           + (T)22.718281828459045;
+#elif PROB == 3
+    return a0 / (T)4000 - a1 + (T)1;
+#elif PROB == 5
+    return -a0;
+#else
+    return a0;
+#endif
+}
+
+#if PROB == 4
+#define SROW_DECL __shared__ T srow_all[IPB * DIM]; T* srow = srow_all + (threadIdx.x / TPI) * DIM;
+#else
+#define SROW_DECL T* srow = (T*)0;
+#endif
+
+// One DE/rand/1 generation of every individual of every island (seed 004 Algorithm 2 lines 5-14).
+extern "C" __global__ void __launch_bounds__(BLOCK)
+de_generation(const T* __restrict__ X, const T* __restrict__ fx, const T* __restrict__ vx,
+              T* __restrict__ Xn, T* __restrict__ fn, T* __restrict__ vn,
+              T* __restrict__ trial, T* __restrict__ ftrial, const int write_trial,
+              const u64* __restrict__ keys, const T* __restrict__ lower, const T* __restrict__ upper,
+              const long long* __restrict__ gen_dev, const long long gen_off,
+              unsigned long long* __restrict__ nan_count,
+              const int total, const T Fw, const T CRt, const double log_cr, const int cr_case)
+{
+    __shared__ T red[2 * NWARP];
+    SROW_DECL
+    const int grp = threadIdx.x / TPI;
+    const int t = threadIdx.x - grp * TPI;
+    const int gind = blockIdx.x * IPB + grp;
+    if (gind >= total) return;   // whole groups only; block mode (TPI > 32) has no partial block
+    const int isl = gind / NPOP;
+    const int i = gind - isl * NPOP;
+    const u64 key = keys[isl];
+    const long long g = gen_off + gen_dev[0];
+    const Decisions d = decide(key, g, i, log_cr, cr_case);
+    const isz base = (isz)isl * NPOP * DIM;
+    const isz row = (isz)gind * DIM;
+    T u[ITEMS], xt[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        const int j = t + k * TPI;
+        T xv = (T)0, uv = (T)0;
+        if (j < DIM) {
+            xv = X[row + j];
+            uv = trial_coord(X, base, d, key, i, j, xv, Fw, CRt, lower, upper);
+        }
+        u[k] = uv;
+        xt[k] = xv;
+    }
+    T f = group_objective(u, t, srow, red);
+    const bool bad = (f != f);
+    if (bad) f = T_INF;   // NaN objective = worst (problems/constraints.py)
+    const T ft = fx[gind], vt = vx[gind];
+    // trial (f, v = 0) replaces the target unless the target is strictly better (Deb's rules)
+    const bool accept = !((vt < (T)0) || ((vt == (T)0) && (ft < f)));
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        const int j = t + k * TPI;
+        if (j < DIM) {
+            Xn[row + j] = accept ? u[k] : xt[k];
+            if (write_trial) trial[row + j] = u[k];
+        }
+    }
+    if (t == 0) {
+        fn[gind] = accept ? f : ft;
+        vn[gind] = accept ? (T)0 : vt;
+        if (bad) atomicAdd(nan_count, 1ull);
+        if (write_trial) ftrial[gind] = f;
+    }
+}
+
+// Objective of `rows` rows of X (same code as the generation kernel; used by the self-check).
+extern "C" __global__ void __launch_bounds__(BLOCK)
+eval_rows(const T* __restrict__ X, T* __restrict__ fout, const int rows)
+{
+    __shared__ T red[2 * NWARP];
+    SROW_DECL
+    const int grp = threadIdx.x / TPI;
+    const int t = threadIdx.x - grp * TPI;
+    const int gind = blockIdx.x * IPB + grp;
+    if (gind >= rows) return;
+    T u[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        const int j = t + k * TPI;
+        u[k] = j < DIM ? X[(isz)gind * DIM + j] : (T)0;
+    }
+    const T f = group_objective(u, t, srow, red);
+    if (t == 0) fout[gind] = f;
+}
+
+extern "C" __global__ void set_i64(long long* p, const long long v) { *p = v; }
+extern "C" __global__ void add_i64(long long* p, const long long v) { *p += v; }
+#endif  // ISLES_HOST_EMU
+"""
+
+
+def layout(dim: int) -> tuple[int, int, int, int]:
+    """Thread layout for dimension ``D``: ``(TPI, ITEMS, IPB, BLOCK)``.
+
+    ``TPI`` threads per individual (a power of two in [32, 1024], about ``D/4``), ``ITEMS =
+    ceil(D/TPI)`` coordinates per thread, ``IPB`` individuals per block (4 warps when ``TPI =
+    32``, else 1) and ``BLOCK = TPI * IPB`` threads.
+    """
+    tpi = 32
+    while tpi < 1024 and tpi * 4 < dim:
+        tpi *= 2
+    items = -(-int(dim) // tpi)
+    ipb = 4 if tpi == 32 else 1
+    return tpi, items, ipb, tpi * ipb
+
+
+def kernel_source(dtype, dim: int, n: int, problem: str, crossover: str, bound_handling: str,
+                  cr: float = 0.0) -> str:
+    """CUDA source of one configuration (configuration macros + :data:`KERNEL_SOURCE`).
+
+    ``cr >= SPEC_LOADS_CR`` compiles the variant that loads the donor coordinates before the
+    crossover test (same results, lower latency when nearly every coordinate is taken).
+
+    Raises:
+        KeyError: an unsupported problem, crossover or bound handling name.
+    """
+    tpi, items, ipb, block = layout(dim)
+    defines = {
+        "IS_F32": int(np.dtype(dtype) == np.float32), "DIM": int(dim), "NPOP": int(n),
+        "TPI": tpi, "ITEMS": items, "IPB": ipb, "BLOCK": block, "PROB": PROBLEM_IDS[problem],
+        "XOVER": XOVER_IDS[crossover], "BOUND": BOUND_IDS[bound_handling],
+        "SPEC_LOADS": int(float(cr) >= SPEC_LOADS_CR),
+    }
+    head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
+    return head + KERNEL_SOURCE
+
+
+def unsupported_reason(params, ctx) -> str | None:
+    """Why ``(params, ctx)`` cannot use the fused path, or ``None`` if it can.
+
+    Args:
+        params: :class:`algorithms.de.DEParams`.
+        ctx: :class:`algorithms.base.Context`.
+    """
+    if getattr(ctx.xp, "__name__", "") != "cupy":
+        return "the array module is not CuPy"
+    if not params.fused:
+        return "fused=False"
+    if params.strategy != "rand/1":
+        return f"strategy {params.strategy} (fused: rand/1)"
+    if params.crossover not in XOVER_IDS:
+        return f"crossover {params.crossover} (fused: bin|nec)"
+    dtype = np.dtype(ctx.dtype)
+    if dtype not in (np.float32, np.float64):
+        return f"dtype {dtype} (fused: float32|float64)"
+    prob = ctx.evaluator.problem
+    name = getattr(prob, "name", None)
+    if name not in PROBLEM_IDS:
+        return f"problem {name!r} (fused: {'|'.join(PROBLEM_IDS)})"
+    if getattr(prob, "n_constraints", 0) != 0:
+        return "the problem has constraints"
+    dim = int(ctx.dim)
+    tpi, items, ipb, _ = layout(dim)
+    if items > MAX_ITEMS:
+        return f"D={dim} > {MAX_ITEMS * 1024}"
+    if name == "rosenbrock" and ipb * dim * dtype.itemsize > SMEM_LIMIT:
+        return f"rosenbrock rows of D={dim} do not fit {SMEM_LIMIT} bytes of shared memory"
+    if ctx.n_islands * params.pop_size >= 2**31:
+        return "more than 2**31 individuals"
+    return None
+
+
+_MODULES: dict = {}
+
+
+def _module(cp, source: str):
+    key = (cp.cuda.Device().id, source)  # a loaded module belongs to one device
+    mod = _MODULES.get(key)
+    if mod is None:
+        mod = cp.RawModule(code=source)
+        _MODULES[key] = mod
+    return mod
+
+
+class FusedDE:
+    """Compiled fused DE/rand/1/{bin,nec} for one ``(params, ctx)`` (see the module docstring).
+
+    Args:
+        params: :class:`algorithms.de.DEParams` (rand/1, bin or nec).
+        ctx: :class:`algorithms.base.Context` on CuPy with a supported problem.
+
+    Raises:
+        ValueError: the configuration is unsupported (:func:`unsupported_reason`).
+    """
+
+    def __init__(self, params, ctx):
+        reason = unsupported_reason(params, ctx)
+        if reason is not None:
+            raise ValueError(f"fused DE unavailable: {reason}")
+        import cupy as cp  # noqa: PLC0415
+
+        self.cp, self.params, self.ctx = cp, params, ctx
+        self.problem = ctx.evaluator.problem
+        self.I, self.N, self.D = ctx.n_islands, params.pop_size, int(ctx.dim)
+        self.dtype = np.dtype(ctx.dtype)
+        self.tpi, self.items, self.ipb, self.block = layout(self.D)
+        self.total = self.I * self.N
+        self.grid = -(-self.total // self.ipb)
+        self.source = kernel_source(
+            self.dtype, self.D, self.N, self.problem.name, params.crossover, params.bound_handling,
+            params.CR,
+        )
+        mod = _module(cp, self.source)
+        self._k_gen = mod.get_function("de_generation")
+        self._k_eval = mod.get_function("eval_rows")
+        self._k_set = mod.get_function("set_i64")
+        self._k_add = mod.get_function("add_i64")
+        t = self.dtype.type
+        cr = float(params.CR)
+        self._F = t(params.F)
+        self._CR = t(cr)
+        self._cr_case = np.int32(0 if cr <= 0.0 else (2 if cr >= 1.0 else 1))
+        self._log_cr = np.float64(math.log(cr) if 0.0 < cr < 1.0 else 0.0)
+        self._keys = ctx.rng.keys
+        self._lower = cp.ascontiguousarray(ctx.lower, dtype=self.dtype)
+        self._upper = cp.ascontiguousarray(ctx.upper, dtype=self.dtype)
+        self._zero = cp.zeros((), dtype=np.int64)  # generation offset source of step()
+        self._gen = cp.zeros((), dtype=np.int64)  # device generation counter of run()
+        self._nan = cp.zeros((), dtype=np.int64)  # NaN count of run()
+        self._dummy = cp.empty((1,), dtype=self.dtype)
+        self._bufs = None
+        self._graph = None
+        self.graph_generations = GRAPH_GENERATIONS
+
+    # -- launches -------------------------------------------------------------------------------
+    def _launch(self, src, dst, trial, ftrial, write, gen_dev, gen_off, nan):
+        X, f, v = src
+        Xn, fn, vn = dst
+        self._k_gen(
+            (self.grid,), (self.block,),
+            (X, f, v, Xn, fn, vn, trial, ftrial, np.int32(write), self._keys, self._lower,
+             self._upper, gen_dev, np.int64(gen_off), nan, np.int32(self.total), self._F, self._CR,
+             self._log_cr, self._cr_case),
+        )
+
+    def _arrays(self, state):
+        cp = self.cp
+        X, f, v = state["X"], state["f"], state["v"]
+        if X.shape != (self.I, self.N, self.D) or f.shape != (self.I, self.N) or v.shape != f.shape:
+            raise ValueError(
+                f"fused DE: state shapes X{X.shape} f{f.shape} v{v.shape} do not match "
+                f"(I, N, D) = ({self.I}, {self.N}, {self.D})"
+            )
+        out = []
+        for a in (X, f, v):
+            if a.dtype != self.dtype or not a.flags.c_contiguous:
+                a = cp.ascontiguousarray(a, dtype=self.dtype)
+            out.append(a)
+        return tuple(out)
+
+    def evaluate(self, X):
+        """Objective of ``X (..., D)`` by the kernel's own code (no NaN replacement).
+
+        Returns:
+            ``f`` of shape ``X.shape[:-1]`` (CuPy, the plan's dtype).
+        """
+        cp = self.cp
+        X = cp.ascontiguousarray(X, dtype=self.dtype)
+        rows = int(np.prod(X.shape[:-1]))
+        out = cp.empty((rows,), dtype=self.dtype)
+        grid = max(1, -(-rows // self.ipb))
+        self._k_eval((grid,), (self.block,), (X, out, np.int32(rows)))
+        return out.reshape(X.shape[:-1])
+
+    def verify(self, n_points: int = 16) -> float:
+        """Largest ``|f_kernel - f_problem| / (1 + |f_problem|)`` on random points (host sync).
+
+        Points: uniform in the box, and the same scaled towards the box centre by 1e-3 (near the
+        optimum of the centred functions).
+        """
+        cp = self.cp
+        rs = np.random.default_rng(20240611)
+        lo, hi = self.problem.lower, self.problem.upper
+        P = lo + rs.random((n_points, self.D)) * (hi - lo)
+        mid = 0.5 * (lo + hi)
+        P = np.concatenate([P, mid + 1e-3 * (P - mid)])
+        X = cp.asarray(P, dtype=self.dtype)
+        fk = self.evaluate(X).astype(np.float64)
+        fp = cp.asarray(self.problem.objective(X)).astype(np.float64)
+        err = cp.abs(fk - fp) / (1.0 + cp.abs(fp))
+        return float(cp.nan_to_num(err, nan=np.inf).max())
+
+    # -- the algorithm ----------------------------------------------------------------------------
+    def trial(self, state):
+        """Trial population of generation ``state["generation"]`` and its objective.
+
+        Returns:
+            ``(U (I, N, D), f_U (I, N))``; ``U`` is bit-identical to
+            :meth:`algorithms.de.DE.trial` (module docstring).
+        """
+        cp = self.cp
+        src = self._arrays(state)
+        dst = tuple(cp.empty_like(a) for a in src)
+        U, fU = cp.empty_like(src[0]), cp.empty_like(src[1])
+        nan = cp.zeros((), dtype=np.int64)
+        self._launch(src, dst, U, fU, 1, self._zero, state["generation"], nan)
+        return U, fU
+
+    def step(self, state):
+        """One generation (one kernel launch, no host sync); returns a new state."""
+        cp = self.cp
+        src = self._arrays(state)
+        dst = tuple(cp.empty_like(a) for a in src)
+        nan = state["nan_evals"]
+        if isinstance(nan, cp.ndarray) and nan.dtype == np.int64:
+            nan = nan.copy()
+        else:
+            nan = cp.array(nan, dtype=np.int64)
+        self._launch(src, dst, self._dummy, self._dummy, 0, self._zero, state["generation"], nan)
+        s = dict(state)
+        s["X"], s["f"], s["v"] = dst
+        s["generation"] = state["generation"] + 1
+        s["evals"] = state["evals"] + self.N
+        s["nan_evals"] = nan
+        return s
+
+    def _buffers(self):
+        if self._bufs is None:
+            cp = self.cp
+            shapes = ((self.I, self.N, self.D), (self.I, self.N), (self.I, self.N))
+            self._bufs = tuple(tuple(cp.empty(sh, dtype=self.dtype) for sh in shapes) for _ in range(2))
+        return self._bufs
+
+    def _graph_exec(self):
+        """The captured graph: ``GRAPH_GENERATIONS`` generations A->B->A..., then gen += K."""
+        if self._graph is None:
+            cp = self.cp
+            bufs = self._buffers()
+            K = self.graph_generations
+            stream = cp.cuda.Stream(non_blocking=True)
+            with stream:
+                stream.begin_capture()
+                try:
+                    for k in range(K):
+                        self._launch(bufs[k % 2], bufs[(k + 1) % 2], self._dummy, self._dummy, 0,
+                                     self._gen, k, self._nan)
+                    self._k_add((1,), (1,), (self._gen, np.int64(K)))
+                finally:
+                    graph = stream.end_capture()
+            self._graph, self._graph_stream = graph, stream
+        return self._graph
+
+    def run(self, state, n_generations: int):
+        """``n_generations`` generations: CUDA-graph replays plus single launches; no host sync.
+
+        Returns:
+            A new state (fresh arrays; the plan's ping-pong buffers are internal).
+        """
+        cp = self.cp
+        n = int(n_generations)
+        if n <= 0:
+            return dict(state)
+        X, f, v = self._arrays(state)
+        bufs = self._buffers()
+        for dst, src in zip(bufs[0], (X, f, v)):
+            cp.copyto(dst, src)
+        self._k_set((1,), (1,), (self._gen, np.int64(state["generation"])))
+        self._nan.fill(0)
+        K = self.graph_generations if self.graph_generations % 2 == 0 else 0
+        n_graph = n // K if K else 0
+        if n_graph:
+            graph = self._graph_exec()
+            for _ in range(n_graph):
+                graph.launch()
+        rem = n - n_graph * K
+        for k in range(rem):
+            self._launch(bufs[k % 2], bufs[(k + 1) % 2], self._dummy, self._dummy, 0, self._gen, k,
+                         self._nan)
+        fin = bufs[rem % 2]
+        s = dict(state)
+        s["X"], s["f"], s["v"] = (a.copy() for a in fin)
+        s["generation"] = state["generation"] + n
+        s["evals"] = state["evals"] + n * self.N
+        s["nan_evals"] = state["nan_evals"] + self._nan
+        return s
+
+
+def make_plan(params, ctx):
+    """A verified :class:`FusedDE` for ``(params, ctx)``, or ``None`` where it does not apply.
+
+    Builds (compiles, cached by source) and self-checks the kernel's objective against
+    ``problem.objective`` (:meth:`FusedDE.verify`, one host synchronisation). Returns ``None``
+    with a log line when unsupported, and with a ``RuntimeWarning`` when the check fails.
+    """
+    reason = unsupported_reason(params, ctx)
+    if reason is not None:
+        log.info("DE: generic path (%s)", reason)
+        return None
+    plan = FusedDE(params, ctx)
+    err = plan.verify()
+    tol = VERIFY_RTOL[plan.dtype]
+    if not err <= tol:
+        warnings.warn(
+            f"fused DE disabled: the kernel's {plan.problem.name} differs from the problem's "
+            f"objective by {err:.3g} (relative, tolerance {tol:g}); using the generic path",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    log.info("DE: fused CUDA path (%s, D=%d, TPI=%d, ITEMS=%d)", plan.problem.name, plan.D, plan.tpi,
+             plan.items)
+    return plan

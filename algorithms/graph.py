@@ -1,0 +1,91 @@
+"""CUDA-graph replay of one generation: the GPU fast path for any graph-safe island algorithm.
+
+CuPy issues one kernel launch per array operation, at 5-15 µs of host time each, so a generation
+of an algorithm plus a problem such as the welded beam (a few hundred small operations) is bound
+by Python, not by the GPU. :class:`GraphStepper` captures one generation
+(``algorithm.step``) once as a CUDA graph and replays it: a replay costs one launch, and the GPU
+runs the captured kernels back to back.
+
+What makes a generation capturable ("graph-safe", ``algorithm.graph_safe = True``):
+
+* no host synchronisation (``float()``, ``.get()``, boolean-mask indexing, branching on device
+  values) and no host-to-device copies inside ``step``;
+* everything that changes from one generation to the next is on the device: random numbers come
+  from :class:`algorithms.random.CounterRNG`, whose device counter ``ctr`` the graph increments at
+  the end of each replay, and generation-dependent schedules use
+  :meth:`algorithms.base.Context.generation_value`.
+
+State arrays live in fixed buffers: the captured generation ends by copying its new state into
+the buffers it read, so replays chain. Host integers of the state (``generation``, ``evals``)
+advance by the amounts one captured generation added. Temporaries come from a private memory
+pool that nothing else allocates from, so replays never overwrite live arrays.
+
+The NumPy twin is simply ``algorithm.run`` (same step, same random numbers).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _is_device_array(v) -> bool:
+    return hasattr(v, "shape") and not isinstance(v, np.ndarray)
+
+
+class GraphStepper:
+    """Run an island algorithm's generations as replays of one captured CUDA graph (CuPy only).
+
+    Args:
+        algorithm: an island algorithm with ``graph_safe = True``.
+        ctx: its context (``ctx.xp`` must be CuPy).
+        state: its current state (device arrays and host ints).
+
+    Raises:
+        ValueError: ``ctx.xp`` is NumPy or the algorithm is not graph-safe.
+    """
+
+    def __init__(self, algorithm, ctx, state):
+        xp = ctx.xp
+        if xp is np or not getattr(algorithm, "graph_safe", False):
+            raise ValueError("GraphStepper needs CuPy and an algorithm with graph_safe = True")
+        self.algorithm, self.ctx, self.xp = algorithm, ctx, xp
+        self.stream = xp.cuda.Stream(non_blocking=False)
+        self.pool = xp.cuda.MemoryPool()
+        self.replays = 0
+        with self.stream:
+            self.buffers = {k: v.copy() for k, v in state.items() if _is_device_array(v)}
+            self.host0 = {k: v for k, v in state.items() if not _is_device_array(v)}
+            ctx.rng.ctr[...] = 0  # replay r draws generation host0["generation"] + r
+            with xp.cuda.using_allocator(self.pool.malloc):
+                # warm-up outside capture: compiles kernels and fills the private pool's cache
+                warm = algorithm.step(ctx, {**self.host0, **self.buffers})
+                self.delta = {k: warm[k] - self.host0[k] for k in self.host0 if isinstance(self.host0[k], (int, np.integer))}
+                del warm
+                self.stream.synchronize()
+                self.stream.begin_capture()
+                out = algorithm.step(ctx, {**self.host0, **self.buffers})
+                for k, buf in self.buffers.items():
+                    buf[...] = out[k]
+                ctx.rng.ctr += np.uint64(1)
+                self.graph = self.stream.end_capture()
+                del out
+        self.stream.synchronize()
+
+    def run(self, n_generations: int) -> None:
+        """Replay ``n_generations`` generations (asynchronous: no host synchronisation)."""
+        with self.stream:
+            for _ in range(int(n_generations)):
+                self.graph.launch(self.stream)
+        self.replays += int(n_generations)
+
+    @property
+    def state(self) -> dict:
+        """The current state: the buffers plus host ints advanced by the replays so far."""
+        host = {k: (v + self.replays * self.delta[k] if k in self.delta else v) for k, v in self.host0.items()}
+        return {**host, **self.buffers}
+
+    def load(self, state: dict) -> None:
+        """Copy a state (e.g. after migration) into the buffers; host ints must be unchanged."""
+        with self.stream:
+            for k, buf in self.buffers.items():
+                if state[k] is not buf:
+                    buf[...] = state[k]

@@ -1,0 +1,133 @@
+"""Speed benchmarks of the main job (CMEPSO) and of one PSO step.
+
+    python benchmarks/cmepso_bench.py inprocess --device gpu      # 1000-iteration welded beam, all swarms on one device
+    python benchmarks/cmepso_bench.py pso-step --device gpu       # EvoX's workload: PSO, N=100, sphere D=500
+    python benchmarks/cmepso_bench.py job --device gpu            # the Ray job (run_job), wall time and evals/s
+    python benchmarks/cmepso_bench.py job --device gpu --particles 4096
+
+GPU times come from synchronized timers (``cupyx.profiler.benchmark`` for the single step, a
+device synchronisation before each clock read for whole runs); compilation and start-up are
+excluded by a warm-up. Prints Markdown table rows.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from algorithms.backend import device_name, get_xp, synchronize  # noqa: E402
+from algorithms.base import Context  # noqa: E402
+from algorithms.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
+from algorithms.epso import EPSO  # noqa: E402
+from algorithms.pso import PSO  # noqa: E402
+from algorithms.random import CounterRNG  # noqa: E402
+from problems.constraints import Evaluator, feasibility_report  # noqa: E402
+from problems.registry import make_problem  # noqa: E402
+
+
+def contexts(xp, problem, n_slaves, seed, dtype=np.float64):
+    """Slave and master contexts on ``xp`` (streams 0..S-1 and S)."""
+    ev = Evaluator(problem)
+    cs = Context(xp=xp, dtype=np.dtype(dtype), evaluator=ev, rng=CounterRNG(xp, seed, range(n_slaves)))
+    cm = Context(xp=xp, dtype=np.dtype(dtype), evaluator=ev, rng=CounterRNG(xp, seed, [n_slaves]))
+    return cs, cm
+
+
+def bench_inprocess(args) -> None:
+    """Whole CMEPSO run (seed 001 sec. 6 settings) in one process: wall time after warm-up."""
+    xp = get_xp(args.device)
+    problem = make_problem(args.problem)
+    slaves = EPSO(n_particles=args.particles, max_iterations=args.iterations)
+    master = MasterSwarm(n_particles=10, max_iterations=args.iterations)
+    walls, fs = [], []
+    for rep in range(args.repeats + 1):
+        cs, cm = contexts(xp, problem, args.slaves, seed=rep)
+        iters = 5 if rep == 0 else args.iterations  # rep 0: warm-up (kernel compilation)
+        synchronize(xp)
+        t0 = time.perf_counter()
+        s, m = run_cmepso(cs, cm, slaves, master, iters, args.interval)
+        synchronize(xp)
+        wall = time.perf_counter() - t0
+        if rep:
+            bx, _, _ = cmepso_best(xp, s, m)
+            walls.append(wall)
+            fs.append(feasibility_report(problem, np.asarray(bx.get() if hasattr(bx, "get") else bx))["f"])
+    evals = args.slaves * args.particles * (1 + args.iterations * 6) + 10 * args.iterations * 6
+    w = statistics.median(walls)
+    print(f"| CMEPSO in-process {problem.name} {args.slaves}x{args.particles} | {device_name(xp)} | "
+          f"{args.iterations} it | median wall {w:.3f} s (min {min(walls):.3f}) | {evals / w:,.0f} evals/s | "
+          f"best f {min(fs):.7g} |")
+
+
+def bench_pso_step(args) -> None:
+    """One PSO step, N=100 particles on sphere D=500 (EvoX 1.4's benchmark workload)."""
+    xp = get_xp(args.device)
+    problem = make_problem("sphere", dim=args.dim)
+    for dtype in (np.float32, np.float64):
+        ctx = Context(xp=xp, dtype=np.dtype(dtype), evaluator=Evaluator(problem), rng=CounterRNG(xp, 0, [0]))
+        pso = PSO(n_particles=100)
+        state = pso.init(ctx)
+        for _ in range(10):
+            state = pso.step(ctx, state)
+        if xp is np:
+            t0 = time.perf_counter()
+            n = 200
+            for _ in range(n):
+                state = pso.step(ctx, state)
+            us = (time.perf_counter() - t0) / n * 1e6
+        else:
+            from cupyx.profiler import benchmark  # noqa: PLC0415
+
+            r = benchmark(pso.step, (ctx, state), n_repeat=500, n_warmup=20)
+            us = float(np.mean(r.gpu_times)) * 1e6
+            cpu_us = float(np.mean(r.cpu_times)) * 1e6
+            print(f"  (host time per step {cpu_us:.1f} us)")
+        print(f"| PSO step N=100 sphere D={args.dim} {np.dtype(dtype).name} | {device_name(xp)} | {us:.1f} us/step |")
+
+
+def bench_job(args) -> None:
+    """The Ray job as users run it (run_job), without MLflow: wall time and evals/s."""
+    from hydra import compose, initialize_config_dir  # noqa: PLC0415
+
+    from islands.job import run_job  # noqa: PLC0415
+
+    conf = str(Path(__file__).resolve().parents[1] / "conf")
+    over = ["+experiment=cmepso", f"problem={args.problem}", f"device={args.device}", "logger=none",
+            "progress=false", f"algorithm.n_particles={args.particles}", f"generations={args.iterations}",
+            f"islands.migration_interval={args.interval}"] + args.overrides
+    with initialize_config_dir(config_dir=conf, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=over)
+    result, _ = run_job(cfg)
+    devices = sorted(set(result.devices.values()))
+    print(f"| job {args.problem} 10x{args.particles} interval {args.interval} | {'; '.join(devices)} | "
+          f"wall {result.wall_s:.2f} s (+{result.startup_s:.1f} s start-up) | "
+          f"{result.evaluations / result.wall_s:,.0f} evals/s | best f {result.best_f:.7g} |")
+    for gid, dev in sorted(result.devices.items()):
+        print(f"  island {gid}: {dev}")
+
+
+def main() -> None:
+    """CLI entry point."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["inprocess", "pso-step", "job"])
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--problem", default="welded_beam")
+    ap.add_argument("--iterations", type=int, default=1000)
+    ap.add_argument("--interval", type=int, default=1)
+    ap.add_argument("--slaves", type=int, default=10)
+    ap.add_argument("--particles", type=int, default=40)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--dim", type=int, default=500)
+    ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for 'job'")
+    a = ap.parse_args()
+    {"inprocess": bench_inprocess, "pso-step": bench_pso_step, "job": bench_job}[a.what](a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,431 @@
+"""CPU tests of the matrix-form DE (algorithms/de.py) and its crossovers (algorithms/crossover.py).
+
+Seed 004: Algorithms 2-10, eq. 9 and Fig. 2 (NEC's L has the exponential crossover's
+distribution). Fast (a few seconds) and CI-safe: NumPy only.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from algorithms.base import Context
+from algorithms.crossover import (
+    binomial_mask,
+    crossover_lengths,
+    crossover_mask,
+    exponential_length_loop,
+    segment_mask,
+    start_indices,
+)
+from algorithms.de import (
+    DE,
+    N_RANDOM,
+    STRATEGIES,
+    DEParams,
+    apply_bounds,
+    mutant_vectors,
+    sample_indices,
+    select,
+)
+from algorithms.random import CounterRNG
+from problems.base import ScalableProblem
+from problems.constraints import Evaluator
+
+CROSSOVERS = ("bin", "exp", "nec")
+BOUNDS = ("clip", "reflect", "reinit")
+
+
+class _Sphere(ScalableProblem):
+    """Sphere, optionally shifted: ``sum (x - shift)^2`` (local, independent of the registry)."""
+
+    name = "test_sphere"
+
+    def __init__(self, dim=10, lower=-100.0, upper=100.0, shift=0.0):
+        super().__init__(dim, lower, upper, f_star=0.0)
+        self.shift = shift
+
+    def objective(self, X):
+        Y = X - self.shift
+        return (Y * Y).sum(axis=-1)
+
+
+class _NaNHalf(ScalableProblem):
+    """Sphere, but NaN wherever ``x_0 > 0`` (NaN must rank worst)."""
+
+    name = "test_nan_half"
+
+    def __init__(self, dim=5):
+        super().__init__(dim, -10.0, 10.0, f_star=0.0)
+
+    def objective(self, X):
+        f = (X * X).sum(axis=-1)
+        return np.where(X[..., 0] > 0, np.nan, f)
+
+
+def _ctx(problem, seed=1, streams=(0, 1), dtype=np.float64):
+    return Context(np, dtype, Evaluator(problem), CounterRNG(np, seed, list(streams)))
+
+
+def _expected_counts_truncated_geometric(cr, dim, n):
+    p = np.array([cr ** (k - 1) * (1 - cr) for k in range(1, dim)] + [cr ** (dim - 1)])
+    return p * n
+
+
+def _merge_small(obs, exp, min_expected=5.0):
+    """Merge tail bins until every expected count is >= min_expected (chi-square validity)."""
+    obs, exp = list(obs), list(exp)
+    while len(exp) > 2 and exp[-1] < min_expected:
+        e, o = exp.pop(), obs.pop()
+        exp[-1] += e
+        obs[-1] += o
+    return np.array(obs, dtype=float), np.array(exp, dtype=float)
+
+
+# ---------------------------------------------------------------------------------------------
+# every strategy x crossover runs and improves the sphere
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("strategy,crossover", list(itertools.product(STRATEGIES, CROSSOVERS)))
+def test_every_strategy_and_crossover_improves_sphere(strategy, crossover):
+    ctx = _ctx(_Sphere(10))
+    de = DE(pop_size=30, F=0.7, CR=0.9, strategy=strategy, crossover=crossover)
+    s = de.init(ctx)
+    f0 = s["f"].min(axis=1)
+    for _ in range(150):
+        prev = s["f"]
+        s = de.step(ctx, s)
+        assert np.all(s["f"] <= prev)  # greedy selection never makes an individual worse
+    assert s["generation"] == 150 and s["evals"] == 30 * 151
+    assert s["X"].shape == (2, 30, 10) and s["f"].shape == (2, 30)
+    assert np.all(s["f"].min(axis=1) < 0.2 * f0)
+    assert int(s["nan_evals"]) == 0
+
+
+def test_rand1_trial_is_the_textbook_formula():
+    """U = where(mask, x_r0 + F (x_r1 - x_r2), x) with the module's own draws (no bound hits)."""
+    ctx = _ctx(_Sphere(6, lower=-1e6, upper=1e6))
+    de = DE(pop_size=8, F=0.6, CR=0.4, crossover="bin")
+    s = de.init(ctx)
+    s = {**s, "X": s["X"] * 1e-3, "generation": 17}
+    U = de.trial(ctx, s)
+    r = sample_indices(ctx.rng, 17, 8, 3)
+    mask = binomial_mask(ctx.rng, 17, 8, 6, 0.4, np.float64)
+    X = s["X"]
+    for isl in range(2):
+        for i in range(8):
+            v = X[isl, r[isl, i, 0]] + 0.6 * (X[isl, r[isl, i, 1]] - X[isl, r[isl, i, 2]])
+            np.testing.assert_array_equal(U[isl, i], np.where(mask[isl, i], v, X[isl, i]))
+
+
+# ---------------------------------------------------------------------------------------------
+# index selection
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n,k", [(4, 3), (6, 5), (3, 2), (10, 5), (50, 3)])
+def test_indices_distinct_and_not_target(n, k):
+    rng = CounterRNG(np, 3, [0, 1, 2])
+    for g in range(300):
+        r = sample_indices(rng, g, n, k)
+        assert r.shape == (3, n, k) and r.dtype == np.int64
+        assert r.min() >= 0 and r.max() < n
+        i = np.broadcast_to(np.arange(n)[None, :, None], (3, n, 1))
+        allidx = np.sort(np.concatenate([i, r], axis=-1), axis=-1)
+        assert np.all(np.diff(allidx, axis=-1) > 0), "indices not distinct / equal to target"
+
+
+def test_indices_uniform():
+    """r0 uniform over the N-1 others; (r0, r1, r2) uniform over ordered distinct triples."""
+    n, G = 6, 3000
+    rng = CounterRNG(np, 11, [0])
+    r = np.stack([sample_indices(rng, g, n, 3)[0] for g in range(G)])  # (G, N, 3)
+    for i in (0, 3):
+        counts = np.bincount(r[:, i, 0], minlength=n)
+        assert counts[i] == 0
+        assert stats.chisquare(np.delete(counts, i)).pvalue > 1e-3
+        triples = r[:, i, 0] * n * n + r[:, i, 1] * n + r[:, i, 2]
+        _, c = np.unique(triples, return_counts=True)
+        assert len(c) == 5 * 4 * 3
+        assert stats.chisquare(c).pvalue > 1e-3
+
+
+def test_sample_indices_rejects_too_many():
+    rng = CounterRNG(np, 0, [0])
+    with pytest.raises(ValueError, match="k=5"):
+        sample_indices(rng, 0, 5, 5)
+
+
+# ---------------------------------------------------------------------------------------------
+# crossovers
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cr", [0.0, 0.3, 0.9, 1.0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_binomial_takes_at_least_one_mutant_coordinate(cr, dtype):
+    rng = CounterRNG(np, 5, [0, 1])
+    n, D = 2000, 12
+    j = start_indices(rng, 4, n, D)
+    m = binomial_mask(rng, 4, n, D, cr, dtype)
+    assert m.shape == (2, n, D) and m.dtype == bool
+    assert np.all(m.sum(axis=-1) >= 1)
+    assert np.all(np.take_along_axis(m, j[..., None], axis=-1))  # j_rand always taken
+    if cr == 0.0:
+        assert np.all(m.sum(axis=-1) == 1)
+    if cr == 1.0:
+        assert np.all(m)
+    expected = cr + (1 - cr) / D
+    assert abs(m.mean() - expected) < 0.01
+
+
+def test_classic_exponential_matches_the_loop():
+    """Vectorised Algorithm 8 == its do-while loop on the same uniforms (length and segment)."""
+    n, D = 400, 9
+    for cr, dtype in [(0.5, np.float64), (0.85, np.float32), (0.0, np.float64), (1.0, np.float32)]:
+        rng = CounterRNG(np, 2, [0])
+        u = rng.uniform(7, 3, (n, D), dtype)[0]  # DRAW_CROSS = 3
+        L = crossover_lengths("exp", rng, 7, n, D, cr, dtype)[0]
+        mask = crossover_mask("exp", rng, 7, n, D, cr, dtype)[0]
+        start = start_indices(rng, 7, n, D)[0]
+        for i in range(n):
+            Li = exponential_length_loop(u[i], cr, D)
+            assert L[i] == Li
+            ref = np.zeros(D, bool)
+            j = start[i]
+            for _ in range(Li):  # Algorithm 8's copy loop, cyclic
+                ref[j] = True
+                j = (j + 1) % D
+            np.testing.assert_array_equal(mask[i], ref)
+
+
+@pytest.mark.parametrize("cr", [0.2, 0.5, 0.7, 0.9])
+def test_nec_length_has_the_exponential_distribution(cr):
+    """Seed 004 Fig. 2: L of NEC (eq. 9) and of the classic loop (Alg. 8) have one distribution."""
+    D, n = 10, 100_000
+    rng = CounterRNG(np, 42, [0])
+    L_exp = crossover_lengths("exp", rng, 1, n, D, cr)[0]
+    L_nec = crossover_lengths("nec", rng, 2, n, D, cr)[0]  # another generation: independent
+    assert L_exp.min() >= 1 and L_exp.max() <= D and L_nec.min() >= 1 and L_nec.max() <= D
+    expected = _expected_counts_truncated_geometric(cr, D, n)
+    for L in (L_exp, L_nec):
+        obs = np.bincount(L, minlength=D + 1)[1:]
+        o, e = _merge_small(obs, expected)
+        assert stats.chisquare(o, e).pvalue > 1e-3
+    # two-sample test: same distribution
+    c_exp = np.bincount(L_exp, minlength=D + 1)[1:]
+    c_nec = np.bincount(L_nec, minlength=D + 1)[1:]
+    keep = (c_exp + c_nec) >= 10
+    table = np.stack([c_exp[keep], c_nec[keep]])
+    assert stats.chi2_contingency(table).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("kind", ["exp", "nec"])
+def test_special_cases_cr0_and_cr1(kind):
+    rng = CounterRNG(np, 9, [0, 1])
+    D = 13
+    assert np.all(crossover_lengths(kind, rng, 0, 500, D, 0.0) == 1)
+    assert np.all(crossover_lengths(kind, rng, 0, 500, D, 1.0) == D)
+    assert np.all(crossover_mask(kind, rng, 0, 500, D, 0.0).sum(-1) == 1)
+    assert np.all(crossover_mask(kind, rng, 0, 500, D, 1.0))
+    # L in [1, D] and the mask has exactly L consecutive (cyclic) ones
+    L = crossover_lengths(kind, rng, 3, 500, D, 0.8)
+    m = crossover_mask(kind, rng, 3, 500, D, 0.8)
+    assert L.min() >= 1 and L.max() <= D
+    np.testing.assert_array_equal(m.sum(-1), L)
+
+
+def test_segment_mask_wraps_around():
+    m = segment_mask(np.array([[8, 0, 3]]), np.array([[3, 1, 10]]), 10)
+    np.testing.assert_array_equal(np.nonzero(m[0, 0])[0], [0, 8, 9])
+    np.testing.assert_array_equal(np.nonzero(m[0, 1])[0], [0])
+    assert m[0, 2].all()
+
+
+def test_crossover_errors():
+    rng = CounterRNG(np, 0, [0])
+    with pytest.raises(ValueError, match="algorithm.crossover"):
+        crossover_mask("two-point", rng, 0, 4, 3, 0.5)
+    with pytest.raises(ValueError, match="algorithm.CR"):
+        crossover_mask("nec", rng, 0, 4, 3, 1.5)
+    with pytest.raises(ValueError, match="exp\\|nec"):
+        crossover_lengths("bin", rng, 0, 4, 3, 0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# bound handling
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", BOUNDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_apply_bounds_keeps_points_in_the_box(kind, dtype):
+    rng = CounterRNG(np, 4, [0, 1])
+    lo = np.array([-1.0, 0.0, 2.0, 5.0], dtype=dtype)
+    hi = np.array([2.0, 1e-3, 2.0, 1e4], dtype=dtype)  # includes a zero-width coordinate
+    V = (rng.uniform(0, 9, (500, 4), np.float64) - 0.5) * 1e5
+    V = V.astype(dtype)
+    W = apply_bounds(kind, V, lo, hi, rng, 3)
+    assert W.dtype == np.dtype(dtype)
+    assert np.all(W >= lo) and np.all(W <= hi)
+    inside = (V >= lo) & (V <= hi)
+    np.testing.assert_array_equal(W[inside], V[inside])  # untouched bit for bit
+
+
+def test_reflect_values():
+    lo, hi = np.zeros(1), np.ones(1)
+    V = np.array([1.25, -0.25, 2.5, -1.5, 3.0, 0.5]).reshape(1, -1, 1)
+    W = apply_bounds("reflect", V, lo, hi)
+    np.testing.assert_allclose(W.ravel(), [0.75, 0.25, 0.5, 0.5, 1.0, 0.5])
+    np.testing.assert_array_equal(apply_bounds("clip", V, lo, hi).ravel(), [1, 0, 1, 0, 1, 0.5])
+
+
+@pytest.mark.parametrize("kind", BOUNDS)
+def test_de_keeps_population_in_the_box(kind):
+    """Optimum outside the box: mutants leave it all the time; the population never does."""
+    prob = _Sphere(6, lower=-1.0, upper=1.0, shift=5.0)
+    for dtype in (np.float64, np.float32):
+        ctx = _ctx(prob, dtype=dtype)
+        de = DE(pop_size=12, F=1.5, CR=0.9, bound_handling=kind)
+        s = de.init(ctx)
+        f0 = s["f"].min(axis=1)
+        for _ in range(40):
+            s = de.step(ctx, s)
+            assert np.all(s["X"] >= ctx.lower) and np.all(s["X"] <= ctx.upper)
+        assert np.all(s["f"].min(axis=1) < f0)  # moved towards the corner nearest the optimum
+
+
+# ---------------------------------------------------------------------------------------------
+# NaN handling and selection
+# ---------------------------------------------------------------------------------------------
+def test_nan_objective_is_treated_as_worst():
+    ctx = _ctx(_NaNHalf(5), seed=3)
+    de = DE(pop_size=16, F=0.8, CR=0.9)
+    s = de.init(ctx)
+    assert np.all(np.isinf(s["f"][s["X"][..., 0] > 0]))  # NaN -> +inf
+    n0 = int(s["nan_evals"])
+    assert n0 > 0
+    for _ in range(40):
+        prev = s
+        s = de.step(ctx, s)
+        assert not np.any(np.isnan(s["f"]))
+        finite = np.isfinite(prev["f"])
+        assert np.all(np.isfinite(s["f"][finite]))  # a NaN trial never replaces a finite target
+        assert np.all(s["f"] <= prev["f"])
+    assert int(s["nan_evals"]) > n0
+    assert np.all(s["X"][..., 0][np.isfinite(s["f"])] <= 0)
+    assert np.all(np.isfinite(s["f"].min(axis=1)))
+
+
+def test_select_is_greedy_under_debs_rules():
+    X = np.zeros((1, 4, 2))
+    U = np.ones((1, 4, 2))
+    state = {"X": X, "f": np.array([[1.0, np.inf, 3.0, 2.0]]), "v": np.array([[0.0, 0.0, 0.5, 0.0]]),
+             "generation": 5, "evals": 8, "nan_evals": np.asarray(0)}
+    fu = np.array([[np.inf, 5.0, 100.0, 2.0]])  # NaN trial (inf), better, feasible vs infeasible, tie
+    vu = np.array([[0.0, 0.0, 0.0, 0.0]])
+    s = select(np, state, U, fu, vu, np.asarray(1))
+    np.testing.assert_array_equal(s["X"][0, :, 0], [0, 1, 1, 1])
+    np.testing.assert_array_equal(s["f"][0], [1.0, 5.0, 100.0, 2.0])
+    assert s["generation"] == 6 and s["evals"] == 12 and int(s["nan_evals"]) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# parameters
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        ({"CR": 1.5}, "algorithm.CR"),
+        ({"CR": -0.1}, "algorithm.CR"),
+        ({"F": 0}, "algorithm.F"),
+        ({"F": -0.5}, "algorithm.F"),
+        ({"F": 2.5}, "algorithm.F"),
+        ({"pop_size": 5, "strategy": "rand/2"}, "algorithm.pop_size"),
+        ({"pop_size": 3, "strategy": "rand/1"}, "algorithm.pop_size"),
+        ({"pop_size": 2, "strategy": "best/1"}, "algorithm.pop_size"),
+        ({"pop_size": 2, "strategy": "current-to-best/1"}, "algorithm.pop_size"),
+        ({"pop_size": 10.5}, "algorithm.pop_size"),
+        ({"strategy": "rand/3"}, "algorithm.strategy"),
+        ({"crossover": "uniform"}, "algorithm.crossover"),
+        ({"bound_handling": "wrap"}, "algorithm.bound_handling"),
+        ({"fused": "yes"}, "algorithm.fused"),
+    ],
+)
+def test_params_errors_name_the_field(kwargs, field):
+    with pytest.raises(ValueError) as e:
+        DEParams(**kwargs)
+    msg = str(e.value)
+    assert msg.startswith(field + "=") and "allowed values" in msg and "\n" not in msg
+
+
+def test_params_error_messages_list_allowed_values():
+    with pytest.raises(ValueError, match=r"rand/1\|best/1\|current-to-best/1\|rand/2"):
+        DEParams(strategy="rand/3")
+    with pytest.raises(ValueError, match=r"bin\|exp\|nec"):
+        DEParams(crossover="uniform")
+    with pytest.raises(ValueError, match=r"integers >= 6.*rand/2"):
+        DEParams(pop_size=5, strategy="rand/2")
+
+
+def test_params_accept_the_edges():
+    assert DEParams(pop_size=6, strategy="rand/2").pop_size == 6
+    assert DEParams(pop_size=4, strategy="rand/1").pop_size == 4
+    assert DEParams(pop_size=3, strategy="best/1").pop_size == 3
+    assert DEParams(pop_size=3, strategy="current-to-best/1").pop_size == 3
+    p = DEParams(CR=0, F=2)
+    assert p.CR == 0.0 and p.F == 2.0 and isinstance(p.CR, float)
+    assert DEParams(CR=1).CR == 1.0
+    for s, k in N_RANDOM.items():
+        assert DEParams(strategy=s, pop_size=k + 1).pop_size == k + 1
+    with pytest.raises(Exception):
+        DEParams().F = 1.0  # frozen
+
+
+# ---------------------------------------------------------------------------------------------
+# state, migration interface, reproducibility
+# ---------------------------------------------------------------------------------------------
+def test_population_and_replace():
+    ctx = _ctx(_Sphere(4))
+    de = DE(pop_size=6)
+    s = de.init(ctx)
+    assert s["generation"] == 0 and s["evals"] == 6 and np.asarray(s["nan_evals"]).shape == ()
+    X, f, v = de.population(s)
+    assert X.shape == (2, 6, 4) and f.shape == v.shape == (2, 6)
+    idx = np.array([[0, 5], [2, 3]])
+    Xi = np.full((2, 2, 4), 0.5)
+    fi = np.full((2, 2), 1.0)
+    vi = np.zeros((2, 2))
+    s2 = de.replace(ctx, s, idx, Xi, fi, vi)
+    assert np.all(s2["X"][0, [0, 5]] == 0.5) and np.all(s2["X"][1, [2, 3]] == 0.5)
+    assert np.all(s2["f"][0, [0, 5]] == 1.0)
+    assert not np.any(s["X"] == 0.5)  # the old state is untouched
+    np.testing.assert_array_equal(s2["X"][0, 1:5], s["X"][0, 1:5])
+    xb, fb, vb = de.best(s2)
+    assert xb.shape == (2, 4) and fb.shape == (2,)
+
+
+def test_reproducible_and_independent_of_batching():
+    prob = _Sphere(5)
+    de = DE(pop_size=8, crossover="nec", CR=0.5)
+    a = de.run(_ctx(prob, seed=7, streams=(0, 1)), de.init(_ctx(prob, seed=7, streams=(0, 1))), 20)
+    b = de.run(_ctx(prob, seed=7, streams=(0, 1)), de.init(_ctx(prob, seed=7, streams=(0, 1))), 20)
+    np.testing.assert_array_equal(a["X"], b["X"])
+    ctx1 = _ctx(prob, seed=7, streams=(1,))
+    c = de.run(ctx1, de.init(ctx1), 20)
+    np.testing.assert_array_equal(a["X"][1], c["X"][0])  # island 1 alone == island 1 in a batch
+
+
+def test_mutant_strategies_formulas():
+    rng = CounterRNG(np, 1, [0])
+    X = rng.uniform(0, 0, (7, 3))
+    r = sample_indices(rng, 0, 7, 5)
+    best = np.array([2])
+    x = lambda m: X[0, r[0, :, m]]  # noqa: E731
+    np.testing.assert_allclose(mutant_vectors(X, r, "rand/2", 0.5)[0],
+                               x(0) + 0.5 * (x(1) - x(2)) + 0.5 * (x(3) - x(4)))
+    np.testing.assert_allclose(mutant_vectors(X, r, "best/1", 0.5, best)[0], X[0, 2] + 0.5 * (x(0) - x(1)))
+    np.testing.assert_allclose(mutant_vectors(X, r, "current-to-best/1", 0.5, best)[0],
+                               X[0] + 0.5 * (X[0, 2] - X[0]) + 0.5 * (x(0) - x(1)))
+    with pytest.raises(ValueError, match="best index"):
+        mutant_vectors(X, r, "best/1", 0.5)
+
+
+def test_numpy_never_builds_a_fused_plan():
+    ctx = _ctx(_Sphere(4))
+    assert DE(pop_size=6).fused_plan(ctx) is None
