@@ -134,6 +134,7 @@ class IslandAlgorithm:
 
     name = "algorithm"
     Params: type = object
+    graph_safe = False  # True: step() can be captured as a CUDA graph (algorithms/graph.py)
 
     def __init__(self, params=None, **kwargs):
         self.params = params if params is not None else self.Params(**kwargs)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from dataclasses import replace as dc_replace
 
+import numpy as np
+
 from algorithms.base import Context, State
 from algorithms.epso import EPSO, EPSOParams
+from algorithms.graph import GraphStepper
 from algorithms.pso import update_gbest
 from problems.constraints import argbest
 
@@ -89,7 +92,7 @@ class MasterSwarm:
 
 
 def run_cmepso(ctx_slaves: Context, ctx_master: Context, slaves: EPSO, master: MasterSwarm,
-               iterations: int, exchange_interval: int = 1):
+               iterations: int, exchange_interval: int = 1, cuda_graph: bool = True):
     """Run CMEPSO (seed 001 Algorithm 3) in one process on one device.
 
     The ``S = ctx_slaves.n_islands`` slave swarms are one batch; every ``exchange_interval``
@@ -101,6 +104,9 @@ def run_cmepso(ctx_slaves: Context, ctx_master: Context, slaves: EPSO, master: M
         ctx_slaves: context of the slaves (``S`` streams); ctx_master: one stream, same ``xp``.
         iterations: slave generations (``I_MAX``; seed 001 uses 1000).
         exchange_interval: slave generations between exchanges (>= 1; 1 = Algorithm 3).
+        cuda_graph: on CuPy with ``exchange_interval == 1``, capture one whole iteration (slaves,
+            exchange, master) as a CUDA graph and replay it (:mod:`algorithms.graph`); same
+            random numbers and results as the plain loop.
 
     Returns:
         ``(slave_state, master_state)``.
@@ -113,6 +119,19 @@ def run_cmepso(ctx_slaves: Context, ctx_master: Context, slaves: EPSO, master: M
                          f"exchange_interval={exchange_interval} >= 1")
     s = slaves.init(ctx_slaves)
     m = master.init(ctx_master, s["gbest"], s["gbest_f"], s["gbest_v"])
+    if cuda_graph and ctx_slaves.xp is not np and int(exchange_interval) == 1 and iterations > 0:
+        def iteration(flat):
+            s2 = slaves.step(ctx_slaves, {k[2:]: v for k, v in flat.items() if k.startswith("s.")})
+            m2 = master.run_epoch(ctx_master, {k[2:]: v for k, v in flat.items() if k.startswith("m.")},
+                                  s2["gbest"], s2["gbest_f"], s2["gbest_v"], 1)
+            return {**{"s." + k: v for k, v in s2.items()}, **{"m." + k: v for k, v in m2.items()}}
+
+        flat = {**{"s." + k: v for k, v in s.items()}, **{"m." + k: v for k, v in m.items()}}
+        stepper = GraphStepper(iteration, flat, [ctx_slaves.rng, ctx_master.rng])
+        stepper.run(iterations)
+        flat = stepper.close()
+        return ({k[2:]: v for k, v in flat.items() if k.startswith("s.")},
+                {k[2:]: v for k, v in flat.items() if k.startswith("m.")})
     done = 0
     while done < iterations:
         k = min(int(exchange_interval), int(iterations) - done)

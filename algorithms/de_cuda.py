@@ -60,12 +60,11 @@ BOUND_IDS = {"clip": 0, "reflect": 1, "reinit": 2}
 GRAPH_GENERATIONS = 64  # generations per captured CUDA graph (even: ping-pong ends where it began)
 MAX_ITEMS = 32  # coordinates per thread held in registers
 SMEM_LIMIT = 48 * 1024  # static shared memory of one block
-SPEC_LOADS_CR = 0.5  # from this CR on, donor coordinates are loaded before the crossover test
 VERIFY_RTOL = {np.dtype(np.float32): 1e-3, np.dtype(np.float64): 1e-8}
 
 KERNEL_SOURCE = r"""
 // ---- isles fused DE generation (algorithms/de_cuda.py); configuration macros are prepended ----
-// IS_F32 DIM NPOP TPI ITEMS IPB BLOCK PROB XOVER BOUND SPEC_LOADS
+// IS_F32 DIM NPOP TPI ITEMS IPB BLOCK PROB XOVER BOUND
 typedef unsigned long long u64;
 typedef unsigned long long isz;   // index type (no size_t needed under NVRTC)
 
@@ -193,13 +192,6 @@ ISLES_DEV Decisions decide(u64 key, long long g, int i, double log_cr, int cr_ca
 // Trial coordinate j of individual i (island row offset `base`): crossover test, mutant, bounds.
 ISLES_DEV T trial_coord(const T* X, isz base, const Decisions& d, u64 key, int i, int j,
                         T xij, T Fw, T CRt, const T* lower, const T* upper) {
-#if SPEC_LOADS
-    // high CR: nearly every coordinate is taken, so load the donors before the crossover test
-    // (hides the test's latency, e.g. NEC's log; results are unchanged)
-    const T a = X[base + (isz)d.r0 * DIM + j];
-    const T b = X[base + (isz)d.r1 * DIM + j];
-    const T c = X[base + (isz)d.r2 * DIM + j];
-#endif
 #if XOVER == 0
     const bool take = (j == d.j0) || (unifT(draw_bits(key, d.s_cross, (u64)i * (u64)DIM + (u64)j)) < CRt);
 #else
@@ -208,11 +200,9 @@ ISLES_DEV T trial_coord(const T* X, isz base, const Decisions& d, u64 key, int i
     const bool take = off < d.L;
 #endif
     if (!take) return xij;
-#if !SPEC_LOADS
     const T a = X[base + (isz)d.r0 * DIM + j];
     const T b = X[base + (isz)d.r1 * DIM + j];
     const T c = X[base + (isz)d.r2 * DIM + j];
-#endif
     T v = add_rn(a, mul_rn(Fw, sub_rn(b, c)));
     const T lo = lower[j], hi = upper[j];
     if (v < lo || v > hi) {
@@ -439,12 +429,8 @@ def layout(dim: int) -> tuple[int, int, int, int]:
     return tpi, items, ipb, tpi * ipb
 
 
-def kernel_source(dtype, dim: int, n: int, problem: str, crossover: str, bound_handling: str,
-                  cr: float = 0.0) -> str:
+def kernel_source(dtype, dim: int, n: int, problem: str, crossover: str, bound_handling: str) -> str:
     """CUDA source of one configuration (configuration macros + :data:`KERNEL_SOURCE`).
-
-    ``cr >= SPEC_LOADS_CR`` compiles the variant that loads the donor coordinates before the
-    crossover test (same results, lower latency when nearly every coordinate is taken).
 
     Raises:
         KeyError: an unsupported problem, crossover or bound handling name.
@@ -454,7 +440,6 @@ def kernel_source(dtype, dim: int, n: int, problem: str, crossover: str, bound_h
         "IS_F32": int(np.dtype(dtype) == np.float32), "DIM": int(dim), "NPOP": int(n),
         "TPI": tpi, "ITEMS": items, "IPB": ipb, "BLOCK": block, "PROB": PROBLEM_IDS[problem],
         "XOVER": XOVER_IDS[crossover], "BOUND": BOUND_IDS[bound_handling],
-        "SPEC_LOADS": int(float(cr) >= SPEC_LOADS_CR),
     }
     head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
     return head + KERNEL_SOURCE
@@ -532,8 +517,7 @@ class FusedDE:
         self.total = self.I * self.N
         self.grid = -(-self.total // self.ipb)
         self.source = kernel_source(
-            self.dtype, self.D, self.N, self.problem.name, params.crossover, params.bound_handling,
-            params.CR,
+            self.dtype, self.D, self.N, self.problem.name, params.crossover, params.bound_handling
         )
         mod = _module(cp, self.source)
         self._k_gen = mod.get_function("de_generation")

@@ -107,7 +107,8 @@ class EPSO(PSO):
         p, xp, rng, g, dt = self.params, ctx.xp, ctx.rng, state["generation"], ctx.dtype
         I, N, D = state["x"].shape
         C = 1 + p.n_replicas  # candidates per particle: the original then R replicas
-        w = inertia_weight(g + 1, p.max_iterations, p.w_max, p.w_min)
+        kg = ctx.generation_value(g + 1)  # device counter on CuPy: CUDA-graph safe
+        w = inertia_weight(kg, p.max_iterations, p.w_max, p.w_min)
         one = xp.ones((I, N, 1, 1), dtype=dt)
 
         def weights(base, draw):  # (I, N, C, 1): unmutated for the original, eq. 7-9/14 for replicas
@@ -129,7 +130,8 @@ class EPSO(PSO):
             on = xp.isfinite(state["attractor_v"]).astype(dt)[:, None, None, None]
             vel = vel + (on * rng.uniform(g, DRAW_R3, (N, C, D), dt) * weights(p.c3, DRAW_NC3)
                          * (state["attractor"][:, None, None] - x))
-        vel = clamp_velocity(ctx, vel, vmax_schedule(g + 1, p.max_iterations, p.vmax_fraction, p.vmax_final))
+        if p.vmax_fraction > 0:
+            vel = clamp_velocity(ctx, vel, vmax_schedule(kg, p.max_iterations, p.vmax_fraction, p.vmax_final))
         u = rng.uniform(g, DRAW_COR, (N, C, D), dt)
         xc, vel = boundary_correction(ctx, x + vel, vel, u, p.cor, p.cor_mode)
         f, v, n_nan = ctx.evaluator(xc.reshape(I, N * C, D))

@@ -32,43 +32,61 @@ def _is_device_array(v) -> bool:
 
 
 class GraphStepper:
-    """Run an island algorithm's generations as replays of one captured CUDA graph (CuPy only).
+    """Run generations as replays of one captured CUDA graph (CuPy only).
 
     Args:
-        algorithm: an island algorithm with ``graph_safe = True``.
-        ctx: its context (``ctx.xp`` must be CuPy).
-        state: its current state (device arrays and host ints).
+        step_fn: ``state -> state``, one generation (graph-safe, see the module docstring).
+        state: flat dict of device arrays and host ints.
+        rngs: the :class:`algorithms.random.CounterRNG` objects ``step_fn`` draws from; their device
+            counters are reset to 0 and advanced by 1 at the end of each replay.
 
     Raises:
-        ValueError: ``ctx.xp`` is NumPy or the algorithm is not graph-safe.
+        ValueError: a NumPy state (nothing to capture).
+
+    While a stepper is in use it owns its RNGs' counters; :meth:`close` gives them back (sets
+    them to 0) so that plain, non-captured steps can follow.
     """
 
-    def __init__(self, algorithm, ctx, state):
-        xp = ctx.xp
-        if xp is np or not getattr(algorithm, "graph_safe", False):
-            raise ValueError("GraphStepper needs CuPy and an algorithm with graph_safe = True")
-        self.algorithm, self.ctx, self.xp = algorithm, ctx, xp
+    def __init__(self, step_fn, state: dict, rngs):
+        arrays = [v for v in state.values() if _is_device_array(v)]
+        if not arrays:
+            raise ValueError("GraphStepper needs device (CuPy) arrays in the state")
+        xp = __import__("cupy")
+        self.xp, self.rngs, self.replays = xp, list(rngs), 0
         self.stream = xp.cuda.Stream(non_blocking=False)
         self.pool = xp.cuda.MemoryPool()
-        self.replays = 0
         with self.stream:
             self.buffers = {k: v.copy() for k, v in state.items() if _is_device_array(v)}
             self.host0 = {k: v for k, v in state.items() if not _is_device_array(v)}
-            ctx.rng.ctr[...] = 0  # replay r draws generation host0["generation"] + r
+            for rng in self.rngs:
+                rng.ctr[...] = 0  # replay r draws generation host0 + r
             with xp.cuda.using_allocator(self.pool.malloc):
                 # warm-up outside capture: compiles kernels and fills the private pool's cache
-                warm = algorithm.step(ctx, {**self.host0, **self.buffers})
-                self.delta = {k: warm[k] - self.host0[k] for k in self.host0 if isinstance(self.host0[k], (int, np.integer))}
+                warm = step_fn({**self.host0, **self.buffers})
+                self.delta = {k: warm[k] - v for k, v in self.host0.items()
+                              if isinstance(v, (int, np.integer)) and not isinstance(v, bool)}
                 del warm
                 self.stream.synchronize()
                 self.stream.begin_capture()
-                out = algorithm.step(ctx, {**self.host0, **self.buffers})
+                out = step_fn({**self.host0, **self.buffers})
                 for k, buf in self.buffers.items():
                     buf[...] = out[k]
-                ctx.rng.ctr += np.uint64(1)
+                for rng in self.rngs:
+                    rng.ctr += np.uint64(1)
                 self.graph = self.stream.end_capture()
                 del out
         self.stream.synchronize()
+
+    @classmethod
+    def for_algorithm(cls, algorithm, ctx, state: dict) -> "GraphStepper":
+        """Stepper of ``algorithm.step`` (``algorithm.graph_safe`` must be True).
+
+        Raises:
+            ValueError: the algorithm is not graph-safe, or ``ctx.xp`` is NumPy.
+        """
+        if ctx.xp is np or not getattr(algorithm, "graph_safe", False):
+            raise ValueError(f"{type(algorithm).__name__}: CUDA-graph replay needs CuPy and graph_safe = True")
+        return cls(lambda s: algorithm.step(ctx, s), state, [ctx.rng])
 
     def run(self, n_generations: int) -> None:
         """Replay ``n_generations`` generations (asynchronous: no host synchronisation)."""
@@ -89,3 +107,10 @@ class GraphStepper:
             for k, buf in self.buffers.items():
                 if state[k] is not buf:
                     buf[...] = state[k]
+
+    def close(self) -> dict:
+        """Stop replaying: reset the RNG counters to 0 and return the state."""
+        self.stream.synchronize()
+        for rng in self.rngs:
+            rng.ctr[...] = 0
+        return self.state

@@ -48,17 +48,30 @@ def inertia_weight(k: int, i_max: int, w_max: float, w_min: float) -> float:
     formula above is the one of Eberhart & Shi that the seed cites.
 
     Args:
-        k: iteration index (1-based, host int).
+        k: iteration index (1-based): a host int, or a 0-d device array (see
+            :func:`schedule_fraction`).
         i_max: schedule length ``I_MAX`` (>= 1).
         w_max, w_min: the end points.
 
     Returns:
-        A host float.
+        A host float, or a 0-d device array for a device ``k``.
+    """
+    return w_max - schedule_fraction(k, i_max) * (w_max - w_min)
+
+
+def schedule_fraction(k, i_max: int):
+    """``t = (k - 1)/(i_max - 1)`` clamped to [0, 1] (0 when ``i_max <= 1``).
+
+    ``k`` is a host int (NumPy path) or a 0-d device array from
+    :meth:`algorithms.base.Context.generation_value` (CuPy path, CUDA-graph safe); the result has
+    the same kind.
     """
     if i_max <= 1:
-        return float(w_max)
-    t = (min(max(int(k), 1), int(i_max)) - 1) / (int(i_max) - 1)
-    return float(w_max - t * (w_max - w_min))
+        return 0.0
+    t = (k - 1) / (int(i_max) - 1)
+    if isinstance(t, (int, float)):
+        return min(max(t, 0.0), 1.0)
+    return t.clip(0.0, 1.0)
 
 
 COR_MODES = ("overshoot", "range")
@@ -119,15 +132,14 @@ def vmax_schedule(k: int, i_max: int, start: float, final: float) -> float:
     """
     if start <= 0 or final >= start or i_max <= 1:
         return float(start)
-    t = (min(max(int(k), 1), int(i_max)) - 1) / (int(i_max) - 1)
-    return float(start * (final / start) ** (t ** VMAX_POWER))
+    return start * (final / start) ** (schedule_fraction(k, i_max) ** VMAX_POWER)
 
 
-def clamp_velocity(ctx: Context, vel, vmax_fraction: float):
-    """Clamp ``vel (..., D)`` to ``+-vmax_fraction*(upper - lower)`` (Eberhart & Shi 2000);
-    unchanged when ``vmax_fraction == 0``."""
-    if vmax_fraction <= 0:
-        return vel
+def clamp_velocity(ctx: Context, vel, vmax_fraction):
+    """Clamp ``vel (..., D)`` to ``+-vmax_fraction*(upper - lower)`` (Eberhart & Shi 2000).
+
+    ``vmax_fraction`` is a host float or a 0-d device array; callers skip the clamp when the
+    parameter ``vmax_fraction`` is 0 (disabled)."""
     vmax = vmax_fraction * (ctx.upper - ctx.lower)
     return ctx.xp.clip(vel, -vmax, vmax)
 
@@ -211,6 +223,8 @@ class PSO(IslandAlgorithm):
     Generation ``g`` (0-based) uses the inertia weight of iteration ``k = g + 1``.
     """
 
+    graph_safe = True
+
     name = "pso"
     Params = PSOParams
 
@@ -238,13 +252,15 @@ class PSO(IslandAlgorithm):
     def step(self, ctx: Context, state: State) -> State:
         """One PSO generation: eqs. 1-2 (velocity clamp), 4-5, evaluation, bests. No host sync."""
         p, xp, g = self.params, ctx.xp, state["generation"]
-        w = inertia_weight(g + 1, p.max_iterations, p.w_max, p.w_min)
+        k = ctx.generation_value(g + 1)
+        w = inertia_weight(k, p.max_iterations, p.w_max, p.w_min)
         x, shape = state["x"], state["x"].shape[1:]
         r1 = ctx.rng.uniform(g, DRAW_R1, shape, ctx.dtype)
         r2 = ctx.rng.uniform(g, DRAW_R2, shape, ctx.dtype)
         vel = (w * state["vel"] + r1 * p.c1 * (state["pbest"] - x)
                + r2 * p.c2 * (state["gbest"][:, None] - x))
-        vel = clamp_velocity(ctx, vel, vmax_schedule(g + 1, p.max_iterations, p.vmax_fraction, p.vmax_final))
+        if p.vmax_fraction > 0:
+            vel = clamp_velocity(ctx, vel, vmax_schedule(k, p.max_iterations, p.vmax_fraction, p.vmax_final))
         u = ctx.rng.uniform(g, DRAW_COR, shape, ctx.dtype)
         x, vel = boundary_correction(ctx, x + vel, vel, u, p.cor, p.cor_mode)
         f, v, n_nan = ctx.evaluator(x)

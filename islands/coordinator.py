@@ -113,6 +113,7 @@ class Coordinator:
             "dtype": c.get("dtype", "float64"),
             "n_migrants": self.n_migrants,
             "replacement": c["islands"].get("replacement", "fair_replace"),
+            "cuda_graph": c.get("cuda_graph", True),
         }
 
     def _start_groups(self):

@@ -20,6 +20,7 @@ import numpy as np
 
 from algorithms.backend import device_name, dtype_of, get_xp, synchronize, to_host
 from algorithms.base import Context
+from algorithms.graph import GraphStepper
 from algorithms.random import CounterRNG
 from islands.build import build_algorithm, build_evaluator
 from islands.migration import gather, replacement, select_best
@@ -35,7 +36,8 @@ class IslandGroup:
             (``handling``, ``penalty``), ``algorithm`` (config with ``_target_``),
             ``island_ids`` (global ids of this group's islands), ``seed``, ``device``
             (``auto|cpu|gpu``), ``dtype`` (``float32|float64``), ``n_migrants`` (``k``) and
-            ``replacement`` (``fair_replace|replace_worst``).
+            ``replacement`` (``fair_replace|replace_worst``), ``cuda_graph`` (replay captured
+            generations on CuPy, default true).
 
     Raises:
         ValueError: bad config values (named by field), or ``device=gpu`` without a GPU.
@@ -56,6 +58,10 @@ class IslandGroup:
             rng=CounterRNG(self.xp, int(spec.get("seed", 0)), self.island_ids),
         )
         self.state = self.algorithm.init(self.ctx)
+        # GPU fast path: replay one captured generation as a CUDA graph (algorithms/graph.py)
+        self.use_graph = (self.xp is not np and getattr(self.algorithm, "graph_safe", False)
+                          and bool(spec.get("cuda_graph", True)))
+        self.stepper = None
         self._pending_events = None  # device arrays of the last migration, fetched with the summary
 
     # ------------------------------------------------------------------------------------------
@@ -93,7 +99,13 @@ class IslandGroup:
         if inbound:
             self._migrate(inbound, remote or {})
         t0 = time.perf_counter()
-        self.state = self.algorithm.run(self.ctx, self.state, int(n_generations))
+        if self.use_graph and n_generations > 0:
+            if self.stepper is None:
+                self.stepper = GraphStepper.for_algorithm(self.algorithm, self.ctx, self.state)
+            self.stepper.run(n_generations)
+            self.state = self.stepper.state
+        else:
+            self.state = self.algorithm.run(self.ctx, self.state, int(n_generations))
         synchronize(self.xp)
         compute_s = time.perf_counter() - t0
         return self._summary(compute_s)
@@ -141,6 +153,9 @@ class IslandGroup:
             self.replacement, f, v, pool_X[rows_d], pool_f[rows_d], pool_v[rows_d], xp.asarray(valid), X
         )
         self.state = self.algorithm.replace(self.ctx, self.state, idx, X_new, f_new, v_new)
+        if self.stepper is not None:
+            self.stepper.load(self.state)
+            self.state = self.stepper.state
         self._pending_events = (src_of, order, accepted, f_new)
 
     def _summary(self, compute_s: float) -> dict:
@@ -186,6 +201,9 @@ class IslandGroup:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a state saved by :meth:`state_dict` (arrays moved to this group's device)."""
+        if self.stepper is not None:
+            self.stepper.close()
+            self.stepper = None
         self.state = {
             k: self.xp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in state.items()
         }

@@ -139,7 +139,7 @@ def test_generic_cupy_nan_is_worst():
 # the fused path
 # ---------------------------------------------------------------------------------------------
 FUSED_CASES = [
-    # problem, D, N, I, dtype, crossover, bounds, CR  (CR >= 0.5 compiles the speculative-load variant)
+    # problem, D, N, I, dtype, crossover, bounds, CR
     ("ackley", 1000, 500, 1, np.float32, "bin", "reflect", 0.2),
     ("ackley", 100, 20, 3, np.float64, "nec", "reinit", 0.9),
     ("griewank", 500, 30, 2, np.float32, "nec", "clip", 0.45),
