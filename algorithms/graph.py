@@ -53,8 +53,11 @@ class GraphStepper:
             raise ValueError("GraphStepper needs device (CuPy) arrays in the state")
         xp = __import__("cupy")
         self.xp, self.rngs, self.replays = xp, list(rngs), 0
-        self.stream = xp.cuda.Stream(non_blocking=False)
+        # a non-blocking stream: capture must not involve the legacy default stream; work is
+        # ordered against the caller's stream with events (_follow / run)
+        self.stream = xp.cuda.Stream(non_blocking=True)
         self.pool = xp.cuda.MemoryPool()
+        self._follow()
         with self.stream:
             self.buffers = {k: v.copy() for k, v in state.items() if _is_device_array(v)}
             self.host0 = {k: v for k, v in state.items() if not _is_device_array(v)}
@@ -90,10 +93,12 @@ class GraphStepper:
 
     def run(self, n_generations: int) -> None:
         """Replay ``n_generations`` generations (asynchronous: no host synchronisation)."""
+        self._follow()
         with self.stream:
             for _ in range(int(n_generations)):
                 self.graph.launch(self.stream)
         self.replays += int(n_generations)
+        self._lead()
 
     @property
     def state(self) -> dict:
@@ -103,10 +108,24 @@ class GraphStepper:
 
     def load(self, state: dict) -> None:
         """Copy a state (e.g. after migration) into the buffers; host ints must be unchanged."""
+        self._follow()
         with self.stream:
             for k, buf in self.buffers.items():
                 if state[k] is not buf:
                     buf[...] = state[k]
+        self._lead()
+
+    def _follow(self) -> None:
+        """Make this stream wait for the work queued so far on the caller's current stream."""
+        ev = self.xp.cuda.Event(disable_timing=True)
+        ev.record(self.xp.cuda.get_current_stream())
+        self.stream.wait_event(ev)
+
+    def _lead(self) -> None:
+        """Make the caller's current stream wait for the work queued on this stream."""
+        ev = self.xp.cuda.Event(disable_timing=True)
+        ev.record(self.stream)
+        self.xp.cuda.get_current_stream().wait_event(ev)
 
     def close(self) -> dict:
         """Stop replaying: reset the RNG counters to 0 and return the state."""

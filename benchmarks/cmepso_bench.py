@@ -25,6 +25,7 @@ from algorithms.backend import device_name, get_xp, synchronize  # noqa: E402
 from algorithms.base import Context  # noqa: E402
 from algorithms.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
 from algorithms.epso import EPSO  # noqa: E402
+from algorithms.graph import GraphStepper  # noqa: E402
 from algorithms.pso import PSO  # noqa: E402
 from algorithms.random import CounterRNG  # noqa: E402
 from problems.constraints import Evaluator, feasibility_report  # noqa: E402
@@ -84,10 +85,21 @@ def bench_pso_step(args) -> None:
         else:
             from cupyx.profiler import benchmark  # noqa: PLC0415
 
-            r = benchmark(pso.step, (ctx, state), n_repeat=500, n_warmup=20)
-            us = float(np.mean(r.gpu_times)) * 1e6
-            cpu_us = float(np.mean(r.cpu_times)) * 1e6
-            print(f"  (host time per step {cpu_us:.1f} us)")
+            r = benchmark(pso.step, (ctx, state), n_repeat=200, n_warmup=10)
+            print(f"  plain CuPy step: {float(np.mean(r.gpu_times)) * 1e6:.1f} us GPU, "
+                  f"{float(np.mean(r.cpu_times)) * 1e6:.1f} us host")
+            stepper = GraphStepper.for_algorithm(pso, ctx, state)
+            stepper.run(50)
+            n = 2000
+            start, end = xp.cuda.Event(), xp.cuda.Event()
+            start.record(stepper.stream)
+            t0 = time.perf_counter()
+            stepper.run(n)
+            host_us = (time.perf_counter() - t0) / n * 1e6
+            end.record(stepper.stream)
+            end.synchronize()
+            us = xp.cuda.get_elapsed_time(start, end) * 1e3 / n
+            print(f"  CUDA-graph replay: {us:.1f} us GPU per step (events), {host_us:.1f} us host per launch")
         print(f"| PSO step N=100 sphere D={args.dim} {np.dtype(dtype).name} | {device_name(xp)} | {us:.1f} us/step |")
 
 

@@ -74,6 +74,13 @@ class Evaluator:
         self.problem = problem
         self.handling = handling
         self.penalty = float(penalty)
+        self._scales: dict = {}  # constraint scales on each (module, dtype): no copies inside a generation
+
+    def _scale(self, xp, dtype):
+        key = (xp.__name__, str(dtype))
+        if key not in self._scales:
+            self._scales[key] = xp.asarray(self.problem.constraint_scale, dtype=dtype)
+        return self._scales[key]
 
     def __call__(self, X):
         """Evaluate ``X (..., D)``.
@@ -87,7 +94,7 @@ class Evaluator:
         f, g = self.problem.evaluate(X)
         f = xp.asarray(f, dtype=X.dtype)
         g = xp.asarray(g, dtype=X.dtype)
-        v = total_violation(g, self.problem.constraint_scale)
+        v = total_violation(g, self._scale(xp, g.dtype) if g.shape[-1] else None)
         nan = xp.isnan(f) | xp.isinf(v)
         f = xp.where(xp.isnan(f), xp.inf, f)
         if self.handling == "penalty":

@@ -191,6 +191,22 @@ def test_fused_trial_is_bit_identical_and_selection_agrees(case):
     assert bool(cp.all(sf["X"] >= ctx.lower)) and bool(cp.all(sf["X"] <= ctx.upper))
 
 
+def test_fused_honours_the_rng_device_counter():
+    """CounterRNG draws generation + ctr[0] on CuPy (CUDA-graph replay); so does the kernel."""
+    _, ctx, fused, generic, plan, s = _fused_setup("rastrigin", 40, 12, 2, np.float32, "nec", "reinit",
+                                                   CR=0.6)
+    s["generation"] = 10
+    ctx.rng.ctr[...] = 7
+    try:
+        Uf, _ = plan.trial(s)
+        Ug = generic.trial(ctx, s)
+    finally:
+        ctx.rng.ctr[...] = 0
+    assert _same_bits(Uf, Ug)
+    s17 = {**s, "generation": 17}
+    assert _same_bits(Uf, plan.trial(s17)[0])  # generation 10 + ctr 7 == generation 17
+
+
 def test_fused_graph_run_equals_step_loop():
     _, ctx, fused, _, plan, s0 = _fused_setup("rosenbrock", 50, 100, 4, np.float32, "bin", "reflect",
                                               F=0.65, CR=0.95)
