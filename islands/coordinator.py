@@ -232,7 +232,7 @@ class Coordinator:
             cand = [(bx, bf, bv)] + ([master_best] if master_best else []) + ([best] if best else [])
             best = _best_of(cand)
             record = self._record(epoch, done_gens, t0, evals + master_evals, nan, best, bf, bv,
-                                  master_best, summaries, placement)
+                                  master_best, list(summaries.values()), k)
             history.append(record)
             for cb in self.callbacks:
                 if hasattr(cb, "on_epoch"):
@@ -267,6 +267,7 @@ class Coordinator:
             done, _ = ray.wait(list(pending), num_returns=1)
             i = pending.pop(done[0])
             s = ray.get(done[0])
+            prev_gen = summaries[i]["generation"] if i in summaries else 0
             summaries[i] = s
             completions += 1
             for p, gid in enumerate(s["island_ids"]):
@@ -274,7 +275,7 @@ class Coordinator:
             migrations.extend((completions, *e) for e in s["migrations"])
             bx, bf, bv, _, evals, nan = self._merge(summaries, placement)
             best = _best_of([(bx, bf, bv)] + ([best] if best else []))
-            record = self._record(completions, min(gens), t0, evals, nan, best, bf, bv, None, summaries, placement)
+            record = self._record(completions, min(gens), t0, evals, nan, best, bf, bv, None, [s], s["generation"] - prev_gen)
             history.append(record)
             for cb in self.callbacks:
                 if hasattr(cb, "on_epoch"):
@@ -315,8 +316,10 @@ class Coordinator:
             nan += s["nan_evals"]
         return bx, bf, bv, emigrants, evals, nan
 
-    def _record(self, epoch, generation, t0, evals, nan, best, bf, bv, master_best, summaries, placement) -> dict:
+    def _record(self, epoch, generation, t0, evals, nan, best, bf, bv, master_best, summaries, epoch_gens) -> dict:
+        """The epoch's metrics; ``summaries`` are the group summaries that arrived for it."""
         wall = time.perf_counter() - t0
+        compute = max(s["compute_s"] for s in summaries)
         feasible = bv <= 0
         rec = {
             "epoch": epoch,
@@ -329,7 +332,9 @@ class Coordinator:
             "best_feasible_f": float(best[1][0]) if best[2][0] <= 0 else math.nan,
             "n_feasible_islands": int(feasible.sum()),
             "nan_evaluations": int(nan),
-            "compute_s_max": max(s["compute_s"] for s in summaries.values()),
+            "compute_s_max": compute,
+            "us_per_generation": 1e6 * compute / max(1, epoch_gens),
+            "migrations_accepted": sum(m[2] for s in summaries for m in s["migrations"]),
             "island_best_f": bf.copy(),
             "island_best_v": bv.copy(),
         }

@@ -60,8 +60,11 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
     table = Table(title=f"best solution: {problem.name}", show_header=True)
     table.add_column("variable")
     table.add_column("value", justify="right")
-    for i, x in enumerate(rep["x"]):
+    shown = rep["x"] if len(rep["x"]) <= 12 else rep["x"][:10]
+    for i, x in enumerate(shown):
         table.add_row(f"x{i + 1}", f"{x:.10g}")
+    if len(shown) < len(rep["x"]):
+        table.add_row("...", f"({len(rep['x']) - len(shown)} more: best_solution.json in MLflow)")
     console.print(table)
     f_star = getattr(problem, "f_star", None)
     gap = ""
@@ -72,8 +75,13 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
         console.print("g = [" + ", ".join(f"{g:.4g}" for g in rep["g"]) + "]  (g <= 0 feasible)")
     status = "[green]feasible[/green]" if rep["feasible"] else "[red]INFEASIBLE[/red]"
     console.print(f"{status} (max normalised violation {rep['max_normalised_violation']:.3g}, float64)")
+    us = sorted(h["us_per_generation"] for h in result.history)[len(result.history) // 2]
     console.print(f"evaluations {result.evaluations:,}  wall time {result.wall_s:.2f} s "
-                  f"(+ {result.startup_s:.1f} s start-up)  NaN evaluations {result.nan_evals}")
+                  f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s  "
+                  f"{us:.1f} us/generation (device, median epoch)  NaN evaluations {result.nan_evals}")
+    if result.migrations:
+        accepted = sum(m[3] for m in result.migrations)
+        console.print(f"migrations: {len(result.migrations)} transfers, {accepted} immigrants accepted")
     if run_id:
         console.print(f"MLflow run {run_id}  (review: mlflow ui, then open http://127.0.0.1:5000)")
     sys.stdout.flush()

@@ -4,7 +4,8 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
 
 * parameters: the resolved config, flattened (``algorithm.c1``, ``islands.n``, ...);
 * metrics, per epoch (step = generation): ``best_f``, ``best_v`` (total violation of the best),
-  ``best_feasible_f``, ``evaluations``, ``evals_per_s``, ``wall_s``, ``nan_evaluations``,
+  ``best_feasible_f``, ``evaluations``, ``evals_per_s``, ``wall_s``, ``us_per_generation``
+  (synchronized device time of the slowest group), ``nan_evaluations``,
   ``migrations_accepted``, ``master_best_f``, and ``island_XX_best_f`` per island;
 * tags: device of every island group, Ray cluster resources, git commit, host;
 * artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json``
@@ -48,6 +49,10 @@ def git_commit() -> str:
                               timeout=5).stdout.strip() or "unknown"
     except Exception:
         return "unknown"
+
+
+def _median(values: list) -> float:
+    return float(sorted(values)[len(values) // 2]) if values else math.nan
 
 
 class MlflowTracker:
@@ -110,8 +115,8 @@ class MlflowTracker:
         """Buffer the epoch's metrics (step = generation); flush every ``flush_s`` seconds."""
         step, ts = int(rec["generation"]), int(time.time() * 1000)
         values = {k: rec[k] for k in ("best_f", "best_v", "best_feasible_f", "evaluations", "evals_per_s",
-                                      "wall_s", "nan_evaluations") if k in rec}
-        values["migrations_accepted"] = rec.get("migrations_accepted", 0)
+                                      "wall_s", "nan_evaluations", "us_per_generation",
+                                      "migrations_accepted") if k in rec}
         if "master_best_f" in rec:
             values["master_best_f"] = rec["master_best_f"]
         for i, f in enumerate(rec["island_best_f"]):
@@ -139,7 +144,8 @@ class MlflowTracker:
         report = feasibility_report(self.problem, result.best_x)
         mlflow.log_metrics({"final_best_f": report["f"], "final_max_violation": report["max_normalised_violation"],
                             "final_feasible": float(report["feasible"]), "final_evaluations": result.evaluations,
-                            "final_wall_s": result.wall_s})
+                            "final_wall_s": result.wall_s, "final_evals_per_s": result.evaluations / max(result.wall_s, 1e-12),
+                            "final_us_per_generation": _median([h["us_per_generation"] for h in result.history])})
         mlflow.log_dict(report, "best_solution.json")
         fig = convergence_figure(result.history, self.problem)
         mlflow.log_figure(fig, "convergence.png")

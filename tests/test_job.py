@@ -71,3 +71,15 @@ def test_nan_objective_is_worst_and_counted(ray_local, store):
     assert result.best_x[0] <= 0.5 and result.best_f < 0.01
     hist = MlflowClient(tracking_uri=store).get_metric_history(run_id, "nan_evaluations")
     assert hist[-1].value == result.nan_evals
+
+
+def test_async_de_islands_migrate_and_log(ray_local, store):
+    cfg = make_cfg("+experiment=de_islands", "islands.mode=async", "islands.n=4", "islands.n_actors=2",
+                   "problem.dim=10", "algorithm.pop_size=12", "generations=60", "islands.migration_interval=10",
+                   f"logger.tracking_uri={store}", "progress=false")
+    result, run_id = run_job(cfg)
+    assert result.generations == 60
+    assert result.migrations and all(m[1] != m[2] for m in result.migrations)
+    client = MlflowClient(tracking_uri=store)
+    assert "migrations.csv" in {a.path for a in client.list_artifacts(run_id)}
+    assert client.get_metric_history(run_id, "us_per_generation")
