@@ -60,14 +60,16 @@ def to_host(a) -> np.ndarray:
 
 
 def device_name(xp) -> str:
-    """Human-readable device name, e.g. ``"NVIDIA H100 80GB HBM3 (cuda:0)"`` or ``"cpu"``."""
+    """Human-readable device name with the GPU's PCI bus id (unique per physical GPU, also where
+    Ray shows each actor its GPU as ``cuda:0``), e.g. ``"NVIDIA H100 80GB HBM3 (cuda:0, PCI
+    0000:19:00.0)"``, or ``"cpu"``."""
     if xp is np:
         return "cpu"
     dev = xp.cuda.Device()
     props = xp.cuda.runtime.getDeviceProperties(dev.id)
     name = props["name"]
     name = name.decode() if isinstance(name, bytes) else name
-    return f"{name} (cuda:{dev.id})"
+    return f"{name} (cuda:{dev.id}, PCI {dev.pci_bus_id})"
 
 
 def synchronize(xp) -> None:

@@ -25,10 +25,16 @@ Two choices the seed leaves open, fixed here for every PSO variant of isles and 
 
 Initial velocities follow SPSO 2011 (Clerc, 2011): ``vel ~ U(lower - x, upper - x)``, so that
 ``x + vel`` is in the box.
+
+On CuPy (float32/float64), :meth:`PSO.step` runs the fused kernels of :mod:`algorithms.pso_cuda`
+(schedules, move and best updates: three launches around the evaluation instead of about 60),
+bit-identical to the generic array code below, which NumPy (and ``PSOParams(fused=False)``) runs.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from algorithms.base import Context, IslandAlgorithm, State, check_range
 from problems.constraints import argbest, better
@@ -194,7 +200,8 @@ class PSOParams:
     """Parameters of :class:`PSO` (seed 001 section 6 defaults; ``w_max``/``w_min`` are Shi &
     Eberhart's usual values, not given in the seed). ``vmax_fraction``/``vmax_final``: the
     decreasing velocity clamp of :func:`vmax_schedule` (not in the seed); ``cor_mode``: see
-    :func:`boundary_correction`.
+    :func:`boundary_correction`; ``fused``: on CuPy, use the fused CUDA kernels of
+    :mod:`algorithms.pso_cuda` (same results, bit for bit); ``False`` forces the generic array code.
 
     Raises:
         ValueError: a field out of range, named ``algorithm.<field>``.
@@ -210,9 +217,13 @@ class PSOParams:
     vmax_fraction: float = 0.5
     vmax_final: float = 1e-6
     cor_mode: str = "overshoot"
+    fused: bool = True
 
     def __post_init__(self):
         check_common(self)
+        if not isinstance(self.fused, (bool, np.bool_)):
+            raise ValueError(f"algorithm.fused={self.fused!r}: allowed values are true|false")
+        object.__setattr__(self, "fused", bool(self.fused))
 
 
 class PSO(IslandAlgorithm):
@@ -250,7 +261,13 @@ class PSO(IslandAlgorithm):
         return update_gbest(xp, s)
 
     def step(self, ctx: Context, state: State) -> State:
-        """One PSO generation: eqs. 1-2 (velocity clamp), 4-5, evaluation, bests. No host sync."""
+        """One PSO generation: eqs. 1-2 (velocity clamp), 4-5, evaluation, bests. No host sync.
+
+        On CuPy (``params.fused``, float32/float64) the fused kernels of :mod:`algorithms.pso_cuda`
+        run instead of the array code below, with bit-identical results (:meth:`_fused_step`).
+        """
+        if self._fused_ok(ctx, state):
+            return self._fused_step(ctx, state)
         p, xp, g = self.params, ctx.xp, state["generation"]
         k = ctx.generation_value(g + 1)
         w = inertia_weight(k, p.max_iterations, p.w_max, p.w_min)
@@ -267,6 +284,30 @@ class PSO(IslandAlgorithm):
         s = update_bests(xp, state, x, f, v)
         s.update(x=x, vel=vel, generation=g + 1, evals=state["evals"] + p.n_particles,
                  nan_evals=state["nan_evals"] + n_nan)
+        return s
+
+    def _fused_ok(self, ctx: Context, state: State) -> bool:
+        """Whether :meth:`step` can take the fused CUDA path (CuPy, float32/float64, (I, N, D))."""
+        if not getattr(self.params, "fused", False) or getattr(ctx.xp, "__name__", "") != "cupy":
+            return False
+        from algorithms.pso_cuda import unsupported_reason  # noqa: PLC0415
+
+        return unsupported_reason(ctx, state["x"]) is None
+
+    def _fused_step(self, ctx: Context, state: State) -> State:
+        """:meth:`step` on CuPy with :mod:`algorithms.pso_cuda`: the schedules (1 launch), the
+        move with its three draws (1 launch), ``ctx.evaluator`` and the best updates plus the NaN
+        count (1 launch). Bit-identical to the generic code; no host synchronisation."""
+        from algorithms import pso_cuda  # noqa: PLC0415
+
+        p, g = self.params, state["generation"]
+        w, vmax = pso_cuda.schedule_values(ctx, g + 1, p.max_iterations, p.w_max, p.w_min, p.vmax_fraction,
+                                           p.vmax_final, VMAX_POWER)
+        x, vel = pso_cuda.fused_move(ctx, state["x"], state["vel"], state["pbest"], state["gbest"], g, w,
+                                     vmax if p.vmax_fraction > 0 else None, p.c1, p.c2, p.cor, p.cor_mode)
+        f, v, n_nan = ctx.evaluator(x)
+        s = pso_cuda.fused_update_bests(ctx, state, x, f, v, n_nan)
+        s.update(x=x, vel=vel, generation=g + 1, evals=state["evals"] + p.n_particles)
         return s
 
     def population(self, state: State):

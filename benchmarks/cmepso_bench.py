@@ -119,7 +119,8 @@ def bench_job(args) -> None:
     devices = sorted(set(result.devices.values()))
     print(f"| job {args.problem} 10x{args.particles} interval {args.interval} | {'; '.join(devices)} | "
           f"wall {result.wall_s:.2f} s (+{result.startup_s:.1f} s start-up) | "
-          f"{result.evaluations / result.wall_s:,.0f} evals/s | best f {result.best_f:.7g} |")
+          f"{result.evaluations / result.wall_s:,.0f} evals/s (steady state {result.steady_evals_per_s:,.0f}) | "
+          f"best f {result.best_f:.7g} |")
     for gid, dev in sorted(result.devices.items()):
         print(f"  island {gid}: {dev}")
 
@@ -137,7 +138,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dim", type=int, default=500)
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for 'job'")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     {"inprocess": bench_inprocess, "pso-step": bench_pso_step, "job": bench_job}[a.what](a)
 
 

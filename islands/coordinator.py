@@ -48,6 +48,8 @@ class RunResult:
         devices: ``{island id: device name}``.
         nan_evals: evaluations with a NaN objective or constraint.
         migrations: ``(epoch, src, dst, accepted, best f moved)`` tuples.
+        steady_evals_per_s: evaluations per second after the first epoch (which includes kernel
+            compilation and CUDA-graph capture on GPUs); the overall rate with one epoch.
     """
 
     best_x: np.ndarray
@@ -61,6 +63,14 @@ class RunResult:
     devices: dict = field(default_factory=dict)
     nan_evals: int = 0
     migrations: list = field(default_factory=list)
+
+    @property
+    def steady_evals_per_s(self) -> float:
+        """Evaluations per second over all epochs but the first (see the class docstring)."""
+        h = self.history
+        if len(h) < 2 or h[-1]["wall_s"] <= h[0]["wall_s"]:
+            return self.evaluations / max(self.wall_s, 1e-12)
+        return (h[-1]["evaluations"] - h[0]["evaluations"]) / (h[-1]["wall_s"] - h[0]["wall_s"])
 
 
 class Coordinator:

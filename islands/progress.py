@@ -77,7 +77,8 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
     console.print(f"{status} (max normalised violation {rep['max_normalised_violation']:.3g}, float64)")
     us = sorted(h["us_per_generation"] for h in result.history)[len(result.history) // 2]
     console.print(f"evaluations {result.evaluations:,}  wall time {result.wall_s:.2f} s "
-                  f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s  "
+                  f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s "
+                  f"(steady state {result.steady_evals_per_s:,.0f})  "
                   f"{us:.1f} us/generation (device, median epoch)  NaN evaluations {result.nan_evals}")
     if result.migrations:
         accepted = sum(m[3] for m in result.migrations)

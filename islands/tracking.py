@@ -145,6 +145,7 @@ class MlflowTracker:
         mlflow.log_metrics({"final_best_f": report["f"], "final_max_violation": report["max_normalised_violation"],
                             "final_feasible": float(report["feasible"]), "final_evaluations": result.evaluations,
                             "final_wall_s": result.wall_s, "final_evals_per_s": result.evaluations / max(result.wall_s, 1e-12),
+                            "final_steady_evals_per_s": result.steady_evals_per_s,
                             "final_us_per_generation": _median([h["us_per_generation"] for h in result.history])})
         mlflow.log_dict(report, "best_solution.json")
         fig = convergence_figure(result.history, self.problem)
