@@ -43,6 +43,13 @@ in another order than NumPy, as on the generic CuPy path. NaN semantics follow N
 argbest of an island takes its first NaN key); signed zeros may differ from NumPy's ``clip``
 where a variable's range is 0.
 
+Measured on one H100 80GB HBM3 (CuPy 14, ``python benchmarks/cmepso_bench.py pso-step --device
+gpu``: PSO, N = 100, sphere D = 500, one island, CUDA-graph replay, CUDA events over 2000 steps):
+35.7-36.0 us per step in float32 and 36.0-36.3 us in float64 over two runs (generic code:
+153.7 us). The rest of the step is the generic evaluator (about 9 small kernels for the sphere)
+and the graph's copies of the state into its buffers; a plain, non-captured step is host-bound
+(350-480 us of host time).
+
 Supported: CuPy, float32 or float64, ``x (I, N, D)`` with ``I * N * D < 2**62``; anything else
 runs the generic code (:func:`unsupported_reason`). Kernels are compiled once per device and
 dtype (module-level cache).

@@ -113,8 +113,7 @@ class IslandGroup:
     # ------------------------------------------------------------------------------------------
     def _emigrants(self):
         X, f, v = self.algorithm.population(self.state)
-        k = min(self.n_migrants, f.shape[-1])
-        return gather(X, f, v, select_best(f, v, k))
+        return gather(X, f, v, select_best(f, v, self.n_migrants))
 
     def _migrate(self, inbound: dict, remote: dict) -> None:
         xp, I = self.xp, len(self.island_ids)

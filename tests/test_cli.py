@@ -25,6 +25,11 @@ def run_cli(*args, timeout=180):
         (["problem._target_=tests.user_problems.ShiftedSphere", "+problem.lower=[0,0]"],
          "problem.lower has 2 entries but problem.dim=3"),
         (["topology=free_form", "topology.edges=[[0,9]]", "islands.n=4"], "island 9 does not exist"),
+        (["+experiment=de_islands", "algorithm.CR=1.5"], "algorithm.CR=1.5"),
+        (["+experiment=de_islands", "algorithm.F=0"], "algorithm.F=0"),
+        (["+experiment=de_islands", "algorithm.strategy=rand/2", "algorithm.pop_size=5"], "algorithm.pop_size=5"),
+        (["+experiment=de_islands", "algorithm.strategy=rand/9"], "algorithm.strategy='rand/9'"),
+        (["+experiment=de_islands", "islands.n_migrants=51"], "islands.n_migrants=51: allowed values are integers 1..50"),
     ],
 )
 def test_bad_input_one_line_error(args, needle):
@@ -32,6 +37,12 @@ def test_bad_input_one_line_error(args, needle):
     assert p.returncode != 0
     assert needle in p.stderr, p.stderr[-2000:]
     assert "Traceback" not in p.stderr
+
+
+def test_unknown_topology_lists_the_options():
+    p = run_cli("+experiment=de_islands", "topology=hypercube", "logger=none")
+    assert p.returncode != 0
+    assert "Could not find 'topology/hypercube'" in p.stderr and "fully_connected" in p.stderr
 
 
 def test_unknown_problem_lists_the_options():

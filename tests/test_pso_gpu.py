@@ -78,7 +78,7 @@ def _host(a):
 
 def _same_bits(a, b):
     a, b = _host(a), _host(b)
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
 def _assert_same_state(a, b, where=""):
