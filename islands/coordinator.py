@@ -26,6 +26,7 @@ import numpy as np
 
 from algorithms.base import Context, check_range
 from algorithms.random import CounterRNG
+from islands import checkpoint
 from islands.build import build_evaluator
 from islands.group import MASTER_ID, IslandGroup
 from islands.placement import plan
@@ -81,7 +82,8 @@ class Coordinator:
             ``algorithm``, ``topology`` (instantiated object), ``master`` (object or ``None``),
             ``islands`` (``n``, ``n_actors``, ``migration_interval``, ``n_migrants``,
             ``replacement``, ``mode``, ``master_sends_best``), ``generations``, ``seed``,
-            ``device``, ``dtype``.
+            ``device``, ``dtype``, and optionally ``checkpoint`` (``every`` epochs, ``path``,
+            ``resume`` = path of a checkpoint to continue from; sync mode).
         topology: a :class:`islands.topology.Topology`.
         master: a master swarm (:class:`algorithms.cmepso.MasterSwarm`) or ``None``.
         callbacks: objects with optional ``on_start``, ``on_epoch``, ``on_end`` methods.
@@ -103,6 +105,13 @@ class Coordinator:
             raise ValueError(f"islands.mode={self.mode!r}: allowed values are {'|'.join(MODES)}")
         if master is not None and self.mode != "sync":
             raise ValueError("islands.mode=async: a master swarm needs islands.mode=sync")
+        ck = cfg.get("checkpoint") or {}
+        if self.mode != "sync" and (ck.get("every") or ck.get("resume")):
+            raise ValueError("checkpoint.every/resume: checkpoints need islands.mode=sync")
+        if ck.get("every"):
+            check_range("checkpoint.every", ck["every"], 0, integer=True)
+            if not ck.get("path"):
+                raise ValueError("checkpoint.path: give a file path for checkpoint.every > 0")
         self.topology = topology
         self.topology.weights(self.n)  # validates island ids now, before any actor starts
         self.master = master
@@ -219,8 +228,17 @@ class Coordinator:
         migration = [({}, {}) for _ in groups]
         history, migrations = [], []
         done_gens, epoch = 0, 0
-        t0 = time.perf_counter()
         best = None
+        ck = self.cfg.get("checkpoint") or {}
+        if ck.get("resume"):
+            data = checkpoint.load(ck["resume"])
+            if data["groups"] != placement.groups or data["seed"] != self.seed:
+                raise ValueError(f"checkpoint.resume={ck['resume']!r}: saved with seed {data['seed']} and islands "
+                                 f"grouped as {data['groups']}; this run has seed {self.seed} and {placement.groups}")
+            self._gather([self._call(g, "load_state_dict", st) for g, st in zip(groups, data["states"])])
+            done_gens, epoch, best, mstate = data["done_gens"], data["epoch"], data["best"], data["master_state"]
+            migration, history, migrations = data["migration"], data["history"], data["migrations"]
+        t0 = time.perf_counter()
         while done_gens < self.generations:
             k = min(self.interval, self.generations - done_gens)
             summaries = self._gather([self._call(g, "run_epoch", k, *migration[i]) for i, g in enumerate(groups)])
@@ -249,6 +267,12 @@ class Coordinator:
                     cb.on_epoch(record)
             if done_gens < self.generations:
                 migration = self._plan_migration(epoch, placement, emigrants, master_best)
+            if ck.get("every") and (epoch % int(ck["every"]) == 0 or done_gens >= self.generations):
+                states = self._gather([self._call(g, "state_dict") for g in groups])
+                checkpoint.save(ck["path"], {
+                    "seed": self.seed, "groups": placement.groups, "states": [states[i] for i in range(len(groups))],
+                    "done_gens": done_gens, "epoch": epoch, "best": best, "master_state": mstate,
+                    "migration": migration, "history": history, "migrations": migrations})
         wall = time.perf_counter() - t0
         return RunResult(best_x=best[0][0], best_f=float(best[1][0]), best_v=float(best[2][0]),
                          evaluations=history[-1]["evaluations"], generations=done_gens, wall_s=wall,

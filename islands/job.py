@@ -40,6 +40,16 @@ def init_ray(ray_cfg: dict) -> None:
                  configure_logging=True, logging_level="warning")
 
 
+def _output_dir() -> str:
+    """The job's Hydra output directory, or the working directory outside Hydra."""
+    try:
+        from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415
+
+        return HydraConfig.get().runtime.output_dir
+    except Exception:
+        return os.getcwd()
+
+
 def validate(cfg: dict) -> None:
     """Top-level checks that need no actor.
 
@@ -66,6 +76,9 @@ def run_job(cfg: DictConfig, use_ray: bool = True) -> tuple[RunResult, str | Non
     """
     plain = OmegaConf.to_container(cfg, resolve=True)
     validate(plain)
+    ck = plain.setdefault("checkpoint", {}) or {}
+    if ck.get("every") and not ck.get("path"):
+        ck["path"] = os.path.join(_output_dir(), "checkpoint.pkl")
     problem = build_problem(plain["problem"])
     topology = instantiate(plain["topology"])
     master = instantiate(plain["master"]) if plain.get("master") else None

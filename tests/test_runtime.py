@@ -81,3 +81,28 @@ def test_bad_islands_values():
                             ("islands.mode=lazy", "islands.mode"), ("generations=0", "generations")]:
         with pytest.raises(ValueError, match=field):
             run_local(override)
+
+
+def test_checkpoint_resume_continues_exactly(tmp_path):
+    # a run stopped after 6 of 12 generations (its schedule still spans 12), then resumed
+    path = str(tmp_path / "ck.pkl")
+    full = run_local("topology=ring", "generations=12", "algorithm.max_iterations=12")
+    run_local("topology=ring", "generations=6", "algorithm.max_iterations=12", "checkpoint.every=1",
+              f"checkpoint.path={path}")
+    resumed = run_local("topology=ring", "generations=12", "algorithm.max_iterations=12", f"checkpoint.resume={path}")
+    assert resumed.best_f == full.best_f
+    np.testing.assert_array_equal(resumed.history[-1]["island_best_f"], full.history[-1]["island_best_f"])
+    assert [h["generation"] for h in resumed.history] == [3, 6, 9, 12]
+    with pytest.raises(ValueError, match="checkpoint.resume"):
+        run_local("topology=ring", "generations=12", f"checkpoint.resume={path}", "seed=5")
+    with pytest.raises(ValueError, match="checkpoint.resume"):
+        run_local(f"checkpoint.resume={tmp_path / 'missing.pkl'}")
+
+
+def test_checkpoint_resume_with_master_swarm(tmp_path):
+    path = str(tmp_path / "ck.pkl")
+    over = ["+experiment=cmepso", "islands.n=3", "master.n_particles=4", "master.n_replicas=2",
+            "islands.migration_interval=2", "algorithm.max_iterations=8", "master.max_iterations=8"]
+    full = run_local(*over, "generations=8")
+    run_local(*over, "generations=4", "checkpoint.every=2", f"checkpoint.path={path}")
+    assert run_local(*over, "generations=8", f"checkpoint.resume={path}").best_f == full.best_f
