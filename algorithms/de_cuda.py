@@ -61,6 +61,8 @@ import warnings
 
 import numpy as np
 
+from algorithms.cuda_prelude import ARITHMETIC, HASH
+
 log = logging.getLogger(__name__)
 
 PROBLEM_IDS = {"sphere": 0, "rastrigin": 1, "ackley": 2, "griewank": 3, "rosenbrock": 4, "schwefel_2_26": 5}
@@ -74,70 +76,29 @@ VERIFY_RTOL = {np.dtype(np.float32): 1e-3, np.dtype(np.float64): 1e-8}
 KERNEL_SOURCE = r"""
 // ---- isles fused DE generation (algorithms/de_cuda.py); configuration macros are prepended ----
 // IS_F32 DIM NPOP TPI ITEMS IPB BLOCK PROB XOVER BOUND
-typedef unsigned long long u64;
 typedef unsigned long long isz;   // index type (no size_t needed under NVRTC)
 
-#define GOLDEN 0x9E3779B97F4A7C15ull
 #define DRAW_INDEX 1ull
 #define DRAW_START 2ull
 #define DRAW_CROSS 3ull
 #define DRAW_BOUND 4ull
 #define NWARP ((TPI) >= 32 ? (TPI) / 32 : 1)
 
-#ifdef ISLES_HOST_EMU
-#define ISLES_DEV static inline
-#else
-#define ISLES_DEV __device__ __forceinline__
-#endif
-
-// SplitMix64 finaliser: identical to algorithms/random.py (_mix64_np, the CuPy elementwise kernel)
-ISLES_DEV u64 isles_mix64(u64 z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-// element `idx` of draw `s` of the stream with key `key` (CounterRNG.uniform's layout)
-ISLES_DEV u64 draw_bits(u64 key, u64 s, u64 idx) { return isles_mix64((key ^ s) + idx * GOLDEN); }
-ISLES_DEV double unif53(u64 z) { return (double)(z >> 11) * (1.0 / 9007199254740992.0); }
 
 #if IS_F32
-typedef float T;
-ISLES_DEV T unifT(u64 z) { return (float)(z >> 40) * (1.0f / 16777216.0f); }
-#ifdef ISLES_HOST_EMU
-ISLES_DEV T add_rn(T a, T b) { volatile T r = a + b; return r; }
-ISLES_DEV T sub_rn(T a, T b) { volatile T r = a - b; return r; }
-ISLES_DEV T mul_rn(T a, T b) { volatile T r = a * b; return r; }
-#else
-ISLES_DEV T add_rn(T a, T b) { return __fadd_rn(a, b); }
-ISLES_DEV T sub_rn(T a, T b) { return __fsub_rn(a, b); }
-ISLES_DEV T mul_rn(T a, T b) { return __fmul_rn(a, b); }
-#endif
 ISLES_DEV T t_fmod(T a, T b) { return fmodf(a, b); }
 ISLES_DEV T t_cos(T a) { return cosf(a); }
 ISLES_DEV T t_sin(T a) { return sinf(a); }
 ISLES_DEV T t_sqrt(T a) { return sqrtf(a); }
 ISLES_DEV T t_exp(T a) { return expf(a); }
 ISLES_DEV T t_abs(T a) { return fabsf(a); }
-#define T_INF __int_as_float(0x7f800000)
 #else
-typedef double T;
-ISLES_DEV T unifT(u64 z) { return (double)(z >> 11) * (1.0 / 9007199254740992.0); }
-#ifdef ISLES_HOST_EMU
-ISLES_DEV T add_rn(T a, T b) { volatile T r = a + b; return r; }
-ISLES_DEV T sub_rn(T a, T b) { volatile T r = a - b; return r; }
-ISLES_DEV T mul_rn(T a, T b) { volatile T r = a * b; return r; }
-#else
-ISLES_DEV T add_rn(T a, T b) { return __dadd_rn(a, b); }
-ISLES_DEV T sub_rn(T a, T b) { return __dsub_rn(a, b); }
-ISLES_DEV T mul_rn(T a, T b) { return __dmul_rn(a, b); }
-#endif
 ISLES_DEV T t_fmod(T a, T b) { return fmod(a, b); }
 ISLES_DEV T t_cos(T a) { return cos(a); }
 ISLES_DEV T t_sin(T a) { return sin(a); }
 ISLES_DEV T t_sqrt(T a) { return sqrt(a); }
 ISLES_DEV T t_exp(T a) { return exp(a); }
 ISLES_DEV T t_abs(T a) { return fabs(a); }
-#define T_INF __longlong_as_double(0x7ff0000000000000ll)
 #endif
 
 // Per-individual random decisions (algorithms/de.py sample_indices, algorithms/crossover.py).
@@ -453,7 +414,7 @@ def kernel_source(dtype, dim: int, n: int, problem: str, crossover: str, bound_h
         "XOVER": XOVER_IDS[crossover], "BOUND": BOUND_IDS[bound_handling],
     }
     head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
-    return head + KERNEL_SOURCE
+    return head + HASH + ARITHMETIC + KERNEL_SOURCE
 
 
 def unsupported_reason(params, ctx) -> str | None:

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from algorithms.cuda_prelude import ARITHMETIC, HASH
 from algorithms.random import _MASK
 
 BLOCK = 256  # threads per block of every kernel
@@ -69,69 +70,17 @@ MAX_GRID = 16384  # blocks of a grid-stride loop
 COR_MODE_IDS = {"overshoot": 0, "range": 1}
 
 KERNEL_SOURCE = r"""
-// ---- isles fused PSO generation (algorithms/pso_cuda.py); IS_F32 is prepended ----
-typedef unsigned long long u64;
-
-#define GOLDEN 0x9E3779B97F4A7C15ull
+// ---- isles fused PSO generation (algorithms/pso_cuda.py); IS_F32 and the prelude are prepended ----
 #define DRAW_R1 10ull
 #define DRAW_R2 11ull
 #define DRAW_COR 13ull
 #define BESTS_BLOCK 256
 #define IDX_NONE 0x7fffffff
 
-#ifdef ISLES_HOST_EMU
-#include <math.h>
-#include <stdbool.h>
-#define ISLES_DEV static inline
-#define ISLES_KERNEL static
-#else
-#define ISLES_DEV __device__ __forceinline__
-#define ISLES_KERNEL extern "C" __global__
-#endif
-
-// SplitMix64 finaliser: identical to algorithms/random.py (_mix64_np and the CuPy kernel)
-ISLES_DEV u64 isles_mix64(u64 z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 #if IS_F32
-typedef float T;
-#ifdef ISLES_HOST_EMU
-ISLES_DEV T add_rn(T a, T b) { volatile T r = a + b; return r; }
-ISLES_DEV T sub_rn(T a, T b) { volatile T r = a - b; return r; }
-ISLES_DEV T mul_rn(T a, T b) { volatile T r = a * b; return r; }
-ISLES_DEV T div_rn(T a, T b) { volatile T r = a / b; return r; }
-#define T_INF ((float)INFINITY)
-#else
-ISLES_DEV T add_rn(T a, T b) { return __fadd_rn(a, b); }
-ISLES_DEV T sub_rn(T a, T b) { return __fsub_rn(a, b); }
-ISLES_DEV T mul_rn(T a, T b) { return __fmul_rn(a, b); }
-ISLES_DEV T div_rn(T a, T b) { return __fdiv_rn(a, b); }
-#define T_INF __int_as_float(0x7f800000)
-#endif
 ISLES_DEV T t_pow(T a, T b) { return powf(a, b); }   // CuPy's power, 'ff->f'
-// CounterRNG.uniform, float32: 24 bits, (float)(z >> 40) * 2**-24 (exact)
-ISLES_DEV T unifT(u64 z) { return (float)(z >> 40) * (1.0f / 16777216.0f); }
 #else
-typedef double T;
-#ifdef ISLES_HOST_EMU
-ISLES_DEV T add_rn(T a, T b) { volatile T r = a + b; return r; }
-ISLES_DEV T sub_rn(T a, T b) { volatile T r = a - b; return r; }
-ISLES_DEV T mul_rn(T a, T b) { volatile T r = a * b; return r; }
-ISLES_DEV T div_rn(T a, T b) { volatile T r = a / b; return r; }
-#define T_INF ((double)INFINITY)
-#else
-ISLES_DEV T add_rn(T a, T b) { return __dadd_rn(a, b); }
-ISLES_DEV T sub_rn(T a, T b) { return __dsub_rn(a, b); }
-ISLES_DEV T mul_rn(T a, T b) { return __dmul_rn(a, b); }
-ISLES_DEV T div_rn(T a, T b) { return __ddiv_rn(a, b); }
-#define T_INF __longlong_as_double(0x7ff0000000000000ll)
-#endif
 ISLES_DEV T t_pow(T a, T b) { return pow(a, b); }    // CuPy's power, 'dd->d'
-// CounterRNG.uniform, float64: 53 bits, (double)(z >> 11) * 2**-53 (exact)
-ISLES_DEV T unifT(u64 z) { return (double)(z >> 11) * (1.0 / 9007199254740992.0); }
 #endif
 
 // cupy.clip: in1 > in2 ? in2 : (in0 < in1 ? in1 : (in0 > in2 ? in2 : in0))
@@ -349,7 +298,7 @@ def kernel_source(dtype) -> str:
     dt = np.dtype(dtype)
     if dt not in (np.float32, np.float64):
         raise ValueError(f"fused PSO: dtype {dt} (allowed: float32|float64)")
-    return f"#define IS_F32 {int(dt == np.float32)}\n" + KERNEL_SOURCE
+    return f"#define IS_F32 {int(dt == np.float32)}\n" + HASH + ARITHMETIC + KERNEL_SOURCE
 
 
 def unsupported_reason(ctx, x=None) -> str | None:

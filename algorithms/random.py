@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from algorithms.cuda_prelude import HASH
+
 GOLDEN = 0x9E3779B97F4A7C15
 _M1 = 0xBF58476D1CE4E5B9
 _M2 = 0x94D049BB133111EB
@@ -44,13 +46,7 @@ def _mix64_np(z: np.ndarray) -> np.ndarray:
 
 _KERNELS: dict = {}
 
-_PREAMBLE = r"""
-__device__ __forceinline__ unsigned long long isles_mix64(unsigned long long z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-"""
+
 
 
 def _cupy_uniform_kernel(cp):
@@ -59,14 +55,13 @@ def _cupy_uniform_kernel(cp):
             "raw uint64 keys, raw uint64 ctr, uint64 gd, int64 m",
             "T u",
             r"""
-            const unsigned long long s = isles_mix64(gd + (ctr[0] << 16));
-            unsigned long long z = (keys[i / m] ^ s) + (unsigned long long)(i % m) * 0x9E3779B97F4A7C15ull;
-            z = isles_mix64(z);
+            const u64 s = isles_mix64(gd + (ctr[0] << 16));
+            const u64 z = draw_bits(keys[i / m], s, (u64)(i % m));
             if (sizeof(T) == 4) { u = (T)((float)(z >> 40) * (1.0f / 16777216.0f)); }
             else { u = (T)((double)(z >> 11) * (1.0 / 9007199254740992.0)); }
             """,
             "isles_counter_uniform",
-            preamble=_PREAMBLE,
+            preamble=HASH,
         )
     return _KERNELS["uniform"]
 

@@ -1,0 +1,76 @@
+"""CUDA source shared by isles' fused kernels (``de_cuda.py``, ``pso_cuda.py``, ``random.py``).
+
+* :data:`HASH`: the counter-based generator of :mod:`algorithms.random` (SplitMix64 finaliser on a
+  Weyl sequence, Steele, Lea & Flood, OOPSLA 2014), so that every kernel draws exactly the numbers
+  of ``CounterRNG.uniform``: element ``idx`` of draw ``s`` of the stream with key ``key`` is
+  ``isles_mix64((key ^ s) + idx * GOLDEN)``.
+* :data:`ARITHMETIC`: the element type ``T`` (``IS_F32`` selects float or double), round-to-nearest
+  operations without FMA contraction (``add_rn`` ...), so that kernels reproduce the NumPy twin's
+  separately rounded operations bit for bit, ``unifT`` (CounterRNG's float conversion) and
+  ``T_INF``.
+
+Compiled with ``-DISLES_HOST_EMU`` as C on the host, the same source serves CPU emulations in
+tests (no GPU needed).
+"""
+
+HASH = r"""
+typedef unsigned long long u64;
+#define GOLDEN 0x9E3779B97F4A7C15ull
+#ifdef ISLES_HOST_EMU
+#include <math.h>
+#include <stdbool.h>
+#define ISLES_DEV static inline
+#define ISLES_KERNEL static
+#else
+#define ISLES_DEV __device__ __forceinline__
+#define ISLES_KERNEL extern "C" __global__
+#endif
+
+// SplitMix64 finaliser: identical to algorithms/random.py (_mix64_np and mix64_int)
+ISLES_DEV u64 isles_mix64(u64 z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+// element `idx` of draw `s` of the stream with key `key` (CounterRNG.uniform's layout)
+ISLES_DEV u64 draw_bits(u64 key, u64 s, u64 idx) { return isles_mix64((key ^ s) + idx * GOLDEN); }
+// CounterRNG.uniform, float64: 53 bits, (double)(z >> 11) * 2**-53 (exact)
+ISLES_DEV double unif53(u64 z) { return (double)(z >> 11) * (1.0 / 9007199254740992.0); }
+"""
+
+ARITHMETIC = r"""
+#if IS_F32
+typedef float T;
+#ifdef ISLES_HOST_EMU
+ISLES_DEV T add_rn(T a, T b) { volatile T r = a + b; return r; }
+ISLES_DEV T sub_rn(T a, T b) { volatile T r = a - b; return r; }
+ISLES_DEV T mul_rn(T a, T b) { volatile T r = a * b; return r; }
+ISLES_DEV T div_rn(T a, T b) { volatile T r = a / b; return r; }
+#define T_INF ((float)INFINITY)
+#else
+ISLES_DEV T add_rn(T a, T b) { return __fadd_rn(a, b); }
+ISLES_DEV T sub_rn(T a, T b) { return __fsub_rn(a, b); }
+ISLES_DEV T mul_rn(T a, T b) { return __fmul_rn(a, b); }
+ISLES_DEV T div_rn(T a, T b) { return __fdiv_rn(a, b); }
+#define T_INF __int_as_float(0x7f800000)
+#endif
+// CounterRNG.uniform, float32: 24 bits, (float)(z >> 40) * 2**-24 (exact)
+ISLES_DEV T unifT(u64 z) { return (float)(z >> 40) * (1.0f / 16777216.0f); }
+#else
+typedef double T;
+#ifdef ISLES_HOST_EMU
+ISLES_DEV T add_rn(T a, T b) { volatile T r = a + b; return r; }
+ISLES_DEV T sub_rn(T a, T b) { volatile T r = a - b; return r; }
+ISLES_DEV T mul_rn(T a, T b) { volatile T r = a * b; return r; }
+ISLES_DEV T div_rn(T a, T b) { volatile T r = a / b; return r; }
+#define T_INF ((double)INFINITY)
+#else
+ISLES_DEV T add_rn(T a, T b) { return __dadd_rn(a, b); }
+ISLES_DEV T sub_rn(T a, T b) { return __dsub_rn(a, b); }
+ISLES_DEV T mul_rn(T a, T b) { return __dmul_rn(a, b); }
+ISLES_DEV T div_rn(T a, T b) { return __ddiv_rn(a, b); }
+#define T_INF __longlong_as_double(0x7ff0000000000000ll)
+#endif
+ISLES_DEV T unifT(u64 z) { return unif53(z); }
+#endif
+"""
