@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from algorithms.base import Context, State, check_range
-from algorithms.pso import (DRAW_COR, DRAW_R1, DRAW_R2, DRAW_R3, PSO, boundary_correction, check_common,
+from algorithms.pso import (DRAW_COR, DRAW_R1, DRAW_R2, DRAW_R3, PSO, PSOParams, boundary_correction,
                             clamp_velocity, inertia_weight, update_bests, vmax_schedule)
 from problems.constraints import argbest
 
@@ -39,38 +39,26 @@ DRAW_NW, DRAW_NC1, DRAW_NC2, DRAW_NC3, DRAW_NG = 20, 21, 22, 23, 24
 
 
 @dataclass(frozen=True)
-class EPSOParams:
-    """Parameters of :class:`EPSO`: seed 001 section 6 defaults.
+class EPSOParams(PSOParams):
+    """Parameters of :class:`EPSO`: those of :class:`algorithms.pso.PSOParams` (seed 001 section 6
+    defaults, the velocity clamp and COR mode tuned with ``benchmarks/cmepso_quality_local.py``)
+    plus the replication and mutation fields.
 
-    ``w_max``/``w_min`` are not given in the seed: 0.9/0.4 are Shi & Eberhart's usual values.
-    ``c3`` (third attractor, eqs. 12-14) is 0 for the slaves and 2.02 for the master swarm.
-    ``vmax_fraction`` -> ``vmax_final`` is the decreasing velocity clamp of
-    :func:`algorithms.pso.vmax_schedule` (not in the seed; ``vmax_fraction = 0`` = off) and
-    ``cor_mode`` the COR scaling of :func:`algorithms.pso.boundary_correction`; both were tuned
-    with ``benchmarks/cmepso_quality_local.py``.
-    ``max_iterations`` is the length of the inertia schedule (eq. 3).
+    ``n_replicas`` R copies per particle; ``c3`` the third attractor (eqs. 12-14), 0 for the slaves
+    and 2.02 for the master swarm; ``sigma`` the mutation strength of w, c1, c2, c3 (eqs. 7-9,
+    14); ``sigma_g`` that of the global best (eq. 10). ``fused`` concerns PSO's own step only.
 
     Raises:
         ValueError: a field out of range, named ``algorithm.<field>``.
     """
 
-    n_particles: int = 40
     n_replicas: int = 5
-    w_max: float = 0.9
-    w_min: float = 0.4
-    c1: float = 2.05
-    c2: float = 2.05
     c3: float = 0.0
     sigma: float = 0.22
     sigma_g: float = 0.005
-    cor: float = 0.22
-    max_iterations: int = 1000
-    vmax_fraction: float = 0.5
-    vmax_final: float = 1e-6
-    cor_mode: str = "overshoot"
 
     def __post_init__(self):
-        check_common(self)
+        super().__post_init__()
         check_range("algorithm.n_replicas", self.n_replicas, 0, integer=True)
         for name in ("c3", "sigma", "sigma_g"):
             check_range(f"algorithm.{name}", getattr(self, name), 0)

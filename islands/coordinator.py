@@ -202,7 +202,7 @@ class Coordinator:
 
     def _plan_migration(self, epoch: int, placement, emigrants: dict, master_best=None):
         """Per group: ``(inbound, remote)`` for the next epoch (see :meth:`IslandGroup.run_epoch`)."""
-        rng = np.random.default_rng([self.seed, epoch, 0x15]) if True else None
+        rng = np.random.default_rng([self.seed, epoch, 0x15])
         edges = self.topology.sample(self.n, rng)
         send_master = master_best is not None and self.cfg["islands"].get("master_sends_best", False)
         out = []
@@ -222,7 +222,7 @@ class Coordinator:
         return out
 
     def _run_sync(self, groups, placement) -> RunResult:
-        n, D = self.n, None
+        D = None
         evaluator = build_evaluator(self.cfg["problem"], self.cfg.get("constraints")) if self.master else None
         mctx, mstate = (self._master_context(evaluator), None) if self.master else (None, None)
         migration = [({}, {}) for _ in groups]

@@ -16,13 +16,9 @@ import warnings
 import numpy as np
 import pytest
 
-cp = pytest.importorskip("cupy")
-try:
-    _NDEV = cp.cuda.runtime.getDeviceCount()
-except Exception:  # no driver
-    _NDEV = 0
-if _NDEV == 0:
-    pytest.skip("no CUDA device visible", allow_module_level=True)
+from tests.gpu import cupy_or_skip  # noqa: E402
+
+cp = cupy_or_skip()
 
 from algorithms.base import Context  # noqa: E402
 from algorithms.crossover import binomial_mask, crossover_lengths, crossover_mask  # noqa: E402

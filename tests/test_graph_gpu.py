@@ -4,7 +4,9 @@
 import numpy as np
 import pytest
 
-cp = pytest.importorskip("cupy")
+from tests.gpu import cupy_or_skip  # noqa: E402
+
+cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
 from algorithms.base import Context  # noqa: E402
