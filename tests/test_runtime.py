@@ -106,3 +106,10 @@ def test_checkpoint_resume_with_master_swarm(tmp_path):
     full = run_local(*over, "generations=8")
     run_local(*over, "generations=4", "checkpoint.every=2", f"checkpoint.path={path}")
     assert run_local(*over, "generations=8", f"checkpoint.resume={path}").best_f == full.best_f
+
+
+def test_master_sends_its_best_to_every_island():
+    r = run_local("+experiment=cmepso", "islands.n=3", "generations=4", "master.n_particles=4",
+                  "master.n_replicas=2", "islands.migration_interval=1", "islands.master_sends_best=true")
+    sources = {m[1] for m in r.migrations}
+    assert sources == {-1} and {m[2] for m in r.migrations} == {0, 1, 2}
