@@ -26,6 +26,9 @@ def convergence_figure(history: list, problem=None):
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     for i in range(islands.shape[1]):
         ax1.plot(gen, islands[:, i], lw=0.7, alpha=0.5, color="tab:blue")
+    if history and "master_best_f" in history[-1]:
+        ax1.plot(gen, [r.get("master_best_f", np.nan) for r in history], lw=1.2, ls="--", color="tab:orange",
+                 label="master swarm")
     ax1.plot(gen, best, lw=2, color="black", label="best of the run")
     if len(best) and np.all(np.isfinite(best)):
         lo, hi = np.nanmin(best), np.nanpercentile(islands[np.isfinite(islands)], 90) if np.isfinite(islands).any() else None
