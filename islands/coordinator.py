@@ -261,10 +261,7 @@ class Coordinator:
             best = _best_of(cand)
             record = self._record(epoch, done_gens, t0, evals + master_evals, nan, best, bf, bv,
                                   master_best, list(summaries.values()), k)
-            history.append(record)
-            for cb in self.callbacks:
-                if hasattr(cb, "on_epoch"):
-                    cb.on_epoch(record)
+            self._publish(history, record)
             if done_gens < self.generations:
                 migration = self._plan_migration(epoch, placement, emigrants, master_best)
             if ck.get("every") and (epoch % int(ck["every"]) == 0 or done_gens >= self.generations):
@@ -273,11 +270,7 @@ class Coordinator:
                     "seed": self.seed, "groups": placement.groups, "states": [states[i] for i in range(len(groups))],
                     "done_gens": done_gens, "epoch": epoch, "best": best, "master_state": mstate,
                     "migration": migration, "history": history, "migrations": migrations})
-        wall = time.perf_counter() - t0
-        return RunResult(best_x=best[0][0], best_f=float(best[1][0]), best_v=float(best[2][0]),
-                         evaluations=history[-1]["evaluations"], generations=done_gens, wall_s=wall,
-                         startup_s=0.0, history=history, nan_evals=history[-1]["nan_evaluations"],
-                         migrations=migrations)
+        return self._result(best, history, done_gens, t0, migrations)
 
     def _run_async(self, groups, placement) -> RunResult:
         import ray  # noqa: PLC0415
@@ -309,11 +302,9 @@ class Coordinator:
             migrations.extend((completions, *e) for e in s["migrations"])
             bx, bf, bv, _, evals, nan = self._merge(summaries, placement)
             best = _best_of([(bx, bf, bv)] + ([best] if best else []))
-            record = self._record(completions, min(gens), t0, evals, nan, best, bf, bv, None, [s], s["generation"] - prev_gen)
-            history.append(record)
-            for cb in self.callbacks:
-                if hasattr(cb, "on_epoch"):
-                    cb.on_epoch(record)
+            done_gen = min(summaries[j]["generation"] if j in summaries else 0 for j in range(len(groups)))
+            record = self._record(completions, done_gen, t0, evals, nan, best, bf, bv, None, [s], s["generation"] - prev_gen)
+            self._publish(history, record)
             if gens[i] < self.generations:
                 ids = placement.groups[i]
                 pos = {gid: p for p, gid in enumerate(ids)}
@@ -325,13 +316,23 @@ class Coordinator:
                         if src not in pos:
                             remote[src] = store[src]
                 pending[submit(i, inbound, remote)] = i
-        wall = time.perf_counter() - t0
-        return RunResult(best_x=best[0][0], best_f=float(best[1][0]), best_v=float(best[2][0]),
-                         evaluations=history[-1]["evaluations"], generations=min(gens), wall_s=wall,
-                         startup_s=0.0, history=history, nan_evals=history[-1]["nan_evaluations"],
-                         migrations=migrations)
+        return self._result(best, history, min(gens), t0, migrations)
 
     # ------------------------------------------------------------------------------------------
+    def _publish(self, history: list, record: dict) -> None:
+        """Append the epoch's record and hand it to the callbacks."""
+        history.append(record)
+        for cb in self.callbacks:
+            if hasattr(cb, "on_epoch"):
+                cb.on_epoch(record)
+
+    @staticmethod
+    def _result(best, history: list, generations: int, t0: float, migrations: list) -> RunResult:
+        return RunResult(best_x=best[0][0], best_f=float(best[1][0]), best_v=float(best[2][0]),
+                         evaluations=history[-1]["evaluations"], generations=generations,
+                         wall_s=time.perf_counter() - t0, startup_s=0.0, history=history,
+                         nan_evals=history[-1]["nan_evaluations"], migrations=migrations)
+
     def _merge(self, summaries: dict, placement):
         """Island-ordered arrays from group summaries: bests, emigrants by island, totals."""
         n = self.n
