@@ -17,14 +17,7 @@ from algorithms.base import Context, State
 from algorithms.epso import EPSO, EPSOParams
 from algorithms.graph import GraphStepper
 from algorithms.pso import update_gbest
-from problems.constraints import argbest
-
-
-def best_of(xp, x, f, v):
-    """Best row under Deb's rules of ``x (S, D)``, ``f, v (S,)``: ``(x (1, D), f (1,), v (1,))``."""
-    i = argbest(f, v, axis=0)
-    i = xp.reshape(i, (1,))
-    return x[i], f[i], v[i]
+from problems.constraints import best_row
 
 
 class MasterSwarm:
@@ -78,12 +71,12 @@ class MasterSwarm:
             "generation": 0, "evals": 0, "nan_evals": xp.zeros((), dtype=xp.int64),
         }
         s = update_gbest(xp, s)
-        return EPSO.set_attractor(s, *best_of(xp, x[0], f[0], v[0]))
+        return EPSO.set_attractor(s, *best_row(x[0], f[0], v[0]))
 
     def run_epoch(self, ctx: Context, state: State, slave_x, slave_f, slave_v, n_generations: int = 1) -> State:
         """Set ``b_g^S`` to the best of ``slave_x (S, D)``, ``slave_f, slave_v (S,)`` under Deb's
         rules, then run ``n_generations`` EPSO generations (eq. 13 originals, eq. 12 replicas)."""
-        state = EPSO.set_attractor(state, *best_of(ctx.xp, slave_x, slave_f, slave_v))
+        state = EPSO.set_attractor(state, *best_row(slave_x, slave_f, slave_v))
         return self.epso.run(ctx, state, n_generations)
 
     def best(self, state: State):
@@ -147,5 +140,5 @@ def cmepso_best(xp, slave_state: State, master_state: State):
     x = xp.concatenate([slave_state["gbest"], master_state["gbest"]])
     f = xp.concatenate([slave_state["gbest_f"], master_state["gbest_f"]])
     v = xp.concatenate([slave_state["gbest_v"], master_state["gbest_v"]])
-    bx, bf, bv = best_of(xp, x, f, v)
+    bx, bf, bv = best_row(x, f, v)
     return bx[0], bf[0], bv[0]

@@ -30,7 +30,7 @@ from islands import checkpoint
 from islands.build import build_evaluator
 from islands.group import MASTER_ID, IslandGroup
 from islands.placement import plan
-from problems.constraints import argbest
+from problems.constraints import best_row
 
 MODES = ("sync", "async")
 
@@ -383,8 +383,7 @@ def _best_of(candidates):
     x = np.concatenate([c[0] for c in candidates])
     f = np.concatenate([c[1] for c in candidates])
     v = np.concatenate([c[2] for c in candidates])
-    i = int(argbest(f, v, axis=0))
-    return x[i : i + 1], f[i : i + 1], v[i : i + 1]
+    return best_row(x, f, v)
 
 
 class _Local:

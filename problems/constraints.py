@@ -52,6 +52,14 @@ def argbest(f, v, axis: int = -1):
     return key.argmin(axis=axis)
 
 
+def best_row(x, f, v):
+    """Best row under Deb's rules of ``x (k, D)``, ``f, v (k,)``: ``(x (1, D), f (1,), v (1,))``,
+    as device arrays on CuPy (no host synchronisation)."""
+    xp = array_module(f)
+    i = xp.reshape(argbest(f, v, axis=0), (1,))
+    return x[i], f[i], v[i]
+
+
 class Evaluator:
     """Evaluates a population and returns the ranking pair ``(f, v)`` and a NaN count.
 
