@@ -63,6 +63,7 @@ class IslandGroup:
                           and bool(spec.get("cuda_graph", True)))
         self.stepper = None
         self._pending_events = None  # device arrays of the last migration, fetched with the summary
+        self._emigrant_cache = None  # emigrants selected for the last summary (state unchanged since)
 
     # ------------------------------------------------------------------------------------------
     def info(self) -> dict:
@@ -117,7 +118,8 @@ class IslandGroup:
 
     def _migrate(self, inbound: dict, remote: dict) -> None:
         xp, I = self.xp, len(self.island_ids)
-        em_X, em_f, em_v = self._emigrants()
+        em_X, em_f, em_v = self._emigrant_cache or self._emigrants()
+        self._emigrant_cache = None
         k, D = em_f.shape[1], em_X.shape[2]
         local_pos = {gid: p for p, gid in enumerate(self.island_ids)}
         remote_ids = sorted(remote)
@@ -159,7 +161,7 @@ class IslandGroup:
 
     def _summary(self, compute_s: float) -> dict:
         bx, bf, bv = self.algorithm.best(self.state)
-        ex, ef, ev = self._emigrants()
+        ex, ef, ev = self._emigrant_cache = self._emigrants()
         out = {
             "island_ids": self.island_ids,
             "best_x": to_host(bx),
@@ -200,6 +202,7 @@ class IslandGroup:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a state saved by :meth:`state_dict` (arrays moved to this group's device)."""
+        self._emigrant_cache = None
         if self.stepper is not None:
             self.stepper.close()
             self.stepper = None
