@@ -21,13 +21,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms.backend import device_name, get_xp, synchronize  # noqa: E402
-from algorithms.base import Context  # noqa: E402
-from algorithms.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
-from algorithms.epso import EPSO  # noqa: E402
-from algorithms.graph import GraphStepper  # noqa: E402
-from algorithms.pso import PSO  # noqa: E402
-from algorithms.random import CounterRNG  # noqa: E402
+from algorithms.core.backend import device_name, get_xp, synchronize  # noqa: E402
+from algorithms.core.base import Context  # noqa: E402
+from algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
+from algorithms.pso.epso import EPSO  # noqa: E402
+from algorithms.core.graph import GraphStepper  # noqa: E402
+from algorithms.pso.pso import PSO  # noqa: E402
+from algorithms.core.random import CounterRNG  # noqa: E402
 from problems.constraints import Evaluator, feasibility_report  # noqa: E402
 from problems.registry import make_problem  # noqa: E402
 

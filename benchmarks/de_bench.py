@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from algorithms.backend import device_name, dtype_of, get_xp, synchronize  # noqa: E402
-from algorithms.base import Context  # noqa: E402
-from algorithms.de import DE  # noqa: E402
-from algorithms.random import CounterRNG  # noqa: E402
+from algorithms.core.backend import device_name, dtype_of, get_xp, synchronize  # noqa: E402
+from algorithms.core.base import Context  # noqa: E402
+from algorithms.de.de import DE  # noqa: E402
+from algorithms.core.random import CounterRNG  # noqa: E402
 from problems import make_problem  # noqa: E402
 from problems.constraints import Evaluator  # noqa: E402
 
@@ -75,7 +75,7 @@ def build(args):
     state = de.init(ctx)
     plan = de.fused_plan(ctx)
     if args.path == "fused" and plan is None:
-        from algorithms.de_cuda import unsupported_reason  # noqa: PLC0415
+        from algorithms.de.cuda import unsupported_reason  # noqa: PLC0415
 
         raise SystemExit(f"--path fused: not available ({unsupported_reason(de.params, ctx)})")
     return de, ctx, state, "fused" if plan is not None else "generic"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from algorithms.base import IslandAlgorithm
+from algorithms.core.base import IslandAlgorithm
 from problems.constraints import Evaluator
 
 PROBLEM_ATTRIBUTES = ("dim", "lower", "upper", "n_constraints", "constraint_scale", "evaluate")

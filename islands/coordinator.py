@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from algorithms.base import Context, check_range
-from algorithms.random import CounterRNG
+from algorithms.core.base import Context, check_range
+from algorithms.core.random import CounterRNG
 from islands import checkpoint
 from islands.build import build_evaluator
 from islands.group import MASTER_ID, IslandGroup
@@ -85,7 +85,7 @@ class Coordinator:
             ``device``, ``dtype``, and optionally ``checkpoint`` (``every`` epochs, ``path``,
             ``resume`` = path of a checkpoint to continue from; sync mode).
         topology: a :class:`islands.topology.Topology`.
-        master: a master swarm (:class:`algorithms.cmepso.MasterSwarm`) or ``None``.
+        master: a master swarm (:class:`algorithms.pso.cmepso.MasterSwarm`) or ``None``.
         callbacks: objects with optional ``on_start``, ``on_epoch``, ``on_end`` methods.
         use_ray: start the groups as Ray actors (default) or in this process (tests, benchmarks).
 

@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 
-from algorithms.backend import device_name, dtype_of, get_xp, synchronize, to_host
-from algorithms.base import Context
-from algorithms.graph import GraphStepper
-from algorithms.random import CounterRNG
+from algorithms.core.backend import device_name, dtype_of, get_xp, synchronize, to_host
+from algorithms.core.base import Context
+from algorithms.core.graph import GraphStepper
+from algorithms.core.random import CounterRNG
 from islands.build import build_algorithm, build_evaluator
 from islands.migration import gather, replacement, select_best
 
@@ -58,7 +58,7 @@ class IslandGroup:
             rng=CounterRNG(self.xp, int(spec.get("seed", 0)), self.island_ids),
         )
         self.state = self.algorithm.init(self.ctx)
-        # GPU fast path: replay one captured generation as a CUDA graph (algorithms/graph.py)
+        # GPU fast path: replay one captured generation as a CUDA graph (algorithms/core/graph.py)
         self.use_graph = (self.xp is not np and getattr(self.algorithm, "graph_safe", False)
                           and bool(spec.get("cuda_graph", True)))
         self.stepper = None

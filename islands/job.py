@@ -11,7 +11,7 @@ import os
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from algorithms.backend import DEVICES, cupy_or_none, dtype_of
+from algorithms.core.backend import DEVICES, cupy_or_none, dtype_of
 from islands.build import build_algorithm, build_problem
 from islands.coordinator import Coordinator, RunResult
 from islands.progress import ConsoleProgress, print_summary

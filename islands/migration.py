@@ -12,7 +12,7 @@ Immigrant blocks are padded to a common width ``K``; ``valid (I, K)`` marks real
 """
 from __future__ import annotations
 
-from algorithms.backend import array_module
+from algorithms.core.backend import array_module
 from problems.constraints import better
 
 REPLACEMENTS = ("fair_replace", "replace_worst")

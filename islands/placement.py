@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from algorithms.backend import DEVICES
+from algorithms.core.backend import DEVICES
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.base import check_range
+from algorithms.core.base import check_range
 
 
 class Topology:

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from algorithms.backend import array_module
+from algorithms.core.backend import array_module
 
 
 class Problem:

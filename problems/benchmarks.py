@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from algorithms.backend import array_module
+from algorithms.core.backend import array_module
 from problems.base import ScalableProblem
 
 __all__ = ["Sphere", "Rastrigin", "Ackley", "Griewank", "Rosenbrock", "Schwefel226", "Schwefel12"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.backend import array_module
+from algorithms.core.backend import array_module
 
 HANDLINGS = ("feasibility", "penalty")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from algorithms.backend import array_module
+from algorithms.core.backend import array_module
 from problems.base import Problem
 
 __all__ = ["Spring", "WeldedBeam", "WeldedBeamJ4", "SpeedReducer", "SpeedReducerB", "SpeedReducerC"]

@@ -1,4 +1,4 @@
-"""CPU tests of the matrix-form DE (algorithms/de.py) and its crossovers (algorithms/crossover.py).
+"""CPU tests of the matrix-form DE (algorithms/de/de.py) and its crossovers (algorithms/de/crossover.py).
 
 Seed 004: Algorithms 2-10, eq. 9 and Fig. 2 (NEC's L has the exponential crossover's
 distribution). Fast (a few seconds) and CI-safe: NumPy only.
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from algorithms.base import Context
-from algorithms.crossover import (
+from algorithms.core.base import Context
+from algorithms.de.crossover import (
     binomial_mask,
     crossover_lengths,
     crossover_mask,
@@ -20,7 +20,7 @@ from algorithms.crossover import (
     segment_mask,
     start_indices,
 )
-from algorithms.de import (
+from algorithms.de.de import (
     DE,
     N_RANDOM,
     STRATEGIES,
@@ -30,7 +30,7 @@ from algorithms.de import (
     sample_indices,
     select,
 )
-from algorithms.random import CounterRNG
+from algorithms.core.random import CounterRNG
 from problems.base import ScalableProblem
 from problems.constraints import Evaluator
 

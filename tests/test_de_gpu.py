@@ -1,4 +1,4 @@
-"""GPU tests of DE on CuPy: the generic path, and the fused CUDA path (algorithms/de_cuda.py).
+"""GPU tests of DE on CuPy: the generic path, and the fused CUDA path (algorithms/de/cuda.py).
 
 Marked ``gpu`` (deselected by default; run ``pytest -m gpu tests/test_de_gpu.py``) and skipped
 where CuPy or a CUDA device is missing. Checks: the CPU suite's properties on CuPy; the generic
@@ -20,10 +20,10 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 
 cp = cupy_or_skip()
 
-from algorithms.base import Context  # noqa: E402
-from algorithms.crossover import binomial_mask, crossover_lengths, crossover_mask  # noqa: E402
-from algorithms.de import DE, STRATEGIES, sample_indices  # noqa: E402
-from algorithms.random import CounterRNG  # noqa: E402
+from algorithms.core.base import Context  # noqa: E402
+from algorithms.de.crossover import binomial_mask, crossover_lengths, crossover_mask  # noqa: E402
+from algorithms.de.de import DE, STRATEGIES, sample_indices  # noqa: E402
+from algorithms.core.random import CounterRNG  # noqa: E402
 from problems import make_problem  # noqa: E402
 from problems.base import ScalableProblem  # noqa: E402
 from problems.constraints import Evaluator  # noqa: E402

@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 
-from algorithms.base import Context
-from algorithms.cmepso import MasterSwarm, cmepso_best, run_cmepso
-from algorithms.epso import EPSO
-from algorithms.pso import PSO, boundary_correction, inertia_weight, vmax_schedule
-from algorithms.random import CounterRNG
+from algorithms.core.base import Context
+from algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso
+from algorithms.pso.epso import EPSO
+from algorithms.pso.pso import PSO, boundary_correction, inertia_weight, vmax_schedule
+from algorithms.core.random import CounterRNG
 from problems.constraints import Evaluator, better, feasibility_report
 from problems.registry import make_problem
 

@@ -1,4 +1,4 @@
-"""GPU tests of the fused PSO step (algorithms/pso_cuda.py) against the generic CuPy and NumPy code.
+"""GPU tests of the fused PSO step (algorithms/pso/cuda.py) against the generic CuPy and NumPy code.
 
 Marked ``gpu`` (deselected by default; ``python -m pytest -m gpu tests/test_pso_gpu.py``) and
 skipped where CuPy or a CUDA device is missing. What is checked (seed 001 eqs. 1-5):
@@ -10,8 +10,8 @@ skipped where CuPy or a CUDA device is missing. What is checked (seed 001 eqs. 1
   swarms and dimensions above one block, constrained problems and NaN objectives;
 * against NumPy, ``x`` and ``vel`` after one step are bit-identical in float64 where the clamp
   fraction is computed alike (no clamp, or ``k = 1``), within 1e-12 (relative) in float64
-  otherwise, and to float32 rounding in float32 (module docstring of algorithms/pso_cuda.py);
-* CUDA-graph replay (:class:`algorithms.graph.GraphStepper`) of the fused step equals a plain
+  otherwise, and to float32 rounding in float32 (module docstring of algorithms/pso/cuda.py);
+* CUDA-graph replay (:class:`algorithms.core.graph.GraphStepper`) of the fused step equals a plain
   loop of fused steps and a loop of generic steps, bit for bit;
 * a step does not synchronise with the host.
 """
@@ -26,11 +26,11 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 
 cp = cupy_or_skip()
 
-from algorithms import pso_cuda  # noqa: E402
-from algorithms.base import Context  # noqa: E402
-from algorithms.graph import GraphStepper  # noqa: E402
-from algorithms.pso import PSO, VMAX_POWER, inertia_weight, vmax_schedule  # noqa: E402
-from algorithms.random import CounterRNG  # noqa: E402
+from algorithms.pso import cuda as pso_cuda  # noqa: E402
+from algorithms.core.base import Context  # noqa: E402
+from algorithms.core.graph import GraphStepper  # noqa: E402
+from algorithms.pso.pso import PSO, VMAX_POWER, inertia_weight, vmax_schedule  # noqa: E402
+from algorithms.core.random import CounterRNG  # noqa: E402
 from problems.base import ScalableProblem  # noqa: E402
 from problems.constraints import Evaluator  # noqa: E402
 from problems.registry import make_problem  # noqa: E402

@@ -5,7 +5,7 @@ island's population ``X (N, D)`` is updated by whole-matrix operations,
 
 1. base/difference indices ``r`` for all individuals at once (Algorithms 3-6),
 2. the crossover *mask* ``(N, D)`` (Algorithm 7 binomial, 8 exponential, 9-10 NEC; see
-   :mod:`algorithms.crossover`),
+   :mod:`algorithms.de.crossover`),
 3. the mutant rows ``V`` (eq. 1 and the other Storn & Price strategies), kept inside the box,
 4. the trial population ``U = where(mask, V, X)``, evaluated in one batched call,
 5. greedy one-to-one selection: ``U_i`` replaces ``X_i`` unless ``X_i`` is strictly better under
@@ -47,7 +47,7 @@ no random numbers, so it costs nothing extra in the fused GPU kernel. ``"clip"``
 (uniform re-draw in the box, ``rng.uniform(g, DRAW_BOUND, (N, D))``) are available.
 
 On CuPy, :meth:`DE.step` and :meth:`DE.run` use the fused CUDA kernels of
-:mod:`algorithms.de_cuda` when the configuration allows (rand/1 with bin or nec on a built-in
+:mod:`algorithms.de.cuda` when the configuration allows (rand/1 with bin or nec on a built-in
 unconstrained benchmark function), with the same random numbers and arithmetic; otherwise, and
 on NumPy, the generic array code below runs. ``DE.graph_safe`` stays ``False``: the island
 runtime then calls :meth:`DE.run`, whose fused path replays its own CUDA graph of 64
@@ -60,9 +60,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algorithms.backend import array_module
-from algorithms.base import Context, IslandAlgorithm, State, check_range
-from algorithms.crossover import CROSSOVERS, crossover_mask
+from algorithms.core.backend import array_module
+from algorithms.core.base import Context, IslandAlgorithm, State, check_range
+from algorithms.de.crossover import CROSSOVERS, crossover_mask
 from problems.constraints import argbest, better
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class DEParams:
         strategy: ``rand/1`` (seed 004 eq. 1), ``best/1``, ``current-to-best/1`` or ``rand/2``.
         crossover: ``bin`` (Alg. 7), ``exp`` (Alg. 8) or ``nec`` (Alg. 9-10, eq. 9).
         bound_handling: ``reflect`` (default, module docstring says why), ``clip`` or ``reinit``.
-        fused: use the fused CUDA kernels (:mod:`algorithms.de_cuda`) where supported on CuPy;
+        fused: use the fused CUDA kernels (:mod:`algorithms.de.cuda`) where supported on CuPy;
             ``False`` forces the generic array code.
 
     Defaults ``F = 0.5, CR = 0.9`` are Storn & Price's usual starting point; seed 004's Table II
@@ -149,7 +149,7 @@ def sample_indices(rng, generation: int, n: int, k: int):
     ``rng.uniform(generation, DRAW_INDEX, (N, k), float64)``; the fused CUDA kernel draws the same.
 
     Args:
-        rng: :class:`algorithms.random.CounterRNG` with ``I`` streams.
+        rng: :class:`algorithms.core.random.CounterRNG` with ``I`` streams.
         generation: host int.
         n: population size ``N``.
         k: number of indices, ``1 <= k <= N - 1``.
@@ -298,7 +298,7 @@ class DE(IslandAlgorithm):
     """Differential evolution DE/<strategy>/1|2/<bin|exp|nec> on ``I`` islands in lockstep.
 
     Seed 004 Algorithm 2 (matrix form) with Storn & Price's strategies, the crossovers of
-    :mod:`algorithms.crossover` and greedy selection under Deb's rules (module docstring).
+    :mod:`algorithms.de.crossover` and greedy selection under Deb's rules (module docstring).
 
     State (dict): ``X (I, N, D)``, ``f, v (I, N)``, ``generation`` (host int), ``evals`` (host int,
     objective evaluations per island), ``nan_evals`` (0-d device int64, NaN evaluations of the
@@ -336,7 +336,7 @@ class DE(IslandAlgorithm):
         """Trial population ``U (I, N, D)`` of generation ``state["generation"]`` (generic path).
 
         Indices (:func:`sample_indices`), mutants (:func:`mutant_vectors`), bounds
-        (:func:`apply_bounds`) and mask (:func:`algorithms.crossover.crossover_mask`):
+        (:func:`apply_bounds`) and mask (:func:`algorithms.de.crossover.crossover_mask`):
         ``U = where(mask, bounded V, X)``. No host synchronisation.
         """
         p, xp, g = self.params, ctx.xp, state["generation"]
@@ -355,7 +355,7 @@ class DE(IslandAlgorithm):
         """One generation of every island (trial, evaluation, selection); no host sync.
 
         On CuPy with a supported configuration this is one fused kernel launch
-        (:class:`algorithms.de_cuda.FusedDE`); the plan is built (compiled and self-checked
+        (:class:`algorithms.de.cuda.FusedDE`); the plan is built (compiled and self-checked
         against the problem, a one-off synchronisation) at the first call.
         """
         plan = self.fused_plan(ctx)
@@ -376,14 +376,14 @@ class DE(IslandAlgorithm):
         """The fused CUDA plan for ``ctx``, or ``None`` (NumPy, ``fused=False`` or unsupported).
 
         Cached per context. Why a configuration is not fused is logged at INFO level and given
-        by :func:`algorithms.de_cuda.unsupported_reason`.
+        by :func:`algorithms.de.cuda.unsupported_reason`.
         """
         if ctx.xp is np or not self.params.fused:
             return None
         hit = self._plans.get(id(ctx))
         if hit is not None and hit[0] is ctx:
             return hit[1]
-        from algorithms import de_cuda  # noqa: PLC0415  (imports CuPy lazily)
+        from algorithms.de import cuda as de_cuda  # noqa: PLC0415  (imports CuPy lazily)
 
         plan = de_cuda.make_plan(self.params, ctx)
         self._plans[id(ctx)] = (ctx, plan)

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from algorithms.cuda_prelude import HASH
+from algorithms.core.cuda_prelude import HASH
 
 GOLDEN = 0x9E3779B97F4A7C15
 _M1 = 0xBF58476D1CE4E5B9
@@ -78,7 +78,7 @@ class CounterRNG:
     ``(seed, streams[i], generation, draw)``.
 
     On CuPy the generation actually used is ``generation + ctr[0]``, where ``ctr`` is a device
-    counter that stays 0 except under CUDA-graph replay (:mod:`algorithms.graph`): a captured
+    counter that stays 0 except under CUDA-graph replay (:mod:`algorithms.core.graph`): a captured
     generation bakes its host-side ``generation`` into the graph, and each replay increments
     ``ctr`` on the device, so replay ``r`` draws the numbers of generation ``g0 + r``.
     """

@@ -1,6 +1,6 @@
 """CUDA source shared by isles' fused kernels (``de_cuda.py``, ``pso_cuda.py``, ``random.py``).
 
-* :data:`HASH`: the counter-based generator of :mod:`algorithms.random` (SplitMix64 finaliser on a
+* :data:`HASH`: the counter-based generator of :mod:`algorithms.core.random` (SplitMix64 finaliser on a
   Weyl sequence, Steele, Lea & Flood, OOPSLA 2014), so that every kernel draws exactly the numbers
   of ``CounterRNG.uniform``: element ``idx`` of draw ``s`` of the stream with key ``key`` is
   ``isles_mix64((key ^ s) + idx * GOLDEN)``.
@@ -26,7 +26,7 @@ typedef unsigned long long u64;
 #define ISLES_KERNEL extern "C" __global__
 #endif
 
-// SplitMix64 finaliser: identical to algorithms/random.py (_mix64_np and mix64_int)
+// SplitMix64 finaliser: identical to algorithms/core/random.py (_mix64_np and mix64_int)
 ISLES_DEV u64 isles_mix64(u64 z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.backend import array_module
-from algorithms.random import CounterRNG
+from algorithms.core.backend import array_module
+from algorithms.core.random import CounterRNG
 from problems.constraints import Evaluator, argbest
 
 State = dict  # name -> array (device) or host int
@@ -110,7 +110,7 @@ class Context:
         """The generation counter for array expressions (e.g. an inertia schedule).
 
         NumPy: the host int. CuPy: a 0-d device array ``generation + rng.ctr`` in ``dtype``, so
-        that a generation captured in a CUDA graph (:mod:`algorithms.graph`) sees the right
+        that a generation captured in a CUDA graph (:mod:`algorithms.core.graph`) sees the right
         counter at every replay.
         """
         if self.xp is np:
@@ -134,7 +134,7 @@ class IslandAlgorithm:
 
     name = "algorithm"
     Params: type = object
-    graph_safe = False  # True: step() can be captured as a CUDA graph (algorithms/graph.py)
+    graph_safe = False  # True: step() can be captured as a CUDA graph (algorithms/core/graph.py)
 
     def __init__(self, params=None, **kwargs):
         self.params = params if params is not None else self.Params(**kwargs)

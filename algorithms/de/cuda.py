@@ -1,6 +1,6 @@
 """Fused CUDA fast path of DE/rand/1/bin and DE/rand/1/nec for the built-in benchmark functions.
 
-A plain CuPy loop of the generic matrix-form DE (:mod:`algorithms.de`, seed 004 Algorithm 2)
+A plain CuPy loop of the generic matrix-form DE (:mod:`algorithms.de.de`, seed 004 Algorithm 2)
 launches some forty small kernels per generation and is launch-bound (about 800 us per generation
 for Ackley D=1000, N=500). Here a whole generation is **one kernel**:
 
@@ -22,10 +22,10 @@ preallocated and referenced by the plan (CuPy's memory pool is not used during c
 :meth:`FusedDE.step` nor :meth:`FusedDE.run` synchronises with the host.
 
 **Same semantics as the NumPy path.** The kernel uses the counter-based generator of
-:mod:`algorithms.random` (SplitMix64 finaliser on ``(key ^ mix64(g << 16 | draw)) + index *
+:mod:`algorithms.core.random` (SplitMix64 finaliser on ``(key ^ mix64(g << 16 | draw)) + index *
 golden``, with ``g`` = generation + the generator's device counter ``rng.ctr``, as
-:meth:`algorithms.random.CounterRNG.uniform` does on CuPy) with the same draw ids, shapes and index layouts as :mod:`algorithms.de` and
-:mod:`algorithms.crossover`, and the same arithmetic for the trial vector (mutation
+:meth:`algorithms.core.random.CounterRNG.uniform` does on CuPy) with the same draw ids, shapes and index layouts as :mod:`algorithms.de.de` and
+:mod:`algorithms.de.crossover`, and the same arithmetic for the trial vector (mutation
 ``x_r0 + F (x_r1 - x_r2)`` with explicitly rounded multiply and add, so the compiler cannot fuse
 them into an FMA; bound handling with the exact ``fmod``). What is therefore **bit-identical** to
 the NumPy (and generic CuPy) path: the indices ``r0, r1, r2``, ``j_rand``, the binomial mask, the
@@ -61,7 +61,7 @@ import warnings
 
 import numpy as np
 
-from algorithms.cuda_prelude import ARITHMETIC, HASH
+from algorithms.core.cuda_prelude import ARITHMETIC, HASH
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ SMEM_LIMIT = 48 * 1024  # static shared memory of one block
 VERIFY_RTOL = {np.dtype(np.float32): 1e-3, np.dtype(np.float64): 1e-8}
 
 KERNEL_SOURCE = r"""
-// ---- isles fused DE generation (algorithms/de_cuda.py); configuration macros are prepended ----
+// ---- isles fused DE generation (algorithms/de/cuda.py); configuration macros are prepended ----
 // IS_F32 DIM NPOP TPI ITEMS IPB BLOCK PROB XOVER BOUND
 typedef unsigned long long isz;   // index type (no size_t needed under NVRTC)
 
@@ -101,7 +101,7 @@ ISLES_DEV T t_exp(T a) { return exp(a); }
 ISLES_DEV T t_abs(T a) { return fabs(a); }
 #endif
 
-// Per-individual random decisions (algorithms/de.py sample_indices, algorithms/crossover.py).
+// Per-individual random decisions (algorithms/de/de.py sample_indices, algorithms/de/crossover.py).
 struct Decisions {
     int r0, r1, r2;   // distinct, != i
     int j0;           // j_rand / start of the exponential segment
@@ -421,8 +421,8 @@ def unsupported_reason(params, ctx) -> str | None:
     """Why ``(params, ctx)`` cannot use the fused path, or ``None`` if it can.
 
     Args:
-        params: :class:`algorithms.de.DEParams`.
-        ctx: :class:`algorithms.base.Context`.
+        params: :class:`algorithms.de.de.DEParams`.
+        ctx: :class:`algorithms.core.base.Context`.
     """
     if getattr(ctx.xp, "__name__", "") != "cupy":
         return "the array module is not CuPy"
@@ -468,8 +468,8 @@ class FusedDE:
     """Compiled fused DE/rand/1/{bin,nec} for one ``(params, ctx)`` (see the module docstring).
 
     Args:
-        params: :class:`algorithms.de.DEParams` (rand/1, bin or nec).
-        ctx: :class:`algorithms.base.Context` on CuPy with a supported problem.
+        params: :class:`algorithms.de.de.DEParams` (rand/1, bin or nec).
+        ctx: :class:`algorithms.core.base.Context` on CuPy with a supported problem.
 
     Raises:
         ValueError: the configuration is unsupported (:func:`unsupported_reason`).
@@ -579,7 +579,7 @@ class FusedDE:
 
         Returns:
             ``(U (I, N, D), f_U (I, N))``; ``U`` is bit-identical to
-            :meth:`algorithms.de.DE.trial` (module docstring).
+            :meth:`algorithms.de.de.DE.trial` (module docstring).
         """
         cp = self.cp
         src = self._arrays(state)
