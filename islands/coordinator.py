@@ -30,7 +30,8 @@ from islands import checkpoint
 from islands.build import build_evaluator
 from islands.group import MASTER_ID, IslandGroup
 from islands.placement import plan
-from problems.constraints import best_row
+from algorithms.core.population import Population
+from problems.constraints import argbest
 
 MODES = ("sync", "async")
 
@@ -49,6 +50,11 @@ class RunResult:
         devices: ``{island id: device name}``.
         nan_evals: evaluations with a NaN objective or constraint.
         migrations: ``(epoch, src, dst, accepted, best f moved)`` tuples.
+        best_genome: the best individual's genome (e.g. the GA's packed ``uint32`` words), of
+            which ``best_x`` is the phenotype.
+        hit_generations: ``(n_islands,)`` int, the generation at which each island first reached
+            the stop target (``stop.f_target + stop.tol``), -1 if it never did; ``None`` without
+            a target.
         steady_evals_per_s: evaluations per second after the first epoch (which includes kernel
             compilation and CUDA-graph capture on GPUs); the overall rate with one epoch.
     """
@@ -64,6 +70,8 @@ class RunResult:
     devices: dict = field(default_factory=dict)
     nan_evals: int = 0
     migrations: list = field(default_factory=list)
+    best_genome: np.ndarray | None = None
+    hit_generations: np.ndarray | None = None
 
     @property
     def steady_evals_per_s(self) -> float:
@@ -118,6 +126,7 @@ class Coordinator:
         self.callbacks = list(callbacks)
         self.use_ray = use_ray
         self.seed = int(cfg.get("seed", 0))
+        self.target = stop_target(cfg.get("stop") or {})
 
     # ------------------------------------------------------------------------------------------
     def _spec(self, island_ids, device) -> dict:
@@ -132,6 +141,7 @@ class Coordinator:
             "dtype": c.get("dtype", "float64"),
             "n_migrants": self.n_migrants,
             "replacement": c["islands"].get("replacement", "fair_replace"),
+            "target": self.target,
             "cuda_graph": c.get("cuda_graph", True),
         }
 
@@ -201,7 +211,10 @@ class Coordinator:
                        rng=CounterRNG(np, self.seed, [self.n]))
 
     def _plan_migration(self, epoch: int, placement, emigrants: dict, master_best=None):
-        """Per group: ``(inbound, remote)`` for the next epoch (see :meth:`IslandGroup.run_epoch`)."""
+        """Per group: ``(inbound, remote)`` for the next epoch (see :meth:`IslandGroup.run_epoch`).
+
+        ``emigrants``: ``{island id: Population (1, k)}``; ``master_best``: the master swarm's
+        best as a Population ``(1, 1)`` or ``None``."""
         rng = np.random.default_rng([self.seed, epoch, 0x15])
         edges = self.topology.sample(self.n, rng)
         send_master = master_best is not None and self.cfg["islands"].get("master_sends_best", False)
@@ -244,33 +257,37 @@ class Coordinator:
             summaries = self._gather([self._call(g, "run_epoch", k, *migration[i]) for i, g in enumerate(groups)])
             done_gens += k
             epoch += 1
-            bx, bf, bv, emigrants, evals, nan = self._merge(summaries, placement)
+            bx, bf, bv, bg, emigrants, evals, nan, hits = self._merge(summaries, placement)
             D = bx.shape[1]
             for i in sorted(summaries):
                 migrations.extend((epoch, *e) for e in summaries[i]["migrations"])
-            master_best, master_evals = None, 0
+            master_best, master_pop, master_evals = None, None, 0
             if self.master is not None:
                 if mstate is None:
                     mstate = self.master.init(mctx, bx, bf, bv)
                 mstate = self.master.run_epoch(mctx, mstate, bx, bf, bv, k)
                 mx, mf, mv = self.master.best(mstate)
                 master_best = (np.asarray(mx).reshape(1, D), np.asarray(mf).reshape(1), np.asarray(mv).reshape(1))
+                master_pop = Population(master_best[0][None], master_best[1][None], master_best[2][None])
                 master_evals = int(mstate["evals"])
                 nan += int(mstate["nan_evals"])
-            cand = [(bx, bf, bv)] + ([master_best] if master_best else []) + ([best] if best else [])
+            cand = ([(bx, bf, bv, bg)] + ([(*master_best, master_best[0])] if master_best else [])
+                    + ([best] if best else []))
             best = _best_of(cand)
             record = self._record(epoch, done_gens, t0, evals + master_evals, nan, best, bf, bv,
-                                  master_best, list(summaries.values()), k)
+                                  master_best, list(summaries.values()), k, hits)
             self._publish(history, record)
+            if hits is not None and np.all(hits >= 0):
+                break  # every island reached the stop target
             if done_gens < self.generations:
-                migration = self._plan_migration(epoch, placement, emigrants, master_best)
+                migration = self._plan_migration(epoch, placement, emigrants, master_pop)
             if ck.get("every") and (epoch % int(ck["every"]) == 0 or done_gens >= self.generations):
                 states = self._gather([self._call(g, "state_dict") for g in groups])
                 checkpoint.save(ck["path"], {
                     "seed": self.seed, "groups": placement.groups, "states": [states[i] for i in range(len(groups))],
                     "done_gens": done_gens, "epoch": epoch, "best": best, "master_state": mstate,
                     "migration": migration, "history": history, "migrations": migrations})
-        return self._result(best, history, done_gens, t0, migrations)
+        return self._result(best, history, done_gens, t0, migrations, hits)
 
     def _run_async(self, groups, placement) -> RunResult:
         import ray  # noqa: PLC0415
@@ -298,12 +315,13 @@ class Coordinator:
             summaries[i] = s
             completions += 1
             for p, gid in enumerate(s["island_ids"]):
-                store[gid] = tuple(a[p] for a in s["emigrants"])
+                store[gid] = s["emigrants"].island(p)
             migrations.extend((completions, *e) for e in s["migrations"])
-            bx, bf, bv, _, evals, nan = self._merge(summaries, placement)
-            best = _best_of([(bx, bf, bv)] + ([best] if best else []))
+            bx, bf, bv, bg, _, evals, nan, hits = self._merge(summaries, placement)
+            best = _best_of([(bx, bf, bv, bg)] + ([best] if best else []))
             done_gen = min(summaries[j]["generation"] if j in summaries else 0 for j in range(len(groups)))
-            record = self._record(completions, done_gen, t0, evals, nan, best, bf, bv, None, [s], s["generation"] - prev_gen)
+            record = self._record(completions, done_gen, t0, evals, nan, best, bf, bv, None, [s],
+                                  s["generation"] - prev_gen, hits)
             self._publish(history, record)
             if gens[i] < self.generations:
                 ids = placement.groups[i]
@@ -316,7 +334,7 @@ class Coordinator:
                         if src not in pos:
                             remote[src] = store[src]
                 pending[submit(i, inbound, remote)] = i
-        return self._result(best, history, min(gens), t0, migrations)
+        return self._result(best, history, min(gens), t0, migrations, hits)
 
     # ------------------------------------------------------------------------------------------
     def _publish(self, history: list, record: dict) -> None:
@@ -327,31 +345,40 @@ class Coordinator:
                 cb.on_epoch(record)
 
     @staticmethod
-    def _result(best, history: list, generations: int, t0: float, migrations: list) -> RunResult:
+    def _result(best, history: list, generations: int, t0: float, migrations: list, hits=None) -> RunResult:
         return RunResult(best_x=best[0][0], best_f=float(best[1][0]), best_v=float(best[2][0]),
                          evaluations=history[-1]["evaluations"], generations=generations,
                          wall_s=time.perf_counter() - t0, startup_s=0.0, history=history,
-                         nan_evals=history[-1]["nan_evaluations"], migrations=migrations)
+                         nan_evals=history[-1]["nan_evaluations"], migrations=migrations,
+                         best_genome=best[3][0], hit_generations=hits)
 
     def _merge(self, summaries: dict, placement):
-        """Island-ordered arrays from group summaries: bests, emigrants by island, totals."""
+        """Island-ordered arrays from group summaries: bests (phenotype ``bx``, genome ``bg``),
+        emigrants by island, totals, and the stop-target generations (``None`` without one)."""
         n = self.n
         first = next(iter(summaries.values()))
         D = first["best_x"].shape[1]
-        bx = np.full((n, D), np.nan)
+        bx = np.full((n, D), np.nan, dtype=np.result_type(first["best_x"].dtype, np.float64))
+        g0 = first["best"].genome[:, 0]
+        bg = np.zeros((n,) + g0.shape[1:], dtype=g0.dtype)
         bf = np.full(n, np.inf)
         bv = np.full(n, np.inf)
+        hits = None if first["hit_generation"] is None else np.full(n, -1, dtype=np.int64)
         emigrants, evals, nan = {}, 0, 0
         for s in summaries.values():
             ids = s["island_ids"]
             bx[ids], bf[ids], bv[ids] = s["best_x"], s["best_f"], s["best_v"]
+            bg[ids] = s["best"].genome[:, 0]
+            if hits is not None:
+                hits[ids] = s["hit_generation"]
             for p, gid in enumerate(ids):
-                emigrants[gid] = tuple(a[p] for a in s["emigrants"])
+                emigrants[gid] = s["emigrants"].island(p)
             evals += s["evals"] * len(ids)
             nan += s["nan_evals"]
-        return bx, bf, bv, emigrants, evals, nan
+        return bx, bf, bv, bg, emigrants, evals, nan, hits
 
-    def _record(self, epoch, generation, t0, evals, nan, best, bf, bv, master_best, summaries, epoch_gens) -> dict:
+    def _record(self, epoch, generation, t0, evals, nan, best, bf, bv, master_best, summaries, epoch_gens,
+                hits=None) -> dict:
         """The epoch's metrics; ``summaries`` are the group summaries that arrived for it."""
         wall = time.perf_counter() - t0
         compute = max(s["compute_s"] for s in summaries)
@@ -375,15 +402,37 @@ class Coordinator:
         }
         if master_best is not None:
             rec["master_best_f"] = float(master_best[1][0])
+        if hits is not None:
+            rec["islands_at_target"] = int((hits >= 0).sum())
+            rec["island_hit_generation"] = hits.copy()
         return rec
 
 
 def _best_of(candidates):
-    """Best row of stacked ``(x (k, D), f (k,), v (k,))`` triples, as 1-row arrays."""
-    x = np.concatenate([c[0] for c in candidates])
+    """Best row of stacked ``(x (k, D), f (k,), v (k,), genome (k, ...))`` candidates, as 1-row
+    arrays ``(x (1, D), f (1,), v (1,), genome (1, ...))``."""
+    x = np.concatenate([np.asarray(c[0], dtype=np.float64) for c in candidates])
     f = np.concatenate([c[1] for c in candidates])
     v = np.concatenate([c[2] for c in candidates])
-    return best_row(x, f, v)
+    g = np.concatenate([c[3] for c in candidates])
+    i = int(argbest(f, v, axis=0))
+    return x[i:i + 1], f[i:i + 1], v[i:i + 1], g[i:i + 1]
+
+
+def stop_target(stop: dict) -> float | None:
+    """The stop rule's target ``stop.f_target + stop.tol`` (``None`` when ``stop.f_target`` is null).
+
+    An island reaches the target when its best individual is feasible with ``f <= target``; the
+    run ends when every island has (or at ``generations``).
+
+    Raises:
+        ValueError: ``stop.f_target`` not a number, or ``stop.tol`` negative (one line naming the field).
+    """
+    ft, tol = stop.get("f_target"), stop.get("tol", 0.0)
+    tol = check_range("stop.tol", 0.0 if tol is None else tol, 0)
+    if ft is None:
+        return None
+    return check_range("stop.f_target", ft) + tol
 
 
 class _Local:

@@ -21,9 +21,10 @@ import numpy as np
 from algorithms.core.backend import device_name, dtype_of, get_xp, synchronize, to_host
 from algorithms.core.base import Context
 from algorithms.core.graph import GraphStepper
+from algorithms.core.population import Population
 from algorithms.core.random import CounterRNG
 from islands.build import build_algorithm, build_evaluator
-from islands.migration import gather, replacement, select_best
+from islands.migration import PAD, replacement, route, select_best
 
 MASTER_ID = -1  # source id of the master swarm's best in migration plans
 
@@ -36,7 +37,8 @@ class IslandGroup:
             (``handling``, ``penalty``), ``algorithm`` (config with ``_target_``),
             ``island_ids`` (global ids of this group's islands), ``seed``, ``device``
             (``auto|cpu|gpu``), ``dtype`` (``float32|float64``), ``n_migrants`` (``k``) and
-            ``replacement`` (``fair_replace|replace_worst``), ``cuda_graph`` (replay captured
+            ``replacement`` (``fair_replace|replace_worst``), ``target`` (stop rule
+            ``stop.f_target + stop.tol`` or ``None``, :class:`algorithms.core.base.Context`), ``cuda_graph`` (replay captured
             generations on CuPy, default true).
 
     Raises:
@@ -56,8 +58,9 @@ class IslandGroup:
             dtype=dtype_of(spec.get("dtype", "float64")),
             evaluator=self.evaluator,
             rng=CounterRNG(self.xp, int(spec.get("seed", 0)), self.island_ids),
+            target=spec.get("target"),
         )
-        self.state = self.algorithm.init(self.ctx)
+        self.state = self.algorithm.track_target(self.ctx, self.algorithm.init(self.ctx))
         # GPU fast path: replay one captured generation as a CUDA graph (algorithms/core/graph.py)
         self.use_graph = (self.xp is not np and getattr(self.algorithm, "graph_safe", False)
                           and bool(spec.get("cuda_graph", True)))
@@ -88,14 +91,17 @@ class IslandGroup:
         Args:
             n_generations: generations to run (>= 0).
             inbound: ``{local position of a destination island: [global source ids]}``.
-            remote: ``{global source id: (X (k, D), f (k,), v (k,))}`` emigrants of islands not in
-                this group (and of the master swarm, id ``-1``).
+            remote: ``{global source id: Population (1, k)}`` emigrants (host arrays) of islands
+                not in this group, and of the master swarm (id ``-1``, one individual).
 
         Returns:
-            dict of host values: ``island_ids``, ``best_x (I, D)``, ``best_f (I,)``, ``best_v (I,)``,
-            ``emigrants`` (``X (I, k, D)``, ``f (I, k)``, ``v (I, k)``), ``generation``, ``evals``
-            (per island), ``nan_evals`` (whole group), ``migrations`` (list of
-            ``(src, dst, accepted, best f moved)``), ``compute_s``, ``device``.
+            dict of host values: ``island_ids``, ``best`` (Population ``(I, 1)``, the best
+            individual of each island with its extras), ``best_x (I, D)`` (its phenotype, e.g.
+            the decoded bits of a GA), ``best_f (I,)``, ``best_v (I,)``, ``emigrants``
+            (Population ``(I, k)``), ``generation``, ``evals`` (per island), ``nan_evals``
+            (whole group), ``hit_generation`` (``(I,)`` int, -1 = not yet, or ``None`` without
+            a stop target), ``migrations`` (list of ``(src, dst, accepted, best f moved)``),
+            ``compute_s``, ``device``.
         """
         if inbound:
             self._migrate(inbound, remote or {})
@@ -107,70 +113,66 @@ class IslandGroup:
             self.state = self.stepper.state
         else:
             self.state = self.algorithm.run(self.ctx, self.state, int(n_generations))
+            # an algorithm whose run() does not track per generation is caught at the epoch's end
+            self.state = self.algorithm.track_target(self.ctx, self.state)
         synchronize(self.xp)
         compute_s = time.perf_counter() - t0
         return self._summary(compute_s)
 
     # ------------------------------------------------------------------------------------------
     def _emigrants(self):
-        X, f, v = self.algorithm.population(self.state)
-        return gather(X, f, v, select_best(f, v, self.n_migrants))
+        pop = self.algorithm.population(self.state)
+        return pop.take(select_best(pop.f, pop.v, self.n_migrants))
 
     def _migrate(self, inbound: dict, remote: dict) -> None:
+        """Immigrants in, through :func:`islands.migration.route` and
+        :func:`islands.migration.replacement`: the one code path for every algorithm."""
         xp, I = self.xp, len(self.island_ids)
-        em_X, em_f, em_v = self._emigrant_cache or self._emigrants()
+        emigrants = self._emigrant_cache or self._emigrants()
         self._emigrant_cache = None
-        k, D = em_f.shape[1], em_X.shape[2]
-        local_pos = {gid: p for p, gid in enumerate(self.island_ids)}
-        remote_ids = sorted(remote)
-        pool_X = [em_X.reshape(I * k, D)]
-        pool_f, pool_v = [em_f.reshape(-1)], [em_v.reshape(-1)]
-        for rid in remote_ids:
-            rx, rf, rv = remote[rid]
-            pool_X.append(xp.asarray(rx, dtype=em_X.dtype).reshape(-1, D)[:k])
-            pool_f.append(xp.asarray(rf, dtype=em_f.dtype).reshape(-1)[:k])
-            pool_v.append(xp.asarray(rv, dtype=em_v.dtype).reshape(-1)[:k])
-        N = self.algorithm.population_size()
-        width = min(max((len(s) for s in inbound.values()), default=0), max(1, N // k))
-        rows = np.zeros((I, width * k), dtype=np.int64)
-        src_of = np.full((I, width * k), -2, dtype=np.int64)
-        valid = np.zeros((I, width * k), dtype=bool)
-        for dst, sources in inbound.items():
-            for j, src in enumerate(list(sources)[:width]):
-                if src in local_pos:
-                    base = local_pos[src] * k
-                else:
-                    base = I * k + remote_ids.index(src) * k
-                sl = slice(j * k, (j + 1) * k)
-                rows[dst, sl] = base + np.arange(k)
-                src_of[dst, sl] = src
-                valid[dst, sl] = True
+        residents = self.algorithm.population(self.state)
+        k = emigrants.shape[1]
+        offsets, counts, pool = {}, {}, [emigrants]
+        for p, gid in enumerate(self.island_ids):
+            offsets[gid], counts[gid] = p * k, k
+        row = I * k
+        for rid in sorted(remote):
+            r = remote[rid].conform(residents)
+            c = r.shape[1]
+            offsets[rid], counts[rid] = row, c
+            pool.append(r)
+            row += c
+        rows, src_of, valid = route(inbound, I, offsets, counts, self.algorithm.population_size())
         if not valid.any():
             return
-        pool_X, pool_f, pool_v = xp.concatenate(pool_X), xp.concatenate(pool_f), xp.concatenate(pool_v)
+        flat = Population.from_leaves({
+            name: xp.concatenate([a.reshape((-1,) + a.shape[2:]) for a in arrays])
+            for name, arrays in _stack_leaves([p.conform(residents) for p in pool]).items()
+        })
         rows_d = xp.asarray(rows)
-        X, f, v = self.algorithm.population(self.state)
-        idx, X_new, f_new, v_new, accepted, order = replacement(
-            self.replacement, f, v, pool_X[rows_d], pool_f[rows_d], pool_v[rows_d], xp.asarray(valid), X
-        )
-        self.state = self.algorithm.replace(self.ctx, self.state, idx, X_new, f_new, v_new)
+        immigrants = flat.map(lambda a: a[rows_d])
+        idx, new, accepted, order = replacement(self.replacement, residents, immigrants, xp.asarray(valid))
+        self.state = self.algorithm.replace(self.ctx, self.state, idx, new)
         if self.stepper is not None:
             self.stepper.load(self.state)
             self.state = self.stepper.state
-        self._pending_events = (src_of, order, accepted, f_new)
+        self._pending_events = (src_of, order, accepted, new.f)
 
     def _summary(self, compute_s: float) -> dict:
-        bx, bf, bv = self.algorithm.best(self.state)
-        ex, ef, ev = self._emigrant_cache = self._emigrants()
+        best = self.algorithm.best(self.state).to_host()
+        self._emigrant_cache = self._emigrants()
+        hit = self.state.get("hit_generation")
         out = {
             "island_ids": self.island_ids,
-            "best_x": to_host(bx),
-            "best_f": to_host(bf),
-            "best_v": to_host(bv),
-            "emigrants": (to_host(ex), to_host(ef), to_host(ev)),
+            "best": best,
+            "best_x": np.asarray(to_host(self.algorithm.phenotype(best.genome[:, 0]))),
+            "best_f": best.f[:, 0],
+            "best_v": best.v[:, 0],
+            "emigrants": self._emigrant_cache.to_host(),
             "generation": int(self.state["generation"]),
             "evals": int(self.state["evals"]),
             "nan_evals": int(to_host(self.state["nan_evals"])),
+            "hit_generation": None if hit is None else to_host(hit).astype(np.int64),
             "migrations": self._migration_events(),
             "compute_s": compute_s,
             "device": device_name(self.xp),
@@ -188,7 +190,7 @@ class IslandGroup:
         events = []
         for dst in range(src_sorted.shape[0]):
             for src in np.unique(src_sorted[dst]):
-                if src == -2:
+                if src == PAD:
                     continue
                 m = (src_sorted[dst] == src) & accepted[dst]
                 events.append(
@@ -209,3 +211,12 @@ class IslandGroup:
         self.state = {
             k: self.xp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in state.items()
         }
+
+
+def _stack_leaves(pops) -> dict:
+    """``{leaf name: [array of each population]}`` for populations with the same leaves."""
+    out: dict = {}
+    for p in pops:
+        for name, a in p.leaves().items():
+            out.setdefault(name, []).append(a)
+    return out

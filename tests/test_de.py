@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from algorithms.core.base import Context
+from algorithms.core.population import Population
 from algorithms.de.crossover import (
     binomial_mask,
     crossover_lengths,
@@ -385,19 +386,19 @@ def test_population_and_replace():
     de = DE(pop_size=6)
     s = de.init(ctx)
     assert s["generation"] == 0 and s["evals"] == 6 and np.asarray(s["nan_evals"]).shape == ()
-    X, f, v = de.population(s)
-    assert X.shape == (2, 6, 4) and f.shape == v.shape == (2, 6)
+    pop = de.population(s)
+    assert pop.genome.shape == (2, 6, 4) and pop.f.shape == pop.v.shape == (2, 6) and not pop.extras
     idx = np.array([[0, 5], [2, 3]])
     Xi = np.full((2, 2, 4), 0.5)
     fi = np.full((2, 2), 1.0)
     vi = np.zeros((2, 2))
-    s2 = de.replace(ctx, s, idx, Xi, fi, vi)
+    s2 = de.replace(ctx, s, idx, Population(Xi, fi, vi))
     assert np.all(s2["X"][0, [0, 5]] == 0.5) and np.all(s2["X"][1, [2, 3]] == 0.5)
     assert np.all(s2["f"][0, [0, 5]] == 1.0)
     assert not np.any(s["X"] == 0.5)  # the old state is untouched
     np.testing.assert_array_equal(s2["X"][0, 1:5], s["X"][0, 1:5])
-    xb, fb, vb = de.best(s2)
-    assert xb.shape == (2, 4) and fb.shape == (2,)
+    b = de.best(s2)
+    assert b.genome.shape == (2, 1, 4) and b.f.shape == (2, 1)
 
 
 def test_reproducible_and_independent_of_batching():

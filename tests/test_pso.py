@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from algorithms.core.base import Context
+from algorithms.core.population import Population
 from algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso
 from algorithms.pso.epso import EPSO
 from algorithms.pso.pso import PSO, boundary_correction, inertia_weight, vmax_schedule
@@ -100,10 +101,12 @@ def test_epso_state_shapes_and_monotone_gbest():
         assert not np.any(better(prev["pbest_f"], prev["pbest_v"], s["pbest_f"], s["pbest_v"]))
     assert np.all(s["x"] >= p.lower) and np.all(s["x"] <= p.upper)
     assert int(s["nan_evals"]) == 0
-    X, f, v = alg.population(s)
-    assert X.shape == (I, N, D) and f.shape == v.shape == (I, N)
-    bx, bf, bv = alg.best(s)
-    assert bx.shape == (I, D) and bf.shape == bv.shape == (I,)
+    pop = alg.population(s)
+    assert pop.genome.shape == (I, N, D) and pop.f.shape == pop.v.shape == (I, N)
+    assert set(pop.extras) == {"x", "vel"} and pop.extras["vel"].shape == (I, N, D)
+    b = alg.best(s)
+    assert b.genome.shape == (I, 1, D) and b.f.shape == b.v.shape == (I, 1)
+    np.testing.assert_array_equal(b.f[:, 0], s["gbest_f"])
 
 
 def test_epso_float32_stays_float32():
@@ -113,7 +116,7 @@ def test_epso_float32_stays_float32():
         assert s[key].dtype == np.float32, key
 
 
-def test_replace_puts_immigrants_in():
+def test_replace_puts_immigrants_in_with_their_velocity():
     ctx = ctx_for(make_problem("sphere", dim=3))
     alg = EPSO(n_particles=6)
     s = run(alg, ctx, 2)
@@ -121,17 +124,20 @@ def test_replace_puts_immigrants_in():
     X = np.zeros((2, 2, 3))
     X[0, 1] = 1.0
     f, v, _ = ctx.evaluator(X)
-    r = alg.replace(ctx, s, idx, X, f, v)
+    vel = np.full((2, 2, 3), 0.25)
+    pos = X + 0.5
+    imm = Population(X, f, v, {"x": pos, "vel": vel})
+    r = alg.replace(ctx, s, idx, imm)
     for i in range(2):
         np.testing.assert_array_equal(r["pbest"][i, idx[i]], X[i])
-        np.testing.assert_array_equal(r["x"][i, idx[i]], X[i])
+        np.testing.assert_array_equal(r["x"][i, idx[i]], pos[i])
         np.testing.assert_array_equal(r["pbest_f"][i, idx[i]], f[i])
-        np.testing.assert_array_equal(r["vel"][i, idx[i]], 0)
+        np.testing.assert_array_equal(r["vel"][i, idx[i]], 0.25)  # the immigrant keeps moving
     assert np.all(r["gbest_f"] == 0)  # the immigrant at the optimum became the global best
-    np.testing.assert_array_equal(r["gbest"], 0)
-    keep = np.ones(6, bool)
-    keep[idx[0]] = False
-    np.testing.assert_array_equal(r["pbest"][0, keep], s["pbest"][0, keep])
+    # an immigrant without extras (the master swarm's best) arrives with zero velocity
+    bare = Population(X, f, v).conform(alg.population(s))
+    r2 = alg.replace(ctx, s, idx, bare)
+    np.testing.assert_array_equal(r2["vel"][0, idx[0]], 0.0)
 
 
 def test_same_seed_identical_different_seed_differs():

@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from islands.migration import replacement, select_best
+from algorithms.core.population import Population
+from islands.migration import PAD, replacement, route, select_best
 from islands.topology import FreeForm, FullyConnected, RandomGraph, Ring, Star, Unconnected
 
 
@@ -56,26 +57,33 @@ def _pop():
     X = np.arange(8, dtype=float).reshape(1, 4, 2)
     f = np.array([[1.0, 4.0, 2.0, 3.0]])
     v = np.zeros((1, 4))
-    return X, f, v
+    return Population(X, f, v)
 
 
 def test_fair_replace_only_replaces_worse():
-    X, f, v = _pop()
-    imm_X = np.full((1, 2, 2), -1.0)
-    imm_f = np.array([[3.5, 9.0]])  # 3.5 beats the worst (4.0); 9.0 beats nothing
-    imm_v = np.zeros((1, 2))
-    idx, Xn, fn, vn, acc, order = replacement("fair_replace", f, v, imm_X, imm_f, imm_v, np.ones((1, 2), bool), X)
+    imm = Population(np.full((1, 2, 2), -1.0), np.array([[3.5, 9.0]]), np.zeros((1, 2)))
+    # 3.5 beats the worst (4.0); 9.0 beats nothing
+    idx, new, acc, order = replacement("fair_replace", _pop(), imm, np.ones((1, 2), bool))
     assert idx.tolist() == [[1, 3]]  # worst first
     assert acc.tolist() == [[True, False]]
-    assert fn.tolist() == [[3.5, 3.0]]
+    assert new.f.tolist() == [[3.5, 3.0]]
 
 
 def test_replace_worst_is_unconditional_and_respects_padding():
-    X, f, v = _pop()
-    imm_X = np.zeros((1, 2, 2))
-    imm_f = np.array([[9.0, 0.0]])
+    imm = Population(np.zeros((1, 2, 2)), np.array([[9.0, 0.0]]), np.zeros((1, 2)))
     valid = np.array([[True, False]])
-    _, _, fn, _, acc, _ = replacement("replace_worst", f, v, imm_X, imm_f, np.zeros((1, 2)), valid, X)
-    assert acc.sum() == 1 and 9.0 in fn[0]
+    _, new, acc, _ = replacement("replace_worst", _pop(), imm, valid)
+    assert acc.sum() == 1 and 9.0 in new.f[0]
     with pytest.raises(ValueError, match="islands.replacement"):
-        replacement("swap", f, v, imm_X, imm_f, np.zeros((1, 2)), valid, X)
+        replacement("swap", _pop(), imm, valid)
+
+
+def test_route_is_fair_when_truncated():
+    # three sources with 3, 3 and 1 (the master) emigrants into an island of capacity 5
+    offsets, counts = {0: 0, 1: 3, -1: 6}, {0: 3, 1: 3, -1: 1}
+    rows, src, valid = route({0: [0, 1, -1]}, 1, offsets, counts, capacity=5)
+    assert valid.sum() == 5
+    assert rows[0].tolist() == [0, 3, 6, 1, 4]  # best of each source first, then the seconds
+    assert src[0].tolist() == [0, 1, -1, 0, 1]
+    rows, src, valid = route({1: [1]}, 2, offsets, counts, capacity=10)
+    assert valid[0].sum() == 0 and rows[1].tolist() == [3, 4, 5] and src[0].tolist() == [PAD] * 3

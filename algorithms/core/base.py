@@ -11,7 +11,9 @@ semantics), in the style of evosax / EvoX:
   device values, so many generations queue on the GPU without round trips.
 
 Migration is generic over any population algorithm through :meth:`IslandAlgorithm.population`
-(the individuals that can emigrate) and :meth:`IslandAlgorithm.replace` (immigrants in).
+(the individuals that can emigrate, a :class:`algorithms.core.population.Population`: genome of any
+dtype, fitness, violation and named extras) and :meth:`IslandAlgorithm.replace` (immigrants in).
+Most algorithms only declare which state keys hold those leaves (``FIELDS`` and ``EXTRAS``).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from algorithms.core.backend import array_module
+from algorithms.core.population import Population
 from algorithms.core.random import CounterRNG
 from problems.constraints import Evaluator, argbest
 
@@ -84,12 +87,16 @@ class Context:
         evaluator: the problem with its constraint handling (:class:`problems.constraints.Evaluator`).
         rng: counter-based generator with one stream per island of this batch.
         lower, upper: device arrays ``(D,)`` of the box bounds in ``dtype``.
+        target: stop rule ``stop.f_target + stop.tol``, or ``None``: an island *reaches the
+            target* when its best individual is feasible with ``f <= target``; the generation at
+            which it first does is recorded in ``state["hit_generation"]`` (:meth:`IslandAlgorithm.track_target`).
     """
 
     xp: Any
     dtype: Any
     evaluator: Evaluator
     rng: CounterRNG
+    target: float | None = None
 
     def __post_init__(self):
         p = self.evaluator.problem
@@ -117,6 +124,13 @@ class Context:
             return generation
         return (self.rng.ctr[0] + np.uint64(generation)).astype(self.dtype)
 
+    def generation_counter(self, generation: int):
+        """The generation counter as int64 for array expressions: the host int on NumPy, a 0-d
+        device array ``generation + rng.ctr`` on CuPy (right under CUDA-graph replay)."""
+        if self.xp is np:
+            return np.int64(generation)
+        return (self.rng.ctr[0] + np.uint64(generation)).astype(np.int64)
+
     def uniform_in_box(self, generation: int, draw: int, n: int):
         """``(I, n, D)`` points uniform in the box (initialisation)."""
         u = self.rng.uniform(generation, draw, (n, self.dim), self.dtype)
@@ -126,15 +140,22 @@ class Context:
 class IslandAlgorithm:
     """Base class of island algorithms: a batch of ``I`` islands evolved in lockstep.
 
-    Subclasses set ``name`` and ``Params``, and implement :meth:`init`, :meth:`step`,
-    :meth:`population` and :meth:`replace`. ``state["generation"]`` (host int) counts
-    generations, ``state["evals"]`` (host int) counts objective evaluations per island, and
+    Subclasses set ``name`` and ``Params``, and implement :meth:`init`, :meth:`step` and
+    :meth:`population_size`. ``state["generation"]`` (host int) counts generations,
+    ``state["evals"]`` (host int) counts objective evaluations per island, and
     ``state["nan_evals"]`` (0-d device int) counts NaN evaluations of the whole batch.
+
+    The individuals migration sees are the state arrays named by ``FIELDS`` (``genome``, ``f``,
+    ``v``) and ``EXTRAS`` (extra name -> state key, each ``(I, N, ...)``); :meth:`population`
+    and :meth:`replace` work from these names, so an algorithm only overrides them to do more
+    (PSO recomputes its global best after a replacement).
     """
 
     name = "algorithm"
     Params: type = object
     graph_safe = False  # True: step() can be captured as a CUDA graph (algorithms/core/graph.py)
+    FIELDS: dict = {"genome": "X", "f": "f", "v": "v"}
+    EXTRAS: dict = {}
 
     def __init__(self, params=None, **kwargs):
         self.params = params if params is not None else self.Params(**kwargs)
@@ -151,25 +172,53 @@ class IslandAlgorithm:
         """One generation of every island; no host synchronisation."""
         raise NotImplementedError
 
-    def population(self, state: State):
-        """``(X (I, N, D), f (I, N), v (I, N))``: the individuals that migration sees."""
-        raise NotImplementedError
+    def population(self, state: State) -> Population:
+        """The individuals that migration sees, ``(I, N)``, extras included."""
+        F = self.FIELDS
+        return Population(state[F["genome"]], state[F["f"]], state[F["v"]],
+                          {name: state[key] for name, key in self.EXTRAS.items()})
 
-    def replace(self, ctx: Context, state: State, idx, X, f, v) -> State:
-        """Write immigrants ``X (I, k, D)`` with ``(f, v) (I, k)`` at positions ``idx (I, k)``."""
-        raise NotImplementedError
+    def replace(self, ctx: Context, state: State, idx, immigrants: Population) -> State:
+        """Write ``immigrants (I, k)`` (same leaves as :meth:`population`, see
+        :meth:`Population.conform`) at positions ``idx (I, k)``, distinct within each island.
+        Returns a new state; the old arrays are not modified."""
+        new = self.population(state).put(idx, immigrants)
+        s = dict(state)
+        F = self.FIELDS
+        s[F["genome"]], s[F["f"]], s[F["v"]] = new.genome, new.f, new.v
+        for name, key in self.EXTRAS.items():
+            s[key] = new.extras[name]
+        return s
 
-    def best(self, state: State):
-        """Best individual of each island: ``(x (I, D), f (I,), v (I,))`` under Deb's rules."""
-        X, f, v = self.population(state)
-        xp = array_module(X)
-        i = argbest(f, v, axis=1)
-        rows = xp.arange(X.shape[0])
-        return X[rows, i], f[rows, i], v[rows, i]
+    def best(self, state: State) -> Population:
+        """Best individual of each island under Deb's rules, a Population of shape ``(I, 1)``."""
+        pop = self.population(state)
+        return pop.take(argbest(pop.f, pop.v, axis=1)[:, None])
+
+    def phenotype(self, genome):
+        """The problem's input for ``genome (..., *G)``: ``X (..., D)``; identity for real genomes
+        (the GA decodes its bits, :mod:`algorithms.core.encodings`)."""
+        return genome
+
+    def track_target(self, ctx: Context, state: State) -> State:
+        """Record ``state["hit_generation"] (I,)`` (int64, -1 = not yet): the first generation at
+        which each island's best is feasible with ``f <= ctx.target``. No-op without a target.
+        No host synchronisation (graph-safe)."""
+        if ctx.target is None:
+            return state
+        xp = ctx.xp
+        b = self.best(state)
+        hit = (b.v[:, 0] <= 0) & (b.f[:, 0] <= ctx.target)
+        hg = state.get("hit_generation")
+        if hg is None:
+            hg = xp.full((ctx.n_islands,), -1, dtype=np.int64)
+        s = dict(state)
+        s["hit_generation"] = xp.where((hg < 0) & hit, ctx.generation_counter(state["generation"]), hg)
+        return s
 
     def run(self, ctx: Context, state: State, n_generations: int) -> State:
-        """``n_generations`` steps back to back on the device (no host round trips)."""
+        """``n_generations`` steps back to back on the device (no host round trips), tracking the
+        target after each (:meth:`track_target`)."""
         for _ in range(int(n_generations)):
-            state = self.step(ctx, state)
+            state = self.track_target(ctx, self.step(ctx, state))
         return state
-

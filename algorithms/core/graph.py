@@ -82,14 +82,15 @@ class GraphStepper:
 
     @classmethod
     def for_algorithm(cls, algorithm, ctx, state: dict) -> "GraphStepper":
-        """Stepper of ``algorithm.step`` (``algorithm.graph_safe`` must be True).
+        """Stepper of ``algorithm.step`` followed by ``algorithm.track_target`` (a no-op without a
+        stop target); ``algorithm.graph_safe`` must be True.
 
         Raises:
             ValueError: the algorithm is not graph-safe, or ``ctx.xp`` is NumPy.
         """
         if ctx.xp is np or not getattr(algorithm, "graph_safe", False):
             raise ValueError(f"{type(algorithm).__name__}: CUDA-graph replay needs CuPy and graph_safe = True")
-        return cls(lambda s: algorithm.step(ctx, s), state, [ctx.rng])
+        return cls(lambda s: algorithm.track_target(ctx, algorithm.step(ctx, s)), state, [ctx.rng])
 
     def run(self, n_generations: int) -> None:
         """Replay ``n_generations`` generations (asynchronous: no host synchronisation)."""

@@ -388,25 +388,3 @@ class DE(IslandAlgorithm):
         plan = de_cuda.make_plan(self.params, ctx)
         self._plans[id(ctx)] = (ctx, plan)
         return plan
-
-    def population(self, state: State):
-        """``(X (I, N, D), f (I, N), v (I, N))``: the current population."""
-        return state["X"], state["f"], state["v"]
-
-    def replace(self, ctx: Context, state: State, idx, X, f, v) -> State:
-        """Write immigrants ``X (I, k, D)``, ``f, v (I, k)`` at positions ``idx (I, k)``.
-
-        ``idx`` must hold distinct positions within each island. Returns a new state (the old
-        arrays are not modified).
-        """
-        xp = ctx.xp
-        idx = xp.asarray(idx)
-        rows = xp.arange(idx.shape[0])[:, None]
-        s = dict(state)
-        s["X"] = state["X"].copy()
-        s["f"] = state["f"].copy()
-        s["v"] = state["v"].copy()
-        s["X"][rows, idx] = xp.asarray(X, dtype=state["X"].dtype)
-        s["f"][rows, idx] = xp.asarray(f, dtype=state["f"].dtype)
-        s["v"][rows, idx] = xp.asarray(v, dtype=state["v"].dtype)
-        return s

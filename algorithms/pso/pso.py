@@ -235,6 +235,8 @@ class PSO(IslandAlgorithm):
     """
 
     graph_safe = True
+    FIELDS = {"genome": "pbest", "f": "pbest_f", "v": "pbest_v"}
+    EXTRAS = {"x": "x", "vel": "vel"}
 
     name = "pso"
     Params = PSOParams
@@ -310,25 +312,11 @@ class PSO(IslandAlgorithm):
         s.update(x=x, vel=vel, generation=g + 1, evals=state["evals"] + p.n_particles)
         return s
 
-    def population(self, state: State):
-        """``(pbest (I, N, D), pbest_f (I, N), pbest_v (I, N))``: the personal bests."""
-        return state["pbest"], state["pbest_f"], state["pbest_v"]
-
-    def best(self, state: State):
-        """``(gbest (I, D), gbest_f (I,), gbest_v (I,))``."""
-        return state["gbest"], state["gbest_f"], state["gbest_v"]
-
-    def replace(self, ctx: Context, state: State, idx, X, f, v) -> State:
-        """Immigrants ``X (I, k, D)``, ``f, v (I, k)`` at particles ``idx (I, k)``: written into
-        ``pbest`` and ``x``, velocity reset to 0; ``gbest`` recomputed (it never gets worse)."""
-        xp = ctx.xp
-        rows = xp.arange(X.shape[0])[:, None]
-        s = dict(state)
-        for key, val in (("pbest", X), ("x", X), ("pbest_f", f), ("pbest_v", v)):
-            a = s[key].copy()
-            a[rows, idx] = val
-            s[key] = a
-        vel = s["vel"].copy()
-        vel[rows, idx] = 0
-        s["vel"] = vel
-        return update_gbest(xp, s)
+    def replace(self, ctx: Context, state: State, idx, immigrants) -> State:
+        """Immigrants ``(I, k)`` at particles ``idx (I, k)``: personal best (the genome), fitness,
+        violation, and the extras current position ``x`` and velocity ``vel``, so an immigrant
+        keeps moving as it did at home. ``immigrants`` has this swarm's leaves
+        (:meth:`algorithms.core.population.Population.conform` gives zeros to an immigrant that
+        carries no extras, e.g. the master swarm's best). ``gbest`` is recomputed (it never gets
+        worse)."""
+        return update_gbest(ctx.xp, super().replace(ctx, state, idx, immigrants))
