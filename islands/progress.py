@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -80,6 +81,17 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
                   f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s "
                   f"(steady state {result.steady_evals_per_s:,.0f})  "
                   f"{us:.1f} us/generation (device, median epoch)  NaN evaluations {result.nan_evals}")
+    if result.hit_generations is not None:
+        h = np.asarray(result.hit_generations)
+        ok = h[h >= 0]
+        line = f"stop target reached by {ok.size}/{h.size} islands"
+        if ok.size:
+            line += f", after {ok.mean():.1f} ± {ok.std(ddof=1) if ok.size > 1 else 0.0:.1f} generations (mean ± sd)"
+        console.print(line)
+    if result.best_genome is not None and np.asarray(result.best_genome).dtype == np.uint32:
+        words = np.asarray(result.best_genome).reshape(-1)
+        hexs = " ".join(f"{int(w):08x}" for w in words[:8]) + (" ..." if words.size > 8 else "")
+        console.print(f"best genome ({words.size} words, hex): {hexs}  decoded above as x")
     if result.migrations:
         accepted = sum(m[3] for m in result.migrations)
         console.print(f"migrations: {len(result.migrations)} transfers, {accepted} immigrants accepted")

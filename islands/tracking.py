@@ -23,11 +23,22 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
+
 import mlflow
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def genome_report(result) -> dict:
+    """The best genome for ``best_solution.json`` when it is not the phenotype itself: packed
+    ``uint32`` words (a GA) as hexadecimal strings, word 0 first, bit 0 of a word its lowest."""
+    g = result.best_genome
+    if g is None or np.asarray(g).dtype != np.uint32:
+        return {}
+    return {"genome_words_hex": [f"{int(w):08x}" for w in np.asarray(g).reshape(-1)]}
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -116,7 +127,7 @@ class MlflowTracker:
         step, ts = int(rec["generation"]), int(time.time() * 1000)
         values = {k: rec[k] for k in ("best_f", "best_v", "best_feasible_f", "evaluations", "evals_per_s",
                                       "wall_s", "nan_evaluations", "us_per_generation",
-                                      "migrations_accepted") if k in rec}
+                                      "migrations_accepted", "islands_at_target") if k in rec}
         if "master_best_f" in rec:
             values["master_best_f"] = rec["master_best_f"]
         for i, f in enumerate(rec["island_best_f"]):
@@ -147,6 +158,9 @@ class MlflowTracker:
                             "final_wall_s": result.wall_s, "final_evals_per_s": result.evaluations / max(result.wall_s, 1e-12),
                             "final_steady_evals_per_s": result.steady_evals_per_s,
                             "final_us_per_generation": _median([h["us_per_generation"] for h in result.history])})
+        report.update(genome_report(result))
+        if result.hit_generations is not None:
+            mlflow.log_metrics({f"island_{i:02d}_hit_generation": float(g) for i, g in enumerate(result.hit_generations)})
         mlflow.log_dict(report, "best_solution.json")
         fig = convergence_figure(result.history, self.problem)
         mlflow.log_figure(fig, "convergence.png")
