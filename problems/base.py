@@ -1,8 +1,9 @@
-"""The problem interface: bounds, constraint count and a batched evaluation.
+"""The problem interface: bounds, constraint count, a batched evaluation and a fused CUDA objective.
 
 A problem evaluates a whole population at once. ``X`` has shape ``(..., D)`` (for example
 ``(N, D)`` or ``islands x N x D``) and lives on the CPU (NumPy) or the GPU (CuPy); the results
-live in the same array module:
+live in the same array module (found with ``array_api_compat.array_namespace``; ``problems``
+imports nothing from ``algorithms``):
 
 * ``objective(X) -> f`` of shape ``(...)``;
 * ``constraints(X) -> g`` of shape ``(..., m)``, feasible where every ``g <= 0``.
@@ -10,15 +11,23 @@ live in the same array module:
 Bounds are closed boxes ``lower <= x <= upper`` (host NumPy arrays of shape ``(D,)``). This is
 pygmo's user-defined-problem interface, batched. A user's own problem subclasses :class:`Problem`
 (or provides the same attributes) and plugs in through the config with
-``problem._target_=my_module.MyProblem``.
+``problem._target_=my_module.MyProblem``. Natively binary problems (``genome = "bits"``) take
+unpacked bits instead (:class:`Problem`). The fused-objective contract (``cuda_objective``) is
+documented on :class:`Problem`.
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
+from array_api_compat import array_namespace
 
-from algorithms.core.backend import array_module
+#: Allowed values of :attr:`Problem.genome`.
+GENOMES = ("real", "bits")
+
+#: Integer macros every fused objective defines (``OBJ_NEXT`` only for ``genome == "real"``).
+OBJECTIVE_MACROS = ("OBJ_NACC", "OBJ_HAS_V")
 
 
 class Problem:
@@ -26,12 +35,60 @@ class Problem:
 
     Attributes:
         name: short id, e.g. ``"welded_beam"``.
-        dim: number of decision variables ``D``.
+        dim: number of decision variables ``D`` (bit problems: ``D = n_bits``).
         n_constraints: number of inequality constraints ``m`` (bounds not counted).
-        lower, upper: float64 arrays of shape ``(D,)``, the closed box.
+        lower, upper: float64 arrays of shape ``(D,)``, the closed box (bit problems: 0 and 1).
         f_star: known optimum value, or ``None``.
         constraint_scale: float64 array ``(m,)`` dividing ``g`` before violations are summed
             (normalisation, ``shared/problems.md`` section 0), or ones.
+        genome: ``"real"`` (default): ``objective``/``constraints`` take float rows
+            ``X (..., D)``. ``"bits"``: a natively binary problem with ``n_bits`` ``L`` (``= D``)
+            whose ``objective``/``constraints`` take **unpacked** bits ``B (..., L)``, uint8 0/1.
+        n_bits: ``L``, bit problems only.
+        cuda_objective: CUDA source of the fused objective (the contract below), or ``None``
+            (default: kernels use the generic path, i.e. call ``objective``/``constraints``).
+            An attribute or a property; instance data and parameters are baked into the text, so
+            two instances with different data give different sources.
+
+    **Fused-objective contract** (the only place it is written down). Fused kernels (e.g.
+    ``algorithms/de/cuda.py``) include a problem's ``cuda_objective`` and never switch on its
+    name. The source is included after ``HASH + ARITHMETIC + MATH`` of
+    ``algorithms/core/cuda_prelude.py``, so it may use ``T`` (float if ``IS_F32`` else double),
+    ``ISLES_DEV``, ``T_INF``, ``add_rn``..., ``t_fmod t_cos t_sin t_sqrt t_exp t_log t_abs`` and
+    ``t_popc``; it compiles with NVRTC and, with ``-DISLES_HOST_EMU``, as C99 on the host
+    (``problems/cuda_check.py``). It must define:
+
+    * ``#define OBJ_NACC n``: the number of accumulators, ``1 <= n <= 4``;
+    * ``#define OBJ_HAS_V 0|1``: whether ``obj_violation`` is defined (required when the
+      problem has constraints; a kernel must not fuse a constrained problem without it);
+    * ``ISLES_DEV void obj_init(T* acc)``: sets ``acc[0..n)`` to identity values (0 for a sum
+      slot, 1 for a product slot);
+    * ``ISLES_DEV void obj_merge(T* acc, const T* other)``: ``acc <- acc (+) other``, an
+      associative and commutative combine per slot (sum or product), so that any partition of the
+      coordinates into threads and any reduction tree give the same value up to rounding;
+    * ``ISLES_DEV T obj_final(const T* acc, int n)``: ``f`` from the fully merged accumulators;
+      ``n = D`` (real) or ``n_bits`` (bits);
+    * if ``OBJ_HAS_V``: ``ISLES_DEV T obj_violation(const T* acc, int n)``, the total normalised
+      violation ``sum_i max(0, g_i / scale_i)`` (``problems.constraints.total_violation``).
+
+    Real genomes (``genome == "real"``) additionally define ``#define OBJ_NEXT 0|1`` and
+    ``ISLES_DEV void obj_term(T* acc, T x, T x_next, int j)``, which folds coordinate ``j`` in
+    ``[0, D)`` into ``acc``; ``x_next = x_{j+1}`` when ``OBJ_NEXT`` is 1 and ``j < D - 1``, else 0
+    (a kernel only stages the row in shared memory when ``OBJ_NEXT`` is 1).
+
+    Bit genomes (``genome == "bits"``) additionally define ``ISLES_DEV int obj_units(int n_bits)``
+    and ``ISLES_DEV void obj_unit(T* acc, const unsigned int* row, int u, int n_bits)``, which
+    folds unit ``u`` in ``[0, obj_units(n_bits))`` (a 32-bit word for OneMax, a block of ``k``
+    bits for trap-k, an item for the knapsack). ``row`` is the individual's packed genome of
+    ``ceil(n_bits / 32)`` words: bit ``b`` is ``(row[b >> 5] >> (b & 31)) & 1``; the padding bits
+    of the last word are 0.
+
+    A kernel gives each thread a strided subset of ``j`` (or ``u``), folds them into a private
+    ``acc`` started by ``obj_init``, merges the threads' accumulators with ``obj_merge`` and then
+    calls ``obj_final`` (and ``obj_violation``). Instance data (e.g. knapsack weights) is baked
+    into the source as ``__device__ const`` arrays (``static const`` under ``ISLES_HOST_EMU``)
+    whose names carry a prefix unique to the problem class. Kernels still check the fused value
+    against ``objective`` (a wrong source must not change results silently).
 
     Raises:
         ValueError: the bounds do not match ``dim`` (field ``problem.lower``/``problem.upper``),
@@ -40,6 +97,8 @@ class Problem:
 
     name: str = "problem"
     n_constraints: int = 0
+    genome: str = "real"
+    cuda_objective: str | None = None
 
     def __init__(
         self,
@@ -75,8 +134,11 @@ class Problem:
         raise NotImplementedError
 
     def constraints(self, X):
-        """Constraint values ``g`` of shape ``X.shape[:-1] + (m,)``; ``g <= 0`` is feasible."""
-        xp = array_module(X)
+        """Constraint values ``g`` of shape ``X.shape[:-1] + (m,)``; ``g <= 0`` is feasible.
+
+        The default (no constraints) returns an empty ``(..., 0)`` array in ``X``'s dtype.
+        """
+        xp = array_namespace(X)
         return xp.zeros(X.shape[:-1] + (0,), dtype=X.dtype)
 
     # -- provided ------------------------------------------------------------------------------
@@ -101,6 +163,7 @@ class Problem:
             "lower": self.lower.tolist(),
             "upper": self.upper.tolist(),
             "f_star": self.f_star,
+            "genome": self.genome,
         }
 
     def __repr__(self) -> str:
@@ -135,3 +198,33 @@ class ScalableProblem(Problem):
     def __init__(self, dim: int = 30, lower=None, upper=None, f_star: float | None = 0.0):
         lo, hi = self.default_bounds
         super().__init__(dim, lo if lower is None else lower, hi if upper is None else upper, f_star)
+
+
+def objective_macros(source: str, genome: str = "real") -> dict[str, int]:
+    """The integer macros of a fused objective (``#define NAME <int>``), checked.
+
+    Args:
+        source: a :attr:`Problem.cuda_objective` text.
+        genome: ``"real"`` (``OBJ_NEXT`` is then required too) or ``"bits"``.
+
+    Returns:
+        ``{"OBJ_NACC": n, "OBJ_HAS_V": 0|1}`` plus ``"OBJ_NEXT"`` for real genomes.
+
+    Raises:
+        ValueError: a required macro is missing or out of range (``OBJ_NACC`` in 1..4, the
+            flags 0 or 1), or ``genome`` is not one of :data:`GENOMES`.
+    """
+    if genome not in GENOMES:
+        raise ValueError(f"problem.genome={genome!r}: allowed values are {'|'.join(GENOMES)}")
+    found = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*#\s*define\s+(OBJ_[A-Z_]+)\s+(\d+)\b", source, re.M)}
+    need = OBJECTIVE_MACROS + (("OBJ_NEXT",) if genome == "real" else ())
+    missing = [k for k in need if k not in found]
+    if missing:
+        raise ValueError(f"cuda_objective lacks #define {', '.join(missing)}")
+    out = {k: found[k] for k in need}
+    if not 1 <= out["OBJ_NACC"] <= 4:
+        raise ValueError(f"cuda_objective: OBJ_NACC={out['OBJ_NACC']}: allowed values are 1..4")
+    for k in need[1:]:
+        if out[k] not in (0, 1):
+            raise ValueError(f"cuda_objective: {k}={out[k]}: allowed values are 0|1")
+    return out

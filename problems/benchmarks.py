@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from algorithms.core.backend import array_module
+from array_api_compat import array_namespace
 from problems.base import ScalableProblem
 
 __all__ = ["Sphere", "Rastrigin", "Ackley", "Griewank", "Rosenbrock", "Schwefel226", "Schwefel12"]
@@ -55,7 +55,7 @@ class Schwefel12(ScalableProblem):
 
     def objective(self, X):
         """``f`` of shape ``X.shape[:-1]``."""
-        xp = array_module(X)
+        xp = array_namespace(X)
         c = xp.cumsum(X, axis=-1)
         return (c * c).sum(axis=-1)
 
@@ -97,7 +97,7 @@ class Schwefel226(ScalableProblem):
 
     def objective(self, X):
         """``f`` of shape ``X.shape[:-1]``."""
-        xp = array_module(X)
+        xp = array_namespace(X)
         return -(X * xp.sin(xp.sqrt(xp.abs(X)))).sum(axis=-1)
 
 
@@ -115,7 +115,7 @@ class Rastrigin(ScalableProblem):
 
     def objective(self, X):
         """``f`` of shape ``X.shape[:-1]``."""
-        xp = array_module(X)
+        xp = array_namespace(X)
         return (X * X - 10.0 * xp.cos((2.0 * math.pi) * X) + 10.0).sum(axis=-1)
 
 
@@ -147,7 +147,7 @@ class Ackley(ScalableProblem):
 
     def objective(self, X):
         """``f`` of shape ``X.shape[:-1]``."""
-        xp = array_module(X)
+        xp = array_namespace(X)
         mean_sq = (X * X).mean(axis=-1)
         mean_cos = xp.cos((2.0 * math.pi) * X).mean(axis=-1)
         return -self.A * xp.exp(-self.B * xp.sqrt(mean_sq)) - xp.exp(mean_cos) + (self.A + math.e)
@@ -168,6 +168,6 @@ class Griewank(ScalableProblem):
 
     def objective(self, X):
         """``f`` of shape ``X.shape[:-1]``."""
-        xp = array_module(X)
+        xp = array_namespace(X)
         sqrt_i = xp.sqrt(xp.arange(1, X.shape[-1] + 1, dtype=X.dtype))
         return (X * X).sum(axis=-1) / 4000.0 - xp.cos(X / sqrt_i).prod(axis=-1) + 1.0

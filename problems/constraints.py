@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.core.backend import array_module
+from array_api_compat import array_namespace
 
 HANDLINGS = ("feasibility", "penalty")
 
@@ -30,7 +30,7 @@ def total_violation(g, scale=None):
 
     NaN constraint values give ``v = inf``. With no constraints (``m = 0``) ``v = 0``.
     """
-    xp = array_module(g)
+    xp = array_namespace(g)
     if g.shape[-1] == 0:
         return xp.zeros(g.shape[:-1], dtype=g.dtype)
     if scale is not None:
@@ -46,7 +46,7 @@ def better(fa, va, fb, vb):
 
 def argbest(f, v, axis: int = -1):
     """Index of the best individual along ``axis`` under Deb's rules (no host synchronisation)."""
-    xp = array_module(f)
+    xp = array_namespace(f)
     vmin = v.min(axis=axis, keepdims=True)
     key = xp.where(v == vmin, f, xp.inf)
     return key.argmin(axis=axis)
@@ -55,7 +55,7 @@ def argbest(f, v, axis: int = -1):
 def best_row(x, f, v):
     """Best row under Deb's rules of ``x (k, D)``, ``f, v (k,)``: ``(x (1, D), f (1,), v (1,))``,
     as device arrays on CuPy (no host synchronisation)."""
-    xp = array_module(f)
+    xp = array_namespace(f)
     i = xp.reshape(argbest(f, v, axis=0), (1,))
     return x[i], f[i], v[i]
 
@@ -90,18 +90,28 @@ class Evaluator:
             self._scales[key] = xp.asarray(self.problem.constraint_scale, dtype=dtype)
         return self._scales[key]
 
-    def __call__(self, X):
-        """Evaluate ``X (..., D)``.
+    def __call__(self, X, dtype=None):
+        """Evaluate ``X (..., D)`` (bit problems: unpacked bits ``(..., L)``, uint8 0/1).
+
+        Args:
+            X: the population, NumPy or CuPy.
+            dtype: dtype of the returned ``f`` and ``v``. ``None``: ``X.dtype`` when ``X`` is a
+                real floating array, else float64 (a bit genome decoded to uint8 0/1 must not
+                give uint8 fitness). The objective and constraints are cast to it before the
+                violation is summed, so ``f``/``v`` are computed as a problem written in that
+                dtype would.
 
         Returns:
-            ``(f, v, n_nan)``: ``f`` and ``v`` of shape ``X.shape[:-1]`` (same dtype and module as
-            ``X``), ``n_nan`` a 0-d integer array counting individuals with a NaN objective or
-            constraint.
+            ``(f, v, n_nan)``: ``f`` and ``v`` of shape ``X.shape[:-1]`` (``X``'s module, the
+            dtype above), ``n_nan`` a 0-d integer array counting individuals with a NaN
+            objective or constraint.
         """
-        xp = array_module(X)
+        xp = array_namespace(X)
+        if dtype is None:
+            dtype = X.dtype if xp.isdtype(X.dtype, "real floating") else xp.float64
         f, g = self.problem.evaluate(X)
-        f = xp.asarray(f, dtype=X.dtype)
-        g = xp.asarray(g, dtype=X.dtype)
+        f = xp.asarray(f, dtype=dtype)
+        g = xp.asarray(g, dtype=dtype)
         v = total_violation(g, self._scale(xp, g.dtype) if g.shape[-1] else None)
         nan = xp.isnan(f) | xp.isinf(v)
         f = xp.where(xp.isnan(f), xp.inf, f)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from algorithms.core.backend import array_module
+from array_api_compat import array_namespace
 from problems.base import Problem
 
 __all__ = ["Spring", "WeldedBeam", "WeldedBeamJ4", "SpeedReducer", "SpeedReducerB", "SpeedReducerC"]
@@ -61,7 +61,7 @@ class Spring(Problem):
 
     def constraints(self, X):
         """``g`` of shape ``X.shape[:-1] + (4,)``."""
-        xp = array_module(X)
+        xp = array_namespace(X)
         x1, x2, x3 = X[..., 0], X[..., 1], X[..., 2]
         g1 = 1.0 - x2**3 * x3 / (71785.0 * x1**4)
         g2 = (4.0 * x2**2 - x1 * x2) / (12566.0 * (x2 * x1**3 - x1**4)) + 1.0 / (5108.0 * x1**2) - 1.0
@@ -122,7 +122,7 @@ class WeldedBeam(Problem):
 
     def constraints(self, X):
         """``g`` of shape ``X.shape[:-1] + (7,)``."""
-        xp = array_module(X)
+        xp = array_namespace(X)
         x1, x2, x3, x4 = X[..., 0], X[..., 1], X[..., 2], X[..., 3]
         P, L, E, G = self.P, self.L, self.E, self.G
         s2 = math.sqrt(2.0)
@@ -219,7 +219,7 @@ class SpeedReducer(Problem):
 
     def constraints(self, X):
         """``g`` of shape ``X.shape[:-1] + (11,)``."""
-        xp = array_module(X)
+        xp = array_namespace(X)
         x1, x2, x3, x4, x5, x6, x7 = (X[..., i] for i in range(7))
         g = [
             27.0 / (x1 * x2**2 * x3) - 1.0,

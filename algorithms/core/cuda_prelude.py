@@ -8,6 +8,11 @@
   operations without FMA contraction (``add_rn`` ...), so that kernels reproduce the NumPy twin's
   separately rounded operations bit for bit, ``unifT`` (CounterRNG's float conversion) and
   ``T_INF``.
+* :data:`MATH`: math on ``T`` (``t_fmod``, ``t_cos``, ``t_sin``, ``t_sqrt``, ``t_exp``, ``t_log``,
+  ``t_abs``: the float functions when ``IS_F32``, else the double ones) and ``t_popc`` (population
+  count of a 32-bit word: ``__popc`` on the device, ``__builtin_popcount`` under
+  ``ISLES_HOST_EMU``). Problems' fused objectives (``problems.base.Problem.cuda_objective``) are
+  included after ``HASH + ARITHMETIC + MATH`` and may use all of it.
 
 Compiled with ``-DISLES_HOST_EMU`` as C on the host, the same source serves CPU emulations in
 tests (no GPU needed).
@@ -72,5 +77,30 @@ ISLES_DEV T div_rn(T a, T b) { return __ddiv_rn(a, b); }
 #define T_INF __longlong_as_double(0x7ff0000000000000ll)
 #endif
 ISLES_DEV T unifT(u64 z) { return unif53(z); }
+#endif
+"""
+
+MATH = r"""
+#if IS_F32
+ISLES_DEV T t_fmod(T a, T b) { return fmodf(a, b); }
+ISLES_DEV T t_cos(T a) { return cosf(a); }
+ISLES_DEV T t_sin(T a) { return sinf(a); }
+ISLES_DEV T t_sqrt(T a) { return sqrtf(a); }
+ISLES_DEV T t_exp(T a) { return expf(a); }
+ISLES_DEV T t_log(T a) { return logf(a); }
+ISLES_DEV T t_abs(T a) { return fabsf(a); }
+#else
+ISLES_DEV T t_fmod(T a, T b) { return fmod(a, b); }
+ISLES_DEV T t_cos(T a) { return cos(a); }
+ISLES_DEV T t_sin(T a) { return sin(a); }
+ISLES_DEV T t_sqrt(T a) { return sqrt(a); }
+ISLES_DEV T t_exp(T a) { return exp(a); }
+ISLES_DEV T t_log(T a) { return log(a); }
+ISLES_DEV T t_abs(T a) { return fabs(a); }
+#endif
+#ifdef ISLES_HOST_EMU
+ISLES_DEV int t_popc(unsigned int w) { return __builtin_popcount(w); }
+#else
+ISLES_DEV int t_popc(unsigned int w) { return __popc(w); }
 #endif
 """
