@@ -66,6 +66,45 @@ def _cupy_uniform_kernel(cp):
     return _KERNELS["uniform"]
 
 
+def _cupy_bits_kernel(cp):
+    if "bits" not in _KERNELS:
+        _KERNELS["bits"] = cp.ElementwiseKernel(
+            "raw uint64 keys, raw uint64 ctr, uint64 gd, int64 m",
+            "uint64 z",
+            r"""
+            const u64 s = isles_mix64(gd + (ctr[0] << 16));
+            z = draw_bits(keys[i / m], s, (u64)(i % m));
+            """,
+            "isles_counter_bits",
+            preamble=HASH,
+        )
+    return _KERNELS["bits"]
+
+
+def _cupy_bits_at_kernel(cp):
+    if "bits_at" not in _KERNELS:
+        _KERNELS["bits_at"] = cp.ElementwiseKernel(
+            "raw uint64 keys, raw uint64 ctr, uint64 gd, int64 idx, int64 st",
+            "uint64 z",
+            r"""
+            const u64 s = isles_mix64(gd + (ctr[0] << 16));
+            z = draw_bits(keys[st], s, (u64)idx);
+            """,
+            "isles_counter_bits_at",
+            preamble=HASH,
+        )
+    return _KERNELS["bits_at"]
+
+
+def bits_to_uniform(z, dtype=np.float64):
+    """CounterRNG's float conversion of raw hashes ``z`` (uint64, any shape, NumPy or CuPy):
+    float64 ``(z >> 11) * 2**-53`` (53 bits) or float32 ``(z >> 40) * 2**-24`` (24 bits), in
+    [0, 1), exactly what :meth:`CounterRNG.uniform` returns for the same hashes."""
+    if np.dtype(dtype) == np.float32:
+        return (z >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0)
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
 class CounterRNG:
     """Counter-based generator for a batch of ``I`` streams (islands) on NumPy or CuPy.
 
@@ -136,3 +175,69 @@ class CounterRNG:
         k = (u * high).astype(np.int64)
         return self.xp.minimum(k, high - 1)
 
+    # -- raw hashes (GA bit strings, sparse draws) -------------------------------------------------
+    def _gd(self, generation: int, draw: int) -> int:
+        if not 0 <= draw < 2 * MAX_DRAWS:
+            raise ValueError(f"draw={draw}: allowed range is [0, {2 * MAX_DRAWS})")
+        return ((int(generation) << 16) + int(draw)) & _MASK
+
+    def bits(self, generation: int, draw: int, shape):
+        """The raw 64-bit hashes behind :meth:`uniform`: uint64 ``(I, *shape)``.
+
+        Element ``e`` (flat position inside island ``i``'s block) is
+        ``mix64((key_i ^ mix64(gd + (ctr << 16))) + e * GOLDEN)`` with ``gd = (generation << 16) +
+        draw``, i.e. CUDA's ``draw_bits(key, isles_mix64(gd + (ctr << 16)), e)``
+        (:data:`algorithms.core.cuda_prelude.HASH`); ``uniform(...)`` is
+        :func:`bits_to_uniform` of these. Used for random bit strings (32 bits per hash).
+
+        Raises:
+            ValueError: ``draw`` outside ``[0, 2 * MAX_DRAWS)``.
+        """
+        gd = self._gd(generation, draw)
+        shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        m = max(1, math.prod(shape))
+        out_shape = (self.n_streams, *shape)
+        if self.xp is np:
+            idx = np.arange(m, dtype=np.uint64) * np.uint64(GOLDEN)
+            s = mix64_int(gd + (int(self.ctr[0]) << 16))
+            return _mix64_np((self.keys[:, None] ^ np.uint64(s)) + idx[None, :]).reshape(out_shape)
+        out = self.xp.empty(out_shape, dtype=np.uint64)
+        _cupy_bits_kernel(self.xp)(self.keys, self.ctr, np.uint64(gd), np.int64(m), out)
+        return out
+
+    def bits_at(self, generation: int, draw: int, index, streams=None):
+        """Raw hashes at arbitrary element indices: uint64 of ``index``'s (broadcast) shape.
+
+        Element ``index[k]`` of the stream at batch position ``streams[k]`` of draw
+        ``(generation, draw)``: the same number as ``bits(generation, draw, shape)`` holds at flat
+        position ``index[k]`` of that island's block (any ``shape`` with enough elements). Lets a
+        caller draw only the elements it needs (e.g. the GA's geometric mutation gaps).
+
+        Args:
+            index: int64 array (NumPy or CuPy, this generator's module), ``>= 0``.
+            streams: int array of batch positions in ``[0, I)`` broadcastable with ``index``; ``None``:
+                ``index`` has shape ``(I, ...)`` (or broadcasts to it) and row ``i`` uses stream ``i``.
+
+        Raises:
+            ValueError: ``draw`` outside ``[0, 2 * MAX_DRAWS)``.
+        """
+        xp = self.xp
+        gd = self._gd(generation, draw)
+        index = xp.asarray(index, dtype=np.int64)
+        if streams is None:
+            nd = max(index.ndim, 1)
+            streams = xp.arange(self.n_streams, dtype=np.int64).reshape((-1,) + (1,) * (nd - 1))
+        streams = xp.asarray(streams, dtype=np.int64)
+        index, streams = xp.broadcast_arrays(index, streams)
+        if xp is np:
+            s = mix64_int(gd + (int(self.ctr[0]) << 16))
+            k = self.keys[streams] ^ np.uint64(s)
+            return _mix64_np(k + index.astype(np.uint64) * np.uint64(GOLDEN))
+        out = xp.empty(index.shape, dtype=np.uint64)
+        _cupy_bits_at_kernel(xp)(self.keys, self.ctr, np.uint64(gd), index, streams, out)
+        return out
+
+    def uniform_at(self, generation: int, draw: int, index, streams=None, dtype=np.float64):
+        """:meth:`uniform`'s numbers at arbitrary indices (:meth:`bits_at` then
+        :func:`bits_to_uniform`): ``uniform(g, d, shape, dtype)`` at flat position ``index[k]``."""
+        return bits_to_uniform(self.bits_at(generation, draw, index, streams), dtype)
