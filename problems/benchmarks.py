@@ -6,6 +6,11 @@ upper=None)`` with the seed setting of ``default_bounds``/``dim`` below, ``n_con
 or CuPy, any float dtype) and returns ``X.shape[:-1]`` in the same module and dtype (constants are
 Python floats, so float32 stays float32; sums run over the last axis).
 
+Fused objectives (``cuda_objective``, the contract of :class:`problems.base.Problem`): Sphere,
+Rastrigin, Ackley (its ``b`` baked in), Griewank, Rosenbrock (``OBJ_NEXT 1``, ``D`` baked in) and
+Schwefel 2.26 give one; Schwefel 1.2 (prefix sums, not a fold of independent terms) gives
+``None``. The sources compute the same formulas in ``T`` as ``objective`` does in ``X.dtype``.
+
 Raises (from :class:`problems.base.Problem`): ``ValueError`` when ``lower``/``upper`` do not have
 1 or ``dim`` entries (field ``problem.lower``/``problem.upper``), ``lower > upper`` or ``dim < 1``.
 
@@ -23,6 +28,25 @@ from problems.base import ScalableProblem
 
 __all__ = ["Sphere", "Rastrigin", "Ackley", "Griewank", "Rosenbrock", "Schwefel226", "Schwefel12"]
 
+_SUM1 = r"""
+#define OBJ_NACC 1
+#define OBJ_HAS_V 0
+#define OBJ_NEXT 0
+ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; }
+ISLES_DEV void obj_merge(T* acc, const T* other) { acc[0] += other[0]; }
+"""
+
+
+def _sum_source(term: str, final: str = "acc[0]") -> str:
+    """Fused source (contract of :class:`problems.base.Problem`) of ``f = final(sum_j term(x_j))``:
+    one sum accumulator, no ``x_next``. ``term`` is a C expression of ``x`` (and ``j``)."""
+    return _SUM1 + (
+        "ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) {\n"
+        f"    (void)x_next; (void)j;\n    acc[0] += {term};\n}}\n"
+        f"ISLES_DEV T obj_final(const T* acc, int n) {{ (void)n; return {final}; }}\n"
+    )
+
+
 
 class Sphere(ScalableProblem):
     """Sphere / De Jong f1: ``f = sum_i x_i^2``; f* = 0 at x = 0; id ``sphere``.
@@ -39,6 +63,11 @@ class Sphere(ScalableProblem):
     def objective(self, X):
         """``f`` of shape ``X.shape[:-1]``."""
         return (X * X).sum(axis=-1)
+
+    @property
+    def cuda_objective(self) -> str:
+        """Fused source: one sum of ``x_j^2`` (:class:`problems.base.Problem` contract)."""
+        return _sum_source("x * x")
 
 
 class Schwefel12(ScalableProblem):
@@ -79,6 +108,26 @@ class Rosenbrock(ScalableProblem):
         a, b = X[..., :-1], X[..., 1:]
         return (100.0 * (b - a * a) ** 2 + (a - 1.0) ** 2).sum(axis=-1)
 
+    @property
+    def cuda_objective(self) -> str:
+        """Fused source: ``OBJ_NEXT 1``; term ``j`` uses ``x_next = x_{j+1}`` and is skipped for
+        ``j = D - 1`` (``D`` baked in as ``RSB_LAST``)."""
+        return (
+            "#define OBJ_NACC 1\n#define OBJ_HAS_V 0\n#define OBJ_NEXT 1\n"
+            f"#define RSB_LAST {self.dim - 1}\n"
+            + r"""ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; }
+ISLES_DEV void obj_merge(T* acc, const T* other) { acc[0] += other[0]; }
+ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) {
+    if (j < RSB_LAST) {
+        const T p = x_next - x * x;
+        const T q = x - (T)1;
+        acc[0] += (T)100 * p * p + q * q;
+    }
+}
+ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[0]; }
+"""
+        )
+
 
 class Schwefel226(ScalableProblem):
     """Schwefel 2.26: ``f = -sum_i x_i sin(sqrt(|x_i|))``; id ``schwefel_2_26``.
@@ -100,6 +149,11 @@ class Schwefel226(ScalableProblem):
         xp = array_namespace(X)
         return -(X * xp.sin(xp.sqrt(xp.abs(X)))).sum(axis=-1)
 
+    @property
+    def cuda_objective(self) -> str:
+        """Fused source: ``-sum_j x_j sin(sqrt(|x_j|))``."""
+        return _sum_source("x * t_sin(t_sqrt(t_abs(x)))", final="-acc[0]")
+
 
 class Rastrigin(ScalableProblem):
     """Rastrigin: ``f = sum_i [x_i^2 - 10 cos(2 pi x_i) + 10]``; f* = 0 at x = 0; id ``rastrigin``.
@@ -117,6 +171,11 @@ class Rastrigin(ScalableProblem):
         """``f`` of shape ``X.shape[:-1]``."""
         xp = array_namespace(X)
         return (X * X - 10.0 * xp.cos((2.0 * math.pi) * X) + 10.0).sum(axis=-1)
+
+    @property
+    def cuda_objective(self) -> str:
+        """Fused source: ``sum_j [x_j^2 - 10 cos(2 pi x_j) + 10]``."""
+        return _sum_source(f"x * x - (T)10 * t_cos((T){2.0 * math.pi!r} * x) + (T)10")
 
 
 class Ackley(ScalableProblem):
@@ -152,6 +211,26 @@ class Ackley(ScalableProblem):
         mean_cos = xp.cos((2.0 * math.pi) * X).mean(axis=-1)
         return -self.A * xp.exp(-self.B * xp.sqrt(mean_sq)) - xp.exp(mean_cos) + (self.A + math.e)
 
+    @property
+    def cuda_objective(self) -> str:
+        """Fused source: two sums (``x_j^2``, ``cos(2 pi x_j)``); ``a``, ``b`` and ``a + e`` baked
+        into ``obj_final``."""
+        return (
+            "#define OBJ_NACC 2\n#define OBJ_HAS_V 0\n#define OBJ_NEXT 0\n"
+            + r"""ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; acc[1] = (T)0; }
+ISLES_DEV void obj_merge(T* acc, const T* other) { acc[0] += other[0]; acc[1] += other[1]; }
+"""
+            + "ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) {\n"
+            "    (void)x_next; (void)j;\n"
+            "    acc[0] += x * x;\n"
+            f"    acc[1] += t_cos((T){2.0 * math.pi!r} * x);\n"
+            "}\n"
+            "ISLES_DEV T obj_final(const T* acc, int n) {\n"
+            f"    return (T)({-self.A!r}) * t_exp((T)({-self.B!r}) * t_sqrt(acc[0] / (T)n))"
+            f" - t_exp(acc[1] / (T)n) + (T){self.A + math.e!r};\n"
+            "}\n"
+        )
+
 
 class Griewank(ScalableProblem):
     """Griewank: ``f = sum_i x_i^2/4000 - prod_{i=1}^D cos(x_i / sqrt(i)) + 1``; id ``griewank``.
@@ -171,3 +250,19 @@ class Griewank(ScalableProblem):
         xp = array_namespace(X)
         sqrt_i = xp.sqrt(xp.arange(1, X.shape[-1] + 1, dtype=X.dtype))
         return (X * X).sum(axis=-1) / 4000.0 - xp.cos(X / sqrt_i).prod(axis=-1) + 1.0
+
+    @property
+    def cuda_objective(self) -> str:
+        """Fused source: a sum (``x_j^2``) and a product (``cos(x_j / sqrt(j + 1))``)."""
+        return r"""#define OBJ_NACC 2
+#define OBJ_HAS_V 0
+#define OBJ_NEXT 0
+ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; acc[1] = (T)1; }
+ISLES_DEV void obj_merge(T* acc, const T* other) { acc[0] += other[0]; acc[1] *= other[1]; }
+ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) {
+    (void)x_next;
+    acc[0] += x * x;
+    acc[1] *= t_cos(x / t_sqrt((T)(j + 1)));
+}
+ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[0] / (T)4000 - acc[1] + (T)1; }
+"""

@@ -1,10 +1,12 @@
 """Problem registry: id -> class, and :func:`make_problem` for the config's ``problem.name``.
 
-Ids and formulations follow ``shared/problems.md`` (sections 4 and 5).
+Ids and formulations follow ``shared/problems.md`` (sections 4 and 5); the binary problems
+(``onemax``, ``trap5``, ``knapsack``) are in :mod:`problems.binary`.
 """
 from __future__ import annotations
 
 from problems.base import Problem
+from problems.binary import Knapsack, OneMax, Trap
 from problems.benchmarks import Ackley, Griewank, Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere
 from problems.engineering import (
     SpeedReducer,
@@ -32,13 +34,17 @@ PROBLEMS: dict[str, type] = {
         Rosenbrock,
         Schwefel226,
         Schwefel12,
+        OneMax,
+        Trap,
+        Knapsack,
     )
 }
 
 
 def make_problem(name: str, **kwargs) -> Problem:
     """Instantiate the built-in problem ``name`` with ``kwargs`` (e.g. ``dim``, ``lower``, ``upper``
-    for the scalable functions; none for the engineering problems).
+    for the scalable functions; ``n_bits`` for ``onemax``/``trap5``; ``n_items``, ``kind``, ...
+    for ``knapsack``; none for the engineering problems).
 
     Raises:
         ValueError: ``name`` is not a key of :data:`PROBLEMS` (the message lists the allowed

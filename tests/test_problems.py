@@ -54,8 +54,11 @@ def _assert_f_star(f: float, f_star: float) -> None:
         assert f == pytest.approx(f_star, rel=1e-8)
 
 
+BINARY = ["onemax", "trap5", "knapsack"]  # problems/binary.py, tests/test_binary_problems.py
+
+
 def test_registry_has_every_id():
-    assert sorted(PROBLEMS) == sorted(IDS)
+    assert sorted(PROBLEMS) == sorted(IDS + BINARY)
     for pid, cls in PROBLEMS.items():
         assert cls.name == pid and issubclass(cls, Problem)
 
@@ -201,3 +204,39 @@ def test_cupy_matches_numpy(pid):
     np.testing.assert_allclose(cp.asnumpy(gd), g, rtol=1e-10, atol=1e-12)
     f32, g32 = p.evaluate(cp.asarray(X, dtype=cp.float32))
     assert f32.dtype == cp.float32 and g32.dtype == cp.float32
+
+
+def test_problems_import_nothing_from_algorithms():
+    """problems/ is array-module agnostic through array_api_compat (no algorithms.* import)."""
+    import re  # noqa: PLC0415
+
+    for path in (ROOT / "problems").glob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"^\s*(from|import)\s+algorithms\b", text, re.M), path.name
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_evaluator_dtype(dtype):
+    """f and v come back in `dtype` if given, else in X's float dtype, else float64."""
+    from problems.constraints import Evaluator  # noqa: PLC0415
+
+    ev = Evaluator(make_problem("spring"))
+    X = np.tile(np.array([[0.05, 0.3, 10.0]]), (4, 1)).astype(dtype)
+    f, v, n = ev(X)
+    assert f.dtype == v.dtype == np.dtype(dtype) and f.shape == v.shape == (4,) and int(n) == 0
+    other = np.float64 if dtype == np.float32 else np.float32
+    f2, v2, _ = ev(X, dtype=other)
+    assert f2.dtype == v2.dtype == np.dtype(other)
+    np.testing.assert_allclose(f2, f, rtol=1e-6)
+    s = Evaluator(make_problem("sphere", dim=3))
+    f3, v3, _ = s(np.ones((2, 3), dtype=np.uint8))  # an integer genome: float64 fitness
+    assert f3.dtype == v3.dtype == np.float64 and f3.tolist() == [3.0, 3.0]
+    f4, _, _ = s(np.ones((2, 3), dtype=np.uint8), dtype=dtype)
+    assert f4.dtype == np.dtype(dtype)
+
+
+def test_genome_and_cuda_objective_defaults():
+    for pid in IDS:
+        p = make_problem(pid) if pid not in SCALABLE else make_problem(pid, dim=4)
+        assert p.genome == "real"
+        assert (p.cuda_objective is None) == (pid in {"schwefel_1_2"} or pid not in SCALABLE)

@@ -1,0 +1,186 @@
+"""Host harness of the fused-objective contract: compile a problem's ``cuda_objective`` as C.
+
+The contract (:class:`problems.base.Problem`) makes every fused objective valid C under
+``-DISLES_HOST_EMU``. :func:`host_objective` compiles ``prelude + problem.cuda_objective + a C
+evaluation loop`` with ``gcc -DISLES_HOST_EMU -DIS_F32=0|1 -O2 -ffp-contract=off -shared -fPIC``,
+loads it with :mod:`ctypes` and evaluates rows serially, the way a kernel does: ``obj_init``;
+thread ``t`` of ``n_threads`` folds ``j = t, t + n_threads, ...`` (``obj_term``, or ``obj_unit``
+over ``u``) into its own accumulators; the threads' accumulators are merged in thread order with
+``obj_merge``; then ``obj_final`` and ``obj_violation``. Used by ``tests/test_fused_objective.py``
+to check each source against ``problem.objective`` without a GPU.
+
+``problems`` imports nothing from ``algorithms``: the caller passes the prelude (``HASH +
+ARITHMETIC + MATH`` of ``algorithms/core/cuda_prelude.py``).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from problems.base import objective_macros
+
+__all__ = ["HostObjective", "host_objective", "compiler", "pack_bits_le"]
+
+_HARNESS = r"""
+#ifndef OBJ_NEXT
+#define OBJ_NEXT 0
+#endif
+#ifndef OBJ_HAS_V
+#define OBJ_HAS_V 0
+#endif
+#if ISLES_BITS
+void isles_eval(const unsigned int* W, long rows, int n_words, int n, int n_threads, T* f, T* v) {
+    for (long r = 0; r < rows; ++r) {
+        const unsigned int* row = W + r * (long)n_words;
+        const int units = obj_units(n);
+        T acc[OBJ_NACC];
+        obj_init(acc);
+        for (int t = 0; t < n_threads; ++t) {
+            T a[OBJ_NACC];
+            obj_init(a);
+            for (int u = t; u < units; u += n_threads) obj_unit(a, row, u, n);
+            obj_merge(acc, a);
+        }
+        f[r] = obj_final(acc, n);
+#if OBJ_HAS_V
+        v[r] = obj_violation(acc, n);
+#else
+        v[r] = (T)0;
+#endif
+    }
+}
+#else
+void isles_eval(const T* X, long rows, int n_words, int n, int n_threads, T* f, T* v) {
+    (void)n_words;
+    for (long r = 0; r < rows; ++r) {
+        const T* x = X + r * (long)n;
+        T acc[OBJ_NACC];
+        obj_init(acc);
+        for (int t = 0; t < n_threads; ++t) {
+            T a[OBJ_NACC];
+            obj_init(a);
+            for (int j = t; j < n; j += n_threads) {
+                const T xn = (OBJ_NEXT && j + 1 < n) ? x[j + 1] : (T)0;
+                obj_term(a, x[j], xn, j);
+            }
+            obj_merge(acc, a);
+        }
+        f[r] = obj_final(acc, n);
+#if OBJ_HAS_V
+        v[r] = obj_violation(acc, n);
+#else
+        v[r] = (T)0;
+#endif
+    }
+}
+#endif
+"""
+
+_CACHE: dict = {}
+
+
+def compiler() -> str | None:
+    """Path of ``gcc`` (or ``$CC``), or ``None`` when no C compiler is found."""
+    return shutil.which(os.environ.get("CC", "gcc"))
+
+
+def pack_bits_le(B) -> np.ndarray:
+    """Pack unpacked bits ``B (rows, L)`` (0/1) into ``(rows, ceil(L/32))`` uint32 words, bit ``b``
+    at bit ``b & 31`` of word ``b >> 5`` (the GA's layout), padding bits 0."""
+    B = np.ascontiguousarray(np.asarray(B, dtype=np.uint8))
+    rows, L = B.shape
+    W = (L + 31) // 32
+    pad = np.zeros((rows, W * 32), dtype=np.uint8)
+    pad[:, :L] = B
+    return np.packbits(pad, axis=-1, bitorder="little").view("<u4").astype(np.uint32).reshape(rows, W)
+
+
+class HostObjective:
+    """A problem's fused objective compiled for the host (:func:`host_objective`).
+
+    Attributes:
+        source: the full C translation unit; dtype: float32 or float64; genome: real or bits.
+    """
+
+    def __init__(self, lib, source: str, dtype, genome: str, n: int):
+        self._lib, self.source, self.dtype, self.genome, self.n = lib, source, np.dtype(dtype), genome, n
+
+    def __call__(self, X, n_threads: int = 1):
+        """``(f, v)`` of shape ``(rows,)`` in ``dtype`` for ``X (rows, n)``: float rows (real) or
+        unpacked 0/1 bits (bits), evaluated with ``n_threads`` emulated threads.
+
+        Raises:
+            ValueError: ``X`` is not 2-d with ``n`` columns, or ``n_threads < 1``.
+        """
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[1] != self.n:
+            raise ValueError(f"host objective: X has shape {X.shape}, expected (rows, {self.n})")
+        if n_threads < 1:
+            raise ValueError(f"host objective: n_threads={n_threads} must be >= 1")
+        rows = X.shape[0]
+        if self.genome == "bits":
+            data = pack_bits_le(X)
+        else:
+            data = np.ascontiguousarray(X, dtype=self.dtype)
+        f = np.empty(rows, dtype=self.dtype)
+        v = np.empty(rows, dtype=self.dtype)
+        self._lib.isles_eval(
+            data.ctypes.data_as(ctypes.c_void_p), ctypes.c_long(rows), ctypes.c_int(data.shape[1]),
+            ctypes.c_int(self.n), ctypes.c_int(int(n_threads)),
+            f.ctypes.data_as(ctypes.c_void_p), v.ctypes.data_as(ctypes.c_void_p),
+        )
+        return f, v
+
+
+def host_objective(problem, prelude: str, dtype=np.float64) -> HostObjective:
+    """Compile ``prelude + problem.cuda_objective + harness`` with gcc and load it (cached).
+
+    Args:
+        problem: a :class:`problems.base.Problem` whose ``cuda_objective`` is not ``None``.
+        prelude: ``HASH + ARITHMETIC + MATH`` of ``algorithms/core/cuda_prelude.py``.
+        dtype: float32 (``IS_F32=1``) or float64.
+
+    Returns:
+        A :class:`HostObjective`.
+
+    Raises:
+        ValueError: no ``cuda_objective``, bad macros (:func:`problems.base.objective_macros`) or
+            an unsupported dtype.
+        RuntimeError: no C compiler, or the compilation failed (the message holds gcc's output).
+    """
+    src = getattr(problem, "cuda_objective", None)
+    if src is None:
+        raise ValueError(f"{problem.name}: no cuda_objective")
+    genome = getattr(problem, "genome", "real")
+    objective_macros(src, genome)
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"host objective: dtype {dtype} (allowed: float32|float64)")
+    is_f32 = int(dtype == np.float32)
+    n = int(problem.n_bits if genome == "bits" else problem.dim)
+    unit = f"#define ISLES_BITS {int(genome == 'bits')}\n" + prelude + "\n" + src + "\n" + _HARNESS
+    key = hashlib.sha256(f"{is_f32}\n{unit}".encode()).hexdigest()
+    lib = _CACHE.get(key)
+    if lib is None:
+        cc = compiler()
+        if cc is None:
+            raise RuntimeError("host objective: no C compiler (gcc) found")
+        d = tempfile.mkdtemp(prefix="isles_obj_")
+        c_path, so_path = os.path.join(d, "obj.c"), os.path.join(d, "obj.so")
+        with open(c_path, "w") as fh:
+            fh.write(unit)
+        cmd = [cc, "-DISLES_HOST_EMU", f"-DIS_F32={is_f32}", "-O2", "-ffp-contract=off", "-Wall",
+               "-Wno-unused-function", "-shared", "-fPIC", c_path, "-o", so_path, "-lm"]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"host objective: {' '.join(cmd)} failed:\n{res.stderr}")
+        lib = ctypes.CDLL(so_path)
+        lib.isles_eval.restype = None
+        _CACHE[key] = lib
+    return HostObjective(lib, unit, dtype, genome, n)
