@@ -430,3 +430,91 @@ def test_mutant_strategies_formulas():
 def test_numpy_never_builds_a_fused_plan():
     ctx = _ctx(_Sphere(4))
     assert DE(pop_size=6).fused_plan(ctx) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# the fused kernel's source (algorithms/de/cuda.py) on the CPU: the objective comes from the problem
+# ---------------------------------------------------------------------------------------------
+def _fake_cupy_ctx(problem, dtype=np.float32, handling="feasibility"):
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    return SimpleNamespace(xp=SimpleNamespace(__name__="cupy"), dtype=np.dtype(dtype),
+                           evaluator=Evaluator(problem, handling), dim=problem.dim, n_islands=2)
+
+
+def _real_problems_with_source():
+    from problems.registry import PROBLEMS, make_problem  # noqa: PLC0415
+
+    out = []
+    for name, cls in PROBLEMS.items():
+        if getattr(cls, "genome", "real") != "real" or cls.n_constraints:
+            continue
+        p = make_problem(name, dim=40)
+        if p.cuda_objective is not None:
+            out.append(p)
+    return out
+
+
+def test_fused_kernel_source_has_no_problem_names_and_compiles_on_the_host():
+    """The DE kernel includes the problem's cuda_objective and never switches on its name; the
+    source (its host-visible part: prelude, objective, decisions, trial coordinates) compiles as
+    C++ under ISLES_HOST_EMU."""
+    import re  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from algorithms.de import cuda as de_cuda  # noqa: PLC0415  (imports no CuPy)
+    from problems.registry import PROBLEMS  # noqa: PLC0415
+
+    assert not hasattr(de_cuda, "PROBLEM_IDS")
+    names = set(PROBLEMS) | {c.__name__ for c in PROBLEMS.values()} | {"schwefel", "trap", "onemax"}
+    probs = _real_problems_with_source()
+    assert {p.name for p in probs} == {"sphere", "rastrigin", "ackley", "griewank", "rosenbrock", "schwefel_2_26"}
+    gxx = shutil.which("g++")
+    for p in probs:
+        for dtype in (np.float32, np.float64):
+            src = de_cuda.kernel_source(dtype, p.dim, 12, p.cuda_objective, "nec", "reflect")
+            assert p.cuda_objective in src
+            rest = src.replace(p.cuda_objective, "").lower()
+            assert not any(n.lower() in rest for n in names), p.name
+            assert not re.search(r"\bPROB\b", rest.upper())
+            if gxx is not None:
+                with tempfile.NamedTemporaryFile("w", suffix=".cpp", delete=False) as fh:
+                    fh.write(src)
+                res = subprocess.run([gxx, "-x", "c++", "-fsyntax-only", "-DISLES_HOST_EMU", fh.name],
+                                     capture_output=True, text=True)
+                assert res.returncode == 0, res.stderr
+
+
+def test_fused_unsupported_reasons_come_from_the_contract():
+    from algorithms.de import cuda as de_cuda  # noqa: PLC0415
+    from problems.registry import make_problem  # noqa: PLC0415
+
+    params = DEParams(pop_size=10)
+    for p in _real_problems_with_source():
+        assert de_cuda.unsupported_reason(params, _fake_cupy_ctx(p)) is None, p.name
+    assert de_cuda.unsupported_reason(params, _fake_cupy_ctx(make_problem("schwefel_1_2", dim=5))) == \
+        "problem has no cuda_objective"
+    assert de_cuda.unsupported_reason(params, _fake_cupy_ctx(make_problem("spring"), np.float64)) == \
+        "problem has no cuda_objective"
+    assert de_cuda.unsupported_reason(params, _fake_cupy_ctx(_Sphere(4))) == "problem has no cuda_objective"
+    assert "genome" in de_cuda.unsupported_reason(params, _fake_cupy_ctx(make_problem("onemax", n_bits=8)))
+
+    class ConstrainedNoV(_Sphere):
+        n_constraints = 1
+        cuda_objective = make_problem("sphere", dim=3).cuda_objective
+
+        def __init__(self):
+            super().__init__(3)
+            self.constraint_scale = np.ones(1)
+
+    assert "OBJ_HAS_V 0" in de_cuda.unsupported_reason(params, _fake_cupy_ctx(ConstrainedNoV()))
+
+    class NoMacros(_Sphere):
+        cuda_objective = "ISLES_DEV void obj_init(T* acc) {}"
+
+    assert "lacks #define" in de_cuda.unsupported_reason(params, _fake_cupy_ctx(NoMacros(4)))
+    big = make_problem("rosenbrock", dim=7000)  # OBJ_NEXT: the float64 row does not fit 48 KiB
+    assert "shared memory" in de_cuda.unsupported_reason(params, _fake_cupy_ctx(big, np.float64))
+    assert de_cuda.unsupported_reason(params, _fake_cupy_ctx(make_problem("ackley", dim=7000), np.float64)) is None

@@ -1,4 +1,4 @@
-"""Fused CUDA fast path of DE/rand/1/bin and DE/rand/1/nec for the built-in benchmark functions.
+"""Fused CUDA fast path of DE/rand/1/bin and DE/rand/1/nec for any problem with a fused objective.
 
 A plain CuPy loop of the generic matrix-form DE (:mod:`algorithms.de.de`, seed 004 Algorithm 2)
 launches some forty small kernels per generation and is launch-bound (about 800 us per generation
@@ -8,8 +8,10 @@ for Ackley D=1000, N=500). Here a whole generation is **one kernel**:
   1024 threads), each thread holding ``ITEMS = ceil(D/TPI) <= 32`` coordinates in registers;
 * every thread re-derives the individual's indices ``r0, r1, r2``, ``j_rand`` and (NEC) ``L``
   from the counter-based hash (a few 64-bit multiplies; no shared-memory broadcast needed), builds
-  its trial coordinates (crossover test, mutant, bound handling), accumulates its part of the
-  objective, and the group reduces it (warp shuffles, then shared memory across warps);
+  its trial coordinates (crossover test, mutant, bound handling), folds them into its private
+  accumulators with the problem's ``obj_term`` (registers), and the group merges the
+  accumulators with ``obj_merge`` (warp shuffles, then shared memory across warps) before
+  ``obj_final`` (and ``obj_violation``);
 * the group applies greedy selection under Deb's rules and writes the *next* population into a
   second buffer (ping-pong: other groups still read the current one), plus ``f``, ``v`` and an
   atomic NaN count.
@@ -36,9 +38,17 @@ host's may differ by an ulp; probability about 1e-15 per draw). What is **not** 
 the objective value: the kernel sums in a different order (tree over threads) and uses CUDA's
 ``cosf``/``expf``, so ``f`` agrees to rounding (about 1e-6 relative in float32) and a selection
 decision between a trial and a target whose values tie to rounding can differ. The plan checks
-its objective against the problem's own ``objective`` on random points when it is built, and
-falls back to the generic path (with a warning) if they disagree: a user's problem that merely
-reuses a built-in name is never silently replaced.
+its objective (and violation) against the problem's own ``objective`` (and ``constraints``) on
+random points when it is built, and falls back to the generic path (with a warning) if they
+disagree: a wrong ``cuda_objective`` never silently changes results.
+
+**The objective comes from the problem.** The kernel source is ``defines + HASH + ARITHMETIC +
+MATH + problem.cuda_objective + KERNEL_SOURCE`` (the contract is documented on
+:class:`problems.base.Problem`); the kernel never switches on a problem's name. Only when the
+source sets ``OBJ_NEXT`` is the trial row staged in shared memory (``x_next``, Rosenbrock). With
+``OBJ_HAS_V`` (a constrained problem) the trial's ``v`` is ``obj_violation`` and selection uses
+Deb's rules on ``(f, v)`` (or the static penalty ``f + r v`` with ``constraints.handling=penalty``);
+without it ``v = 0``.
 
 Measured on one H100 80GB HBM3 (CuPy 14.2, float32, reflect, ``DE.run``, CUDA events, median of
 5 x 2048 generations; ``python benchmarks/de_bench.py --all``): Ackley D=1000 N=500 bin 6.6 us
@@ -49,9 +59,10 @@ island-generation. For comparison, the generic CuPy path takes about 3 ms per ge
 Ackley, and a Python loop of single fused ``DE.step`` calls about 50-80 us (host-bound).
 
 Supported: xp = CuPy; strategy ``rand/1``; crossover ``bin`` or ``nec``; any bound handling;
-float32 or float64; problems ``sphere``, ``rastrigin``, ``ackley``, ``griewank``, ``rosenbrock``,
-``schwefel_2_26`` (:mod:`problems.benchmarks`, unconstrained); ``D <= 32768`` (Rosenbrock: the
-trial rows of a block must fit 48 KiB of shared memory). Anything else runs the generic path.
+float32 or float64; any real-genome problem whose ``cuda_objective`` is not ``None`` (built in:
+``sphere``, ``rastrigin``, ``ackley``, ``griewank``, ``rosenbrock``, ``schwefel_2_26``), with
+``OBJ_HAS_V 1`` if it has constraints; ``D <= 32768`` (``OBJ_NEXT``: the trial rows of a block
+must fit 48 KiB of shared memory). Anything else runs the generic path.
 """
 from __future__ import annotations
 
@@ -61,11 +72,11 @@ import warnings
 
 import numpy as np
 
-from algorithms.core.cuda_prelude import ARITHMETIC, HASH
+from algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from problems.base import objective_macros
 
 log = logging.getLogger(__name__)
 
-PROBLEM_IDS = {"sphere": 0, "rastrigin": 1, "ackley": 2, "griewank": 3, "rosenbrock": 4, "schwefel_2_26": 5}
 XOVER_IDS = {"bin": 0, "nec": 1}
 BOUND_IDS = {"clip": 0, "reflect": 1, "reinit": 2}
 GRAPH_GENERATIONS = 64  # generations per captured CUDA graph (even: ping-pong ends where it began)
@@ -75,7 +86,8 @@ VERIFY_RTOL = {np.dtype(np.float32): 1e-3, np.dtype(np.float64): 1e-8}
 
 KERNEL_SOURCE = r"""
 // ---- isles fused DE generation (algorithms/de/cuda.py); configuration macros are prepended ----
-// IS_F32 DIM NPOP TPI ITEMS IPB BLOCK PROB XOVER BOUND
+// IS_F32 DIM NPOP TPI ITEMS IPB BLOCK XOVER BOUND PENALTY (+ HASH ARITHMETIC MATH and the problem's
+// fused objective: OBJ_NACC OBJ_HAS_V OBJ_NEXT obj_init obj_merge obj_term obj_final obj_violation)
 typedef unsigned long long isz;   // index type (no size_t needed under NVRTC)
 
 #define DRAW_INDEX 1ull
@@ -83,23 +95,6 @@ typedef unsigned long long isz;   // index type (no size_t needed under NVRTC)
 #define DRAW_CROSS 3ull
 #define DRAW_BOUND 4ull
 #define NWARP ((TPI) >= 32 ? (TPI) / 32 : 1)
-
-
-#if IS_F32
-ISLES_DEV T t_fmod(T a, T b) { return fmodf(a, b); }
-ISLES_DEV T t_cos(T a) { return cosf(a); }
-ISLES_DEV T t_sin(T a) { return sinf(a); }
-ISLES_DEV T t_sqrt(T a) { return sqrtf(a); }
-ISLES_DEV T t_exp(T a) { return expf(a); }
-ISLES_DEV T t_abs(T a) { return fabsf(a); }
-#else
-ISLES_DEV T t_fmod(T a, T b) { return fmod(a, b); }
-ISLES_DEV T t_cos(T a) { return cos(a); }
-ISLES_DEV T t_sin(T a) { return sin(a); }
-ISLES_DEV T t_sqrt(T a) { return sqrt(a); }
-ISLES_DEV T t_exp(T a) { return exp(a); }
-ISLES_DEV T t_abs(T a) { return fabs(a); }
-#endif
 
 // Per-individual random decisions (algorithms/de/de.py sample_indices, algorithms/de/crossover.py).
 struct Decisions {
@@ -201,105 +196,92 @@ ISLES_DEV T trial_coord(const T* X, isz base, const Decisions& d, u64 key, int i
 #ifndef ISLES_HOST_EMU
 #define FULL_MASK 0xffffffffu
 
-ISLES_DEV T warp_sum(T x) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(FULL_MASK, x, o);
-    return x;   // every lane holds the same value (IEEE addition is commutative)
-}
-ISLES_DEV T warp_prod(T x) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) x *= __shfl_xor_sync(FULL_MASK, x, o);
-    return x;
-}
-
 #if TPI == 32
 #define GROUP_SYNC() __syncwarp()
 #else
 #define GROUP_SYNC() __syncthreads()
 #endif
 
-// Objective of the group's row u (thread t holds coordinates t, t + TPI, ...); every thread of
-// the group returns the same value. srow: DIM shared elements (Rosenbrock), red: 2 * NWARP.
-ISLES_DEV T group_objective(const T (&u)[ITEMS], int t, T* srow, T* red) {
-    T a0 = (T)0;
-    T a1 = (PROB == 3) ? (T)1 : (T)0;
-#if PROB == 4
+// Merge the OBJ_NACC accumulators of the group's threads with obj_merge (warp shuffles, then
+// shared memory across warps); afterwards every thread of the group holds the merged values.
+ISLES_DEV void group_merge(T* acc, T* red) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        T other[OBJ_NACC];
+#pragma unroll
+        for (int s = 0; s < OBJ_NACC; ++s) other[s] = __shfl_xor_sync(FULL_MASK, acc[s], o);
+        obj_merge(acc, other);   // associative and commutative: every lane gets the same value
+    }
+#if TPI > 32
+    const int w = threadIdx.x >> 5;
+    if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+        for (int s = 0; s < OBJ_NACC; ++s) red[s * NWARP + w] = acc[s];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int s = 0; s < OBJ_NACC; ++s) acc[s] = red[s * NWARP];
+#pragma unroll
+    for (int k = 1; k < NWARP; ++k) {
+        T other[OBJ_NACC];
+#pragma unroll
+        for (int s = 0; s < OBJ_NACC; ++s) other[s] = red[s * NWARP + k];
+        obj_merge(acc, other);
+    }
+#endif
+}
+
+// Objective (and, with OBJ_HAS_V, violation *v) of the group's row u (thread t holds coordinates
+// t, t + TPI, ...), by the problem's fused objective (problems.base.Problem contract): every
+// thread folds its coordinates with obj_term into registers, the group merges. Every thread of
+// the group returns the same value. srow: DIM shared elements (OBJ_NEXT), red: OBJ_NACC * NWARP.
+ISLES_DEV T group_objective(const T (&u)[ITEMS], int t, T* srow, T* red, T* v) {
+    T acc[OBJ_NACC];
+    obj_init(acc);
+#if OBJ_NEXT
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) { const int j = t + k * TPI; if (j < DIM) srow[j] = u[k]; }
     GROUP_SYNC();
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-        const int j = t + k * TPI;
-        if (j < DIM - 1) {
-            const T x = u[k];
-            const T p = srow[j + 1] - x * x;
-            const T q = x - (T)1;
-            a0 += (T)100 * p * p + q * q;
-        }
-    }
-#else
+#endif
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
         const int j = t + k * TPI;
         if (j < DIM) {
-            const T x = u[k];
-#if PROB == 0
-            a0 += x * x;
-#elif PROB == 1
-            a0 += x * x - (T)10 * t_cos((T)6.283185307179586 * x) + (T)10;
-#elif PROB == 2
-            a0 += x * x;
-            a1 += t_cos((T)6.283185307179586 * x);
-#elif PROB == 3
-            a0 += x * x;
-            a1 *= t_cos(x / t_sqrt((T)(j + 1)));
-#elif PROB == 5
-            a0 += x * t_sin(t_sqrt(t_abs(x)));
+#if OBJ_NEXT
+            const T xn = (j < DIM - 1) ? srow[j + 1] : (T)0;
+#else
+            const T xn = (T)0;
 #endif
+            obj_term(acc, u[k], xn, j);
         }
     }
-#endif
-    a0 = warp_sum(a0);
-#if PROB == 3
-    a1 = warp_prod(a1);
-#elif PROB == 2
-    a1 = warp_sum(a1);
-#endif
-#if TPI > 32
-    {
-        const int w = threadIdx.x >> 5;
-        if ((threadIdx.x & 31) == 0) { red[w] = a0; red[NWARP + w] = a1; }
-        __syncthreads();
-        T s0 = red[0], s1 = red[NWARP];
-#pragma unroll
-        for (int k = 1; k < NWARP; ++k) {
-            s0 += red[k];
-#if PROB == 3
-            s1 *= red[NWARP + k];
+    group_merge(acc, red);
+#if OBJ_HAS_V
+    *v = obj_violation(acc, DIM);
 #else
-            s1 += red[NWARP + k];
+    *v = (T)0;
 #endif
-        }
-        a0 = s0; a1 = s1;
-    }
-#endif
-#if PROB == 2
-    return (T)(-20) * t_exp((T)(-0.2) * t_sqrt(a0 / (T)DIM)) - t_exp(a1 / (T)DIM)
-           + (T)22.718281828459045;
-#elif PROB == 3
-    return a0 / (T)4000 - a1 + (T)1;
-#elif PROB == 5
-    return -a0;
-#else
-    return a0;
-#endif
+    return obj_final(acc, DIM);
 }
 
-#if PROB == 4
+#if OBJ_NEXT
 #define SROW_DECL __shared__ T srow_all[IPB * DIM]; T* srow = srow_all + (threadIdx.x / TPI) * DIM;
 #else
 #define SROW_DECL T* srow = (T*)0;
 #endif
+
+// Evaluator semantics (problems/constraints.py): NaN f -> +inf, NaN v -> +inf, either counts as a
+// NaN evaluation (as does v = inf); PENALTY (static penalty r): f + r v ranked with v = 0.
+ISLES_DEV bool fix_fv(T* f, T* v) {
+    if (*v != *v) *v = T_INF;
+    const bool bad = (*f != *f) || (*v == T_INF);
+    if (*f != *f) *f = T_INF;
+#ifdef PENALTY
+    *f = add_rn(*f, mul_rn((T)PENALTY, *v));
+    *v = (T)0;
+#endif
+    return bad;
+}
 
 // One DE/rand/1 generation of every individual of every island (seed 004 Algorithm 2 lines 5-14).
 extern "C" __global__ void __launch_bounds__(BLOCK)
@@ -312,7 +294,7 @@ de_generation(const T* __restrict__ X, const T* __restrict__ fx, const T* __rest
               unsigned long long* __restrict__ nan_count,
               const int total, const T Fw, const T CRt, const double log_cr, const int cr_case)
 {
-    __shared__ T red[2 * NWARP];
+    __shared__ T red[OBJ_NACC * NWARP];
     SROW_DECL
     const int grp = threadIdx.x / TPI;
     const int t = threadIdx.x - grp * TPI;
@@ -338,12 +320,13 @@ de_generation(const T* __restrict__ X, const T* __restrict__ fx, const T* __rest
         u[k] = uv;
         xt[k] = xv;
     }
-    T f = group_objective(u, t, srow, red);
-    const bool bad = (f != f);
-    if (bad) f = T_INF;   // NaN objective = worst (problems/constraints.py)
+    T vu;
+    T f = group_objective(u, t, srow, red, &vu);
+    const bool bad = fix_fv(&f, &vu);   // NaN = worst (problems/constraints.py)
     const T ft = fx[gind], vt = vx[gind];
-    // trial (f, v = 0) replaces the target unless the target is strictly better (Deb's rules)
-    const bool accept = !((vt < (T)0) || ((vt == (T)0) && (ft < f)));
+    // trial (f, vu) replaces the target unless the target is strictly better (Deb's rules);
+    // without OBJ_HAS_V, vu = 0
+    const bool accept = !((vt < vu) || ((vt == vu) && (ft < f)));
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
         const int j = t + k * TPI;
@@ -354,17 +337,18 @@ de_generation(const T* __restrict__ X, const T* __restrict__ fx, const T* __rest
     }
     if (t == 0) {
         fn[gind] = accept ? f : ft;
-        vn[gind] = accept ? (T)0 : vt;
+        vn[gind] = accept ? vu : vt;
         if (bad) atomicAdd(nan_count, 1ull);
         if (write_trial) ftrial[gind] = f;
     }
 }
 
-// Objective of `rows` rows of X (same code as the generation kernel; used by the self-check).
+// Objective and violation of `rows` rows of X (the generation kernel's code, before the NaN and
+// penalty treatment; used by the self-check).
 extern "C" __global__ void __launch_bounds__(BLOCK)
-eval_rows(const T* __restrict__ X, T* __restrict__ fout, const int rows)
+eval_rows(const T* __restrict__ X, T* __restrict__ fout, T* __restrict__ vout, const int rows)
 {
-    __shared__ T red[2 * NWARP];
+    __shared__ T red[OBJ_NACC * NWARP];
     SROW_DECL
     const int grp = threadIdx.x / TPI;
     const int t = threadIdx.x - grp * TPI;
@@ -376,8 +360,9 @@ eval_rows(const T* __restrict__ X, T* __restrict__ fout, const int rows)
         const int j = t + k * TPI;
         u[k] = j < DIM ? X[(isz)gind * DIM + j] : (T)0;
     }
-    const T f = group_objective(u, t, srow, red);
-    if (t == 0) fout[gind] = f;
+    T v;
+    const T f = group_objective(u, t, srow, red, &v);
+    if (t == 0) { fout[gind] = f; vout[gind] = v; }
 }
 
 extern "C" __global__ void set_i64(long long* p, const long long v) { *p = v; }
@@ -401,20 +386,54 @@ def layout(dim: int) -> tuple[int, int, int, int]:
     return tpi, items, ipb, tpi * ipb
 
 
-def kernel_source(dtype, dim: int, n: int, problem: str, crossover: str, bound_handling: str) -> str:
-    """CUDA source of one configuration (configuration macros + :data:`KERNEL_SOURCE`).
+def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound_handling: str,
+                  penalty: float | None = None) -> str:
+    """CUDA source of one configuration: ``defines + HASH + ARITHMETIC + MATH + objective +
+    KERNEL_SOURCE``.
+
+    Args:
+        dtype: float32 or float64 (``IS_F32``).
+        dim, n: ``D`` and the population size ``N``.
+        objective: the problem's fused objective (``problem.cuda_objective``, the contract of
+            :class:`problems.base.Problem`, real genome); the kernel never looks at its name.
+        crossover, bound_handling: keys of :data:`XOVER_IDS`, :data:`BOUND_IDS`.
+        penalty: the static penalty factor ``r`` (``constraints.handling=penalty``), used only
+            when the objective has ``OBJ_HAS_V 1``; ``None`` for Deb's rules.
 
     Raises:
-        KeyError: an unsupported problem, crossover or bound handling name.
+        KeyError: an unsupported crossover or bound handling name.
+        ValueError: the objective lacks a required macro (:func:`problems.base.objective_macros`).
     """
+    macros = objective_macros(objective, "real")
     tpi, items, ipb, block = layout(dim)
     defines = {
         "IS_F32": int(np.dtype(dtype) == np.float32), "DIM": int(dim), "NPOP": int(n),
-        "TPI": tpi, "ITEMS": items, "IPB": ipb, "BLOCK": block, "PROB": PROBLEM_IDS[problem],
+        "TPI": tpi, "ITEMS": items, "IPB": ipb, "BLOCK": block,
         "XOVER": XOVER_IDS[crossover], "BOUND": BOUND_IDS[bound_handling],
     }
+    if penalty is not None and macros["OBJ_HAS_V"]:
+        defines["PENALTY"] = repr(float(penalty))
     head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
-    return head + HASH + ARITHMETIC + KERNEL_SOURCE
+    return head + HASH + ARITHMETIC + MATH + "\n// ---- the problem's fused objective ----\n" + objective + KERNEL_SOURCE
+
+
+def _objective_of(ctx) -> tuple[str | None, str | None, dict | None]:
+    """``(source, reason, macros)`` of the context's problem: its ``cuda_objective`` and macros,
+    or a reason why it has none usable."""
+    prob = ctx.evaluator.problem
+    genome = getattr(prob, "genome", "real")
+    if genome != "real":
+        return None, f"problem genome {genome!r} (fused: real)", None
+    src = getattr(prob, "cuda_objective", None)
+    if src is None:
+        return None, "problem has no cuda_objective", None
+    try:
+        macros = objective_macros(src, "real")
+    except ValueError as exc:
+        return None, str(exc), None
+    if getattr(prob, "n_constraints", 0) != 0 and not macros["OBJ_HAS_V"]:
+        return None, "the problem has constraints but its cuda_objective has OBJ_HAS_V 0", None
+    return src, None, macros
 
 
 def unsupported_reason(params, ctx) -> str | None:
@@ -435,18 +454,20 @@ def unsupported_reason(params, ctx) -> str | None:
     dtype = np.dtype(ctx.dtype)
     if dtype not in (np.float32, np.float64):
         return f"dtype {dtype} (fused: float32|float64)"
-    prob = ctx.evaluator.problem
-    name = getattr(prob, "name", None)
-    if name not in PROBLEM_IDS:
-        return f"problem {name!r} (fused: {'|'.join(PROBLEM_IDS)})"
-    if getattr(prob, "n_constraints", 0) != 0:
-        return "the problem has constraints"
+    _, reason, macros = _objective_of(ctx)
+    if reason is not None:
+        return reason
     dim = int(ctx.dim)
+    pdim = getattr(ctx.evaluator.problem, "dim", dim)
+    if pdim != dim:
+        return f"context D={dim} differs from problem.dim={pdim}"
     tpi, items, ipb, _ = layout(dim)
     if items > MAX_ITEMS:
         return f"D={dim} > {MAX_ITEMS * 1024}"
-    if name == "rosenbrock" and ipb * dim * dtype.itemsize > SMEM_LIMIT:
-        return f"rosenbrock rows of D={dim} do not fit {SMEM_LIMIT} bytes of shared memory"
+    nwarp = max(1, tpi // 32)
+    smem = (ipb * dim * int(macros["OBJ_NEXT"]) + macros["OBJ_NACC"] * nwarp) * dtype.itemsize
+    if smem > SMEM_LIMIT:
+        return f"OBJ_NEXT rows of D={dim} do not fit {SMEM_LIMIT} bytes of shared memory"
     if ctx.n_islands * params.pop_size >= 2**31:
         return "more than 2**31 individuals"
     return None
@@ -488,8 +509,11 @@ class FusedDE:
         self.tpi, self.items, self.ipb, self.block = layout(self.D)
         self.total = self.I * self.N
         self.grid = -(-self.total // self.ipb)
+        objective, _, self.macros = _objective_of(ctx)
+        ev = ctx.evaluator
+        self.penalty = float(ev.penalty) if getattr(ev, "handling", "feasibility") == "penalty" else None
         self.source = kernel_source(
-            self.dtype, self.D, self.N, self.problem.name, params.crossover, params.bound_handling
+            self.dtype, self.D, self.N, objective, params.crossover, params.bound_handling, self.penalty
         )
         mod = _module(cp, self.source)
         self._k_gen = mod.get_function("de_generation")
@@ -541,26 +565,41 @@ class FusedDE:
             out.append(a)
         return tuple(out)
 
+    def evaluate_fv(self, X):
+        """Objective and violation of ``X (..., D)`` by the kernel's own code (``obj_final``,
+        ``obj_violation``; no NaN or penalty treatment).
+
+        Returns:
+            ``(f, v)`` of shape ``X.shape[:-1]`` (CuPy, the plan's dtype); ``v = 0`` without
+            ``OBJ_HAS_V``.
+        """
+        cp = self.cp
+        X = cp.ascontiguousarray(X, dtype=self.dtype)
+        rows = int(np.prod(X.shape[:-1]))
+        f = cp.empty((rows,), dtype=self.dtype)
+        v = cp.empty((rows,), dtype=self.dtype)
+        grid = max(1, -(-rows // self.ipb))
+        self._k_eval((grid,), (self.block,), (X, f, v, np.int32(rows)))
+        return f.reshape(X.shape[:-1]), v.reshape(X.shape[:-1])
+
     def evaluate(self, X):
         """Objective of ``X (..., D)`` by the kernel's own code (no NaN replacement).
 
         Returns:
             ``f`` of shape ``X.shape[:-1]`` (CuPy, the plan's dtype).
         """
-        cp = self.cp
-        X = cp.ascontiguousarray(X, dtype=self.dtype)
-        rows = int(np.prod(X.shape[:-1]))
-        out = cp.empty((rows,), dtype=self.dtype)
-        grid = max(1, -(-rows // self.ipb))
-        self._k_eval((grid,), (self.block,), (X, out, np.int32(rows)))
-        return out.reshape(X.shape[:-1])
+        return self.evaluate_fv(X)[0]
 
     def verify(self, n_points: int = 16) -> float:
-        """Largest ``|f_kernel - f_problem| / (1 + |f_problem|)`` on random points (host sync).
+        """Largest ``|f_kernel - f_problem| / (1 + |f_problem|)`` on random points (host sync),
+        and the same for the violation against :func:`problems.constraints.total_violation` of
+        ``problem.constraints`` when the objective has ``OBJ_HAS_V``.
 
         Points: uniform in the box, and the same scaled towards the box centre by 1e-3 (near the
-        optimum of the centred functions).
+        optimum of the centred functions). This protects against a wrong ``cuda_objective``.
         """
+        from problems.constraints import total_violation  # noqa: PLC0415
+
         cp = self.cp
         rs = np.random.default_rng(20240611)
         lo, hi = self.problem.lower, self.problem.upper
@@ -568,9 +607,13 @@ class FusedDE:
         mid = 0.5 * (lo + hi)
         P = np.concatenate([P, mid + 1e-3 * (P - mid)])
         X = cp.asarray(P, dtype=self.dtype)
-        fk = self.evaluate(X).astype(np.float64)
+        fk, vk = self.evaluate_fv(X)
         fp = cp.asarray(self.problem.objective(X)).astype(np.float64)
-        err = cp.abs(fk - fp) / (1.0 + cp.abs(fp))
+        err = cp.abs(fk.astype(np.float64) - fp) / (1.0 + cp.abs(fp))
+        if self.macros["OBJ_HAS_V"]:
+            g = cp.asarray(self.problem.constraints(X), dtype=self.dtype)
+            vp = total_violation(g, cp.asarray(self.problem.constraint_scale, dtype=self.dtype)).astype(np.float64)
+            err = cp.maximum(err, cp.abs(vk.astype(np.float64) - vp) / (1.0 + cp.abs(vp)))
         return float(cp.nan_to_num(err, nan=np.inf).max())
 
     # -- the algorithm ----------------------------------------------------------------------------
@@ -684,7 +727,7 @@ def make_plan(params, ctx):
     tol = VERIFY_RTOL[plan.dtype]
     if not err <= tol:
         warnings.warn(
-            f"fused DE disabled: the kernel's {plan.problem.name} differs from the problem's "
+            f"fused DE disabled: the cuda_objective of {plan.problem.name} differs from the problem's "
             f"objective by {err:.3g} (relative, tolerance {tol:g}); using the generic path",
             RuntimeWarning,
             stacklevel=2,
