@@ -26,6 +26,7 @@ from algorithms.de.de import DE, STRATEGIES, sample_indices  # noqa: E402
 from algorithms.core.random import CounterRNG  # noqa: E402
 from problems import make_problem  # noqa: E402
 from problems.base import ScalableProblem  # noqa: E402
+from problems.benchmarks import Ackley  # noqa: E402
 from problems.constraints import Evaluator  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -47,11 +48,9 @@ def _same_bits(a, b):
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
-class _WrongAckley(ScalableProblem):
-    """Named like a built-in but with seed 004's misprinted b = 0.02: must not be fused."""
-
-    name = "ackley"
-    default_bounds = (-30.0, 30.0)
+class _WrongAckley(Ackley):
+    """Ackley's cuda_objective (b = 0.2) but seed 004's misprinted b = 0.02 in ``objective``: the
+    self-check must catch the disagreement and refuse to fuse."""
 
     def objective(self, X):
         xp = cp.get_array_module(X)
@@ -259,6 +258,57 @@ def test_fused_path_only_where_supported():
         warnings.simplefilter("always")
         assert DE(pop_size=10).fused_plan(ctx_w) is None
     assert any("fused DE disabled" in str(x.message) for x in w)
+
+
+class _SphereSumAtLeastOne(ScalableProblem):
+    """``sum x^2`` subject to ``g = 1 - sum x <= 0`` with a fused source (OBJ_HAS_V 1): f* = 1/D."""
+
+    name = "test_sphere_sum_ge_1"
+    n_constraints = 1
+    default_bounds = (-5.0, 5.0)
+    cuda_objective = r"""#define OBJ_NACC 2
+#define OBJ_HAS_V 1
+#define OBJ_NEXT 0
+ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; acc[1] = (T)0; }
+ISLES_DEV void obj_merge(T* acc, const T* other) { acc[0] += other[0]; acc[1] += other[1]; }
+ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) { (void)x_next; (void)j; acc[0] += x * x; acc[1] += x; }
+ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[0]; }
+ISLES_DEV T obj_violation(const T* acc, int n) { (void)n; const T g = (T)1 - acc[1]; return g > (T)0 ? g : (T)0; }
+"""
+
+    def objective(self, X):
+        return (X * X).sum(axis=-1)
+
+    def constraints(self, X):
+        return (1.0 - X.sum(axis=-1))[..., None]
+
+
+@pytest.mark.parametrize("handling", ["feasibility", "penalty"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_constrained_problem_uses_obj_violation(handling, dtype):
+    """OBJ_HAS_V: the trial's v is obj_violation, selection is Deb's rules (or the penalty)."""
+    prob = _SphereSumAtLeastOne(dim=40)
+    ctx = Context(cp, dtype, Evaluator(prob, handling, 100.0), CounterRNG(cp, 5, [0, 1]))
+    kw = dict(pop_size=30, F=0.7, CR=0.9)
+    fused, generic = DE(**kw), DE(**kw, fused=False)
+    s = fused.init(ctx)
+    plan = fused.fused_plan(ctx)
+    assert plan is not None
+    assert ("#define PENALTY" in plan.source) == (handling == "penalty")
+    for g in (0, 9):
+        s["generation"] = g
+        Uf, _ = plan.trial(s)
+        assert _same_bits(Uf, generic.trial(ctx, s))
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    sf, sg = fused.step(ctx, s), generic.step(ctx, s)
+    assert float(cp.all(sf["X"] == sg["X"], axis=-1).mean()) >= 0.99
+    for k in ("f", "v"):
+        np.testing.assert_allclose(cp.asnumpy(sf[k]), cp.asnumpy(sg[k]), rtol=tol, atol=tol)
+    bf = fused.run(ctx, s, 300)
+    bg = generic.run(ctx, s, 300)
+    assert float(bf["v"].min()) == 0.0 and float(bg["v"].min()) == 0.0
+    ratio = float(cp.median(bf["f"].min(axis=1)) / cp.median(bg["f"].min(axis=1)))
+    assert 0.5 < ratio < 2.0 and float(bf["f"].min()) < 0.2 * float(s["f"].min())
 
 
 # ---------------------------------------------------------------------------------------------
