@@ -63,32 +63,8 @@ import warnings
 
 import numpy as np
 
-from algorithms.core.cuda_prelude import ARITHMETIC, HASH
-
-try:  # t_cos, t_sin, ... for the problems' fused objectives
-    from algorithms.core.cuda_prelude import MATH
-except ImportError:  # older prelude: the same functions here
-    MATH = r"""
-#if IS_F32
-ISLES_DEV T t_cos(T a) { return cosf(a); }
-ISLES_DEV T t_sin(T a) { return sinf(a); }
-ISLES_DEV T t_sqrt(T a) { return sqrtf(a); }
-ISLES_DEV T t_exp(T a) { return expf(a); }
-ISLES_DEV T t_abs(T a) { return fabsf(a); }
-ISLES_DEV T t_fmod(T a, T b) { return fmodf(a, b); }
-ISLES_DEV T t_log(T a) { return logf(a); }
-#else
-ISLES_DEV T t_cos(T a) { return cos(a); }
-ISLES_DEV T t_sin(T a) { return sin(a); }
-ISLES_DEV T t_sqrt(T a) { return sqrt(a); }
-ISLES_DEV T t_exp(T a) { return exp(a); }
-ISLES_DEV T t_abs(T a) { return fabs(a); }
-ISLES_DEV T t_fmod(T a, T b) { return fmod(a, b); }
-ISLES_DEV T t_log(T a) { return log(a); }
-#endif
-"""
-
-from algorithms.ga.ga import (  # noqa: E402
+from algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from algorithms.ga.ga import (
     CROSSOVERS,
     DRAW_CUT,
     DRAW_MUTATE,
@@ -98,6 +74,7 @@ from algorithms.ga.ga import (  # noqa: E402
     DRAW_XOVER,
     flip_thresholds,
 )
+from problems.base import objective_macros
 
 log = logging.getLogger(__name__)
 
@@ -641,9 +618,13 @@ def unsupported_reason(ga, ctx) -> str | None:
     prob = ctx.evaluator.problem
     if not getattr(prob, "cuda_objective", None):
         return f"problem {getattr(prob, 'name', type(prob).__name__)!r} has no cuda_objective"
+    enc = ga.setup(ctx)
+    try:
+        objective_macros(prob.cuda_objective, enc.genome)
+    except ValueError as err:
+        return str(err)
     if np.dtype(ctx.dtype) not in (np.float32, np.float64):
         return f"dtype {np.dtype(ctx.dtype)} (fused: float32|float64)"
-    enc = ga.setup(ctx)
     if ctx.n_islands * ga.params.pop_size >= 2**31:
         return "more than 2**31 individuals"
     tpi, ipb, _ = layout(enc.n_words, enc.dim if enc.genome == "real" else enc.n_words)
@@ -799,7 +780,7 @@ def _kernels(cp, source: str):
     key = (cp.cuda.Device().id, source)  # a loaded module belongs to one device
     ks = _MODULES.get(key)
     if ks is None:
-        mod = cp.RawModule(code=source, options=("--std=c++14",))
+        mod = cp.RawModule(code=source)
         ks = {n: mod.get_function(n) for n in ("ga_elite", "ga_generation", "ga_eval_rows", "ga_set_i64",
                                                   "ga_add_i64")}
         _MODULES[key] = ks

@@ -81,7 +81,6 @@ mutation is one elementwise kernel, so that no step synchronises with the host).
 """
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 from dataclasses import dataclass
@@ -393,26 +392,10 @@ def random_words(rng, generation: int, draw: int, start: int, stop: int, n_bits:
 
 # ---- the algorithm ------------------------------------------------------------------------------
 
-_ACCEPTS_DTYPE: dict = {}
-
-
 def evaluate(ctx: Context, X):
-    """``ctx.evaluator(X, dtype=ctx.dtype)``: ``(f, v, n_nan)`` with ``f, v`` in ``ctx.dtype``.
-
-    (An evaluator without the ``dtype`` keyword gets ``X`` cast to ``ctx.dtype``.)
-    """
-    ev = ctx.evaluator
-    key = type(ev)
-    if key not in _ACCEPTS_DTYPE:
-        try:
-            _ACCEPTS_DTYPE[key] = "dtype" in inspect.signature(ev.__call__).parameters
-        except (TypeError, ValueError):
-            _ACCEPTS_DTYPE[key] = False
-    if _ACCEPTS_DTYPE[key]:
-        f, v, n = ev(X, dtype=ctx.dtype)
-    else:
-        f, v, n = ev(X.astype(ctx.dtype))
-    return f.astype(ctx.dtype, copy=False), v.astype(ctx.dtype, copy=False), n
+    """``ctx.evaluator(X, dtype=ctx.dtype)``: ``(f, v, n_nan)`` with ``f, v (...)`` in ``ctx.dtype``
+    for phenotypes ``X (..., D)`` (float) or ``(..., L)`` (uint8 bits)."""
+    return ctx.evaluator(X, dtype=ctx.dtype)
 
 
 class GA(IslandAlgorithm):
