@@ -54,7 +54,8 @@ Measured on one H100 80GB HBM3 (CuPy 14.2, float32, reflect, ``DE.run``, CUDA ev
 5 x 2048 generations; ``python benchmarks/de_bench.py --all``): Ackley D=1000 N=500 bin 6.6 us
 per generation, nec 5.9; Griewank D=500 N=300 bin 4.7, nec 4.4; Rosenbrock D=50 N=100 bin 2.45,
 nec 2.8 (latency-bound: one warp per individual, 100 warps; NEC's float64 log is on the critical
-path); 64 islands of that Rosenbrock 5.7 / 6.6 us per batched generation, i.e. 0.09 / 0.10 us per
+path); unchanged (within 1 %, same register counts) since the objective comes from
+``problem.cuda_objective`` (A/B against the name-switched kernel on the same H100, 2026-11-22); 64 islands of that Rosenbrock 5.7 / 6.6 us per batched generation, i.e. 0.09 / 0.10 us per
 island-generation. For comparison, the generic CuPy path takes about 3 ms per generation on
 Ackley, and a Python loop of single fused ``DE.step`` calls about 50-80 us (host-bound).
 
@@ -234,13 +235,14 @@ ISLES_DEV void group_merge(T* acc, T* red) {
 // Objective (and, with OBJ_HAS_V, violation *v) of the group's row u (thread t holds coordinates
 // t, t + TPI, ...), by the problem's fused objective (problems.base.Problem contract): every
 // thread folds its coordinates with obj_term into registers, the group merges. Every thread of
-// the group returns the same value. srow: DIM shared elements (OBJ_NEXT), red: OBJ_NACC * NWARP.
+// the group returns the same value. srow: DIM + 1 shared elements (OBJ_NEXT), red: OBJ_NACC * NWARP.
 ISLES_DEV T group_objective(const T (&u)[ITEMS], int t, T* srow, T* red, T* v) {
     T acc[OBJ_NACC];
     obj_init(acc);
 #if OBJ_NEXT
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) { const int j = t + k * TPI; if (j < DIM) srow[j] = u[k]; }
+    if (t == 0) srow[DIM] = (T)0;   // x_next of j = D - 1 (a padded row: no select in the loop)
     GROUP_SYNC();
 #endif
 #pragma unroll
@@ -248,7 +250,7 @@ ISLES_DEV T group_objective(const T (&u)[ITEMS], int t, T* srow, T* red, T* v) {
         const int j = t + k * TPI;
         if (j < DIM) {
 #if OBJ_NEXT
-            const T xn = (j < DIM - 1) ? srow[j + 1] : (T)0;
+            const T xn = srow[j + 1];
 #else
             const T xn = (T)0;
 #endif
@@ -265,7 +267,7 @@ ISLES_DEV T group_objective(const T (&u)[ITEMS], int t, T* srow, T* red, T* v) {
 }
 
 #if OBJ_NEXT
-#define SROW_DECL __shared__ T srow_all[IPB * DIM]; T* srow = srow_all + (threadIdx.x / TPI) * DIM;
+#define SROW_DECL __shared__ T srow_all[IPB * (DIM + 1)]; T* srow = srow_all + (threadIdx.x / TPI) * (DIM + 1);
 #else
 #define SROW_DECL T* srow = (T*)0;
 #endif
@@ -465,7 +467,7 @@ def unsupported_reason(params, ctx) -> str | None:
     if items > MAX_ITEMS:
         return f"D={dim} > {MAX_ITEMS * 1024}"
     nwarp = max(1, tpi // 32)
-    smem = (ipb * dim * int(macros["OBJ_NEXT"]) + macros["OBJ_NACC"] * nwarp) * dtype.itemsize
+    smem = (ipb * (dim + 1) * int(macros["OBJ_NEXT"]) + macros["OBJ_NACC"] * nwarp) * dtype.itemsize
     if smem > SMEM_LIMIT:
         return f"OBJ_NEXT rows of D={dim} do not fit {SMEM_LIMIT} bytes of shared memory"
     if ctx.n_islands * params.pop_size >= 2**31:
