@@ -118,7 +118,7 @@ def test_kernel_objective_matches_problem(tpi):
 
 
 def test_graph_replay_equals_steps_and_numpy_with_target():
-    prob = OneMax(300)
+    prob = OneMax(64)
     kw = dict(pop_size=64, n_elite=1)
     target = 0.0
     cn, cc = _ctxs(prob, target=target)
