@@ -216,7 +216,8 @@ def objective_macros(source: str, genome: str = "real") -> dict[str, int]:
     """
     if genome not in GENOMES:
         raise ValueError(f"problem.genome={genome!r}: allowed values are {'|'.join(GENOMES)}")
-    found = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*#\s*define\s+(OBJ_[A-Z_]+)\s+(\d+)\b", source, re.M)}
+    pattern = r"^\s*#\s*define\s+(OBJ_[A-Z_]+)\s+(\d+)\b"
+    found = {m.group(1): int(m.group(2)) for m in re.finditer(pattern, source, re.M)}
     need = OBJECTIVE_MACROS + (("OBJ_NEXT",) if genome == "real" else ())
     missing = [k for k in need if k not in found]
     if missing:

@@ -303,7 +303,8 @@ class Knapsack(BitProblem):
         """``(values, weights)`` as float64 arrays of ``xp`` (cached per module)."""
         key = xp.__name__
         if key not in self._dev:
-            self._dev[key] = (xp.asarray(self.values, dtype=xp.float64), xp.asarray(self.weights, dtype=xp.float64))
+            self._dev[key] = (xp.asarray(self.values, dtype=xp.float64),
+                              xp.asarray(self.weights, dtype=xp.float64))
         return self._dev[key]
 
     def __getstate__(self):

@@ -416,7 +416,8 @@ def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound
     if penalty is not None and macros["OBJ_HAS_V"]:
         defines["PENALTY"] = repr(float(penalty))
     head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
-    return head + HASH + ARITHMETIC + MATH + "\n// ---- the problem's fused objective ----\n" + objective + KERNEL_SOURCE
+    return (head + HASH + ARITHMETIC + MATH + "\n// ---- the problem's fused objective ----\n" + objective
+            + KERNEL_SOURCE)
 
 
 def _objective_of(ctx) -> tuple[str | None, str | None, dict | None]:
@@ -614,7 +615,8 @@ class FusedDE:
         err = cp.abs(fk.astype(np.float64) - fp) / (1.0 + cp.abs(fp))
         if self.macros["OBJ_HAS_V"]:
             g = cp.asarray(self.problem.constraints(X), dtype=self.dtype)
-            vp = total_violation(g, cp.asarray(self.problem.constraint_scale, dtype=self.dtype)).astype(np.float64)
+            scale = cp.asarray(self.problem.constraint_scale, dtype=self.dtype)
+            vp = total_violation(g, scale).astype(np.float64)
             err = cp.maximum(err, cp.abs(vk.astype(np.float64) - vp) / (1.0 + cp.abs(vp)))
         return float(cp.nan_to_num(err, nan=np.inf).max())
 
