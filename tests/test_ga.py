@@ -168,8 +168,8 @@ def test_two_point_uniform_and_no_crossover():
 
 
 def _reference_flips(rng, g, start, stop, L, p):
-    """Per-word geometric gaps written as the plain loop of the module docstring."""
-    q = flip_thresholds(p)
+    """Per-word geometric gaps written as the plain loop, with floats: gap >= m iff 1 - u <= q_m."""
+    q = [(1.0 - p) ** m for m in range(33)]
     W = (L + 31) // 32
     out = np.zeros((rng.n_streams, stop - start, W), np.uint32)
     for i in range(rng.n_streams):
@@ -190,6 +190,19 @@ def _reference_flips(rng, g, start, stop, L, p):
                     if pos >= nb - 1:
                         break
     return out
+
+
+def test_flip_thresholds_exact():
+    for p in (1e-5, 0.01, 1 / 3, 0.5, 0.99):
+        K = flip_thresholds(p)
+        q = [(1.0 - p) ** m for m in range(33)]
+        rs = np.random.default_rng(0)
+        k = np.concatenate([rs.integers(0, 2**53, 2000, dtype=np.uint64), K, K - np.uint64(1)])
+        k = k[k < 2**53]
+        u = 1.0 - k.astype(np.float64) * 2.0**-53
+        for m in range(33):
+            assert np.array_equal(k >= K[m], u <= q[m])
+    assert flip_thresholds(0.0)[5] == 0 and flip_thresholds(1.0)[5] == 2**53
 
 
 def test_per_bit_flips_match_reference_loop():

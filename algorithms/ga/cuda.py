@@ -2,25 +2,26 @@
 
 A plain CuPy loop of the array code launches dozens of kernels per generation and, for long
 genomes, writes and re-reads the whole child population several times (crossover, mutation,
-unpacking for the objective). Here one generation is **two kernels**:
+unpacking for the objective). Here one generation is **two kernel launches**:
 
-* ``ga_elite`` -- one block per island: the island's ``n_elite`` best individuals in rank order
-  (Deb's rules on ``(v, f)``, ties to the lower index: ``n_elite`` block-wide minimum searches,
-  each over the keys greater than the previous winner's), and the stop target: island ``i``'s
-  ``hit_generation`` is set to the current generation when its best is feasible with
-  ``f <= target`` (what :meth:`algorithms.core.base.IslandAlgorithm.track_target` records);
+* ``ga_select`` -- blocks ``[0, I)``, one per island: the island's ``n_elite`` best individuals
+  in rank order (Deb's rules on ``(v, f)``, ties to the lower index: ``n_elite`` block-wide
+  minimum searches, each over the keys greater than the previous winner's) and the stop target
+  (island ``i``'s ``hit_generation`` is set to the current generation when its best is feasible
+  with ``f <= target``, what :meth:`algorithms.core.base.IslandAlgorithm.track_target` records);
+  the other blocks, one thread per slot: the child slots' decisions from the counter hash
+  (tournaments over ``(f, v)``, crossover flag and cuts, seed mutation), 20 bytes per slot;
 * ``ga_generation`` -- one *group* of ``TPI`` threads per slot of the next population (``IPB``
-  groups per block for short genomes, one block of up to 512 threads for long ones): every
-  thread re-derives the slot's decisions from the counter hash (tournaments over ``(f, v)``,
-  crossover flag and cuts, seed mutation), then builds the slot's words ``w = t, t + TPI, ...``
-  (coalesced reads of only the parent words it needs, crossover by word masks, per-bit mutation
-  by geometric gaps: about one hash per word, :mod:`algorithms.ga.ga`), writes them to the next
-  population **and** to a shared-memory copy of the row; the group then evaluates the row from
-  shared memory through the problem's *fused objective* (strided ``obj_term``/``obj_unit``,
-  ``obj_merge`` by warp shuffles and shared memory, ``obj_final``/``obj_violation``), applies the
-  evaluator's NaN rule (and the static penalty when configured) and writes ``f``, ``v`` and an
-  atomic NaN count. The child is never re-read from global memory and no random number is drawn
-  per bit.
+  groups per block for short genomes, one block of up to 256 threads for long ones): each thread
+  builds its words ``w = t, t + TPI, ...``: it issues the reads of only the parent words it needs
+  (coalesced; crossover by word masks), draws the words' per-bit mutation masks meanwhile
+  (geometric gaps: about one hash per word, no random number per bit) or the renewal words, and
+  writes the words to the next population **and** to a shared-memory row; the group then
+  evaluates the row from shared memory through the problem's *fused objective* (strided
+  ``obj_term``/``obj_unit``, ``obj_merge`` by warp shuffles and shared memory,
+  ``obj_final``/``obj_violation``), applies the evaluator's NaN rule (and the static penalty when
+  configured) and writes ``f``, ``v`` and an atomic NaN count. The child is never re-read from
+  global memory.
 
 :meth:`FusedGA.run` captures ``GRAPH_GENERATIONS`` (64) generations, ping-ponging between two
 preallocated populations, plus a kernel that advances a device-side generation counter, into a
@@ -29,7 +30,7 @@ draws is ``gen_off + gen_dev + rng.ctr``. Neither :meth:`FusedGA.step` nor :meth
 synchronises with the host.
 
 **Same individuals as the NumPy twin.** Draw ids, index layouts and integer arithmetic are those
-of :mod:`algorithms.ga.ga` (float64 uniforms, ``floor(u N)``, the same mutation threshold table,
+of :mod:`algorithms.ga.ga` (float64 uniforms, ``floor(u N)``, the same integer mutation thresholds,
 masks by words), so under the same seed the fused path builds bit-identical genomes as long as the
 objective values agree: exactly for integer-valued objectives (OneMax, trap-k, knapsack with
 integer data), up to the rounding of the objective's sum order and CUDA's ``cos``/``exp`` for
@@ -79,14 +80,14 @@ from problems.base import objective_macros
 log = logging.getLogger(__name__)
 
 GRAPH_GENERATIONS = 64  # generations per captured CUDA graph (even: ping-pong ends where it began)
-MAX_TPI = 512
-ELITE_BLOCK = 256
+MAX_TPI = 256
 VERIFY_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
 
 GA_SOURCE = r"""
 // ---- isles fused GA generation (algorithms/ga/cuda.py); configuration macros are prepended ----
 // GA_N GA_W GA_L GA_NE GA_NEK GA_NR GA_S GA_XOVER GA_MUT GA_REAL GA_D GA_TPI GA_IPB GA_BLOCK
-// GA_PENALTY; the problem's fused objective (obj_*) and, for real problems, enc_decode precede.
+// GA_EBLOCK GA_PENALTY; the problem's fused objective (obj_*) and, for real problems, enc_decode
+// precede.
 typedef unsigned long long ga_sz;
 """ + f"""
 #define DRAW_SELECT {DRAW_SELECT}ull
@@ -97,6 +98,13 @@ typedef unsigned long long ga_sz;
 #define DRAW_RENEW {DRAW_RENEW}ull
 """ + r"""
 #define GA_NWARP ((GA_TPI) > 32 ? (GA_TPI) / 32 : 1)
+#define GA_ITEMS ((GA_W + GA_TPI - 1) / GA_TPI)   // words per thread
+#ifndef GA_MAX_ITEMS
+#define GA_MAX_ITEMS 16                           // up to this many held in registers
+#endif
+#ifndef GA_MINB
+#define GA_MINB 1                                 // __launch_bounds__ minimum blocks per SM
+#endif
 
 // Deb's rules: a strictly better than b (problems/constraints.py better)
 ISLES_DEV int ga_better(T fa, T va, T fb, T vb) { return (va < vb) || ((va == vb) && (fa < fb)); }
@@ -113,21 +121,20 @@ ISLES_DEV unsigned int ga_valid(int w) {
 // the min(max(a, 0), 32) lowest bits
 ISLES_DEV unsigned int ga_low(int a) { return a <= 0 ? 0u : (a >= 32 ? 0xffffffffu : ((1u << a) - 1u)); }
 
-// Decisions of slot c (every thread of the group derives the same; algorithms/ga/ga.py).
-typedef struct {
-    int kind;       // 0 elite copy, 1 child, 2 renewal
-    int src;        // elite: source individual; child: parent 1
-    int p2;         // child: parent 2
-    int do_x;       // child: crossover (else a copy of parent 1)
-    int a, b;       // one_point: bits [0, a) from parent 1; two_point: bits [a, b) from parent 2
-    int mpos;       // seed mutation: the flipped bit, or -1
-    u64 s_xmask, s_mut, s_renew;
-} GADec;
+// slot kinds: 0 elite copy, 1 child, 2 renewal
+ISLES_DEV int ga_kind(int c) { return c < GA_NE ? 0 : (c >= GA_N - GA_NR ? 2 : 1); }
+
+// Decisions of child slot c (algorithms/ga/ga.py), drawn by ga_select:
+//   one_point: bits [0, a) from parent 1, [a, L) from parent 2 (a = L: no crossover);
+//   two_point: bits [a, b) from parent 2 (a = b = 0: no crossover);
+//   uniform:   a = 1 crossover, 0 none; mpos: the seed mutation's bit, or -1.
+typedef struct { int src, p2, a, b, mpos; } GASel;
 
 // tournament of GA_S candidates for parent p of slot c (DRAW_SELECT, index (2c + p) S + t)
 ISLES_DEV int ga_tour(u64 key, u64 s_sel, int c, int p, const T* f, const T* v) {
     int win = 0;
     T fw = (T)0, vw = (T)0;
+#pragma unroll
     for (int t = 0; t < GA_S; ++t) {
         const double u = unif53(draw_bits(key, s_sel, ((ga_sz)(2 * (ga_sz)c + (ga_sz)p)) * GA_S + (ga_sz)t));
         int i = (int)(u * (double)GA_N);
@@ -138,22 +145,15 @@ ISLES_DEV int ga_tour(u64 key, u64 s_sel, int c, int p, const T* f, const T* v) 
     return win;
 }
 
-ISLES_DEV GADec ga_decide(u64 key, long long g, int c, const int* elite_isl, const T* f, const T* v,
-                          double p_c, double p_m) {
-    GADec d;
+ISLES_DEV GASel ga_decide(u64 key, long long g, int c, const T* f, const T* v, double p_c, double p_m) {
+    GASel d;
     const u64 gb = ((u64)g) << 16;
-    d.s_xmask = isles_mix64(gb + DRAW_XMASK);
-    d.s_mut = isles_mix64(gb + DRAW_MUTATE);
-    d.s_renew = isles_mix64(gb + DRAW_RENEW);
-    d.src = 0; d.p2 = 0; d.do_x = 0; d.a = 0; d.b = 0; d.mpos = -1;
-    if (c < GA_NE) { d.kind = 0; d.src = elite_isl[c]; return d; }
-    if (c >= GA_N - GA_NR) { d.kind = 2; return d; }
-    d.kind = 1;
     const u64 s_sel = isles_mix64(gb + DRAW_SELECT);
     d.src = ga_tour(key, s_sel, c, 0, f, v);
     d.p2 = ga_tour(key, s_sel, c, 1, f, v);
-    d.do_x = unif53(draw_bits(key, isles_mix64(gb + DRAW_XOVER), (u64)c)) < p_c;
+    const int do_x = unif53(draw_bits(key, isles_mix64(gb + DRAW_XOVER), (u64)c)) < p_c;
     const u64 s_cut = isles_mix64(gb + DRAW_CUT);
+    d.a = 0; d.b = 0; d.mpos = -1;
 #if GA_XOVER == 0
     {
         int k = 1;
@@ -162,10 +162,10 @@ ISLES_DEV GADec ga_decide(u64 key, long long g, int c, const int* elite_isl, con
             k = (int)(u * (double)(GA_L - 1));
             k = (k < GA_L - 2 ? k : GA_L - 2) + 1;
         }
-        d.a = k;
+        d.a = do_x ? k : GA_L;
     }
 #elif GA_XOVER == 1
-    {
+    if (do_x) {
         const double u0 = unif53(draw_bits(key, s_cut, 2ull * (u64)c));
         const double u1 = unif53(draw_bits(key, s_cut, 2ull * (u64)c + 1ull));
         int c0 = (int)(u0 * (double)(GA_L + 1)); c0 = c0 < GA_L ? c0 : GA_L;
@@ -173,11 +173,14 @@ ISLES_DEV GADec ga_decide(u64 key, long long g, int c, const int* elite_isl, con
         d.a = c0 < c1 ? c0 : c1;
         d.b = c0 < c1 ? c1 : c0;
     }
+#else
+    d.a = do_x;
 #endif
 #if GA_MUT == 2
     {
-        const double u0 = unif53(draw_bits(key, d.s_mut, 2ull * (u64)c));
-        const double u1 = unif53(draw_bits(key, d.s_mut, 2ull * (u64)c + 1ull));
+        const u64 s_mut = isles_mix64(gb + DRAW_MUTATE);
+        const double u0 = unif53(draw_bits(key, s_mut, 2ull * (u64)c));
+        const double u1 = unif53(draw_bits(key, s_mut, 2ull * (u64)c + 1ull));
         if (u0 < p_m) {
             int pos = (int)(u1 * (double)GA_L);
             d.mpos = pos < GA_L - 1 ? pos : GA_L - 1;
@@ -187,19 +190,27 @@ ISLES_DEV GADec ga_decide(u64 key, long long g, int c, const int* elite_isl, con
     return d;
 }
 
-// Per-bit mutation of one word (nb genome bits): geometric gaps by inversion through the
-// threshold table q[m] = (1 - p_m)^m; draw k at index base + k (algorithms/ga/ga.py).
-ISLES_DEV unsigned int ga_flips(u64 key, u64 s_mut, u64 base, int nb, const double* q) {
+// Per-bit mutation of one word (nb genome bits): geometric gaps by inversion through the integer
+// thresholds K[m] = ceil((1 - (1 - p_m)^m) 2^53): the gap is >= m iff (z >> 11) >= K[m]; draw k
+// of the word at index base + k (algorithms/ga/ga.py). k53: the first draw's z >> 11 (< K[nb]).
+#ifdef ISLES_HOST_EMU
+#define GA_NOINLINE static
+#else
+#define GA_NOINLINE __device__ __noinline__
+#endif
+GA_NOINLINE unsigned int ga_flips_rest(u64 key, u64 s_mut, u64 base, int nb, const u64* K, u64 k53) {
     unsigned int m = 0u;
     int pos = -1;
     for (int k = 0; k < nb; ++k) {
         const int r = nb - 1 - pos;           // bits left after pos
-        const double u = 1.0 - unif53(draw_bits(key, s_mut, base + (u64)k));
-        if (u <= q[r]) break;                 // gap >= r: no further flip in this word
-        int lo = 0, hi = r;                   // u <= q[lo], u > q[hi]: gap = lo
+        if (k > 0) {
+            k53 = draw_bits(key, s_mut, base + (u64)k) >> 11;
+            if (k53 >= K[r]) break;           // gap >= r: no further flip in this word
+        }
+        int lo = 0, hi = r;                   // k53 >= K[lo], k53 < K[hi]: gap = lo
         while (hi - lo > 1) {
             const int mid = (lo + hi) >> 1;
-            if (u <= q[mid]) lo = mid; else hi = mid;
+            if (k53 >= K[mid]) lo = mid; else hi = mid;
         }
         pos += lo + 1;
         m |= 1u << pos;
@@ -207,42 +218,52 @@ ISLES_DEV unsigned int ga_flips(u64 key, u64 s_mut, u64 base, int nb, const doub
     }
     return m;
 }
+// hx = (key ^ s_mut) + base * GOLDEN: the first draw's hash input; kfirst = K[nb]
+ISLES_DEV unsigned int ga_flips(u64 key, u64 s_mut, u64 hx, u64 base, int nb, const u64* K, u64 kfirst) {
+    const u64 k53 = isles_mix64(hx) >> 11;
+    if (k53 >= kfirst) return 0u;             // the common case: no flip in this word
+    return ga_flips_rest(key, s_mut, base, nb, K, k53);
+}
 
-// Word w of slot c of the next population (P: the island's current population).
-ISLES_DEV unsigned int ga_word(const GADec* d, u64 key, int c, int w, const unsigned int* P,
-                               const double* q) {
-    if (d->kind == 0) return P[(ga_sz)d->src * GA_W + (ga_sz)w];
-    if (d->kind == 2)
-        return (unsigned int)(draw_bits(key, d->s_renew, (u64)c * GA_W + (u64)w) >> 32) & ga_valid(w);
-    const unsigned int* p1 = P + (ga_sz)d->src * GA_W;
-    const unsigned int* p2 = P + (ga_sz)d->p2 * GA_W;
-    unsigned int x;
-    if (!d->do_x) {
-        x = p1[w];
-    } else {
+// Word w of slot c before mutation: the elite row's word, the crossover of the parents' words
+// (reading only the parent words it needs), or a renewal word; hx/hr: uniform-mask/renewal hash
+// inputs (key ^ s) + (c W + w) GOLDEN.
+ISLES_DEV unsigned int ga_base_word(int kind, const GASel* d, const unsigned int* p1,
+                                    const unsigned int* p2, int w, u64 hx, u64 hr) {
+    if (kind == 0) return p1[w];
+    if (kind == 2) return (unsigned int)(isles_mix64(hr) >> 32) & ga_valid(w);
 #if GA_XOVER == 0
-        const unsigned int m1 = ga_low(d->a - 32 * w);
-        x = m1 == 0xffffffffu ? p1[w] : (m1 == 0u ? p2[w] : ((p1[w] & m1) | (p2[w] & ~m1)));
+    const unsigned int m1 = ga_low(d->a - 32 * w);
+    return m1 == 0xffffffffu ? p1[w] : (m1 == 0u ? p2[w] : ((p1[w] & m1) | (p2[w] & ~m1)));
 #elif GA_XOVER == 1
-        const unsigned int m2 = ga_low(d->b - 32 * w) & ~ga_low(d->a - 32 * w);
-        x = m2 == 0u ? p1[w] : (m2 == 0xffffffffu ? p2[w] : ((p1[w] & ~m2) | (p2[w] & m2)));
+    const unsigned int m2 = ga_low(d->b - 32 * w) & ~ga_low(d->a - 32 * w);
+    return m2 == 0u ? p1[w] : (m2 == 0xffffffffu ? p2[w] : ((p1[w] & ~m2) | (p2[w] & m2)));
 #else
-        const unsigned int m2 = (unsigned int)(draw_bits(key, d->s_xmask, (u64)c * GA_W + (u64)w) >> 32);
-        x = (p1[w] & ~m2) | (p2[w] & m2);
+    if (!d->a) return p1[w];
+    const unsigned int m2 = (unsigned int)(isles_mix64(hx) >> 32);
+    return (p1[w] & ~m2) | (p2[w] & m2);
 #endif
-    }
+    (void)hx;
+}
+
+// The mutation of word w of a child slot (hm = (key ^ s_mut) + 32 (c W + w) GOLDEN).
+ISLES_DEV unsigned int ga_mut_word(const GASel* d, u64 key, u64 s_mut, u64 hm, int c, int w,
+                                   const u64* K, u64 kfull, u64 klast) {
 #if GA_MUT == 1
-    x ^= ga_flips(key, d->s_mut, ((u64)c * GA_W + (u64)w) * 32ull, ga_word_bits(w), q);
+    return ga_flips(key, s_mut, hm, ((u64)c * GA_W + (u64)w) * 32ull, ga_word_bits(w), K,
+                    w == GA_W - 1 ? klast : kfull);
 #elif GA_MUT == 2
-    if (d->mpos >= 0 && (d->mpos >> 5) == w) x ^= 1u << (d->mpos & 31);
+    return (d->mpos >= 0 && (d->mpos >> 5) == w) ? (1u << (d->mpos & 31)) : 0u;
+#else
+    return 0u;
 #endif
-    return x;
 }
 
 // Thread t's part of the objective of a packed row (the fused-objective contract).
 ISLES_DEV void ga_eval_part(T* acc, const unsigned int* row, int t) {
     obj_init(acc);
 #if GA_REAL
+#pragma unroll 2
     for (int j = t; j < GA_D; j += GA_TPI) {
         const T x = enc_decode(row, j);
 #if OBJ_NEXT
@@ -254,6 +275,7 @@ ISLES_DEV void ga_eval_part(T* acc, const unsigned int* row, int t) {
     }
 #else
     const int nu = obj_units(GA_L);
+#pragma unroll 4
     for (int u = t; u < nu; u += GA_TPI) obj_unit(acc, row, u, GA_L);
 #endif
 }
@@ -299,8 +321,9 @@ static void ga_group_eval(const unsigned int* row, T penalty, T* fo, T* vo, int*
     *bad = ga_finish(tot, penalty, fo, vo);
 }
 
-void ga_elite_host(const T* f, const T* v, int* elite, long long* hit, int track, T target,
-                   long long g, int n_islands) {
+// ga_select's work: elite search (and target), then the child slots' decisions
+void ga_select_host(const T* f, const T* v, int* elite, long long* hit, int track, T target,
+                    long long g, int n_islands, GASel* sel, const u64* keys, double p_c, double p_m) {
     for (int isl = 0; isl < n_islands; ++isl) {
         const T* fi = f + (ga_sz)isl * GA_N;
         const T* vi = v + (ga_sz)isl * GA_N;
@@ -318,24 +341,42 @@ void ga_elite_host(const T* f, const T* v, int* elite, long long* hit, int track
             const int b = elite[isl * GA_NEK];
             if (hit[isl] < 0 && vi[b] <= (T)0 && fi[b] <= target) hit[isl] = g;
         }
+        if (sel)
+            for (int c = 0; c < GA_N; ++c)
+                if (ga_kind(c) == 1) sel[(ga_sz)isl * GA_N + c] = ga_decide(keys[isl], g, c, fi, vi, p_c, p_m);
     }
 }
 
-void ga_generation_host(const unsigned int* P, const T* f, const T* v, const int* elite,
+void ga_generation_host(const unsigned int* P, const T* f, const T* v, const int* elite, const GASel* sel,
                         unsigned int* Pn, T* fn, T* vn, const u64* keys, long long g,
-                        long long* nan_count, int total, double p_c, double p_m, const double* q,
-                        T penalty, unsigned int* row) {
+                        long long* nan_count, int total, const u64* K, T penalty, unsigned int* row) {
+    const u64 kfull = K[32], klast = K[ga_word_bits(GA_W - 1)];
+    const u64 gb = ((u64)g) << 16;
+    const u64 s_mut = isles_mix64(gb + DRAW_MUTATE), s_renew = isles_mix64(gb + DRAW_RENEW);
+    const u64 s_xmask = isles_mix64(gb + DRAW_XMASK);
     for (int gind = 0; gind < total; ++gind) {
         const int isl = gind / GA_N, c = gind - isl * GA_N;
         const u64 key = keys[isl];
         const T* fi = f + (ga_sz)isl * GA_N;
         const T* vi = v + (ga_sz)isl * GA_N;
-        const GADec d = ga_decide(key, g, c, elite + (ga_sz)isl * GA_NEK, fi, vi, p_c, p_m);
+        const int kind = ga_kind(c);
+        GASel d = {0, 0, 0, 0, -1};
+        if (kind == 0) d.src = elite[isl * GA_NEK + c];
+        if (kind == 1) d = sel[gind];
         const unsigned int* Pi = P + (ga_sz)isl * GA_N * GA_W;
+        const unsigned int* p1 = Pi + (ga_sz)d.src * GA_W;
+        const unsigned int* p2 = Pi + (ga_sz)d.p2 * GA_W;
         unsigned int* out = Pn + (ga_sz)gind * GA_W;
         for (int t = 0; t < GA_TPI; ++t)
-            for (int w = t; w < GA_W; w += GA_TPI) { const unsigned int x = ga_word(&d, key, c, w, Pi, q); out[w] = x; row[w] = x; }
-        if (d.kind == 0) { fn[gind] = fi[d.src]; vn[gind] = vi[d.src]; continue; }
+            for (int w = t; w < GA_W; w += GA_TPI) {
+                const u64 iw = (u64)c * GA_W + (u64)w;
+                unsigned int x = ga_base_word(kind, &d, p1, p2, w, (key ^ s_xmask) + iw * GOLDEN,
+                                              (key ^ s_renew) + iw * GOLDEN);
+                if (kind == 1) x ^= ga_mut_word(&d, key, s_mut, (key ^ s_mut) + 32ull * iw * GOLDEN, c, w, K, kfull, klast);
+                out[w] = x;
+                row[w] = x;
+            }
+        if (kind == 0) { fn[gind] = fi[d.src]; vn[gind] = vi[d.src]; continue; }
         int bad = 0;
         ga_group_eval(row, penalty, fn + gind, vn + gind, &bad);
         if (bad) *nan_count += 1;
@@ -382,11 +423,36 @@ ISLES_DEV void ga_group_merge(T* acc, T* red) {
 #endif
 }
 
+// the (v, f, index)-least of the warp's candidates (bi < 0: none), in lane 0
+ISLES_DEV void ga_warp_min(T* bf, T* bv, int* bi) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const T of = __shfl_down_sync(0xffffffffu, *bf, o);
+        const T ov = __shfl_down_sync(0xffffffffu, *bv, o);
+        const int oi = __shfl_down_sync(0xffffffffu, *bi, o);
+        if (oi >= 0 && (*bi < 0 || ga_key_less(of, ov, oi, *bf, *bv, *bi))) { *bf = of; *bv = ov; *bi = oi; }
+    }
+}
+
+// Selection of a generation. Blocks [0, I): the island's elite in rank order (n_elite searches
+// for the least (v, f, index) key above the previous one) and the stop target. Blocks I...: one
+// thread per slot, the child slots' decisions (tournaments, crossover, seed mutation).
 extern "C" __global__ void __launch_bounds__(GA_EBLOCK)
-ga_elite(const T* __restrict__ f, const T* __restrict__ v, int* __restrict__ elite,
-         long long* __restrict__ hit, const int track, const T target,
-         const long long* __restrict__ gen_dev, const long long gen_off, const u64* __restrict__ rng_ctr)
+ga_select(const T* __restrict__ f, const T* __restrict__ v, int* __restrict__ elite,
+          long long* __restrict__ hit, const int track, const T target,
+          const long long* __restrict__ gen_dev, const long long gen_off, const u64* __restrict__ rng_ctr,
+          GASel* __restrict__ sel, const u64* __restrict__ keys, const int n_islands, const double p_c,
+          const double p_m)
 {
+    const long long g = gen_off + gen_dev[0] + (long long)rng_ctr[0];
+    if ((int)blockIdx.x >= n_islands) {
+        const long long gind = (long long)(blockIdx.x - n_islands) * GA_EBLOCK + threadIdx.x;
+        if (gind >= (long long)n_islands * GA_N) return;
+        const int isl = (int)(gind / GA_N), c = (int)(gind - (long long)isl * GA_N);
+        if (ga_kind(c) != 1) return;
+        sel[gind] = ga_decide(keys[isl], g, c, f + (ga_sz)isl * GA_N, v + (ga_sz)isl * GA_N, p_c, p_m);
+        return;
+    }
     __shared__ T sf[32], sv[32];
     __shared__ int si[32];
     __shared__ T pf, pv;
@@ -395,45 +461,41 @@ ga_elite(const T* __restrict__ f, const T* __restrict__ v, int* __restrict__ eli
     const T* fi = f + (ga_sz)isl * GA_N;
     const T* vi = v + (ga_sz)isl * GA_N;
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    const int nw = (blockDim.x + 31) >> 5;
+    const int nw = GA_EBLOCK / 32;
     for (int e = 0; e < GA_NEK; ++e) {
         T bf = (T)0, bv = (T)0; int bi = -1;
-        for (int i = threadIdx.x; i < GA_N; i += blockDim.x) {
+#pragma unroll 4
+        for (int i = threadIdx.x; i < GA_N; i += GA_EBLOCK) {
             const T fx = fi[i], vx = vi[i];
             if (e > 0 && !ga_key_less(pf, pv, pi, fx, vx, i)) continue;
             if (bi < 0 || ga_key_less(fx, vx, i, bf, bv, bi)) { bf = fx; bv = vx; bi = i; }
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const T of = __shfl_down_sync(0xffffffffu, bf, o);
-            const T ov = __shfl_down_sync(0xffffffffu, bv, o);
-            const int oi = __shfl_down_sync(0xffffffffu, bi, o);
-            if (lane + o < 32 && oi >= 0 && (bi < 0 || ga_key_less(of, ov, oi, bf, bv, bi))) { bf = of; bv = ov; bi = oi; }
-        }
+        ga_warp_min(&bf, &bv, &bi);
         if (lane == 0) { sf[wid] = bf; sv[wid] = bv; si[wid] = bi; }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            for (int k = 1; k < nw; ++k)
-                if (si[k] >= 0 && (bi < 0 || ga_key_less(sf[k], sv[k], si[k], bf, bv, bi))) { bf = sf[k]; bv = sv[k]; bi = si[k]; }
-            elite[isl * GA_NEK + e] = bi;
-            pf = bf; pv = bv; pi = bi;
+        if (wid == 0) {
+            bi = lane < nw ? si[lane] : -1;
+            bf = lane < nw ? sf[lane] : (T)0;
+            bv = lane < nw ? sv[lane] : (T)0;
+            ga_warp_min(&bf, &bv, &bi);
+            if (lane == 0) { elite[isl * GA_NEK + e] = bi; pf = bf; pv = bv; pi = bi; }
         }
         __syncthreads();
     }
     if (track && threadIdx.x == 0) {
-        const long long g = gen_off + gen_dev[0] + (long long)rng_ctr[0];
         const int b = elite[isl * GA_NEK];
         if (hit[isl] < 0 && vi[b] <= (T)0 && fi[b] <= target) hit[isl] = g;
     }
 }
 
-extern "C" __global__ void __launch_bounds__(GA_BLOCK)
+// One generation of every slot of every island (module docstring): words, then the objective.
+extern "C" __global__ void __launch_bounds__(GA_BLOCK, GA_MINB)
 ga_generation(const unsigned int* __restrict__ P, const T* __restrict__ f, const T* __restrict__ v,
-              const int* __restrict__ elite, unsigned int* __restrict__ Pn, T* __restrict__ fn,
-              T* __restrict__ vn, const u64* __restrict__ keys, const long long* __restrict__ gen_dev,
-              const long long gen_off, const u64* __restrict__ rng_ctr,
-              unsigned long long* __restrict__ nan_count, const int total, const double p_c,
-              const double p_m, const double* __restrict__ q, const T penalty)
+              const int* __restrict__ elite, const GASel* __restrict__ sel, unsigned int* __restrict__ Pn,
+              T* __restrict__ fn, T* __restrict__ vn, const u64* __restrict__ keys,
+              const long long* __restrict__ gen_dev, const long long gen_off, const u64* __restrict__ rng_ctr,
+              unsigned long long* __restrict__ nan_count, const int total, const u64* __restrict__ K,
+              const T penalty)
 {
     extern __shared__ unsigned int ga_rows[];
     __shared__ T red[GA_NWARP * OBJ_NACC];
@@ -442,21 +504,55 @@ ga_generation(const unsigned int* __restrict__ P, const T* __restrict__ f, const
     const int gind = blockIdx.x * GA_IPB + grp;
     if (gind >= total) return;   // whole groups (block mode has no partial block)
     const int isl = gind / GA_N, c = gind - isl * GA_N;
+    const int kind = ga_kind(c);
+    GASel d;
+    d.src = 0; d.p2 = 0; d.a = 0; d.b = 0; d.mpos = -1;
+    if (kind == 0) d.src = elite[isl * GA_NEK + c];
+    else if (kind == 1) d = sel[gind];
     const u64 key = keys[isl];
     const long long g = gen_off + gen_dev[0] + (long long)rng_ctr[0];
-    const T* fi = f + (ga_sz)isl * GA_N;
-    const T* vi = v + (ga_sz)isl * GA_N;
-    const GADec d = ga_decide(key, g, c, elite + (ga_sz)isl * GA_NEK, fi, vi, p_c, p_m);
     const unsigned int* Pi = P + (ga_sz)isl * GA_N * GA_W;
+    const unsigned int* p1 = Pi + (ga_sz)d.src * GA_W;
+    const unsigned int* p2 = Pi + (ga_sz)d.p2 * GA_W;
     unsigned int* out = Pn + (ga_sz)gind * GA_W;
     unsigned int* row = ga_rows + grp * GA_W;
-    for (int w = t; w < GA_W; w += GA_TPI) {
-        const unsigned int x = ga_word(&d, key, c, w, Pi, q);
-        out[w] = x;
-        row[w] = x;
+    const u64 gb = ((u64)g) << 16;
+    const u64 s_mut = isles_mix64(gb + DRAW_MUTATE);
+    const u64 kfull = K[32], klast = K[ga_word_bits(GA_W - 1)];
+    const u64 iw0 = (u64)c * GA_W + (u64)t;                       // hash index of word t
+    const u64 hx0 = (key ^ isles_mix64(gb + DRAW_XMASK)) + iw0 * GOLDEN;
+    const u64 hr0 = (key ^ isles_mix64(gb + DRAW_RENEW)) + iw0 * GOLDEN;
+    const u64 hm0 = (key ^ s_mut) + 32ull * iw0 * GOLDEN;
+    const u64 hstep = (u64)GA_TPI * GOLDEN;
+#if GA_ITEMS <= GA_MAX_ITEMS
+    unsigned int x[GA_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GA_ITEMS; ++k) {      // parent words first (loads in flight) ...
+        const int w = t + k * GA_TPI;
+        x[k] = (w < GA_W) ? ga_base_word(kind, &d, p1, p2, w, hx0 + (u64)k * hstep, hr0 + (u64)k * hstep) : 0u;
     }
-    if (d.kind == 0) {   // elite copy: keeps its (f, v); uniform over the group
-        if (t == 0) { fn[gind] = fi[d.src]; vn[gind] = vi[d.src]; }
+    if (kind == 1) {
+#pragma unroll
+        for (int k = 0; k < GA_ITEMS; ++k) {  // ... while the mutation masks are drawn
+            const int w = t + k * GA_TPI;
+            if (w < GA_W) x[k] ^= ga_mut_word(&d, key, s_mut, hm0 + 32ull * (u64)k * hstep, c, w, K, kfull, klast);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < GA_ITEMS; ++k) {
+        const int w = t + k * GA_TPI;
+        if (w < GA_W) { out[w] = x[k]; row[w] = x[k]; }
+    }
+#else
+    for (int w = t, k = 0; w < GA_W; w += GA_TPI, ++k) {
+        unsigned int xw = ga_base_word(kind, &d, p1, p2, w, hx0 + (u64)k * hstep, hr0 + (u64)k * hstep);
+        if (kind == 1) xw ^= ga_mut_word(&d, key, s_mut, hm0 + 32ull * (u64)k * hstep, c, w, K, kfull, klast);
+        out[w] = xw;
+        row[w] = xw;
+    }
+#endif
+    if (kind == 0) {   // elite copy: keeps its (f, v); uniform over the group
+        if (t == 0) { fn[gind] = f[(ga_sz)isl * GA_N + d.src]; vn[gind] = v[(ga_sz)isl * GA_N + d.src]; }
         return;
     }
     GA_GROUP_SYNC();
@@ -503,15 +599,15 @@ extern "C" __global__ void ga_add_i64(long long* p, const long long v) { *p += v
 
 # Per-bit mutation masks as one elementwise kernel (the CuPy array path of algorithms/ga/ga.py).
 _FLIPS_SOURCE = r"""
-ISLES_DEV unsigned int ga_flips_q(u64 key, u64 s_mut, u64 base, int nb, const double* q) {
+ISLES_DEV unsigned int ga_flips_k(u64 key, u64 s_mut, u64 base, int nb, const unsigned long long* K) {
     unsigned int m = 0u;
     int pos = -1;
     for (int k = 0; k < nb; ++k) {
         const int r = nb - 1 - pos;
-        const double u = 1.0 - unif53(draw_bits(key, s_mut, base + (u64)k));
-        if (u <= q[r]) break;
+        const u64 k53 = draw_bits(key, s_mut, base + (u64)k) >> 11;
+        if (k53 >= K[r]) break;
         int lo = 0, hi = r;
-        while (hi - lo > 1) { const int mid = (lo + hi) >> 1; if (u <= q[mid]) lo = mid; else hi = mid; }
+        while (hi - lo > 1) { const int mid = (lo + hi) >> 1; if (k53 >= K[mid]) lo = mid; else hi = mid; }
         pos += lo + 1;
         m |= 1u << pos;
         if (pos >= nb - 1) break;
@@ -522,13 +618,13 @@ ISLES_DEV unsigned int ga_flips_q(u64 key, u64 s_mut, u64 base, int nb, const do
 _KERNELS: dict = {}
 
 
-def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int, q: np.ndarray):
-    """CuPy twin of :func:`algorithms.ga.ga.per_bit_flips` (same draws, same table ``q``): one
+def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int, K: np.ndarray):
+    """CuPy twin of :func:`algorithms.ga.ga.per_bit_flips` (same draws, same thresholds ``K``): one
     elementwise kernel over ``(I, M, W)`` words, no host synchronisation."""
     cp = rng.xp
     if "flips" not in _KERNELS:
         _KERNELS["flips"] = cp.ElementwiseKernel(
-            "raw uint64 keys, raw uint64 ctr, uint64 gd, raw float64 q, int64 M, int64 W, int64 start, int64 L",
+            "raw uint64 keys, raw uint64 ctr, uint64 gd, raw uint64 K, int64 M, int64 W, int64 start, int64 L",
             "uint32 m",
             r"""
             const long long w = i % W;
@@ -537,7 +633,7 @@ def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int,
             const long long isl = rest / M;
             const u64 s = isles_mix64(gd + (ctr[0] << 16));
             const int nb = (w == W - 1) ? (int)(L - 32 * (W - 1)) : 32;
-            m = ga_flips_q(keys[isl], s, ((u64)c * (u64)W + (u64)w) * 32ull, nb, &q[0]);
+            m = ga_flips_k(keys[isl], s, ((u64)c * (u64)W + (u64)w) * 32ull, nb, &K[0]);
             """,
             "isles_ga_flips",
             preamble=HASH + _FLIPS_SOURCE,
@@ -546,8 +642,8 @@ def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int,
     M = stop - start
     out = cp.empty((rng.n_streams, M, W), dtype=np.uint32)
     gd = ((int(generation) << 16) + DRAW_MUTATE) & ((1 << 64) - 1)
-    qd = cp.asarray(q, dtype=np.float64)
-    _KERNELS["flips"](rng.keys, rng.ctr, np.uint64(gd), qd, np.int64(M), np.int64(W), np.int64(start),
+    Kd = cp.asarray(K, dtype=np.uint64)
+    _KERNELS["flips"](rng.keys, rng.ctr, np.uint64(gd), Kd, np.int64(M), np.int64(W), np.int64(start),
                       np.int64(n_bits), out)
     return out
 
@@ -555,9 +651,10 @@ def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int,
 # ---- configuration ------------------------------------------------------------------------------
 
 def layout(n_words: int, n_work: int, tpi: int | None = None) -> tuple[int, int, int]:
-    """Thread layout ``(TPI, IPB, BLOCK)``: ``TPI`` threads per slot (a power of two, about 8
-    words or coordinates per thread, at most 512), ``IPB`` slots per block (128 threads per
-    block while ``TPI <= 32``, else 1) and ``BLOCK = TPI * IPB``.
+    """Thread layout ``(TPI, IPB, BLOCK)``: ``TPI`` threads per slot (a power of two with about 12
+    words or coordinates per thread, at least 2 where there are 2, at most 256: measured best for
+    10^5 bits on an H100), ``IPB`` slots per block (128 threads per block while ``TPI <= 32``,
+    else 1) and ``BLOCK = TPI * IPB``.
 
     Raises:
         ValueError: ``tpi`` given and not a power of two in ``[1, 1024]``.
@@ -565,20 +662,32 @@ def layout(n_words: int, n_work: int, tpi: int | None = None) -> tuple[int, int,
     if tpi is None:
         items = max(int(n_words), int(n_work), 1)
         tpi = 1
-        while tpi < MAX_TPI and tpi * 8 < items:
+        while tpi < MAX_TPI and tpi * 12 < items:
             tpi *= 2
+        tpi = max(tpi, min(2, items))
     elif tpi < 1 or tpi > 1024 or (tpi & (tpi - 1)):
         raise ValueError(f"fused GA: tpi={tpi}: allowed values are powers of two 1..1024")
     ipb = max(1, 128 // tpi) if tpi <= 32 else 1
     return tpi, ipb, tpi * ipb
 
 
-def kernel_source(ga, ctx, tpi: int | None = None) -> tuple[str, dict]:
+def elite_block(n: int) -> int:
+    """Threads of a ``ga_select`` block: a power of two about ``N / 4``, in ``[32, 1024]``."""
+    b = 32
+    while b < 1024 and b * 4 < int(n):
+        b *= 2
+    return b
+
+
+def kernel_source(ga, ctx, tpi: int | None = None, extra: dict | None = None) -> tuple[str, dict]:
     """CUDA/C source of the fused generation for ``(ga, ctx)`` and its configuration macros.
 
     Order: configuration, ``HASH + ARITHMETIC + MATH`` (:mod:`algorithms.core.cuda_prelude`), the
     problem's ``cuda_objective``, the encoding's ``cuda_decode`` (real problems), then
     :data:`GA_SOURCE`.
+
+    ``extra`` adds or overrides macros (tuning: ``GA_MAX_ITEMS``, words per thread held in
+    registers, 0 = all through shared memory; ``GA_MINB``, ``__launch_bounds__``'s minimum blocks).
 
     Raises:
         ValueError: the problem has no ``cuda_objective``.
@@ -598,9 +707,12 @@ def kernel_source(ga, ctx, tpi: int | None = None) -> tuple[str, dict]:
         "IS_F32": int(np.dtype(ctx.dtype) == np.float32), "GA_N": p.pop_size, "GA_W": W, "GA_L": L,
         "GA_NE": p.n_elite, "GA_NEK": max(p.n_elite, 1), "GA_NR": p.n_renew, "GA_S": p.group_size,
         "GA_XOVER": CROSSOVERS.index(p.crossover), "GA_MUT": mut, "GA_REAL": int(real),
-        "GA_D": enc.dim, "GA_TPI": tpi, "GA_IPB": ipb, "GA_BLOCK": block, "GA_EBLOCK": ELITE_BLOCK,
+        "GA_D": enc.dim, "GA_TPI": tpi, "GA_IPB": ipb, "GA_BLOCK": block, "GA_EBLOCK": elite_block(p.pop_size),
         "GA_PENALTY": int(getattr(ctx.evaluator, "handling", "feasibility") == "penalty"),
+        # block mode: registers for 2048 resident threads per SM (latency hiding, measured)
+        "GA_MINB": 2048 // block if tpi > 32 else 1,
     }
+    cfg.update(extra or {})
     head = "".join(f"#define {k} {v}\n" for k, v in cfg.items())
     src = head + HASH + ARITHMETIC + MATH + "\n" + obj + "\n"
     if real:
@@ -709,7 +821,7 @@ class HostGA:
         self.T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
         p = ga.params
         self.N, self.W, self.NEK = p.pop_size, self.cfg["GA_W"], self.cfg["GA_NEK"]
-        self.q = flip_thresholds(p.mutation_probability(self.cfg["GA_L"]))
+        self.K = flip_thresholds(p.mutation_probability(self.cfg["GA_L"]))
         self.p_c, self.p_m = float(p.p_c), float(p.mutation_probability(self.cfg["GA_L"]))
         self.penalty = float(getattr(ctx.evaluator, "penalty", 0.0))
         self.target = ctx.target
@@ -725,34 +837,37 @@ class HostGA:
         sh = genome.shape[:-1]
         return f.reshape(sh), v.reshape(sh), bad.reshape(sh)
 
-    def elite(self, state, track: bool = False):
-        """``(elite (I, max(n_elite, 1)) int32, hit_generation (I,) int64)`` of the state's
-        population (hit updated only with ``track`` and a target)."""
+    def select(self, state, track: bool = False, decide: bool = True):
+        """``ga_select``'s work on the state's population: ``(elite (I, max(n_elite, 1)) int32,
+        hit_generation (I,) int64, sel (I, N, 5) int32)`` (hit updated only with ``track`` and a
+        target; ``sel``: the child slots' ``(parent 1, parent 2, a, b, mpos)``, see GA_SOURCE)."""
         f = np.ascontiguousarray(state["f"], dtype=self.dtype)
         v = np.ascontiguousarray(state["v"], dtype=self.dtype)
         I = f.shape[0]
         el = np.empty((I, self.NEK), np.int32)
+        sel = np.zeros((I, self.N, 5), np.int32)
         hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
         do = int(track and self.target is not None)
         tgt = self.dtype.type(self.target if self.target is not None else 0.0)
-        self.lib.ga_elite_host(_ptr(f), _ptr(v), _ptr(el), _ptr(hit), ctypes.c_int(do), self.T(tgt),
-                               ctypes.c_longlong(int(state["generation"])), ctypes.c_int(I))
-        return el, hit
+        self.lib.ga_select_host(_ptr(f), _ptr(v), _ptr(el), _ptr(hit), ctypes.c_int(do), self.T(tgt),
+                                ctypes.c_longlong(int(state["generation"])), ctypes.c_int(I),
+                                _ptr(sel) if decide else None, _ptr(self.ctx.rng.keys),
+                                ctypes.c_double(self.p_c), ctypes.c_double(self.p_m))
+        return el, hit, sel
 
     def step(self, state):
-        """One generation (elite search, then the generation code); returns a new state."""
+        """One generation (``ga_select``, then ``ga_generation``'s code); returns a new state."""
         G = np.ascontiguousarray(state["genome"], dtype=np.uint32)
         f = np.ascontiguousarray(state["f"], dtype=self.dtype)
         v = np.ascontiguousarray(state["v"], dtype=self.dtype)
         I = G.shape[0]
-        el, _ = self.elite(state)
+        el, _, sel = self.select(state)
         Gn, fn, vn = np.empty_like(G), np.empty_like(f), np.empty_like(v)
         nan = np.zeros(1, np.int64)
         self.lib.ga_generation_host(
-            _ptr(G), _ptr(f), _ptr(v), _ptr(el), _ptr(Gn), _ptr(fn), _ptr(vn), _ptr(self.ctx.rng.keys),
-            ctypes.c_longlong(int(state["generation"])), _ptr(nan), ctypes.c_int(I * self.N),
-            ctypes.c_double(self.p_c), ctypes.c_double(self.p_m), _ptr(self.q), self.T(self.penalty),
-            _ptr(self._row))
+            _ptr(G), _ptr(f), _ptr(v), _ptr(el), _ptr(sel), _ptr(Gn), _ptr(fn), _ptr(vn),
+            _ptr(self.ctx.rng.keys), ctypes.c_longlong(int(state["generation"])), _ptr(nan),
+            ctypes.c_int(I * self.N), _ptr(self.K), self.T(self.penalty), _ptr(self._row))
         s = dict(state)
         s["genome"], s["f"], s["v"] = Gn, fn, vn
         s["generation"] = state["generation"] + 1
@@ -765,7 +880,7 @@ class HostGA:
         for _ in range(int(n_generations)):
             state = self.step(state)
             if self.target is not None:
-                _, hit = self.elite(state, track=True)
+                _, hit, _ = self.select(state, track=True, decide=False)
                 state = dict(state)
                 state["hit_generation"] = hit
         return state
@@ -781,7 +896,7 @@ def _kernels(cp, source: str):
     ks = _MODULES.get(key)
     if ks is None:
         mod = cp.RawModule(code=source)
-        ks = {n: mod.get_function(n) for n in ("ga_elite", "ga_generation", "ga_eval_rows", "ga_set_i64",
+        ks = {n: mod.get_function(n) for n in ("ga_select", "ga_generation", "ga_eval_rows", "ga_set_i64",
                                                   "ga_add_i64")}
         _MODULES[key] = ks
     return ks
@@ -794,12 +909,13 @@ class FusedGA:
         ga: the :class:`algorithms.ga.ga.GA`.
         ctx: a CuPy :class:`algorithms.core.base.Context` whose problem has ``cuda_objective``.
         tpi: threads per slot (default :func:`layout`'s choice; benchmarks).
+        extra: macro overrides (:func:`kernel_source`; benchmarks).
 
     Raises:
         ValueError: the configuration is unsupported (:func:`unsupported_reason`).
     """
 
-    def __init__(self, ga, ctx, tpi: int | None = None):
+    def __init__(self, ga, ctx, tpi: int | None = None, extra: dict | None = None):
         reason = unsupported_reason(ga, ctx)
         if reason is not None:
             raise ValueError(f"fused GA unavailable: {reason}")
@@ -807,7 +923,7 @@ class FusedGA:
 
         self.cp, self.ga, self.ctx, self.params = cp, ga, ctx, ga.params
         self.problem = ctx.evaluator.problem
-        self.source, self.cfg = kernel_source(ga, ctx, tpi)
+        self.source, self.cfg = kernel_source(ga, ctx, tpi, extra)
         self.I, self.N, self.W = ctx.n_islands, self.params.pop_size, self.cfg["GA_W"]
         self.L = self.cfg["GA_L"]
         self.NEK = self.cfg["GA_NEK"]
@@ -817,7 +933,7 @@ class FusedGA:
         self.grid = -(-self.total // self.ipb)
         self.smem = max(4, self.ipb * self.W * 4)
         ks = _kernels(cp, self.source)
-        self._k_elite, self._k_gen, self._k_eval = ks["ga_elite"], ks["ga_generation"], ks["ga_eval_rows"]
+        self._k_select, self._k_gen, self._k_eval = ks["ga_select"], ks["ga_generation"], ks["ga_eval_rows"]
         self._k_set, self._k_add = ks["ga_set_i64"], ks["ga_add_i64"]
         if self.smem > 48 * 1024:
             for k in (self._k_gen, self._k_eval):
@@ -825,7 +941,7 @@ class FusedGA:
         t = self.dtype.type
         pm = self.params.mutation_probability(self.L)
         self._p_c, self._p_m = np.float64(self.params.p_c), np.float64(pm)
-        self._q = cp.asarray(flip_thresholds(pm))
+        self._K = cp.asarray(flip_thresholds(pm))
         self._penalty = t(getattr(ctx.evaluator, "penalty", 0.0)
                           if getattr(ctx.evaluator, "handling", "feasibility") == "penalty" else 0.0)
         self._target = t(ctx.target if ctx.target is not None else 0.0)
@@ -836,29 +952,32 @@ class FusedGA:
         self._gen = cp.zeros((), dtype=np.int64)
         self._nan = cp.zeros((), dtype=np.int64)
         self._elite = cp.zeros((self.I, self.NEK), dtype=np.int32)
+        self._sel = cp.zeros((self.I, self.N, 5), dtype=np.int32)  # child slots' decisions (GASel)
         self._hit = cp.full((self.I,), -1, dtype=np.int64)
         self._bufs = None
         self._graph = None
         self.graph_generations = GRAPH_GENERATIONS
 
     # -- launches -------------------------------------------------------------------------------
-    def _launch_elite(self, src, gen_dev, gen_off, track):
+    def _launch_select(self, src, gen_dev, gen_off, track, decide=True):
         _, f, v = src
-        self._k_elite((self.I,), (ELITE_BLOCK,),
-                      (f, v, self._elite, self._hit, np.int32(track), self._target, gen_dev,
-                       np.int64(gen_off), self._ctr))
+        eb = self.cfg["GA_EBLOCK"]
+        grid = self.I + (-(-self.total // eb) if decide else 0)
+        self._k_select((grid,), (eb,),
+                       (f, v, self._elite, self._hit, np.int32(track), self._target, gen_dev,
+                        np.int64(gen_off), self._ctr, self._sel, self._keys, np.int32(self.I), self._p_c,
+                        self._p_m))
 
     def _launch_gen(self, src, dst, gen_dev, gen_off, nan):
         G, f, v = src
         Gn, fn, vn = dst
         self._k_gen((self.grid,), (self.block,),
-                    (G, f, v, self._elite, Gn, fn, vn, self._keys, gen_dev, np.int64(gen_off), self._ctr,
-                     nan, np.int32(self.total), self._p_c, self._p_m, self._q, self._penalty),
+                    (G, f, v, self._elite, self._sel, Gn, fn, vn, self._keys, gen_dev, np.int64(gen_off),
+                     self._ctr, nan, np.int32(self.total), self._K, self._penalty),
                     shared_mem=self.smem)
 
     def _generation(self, src, dst, gen_dev, gen_off, nan, track):
-        if self.params.n_elite or track:
-            self._launch_elite(src, gen_dev, gen_off, track)
+        self._launch_select(src, gen_dev, gen_off, track)
         self._launch_gen(src, dst, gen_dev, gen_off, nan)
 
     def _arrays(self, state):
@@ -984,7 +1103,7 @@ class FusedGA:
             self._generation(bufs[k % 2], bufs[(k + 1) % 2], self._gen, k, self._nan, track)
         fin = bufs[rem % 2]
         if track:  # the last population
-            self._launch_elite(fin, self._gen, rem, 1)
+            self._launch_select(fin, self._gen, rem, 1, decide=False)
         s = dict(state)
         s["genome"], s["f"], s["v"] = (a.copy() for a in fin)
         s["generation"] = state["generation"] + n

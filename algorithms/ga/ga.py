@@ -61,14 +61,16 @@ DRAW_RENEW     6    ``c W + w``                             renewal words (maske
 * ``per_bit`` (standard bit-flip mutation, section 2.8): every bit flips independently with
   probability ``p_m`` (default ``1/L``). Drawn per word by **geometric gaps**: the number of
   non-flipped bits before the next flip is ``G`` with ``P(G >= m) = (1 - p_m)^m``, obtained by
-  inversion, ``G = #{m >= 1 : u' <= q_m}`` with ``u' = 1 - u`` in ``(0, 1]`` and the host table
-  ``q_m = (1 - p_m)^m`` (``m = 0..32``, float64), i.e. ``floor(log u' / log(1 - p_m))`` computed
-  without a logarithm. Starting at position ``-1``, the ``k``-th draw of word ``w`` moves to
-  ``pos + 1 + G`` and flips it while it is inside the word's genome bits. Independent Bernoulli
-  trials have exactly these geometric waiting times (memorylessness), so this is per-bit
-  Bernoulli(``p_m``) in distribution (up to the float64 rounding of ``q_m``), at an expected
-  cost of ``1 + 32 p_m`` hashes per word instead of 32; the padding bits are never touched.
-  NumPy, the CuPy array path and the CUDA kernel use the same table, so they flip the same bits;
+  inversion, ``G = floor(log u' / log(1 - p_m))`` with ``u' = 1 - u`` in ``(0, 1]``, computed
+  without a logarithm from the 53-bit integer ``k = z >> 11`` behind ``u``: ``G >= m`` iff
+  ``k >= K_m``, ``K_m = ceil((1 - q_m) 2^53)``, ``q_m = (1 - p_m)^m`` (float64, ``m = 0..32``;
+  exactly ``u' <= q_m``), so ``G = #{m >= 1 : k >= K_m}``. Starting at position ``-1``, the
+  ``k``-th draw of word ``w`` moves to ``pos + 1 + G`` and flips it while it is inside the word's
+  genome bits. Independent Bernoulli trials have exactly these geometric waiting times
+  (memorylessness), so this is per-bit Bernoulli(``p_m``) in distribution (up to the float64
+  rounding of ``q_m``), at an expected cost of ``1 + 32 p_m`` hashes per word instead of 32; the
+  padding bits are never touched. NumPy, the CuPy array path and the CUDA kernel use the same
+  integer table ``K``, so they flip the same bits;
 * ``seed`` (appendix A.5): with probability ``p_m`` one bit of the child, uniform over the ``L``
   bits, flips. (A.5 picks ``lround(u (L - 0.5))``, which gives the two end bits half the
   probability of the others; isles picks uniformly.)
@@ -89,7 +91,6 @@ import numpy as np
 
 from algorithms.core.base import Context, IslandAlgorithm, State, check_range
 from algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding, make_encoding
-from algorithms.core.random import bits_to_uniform
 from problems.constraints import better
 
 log = logging.getLogger(__name__)
@@ -299,11 +300,19 @@ def crossover(rng, generation: int, G1, G2, start: int, stop: int, kind: str, p_
 
 
 def flip_thresholds(p_m: float) -> np.ndarray:
-    """``q_m = (1 - p_m)^m`` for ``m = 0..32``, float64 ``(33,)``: ``P(gap >= m)`` of the per-bit
-    mutation's geometric gaps (module docstring). Computed on the host once, shared by NumPy,
-    CuPy and the CUDA kernel."""
+    """The per-bit mutation's integer thresholds ``K (33,)`` uint64: ``K_m = ceil((1 - q_m) 2^53)``
+    with ``q_m = (1 - p_m)^m`` in float64 (``m = 0..32``), computed exactly (rationals). A draw
+    ``z`` says "the gap is at least ``m``" iff ``(z >> 11) >= K_m``, i.e. iff
+    ``1 - u <= q_m`` for its uniform ``u``. Computed on the host once, shared by NumPy, CuPy and
+    the CUDA kernel."""
+    from fractions import Fraction  # noqa: PLC0415
+
     a = 1.0 - float(p_m)
-    return np.array([a ** m for m in range(33)], dtype=np.float64)
+    out = []
+    for m in range(33):
+        q = Fraction(a ** m)
+        out.append(math.ceil((1 - q) * (1 << 53)))
+    return np.array(out, dtype=np.uint64)
 
 
 def word_bits(n_bits: int) -> np.ndarray:
@@ -328,26 +337,26 @@ def per_bit_flips(rng, generation: int, start: int, stop: int, n_bits: int, p_m:
     M = stop - start
     if M <= 0 or p_m <= 0.0:
         return xp.zeros((I, max(M, 0), W), dtype=np.uint32)
-    q = flip_thresholds(p_m)
+    K = flip_thresholds(p_m)
     if xp is not np:
         from algorithms.ga import cuda as ga_cuda  # noqa: PLC0415
 
-        return ga_cuda.per_bit_flips_cupy(rng, generation, start, stop, n_bits, q)
+        return ga_cuda.per_bit_flips_cupy(rng, generation, start, stop, n_bits, K)
     nbw = word_bits(n_bits)
     base = (np.arange(start, stop, dtype=np.int64)[:, None] * W + np.arange(W)[None, :]) * 32  # (M, W)
     flips = np.zeros((I, M, W), dtype=np.uint32)
-    u = 1.0 - bits_to_uniform(rng.bits_at(generation, DRAW_MUTATE, base[None]))  # (I, M, W)
+    k53 = rng.bits_at(generation, DRAW_MUTATE, base[None]) >> np.uint64(11)  # (I, M, W)
     nb = np.broadcast_to(nbw, (I, M, W))
-    act = u > q[nb]  # at least one flip in the word
+    act = k53 < K[nb]  # at least one flip in the word
     ii, cc, ww = np.nonzero(act)
-    u, nb = u[act], nb[act]
+    k53, nb = k53[act], nb[act]
     b = base[cc, ww]
-    pos = np.full(u.shape, -1, dtype=np.int64)
+    pos = np.full(k53.shape, -1, dtype=np.int64)
     ms = np.arange(1, 33)
     k = 0
-    while u.size:
+    while k53.size:
         r = nb - 1 - pos  # bits left after pos
-        gap = ((u[:, None] <= q[None, 1:]) & (ms[None, :] < r[:, None])).sum(axis=1)
+        gap = ((k53[:, None] >= K[None, 1:]) & (ms[None, :] < r[:, None])).sum(axis=1)
         pos = pos + 1 + gap
         flips[ii, cc, ww] |= (np.uint32(1) << pos.astype(np.uint32))
         k += 1
@@ -355,9 +364,9 @@ def per_bit_flips(rng, generation: int, start: int, stop: int, n_bits: int, p_m:
         ii, cc, ww, b, pos, nb = ii[keep], cc[keep], ww[keep], b[keep], pos[keep], nb[keep]
         if not ii.size:
             break
-        u = 1.0 - bits_to_uniform(rng.bits_at(generation, DRAW_MUTATE, b + k, streams=ii))
-        go = u > q[nb - 1 - pos]
-        ii, cc, ww, b, pos, nb, u = ii[go], cc[go], ww[go], b[go], pos[go], nb[go], u[go]
+        k53 = rng.bits_at(generation, DRAW_MUTATE, b + k, streams=ii) >> np.uint64(11)
+        go = k53 < K[nb - 1 - pos]
+        ii, cc, ww, b, pos, nb, k53 = ii[go], cc[go], ww[go], b[go], pos[go], nb[go], k53[go]
     return flips
 
 
