@@ -47,8 +47,8 @@ no random numbers, so it costs nothing extra in the fused GPU kernel. ``"clip"``
 (uniform re-draw in the box, ``rng.uniform(g, DRAW_BOUND, (N, D))``) are available.
 
 On CuPy, :meth:`DE.step` and :meth:`DE.run` use the fused CUDA kernels of
-:mod:`algorithms.de.cuda` when the configuration allows (rand/1 with bin or nec on a built-in
-unconstrained benchmark function), with the same random numbers and arithmetic; otherwise, and
+:mod:`algorithms.de.cuda` when the configuration allows (rand/1 with bin or nec on a problem that
+carries its fused objective, ``Problem.cuda_objective``), with the same random numbers and arithmetic; otherwise, and
 on NumPy, the generic array code below runs. ``DE.graph_safe`` stays ``False``: the island
 runtime then calls :meth:`DE.run`, whose fused path replays its own CUDA graph of 64
 generations (faster than replaying one captured ``step`` per generation).
