@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from algorithms.core.backend import cupy_or_none
 from algorithms.core.base import Context, check_range
 from algorithms.core.random import CounterRNG
 from islands import checkpoint
@@ -147,8 +148,10 @@ class Coordinator:
 
     def _start_groups(self):
         if not self.use_ray:
-            p = plan(self.n, self.cfg.get("device", "auto"), self.cfg["islands"].get("n_actors"), {"CPU": 1})
-            groups = [_Local(IslandGroup(self._spec(ids, self.cfg.get("device", "auto")))) for ids in p.groups]
+            # in-process: one device, this one (a local GPU when CuPy sees one)
+            local = {"CPU": 1, "GPU": 1 if cupy_or_none() is not None else 0}
+            p = plan(self.n, self.cfg.get("device", "auto"), self.cfg["islands"].get("n_actors"), local)
+            groups = [_Local(IslandGroup(self._spec(ids, p.device))) for ids in p.groups]
             return groups, p
         import ray  # noqa: PLC0415
 
