@@ -146,20 +146,27 @@ class Coordinator:
             "cuda_graph": c.get("cuda_graph", True),
         }
 
-    def _start_groups(self):
+    def _placement(self):
+        """The actors to start (:func:`islands.placement.plan`) on Ray's cluster, or in-process on
+        this machine (one device: a local GPU when CuPy sees one)."""
+        isl = self.cfg["islands"]
+        if self.use_ray:
+            import ray  # noqa: PLC0415
+
+            resources = ray.cluster_resources()
+        else:
+            resources = {"CPU": 1, "GPU": 1 if cupy_or_none() is not None else 0}
+        return plan(self.n, self.cfg.get("device", "auto"), isl.get("n_actors"), resources,
+                    migration_interval=self.interval)
+
+    def _start_groups(self, p):
+        """One island group per block of ``p.groups``: Ray actors, or in-process stand-ins."""
         if not self.use_ray:
-            # in-process: one device, this one (a local GPU when CuPy sees one)
-            local = {"CPU": 1, "GPU": 1 if cupy_or_none() is not None else 0}
-            p = plan(self.n, self.cfg.get("device", "auto"), self.cfg["islands"].get("n_actors"), local)
-            groups = [_Local(IslandGroup(self._spec(ids, p.device))) for ids in p.groups]
-            return groups, p
+            return [_Local(IslandGroup(self._spec(ids, p.device))) for ids in p.groups]
         import ray  # noqa: PLC0415
 
-        p = plan(self.n, self.cfg.get("device", "auto"), self.cfg["islands"].get("n_actors"), ray.cluster_resources())
         actor = ray.remote(IslandGroup)
-        opts = {"num_gpus": 1, "num_cpus": 0} if p.use_gpu else {"num_cpus": 1}
-        groups = [actor.options(**opts).remote(self._spec(ids, p.device)) for ids in p.groups]
-        return groups, p
+        return [actor.options(**_actor_options(p)).remote(self._spec(ids, p.device)) for ids in p.groups]
 
     def _gather(self, calls: list) -> dict:
         """``{i: result}`` of the calls ``[ObjectRef, ...]``, collected with ``ray.wait`` as they finish."""
@@ -184,25 +191,70 @@ class Coordinator:
         Actors are killed at the end, also when the run fails.
         """
         t_start = time.perf_counter()
-        groups, placement = self._start_groups()
+        placement = self._placement()
+        if self.use_ray and self.mode == "sync" and len(placement.groups) == 1:
+            return self._run_in_actor(placement, t_start)
+        groups = self._start_groups(placement)
         try:
             infos = self._gather([self._call(g, "info") for g in groups])
-            devices = {gid: infos[i]["device"] for i, ids in enumerate(placement.groups) for gid in ids}
-            startup_s = time.perf_counter() - t_start
-            for cb in self.callbacks:
-                if hasattr(cb, "on_start"):
-                    cb.on_start({"groups": [infos[i] for i in range(len(groups))], "startup_s": startup_s,
-                                 "n_islands": self.n, "generations": self.generations})
-            run = self._run_sync if self.mode == "sync" else self._run_async
-            result = run(groups, placement)
+            startup_s = self._started([infos[i] for i in range(len(groups))], t_start)
+            epochs = (self._run_sync if self.mode == "sync" else self._run_async)(groups, placement)
+            result = self._drive(epochs)
             result.startup_s = startup_s
-            result.devices = devices
+            result.devices = {gid: infos[i]["device"] for i, ids in enumerate(placement.groups) for gid in ids}
         finally:
             if self.use_ray:
                 import ray  # noqa: PLC0415
 
                 for g in groups:
                     ray.kill(g)
+        for cb in self.callbacks:
+            if hasattr(cb, "on_end"):
+                cb.on_end(result)
+        return result
+
+    def _started(self, infos: list, t_start: float) -> float:
+        """Hand the groups' ``info`` to the callbacks' ``on_start``; return the start-up seconds."""
+        startup_s = time.perf_counter() - t_start
+        for cb in self.callbacks:
+            if hasattr(cb, "on_start"):
+                cb.on_start({"groups": infos, "startup_s": startup_s, "n_islands": self.n,
+                             "generations": self.generations})
+        return startup_s
+
+    def _drive(self, epochs) -> RunResult:
+        """Run the epoch generator ``epochs`` to its end, handing each record to the callbacks;
+        return its :class:`RunResult`."""
+        while True:
+            try:
+                record = next(epochs)
+            except StopIteration as stop:
+                return stop.value
+            self._publish(record)
+
+    def _run_in_actor(self, placement, t_start: float) -> RunResult:
+        """Every island in one actor (sync mode): the epoch loop itself runs in that actor
+        (:class:`Archipelago`), beside the islands and the master swarm, so a per-generation
+        exchange costs no Ray round trip; the records come back in batches every
+        ``REPORT_S`` seconds for the callbacks (progress, MLflow)."""
+        import ray  # noqa: PLC0415
+
+        actor = ray.remote(Archipelago).options(**_actor_options(placement)).remote(
+            self.cfg, self.topology, self.master, placement.device)
+        try:
+            infos = ray.get(actor.info.remote())
+            startup_s = self._started(infos, t_start)
+            result = None
+            while result is None:
+                records, result, error = ray.get(actor.advance.remote(REPORT_S))
+                for record in records:  # the epochs before a failure are logged too
+                    self._publish(record)
+                if error is not None:
+                    raise error
+        finally:
+            ray.kill(actor)
+        result.startup_s = startup_s
+        result.devices = {gid: infos[0]["device"] for gid in placement.groups[0]}
         for cb in self.callbacks:
             if hasattr(cb, "on_end"):
                 cb.on_end(result)
@@ -237,7 +289,9 @@ class Coordinator:
             out.append((inbound, remote))
         return out
 
-    def _run_sync(self, groups, placement) -> RunResult:
+    def _run_sync(self, groups, placement):
+        """The sync epoch loop, a generator: yields each epoch's record, returns the
+        :class:`RunResult` (driven by :meth:`_drive`, or in an actor by :class:`Archipelago`)."""
         D = None
         evaluator = build_evaluator(self.cfg["problem"], self.cfg.get("constraints")) if self.master else None
         mctx, mstate = (self._master_context(evaluator), None) if self.master else (None, None)
@@ -279,7 +333,8 @@ class Coordinator:
             best = _best_of(cand)
             record = self._record(epoch, done_gens, t0, evals + master_evals, nan, best, bf, bv,
                                   master_best, list(summaries.values()), k, hits)
-            self._publish(history, record)
+            history.append(record)
+            yield record
             if hits is not None and np.all(hits >= 0):
                 break  # every island reached the stop target
             if done_gens < self.generations:
@@ -292,7 +347,8 @@ class Coordinator:
                     "migration": migration, "history": history, "migrations": migrations})
         return self._result(best, history, done_gens, t0, migrations, hits)
 
-    def _run_async(self, groups, placement) -> RunResult:
+    def _run_async(self, groups, placement):
+        """The async epoch loop, a generator like :meth:`_run_sync`."""
         import ray  # noqa: PLC0415
 
         if not self.use_ray:
@@ -325,7 +381,8 @@ class Coordinator:
             done_gen = min(summaries[j]["generation"] if j in summaries else 0 for j in range(len(groups)))
             record = self._record(completions, done_gen, t0, evals, nan, best, bf, bv, None, [s],
                                   s["generation"] - prev_gen, hits)
-            self._publish(history, record)
+            history.append(record)
+            yield record
             if gens[i] < self.generations:
                 ids = placement.groups[i]
                 pos = {gid: p for p, gid in enumerate(ids)}
@@ -340,9 +397,8 @@ class Coordinator:
         return self._result(best, history, min(gens), t0, migrations, hits)
 
     # ------------------------------------------------------------------------------------------
-    def _publish(self, history: list, record: dict) -> None:
-        """Append the epoch's record and hand it to the callbacks."""
-        history.append(record)
+    def _publish(self, record: dict) -> None:
+        """Hand the epoch's record to the callbacks."""
         for cb in self.callbacks:
             if hasattr(cb, "on_epoch"):
                 cb.on_epoch(record)
@@ -446,3 +502,59 @@ class _Local:
 
     def __getattr__(self, name):
         return getattr(self._group, name)
+
+
+#: seconds of epochs an in-actor run (:class:`Archipelago`) runs between two reports to the driver
+REPORT_S = 0.25
+
+
+def _actor_options(p) -> dict:
+    """Ray resources of one island-group actor: a whole GPU, or one CPU."""
+    return {"num_gpus": 1, "num_cpus": 0} if p.use_gpu else {"num_cpus": 1}
+
+
+class Archipelago:
+    """The whole archipelago in one process: a :class:`Coordinator` with in-process island
+    groups, run as one Ray actor when every island shares one device (sync mode).
+
+    The coordinator's epoch loop (migration plan, master swarm, archipelago best, checkpoints)
+    runs beside the islands, so a per-generation exchange (CMEPSO's ``migration_interval=1``)
+    costs no Ray round trip; the driver pulls the epoch records in batches with
+    :meth:`advance`. Same code, same random numbers, same result as the loop in the driver.
+
+    Args:
+        cfg, topology, master: as :class:`Coordinator`.
+        device: ``cpu`` or ``gpu``, the placement's device.
+    """
+
+    def __init__(self, cfg: dict, topology, master, device: str):
+        cfg = {**cfg, "device": device, "islands": {**cfg["islands"], "n_actors": 1}}
+        self.coordinator = Coordinator(cfg, topology, master, use_ray=False)
+        self.placement = self.coordinator._placement()
+        self.groups = self.coordinator._start_groups(self.placement)
+        self._epochs = None
+
+    def info(self) -> list:
+        """The ``info`` of the one island group."""
+        return [g.info() for g in self.groups]
+
+    def advance(self, budget_s: float):
+        """Run epochs for about ``budget_s`` seconds (at least one).
+
+        Returns:
+            ``(records, result, error)``: the epochs' records; the :class:`RunResult` once the
+            run has ended, else ``None``; the exception that ended the run, else ``None`` (given
+            back rather than raised, so the records before it still reach the driver).
+        """
+        if self._epochs is None:
+            self._epochs = self.coordinator._run_sync(self.groups, self.placement)
+        records, t0 = [], time.perf_counter()
+        while True:
+            try:
+                records.append(next(self._epochs))
+            except StopIteration as stop:
+                return records, stop.value, None
+            except Exception as err:  # noqa: BLE001
+                return records, None, err
+            if time.perf_counter() - t0 >= budget_s:
+                return records, None, None

@@ -15,7 +15,7 @@ from algorithms.core.backend import DEVICES, cupy_or_none, dtype_of
 from islands.build import build_algorithm, build_problem
 from islands.coordinator import Coordinator, RunResult
 from islands.progress import ConsoleProgress, print_summary
-from islands.tracking import ROOT, MlflowTracker, flatten
+from islands.tracking import ROOT, MlflowTracker, flatten, preload
 
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
 
@@ -95,6 +95,8 @@ def run_job(cfg: DictConfig, use_ray: bool = True) -> tuple[RunResult, str | Non
     callbacks = [ConsoleProgress(problem)] if plain.get("progress", True) else []
     coordinator = Coordinator(plain, topology, master, callbacks=callbacks + ([tracker] if tracker else []),
                               use_ray=use_ray)
+    if tracker:
+        preload()  # MLflow's imports overlap with Ray's start
     if use_ray:
         init_ray(plain.get("ray", {}))
     run_id = tracker.start() if tracker else None

@@ -1,7 +1,10 @@
 """Placement: how many island-group actors, on which devices, hosting which islands.
 
 With GPUs, one actor owns each GPU (``num_gpus=1``) and hosts its share of the islands as one
-batch; without GPUs, one actor per CPU core (at most one per island) runs NumPy.
+batch; without GPUs, one actor per CPU core (at most one per island) runs NumPy, except when the
+islands exchange every generation (``islands.migration_interval=1``): then one actor hosts them
+all, because a Ray round trip per generation (milliseconds) costs more than a second core gains
+on NumPy-sized islands. ``islands.n_actors`` overrides both.
 """
 from __future__ import annotations
 
@@ -39,7 +42,8 @@ def split(n_islands: int, n_actors: int) -> list[list[int]]:
     return out
 
 
-def plan(n_islands: int, device: str, n_actors: int | None, resources: dict) -> Placement:
+def plan(n_islands: int, device: str, n_actors: int | None, resources: dict,
+         migration_interval: int | None = None) -> Placement:
     """Decide the actors for ``n_islands`` islands on a cluster with ``resources``.
 
     Args:
@@ -47,6 +51,8 @@ def plan(n_islands: int, device: str, n_actors: int | None, resources: dict) -> 
         device: ``auto|cpu|gpu``.
         n_actors: actors wanted, or ``None`` for one per GPU (GPU) / per CPU (CPU).
         resources: ``ray.cluster_resources()`` (keys ``CPU``, ``GPU``).
+        migration_interval: generations between exchanges; ``1`` puts CPU islands in one actor
+            when ``n_actors`` is ``None`` (module docstring).
 
     Raises:
         ValueError: ``islands.n < 1``, ``islands.n_actors < 1``, unknown device, or
@@ -63,7 +69,12 @@ def plan(n_islands: int, device: str, n_actors: int | None, resources: dict) -> 
         raise ValueError("device=gpu: no GPU is visible to Ray on this machine or cluster; allowed values here are auto|cpu")
     use_gpu = device != "cpu" and n_gpus > 0
     if n_actors is None:
-        n_actors = n_gpus if use_gpu else max(1, int(resources.get("CPU", 1)))
+        if use_gpu:
+            n_actors = n_gpus
+        elif migration_interval == 1:
+            n_actors = 1
+        else:
+            n_actors = max(1, int(resources.get("CPU", 1)))
     if use_gpu and n_actors > n_gpus:
         raise ValueError(f"islands.n_actors={n_actors}: allowed values are 1..{n_gpus} (one actor per GPU)")
     n_actors = min(n_actors, n_islands)

@@ -20,16 +20,37 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-import mlflow
-from mlflow.entities import Metric
-from mlflow.tracking import MlflowClient
-
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _mlflow():
+    """The ``mlflow`` module, imported on first use (it takes seconds: a run with
+    ``logger=none`` never pays for it, and :func:`preload` overlaps it with Ray's start)."""
+    import mlflow  # noqa: PLC0415
+
+    return mlflow
+
+
+def preload() -> threading.Thread:
+    """Import MLflow (and matplotlib's Agg backend for the convergence plot) in a background
+    thread, so the imports overlap with Ray's start-up; a later import waits for it."""
+
+    def load():
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import mlflow.tracking  # noqa: F401, PLC0415
+        import matplotlib.pyplot  # noqa: F401, PLC0415
+
+    t = threading.Thread(target=load, name="isles-preload", daemon=True)
+    t.start()
+    return t
 
 
 def genome_report(result) -> dict:
@@ -91,6 +112,9 @@ class MlflowTracker:
 
     def start(self) -> str:
         """Open the run, log parameters, tags and the config; return the run id."""
+        mlflow = _mlflow()
+        from mlflow.tracking import MlflowClient  # noqa: PLC0415
+
         if self.cfg.get("tracking_uri"):
             mlflow.set_tracking_uri(self.cfg["tracking_uri"])
         mlflow.set_experiment(self.cfg.get("experiment_name") or "isles")
@@ -110,6 +134,7 @@ class MlflowTracker:
             tags[f"group_{i}.device"] = g["device"]
             tags[f"group_{i}.host"] = g["host"]
             tags[f"group_{i}.islands"] = ",".join(map(str, g["island_ids"]))
+        mlflow = _mlflow()
         tags["devices"] = "; ".join(sorted({g["device"] for g in info["groups"]}))
         try:
             import ray  # noqa: PLC0415
@@ -124,6 +149,8 @@ class MlflowTracker:
 
     def on_epoch(self, rec: dict) -> None:
         """Buffer the epoch's metrics (step = generation); flush every ``flush_s`` seconds."""
+        from mlflow.entities import Metric  # noqa: PLC0415
+
         step, ts = int(rec["generation"]), int(time.time() * 1000)
         values = {k: rec[k] for k in ("best_f", "best_v", "best_feasible_f", "evaluations", "evals_per_s",
                                       "wall_s", "nan_evaluations", "us_per_generation",
@@ -151,6 +178,7 @@ class MlflowTracker:
         from islands.plots import convergence_figure  # noqa: PLC0415
         from problems.constraints import feasibility_report  # noqa: PLC0415
 
+        mlflow = _mlflow()
         self.flush()
         report = feasibility_report(self.problem, result.best_x)
         mlflow.log_metrics({"final_best_f": report["f"], "final_max_violation": report["max_normalised_violation"],
@@ -176,4 +204,4 @@ class MlflowTracker:
         try:
             self.flush()
         finally:
-            mlflow.end_run(status=status)
+            _mlflow().end_run(status=status)
