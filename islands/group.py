@@ -142,7 +142,8 @@ class IslandGroup:
             offsets[rid], counts[rid] = row, c
             pool.append(r)
             row += c
-        rows, src_of, valid = route(inbound, I, offsets, counts, self.algorithm.population_size())
+        rows, src_of, valid = route(inbound, I, offsets, counts, self.algorithm.population_size(),
+                                    rotate=int(self.state["generation"]))
         if not valid.any():
             return
         flat = Population.from_leaves({

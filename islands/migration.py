@@ -52,7 +52,7 @@ def select_best(f, v, k: int):
     return rank_order(f, v)[:, :k]
 
 
-def route(inbound: dict, n_dest: int, offsets: dict, counts: dict, capacity: int):
+def route(inbound: dict, n_dest: int, offsets: dict, counts: dict, capacity: int, rotate: int = 0):
     """Plan which pool rows each destination island receives (host side, a few integers).
 
     The pool is the concatenation of every source's emigrants: source ``s`` has ``counts[s]``
@@ -64,12 +64,16 @@ def route(inbound: dict, n_dest: int, offsets: dict, counts: dict, capacity: int
     every source, then the second of every source, ...), in the order the sources are listed,
     and stops at ``capacity`` (its population size): when there is no room for all of them, each
     source loses its worst emigrants first and no source is dropped while another sends two.
+    When there are more sources than room for one emigrant each, the list of sources is rotated
+    by ``rotate`` (callers pass the generation), so that over the run every source, the master
+    swarm included, gets in equally often instead of the last-listed ones never.
 
     Args:
         inbound: ``{destination position (0..n_dest-1): [source ids]}``.
         n_dest: islands in this group ``I``.
         offsets, counts: ``{source id: first pool row}``, ``{source id: emigrants}``.
         capacity: most immigrants one island accepts (``N``).
+        rotate: rotation of the source list when not every source fits (see above).
 
     Returns:
         ``(rows (I, K) int64, src_of (I, K) int64, valid (I, K) bool)``: pool row, source id
@@ -82,6 +86,9 @@ def route(inbound: dict, n_dest: int, offsets: dict, counts: dict, capacity: int
     plans = {}
     for dst, sources in inbound.items():
         srcs = list(dict.fromkeys(sources))  # each source once, first mention first
+        if len(srcs) > capacity:
+            r = int(rotate) % len(srcs)
+            srcs = srcs[r:] + srcs[:r]
         taken = []
         depth = max((counts[s] for s in srcs), default=0)
         for j in range(depth):

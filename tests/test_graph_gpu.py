@@ -78,3 +78,17 @@ def test_island_group_graph_and_migration():
         assert "NVIDIA" in s["device"] or "cuda" in s["device"]
     np.testing.assert_array_equal(runs[0]["best_f"], runs[1]["best_f"])
     assert runs[0]["generation"] == 10
+
+
+def test_rng_counter_is_zero_between_replays():
+    # a draw outside the graph between two run() calls sees state["generation"], as on NumPy
+    algo = EPSO(n_particles=8, n_replicas=2, max_iterations=20)
+    ctx = ctx_for(cp, range(2))
+    stepper = GraphStepper.for_algorithm(algo, ctx, algo.init(ctx))
+    stepper.run(6)
+    gen = stepper.state["generation"]
+    outside = ctx.rng.uniform(gen, 3, (4, 5), np.float64).get()
+    np.testing.assert_array_equal(outside, CounterRNG(np, 7, range(2)).uniform(gen, 3, (4, 5), np.float64))
+    stepper.run(4)  # and the replays after the draw still continue where they were
+    plain = algo.run(ctx_for(cp, range(2)), algo.init(ctx_for(cp, range(2))), 10)
+    cp.testing.assert_array_equal(stepper.close()["x"], plain["x"])

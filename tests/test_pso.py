@@ -228,3 +228,13 @@ def test_cmepso_welded_beam_quality(iterations, tol):
     assert rep["feasible"] and float(v) == 0
     assert rep["f"] <= p.f_star * (1 + tol), rep["f"]
     assert rep["f"] >= p.f_star * (1 - 1e-9)
+
+
+def test_vmax_fraction_zero_means_no_clamp_at_init():
+    # SPSO-2011 initial velocities y - x are as large as the box allows; vmax_fraction=0 keeps them
+    ctx = ctx_for(make_problem("sphere", dim=4))
+    free = PSO(n_particles=64, vmax_fraction=0.0).init(ctx)["vel"]
+    clamped = PSO(n_particles=64, vmax_fraction=0.01).init(ctx)["vel"]
+    span = ctx.upper - ctx.lower
+    assert np.abs(free).max() > 0.1 * span.max()
+    assert np.all(np.abs(clamped) <= 0.01 * span + 1e-12)

@@ -87,3 +87,20 @@ def test_route_is_fair_when_truncated():
     assert src[0].tolist() == [0, 1, -1, 0, 1]
     rows, src, valid = route({1: [1]}, 2, offsets, counts, capacity=10)
     assert valid[0].sum() == 0 and rows[1].tolist() == [3, 4, 5] and src[0].tolist() == [PAD] * 3
+
+
+def test_route_rotates_sources_when_more_than_capacity():
+    # five sources (four islands and the master) of one emigrant each into an island of two slots:
+    # over five generations every source gets in equally often, the master included
+    sources = [3, 4, 5, 6, -1]
+    offsets, counts = {s: j for j, s in enumerate(sources)}, {s: 1 for s in sources}
+    seen = []
+    for gen in range(5):
+        _, src, valid = route({0: sources}, 1, offsets, counts, capacity=2, rotate=gen)
+        assert valid.sum() == 2
+        seen.extend(src[0].tolist())
+    assert sorted(seen) == sorted(sources * 2)
+    # without truncation the rotation changes nothing
+    a = route({0: sources}, 1, offsets, counts, capacity=10, rotate=0)
+    b = route({0: sources}, 1, offsets, counts, capacity=10, rotate=3)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))

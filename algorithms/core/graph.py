@@ -43,8 +43,7 @@ class GraphStepper:
     Raises:
         ValueError: a NumPy state (nothing to capture).
 
-    While a stepper is in use it owns its RNGs' counters; :meth:`close` gives them back (sets
-    them to 0) so that plain, non-captured steps can follow.
+    Between calls of :meth:`run` the counters are 0, as for plain, non-captured code.
     """
 
     def __init__(self, step_fn, state: dict, rngs):
@@ -93,11 +92,20 @@ class GraphStepper:
         return cls(lambda s: algorithm.track_target(ctx, algorithm.step(ctx, s)), state, [ctx.rng])
 
     def run(self, n_generations: int) -> None:
-        """Replay ``n_generations`` generations (asynchronous: no host synchronisation)."""
+        """Replay ``n_generations`` generations (asynchronous: no host synchronisation).
+
+        The RNG counters hold the replay offset only while the replays run (set before, reset
+        to 0 after, both queued on the stream), so a draw outside the graph between two calls
+        (migration, a plain step) sees generation ``state["generation"]``, not that plus the
+        offset."""
         self._follow()
         with self.stream:
+            for rng in self.rngs:
+                rng.ctr[...] = np.uint64(self.replays)
             for _ in range(int(n_generations)):
                 self.graph.launch(self.stream)
+            for rng in self.rngs:
+                rng.ctr[...] = 0
         self.replays += int(n_generations)
         self._lead()
 
@@ -129,7 +137,7 @@ class GraphStepper:
         self.xp.cuda.get_current_stream().wait_event(ev)
 
     def close(self) -> dict:
-        """Stop replaying: reset the RNG counters to 0 and return the state."""
+        """Stop replaying; return the state (the RNG counters are already 0)."""
         self.stream.synchronize()
         for rng in self.rngs:
             rng.ctr[...] = 0

@@ -250,7 +250,9 @@ class PSO(IslandAlgorithm):
         xp, n = ctx.xp, self.params.n_particles
         x = ctx.uniform_in_box(0, DRAW_INIT_X, n)
         y = ctx.uniform_in_box(0, DRAW_INIT_V, n)
-        vel = clamp_velocity(ctx, y - x, self.params.vmax_fraction)  # the clamp at k = 1
+        vel = y - x
+        if self.params.vmax_fraction > 0:  # the clamp at k = 1; 0 = no clamp
+            vel = clamp_velocity(ctx, vel, self.params.vmax_fraction)
         f, v, n_nan = ctx.evaluator(x)
         I, D = ctx.n_islands, ctx.dim
         s = {
