@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from islands.job import run_job  # noqa: E402
+from islands.job import failure_line, run_job  # noqa: E402
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -26,6 +26,9 @@ def main(cfg: DictConfig) -> float:
     except ValueError as err:
         print(f"isles: error: {err}", file=sys.stderr)
         sys.exit(2)
+    except Exception as err:  # noqa: BLE001  (a failure inside an actor or a user's problem)
+        print(f"isles: error: {failure_line(err)}", file=sys.stderr)
+        sys.exit(1)
     return result.best_f
 
 

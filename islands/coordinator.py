@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -178,7 +179,17 @@ class Coordinator:
         out, pending = {}, list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
-            out[refs[done[0]]] = ray.get(done[0])
+            try:
+                out[refs[done[0]]] = ray.get(done[0])
+            except Exception:
+                # the other groups' results (or errors) are read and dropped, so that Ray does
+                # not print each failed task again as an unhandled error
+                for ref in pending:
+                    try:
+                        ray.get(ref, timeout=5)
+                    except Exception:  # noqa: BLE001, S110
+                        pass
+                raise
         return out
 
     def _call(self, group, method: str, *args):
@@ -555,6 +566,7 @@ class Archipelago:
             except StopIteration as stop:
                 return records, stop.value, None
             except Exception as err:  # noqa: BLE001
+                err.traceback_str = traceback.format_exc()  # read by islands.job.failure_line
                 return records, None, err
             if time.perf_counter() - t0 >= budget_s:
                 return records, None, None

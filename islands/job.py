@@ -7,14 +7,21 @@ fails after it started leaves its MLflow run marked ``FAILED`` with what was log
 from __future__ import annotations
 
 import os
+import re
+import socket
+import traceback
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from algorithms.core.backend import DEVICES, cupy_or_none, dtype_of
+from algorithms.core.base import check_range
 from islands.build import build_algorithm, build_problem
+from islands.migration import REPLACEMENTS
+from islands.schema import check_keys
+from problems.constraints import check_handling
 from islands.coordinator import Coordinator, RunResult
-from islands.progress import ConsoleProgress, print_summary
+from islands.progress import ConsoleProgress, print_summary, result_line
 from islands.tracking import ROOT, MlflowTracker, flatten, preload
 
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
@@ -40,6 +47,28 @@ def init_ray(ray_cfg: dict) -> None:
                  configure_logging=True, logging_level="warning")
 
 
+def failure_line(err: BaseException) -> str:
+    """One line for a run that failed after it started: the error, the innermost file and line
+    outside installed packages (the user's problem, or isles), and where the full traceback went
+    (the job's log file in the Hydra output directory, written here).
+
+    A Ray task error is unwrapped to its cause; its remote traceback is searched for the line."""
+    cause = getattr(err, "cause", None) or err
+    text = "".join(traceback.format_exception(err)) + str(getattr(err, "traceback_str", ""))
+    frames = [m for m in re.finditer(r'File "([^"]+)", line (\d+)', text)
+              if "site-packages" not in m.group(1) and "/lib/python" not in m.group(1)]
+    where = f" at {frames[-1].group(1)}:{frames[-1].group(2)}" if frames else ""
+    log_path = os.path.join(_output_dir(), "run.log")
+    try:
+        with open(log_path, "a", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        saved = f"; full traceback in {log_path}"
+    except OSError:
+        saved = ""
+    message = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+    return f"{type(cause).__name__}: {message}{where}{saved}"
+
+
 def _output_dir() -> str:
     """The job's Hydra output directory, or the working directory outside Hydra."""
     try:
@@ -50,13 +79,63 @@ def _output_dir() -> str:
         return os.getcwd()
 
 
-def validate(cfg: dict) -> None:
-    """Top-level checks that need no actor.
+def check_ray_address(address, timeout_s: float = 10.0) -> None:
+    """Fail fast on a ``ray.address`` that cannot work, instead of Ray's minutes of retries.
+
+    ``null`` (a local Ray) and ``auto`` (the cluster started on this machine, which Ray finds by
+    itself) pass. ``ray://host:port`` needs Ray Client (``pip install "ray[client]"``);
+    ``host:port`` must accept a TCP connection within ``timeout_s`` seconds.
 
     Raises:
-        ValueError: ``device``, ``dtype`` or ``seed`` out of range; ``device=gpu`` on a machine
-            without a GPU when no cluster address is given.
+        ValueError: one line naming ``ray.address`` and the address, and what to do.
     """
+    if not address or address == "auto":
+        return
+    target = str(address)
+    if target.startswith("ray://"):
+        try:
+            import grpc  # noqa: F401, PLC0415  (Ray Client's transport)
+        except ImportError:
+            raise ValueError(f"ray.address={target!r}: a ray:// address needs Ray Client; install it with "
+                             "pip install 'ray[client]' (or pip install -e '.[client]')") from None
+        target = target[len("ray://"):]
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"ray.address={address!r}: allowed values are null, auto, host:port or ray://host:port")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise ValueError(f"ray.address={address!r}: nothing answers there ({err.strerror or err}); start the "
+                         "cluster (ray start --head) or leave ray.address out for a local Ray") from None
+
+
+def validate(cfg: dict) -> None:
+    """Checks that need no actor, run before Ray starts; each error is one line naming the field
+    as the user types it and the allowed values.
+
+    Raises:
+        ValueError: a key the schema does not know (:func:`islands.schema.check_keys`);
+            ``device``, ``dtype``, ``seed`` or ``generations`` out of range; ``device=gpu`` on a
+            machine without a GPU when no cluster address is given; ``constraints.handling`` or
+            ``constraints.penalty``; ``checkpoint.every`` or a ``checkpoint.resume`` file that
+            does not exist; ``islands.n_actors``, ``islands.replacement``; an unreachable
+            ``ray.address`` (:func:`check_ray_address`).
+    """
+    check_keys(cfg)
+    check_range("generations", cfg.get("generations"), 1, integer=True)
+    c = cfg.get("constraints") or {}
+    check_handling(c.get("handling", "feasibility"), c.get("penalty", 1e6))
+    ck = cfg.get("checkpoint") or {}
+    check_range("checkpoint.every", ck.get("every") or 0, 0, integer=True)
+    if ck.get("resume") and not os.path.isfile(ck["resume"]):
+        raise ValueError(f"checkpoint.resume={ck['resume']!r}: no such file; give the path of a checkpoint "
+                         "that a run with checkpoint.every > 0 wrote")
+    isl = cfg.get("islands") or {}
+    if isl.get("n_actors") is not None:
+        check_range("islands.n_actors", isl["n_actors"], 1, integer=True)
+    if isl.get("replacement", "fair_replace") not in REPLACEMENTS:
+        raise ValueError(f"islands.replacement={isl.get('replacement')!r}: allowed values are {'|'.join(REPLACEMENTS)}")
+    check_ray_address((cfg.get("ray") or {}).get("address"))
     if cfg.get("device") not in DEVICES:
         raise ValueError(f"device={cfg.get('device')!r}: allowed values are {'|'.join(DEVICES)}")
     dtype_of(cfg.get("dtype", "float64"))
@@ -108,6 +187,10 @@ def run_job(cfg: DictConfig, use_ray: bool = True) -> tuple[RunResult, str | Non
         raise
     if tracker:
         tracker.end("FINISHED")
-    if plain.get("progress", True):
+    if plain.get("quiet", False):
+        pass
+    elif plain.get("progress", True):
         print_summary(result, problem, run_id)
+    else:
+        print(result_line(result, problem, run_id), flush=True)
     return result, run_id

@@ -54,6 +54,17 @@ class ConsoleProgress:
             self.progress.stop()
 
 
+def result_line(result, problem, run_id: str | None) -> str:
+    """The run's result in one line (what ``progress=false`` prints, so a finished result is
+    never lost): ``isles: best f=... feasible|INFEASIBLE (float64) evaluations ... wall ... s
+    [MLflow run ...]``."""
+    rep = feasibility_report(problem, result.best_x)
+    x = ", ".join(f"{v:.10g}" for v in rep["x"][:6]) + (", ..." if len(rep["x"]) > 6 else "")
+    line = (f"isles: best f={rep['f']:.10g} {'feasible' if rep['feasible'] else 'INFEASIBLE'} (float64) "
+            f"x=[{x}] evaluations={result.evaluations} wall={result.wall_s:.2f}s")
+    return line + (f" mlflow_run={run_id}" if run_id else "")
+
+
 def print_summary(result, problem, run_id: str | None, console: Console | None = None) -> dict:
     """Print the end-of-run summary (float64 re-evaluation of the best) and return the report."""
     console = console or Console()

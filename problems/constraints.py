@@ -60,6 +60,19 @@ def best_row(x, f, v):
     return x[i], f[i], v[i]
 
 
+def check_handling(handling, penalty) -> None:
+    """Validate ``constraints.handling`` and ``constraints.penalty``.
+
+    Raises:
+        ValueError: ``constraints.handling='x': allowed values are feasibility|penalty``, or
+            ``constraints.penalty=0: allowed values are numbers > 0``.
+    """
+    if handling not in HANDLINGS:
+        raise ValueError(f"constraints.handling={handling!r}: allowed values are {'|'.join(HANDLINGS)}")
+    if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not penalty > 0:
+        raise ValueError(f"constraints.penalty={penalty!r}: allowed values are numbers > 0")
+
+
 class Evaluator:
     """Evaluates a population and returns the ranking pair ``(f, v)`` and a NaN count.
 
@@ -73,12 +86,7 @@ class Evaluator:
     """
 
     def __init__(self, problem, handling: str = "feasibility", penalty: float = 1e6):
-        if handling not in HANDLINGS:
-            raise ValueError(
-                f"problem.constraint_handling={handling!r}: allowed values are {'|'.join(HANDLINGS)}"
-            )
-        if not penalty > 0:
-            raise ValueError(f"problem.penalty={penalty}: must be > 0")
+        check_handling(handling, penalty)
         self.problem = problem
         self.handling = handling
         self.penalty = float(penalty)

@@ -30,6 +30,17 @@ def run_cli(*args, timeout=180):
         (["+experiment=de_islands", "algorithm.strategy=rand/2", "algorithm.pop_size=5"], "algorithm.pop_size=5"),
         (["+experiment=de_islands", "algorithm.strategy=rand/9"], "algorithm.strategy='rand/9'"),
         (["+experiment=de_islands", "islands.n_migrants=51"], "islands.n_migrants=51: allowed values are integers 1..50"),
+        # caught before Ray starts, named as the user typed them (issue 9, section 3)
+        (["+experiment=cmepso", "+generation=10"], "generation: unknown key (did you mean 'generations'?)"),
+        (["+experiment=cmepso", "+islands.size=3"], "islands.size: unknown key; allowed keys here: islands.n,"),
+        (["+experiment=cmepso", "constraints.handling=deb"], "constraints.handling='deb': allowed values are feasibility|penalty"),
+        (["+experiment=cmepso", "constraints.penalty=0"], "constraints.penalty=0.0: allowed values are numbers > 0"),
+        (["+experiment=cmepso", "checkpoint.resume=/no/such.pkl"], "checkpoint.resume='/no/such.pkl': no such file"),
+        (["+experiment=cmepso", "islands.n_actors=0"], "islands.n_actors=0: allowed values are integers >= 1"),
+        (["+experiment=cmepso", "islands.replacement=swap"], "islands.replacement='swap': allowed values are fair_replace|replace_worst"),
+        (["+experiment=cmepso", "generations=-5"], "generations=-5: allowed values are integers >= 1"),
+        (["+experiment=cmepso", "ray.address=127.0.0.1:1"], "ray.address='127.0.0.1:1': nothing answers there"),
+        (["+experiment=cmepso", "islands.n=abc"], "islands.n"),
     ],
 )
 def test_bad_input_one_line_error(args, needle):
@@ -57,3 +68,20 @@ def test_user_problem_plugs_in_through_config():
                 "islands.n=2", "islands.n_actors=1", "logger=none", "ray.num_cpus=1")
     assert p.returncode == 0, p.stderr[-3000:]
     assert "shifted_sphere" in p.stdout and "feasible" in p.stdout
+
+
+def test_quiet_run_still_prints_its_result():
+    p = run_cli("+experiment=cmepso", "generations=20", "progress=false", "logger=none", "ray.num_cpus=1")
+    assert p.returncode == 0, p.stderr[-2000:]
+    (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("isles: best f=")]
+    assert "feasible" in line and "evaluations=" in line
+
+
+def test_failure_inside_an_actor_is_one_line_with_the_users_file():
+    p = run_cli("problem._target_=tests.user_problems.FailingSphere", "+problem.fail_after=8", "generations=50",
+                "islands.n=2", "islands.n_actors=2", "logger=none", "progress=false", "ray.num_cpus=2")
+    assert p.returncode == 1
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("isles: error:")]
+    assert len(lines) == 1 and "objective crashed" in lines[0] and "user_problems.py:" in lines[0]
+    assert "full traceback in" in lines[0]
+    assert "Traceback" not in p.stderr and "Unhandled error" not in p.stderr

@@ -43,9 +43,9 @@ def test_evaluator_feasibility_and_penalty():
     assert v[0] == pytest.approx(0.4 + 0.2) and v[1] == 0 and int(n_nan) == 0
     fp, vp, _ = Evaluator(TwoConstraints(), "penalty", penalty=100.0)(X)
     assert np.all(vp == 0) and fp[0] == pytest.approx(1.1 + 100 * 0.6) and fp[1] == pytest.approx(-0.5)
-    with pytest.raises(ValueError, match="problem.constraint_handling"):
+    with pytest.raises(ValueError, match="constraints.handling"):
         Evaluator(TwoConstraints(), "barrier")
-    with pytest.raises(ValueError, match="problem.penalty"):
+    with pytest.raises(ValueError, match="constraints.penalty"):
         Evaluator(TwoConstraints(), "penalty", penalty=0)
 
 

@@ -1,0 +1,139 @@
+"""The typed schema of the run config (Hydra structured configs), checked as the config composes.
+
+``conf/config.yaml`` starts its defaults list with ``isles_schema`` (registered here in Hydra's
+ConfigStore), so the composed config is typed and closed:
+
+* a key that the schema does not know is an error naming it, whether typed plainly
+  (``generation=10``: Hydra says the key is not in the config) or appended (``+generation=10``:
+  ``Key 'generation' not in 'IslesConfig'``), instead of a silently ignored value;
+* a value of the wrong type is an error naming the field (``islands.n=abc``, ``seed=1.5``);
+* a key appended with ``+`` that the schema does not know (``+generation=10``,
+  ``+islands.size=4``; Hydra accepts these) is caught by :func:`check_keys`, with the closest
+  known key as a suggestion.
+
+Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topology``,
+``master``) are open here: their ``_target_`` class validates its own parameters when it is built
+(:mod:`islands.build`), before Ray starts. Ranges and allowed values are checked by
+:func:`islands.job.validate`, also before Ray starts, with the same one-line message form.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, Optional, get_type_hints
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class StopConfig:
+    """Stop rule beside the generation budget: an island reaches the target when its best is
+    feasible with ``f <= f_target + tol``; the run ends when every island has."""
+
+    f_target: Optional[float] = None
+    tol: float = 0.0
+
+
+@dataclass
+class ConstraintsConfig:
+    """Constraint handling (:class:`problems.constraints.Evaluator`)."""
+
+    handling: str = "feasibility"
+    penalty: float = 1.0e6
+
+
+@dataclass
+class CheckpointConfig:
+    """Checkpoints every ``every`` epochs to ``path``; ``resume`` continues a saved run."""
+
+    every: int = 0
+    path: Optional[str] = None
+    resume: Optional[str] = None
+
+
+@dataclass
+class RayConfig:
+    """Where Ray runs: a local Ray (``address`` null) or a cluster."""
+
+    address: Optional[str] = None
+    num_cpus: Optional[int] = None
+    include_dashboard: bool = False
+
+
+@dataclass
+class IslandsConfig:
+    """The archipelago (``conf/islands/default.yaml`` documents each field)."""
+
+    n: int = 8
+    n_actors: Optional[int] = None
+    migration_interval: int = 10
+    n_migrants: int = 1
+    replacement: str = "fair_replace"
+    mode: str = "sync"
+    master_sends_best: bool = False
+
+
+@dataclass
+class LoggerConfig:
+    """MLflow tracking (``conf/logger/``)."""
+
+    enabled: bool = True
+    tracking_uri: Optional[str] = None
+    experiment_name: str = "isles"
+    run_name: Optional[str] = None
+
+
+@dataclass
+class IslesConfig:
+    """The root config (``conf/config.yaml`` documents each field)."""
+
+    algorithm: Any = MISSING
+    problem: Any = MISSING
+    topology: Any = MISSING
+    master: Any = None
+    islands: IslandsConfig = field(default_factory=IslandsConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    seed: int = 0
+    device: str = "auto"
+    dtype: str = "float64"
+    generations: int = 1000
+    cuda_graph: bool = True
+    stop: StopConfig = field(default_factory=StopConfig)
+    constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    progress: bool = True
+    quiet: bool = False
+
+
+def check_keys(cfg: dict, schema=IslesConfig, prefix: str = "") -> None:
+    """Refuse keys of the plain config ``cfg`` that ``schema`` (a dataclass, recursively) does
+    not declare; ``hydra`` at the top is Hydra's own.
+
+    Raises:
+        ValueError: one line naming the key as the user typed it, the closest known key and the
+            allowed keys, e.g. ``+generation=10: unknown key 'generation' (did you mean
+            'generations'?); allowed keys here: ...``.
+    """
+    hints = get_type_hints(schema)
+    known = [f.name for f in fields(schema)]
+    for key, value in cfg.items():
+        if key == "hydra" and not prefix:
+            continue
+        if key not in hints:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+            raise ValueError(f"{prefix}{key}: unknown key{hint}; allowed keys here: "
+                             f"{', '.join(prefix + k for k in known)}")
+        sub = hints[key]
+        if is_dataclass(sub) and isinstance(value, dict):
+            check_keys(value, sub, f"{prefix}{key}.")
+
+
+def register() -> None:
+    """Store :class:`IslesConfig` in Hydra's ConfigStore as ``isles_schema`` (idempotent)."""
+    ConfigStore.instance().store(name="isles_schema", node=IslesConfig)
+
+
+register()
