@@ -18,6 +18,7 @@ Logging lives outside: the coordinator calls ``on_start(info)``, ``on_epoch(reco
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
 import traceback
@@ -36,6 +37,8 @@ from algorithms.core.population import Population
 from problems.constraints import argbest
 
 MODES = ("sync", "async")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -129,6 +132,9 @@ class Coordinator:
         self.use_ray = use_ray
         self.seed = int(cfg.get("seed", 0))
         self.target = stop_target(cfg.get("stop") or {})
+        check_range("islands.snapshot_every", isl.get("snapshot_every") or 0, 0, integer=True)
+        self.max_restarts = check_range("islands.max_restarts", isl.get("max_restarts", 3), 0, integer=True)
+        self.last_snapshot = None  # the latest in-memory snapshot (sync mode), see _run_sync
 
     # ------------------------------------------------------------------------------------------
     def _spec(self, island_ids, device) -> dict:
@@ -167,7 +173,8 @@ class Coordinator:
         import ray  # noqa: PLC0415
 
         actor = ray.remote(IslandGroup)
-        return [actor.options(**_actor_options(p)).remote(self._spec(ids, p.device)) for ids in p.groups]
+        return [actor.options(**_actor_options(p, self.max_restarts)).remote(self._spec(ids, p.device))
+                for ids in p.groups]
 
     def _gather(self, calls: list) -> dict:
         """``{i: result}`` of the calls ``[ObjectRef, ...]``, collected with ``ray.wait`` as they finish."""
@@ -250,16 +257,30 @@ class Coordinator:
         ``REPORT_S`` seconds for the callbacks (progress, MLflow)."""
         import ray  # noqa: PLC0415
 
-        actor = ray.remote(Archipelago).options(**_actor_options(placement)).remote(
+        actor = ray.remote(Archipelago).options(**_actor_options(placement, self.max_restarts)).remote(
             self.cfg, self.topology, self.master, placement.device)
         try:
             infos = ray.get(actor.info.remote())
             startup_s = self._started(infos, t_start)
-            result = None
+            result, published, restarts = None, 0, 0
             while result is None:
-                records, result, error = ray.get(actor.advance.remote(REPORT_S))
-                for record in records:  # the epochs before a failure are logged too
-                    self._publish(record)
+                try:
+                    records, result, error, snapshot = ray.get(actor.advance.remote(REPORT_S))
+                except Exception as err:
+                    if self.last_snapshot is None or not _actor_died(err) or restarts >= self.max_restarts:
+                        raise
+                    restarts += 1
+                    log.warning("the archipelago's actor died (%s); restarting from the snapshot of epoch %d "
+                                "(restart %d of %d)", type(err).__name__, self.last_snapshot["epoch"], restarts,
+                                self.max_restarts)
+                    _while_restarting(lambda: ray.get(actor.resume.remote(self.last_snapshot)))
+                    continue
+                if snapshot is not None:
+                    self.last_snapshot = snapshot
+                for record in records:  # the epochs before a failure are logged too; replays are not
+                    if record["epoch"] > published:
+                        published = record["epoch"]
+                        self._publish(record)
                 if error is not None:
                     raise error
         finally:
@@ -300,63 +321,107 @@ class Coordinator:
             out.append((inbound, remote))
         return out
 
-    def _run_sync(self, groups, placement):
+    def _run_sync(self, groups, placement, resume: dict | None = None):
         """The sync epoch loop, a generator: yields each epoch's record, returns the
-        :class:`RunResult` (driven by :meth:`_drive`, or in an actor by :class:`Archipelago`)."""
-        D = None
+        :class:`RunResult` (driven by :meth:`_drive`, or in an actor by :class:`Archipelago`).
+
+        ``resume``: a snapshot (:meth:`_snapshot`, or a checkpoint file's content) to continue
+        from; without it, ``checkpoint.resume`` names a file, or the run starts afresh.
+
+        **Lost actors.** At the start and every ``islands.snapshot_every`` epochs the loop keeps
+        a snapshot in memory (every group's state as host arrays, and the loop's own variables;
+        :attr:`last_snapshot`). When an actor dies during an epoch (SIGKILL, out of memory, a
+        lost node), Ray restarts it (``islands.max_restarts``), every group is set back to the
+        snapshot and the epochs since are run again: the counter-based random numbers make the
+        result the same as without the failure. Records of epochs already yielded are not
+        yielded again.
+        """
         evaluator = build_evaluator(self.cfg["problem"], self.cfg.get("constraints")) if self.master else None
-        mctx, mstate = (self._master_context(evaluator), None) if self.master else (None, None)
-        migration = [({}, {}) for _ in groups]
-        history, migrations = [], []
-        done_gens, epoch = 0, 0
-        best = None
+        mctx = self._master_context(evaluator) if self.master else None
         ck = self.cfg.get("checkpoint") or {}
-        if ck.get("resume"):
-            data = checkpoint.load(ck["resume"])
-            if data["groups"] != placement.groups or data["seed"] != self.seed:
-                raise ValueError(f"checkpoint.resume={ck['resume']!r}: saved with seed {data['seed']} and islands "
-                                 f"grouped as {data['groups']}; this run has seed {self.seed} and {placement.groups}")
-            self._gather([self._call(g, "load_state_dict", st) for g, st in zip(groups, data["states"])])
-            done_gens, epoch, best, mstate = data["done_gens"], data["epoch"], data["best"], data["master_state"]
-            migration, history, migrations = data["migration"], data["history"], data["migrations"]
+        if resume is None and ck.get("resume"):
+            resume = checkpoint.load(ck["resume"])
+            check_resumable(resume, self.cfg, ck["resume"])
+        if resume is not None:
+            if resume["groups"] != placement.groups:
+                raise ValueError(f"checkpoint.resume: saved with islands grouped as {resume['groups']}; this run "
+                                 f"groups them as {placement.groups}: use the same islands.n_actors")
+            self._load_groups(groups, resume["states"])
+            loop = _loop_copy(resume)
+        else:
+            loop = {"done_gens": 0, "epoch": 0, "best": None, "master_state": None,
+                    "migration": [({}, {}) for _ in groups], "history": [], "migrations": []}
+        every = int(self.cfg["islands"].get("snapshot_every") or 0)
+        snapshot = self.last_snapshot = self._snapshot(groups, placement, loop) if every else None
+        restarts, yielded, hits = 0, loop["epoch"], None
         t0 = time.perf_counter()
-        while done_gens < self.generations:
-            k = min(self.interval, self.generations - done_gens)
-            summaries = self._gather([self._call(g, "run_epoch", k, *migration[i]) for i, g in enumerate(groups)])
-            done_gens += k
-            epoch += 1
+        while loop["done_gens"] < self.generations:
+            k = min(self.interval, self.generations - loop["done_gens"])
+            try:
+                summaries = self._gather([self._call(g, "run_epoch", k, *loop["migration"][i])
+                                          for i, g in enumerate(groups)])
+            except Exception as err:
+                if snapshot is None or not _actor_died(err) or restarts >= self.max_restarts:
+                    raise
+                restarts += 1
+                log.warning("an island-group actor died in epoch %d (%s); restored the snapshot of epoch %d "
+                            "(restart %d of %d)", loop["epoch"] + 1, type(err).__name__, snapshot["epoch"],
+                            restarts, self.max_restarts)
+                self._load_groups(groups, snapshot["states"])
+                loop = _loop_copy(snapshot)
+                continue
+            loop["done_gens"] += k
+            loop["epoch"] = epoch = loop["epoch"] + 1
             bx, bf, bv, bg, emigrants, evals, nan, hits = self._merge(summaries, placement)
             D = bx.shape[1]
             for i in sorted(summaries):
-                migrations.extend((epoch, *e) for e in summaries[i]["migrations"])
+                loop["migrations"].extend((epoch, *e) for e in summaries[i]["migrations"])
             master_best, master_pop, master_evals = None, None, 0
             if self.master is not None:
+                mstate = loop["master_state"]
                 if mstate is None:
                     mstate = self.master.init(mctx, bx, bf, bv)
-                mstate = self.master.run_epoch(mctx, mstate, bx, bf, bv, k)
+                mstate = loop["master_state"] = self.master.run_epoch(mctx, mstate, bx, bf, bv, k)
                 mx, mf, mv = self.master.best(mstate)
                 master_best = (np.asarray(mx).reshape(1, D), np.asarray(mf).reshape(1), np.asarray(mv).reshape(1))
                 master_pop = Population(master_best[0][None], master_best[1][None], master_best[2][None])
                 master_evals = int(mstate["evals"])
                 nan += int(mstate["nan_evals"])
+            best = loop["best"]
             cand = ([(bx, bf, bv, bg)] + ([(*master_best, master_best[0])] if master_best else [])
                     + ([best] if best else []))
-            best = _best_of(cand)
-            record = self._record(epoch, done_gens, t0, evals + master_evals, nan, best, bf, bv,
+            best = loop["best"] = _best_of(cand)
+            record = self._record(epoch, loop["done_gens"], t0, evals + master_evals, nan, best, bf, bv,
                                   master_best, list(summaries.values()), k, hits)
-            history.append(record)
-            yield record
+            loop["history"].append(record)
+            if epoch > yielded:
+                yielded = epoch
+                yield record
             if hits is not None and np.all(hits >= 0):
                 break  # every island reached the stop target
-            if done_gens < self.generations:
-                migration = self._plan_migration(epoch, placement, emigrants, master_pop)
-            if ck.get("every") and (epoch % int(ck["every"]) == 0 or done_gens >= self.generations):
-                states = self._gather([self._call(g, "state_dict") for g in groups])
-                checkpoint.save(ck["path"], {
-                    "seed": self.seed, "groups": placement.groups, "states": [states[i] for i in range(len(groups))],
-                    "done_gens": done_gens, "epoch": epoch, "best": best, "master_state": mstate,
-                    "migration": migration, "history": history, "migrations": migrations})
-        return self._result(best, history, done_gens, t0, migrations, hits)
+            if loop["done_gens"] < self.generations:
+                loop["migration"] = self._plan_migration(epoch, placement, emigrants, master_pop)
+            last = loop["done_gens"] >= self.generations
+            if every and epoch % every == 0:
+                snapshot = self.last_snapshot = self._snapshot(groups, placement, loop)
+            if ck.get("every") and (epoch % int(ck["every"]) == 0 or last):
+                fresh = snapshot if snapshot is not None and snapshot["epoch"] == epoch else \
+                    self._snapshot(groups, placement, loop)
+                checkpoint.save(ck["path"], fresh)
+        return self._result(loop["best"], loop["history"], loop["done_gens"], t0, loop["migrations"], hits)
+
+    def _snapshot(self, groups, placement, loop: dict) -> dict:
+        """Everything needed to continue from the end of ``loop["epoch"]``: every group's state
+        (host arrays), the loop's variables, the seed, the grouping and the config (what
+        :func:`check_resumable` compares). Histories are copied as lists (records are never
+        changed after they are made)."""
+        states = self._gather([self._call(g, "state_dict") for g in groups])
+        return {"seed": self.seed, "groups": placement.groups, "states": [states[i] for i in range(len(groups))],
+                "config": resumable_config(self.cfg), **_loop_copy(loop)}
+
+    def _load_groups(self, groups, states: list) -> None:
+        """Set every group's state (host arrays from a snapshot), waiting for restarting actors."""
+        _while_restarting(lambda: self._gather([self._call(g, "load_state_dict", st) for g, st in zip(groups, states)]))
 
     def _run_async(self, groups, placement):
         """The async epoch loop, a generator like :meth:`_run_sync`."""
@@ -519,9 +584,11 @@ class _Local:
 REPORT_S = 0.25
 
 
-def _actor_options(p) -> dict:
-    """Ray resources of one island-group actor: a whole GPU, or one CPU."""
-    return {"num_gpus": 1, "num_cpus": 0} if p.use_gpu else {"num_cpus": 1}
+def _actor_options(p, max_restarts: int = 0) -> dict:
+    """Ray options of one island-group actor: a whole GPU or one CPU, and how often Ray restarts
+    it when it dies (its tasks are not retried: the coordinator restores a snapshot instead)."""
+    res = {"num_gpus": 1, "num_cpus": 0} if p.use_gpu else {"num_cpus": 1}
+    return {**res, "max_restarts": int(max_restarts), "max_task_retries": 0}
 
 
 class Archipelago:
@@ -553,20 +620,102 @@ class Archipelago:
         """Run epochs for about ``budget_s`` seconds (at least one).
 
         Returns:
-            ``(records, result, error)``: the epochs' records; the :class:`RunResult` once the
-            run has ended, else ``None``; the exception that ended the run, else ``None`` (given
-            back rather than raised, so the records before it still reach the driver).
+            ``(records, result, error, snapshot)``: the epochs' records; the :class:`RunResult`
+            once the run has ended, else ``None``; the exception that ended the run, else
+            ``None`` (given back rather than raised, so the records before it still reach the
+            driver); the snapshot taken since the last call (the driver keeps it, to restart
+            this actor from it if it dies), else ``None``.
         """
         if self._epochs is None:
             self._epochs = self.coordinator._run_sync(self.groups, self.placement)
-        records, t0 = [], time.perf_counter()
+        records, t0, snap0 = [], time.perf_counter(), self.coordinator.last_snapshot
         while True:
             try:
                 records.append(next(self._epochs))
             except StopIteration as stop:
-                return records, stop.value, None
+                return records, stop.value, None, self._new_snapshot(snap0)
             except Exception as err:  # noqa: BLE001
                 err.traceback_str = traceback.format_exc()  # read by islands.job.failure_line
-                return records, None, err
+                return records, None, err, self._new_snapshot(snap0)
             if time.perf_counter() - t0 >= budget_s:
-                return records, None, None
+                return records, None, None, self._new_snapshot(snap0)
+
+    def _new_snapshot(self, before):
+        snap = self.coordinator.last_snapshot
+        return snap if snap is not before else None
+
+    def resume(self, snapshot: dict) -> None:
+        """Continue from ``snapshot`` (after Ray restarted this actor): the next :meth:`advance`
+        runs the epochs after it."""
+        self._epochs = self.coordinator._run_sync(self.groups, self.placement, resume=snapshot)
+
+
+#: the loop variables of :meth:`Coordinator._run_sync` that a snapshot holds
+LOOP_KEYS = ("done_gens", "epoch", "best", "master_state", "migration", "history", "migrations")
+
+#: config sections that may change between a run and its resume (where and how it runs, not what)
+RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph")
+RESUME_FREE_KEYS = ("islands.n_actors", "islands.snapshot_every", "islands.max_restarts", "generations")
+
+
+def _loop_copy(src: dict) -> dict:
+    """The loop variables of ``src`` (a loop dict or a snapshot), lists copied."""
+    out = {k: src[k] for k in LOOP_KEYS}
+    out["history"], out["migrations"] = list(out["history"]), list(out["migrations"])
+    return out
+
+
+def resumable_config(cfg: dict) -> dict:
+    """The flattened config that a resume must repeat: everything but where and how the run
+    runs (:data:`RESUME_FREE`, :data:`RESUME_FREE_KEYS`); ``generations`` may grow."""
+    flat = {}
+
+    def walk(d, prefix):
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            if not prefix and k in RESUME_FREE or key in RESUME_FREE_KEYS:
+                continue
+            if isinstance(v, dict):
+                walk(v, key + ".")
+            elif not hasattr(v, "__dict__"):  # instantiated objects (topology) are compared by their config
+                flat[key] = v
+    walk(cfg, "")
+    return flat
+
+
+def check_resumable(data: dict, cfg: dict, path: str) -> None:
+    """Refuse to resume a checkpoint under a different config.
+
+    Raises:
+        ValueError: one line naming the fields that differ, with both values.
+    """
+    saved, now = data.get("config", {}), resumable_config(cfg)
+    diff = sorted(k for k in set(saved) | set(now) if saved.get(k, "<unset>") != now.get(k, "<unset>"))
+    if diff:
+        shown = "; ".join(f"{k}: saved {saved.get(k, '<unset>')!r}, now {now.get(k, '<unset>')!r}" for k in diff[:6])
+        raise ValueError(f"checkpoint.resume={path!r}: the config differs from the saved run ({shown}); "
+                         "resume with the saved values, or start a new run")
+
+
+def _while_restarting(call, timeout_s: float = 120.0):
+    """``call()``, retried while Ray reports the actor as restarting (unavailable), for up to
+    ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except Exception as err:
+            from ray.exceptions import ActorUnavailableError  # noqa: PLC0415
+
+            if not isinstance(err, ActorUnavailableError) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _actor_died(err: BaseException) -> bool:
+    """Whether ``err`` says an island-group actor was lost (Ray's actor errors)."""
+    try:
+        from ray.exceptions import ActorUnavailableError, RayActorError  # noqa: PLC0415
+    except ImportError:
+        return False
+    return isinstance(err, (RayActorError, ActorUnavailableError))

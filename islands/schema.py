@@ -72,6 +72,8 @@ class IslandsConfig:
     replacement: str = "fair_replace"
     mode: str = "sync"
     master_sends_best: bool = False
+    snapshot_every: int = 10
+    max_restarts: int = 3
 
 
 @dataclass

@@ -48,3 +48,19 @@ class FailingSphere(Problem):
         if type(self).calls > self.fail_after:
             raise RuntimeError("objective crashed (test)")
         return (X ** 2).sum(axis=-1)
+
+
+class SlowSphere(Problem):
+    """Sphere whose evaluation sleeps ``delay_s`` seconds (a run long enough to be interrupted)."""
+
+    name = "slow_sphere"
+
+    def __init__(self, dim=4, delay_s=0.004):
+        super().__init__(dim, -1.0, 1.0, f_star=0.0)
+        self.delay_s = delay_s
+
+    def objective(self, X):
+        import time
+
+        time.sleep(self.delay_s)
+        return (X ** 2).sum(axis=-1)
