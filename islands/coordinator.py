@@ -135,6 +135,7 @@ class Coordinator:
         check_range("islands.snapshot_every", isl.get("snapshot_every") or 0, 0, integer=True)
         self.max_restarts = check_range("islands.max_restarts", isl.get("max_restarts", 3), 0, integer=True)
         self.last_snapshot = None  # the latest in-memory snapshot (sync mode), see _run_sync
+        self.published_epoch = 0  # the last epoch handed to the callbacks (a resume sets it)
 
     # ------------------------------------------------------------------------------------------
     def _spec(self, island_ids, device) -> dict:
@@ -262,7 +263,7 @@ class Coordinator:
         try:
             infos = ray.get(actor.info.remote())
             startup_s = self._started(infos, t_start)
-            result, published, restarts = None, 0, 0
+            result, restarts = None, 0
             while result is None:
                 try:
                     records, result, error, snapshot = ray.get(actor.advance.remote(REPORT_S))
@@ -277,10 +278,8 @@ class Coordinator:
                     continue
                 if snapshot is not None:
                     self.last_snapshot = snapshot
-                for record in records:  # the epochs before a failure are logged too; replays are not
-                    if record["epoch"] > published:
-                        published = record["epoch"]
-                        self._publish(record)
+                for record in records:  # the epochs before a failure are logged too
+                    self._publish(record)
                 if error is not None:
                     raise error
         finally:
@@ -474,7 +473,11 @@ class Coordinator:
 
     # ------------------------------------------------------------------------------------------
     def _publish(self, record: dict) -> None:
-        """Hand the epoch's record to the callbacks."""
+        """Hand the epoch's record to the callbacks, unless its epoch was published already (an
+        epoch replayed after a restart, or before an interrupted run was resumed)."""
+        if record["epoch"] <= self.published_epoch:
+            return
+        self.published_epoch = record["epoch"]
         for cb in self.callbacks:
             if hasattr(cb, "on_epoch"):
                 cb.on_epoch(record)

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import signal
 import socket
+import sys
+import threading
 import traceback
 
 from hydra.utils import instantiate
@@ -16,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from algorithms.core.backend import DEVICES, cupy_or_none, dtype_of
 from algorithms.core.base import check_range
+from islands import checkpoint
 from islands.build import build_algorithm, build_problem
 from islands.migration import REPLACEMENTS
 from islands.schema import check_keys
@@ -109,6 +114,39 @@ def check_ray_address(address, timeout_s: float = 10.0) -> None:
                          "cluster (ray start --head) or leave ray.address out for a local Ray") from None
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _sigterm_as_interrupt():
+    """Treat SIGTERM like Ctrl-C while the run goes (main thread only); return the old handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def save_interrupted(coordinator, path: str, run_id: str | None) -> str | None:
+    """Write the coordinator's last snapshot as a checkpoint at ``path`` for a resume, with the
+    MLflow run to continue and the last epoch already published; ``None`` without a snapshot."""
+    snap = coordinator.last_snapshot
+    if snap is None:
+        return None
+    checkpoint.save(path, {**snap, "mlflow_run_id": run_id, "published_epoch": coordinator.published_epoch})
+    return str(path)
+
+
+def resume_command(path: str) -> str:
+    """The command line that resumes this run: the user's overrides (from Hydra, when the run
+    was started by ``run.py``) plus ``checkpoint.resume=PATH``."""
+    try:
+        from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415
+
+        task = [o for o in HydraConfig.get().overrides.task if not o.startswith("checkpoint.resume=")]
+    except Exception:  # not started through Hydra
+        task = []
+    return " ".join(["python run.py", *(shlex.quote(o) for o in task), shlex.quote(f"checkpoint.resume={path}")])
+
+
 def validate(cfg: dict) -> None:
     """Checks that need no actor, run before Ray starts; each error is one line naming the field
     as the user types it and the allowed values.
@@ -178,13 +216,27 @@ def run_job(cfg: DictConfig, use_ray: bool = True) -> tuple[RunResult, str | Non
         preload()  # MLflow's imports overlap with Ray's start
     if use_ray:
         init_ray(plain.get("ray", {}))
-    run_id = tracker.start() if tracker else None
+    resumed = checkpoint.load(ck["resume"]) if ck.get("resume") else {}
+    coordinator.published_epoch = resumed.get("published_epoch", resumed.get("epoch", 0))
+    run_id = tracker.start(resumed.get("mlflow_run_id")) if tracker else None
+    previous = _sigterm_as_interrupt()
     try:
         result = coordinator.run()
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
+        path = save_interrupted(coordinator, ck.get("path") or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
+        if tracker:
+            tracker.end("KILLED")
+        print(f"isles: interrupted after epoch {coordinator.published_epoch}; "
+              + (f"checkpoint {path}; resume with:\n  {resume_command(path)}" if path else
+                 "no snapshot to save (islands.snapshot_every=0 or islands.mode=async)"), file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
     except BaseException:
         if tracker:
             tracker.end("FAILED")
         raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     if tracker:
         tracker.end("FINISHED")
     if plain.get("quiet", False):

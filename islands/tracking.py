@@ -110,17 +110,24 @@ class MlflowTracker:
         self._last_flush = time.monotonic()
         self._client = None
 
-    def start(self) -> str:
-        """Open the run, log parameters, tags and the config; return the run id."""
+    def start(self, run_id: str | None = None) -> str:
+        """Open the run, log parameters, tags and the config; return the run id.
+
+        ``run_id``: continue that run (a resumed run: its parameters and config are logged
+        already, and stay as they were)."""
         mlflow = _mlflow()
         from mlflow.tracking import MlflowClient  # noqa: PLC0415
 
         if self.cfg.get("tracking_uri"):
             mlflow.set_tracking_uri(self.cfg["tracking_uri"])
+        self._client = MlflowClient()
+        if run_id:
+            self.run_id = mlflow.start_run(run_id=run_id).info.run_id
+            mlflow.set_tags({"resumed": "true"})
+            return self.run_id
         mlflow.set_experiment(self.cfg.get("experiment_name") or "isles")
         run = mlflow.start_run(run_name=self.cfg.get("run_name"))
         self.run_id = run.info.run_id
-        self._client = MlflowClient()
         mlflow.log_params({k: str(v)[:6000] for k, v in self.params.items()})
         mlflow.set_tags({"git_commit": git_commit()})
         mlflow.log_text(self.config_yaml, "config.yaml")
@@ -198,7 +205,7 @@ class MlflowTracker:
             mlflow.log_text("\n".join(lines) + "\n", "migrations.csv")
 
     def end(self, status: str = "FINISHED") -> None:
-        """Flush and close the run with ``status`` (``FINISHED`` or ``FAILED``)."""
+        """Flush and close the run with ``status`` (``FINISHED``, ``FAILED`` or ``KILLED``)."""
         if self.run_id is None:
             return
         try:

@@ -77,3 +77,56 @@ def test_resume_refuses_a_changed_config(tmp_path):
         coordinator(f"checkpoint.resume={path}", "algorithm.F=0.7", use_ray=False).run()
     resumed = coordinator(f"checkpoint.resume={path}", use_ray=False).run()  # same config: goes on
     assert resumed.generations == 120
+
+
+def _cli(args, cwd, **kw):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.Popen([sys.executable, str(root / "run.py"), *args], cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def test_sigterm_checkpoints_and_the_resume_gives_the_uninterrupted_result(tmp_path):
+    import re
+    import shlex
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    store = f"sqlite:///{tmp_path}/mlflow.db"
+    args = [*[a for a in DE if a not in ("logger=none", "device=cpu")], "generations=600", "+problem.delay_s=0.02",
+            "device=cpu", "ray.num_cpus=2", f"logger.tracking_uri={store}", "islands.n_actors=2",
+            f"hydra.run.dir={tmp_path}/out"]
+    args = [a for a in args if a != "+problem.delay_s=0.004"]
+    full = _cli(args, tmp_path)
+    out_full, err_full = full.communicate(timeout=300)
+    assert full.returncode == 0, err_full[-2000:]
+    (line_full,) = [ln for ln in out_full.splitlines() if ln.startswith("isles: best f=")]
+
+    run = _cli(args, tmp_path)
+    client, deadline = MlflowClient(tracking_uri=store), time.time() + 120
+    while time.time() < deadline:  # wait until the run has logged a few epochs
+        time.sleep(0.5)
+        runs = client.search_runs([client.get_experiment_by_name("de-islands").experiment_id],
+                                  order_by=["attributes.start_time DESC"])
+        if len(runs) == 2 and len(client.get_metric_history(runs[0].info.run_id, "best_f")) >= 2:
+            break  # the second run (not the reference) is under way
+    run.send_signal(signal.SIGTERM)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err[-2000:]
+    killed = client.get_run(runs[0].info.run_id)
+    assert killed.info.status == "KILLED"
+    cmd = re.search(r"resume with:\n  (python run.py .*)", err).group(1)
+    resume = _cli(shlex.split(cmd)[2:], tmp_path)
+    out_res, err_res = resume.communicate(timeout=300)
+    assert resume.returncode == 0, err_res[-2000:]
+    (line_res,) = [ln for ln in out_res.splitlines() if ln.startswith("isles: best f=")]
+    strip = lambda ln: re.sub(r" (wall|mlflow_run)=\S+", "", ln)  # noqa: E731
+    assert strip(line_res) == strip(line_full)  # the same best f, x and evaluations
+    assert f"mlflow_run={killed.info.run_id}" in line_res  # resumed into the same MLflow run
+    assert client.get_run(killed.info.run_id).info.status == "FINISHED"
+    steps = [m.step for m in client.get_metric_history(killed.info.run_id, "best_f")]
+    assert steps == sorted(set(steps)) and steps[-1] == 600  # every epoch once, none replayed twice
