@@ -296,7 +296,7 @@ class Coordinator:
         return Context(xp=np, dtype=np.dtype(self.cfg.get("dtype", "float64")), evaluator=evaluator,
                        rng=CounterRNG(np, self.seed, [self.n]))
 
-    def _plan_migration(self, epoch: int, placement, emigrants: dict, master_best=None):
+    def _plan_migration(self, epoch: int, emigrants: dict, master_best, placement):
         """Per group: ``(inbound, remote)`` for the next epoch (see :meth:`IslandGroup.run_epoch`).
 
         ``emigrants``: ``{island id: Population (1, k)}``; ``master_best``: the master swarm's
@@ -341,23 +341,22 @@ class Coordinator:
         if resume is None and ck.get("resume"):
             resume = checkpoint.load(ck["resume"])
             check_resumable(resume, self.cfg, ck["resume"])
-        if resume is not None:
-            if resume["groups"] != placement.groups:
-                raise ValueError(f"checkpoint.resume: saved with islands grouped as {resume['groups']}; this run "
-                                 f"groups them as {placement.groups}: use the same islands.n_actors")
-            self._load_groups(groups, resume["states"])
+        if resume is not None:  # states are per island: any grouping (number of actors) resumes
+            self._load_groups(groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups))
             loop = _loop_copy(resume)
         else:
             loop = {"done_gens": 0, "epoch": 0, "best": None, "master_state": None,
-                    "migration": [({}, {}) for _ in groups], "history": [], "migrations": []}
+                    "pending": None, "history": [], "migrations": []}
         every = int(self.cfg["islands"].get("snapshot_every") or 0)
         snapshot = self.last_snapshot = self._snapshot(groups, placement, loop) if every else None
         restarts, yielded, hits = 0, loop["epoch"], None
         t0 = time.perf_counter()
         while loop["done_gens"] < self.generations:
             k = min(self.interval, self.generations - loop["done_gens"])
+            migration = (self._plan_migration(*loop["pending"], placement) if loop["pending"]
+                         else [({}, {}) for _ in groups])
             try:
-                summaries = self._gather([self._call(g, "run_epoch", k, *loop["migration"][i])
+                summaries = self._gather([self._call(g, "run_epoch", k, *migration[i])
                                           for i, g in enumerate(groups)])
             except Exception as err:
                 if snapshot is None or not _actor_died(err) or restarts >= self.max_restarts:
@@ -398,8 +397,9 @@ class Coordinator:
                 yield record
             if hits is not None and np.all(hits >= 0):
                 break  # every island reached the stop target
-            if loop["done_gens"] < self.generations:
-                loop["migration"] = self._plan_migration(epoch, placement, emigrants, master_pop)
+            # the next epoch's migration, kept per island (the plan per group is made from it); kept
+            # after the last epoch too, so that a resume with more generations goes on exactly
+            loop["pending"] = (epoch, emigrants, master_pop)
             last = loop["done_gens"] >= self.generations
             if every and epoch % every == 0:
                 snapshot = self.last_snapshot = self._snapshot(groups, placement, loop)
@@ -654,7 +654,7 @@ class Archipelago:
 
 
 #: the loop variables of :meth:`Coordinator._run_sync` that a snapshot holds
-LOOP_KEYS = ("done_gens", "epoch", "best", "master_state", "migration", "history", "migrations")
+LOOP_KEYS = ("done_gens", "epoch", "best", "master_state", "pending", "history", "migrations")
 
 #: config sections that may change between a run and its resume (where and how it runs, not what)
 RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph")

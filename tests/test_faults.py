@@ -130,3 +130,14 @@ def test_sigterm_checkpoints_and_the_resume_gives_the_uninterrupted_result(tmp_p
     assert client.get_run(killed.info.run_id).info.status == "FINISHED"
     steps = [m.step for m in client.get_metric_history(killed.info.run_id, "best_f")]
     assert steps == sorted(set(steps)) and steps[-1] == 600  # every epoch once, none replayed twice
+
+
+def test_resume_with_another_number_of_actors_gives_the_same_result(tmp_path):
+    path = tmp_path / "ck.pkl"
+    whole = coordinator("islands.n_actors=2", use_ray=False).run()
+    coordinator("islands.n_actors=2", "generations=40", "checkpoint.every=2", f"checkpoint.path={path}",
+                use_ray=False).run()
+    for n in (1, 4):  # saved by 2 groups, resumed by 1 and by 4
+        resumed = coordinator(f"islands.n_actors={n}", f"checkpoint.resume={path}", use_ray=False).run()
+        assert resumed.best_f == whole.best_f
+        np.testing.assert_array_equal(resumed.history[-1]["island_best_f"], whole.history[-1]["island_best_f"])

@@ -145,6 +145,11 @@ class IslandAlgorithm:
     ``state["evals"]`` (host int) counts objective evaluations per island, and
     ``state["nan_evals"]`` (0-d device int) counts NaN evaluations of the whole batch.
 
+    State layout, which checkpoints rely on to regroup islands over a different number of
+    actors (:func:`islands.checkpoint.regroup`): every array of one or more dimensions has the
+    island axis first; 0-d arrays are totals of the batch; host ints are the same for every
+    island.
+
     The individuals migration sees are the state arrays named by ``FIELDS`` (``genome``, ``f``,
     ``v``) and ``EXTRAS`` (extra name -> state key, each ``(I, N, ...)``); :meth:`population`
     and :meth:`replace` work from these names, so an algorithm only overrides them to do more
