@@ -23,6 +23,7 @@ from algorithms.core.base import check_range
 from islands import checkpoint
 from islands.build import build_algorithm, build_problem
 from islands.migration import REPLACEMENTS
+from islands.placement import needs_ray
 from islands.schema import check_keys
 from problems.constraints import check_handling
 from islands.coordinator import Coordinator, RunResult
@@ -184,15 +185,23 @@ def validate(cfg: dict) -> None:
         raise ValueError(f"seed={cfg.get('seed')!r}: allowed values are integers >= 0")
 
 
-def run_job(cfg: DictConfig, use_ray: bool = True) -> tuple[RunResult, str | None]:
+def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, str | None]:
     """Run the experiment described by ``cfg``; return the result and the MLflow run id.
+
+    ``use_ray``: ``None`` (default) starts Ray only when the run needs it
+    (:func:`islands.placement.needs_ray`: a cluster address, async mode, or several island
+    groups); ``True`` always, ``False`` never (everything in this process).
 
     Raises:
         ValueError: a bad config value (before or during the run; the MLflow run, if started,
             is marked FAILED).
     """
     plain = OmegaConf.to_container(cfg, resolve=True)
+    if plain.get("logger", {}).get("enabled", False):
+        preload()  # MLflow's imports overlap with the checks, building and Ray's start
     validate(plain)
+    if use_ray is None:
+        use_ray = needs_ray(plain)
     ck = plain.setdefault("checkpoint", {}) or {}
     if ck.get("every") and not ck.get("path"):
         ck["path"] = os.path.join(_output_dir(), "checkpoint.pkl")
@@ -212,8 +221,6 @@ def run_job(cfg: DictConfig, use_ray: bool = True) -> tuple[RunResult, str | Non
     callbacks = [ConsoleProgress(problem)] if plain.get("progress", True) else []
     coordinator = Coordinator(plain, topology, master, callbacks=callbacks + ([tracker] if tracker else []),
                               use_ray=use_ray)
-    if tracker:
-        preload()  # MLflow's imports overlap with Ray's start
     if use_ray:
         init_ray(plain.get("ray", {}))
     resumed = checkpoint.load(ck["resume"]) if ck.get("resume") else {}

@@ -79,3 +79,31 @@ def plan(n_islands: int, device: str, n_actors: int | None, resources: dict,
         raise ValueError(f"islands.n_actors={n_actors}: allowed values are 1..{n_gpus} (one actor per GPU)")
     n_actors = min(n_actors, n_islands)
     return Placement(groups=split(n_islands, n_actors), use_gpu=use_gpu)
+
+
+def local_resources(num_cpus: int | None = None) -> dict:
+    """This machine's resources as Ray would count them: ``{"CPU": cores (or num_cpus), "GPU":
+    CUDA devices CuPy sees}``."""
+    import os  # noqa: PLC0415
+
+    gpus = 0
+    try:
+        import cupy  # noqa: PLC0415
+
+        gpus = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:  # no CuPy, no driver
+        gpus = 0
+    return {"CPU": int(num_cpus or os.cpu_count() or 1), "GPU": gpus}
+
+
+def needs_ray(cfg: dict) -> bool:
+    """Whether a run needs Ray at all: a cluster address, async mode, or more than one island
+    group on this machine. A local run whose islands share one group (one GPU; CPU islands that
+    exchange every generation) runs in this process instead: the same code and result, without
+    Ray's seconds of start-up and shutdown."""
+    isl = cfg["islands"]
+    if (cfg.get("ray") or {}).get("address") or isl.get("mode", "sync") != "sync":
+        return True
+    p = plan(isl["n"], cfg.get("device", "auto"), isl.get("n_actors"),
+             local_resources((cfg.get("ray") or {}).get("num_cpus")), isl.get("migration_interval"))
+    return len(p.groups) > 1

@@ -29,9 +29,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
+_PRELOAD: threading.Thread | None = None
+
+
 def _mlflow():
     """The ``mlflow`` module, imported on first use (it takes seconds: a run with
-    ``logger=none`` never pays for it, and :func:`preload` overlaps it with Ray's start)."""
+    ``logger=none`` never pays for it, and :func:`preload` overlaps it with the run's start).
+    Waits for a preload under way: MLflow's circular imports break when two threads import it
+    at once."""
+    if _PRELOAD is not None:
+        _PRELOAD.join()
     import mlflow  # noqa: PLC0415
 
     return mlflow
@@ -39,7 +46,8 @@ def _mlflow():
 
 def preload() -> threading.Thread:
     """Import MLflow (and matplotlib's Agg backend for the convergence plot) in a background
-    thread, so the imports overlap with Ray's start-up; a later import waits for it."""
+    thread, so the imports overlap with the run's start (config checks, Ray); :func:`_mlflow`
+    waits for it. Once per process."""
 
     def load():
         import matplotlib  # noqa: PLC0415
@@ -48,9 +56,11 @@ def preload() -> threading.Thread:
         import mlflow.tracking  # noqa: F401, PLC0415
         import matplotlib.pyplot  # noqa: F401, PLC0415
 
-    t = threading.Thread(target=load, name="isles-preload", daemon=True)
-    t.start()
-    return t
+    global _PRELOAD
+    if _PRELOAD is None:
+        _PRELOAD = threading.Thread(target=load, name="isles-preload", daemon=True)
+        _PRELOAD.start()
+    return _PRELOAD
 
 
 def genome_report(result) -> dict:

@@ -1,0 +1,70 @@
+"""The main job as users run it: whole-process and evolution wall time of ``python run.py ...``.
+
+Each case runs ``--repeats`` times as a fresh process in one scratch directory (so MLflow's
+``mlflow.db`` exists after the first run, as for a user's second run; the first run, which also
+creates the database, is reported apart). Whole process: the wall clock around the process
+(start-up, Ray, MLflow, evolution, artifacts, shutdown). Evolution: the ``wall=`` of the result
+line that ``progress=false`` prints (the coordinator's own timer: actors started, device
+synchronised at every epoch's end). Prints one Markdown table (medians).
+
+    python benchmarks/job_bench.py                                   # the README's first command
+    python benchmarks/job_bench.py --case "device=gpu" --case "device=gpu logger=none"
+    taskset -c 0,1 python benchmarks/job_bench.py --case "ray.num_cpus=2"   # a 2-core machine
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_once(experiment: str, case: str, cwd: str) -> tuple[float, float, str]:
+    """One process: ``(whole-process seconds, evolution seconds, result line)``.
+
+    Raises:
+        SystemExit: the run failed (its stderr's tail is shown)."""
+    cmd = [sys.executable, str(ROOT / "run.py"), f"+experiment={experiment}", "progress=false",
+           *shlex.split(case)]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    whole = time.perf_counter() - t0
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("isles: best f=")), None)
+    if p.returncode != 0 or line is None:
+        raise SystemExit(f"job_bench: {' '.join(cmd)} failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
+    return whole, float(re.search(r" wall=([\d.]+)s", line).group(1)), line
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--experiment", default="cmepso")
+    ap.add_argument("--case", action="append", help="overrides of one case (repeatable); default: none")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    cases = args.case or [""]
+    rows = []
+    for case in cases:
+        with tempfile.TemporaryDirectory() as cwd:
+            first = run_once(args.experiment, case, cwd)
+            runs = [run_once(args.experiment, case, cwd) for _ in range(args.repeats)]
+        whole = statistics.median(r[0] for r in runs)
+        evo = statistics.median(r[1] for r in runs)
+        rows.append((case or "(defaults)", first[0], whole, evo, runs[-1][2]))
+        print(f"{case or '(defaults)'}: first {first[0]:.2f} s, whole {whole:.2f} s, evolution {evo:.2f} s", flush=True)
+    print(f"\n| `+experiment={args.experiment}` overrides | first run, whole process s | whole process s "
+          f"(median of {args.repeats}) | evolution s | result |")
+    print("|---|---|---|---|---|")
+    for case, first, whole, evo, line in rows:
+        f = re.search(r"best f=(\S+) (\S+)", line)
+        print(f"| `{case}` | {first:.2f} | {whole:.2f} | {evo:.2f} | f={f.group(1)} {f.group(2)} |")
+
+
+if __name__ == "__main__":
+    main()
