@@ -77,6 +77,15 @@ class MinMaxProblem(Problem):
         """``L (..., Nx, Ny)`` of ``X (..., Nx, Dx)`` against ``Y (..., Ny, Dy)`` (to override)."""
         raise NotImplementedError
 
+    def x_terms(self, X):
+        """What the payoff needs of ``X (..., Nx, Dx)``, computed once for a frozen x population
+        (the y phase of a cycle); default ``X`` itself. Pair with :meth:`payoff_terms`."""
+        return X
+
+    def payoff_terms(self, terms, Y):
+        """``L (..., Nx, Ny)`` from ``x_terms(X)`` and ``Y``; default ``payoff(terms, Y)``."""
+        return self.payoff(terms, Y)
+
     def objective(self, X):
         """The worst case ``F(x) = max_y L(x, y)`` of shape ``X.shape[:-1]`` where known.
 
@@ -193,6 +202,7 @@ class AugmentedLagrangian(MinMaxProblem):
         self.n_constraints = m
         self.r = float(r)
         self.multiplier_bound = float(multiplier_bound)
+        self._scales: dict = {}
         super().__init__(problem.dim, problem.lower, problem.upper, m, 0.0, float(multiplier_bound),
                          f_star=getattr(problem, "f_star", None),
                          constraint_scale=getattr(problem, "constraint_scale", None))
@@ -207,10 +217,22 @@ class AugmentedLagrangian(MinMaxProblem):
 
     def payoff(self, X, Y):
         """``L (..., Nx, Ny)`` for ``X (..., Nx, D)`` and multipliers ``Y (..., Ny, m)``."""
+        return self.payoff_terms(self.x_terms(X), Y)
+
+    def x_terms(self, X):
+        """``(f (..., Nx), g / scale (..., Nx, m))`` of ``X (..., Nx, D)``, in ``X``'s dtype."""
         xp = array_namespace(X)
         f, g = self.base.evaluate(X)
         f = xp.asarray(f, dtype=X.dtype)
-        g = xp.asarray(g, dtype=X.dtype) / xp.asarray(self.constraint_scale, dtype=X.dtype)
+        key = (xp.__name__, str(X.dtype))
+        if key not in self._scales:  # device copy made once (no host-to-device copy in a CUDA graph)
+            self._scales[key] = xp.asarray(self.constraint_scale, dtype=X.dtype)
+        g = xp.asarray(g, dtype=X.dtype) / self._scales[key]
+        return f, g
+
+    def payoff_terms(self, terms, Y):
+        """``L (..., Nx, Ny) = f + sum_i p(g_i, mu_i)`` from ``terms = x_terms(X)`` and ``Y``."""
+        f, g = terms
         p = al_penalty(g[..., :, None, :], Y[..., None, :, :], self.r)  # (..., Nx, Ny, m)
         return f[..., :, None] + p.sum(axis=-1)
 

@@ -188,13 +188,14 @@ class CDE(IslandAlgorithm):
         self._side_cache = (ctx, sides)
         return sides
 
-    def pair_fitness(self, ctx: Context, X, Y, role: str):
+    def pair_fitness(self, ctx: Context, X, Y, role: str, terms=None):
         """Fitness of population ``role`` against the other, from the pair payoffs.
 
         Args:
             X: ``(I, Nx, Dx)``; Y: ``(I, Ny, Dy)``.
             role: ``"x"``: ``max_j L[:, i, j]`` (I, Nx), seed eq. 11; ``"y"``: ``-min_i L[:, i, j]``
                 (I, Ny), the negated fitness of the maximising player.
+            terms: ``problem.x_terms(X)`` when already computed (a frozen P1), else ``None``.
 
         Returns:
             ``(fitness, n_nan)``: NaN payoffs give ``+inf`` (the worst) and are counted (0-d int).
@@ -204,7 +205,7 @@ class CDE(IslandAlgorithm):
         """
         xp = ctx.xp
         p = self.problem_of(ctx)
-        L = p.payoff(X, Y)
+        L = p.payoff(X, Y) if terms is None else p.payoff_terms(terms, Y)
         check_payoff_shape(p, X, Y, L)
         L = xp.asarray(L, dtype=ctx.dtype)
         fit = L.max(axis=-1) if role == "x" else -L.min(axis=-2)
@@ -267,6 +268,8 @@ class CDE(IslandAlgorithm):
                "generation": 0, "evals": 0, "nan_evals": state["nan_evals"]}
         s = dict(state)
         n_other = other.shape[1]
+        p = self.problem_of(ctx)
+        terms = p.x_terms(other) if role == "y" and hasattr(p, "x_terms") else None  # P1 frozen
         for k in range(k0, k0 + n_gens):
             sub["generation"] = 1 + state["generation"] + k * COUNTER_STRIDE
             U = self.de[role].trial(side, sub)
@@ -274,7 +277,7 @@ class CDE(IslandAlgorithm):
                 fu, n_nan = self.pair_fitness(ctx, U, other, "x")
                 s = self._archive(xp, s, U, self._true(ctx, U))
             else:
-                fu, n_nan = self.pair_fitness(ctx, other, U, "y")
+                fu, n_nan = self.pair_fitness(ctx, other, U, "y", terms)
             sub = select(xp, sub, U, fu, xp.zeros_like(fu), n_nan)
         s[keys[0]], s[keys[1]], s[keys[2]] = sub["X"], sub["f"], sub["v"]
         s["nan_evals"] = sub["nan_evals"]
