@@ -11,10 +11,12 @@ islands (20 runs), beside the seed's C-CUDA (GTX 285) and C times. The time is m
 ``--cycles`` cycles (default 20) after a warm-up cycle (kernel compilation, CUDA-graph capture)
 and scaled to 200 cycles (every cycle does the same work). GPU paths, both in the same call:
 
-* ``graph``: isles' CDE with a whole cycle captured once as a CUDA graph and replayed
-  (:class:`algorithms.core.graph.GraphStepper`, as the island runtime does);
-* ``plain``: the same array code issued call by call (one CuPy call per array operation), the
-  plain CuPy CDE baseline.
+* ``graph``: isles' CDE, the fused pair kernel (:mod:`algorithms.coevolution.cuda`) and a whole
+  cycle captured once as a CUDA graph and replayed (:class:`algorithms.core.graph.GraphStepper`,
+  as the island runtime does);
+* ``graph-generic``: the same without the fused kernel (pair matrix written and reduced);
+* ``plain``: the array code issued call by call (one CuPy call per array operation, no fused
+  kernel, no graph), the plain CuPy CDE baseline (1 island only, ``--plain-islands``).
 
 GPU times are CUDA events around the replays (or calls); CPU times ``time.perf_counter``.
 ``--scale`` adds P1 with n = 1000 (10^6 payoffs per generation): microseconds per generation
@@ -56,7 +58,8 @@ SEED_MS = {50: {"P1": (4584.8, 19800.5), "P2": (934.0, 3910.0), "P3": (866.2, 83
 
 def time_cycles(xp, pid: str, n: int, islands: int, cycles: int, path: str, dtype) -> float:
     """Seconds for ``cycles`` cycles of ``islands`` batched runs (after one warm-up cycle)."""
-    algo = CDE(pop_size=n, gens_x=20, gens_y=20, F=0.7, CR=0.7, strategy="rand/1")
+    algo = CDE(pop_size=n, gens_x=20, gens_y=20, F=0.7, CR=0.7, strategy="rand/1",
+               fused=path in ("graph", "fused"))
     ctx = Context(xp, dtype, Evaluator(PROBLEMS[pid]()), CounterRNG(xp, 0, range(islands)))
     state = algo.init(ctx)
     if xp is np:
@@ -65,7 +68,7 @@ def time_cycles(xp, pid: str, n: int, islands: int, cycles: int, path: str, dtyp
         algo.run(ctx, state, cycles)
         return time.perf_counter() - t0
     start, end = xp.cuda.Event(), xp.cuda.Event()
-    if path == "graph":
+    if path.startswith("graph"):
         stepper = GraphStepper.for_algorithm(algo, ctx, state)
         stepper.run(1)
         start.record(xp.cuda.get_current_stream())
@@ -91,12 +94,14 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", nargs="*", type=int, default=[50, 100])
     ap.add_argument("--islands", nargs="*", type=int, default=[1, 20])
     ap.add_argument("--paths", nargs="*", default=None, help="gpu: graph plain")
+    ap.add_argument("--plain-islands", nargs="*", type=int, default=[1])
     ap.add_argument("--scale", action="store_true", help="P1 with n = 1000")
+    ap.add_argument("--scale-dtype", default="float32")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     xp = np if a.device == "cpu" else __import__("cupy")
     dtype = dtype_of(a.dtype)
-    paths = ["numpy"] if xp is np else (a.paths or ["graph", "plain"])
+    paths = ["numpy"] if xp is np else (a.paths or ["graph", "graph-generic", "plain"])
     rows = []
     print("| P | n | islands | path | ms per run (200 cycles) | seed C-CUDA ms | seed C ms |")
     print("|---|---|---|---|---|---|---|")
@@ -104,6 +109,8 @@ def main(argv=None) -> int:
         for pid in a.problems:
             for isl in a.islands:
                 for path in paths:
+                    if path == "plain" and isl not in a.plain_islands:
+                        continue
                     s = time_cycles(xp, pid, n, isl, a.cycles, path, dtype)
                     ms = s / a.cycles * 200 * 1e3
                     seed = SEED_MS.get(n, {}).get(pid, (None, None))
@@ -114,13 +121,13 @@ def main(argv=None) -> int:
     if a.scale:
         for path in paths:
             cyc = max(2, a.cycles // 10)
-            s = time_cycles(xp, "P1", 1000, 1, cyc, path, dtype)
+            s = time_cycles(xp, "P1", 1000, 1, cyc, path, dtype_of(a.scale_dtype))
             us_gen = s / cyc / 40 * 1e6
             flops = 3 * 100 * 1000 * 1000 / (us_gen * 1e-6)
             rows.append({"problem": "P1", "n": 1000, "islands": 1, "path": path, "us_per_generation": us_gen,
                          "naive_pair_flops_per_s": flops, "fraction_of_h100_fp32_peak": flops / H100_FP32_PEAK,
-                         "dtype": a.dtype})
-            print(f"P1 n=1000 {path} {a.dtype}: {us_gen:.1f} us/generation, naive pair rate {flops / 1e12:.2f} "
+                         "dtype": a.scale_dtype})
+            print(f"P1 n=1000 {path} {a.scale_dtype}: {us_gen:.1f} us/generation, naive pair rate {flops / 1e12:.2f} "
                   f"TFLOP/s = {100 * flops / H100_FP32_PEAK:.2f} % of H100 FP32 peak", flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))

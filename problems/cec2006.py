@@ -23,6 +23,16 @@ from problems.base import Problem
 __all__ = ["G01", "G07", "G09", "G10"]
 
 
+def _columns(xp, cols):
+    """``g (..., m)`` from ``m`` arrays of shape ``(...)``, written column by column into one
+    allocation (``xp.stack`` of many arrays makes CuPy copy a pointer table from the host, which
+    a CUDA-graph capture does not allow)."""
+    out = xp.empty(cols[0].shape + (len(cols),), dtype=cols[0].dtype)
+    for i, c in enumerate(cols):
+        out[..., i] = c
+    return out
+
+
 class G01(Problem):
     """CEC2006 g01 (``shared/problems.md`` 3.1; seed 000 P2), D = 13, m = 9::
 
@@ -52,7 +62,7 @@ class G01(Problem):
         xp = array_namespace(X)
         x = [X[..., i] for i in range(13)]
         x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12 = x[:12]
-        return xp.stack([
+        return _columns(xp, [
             2.0 * x1 + 2.0 * x2 + x10 + x11 - 10.0,
             2.0 * x1 + 2.0 * x3 + x10 + x12 - 10.0,
             2.0 * x2 + 2.0 * x3 + x11 + x12 - 10.0,
@@ -62,7 +72,7 @@ class G01(Problem):
             -2.0 * x4 - x5 + x10,
             -2.0 * x6 - x7 + x11,
             -2.0 * x8 - x9 + x12,
-        ], axis=-1)
+        ])
 
 
 class G07(Problem):
@@ -95,7 +105,7 @@ class G07(Problem):
         """``g`` of shape ``X.shape[:-1] + (8,)``."""
         xp = array_namespace(X)
         x1, x2, x3, x4, x5, x6, x7, x8, x9, x10 = (X[..., i] for i in range(10))
-        return xp.stack([
+        return _columns(xp, [
             -105.0 + 4.0 * x1 + 5.0 * x2 - 3.0 * x7 + 9.0 * x8,
             10.0 * x1 - 8.0 * x2 - 17.0 * x7 + 2.0 * x8,
             -8.0 * x1 + 2.0 * x2 + 5.0 * x9 - 2.0 * x10 - 12.0,
@@ -104,7 +114,7 @@ class G07(Problem):
             x1**2 + 2.0 * (x2 - 2.0)**2 - 2.0 * x1 * x2 + 14.0 * x5 - 6.0 * x6,
             0.5 * (x1 - 8.0)**2 + 2.0 * (x2 - 4.0)**2 + 3.0 * x5**2 - x6 - 30.0,
             -3.0 * x1 + 6.0 * x2 + 12.0 * (x9 - 8.0)**2 - 7.0 * x10,
-        ], axis=-1)
+        ])
 
 
 class G09(Problem):
@@ -134,12 +144,12 @@ class G09(Problem):
         """``g`` of shape ``X.shape[:-1] + (4,)``."""
         xp = array_namespace(X)
         x1, x2, x3, x4, x5, x6, x7 = (X[..., i] for i in range(7))
-        return xp.stack([
+        return _columns(xp, [
             -127.0 + 2.0 * x1**2 + 3.0 * x2**4 + x3 + 4.0 * x4**2 + 5.0 * x5,
             -282.0 + 7.0 * x1 + 3.0 * x2 + 10.0 * x3**2 + x4 - x5,
             -196.0 + 23.0 * x1 + x2**2 + 6.0 * x6**2 - 8.0 * x7,
             4.0 * x1**2 + x2**2 - 3.0 * x1 * x2 + 2.0 * x3**2 + 5.0 * x6 - 11.0 * x7,
-        ], axis=-1)
+        ])
 
 
 class G10(Problem):
@@ -170,11 +180,11 @@ class G10(Problem):
         """``g`` of shape ``X.shape[:-1] + (6,)``."""
         xp = array_namespace(X)
         x1, x2, x3, x4, x5, x6, x7, x8 = (X[..., i] for i in range(8))
-        return xp.stack([
+        return _columns(xp, [
             -1.0 + 0.0025 * (x4 + x6),
             -1.0 + 0.0025 * (x5 + x7 - x4),
             -1.0 + 0.01 * (x8 - x5),
             -x1 * x6 + 833.33252 * x4 + 100.0 * x1 - 83333.333,
             -x2 * x7 + 1250.0 * x5 + x2 * x4 - 1250.0 * x4,
             -x3 * x8 + 1250000.0 + x3 * x5 - 2500.0 * x5,
-        ], axis=-1)
+        ])

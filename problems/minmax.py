@@ -145,6 +145,18 @@ class SaddleP1(MinMaxProblem):
         """``F(x) = sum x_i^2`` of shape ``X.shape[:-1]``."""
         return (X * X).sum(axis=-1)
 
+    # pair contract of the fused CDE kernel (algorithms/coevolution/cuda.py)
+    pair_cuda = ("#define PAY_KX 1\n#define PAY_KY 1\n"
+                 "ISLES_DEV T pay_pair(const T* tx, const T* ty) { return sub_rn(tx[0], ty[0]); }\n")
+
+    def pair_x(self, X):
+        """Per-x terms ``(..., Nx, 1)``: ``sum x^2``."""
+        return (X * X).sum(axis=-1)[..., None]
+
+    def pair_y(self, Y):
+        """Per-y terms ``(..., Ny, 1)``: ``sum y^2``."""
+        return (Y * Y).sum(axis=-1)[..., None]
+
 
 def al_penalty(g, mu, r: float):
     """Augmented-Lagrangian term of inequality constraints, the standard continuous form.
@@ -229,6 +241,36 @@ class AugmentedLagrangian(MinMaxProblem):
             self._scales[key] = xp.asarray(self.constraint_scale, dtype=X.dtype)
         g = xp.asarray(g, dtype=X.dtype) / self._scales[key]
         return f, g
+
+    @property
+    def pair_cuda(self) -> str:
+        """CUDA source of one pair's payoff (the fused CDE kernel's contract,
+        :mod:`algorithms.coevolution.cuda`): ``tx = (f, g_1/s_1, ..)``, ``ty = mu``; ``r`` baked in;
+        the same separately rounded operations as :func:`al_penalty`, penalties summed left to right."""
+        return (f"#define PAY_KX {1 + self.n_constraints}\n#define PAY_KY {self.n_constraints}\n"
+                f"#define AL_R ((T){self.r!r})\n#define AL_2R ((T)(2.0 * {self.r!r}))\n"
+                f"#define AL_4R ((T)(4.0 * {self.r!r}))\n" + r"""
+ISLES_DEV T pay_pair(const T* tx, const T* ty) {
+    T s = (T)0;
+    for (int i = 0; i < PAY_KY; ++i) {
+        const T g = tx[1 + i], mu = ty[i];
+        const T p = (g >= -div_rn(mu, AL_2R)) ? add_rn(mul_rn(mu, g), mul_rn(mul_rn(AL_R, g), g))
+                                              : div_rn(-mul_rn(mu, mu), AL_4R);
+        s = (i == 0) ? p : add_rn(s, p);
+    }
+    return add_rn(tx[0], s);
+}
+""")
+
+    def pair_x(self, X):
+        """Per-x terms ``(..., Nx, 1 + m)``: ``(f, g_1/s_1, .., g_m/s_m)``."""
+        xp = array_namespace(X)
+        f, g = self.x_terms(X)
+        return xp.concatenate([f[..., None], g], axis=-1)
+
+    def pair_y(self, Y):
+        """Per-y terms ``(..., Ny, m)``: the multipliers themselves."""
+        return Y
 
     def payoff_terms(self, terms, Y):
         """``L (..., Nx, Ny) = f + sum_i p(g_i, mu_i)`` from ``terms = x_terms(X)`` and ``Y``."""

@@ -266,3 +266,33 @@ def test_pairing_checks():
     check_pairing(CDE(), SaddleP1(3), {"handling": "augmented_lagrangian"})
     ev = build_evaluator({"_target_": "problems.cec2006.G07"}, {"handling": "augmented_lagrangian", "r": 5.0})
     assert isinstance(ev.problem, AugmentedLagrangian) and ev.problem.r == 5.0
+
+
+# -- the fused pair kernel, host-emulated ----------------------------------------------------------
+@pytest.mark.parametrize("pid", ["p1", "g07", "g01", "g10", "spring"])
+def test_host_emulated_pair_kernel_equals_numpy(pid):
+    from algorithms.coevolution.cuda import compiler, host_pairs  # noqa: PLC0415
+
+    if compiler() is None:
+        pytest.skip("no C compiler")
+    p = {"p1": lambda: SaddleP1(7), "g07": lambda: AugmentedLagrangian(G07(), r=1e3, multiplier_bound=10.0),
+         "g01": lambda: AugmentedLagrangian(__import__("problems.cec2006", fromlist=["G01"]).G01()),
+         "g10": lambda: AugmentedLagrangian(G10()), "spring": lambda: AugmentedLagrangian(Spring())}[pid]()
+    ctx = ctx_of(p, 3)
+    algo = CDE(pop_size=9, pop_size_y=6, gens_x=2, gens_y=2)
+    s = algo.run(ctx, algo.init(ctx), 1)
+    emu = host_pairs(p)
+    for role in ("x", "y"):
+        got, n_nan = emu(s["X"], s["Y"], role)
+        want, _ = algo.pair_fitness(ctx, s["X"], s["Y"], role)
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
+        assert n_nan == 0
+    # NaN payoffs: +inf fitness and counted, as the array path
+    X = s["X"].copy()
+    X[0, 2, 0] = np.nan
+    got, n_nan = emu(X, s["Y"], "x")
+    want, w_nan = algo.pair_fitness(ctx, X, s["Y"], "x")
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    assert got[0, 2] == np.inf and n_nan == w_nan == 1
+    goty, ny_nan = emu(X, s["Y"], "y")
+    assert np.all(goty[0] == np.inf) and ny_nan == 6

@@ -1,7 +1,8 @@
 """GPU tests of the co-evolutionary DE on CuPy (``pytest -m gpu tests/test_cde_gpu.py``).
 
-Checks: the CuPy path draws the same random numbers and reaches the NumPy twin's populations
-(rand/1 and best/1, P1 and an augmented-Lagrangian problem), a whole cycle replayed as a CUDA
+Checks: the CuPy path, with the fused pair kernel and without, draws the same random numbers and
+reaches the NumPy twin's populations (rand/1 and best/1, P1 and an augmented-Lagrangian problem),
+the fused kernel equals the array code on the device, a whole cycle replayed as a CUDA
 graph equals plain cycles, and the replayed cycles keep both populations in their boxes.
 """
 from __future__ import annotations
@@ -31,14 +32,17 @@ def _ctx(xp, prob, n=3, seed=2):
 PROBLEMS = {"p1": lambda: SaddleP1(20), "g07": lambda: AugmentedLagrangian(G07(), r=1e7)}
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("strategy", ["rand/1", "best/1"])
 @pytest.mark.parametrize("pid", list(PROBLEMS))
-def test_cupy_equals_numpy(pid, strategy):
-    algo = CDE(pop_size=12, gens_x=4, gens_y=3, strategy=strategy)
+def test_cupy_equals_numpy(pid, strategy, fused):
+    algo = CDE(pop_size=12, gens_x=4, gens_y=3, strategy=strategy, fused=fused)
     out = {}
     for xp in (np, cp):
         ctx = _ctx(xp, PROBLEMS[pid]())
         out[xp.__name__] = algo.run(ctx, algo.init(ctx), 3)
+        if xp is cp:
+            assert (algo.fused_pairs(ctx) is not None) == fused
     a, b = out["numpy"], out["cupy"]
     for k in ("X", "Y", "f", "fy", "bx", "bf", "bv"):
         np.testing.assert_allclose(cp.asnumpy(b[k]), a[k], rtol=1e-11, atol=1e-12, err_msg=k)
@@ -59,3 +63,17 @@ def test_graph_replay_of_cycles_equals_plain_cycles():
     assert replay["generation"] == plain["generation"] == 4
     Y = cp.asnumpy(replay["Y"])
     assert Y.min() >= 0 and Y.max() <= prob.multiplier_bound
+
+
+@pytest.mark.parametrize("pid", list(PROBLEMS))
+def test_fused_pairs_equal_array_code_on_device(pid):
+    prob = PROBLEMS[pid]()
+    algo = CDE(pop_size=64, pop_size_y=48)
+    ctx = _ctx(cp, prob, n=4)
+    s = algo.run(ctx, algo.init(ctx), 1)
+    fused = algo.fused_pairs(ctx)
+    assert fused is not None
+    for role in ("x", "y"):
+        a, _ = fused(s["X"], s["Y"], role)
+        b, _ = algo.pair_fitness(ctx, s["X"], s["Y"], role, generic=True)
+        np.testing.assert_allclose(cp.asnumpy(a), cp.asnumpy(b), rtol=1e-13)

@@ -36,6 +36,12 @@ roles, ``x`` and ``y``, and the runtime migrates each role into the population o
 re-evaluates immigrants (and refreshes the residents of that role) against the destination's
 opponents before they compete; no stale fitness travels.
 
+**GPU**: on CuPy the pair fitness is one fused kernel per generation (payoffs and their max/min in
+registers, no pair matrix in memory; :mod:`algorithms.coevolution.cuda`) where the problem carries
+the pair contract (P1 and every augmented Lagrangian do), and ``graph_safe`` lets the island
+runtime capture a whole cycle (both phases, ``gens_x + gens_y`` generations) as one CUDA graph and
+replay it (:mod:`algorithms.core.graph`). The NumPy twin runs the same array code.
+
 **Random numbers**: one counter RNG per island. DE generation ``k`` of cycle ``c`` (``k`` in
 ``[0, gens_x)`` for x, ``[gens_x, gens_x + gens_y)`` for y) draws at counter
 ``1 + c + k * 2**24``; initialisation at counter 0 (x: draw 0, y: draw 5). A captured cycle
@@ -80,6 +86,8 @@ class CDEParams:
         crossover: ``bin`` (the seed), ``exp`` or ``nec``.
         bound_handling: ``reflect`` (default of :class:`algorithms.de.de.DEParams`), ``clip``
             or ``reinit``.
+        fused: on CuPy, evaluate pairs with the fused kernel of :mod:`algorithms.coevolution.cuda`
+            where the problem carries the pair contract (``False``: the generic array path).
 
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
@@ -95,8 +103,11 @@ class CDEParams:
     strategy: str = "rand/1"
     crossover: str = "bin"
     bound_handling: str = "reflect"
+    fused: bool = True
 
     def __post_init__(self):
+        if not isinstance(self.fused, (bool, np.bool_)):
+            raise ValueError(f"algorithm.fused={self.fused!r}: allowed values are true|false")
         for name in ("n_cycles", "gens_x", "gens_y"):
             object.__setattr__(self, name, check_range(f"algorithm.{name}", getattr(self, name), 1, integer=True))
         x = self.de_params("x")  # validates F, CR, strategy, crossover, bound_handling, pop_size
@@ -188,14 +199,41 @@ class CDE(IslandAlgorithm):
         self._side_cache = (ctx, sides)
         return sides
 
-    def pair_fitness(self, ctx: Context, X, Y, role: str, terms=None):
+    def fused_pairs(self, ctx: Context, X=None, Y=None):
+        """The fused pair kernel for ``ctx`` (:class:`algorithms.coevolution.cuda.FusedPairs`), or
+        ``None`` (NumPy, ``fused=False``, no pair contract, or a failed self-check). Built, and
+        checked against the generic path on ``X, Y`` (a one-off synchronisation), at the first
+        call with populations: :meth:`init`, or the warm-up before a CUDA-graph capture."""
+        if ctx.xp is np or not self.params.fused:
+            return None
+        hit = getattr(self, "_fused_cache", None)
+        if hit is not None and hit[0] is ctx:
+            return hit[1]
+        if X is None:
+            return None
+        from algorithms.coevolution import cuda as cde_cuda  # noqa: PLC0415  (imports CuPy lazily)
+
+        plan = cde_cuda.make_fused(ctx.xp, self.problem_of(ctx), ctx.dtype, X, Y,
+                                   lambda a, b, r: self.pair_fitness(ctx, a, b, r, generic=True))
+        self._fused_cache = (ctx, plan)
+        return plan
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d.pop("_fused_cache", None)  # compiled kernels and contexts do not travel (Ray actors)
+        d.pop("_side_cache", None)
+        return d
+
+    def pair_fitness(self, ctx: Context, X, Y, role: str, terms=None, generic: bool = False):
         """Fitness of population ``role`` against the other, from the pair payoffs.
 
         Args:
             X: ``(I, Nx, Dx)``; Y: ``(I, Ny, Dy)``.
             role: ``"x"``: ``max_j L[:, i, j]`` (I, Nx), seed eq. 11; ``"y"``: ``-min_i L[:, i, j]``
                 (I, Ny), the negated fitness of the maximising player.
-            terms: ``problem.x_terms(X)`` when already computed (a frozen P1), else ``None``.
+            terms: ``problem.x_terms(X)`` (generic path) or ``problem.pair_x(X)`` (fused path) when
+                already computed for a frozen P1, else ``None``.
+            generic: force the array path (the fused kernel's self-check).
 
         Returns:
             ``(fitness, n_nan)``: NaN payoffs give ``+inf`` (the worst) and are counted (0-d int).
@@ -205,6 +243,9 @@ class CDE(IslandAlgorithm):
         """
         xp = ctx.xp
         p = self.problem_of(ctx)
+        fused = None if generic else self.fused_pairs(ctx, X, Y)
+        if fused is not None:
+            return fused(X, Y, role, terms)
         L = p.payoff(X, Y) if terms is None else p.payoff_terms(terms, Y)
         check_payoff_shape(p, X, Y, L)
         L = xp.asarray(L, dtype=ctx.dtype)
@@ -249,8 +290,9 @@ class CDE(IslandAlgorithm):
         X = ctx.uniform_in_box(0, 0, nx)
         sy = sides["y"]
         Y = sy.lower + ctx.rng.uniform(0, DRAW_INIT_Y, (ny, p.y_dim), ctx.dtype) * (sy.upper - sy.lower)
-        f, n1 = self.pair_fitness(ctx, X, Y, "x")
-        fy, n2 = self.pair_fitness(ctx, X, Y, "y")
+        f, n1 = self.pair_fitness(ctx, X, Y, "x", generic=True)  # first evaluation: payoff shape checked
+        fy, n2 = self.pair_fitness(ctx, X, Y, "y", generic=True)
+        self.fused_pairs(ctx, X, Y)  # CuPy: build and self-check the fused kernel now
         zx = xp.zeros_like(f)
         state = {
             "X": X, "f": f, "v": zx, "Y": Y, "fy": fy, "vy": xp.zeros_like(fy),
@@ -269,7 +311,12 @@ class CDE(IslandAlgorithm):
         s = dict(state)
         n_other = other.shape[1]
         p = self.problem_of(ctx)
-        terms = p.x_terms(other) if role == "y" and hasattr(p, "x_terms") else None  # P1 frozen
+        terms = None
+        if role == "y":  # P1 is frozen: its per-x terms once for the whole phase
+            if self.fused_pairs(ctx, state["X"], state["Y"]) is not None:
+                terms = p.pair_x(other)
+            elif hasattr(p, "x_terms"):
+                terms = p.x_terms(other)
         for k in range(k0, k0 + n_gens):
             sub["generation"] = 1 + state["generation"] + k * COUNTER_STRIDE
             U = self.de[role].trial(side, sub)
