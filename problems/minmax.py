@@ -266,7 +266,10 @@ ISLES_DEV T pay_pair(const T* tx, const T* ty) {
         """Per-x terms ``(..., Nx, 1 + m)``: ``(f, g_1/s_1, .., g_m/s_m)``."""
         xp = array_namespace(X)
         f, g = self.x_terms(X)
-        return xp.concatenate([f[..., None], g], axis=-1)
+        out = xp.empty(g.shape[:-1] + (g.shape[-1] + 1,), dtype=g.dtype)  # no xp.concatenate: its
+        out[..., 0] = f                                                    # pointer table is a host
+        out[..., 1:] = g                                                   # copy (not in a CUDA graph)
+        return out
 
     def pair_y(self, Y):
         """Per-y terms ``(..., Ny, m)``: the multipliers themselves."""
