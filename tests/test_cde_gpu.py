@@ -68,7 +68,7 @@ def test_graph_replay_of_cycles_equals_plain_cycles():
 @pytest.mark.parametrize("pid", list(PROBLEMS))
 def test_fused_pairs_equal_array_code_on_device(pid):
     prob = PROBLEMS[pid]()
-    algo = CDE(pop_size=64, pop_size_y=48)
+    algo = CDE(pop_size=64, pop_size_y=48, fused=True)
     ctx = _ctx(cp, prob, n=4)
     s = algo.run(ctx, algo.init(ctx), 1)
     fused = algo.fused_pairs(ctx)

@@ -36,11 +36,13 @@ roles, ``x`` and ``y``, and the runtime migrates each role into the population o
 re-evaluates immigrants (and refreshes the residents of that role) against the destination's
 opponents before they compete; no stale fitness travels.
 
-**GPU**: on CuPy the pair fitness is one fused kernel per generation (payoffs and their max/min in
-registers, no pair matrix in memory; :mod:`algorithms.coevolution.cuda`) where the problem carries
-the pair contract (P1 and every augmented Lagrangian do), and ``graph_safe`` lets the island
-runtime capture a whole cycle (both phases, ``gens_x + gens_y`` generations) as one CUDA graph and
-replay it (:mod:`algorithms.core.graph`). The NumPy twin runs the same array code.
+**GPU**: ``graph_safe`` lets the island runtime capture a whole cycle (both phases,
+``gens_x + gens_y`` generations) as one CUDA graph and replay it (:mod:`algorithms.core.graph`).
+With ``fused=True`` the pair fitness is one fused kernel per generation (payoffs and their max/min
+in registers, no pair matrix in memory; :mod:`algorithms.coevolution.cuda`) where the problem
+carries the pair contract (P1 and every augmented Lagrangian do). The NumPy twin runs the same
+array code. A generation is still some hundred small kernels (the DE operators, the problem's
+constraints), so the replayed cycle is launch-bound: see the README's CDE speed table.
 
 **Random numbers**: one counter RNG per island. DE generation ``k`` of cycle ``c`` (``k`` in
 ``[0, gens_x)`` for x, ``[gens_x, gens_x + gens_y)`` for y) draws at counter
@@ -87,7 +89,9 @@ class CDEParams:
         bound_handling: ``reflect`` (default of :class:`algorithms.de.de.DEParams`), ``clip``
             or ``reinit``.
         fused: on CuPy, evaluate pairs with the fused kernel of :mod:`algorithms.coevolution.cuda`
-            where the problem carries the pair contract (``False``: the generic array path).
+            where the problem carries the pair contract. Default ``False``: measured on one H100
+            (``benchmarks/cde_bench.py``, README) the kernel is 2 % faster on P1 but 7-50 % slower
+            on P2-P6 at n = 50 and 100, where a generation is bound by launches, not by the pairs.
 
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
@@ -103,7 +107,7 @@ class CDEParams:
     strategy: str = "rand/1"
     crossover: str = "bin"
     bound_handling: str = "reflect"
-    fused: bool = True
+    fused: bool = False
 
     def __post_init__(self):
         if not isinstance(self.fused, (bool, np.bool_)):
