@@ -80,7 +80,7 @@ class Evaluator:
     def __init__(self, problem, handling: str = "feasibility", penalty: float = 1e6):
         if handling not in HANDLINGS:
             raise ValueError(
-                f"constraints.handling={handling!r}: allowed values are {'|'.join(HANDLINGS)}"
+                f"problem.constraint_handling={handling!r}: allowed values are {'|'.join(HANDLINGS)}"
             )
         if not penalty > 0:
             raise ValueError(f"problem.penalty={penalty}: must be > 0")
