@@ -145,6 +145,8 @@ class IslandGroup:
                 offsets[gid], counts[gid] = p * k, k
             row = I * k
             for rid in sorted(remote):
+                if role not in remote[rid]:  # a source without this role (the master swarm's best)
+                    continue
                 r = remote[rid][role].conform(residents)
                 c = r.shape[1]
                 offsets[rid], counts[rid] = row, c
