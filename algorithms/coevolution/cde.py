@@ -118,9 +118,9 @@ class CDEParams:
         object.__setattr__(self, "F", x.F)
         object.__setattr__(self, "CR", x.CR)
         object.__setattr__(self, "pop_size", x.pop_size)
-        ny = self.pop_size if self.pop_size_y is None else self.pop_size_y
-        object.__setattr__(self, "pop_size_y", ny)
-        object.__setattr__(self, "pop_size_y", self.de_params("y").pop_size)
+        if self.pop_size_y is None:
+            object.__setattr__(self, "pop_size_y", x.pop_size)
+        object.__setattr__(self, "pop_size_y", self.de_params("y").pop_size)  # validated
 
     def de_params(self, role: str) -> DEParams:
         """The :class:`DEParams` of population ``role`` (``x`` or ``y``).
