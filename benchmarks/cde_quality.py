@@ -116,9 +116,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rows = []
-    hdr = "| P | f* | best | median | mean | std | worst | feasible | gap best / median | seed (best, median, mean, std, worst) | wall s |"
-    print(hdr)
-    print("|" + "---|" * hdr.count("|")[:-1] if False else "|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| P | f* | best | median | mean | std | worst | feasible | gap best / median "
+          "| seed (best, median, mean, std, worst) | wall s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for pid in a.problems:
         r = run_row(pid, a.strategy, a.runs, a.seed, a.set, a.device)
         rows.append(r)
@@ -129,7 +129,8 @@ def main(argv=None) -> int:
         if r["seed_note"]:
             seed_txt += f" ({r['seed_note']})"
         print(f"| {r['label']} {pid} | {r['f_star']:.10g} | {r['best']:.10g} | {r['median']:.10g} | {r['mean']:.10g} | "
-              f"{r['std']:.3g} | {r['worst']:.10g} | {r['feasible']}/{r['runs']} | {gap} | {seed_txt} | {r['wall_s']:.1f} |",
+              f"{r['std']:.3g} | {r['worst']:.10g} | {r['feasible']}/{r['runs']} | {gap} | {seed_txt} "
+              f"| {r['wall_s']:.1f} |",
               flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))

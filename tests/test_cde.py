@@ -102,7 +102,8 @@ def test_p1_payoff_and_worst_case():
 
 def test_wrong_payoff_shape_names_both_shapes():
     p = BadPayoff(2)
-    with pytest.raises(ValueError, match=r"returned shape \(2, 4\) for X \(2, 4, 2\) and Y \(2, 4, 2\): expected \(2, 4, 4\)"):
+    want = r"returned shape \(2, 4\) for X \(2, 4, 2\) and Y \(2, 4, 2\): expected \(2, 4, 4\)"
+    with pytest.raises(ValueError, match=want):
         CDE(pop_size=4).init(ctx_of(p))
 
 
