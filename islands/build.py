@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from algorithms.core.base import IslandAlgorithm
 from problems.constraints import Evaluator
+from problems.minmax import AugmentedLagrangian, check_payoff_shape
 
 PROBLEM_ATTRIBUTES = ("dim", "lower", "upper", "n_constraints", "constraint_scale", "evaluate")
 
@@ -51,9 +52,64 @@ def build_problem(cfg):
 
 
 def build_evaluator(problem_cfg, constraints_cfg=None) -> Evaluator:
-    """Problem plus constraint handling (``constraints.handling``, ``constraints.penalty``)."""
+    """Problem plus constraint handling (``constraints.handling``, ``constraints.penalty``).
+
+    With ``constraints.handling=augmented_lagrangian`` a constrained problem is turned into the
+    min-max problem of its augmented Lagrangian (:class:`problems.minmax.AugmentedLagrangian`
+    with ``constraints.r`` and ``constraints.multiplier_bound``); a problem that already is a
+    min-max problem is used as it is.
+
+    Raises:
+        ValueError: bad values, named by field (``constraints.r``, ``constraints.multiplier_bound``, ...).
+    """
     c = _plain(constraints_cfg or {})
-    return Evaluator(build_problem(problem_cfg), c.get("handling", "feasibility"), c.get("penalty", 1e6))
+    handling = c.get("handling", "feasibility")
+    problem = build_problem(problem_cfg)
+    if handling == "augmented_lagrangian" and not is_minmax(problem):
+        problem = AugmentedLagrangian(problem, c.get("r", 1e7), c.get("multiplier_bound", 1e4))
+    return Evaluator(problem, handling, c.get("penalty", 1e6))
+
+
+def is_minmax(problem) -> bool:
+    """Whether ``problem`` is a min-max problem (has ``payoff`` and a y box)."""
+    return hasattr(problem, "payoff") and hasattr(problem, "y_dim")
+
+
+def check_pairing(algorithm, problem, constraints_cfg=None) -> None:
+    """Check that algorithm, problem and constraint handling fit together (before Ray starts).
+
+    An algorithm that solves min-max problems declares ``minmax = True``.
+
+    Raises:
+        ValueError: ``constraints.handling=augmented_lagrangian`` with an algorithm that is not
+            a min-max algorithm; a min-max algorithm with a problem that is neither a min-max
+            problem nor turned into one; a min-max problem with an algorithm that cannot solve it.
+    """
+    c = _plain(constraints_cfg or {})
+    handling = c.get("handling", "feasibility")
+    solves_minmax = bool(getattr(algorithm, "minmax", False))
+    name = type(algorithm).__module__ + "." + type(algorithm).__name__
+    if handling == "augmented_lagrangian" and not solves_minmax:
+        raise ValueError(
+            f"constraints.handling=augmented_lagrangian: needs a min-max algorithm (minmax = True); "
+            f"algorithm {name} allows feasibility|penalty"
+        )
+    if solves_minmax and handling != "augmented_lagrangian" and not is_minmax(problem):
+        raise ValueError(
+            f"constraints.handling={handling}: algorithm {name} solves min-max problems; for the constrained "
+            f"problem {getattr(problem, 'name', problem)!r} the allowed value is augmented_lagrangian"
+        )
+    if is_minmax(problem) and not solves_minmax:
+        raise ValueError(
+            f"problem {getattr(problem, 'name', problem)!r} is a min-max problem: algorithm {name} cannot solve it; "
+            "use a min-max algorithm (minmax = True)"
+        )
+    if handling == "augmented_lagrangian" and not is_minmax(problem):
+        problem = AugmentedLagrangian(problem, c.get("r", 1e7), c.get("multiplier_bound", 1e4))  # validates
+    if is_minmax(problem):  # the first evaluation, here on a probe: a wrong payoff shape stops before Ray
+        X = ((problem.lower + problem.upper) / 2.0)[None, None, :].repeat(2, axis=1)
+        Y = ((problem.y_lower + problem.y_upper) / 2.0)[None, None, :].repeat(3, axis=1)
+        check_payoff_shape(problem, X, Y, problem.payoff(X, Y))
 
 
 def build_algorithm(cfg) -> IslandAlgorithm:

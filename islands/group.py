@@ -21,7 +21,7 @@ import numpy as np
 from algorithms.core.backend import device_name, dtype_of, get_xp, synchronize, to_host
 from algorithms.core.base import Context
 from algorithms.core.graph import GraphStepper
-from algorithms.core.population import Population
+from algorithms.core.population import Population, PopulationRoles, by_role
 from algorithms.core.random import CounterRNG
 from islands.build import build_algorithm, build_evaluator
 from islands.migration import PAD, replacement, route, select_best
@@ -121,43 +121,58 @@ class IslandGroup:
 
     # ------------------------------------------------------------------------------------------
     def _emigrants(self):
-        pop = self.algorithm.population(self.state)
-        return pop.take(select_best(pop.f, pop.v, self.n_migrants))
+        """The ``k`` best of every population role (:meth:`IslandAlgorithm.populations`): a
+        :class:`Population` for a one-population algorithm, else a :class:`PopulationRoles`."""
+        pops = self.algorithm.populations(self.state)
+        out = {r: p.take(select_best(p.f, p.v, self.n_migrants)) for r, p in pops.items()}
+        return out[None] if list(out) == [None] else PopulationRoles(out)
 
     def _migrate(self, inbound: dict, remote: dict) -> None:
         """Immigrants in, through :func:`islands.migration.route` and
-        :func:`islands.migration.replacement`: the one code path for every algorithm."""
+        :func:`islands.migration.replacement`: the one code path for every algorithm. Each
+        population role receives emigrants of the same role only, and the algorithm may
+        re-assess immigrants before they compete (:meth:`IslandAlgorithm.assess_immigrants`)."""
         xp, I = self.xp, len(self.island_ids)
-        emigrants = self._emigrant_cache or self._emigrants()
+        emigrants = by_role(self._emigrant_cache or self._emigrants())
         self._emigrant_cache = None
-        residents = self.algorithm.population(self.state)
-        k = emigrants.shape[1]
-        offsets, counts, pool = {}, {}, [emigrants]
-        for p, gid in enumerate(self.island_ids):
-            offsets[gid], counts[gid] = p * k, k
-        row = I * k
-        for rid in sorted(remote):
-            r = remote[rid].conform(residents)
-            c = r.shape[1]
-            offsets[rid], counts[rid] = row, c
-            pool.append(r)
-            row += c
-        rows, src_of, valid = route(inbound, I, offsets, counts, self.algorithm.population_size(),
-                                    rotate=int(self.state["generation"]))
-        if not valid.any():
+        remote = {rid: by_role(r) for rid, r in remote.items()}
+        events = []
+        for role, residents in self.algorithm.populations(self.state).items():
+            mine = emigrants[role]
+            k = mine.shape[1]
+            offsets, counts, pool = {}, {}, [mine]
+            for p, gid in enumerate(self.island_ids):
+                offsets[gid], counts[gid] = p * k, k
+            row = I * k
+            for rid in sorted(remote):
+                if role not in remote[rid]:  # a source without this role (the master swarm's best)
+                    continue
+                r = remote[rid][role].conform(residents)
+                c = r.shape[1]
+                offsets[rid], counts[rid] = row, c
+                pool.append(r)
+                row += c
+            rows, src_of, valid = route(inbound, I, offsets, counts, residents.shape[1],
+                                        rotate=int(self.state["generation"]))
+            if not valid.any():
+                continue
+            flat = Population.from_leaves({
+                name: xp.concatenate([a.reshape((-1,) + a.shape[2:]) for a in arrays])
+                for name, arrays in _stack_leaves([p.conform(residents) for p in pool]).items()
+            })
+            rows_d = xp.asarray(rows)
+            immigrants = flat.map(lambda a: a[rows_d])
+            self.state, immigrants = self.algorithm.assess_immigrants(self.ctx, self.state, role, immigrants)
+            residents = self.algorithm.populations(self.state)[role]
+            idx, new, accepted, order = replacement(self.replacement, residents, immigrants, xp.asarray(valid))
+            self.state = self.algorithm.replace_role(self.ctx, self.state, role, idx, new)
+            events.append((src_of, order, accepted, new.f))
+        if not events:
             return
-        flat = Population.from_leaves({
-            name: xp.concatenate([a.reshape((-1,) + a.shape[2:]) for a in arrays])
-            for name, arrays in _stack_leaves([p.conform(residents) for p in pool]).items()
-        })
-        rows_d = xp.asarray(rows)
-        immigrants = flat.map(lambda a: a[rows_d])
-        idx, new, accepted, order = replacement(self.replacement, residents, immigrants, xp.asarray(valid))
-        self.state = self.algorithm.replace(self.ctx, self.state, idx, new)
         if self.stepper is not None:
             self.stepper.load(self.state)
             self.state = self.stepper.state
-        self._pending_events = (src_of, order, accepted, new.f)
+        self._pending_events = events
 
     def _summary(self, compute_s: float) -> dict:
         best = self.algorithm.best(self.state).to_host()
@@ -185,18 +200,18 @@ class IslandGroup:
         if pending is None:
             return []
         self._pending_events = None
-        src_of, order, accepted, f_new = pending
-        order, accepted, f_new = to_host(order), to_host(accepted), to_host(f_new)
-        src_sorted = np.take_along_axis(src_of, order, axis=1)
         events = []
-        for dst in range(src_sorted.shape[0]):
-            for src in np.unique(src_sorted[dst]):
-                if src == PAD:
-                    continue
-                m = (src_sorted[dst] == src) & accepted[dst]
-                events.append(
-                    (int(src), self.island_ids[dst], int(m.sum()), float(f_new[dst][m].min()) if m.any() else None)
-                )
+        for src_of, order, accepted, f_new in pending:  # one entry per population role
+            order, accepted, f_new = to_host(order), to_host(accepted), to_host(f_new)
+            src_sorted = np.take_along_axis(src_of, order, axis=1)
+            for dst in range(src_sorted.shape[0]):
+                for src in np.unique(src_sorted[dst]):
+                    if src == PAD:
+                        continue
+                    m = (src_sorted[dst] == src) & accepted[dst]
+                    events.append(
+                        (int(src), self.island_ids[dst], int(m.sum()), float(f_new[dst][m].min()) if m.any() else None)
+                    )
         return events
 
     def state_dict(self) -> dict:

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from algorithms.core.backend import DEVICES, cupy_or_none, dtype_of
 from algorithms.core.base import check_range
 from islands import checkpoint
-from islands.build import build_algorithm, build_problem
+from islands.build import build_algorithm, build_problem, check_pairing
 from islands.migration import REPLACEMENTS
 from islands.placement import needs_ray
 from islands.schema import check_keys
@@ -209,7 +209,9 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     topology = instantiate(plain["topology"])
     master = instantiate(plain["master"]) if plain.get("master") else None
     # build (and validate) the island algorithm here too, so a bad value fails before Ray starts
-    n_pop = build_algorithm(plain["algorithm"]).population_size()
+    algorithm = build_algorithm(plain["algorithm"])
+    check_pairing(algorithm, problem, plain.get("constraints"))
+    n_pop = algorithm.population_size()
     k = plain["islands"].get("n_migrants", 1)
     if not isinstance(k, int) or not 1 <= k <= n_pop:
         raise ValueError(f"islands.n_migrants={k}: allowed values are integers 1..{n_pop} (the population size)")

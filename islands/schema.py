@@ -41,6 +41,8 @@ class ConstraintsConfig:
 
     handling: str = "feasibility"
     penalty: float = 1.0e6
+    r: float = 1.0e7
+    multiplier_bound: float = 1.0e4
 
 
 @dataclass

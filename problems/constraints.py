@@ -10,7 +10,11 @@ constraint handling method for genetic algorithms", CMAME 186, 2000):
 3. of two infeasible individuals, the lower total violation wins.
 
 The static penalty (``handling="penalty"``) ranks by ``f + r * v`` with ``v`` reported as 0 to the
-algorithm, so the same lexicographic comparison serves both.
+algorithm, so the same lexicographic comparison serves both. ``handling="augmented_lagrangian"``
+ranks like ``feasibility``: the problem itself is turned into the min-max problem of its augmented
+Lagrangian (:class:`problems.minmax.AugmentedLagrangian`, built by ``islands/build.py``), which only
+a min-max algorithm (the co-evolutionary DE) solves; ``(f, v)`` stay the real objective and
+violation, on which its result is chosen.
 
 NaN treatment (documented behaviour): an objective value that is NaN is replaced by ``+inf`` (the
 worst fitness) and a NaN constraint value counts as infinite violation; the number of such
@@ -22,7 +26,7 @@ import numpy as np
 
 from array_api_compat import array_namespace
 
-HANDLINGS = ("feasibility", "penalty")
+HANDLINGS = ("feasibility", "penalty", "augmented_lagrangian")
 
 
 def total_violation(g, scale=None):
@@ -78,7 +82,8 @@ class Evaluator:
 
     Args:
         problem: a :class:`problems.base.Problem`.
-        handling: ``"feasibility"`` (Deb's rules, default) or ``"penalty"`` (static penalty).
+        handling: ``"feasibility"`` (Deb's rules, default), ``"penalty"`` (static penalty) or
+            ``"augmented_lagrangian"`` (Deb's rules on ``(f, v)``; see the module docstring).
         penalty: the static penalty factor ``r`` (> 0), used with ``handling="penalty"``.
 
     Raises:

@@ -85,3 +85,29 @@ def test_failure_inside_an_actor_is_one_line_with_the_users_file():
     assert len(lines) == 1 and "objective crashed" in lines[0] and "user_problems.py:" in lines[0]
     assert "full traceback in" in lines[0]
     assert "Traceback" not in p.stderr and "Unhandled error" not in p.stderr
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [  # the other CDE fields are checked in-process (tests/test_cde.py); the messages are the same
+        (["+experiment=cde", "algorithm.gens_y=0"], "algorithm.gens_y=0: allowed values are integers >= 1"),
+        (["+experiment=cde", "problem=g07", "constraints.r=0"], "constraints.r=0.0: allowed values are numbers > 0"),
+        (["+experiment=cde", "problem._target_=tests.user_problems.BadPayoff"],
+         "returned shape (1, 2) for X (1, 2, 100) and Y (1, 3, 100): expected (1, 2, 3)"),
+        (["algorithm=de", "problem=g07", "constraints.handling=augmented_lagrangian"],
+         "constraints.handling=augmented_lagrangian: needs a min-max algorithm"),
+    ],
+)
+def test_cde_bad_input_one_line_error(args, needle):
+    p = run_cli(*args, "logger=none")
+    assert p.returncode != 0
+    assert needle in p.stderr, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
+
+
+def test_cde_runs_as_typed():
+    """``python run.py +experiment=cde problem=g07`` as typed, on a budget (2 islands, 3 cycles)."""
+    p = run_cli("+experiment=cde", "problem=g07", "algorithm.n_cycles=3", "islands.n=2", "logger=none",
+                "ray.num_cpus=1")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "g07" in p.stdout and "f* = 24.30620907" in p.stdout

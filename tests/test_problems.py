@@ -17,7 +17,7 @@ from problems.constraints import feasibility_report
 
 ROOT = Path(__file__).resolve().parents[1]
 IDS = [
-    "welded_beam", "welded_beam_j4", "spring", "speed_reducer", "speed_reducer_b", "speed_reducer_c",
+    "welded_beam", "welded_beam_j4", "spring", "g01", "g07", "g09", "g10", "speed_reducer", "speed_reducer_b", "speed_reducer_c",
     "sphere", "rastrigin", "ackley", "griewank", "rosenbrock", "schwefel_2_26", "schwefel_1_2",
 ]
 SCALABLE = {"sphere", "rastrigin", "ackley", "griewank", "rosenbrock", "schwefel_2_26", "schwefel_1_2"}

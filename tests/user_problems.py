@@ -64,3 +64,30 @@ class SlowSphere(Problem):
 
         time.sleep(self.delay_s)
         return (X ** 2).sum(axis=-1)
+
+
+from problems.minmax import MinMaxProblem  # noqa: E402
+
+
+class UserSaddle(MinMaxProblem):
+    """A user's own min-max problem: ``L = sum (x - 0.3)^2 - sum (y + 0.2)^2 + x . y`` is convex in
+    x, concave in y (saddle where ``2 (x - 0.3) + y = 0`` and ``x - 2 (y + 0.2) = 0``)."""
+
+    name = "user_saddle"
+
+    def __init__(self, dim=2):
+        super().__init__(dim, -1.0, 1.0, dim, -1.0, 1.0)
+
+    def payoff(self, X, Y):
+        a = ((X - 0.3) ** 2).sum(axis=-1)[..., :, None]
+        b = ((Y + 0.2) ** 2).sum(axis=-1)[..., None, :]
+        return a - b + X @ Y.swapaxes(-1, -2)
+
+
+class BadPayoff(UserSaddle):
+    """A min-max problem whose payoff forgets the pair axis: returns ``(..., Nx)``."""
+
+    name = "bad_payoff"
+
+    def payoff(self, X, Y):
+        return (X ** 2).sum(axis=-1)

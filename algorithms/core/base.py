@@ -195,6 +195,29 @@ class IslandAlgorithm:
             s[key] = new.extras[name]
         return s
 
+    def populations(self, state: State) -> dict:
+        """The populations that migrate, by role: ``{None: population(state)}`` for an algorithm
+        with one population. An algorithm with several (the co-evolutionary DE: ``x`` and ``y``)
+        returns one :class:`Population` per role; migration moves individuals only between
+        populations of the same role (:mod:`islands.group`)."""
+        return {None: self.population(state)}
+
+    def replace_role(self, ctx: Context, state: State, role, idx, immigrants: Population) -> State:
+        """:meth:`replace` for the population of ``role`` (``None``: the only one)."""
+        return self.replace(ctx, state, idx, immigrants)
+
+    def assess_immigrants(self, ctx: Context, state: State, role, immigrants: Population):
+        """Hook before immigrants ``(I, k)`` of ``role`` compete with the residents.
+
+        Default: fitness travels with the individual, nothing to do. An algorithm whose fitness
+        is relative to something on the island (the co-evolutionary DE: to the opponents)
+        re-evaluates them here and may refresh its residents. No host synchronisation.
+
+        Returns:
+            ``(state, immigrants)``.
+        """
+        return state, immigrants
+
     def best(self, state: State) -> Population:
         """Best individual of each island under Deb's rules, a Population of shape ``(I, 1)``."""
         pop = self.population(state)

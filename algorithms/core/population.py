@@ -157,3 +157,30 @@ class Population:
         keys = pops[0].leaves().keys()
         leaves = [p.leaves() for p in pops]
         return Population.from_leaves({k: xp.concatenate([lv[k] for lv in leaves], axis=axis) for k in keys})
+
+
+class PopulationRoles(dict):
+    """Populations of several roles of one batch of islands, ``{role: Population (I, k)}``.
+
+    What migration carries for an algorithm with more than one population (the co-evolutionary
+    DE: roles ``x`` and ``y``, :meth:`algorithms.core.base.IslandAlgorithm.populations`).
+    :meth:`island` and :meth:`to_host` apply :class:`Population`'s per role, so the coordinator
+    handles it exactly like a single :class:`Population`.
+    """
+
+    def map(self, fn: Callable) -> "PopulationRoles":
+        """Apply ``fn(array) -> array`` to every leaf of every role."""
+        return PopulationRoles({r: p.map(fn) for r, p in self.items()})
+
+    def island(self, i: int) -> "PopulationRoles":
+        """Island ``i`` of every role."""
+        return PopulationRoles({r: p.island(i) for r, p in self.items()})
+
+    def to_host(self) -> "PopulationRoles":
+        """Every leaf as a NumPy array."""
+        return PopulationRoles({r: p.to_host() for r, p in self.items()})
+
+
+def by_role(pops) -> dict:
+    """``{role: Population}`` of a :class:`Population` (role ``None``) or a :class:`PopulationRoles`."""
+    return dict(pops) if isinstance(pops, dict) else {None: pops}

@@ -1,0 +1,412 @@
+"""Co-evolutionary differential evolution (CDE) for min-max problems (seed 000, Algorithm 1).
+
+Seed 000 (Fabris & Krohling, CDE on GPU) solves ``min_x max_y L(x, y)`` with two DE populations
+coupled through their fitness (Barbosa 1996; Tahk & Sun 2000): P1 holds x, P2 holds y (the
+multipliers ``mu`` when ``L`` is the augmented Lagrangian of a constrained problem,
+:class:`problems.minmax.AugmentedLagrangian`). One **cycle** (Algorithm 1, lines 3-12):
+
+1. refresh the fitness of P1 against the current P2 (migration or the last y phase changed P2);
+2. evolve P1 for ``gens_x`` DE generations against the frozen P2; the fitness of an x is
+   ``f1(x) = max_{y in P2} L(x, y)`` (eq. 11), minimised;
+3. refresh the fitness of P2 against the current P1;
+4. evolve P2 for ``gens_y`` generations against the frozen P1; the fitness of a y is
+   ``f2(y) = min_{x in P1} L(x, y)``, maximised. (Eq. 12 prints ``max_{x in P1}`` and the text
+   then calls the smallest value the fitness: garbled. The y player maximises its worst case
+   over the x it faces, the min.) Internally P2 stores ``-f2`` so that both populations minimise.
+
+``n_cycles`` cycles in all. Each DE generation is :class:`algorithms.de.de.DE`'s own: indices
+(:func:`algorithms.de.de.sample_indices`), mutants (:func:`~algorithms.de.de.mutant_vectors`,
+rand/1 or best/1 and the others), bounds (:func:`~algorithms.de.de.apply_bounds`), crossover mask
+(:mod:`algorithms.de.crossover`, ``bin`` in the seed) and greedy selection
+(:func:`~algorithms.de.de.select`), one DE, not a second copy; only the fitness differs (a
+reduction of the pair payoffs ``L (I, Nx, Ny)`` of :meth:`MinMaxProblem.payoff`).
+
+**The result** (Algorithm 1 line 13, "the best individual that does not violate the
+constraints"): every island keeps the best x it has evaluated under Deb's rules on the problem's
+*own* objective and normalised violation (``bx, bf, bv``; :func:`problems.constraints.better`):
+a feasible x if one was ever evaluated, else the one of least violation, which the run summary
+then reports as infeasible. For a min-max problem whose worst case ``max_y L`` is known
+(``objective_known``, P1: ``sum x^2``) the objective is that worst case. Otherwise
+(a user's problem without it) the result is the x of best fitness against the island's current
+opponents, the only measure available, and :meth:`CDE.best` says so in its docstring.
+
+**Islands**: a CDE island holds both populations; :meth:`CDE.populations` exposes them as two
+roles, ``x`` and ``y``, and the runtime migrates each role into the population of the same role
+(:mod:`islands.group`). Fitness is relative to the opponents, so :meth:`CDE.assess_immigrants`
+re-evaluates immigrants (and refreshes the residents of that role) against the destination's
+opponents before they compete; no stale fitness travels.
+
+**GPU**: ``graph_safe`` lets the island runtime capture a whole cycle (both phases,
+``gens_x + gens_y`` generations) as one CUDA graph and replay it (:mod:`algorithms.core.graph`).
+With ``fused=True`` the pair fitness is one fused kernel per generation (payoffs and their max/min
+in registers, no pair matrix in memory; :mod:`algorithms.coevolution.cuda`) where the problem
+carries the pair contract (P1 and every augmented Lagrangian do). The NumPy twin runs the same
+array code. A generation is still some hundred small kernels (the DE operators, the problem's
+constraints), so the replayed cycle is launch-bound: see the README's CDE speed table.
+
+**Random numbers**: one counter RNG per island. DE generation ``k`` of cycle ``c`` (``k`` in
+``[0, gens_x)`` for x, ``[gens_x, gens_x + gens_y)`` for y) draws at counter
+``1 + c + k * 2**24``; initialisation at counter 0 (x: draw 0, y: draw 5). A captured cycle
+replayed with the device counter ``ctr`` added to every counter therefore draws exactly cycle
+``c + ctr``'s numbers (:mod:`algorithms.core.graph`), so NumPy and CuPy runs draw the same numbers.
+
+The runtime's ``generations`` counts **cycles** for CDE (one :meth:`CDE.step` is one cycle); the
+experiments set ``generations: ${algorithm.n_cycles}``. ``state["evals"]`` counts pair payoffs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from algorithms.core.base import Context, IslandAlgorithm, State, check_range
+from algorithms.core.population import Population
+from algorithms.de.de import DE, DEParams, select
+from problems.constraints import argbest, better
+from problems.minmax import check_payoff_shape
+
+#: roles of the two populations (migration keys)
+ROLES = ("x", "y")
+DRAW_INIT_Y = 5
+COUNTER_STRIDE = 1 << 24  # counter distance between DE generations k and k + 1 of one cycle
+
+
+@dataclass(frozen=True)
+class CDEParams:
+    """Parameters of :class:`CDE` (validated on construction; seed 000 Table 1 defaults).
+
+    Attributes:
+        pop_size: individuals of P1 (x) per island, ``n`` (Table 1: 50); at least what the
+            strategy needs (rand/1: 4, best/1: 3).
+        pop_size_y: individuals of P2 (y); ``None`` = ``pop_size``.
+        n_cycles: cycles (Table 1: 200), ``>= 1``. The runtime's ``generations`` counts cycles.
+        gens_x, gens_y: DE generations of P1 and of P2 per cycle (Table 1: 20 and 20), ``>= 1``.
+        F, CR: DE's differential weight in ``(0, 2]`` and crossover rate in ``[0, 1]`` (Table 1:
+            0.7 and 0.7), shared by both populations.
+        strategy: DE strategy of both populations: ``rand/1`` (case study 1) or ``best/1``
+            (case study 2); ``current-to-best/1`` and ``rand/2`` also work.
+        crossover: ``bin`` (the seed), ``exp`` or ``nec``.
+        bound_handling: ``reflect`` (default of :class:`algorithms.de.de.DEParams`), ``clip``
+            or ``reinit``.
+        fused: on CuPy, evaluate pairs with the fused kernel of :mod:`algorithms.coevolution.cuda`
+            where the problem carries the pair contract. Default ``False``: measured on one H100
+            (``benchmarks/cde_bench.py``, README) the kernel is 2 % faster on P1 but 7-50 % slower
+            on P2-P6 at n = 50 and 100, where a generation is bound by launches, not by the pairs.
+
+    Raises:
+        ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
+    """
+
+    pop_size: int = 50
+    pop_size_y: int | None = None
+    n_cycles: int = 200
+    gens_x: int = 20
+    gens_y: int = 20
+    F: float = 0.7
+    CR: float = 0.7
+    strategy: str = "rand/1"
+    crossover: str = "bin"
+    bound_handling: str = "reflect"
+    fused: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.fused, (bool, np.bool_)):
+            raise ValueError(f"algorithm.fused={self.fused!r}: allowed values are true|false")
+        for name in ("n_cycles", "gens_x", "gens_y"):
+            object.__setattr__(self, name, check_range(f"algorithm.{name}", getattr(self, name), 1, integer=True))
+        x = self.de_params("x")  # validates F, CR, strategy, crossover, bound_handling, pop_size
+        object.__setattr__(self, "F", x.F)
+        object.__setattr__(self, "CR", x.CR)
+        object.__setattr__(self, "pop_size", x.pop_size)
+        if self.pop_size_y is None:
+            object.__setattr__(self, "pop_size_y", x.pop_size)
+        object.__setattr__(self, "pop_size_y", self.de_params("y").pop_size)  # validated
+
+    def de_params(self, role: str) -> DEParams:
+        """The :class:`DEParams` of population ``role`` (``x`` or ``y``).
+
+        Raises:
+            ValueError: as :class:`DEParams`, with the population size named
+                ``algorithm.pop_size`` or ``algorithm.pop_size_y``.
+        """
+        n = self.pop_size if role == "x" else self.pop_size_y
+        try:
+            return DEParams(pop_size=n, F=self.F, CR=self.CR, strategy=self.strategy,
+                            crossover=self.crossover, bound_handling=self.bound_handling, fused=False)
+        except ValueError as e:
+            msg = str(e)
+            if role == "y" and msg.startswith("algorithm.pop_size="):
+                msg = "algorithm.pop_size_y=" + msg[len("algorithm.pop_size="):]
+            raise ValueError(msg) from None
+
+
+class _Side:
+    """What a DE generation of one population needs: ``xp``, ``rng`` and its box ``lower, upper
+    (D,)`` (the subset of :class:`algorithms.core.base.Context` that :meth:`DE.trial` reads)."""
+
+    def __init__(self, ctx: Context, lower, upper):
+        self.xp, self.rng, self.dtype = ctx.xp, ctx.rng, ctx.dtype
+        self.lower = ctx.xp.asarray(lower, dtype=ctx.dtype)
+        self.upper = ctx.xp.asarray(upper, dtype=ctx.dtype)
+
+
+class CDE(IslandAlgorithm):
+    """Co-evolutionary DE on ``I`` islands in lockstep (module docstring; seed 000 Algorithm 1).
+
+    State (dict): ``X (I, Nx, Dx)`` with fitness ``f (I, Nx)`` (``max_y L``) and ``v`` (zeros),
+    ``Y (I, Ny, Dy)`` with ``fy (I, Ny)`` (``-min_x L``) and ``vy`` (zeros), the result archive
+    ``bx (I, 1, Dx)``, ``bf, bv (I, 1)`` (objective and violation of the best x evaluated),
+    ``generation`` (host int, cycles done), ``evals`` (host int, pair payoffs per island),
+    ``nan_evals`` (0-d device int64, NaN payoffs).
+
+    Raises:
+        ValueError: the problem is not a min-max problem (a constrained problem needs
+            ``constraints.handling=augmented_lagrangian``); a payoff of the wrong shape (at the
+            first evaluation, both shapes in the message).
+    """
+
+    name = "cde"
+    Params = CDEParams
+    graph_safe = True  # one step (a cycle) has no host synchronisation: CUDA-graph replay on CuPy
+    minmax = True      # solves min-max problems (islands/build.py pairs it with augmented_lagrangian)
+
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
+        self.de = {r: DE(self.params.de_params(r)) for r in ROLES}
+
+    def population_size(self) -> int:
+        """``Nx = pop_size`` (the x population; ``pop_size_y`` for y)."""
+        return self.params.pop_size
+
+    # -- pieces ----------------------------------------------------------------------------------
+    @staticmethod
+    def problem_of(ctx: Context):
+        """The min-max problem of ``ctx``.
+
+        Raises:
+            ValueError: the problem has no ``payoff`` (one line, naming the fix).
+        """
+        p = ctx.evaluator.problem
+        if not hasattr(p, "payoff") or not hasattr(p, "y_dim"):
+            raise ValueError(
+                f"algorithm=cde needs a min-max problem: problem {getattr(p, 'name', p)!r} has no payoff; "
+                "for a constrained problem set constraints.handling=augmented_lagrangian"
+            )
+        return p
+
+    def _sides(self, ctx: Context) -> dict:
+        hit = getattr(self, "_side_cache", None)
+        if hit is not None and hit[0] is ctx:
+            return hit[1]
+        p = self.problem_of(ctx)
+        sides = {"x": _Side(ctx, p.lower, p.upper), "y": _Side(ctx, p.y_lower, p.y_upper)}
+        self._side_cache = (ctx, sides)
+        return sides
+
+    def fused_pairs(self, ctx: Context, X=None, Y=None):
+        """The fused pair kernel for ``ctx`` (:class:`algorithms.coevolution.cuda.FusedPairs`), or
+        ``None`` (NumPy, ``fused=False``, no pair contract, or a failed self-check). Built, and
+        checked against the generic path on ``X, Y`` (a one-off synchronisation), at the first
+        call with populations: :meth:`init`, or the warm-up before a CUDA-graph capture."""
+        if ctx.xp is np or not self.params.fused:
+            return None
+        hit = getattr(self, "_fused_cache", None)
+        if hit is not None and hit[0] is ctx:
+            return hit[1]
+        if X is None:
+            return None
+        from algorithms.coevolution import cuda as cde_cuda  # noqa: PLC0415  (imports CuPy lazily)
+
+        plan = cde_cuda.make_fused(ctx.xp, self.problem_of(ctx), ctx.dtype, X, Y,
+                                   lambda a, b, r: self.pair_fitness(ctx, a, b, r, generic=True))
+        self._fused_cache = (ctx, plan)
+        return plan
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d.pop("_fused_cache", None)  # compiled kernels and contexts do not travel (Ray actors)
+        d.pop("_side_cache", None)
+        return d
+
+    def pair_fitness(self, ctx: Context, X, Y, role: str, terms=None, generic: bool = False):
+        """Fitness of population ``role`` against the other, from the pair payoffs.
+
+        Args:
+            X: ``(I, Nx, Dx)``; Y: ``(I, Ny, Dy)``.
+            role: ``"x"``: ``max_j L[:, i, j]`` (I, Nx), seed eq. 11; ``"y"``: ``-min_i L[:, i, j]``
+                (I, Ny), the negated fitness of the maximising player.
+            terms: ``problem.x_terms(X)`` (generic path) or ``problem.pair_x(X)`` (fused path) when
+                already computed for a frozen P1, else ``None``.
+            generic: force the array path (the fused kernel's self-check).
+
+        Returns:
+            ``(fitness, n_nan)``: NaN payoffs give ``+inf`` (the worst) and are counted (0-d int).
+
+        Raises:
+            ValueError: the problem's payoff has the wrong shape.
+        """
+        xp = ctx.xp
+        p = self.problem_of(ctx)
+        fused = None if generic else self.fused_pairs(ctx, X, Y)
+        if fused is not None:
+            return fused(X, Y, role, terms)
+        L = p.payoff(X, Y) if terms is None else p.payoff_terms(terms, Y)
+        check_payoff_shape(p, X, Y, L)
+        L = xp.asarray(L, dtype=ctx.dtype)
+        fit = L.max(axis=-1) if role == "x" else -L.min(axis=-2)
+        nan = xp.isnan(fit)
+        return xp.where(nan, xp.inf, fit), nan.sum()
+
+    def _true(self, ctx: Context, X):
+        """Objective and violation ``(f, v) (I, N)`` of x rows for the result, or ``None``."""
+        if not getattr(self.problem_of(ctx), "objective_known", False):
+            return None
+        f, v, _ = ctx.evaluator(X, ctx.dtype)
+        return f, v
+
+    @staticmethod
+    def _archive(xp, state: State, X, fv) -> State:
+        """Keep each island's best of ``state``'s archive and the rows ``X (I, N, D)`` with
+        ``fv = (f, v)`` under Deb's rules."""
+        if fv is None:
+            return state
+        f, v = fv
+        i = argbest(f, v, axis=1)[:, None]
+        cx = xp.take_along_axis(X, i[..., None], axis=1)
+        cf, cv = xp.take_along_axis(f, i, axis=1), xp.take_along_axis(v, i, axis=1)
+        s = dict(state)
+        if "bx" not in state:
+            s["bx"], s["bf"], s["bv"] = cx, cf, cv
+            return s
+        take = better(cf, cv, state["bf"], state["bv"])
+        s["bx"] = xp.where(take[..., None], cx, state["bx"])
+        s["bf"] = xp.where(take, cf, state["bf"])
+        s["bv"] = xp.where(take, cv, state["bv"])
+        return s
+
+    # -- interface -------------------------------------------------------------------------------
+    def init(self, ctx: Context) -> State:
+        """Both populations uniform in their boxes; P1 evaluated against P2 and P2 against P1."""
+        xp = ctx.xp
+        p = self.problem_of(ctx)
+        sides = self._sides(ctx)
+        nx, ny = self.params.pop_size, self.params.pop_size_y
+        X = ctx.uniform_in_box(0, 0, nx)
+        sy = sides["y"]
+        Y = sy.lower + ctx.rng.uniform(0, DRAW_INIT_Y, (ny, p.y_dim), ctx.dtype) * (sy.upper - sy.lower)
+        f, n1 = self.pair_fitness(ctx, X, Y, "x", generic=True)  # first evaluation: payoff shape checked
+        fy, n2 = self.pair_fitness(ctx, X, Y, "y", generic=True)
+        self.fused_pairs(ctx, X, Y)  # CuPy: build and self-check the fused kernel now
+        zx = xp.zeros_like(f)
+        state = {
+            "X": X, "f": f, "v": zx, "Y": Y, "fy": fy, "vy": xp.zeros_like(fy),
+            "generation": 0, "evals": 2 * nx * ny, "nan_evals": xp.asarray(n1 + n2, dtype=xp.int64),
+        }
+        return self._archive(xp, state, X, self._true(ctx, X))
+
+    def _evolve(self, ctx: Context, state: State, role: str, k0: int, n_gens: int) -> State:
+        """``n_gens`` DE generations of population ``role`` against the frozen other one."""
+        xp = ctx.xp
+        side = self._sides(ctx)[role]
+        keys = ("X", "f", "v") if role == "x" else ("Y", "fy", "vy")
+        other = state["Y"] if role == "x" else state["X"]
+        sub = {"X": state[keys[0]], "f": state[keys[1]], "v": state[keys[2]],
+               "generation": 0, "evals": 0, "nan_evals": state["nan_evals"]}
+        s = dict(state)
+        n_other = other.shape[1]
+        p = self.problem_of(ctx)
+        terms = None
+        if role == "y":  # P1 is frozen: its per-x terms once for the whole phase
+            if self.fused_pairs(ctx, state["X"], state["Y"]) is not None:
+                terms = p.pair_x(other)
+            elif hasattr(p, "x_terms"):
+                terms = p.x_terms(other)
+        for k in range(k0, k0 + n_gens):
+            sub["generation"] = 1 + state["generation"] + k * COUNTER_STRIDE
+            U = self.de[role].trial(side, sub)
+            if role == "x":
+                fu, n_nan = self.pair_fitness(ctx, U, other, "x")
+                s = self._archive(xp, s, U, self._true(ctx, U))
+            else:
+                fu, n_nan = self.pair_fitness(ctx, other, U, "y", terms)
+            sub = select(xp, sub, U, fu, xp.zeros_like(fu), n_nan)
+        s[keys[0]], s[keys[1]], s[keys[2]] = sub["X"], sub["f"], sub["v"]
+        s["nan_evals"] = sub["nan_evals"]
+        s["evals"] = state["evals"] + n_gens * sub["X"].shape[1] * n_other
+        return s
+
+    def refresh(self, ctx: Context, state: State, role: str) -> State:
+        """Fitness of population ``role`` re-evaluated against the current opponents."""
+        fit, n_nan = self.pair_fitness(ctx, state["X"], state["Y"], role)
+        s = dict(state)
+        s["f" if role == "x" else "fy"] = fit
+        s["nan_evals"] = state["nan_evals"] + n_nan
+        s["evals"] = state["evals"] + state["X"].shape[1] * state["Y"].shape[1]
+        return s
+
+    def step(self, ctx: Context, state: State) -> State:
+        """One cycle of every island (seed 000 Algorithm 1 lines 3-12); no host synchronisation."""
+        p = self.params
+        s = self.refresh(ctx, state, "x")
+        s = self._evolve(ctx, s, "x", 0, p.gens_x)
+        s = self.refresh(ctx, s, "y")
+        s = self._evolve(ctx, s, "y", p.gens_x, p.gens_y)
+        s["generation"] = state["generation"] + 1
+        return s
+
+    def solve(self, ctx: Context, state: State | None = None) -> State:
+        """``n_cycles`` cycles from ``state`` (or a fresh :meth:`init`), without the island runtime."""
+        state = self.init(ctx) if state is None else state
+        return self.run(ctx, state, self.params.n_cycles)
+
+    # -- migration and results -----------------------------------------------------------------
+    def populations(self, state: State) -> dict:
+        """Both populations as migration roles: ``{"x": Population(X, f, v), "y": Population(Y, fy, vy)}``."""
+        return {"x": Population(state["X"], state["f"], state["v"]),
+                "y": Population(state["Y"], state["fy"], state["vy"])}
+
+    def population(self, state: State) -> Population:
+        """The x population (P1)."""
+        return self.populations(state)["x"]
+
+    def replace_role(self, ctx: Context, state: State, role, idx, immigrants: Population) -> State:
+        """Write ``immigrants (I, k)`` into population ``role`` at ``idx (I, k)``."""
+        keys = ("X", "f", "v") if role == "x" else ("Y", "fy", "vy")
+        new = self.populations(state)[role].put(idx, immigrants)
+        s = dict(state)
+        s[keys[0]], s[keys[1]], s[keys[2]] = new.genome, new.f, new.v
+        return s
+
+    def replace(self, ctx: Context, state: State, idx, immigrants: Population) -> State:
+        """x immigrants in (:meth:`replace_role` with role ``x``)."""
+        return self.replace_role(ctx, state, "x", idx, immigrants)
+
+    def assess_immigrants(self, ctx: Context, state: State, role, immigrants: Population):
+        """Re-evaluate ``immigrants (I, k)`` of ``role`` against this island's opponents.
+
+        The residents of ``role`` are refreshed against the same opponents, so that the
+        replacement policy compares like with like; a stale fitness never competes.
+
+        Returns:
+            ``(state, immigrants)`` with fresh fitness (violation 0, as the residents').
+        """
+        xp = ctx.xp
+        s = self.refresh(ctx, state, role)
+        G = xp.asarray(immigrants.genome, dtype=ctx.dtype)
+        if role == "x":
+            fit, n_nan = self.pair_fitness(ctx, G, s["Y"], "x")
+            s = self._archive(xp, s, G, self._true(ctx, G))
+        else:
+            fit, n_nan = self.pair_fitness(ctx, s["X"], G, "y")
+        s["nan_evals"] = s["nan_evals"] + n_nan
+        fresh = Population(G, fit, xp.zeros_like(fit), dict(immigrants.extras))
+        return s, fresh
+
+    def best(self, state: State) -> Population:
+        """The result of each island, ``(I, 1)``: the best x evaluated under Deb's rules on the
+        problem's objective and violation (module docstring). Where the worst case is unknown
+        (no ``bx`` in the state) it is the x of best fitness against the current opponents."""
+        if "bx" in state:
+            return Population(state["bx"], state["bf"], state["bv"])
+        pop = self.population(state)
+        return pop.take(argbest(pop.f, pop.v, axis=1)[:, None])

@@ -1,0 +1,211 @@
+"""Fused pair evaluation of the co-evolutionary DE: payoffs and their max/min in one kernel.
+
+The hot loop of CDE (seed 000 section 5) is the fitness of one population against the whole
+other: ``f1(x_i) = max_j L(x_i, y_j)`` (x phase) or ``-min_i L(x_i, y_j)`` (y phase). The generic
+path (:meth:`algorithms.coevolution.cde.CDE.pair_fitness`) writes the ``(I, Nx, Ny)`` payoff
+matrix (and, for the augmented Lagrangian, an ``(I, Nx, Ny, m)`` temporary) to global memory and
+reduces it in a second pass. Here one kernel over islands x outputs computes each payoff in
+registers and keeps the running max (or min); no pair matrix is ever written.
+
+**Pair contract** (a min-max problem opts in; kernels never switch on a problem's name):
+
+* ``pair_x(X (..., Nx, Dx)) -> TX (..., Nx, KX)`` and ``pair_y(Y (..., Ny, Dy)) -> TY (..., Ny,
+  KY)``: per-individual terms computed by array code, once per population and generation (the
+  augmented Lagrangian: ``(f, g_1/s_1, .., g_m/s_m)`` and ``mu``; P1: ``sum x^2`` and ``sum y^2``);
+* ``pair_cuda``: CUDA source, included after ``HASH + ARITHMETIC + MATH`` of
+  :mod:`algorithms.core.cuda_prelude` (so it may use ``T``, ``ISLES_DEV``, ``add_rn`` ...),
+  defining ``#define PAY_KX n``, ``#define PAY_KY n`` and
+  ``ISLES_DEV T pay_pair(const T* tx, const T* ty)``: the payoff of one pair from its terms.
+  Instance data (``r``) is baked into the text. It is valid C under ``-DISLES_HOST_EMU``.
+
+Semantics equal the generic path's: NaN payoffs count as ``+inf`` fitness and are counted; the
+value agrees with the array code to rounding (the kernel sums the penalty terms left to right;
+NumPy may sum in another order). :class:`FusedPairs` checks the kernel against the generic path
+on the populations of the first call and refuses to fuse (with a warning) where they disagree.
+
+**Host emulation** (CI without a GPU): :func:`host_pairs` compiles the same source with
+``gcc -DISLES_HOST_EMU`` and runs the kernel body for every thread index in a C loop.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+
+import numpy as np
+
+from algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+
+BLOCK = 128
+
+KERNEL = r"""
+// ---- isles fused CDE pair reduction (algorithms/coevolution/cuda.py) ----
+// thread t in [0, I * NOUT): island t / NOUT, output t % NOUT; ROLE 0: x (max over the y rows),
+// ROLE 1: y (-min over the x rows). NaN payoff -> the output is +inf and counted.
+ISLES_DEV void pair_one(long long t, const T* tx, const T* ty, T* out, unsigned long long* nan_count,
+                        int nx, int ny, int role) {
+    const int nout = role == 0 ? nx : ny;
+    const long long isl = t / nout;
+    const int k = (int)(t % nout);
+    const T* ax = tx + (isl * nx) * PAY_KX;
+    const T* ay = ty + (isl * ny) * PAY_KY;
+    bool nan_seen = false;
+    T best;
+    if (role == 0) {
+        best = -T_INF;
+        const T* mine = ax + (long long)k * PAY_KX;
+        for (int j = 0; j < ny; ++j) {
+            const T v = pay_pair(mine, ay + (long long)j * PAY_KY);
+            if (v != v) nan_seen = true;
+            else if (v > best) best = v;
+        }
+        out[t] = nan_seen ? T_INF : best;
+    } else {
+        best = T_INF;
+        const T* mine = ay + (long long)k * PAY_KY;
+        for (int i = 0; i < nx; ++i) {
+            const T v = pay_pair(ax + (long long)i * PAY_KX, mine);
+            if (v != v) nan_seen = true;
+            else if (v < best) best = v;
+        }
+        out[t] = nan_seen ? T_INF : -best;
+    }
+    if (nan_seen) {
+#ifdef ISLES_HOST_EMU
+        *nan_count += 1ull;
+#else
+        atomicAdd(nan_count, 1ull);
+#endif
+    }
+}
+
+#ifdef ISLES_HOST_EMU
+void isles_pairs(const T* tx, const T* ty, T* out, unsigned long long* nan_count, long long total,
+                 int nx, int ny, int role) {
+    for (long long t = 0; t < total; ++t) pair_one(t, tx, ty, out, nan_count, nx, ny, role);
+}
+#else
+ISLES_KERNEL void isles_pairs(const T* tx, const T* ty, T* out, unsigned long long* nan_count,
+                              long long total, int nx, int ny, int role) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < total) pair_one(t, tx, ty, out, nan_count, nx, ny, role);
+}
+#endif
+"""
+
+
+def kernel_source(problem, dtype) -> str:
+    """Full source: ``IS_F32`` + prelude + ``problem.pair_cuda`` + :data:`KERNEL`."""
+    f32 = np.dtype(dtype) == np.float32
+    return f"#define IS_F32 {int(f32)}\n" + HASH + ARITHMETIC + MATH + problem.pair_cuda + KERNEL
+
+
+def supports(problem) -> bool:
+    """Whether ``problem`` carries the pair contract (``pair_cuda``, ``pair_x``, ``pair_y``)."""
+    return all(getattr(problem, a, None) is not None for a in ("pair_cuda", "pair_x", "pair_y"))
+
+
+class FusedPairs:
+    """CuPy launcher of the fused pair reduction for one problem and dtype.
+
+    Args:
+        cp: the ``cupy`` module.
+        problem: a min-max problem with the pair contract (:func:`supports`).
+        dtype: float32 or float64.
+    """
+
+    def __init__(self, cp, problem, dtype):
+        self.cp, self.problem, self.dtype = cp, problem, np.dtype(dtype)
+        opts = ("--std=c++14", "-fmad=false")
+        self.kernel = cp.RawModule(code=kernel_source(problem, dtype), options=opts).get_function("isles_pairs")
+
+    def __call__(self, X, Y, role: str, TX=None):
+        """Fitness of ``role`` (``"x"``: ``(I, Nx)``, ``"y"``: ``(I, Ny)``) and the 0-d NaN count,
+        as :meth:`algorithms.coevolution.cde.CDE.pair_fitness`; ``TX``: ``pair_x(X)`` if already
+        computed (a frozen P1). No host synchronisation."""
+        cp, p = self.cp, self.problem
+        TX = cp.ascontiguousarray(p.pair_x(X) if TX is None else TX, dtype=self.dtype)
+        TY = cp.ascontiguousarray(p.pair_y(Y), dtype=self.dtype)
+        I, nx, ny = X.shape[0], X.shape[1], Y.shape[1]
+        nout = nx if role == "x" else ny
+        out = cp.empty((I, nout), dtype=self.dtype)
+        nan = cp.zeros((), dtype=np.uint64)
+        total = I * nout
+        grid = ((total + BLOCK - 1) // BLOCK,)
+        self.kernel(grid, (BLOCK,), (TX, TY, out, nan, np.int64(total), np.int32(nx), np.int32(ny),
+                                     np.int32(0 if role == "x" else 1)))
+        return out, nan.astype(np.int64)
+
+
+def make_fused(cp, problem, dtype, X, Y, generic):
+    """A :class:`FusedPairs` checked against ``generic(X, Y, role)`` on ``X, Y``, or ``None``
+    (no pair contract, or a disagreement beyond rounding: warned, the generic path runs)."""
+    if not supports(problem):
+        return None
+    fused = FusedPairs(cp, problem, dtype)
+    rtol = 1e-4 if np.dtype(dtype) == np.float32 else 1e-10
+    for role in ("x", "y"):
+        a = cp.asnumpy(fused(X, Y, role)[0])
+        b = cp.asnumpy(generic(X, Y, role)[0])
+        if not np.allclose(a, b, rtol=rtol, atol=rtol * (1.0 + np.abs(b[np.isfinite(b)]).max(initial=0.0))):
+            warnings.warn(f"{type(problem).__name__}.pair_cuda disagrees with payoff(); CDE runs the generic path",
+                          stacklevel=2)
+            return None
+    return fused
+
+
+# -- host emulation -------------------------------------------------------------------------------
+def compiler() -> str | None:
+    """A C compiler on PATH (``gcc``, ``cc`` or ``clang``), or ``None``."""
+    for c in ("gcc", "cc", "clang"):
+        if shutil.which(c):
+            return c
+    return None
+
+
+def host_pairs(problem, dtype=np.float64):
+    """The kernel compiled as C (``-DISLES_HOST_EMU``): a function ``(X, Y, role) -> (fit, n_nan)``
+    on NumPy arrays with :class:`FusedPairs`' semantics, running every thread index in a loop.
+
+    Raises:
+        RuntimeError: no C compiler, or the source does not compile.
+    """
+    cc = compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler on PATH (gcc, cc or clang)")
+    src = "#define ISLES_HOST_EMU 1\n" + kernel_source(problem, dtype)
+    key = hashlib.sha256(src.encode()).hexdigest()[:16]
+    d = os.path.join(tempfile.gettempdir(), "isles_cde_host")
+    os.makedirs(d, exist_ok=True)
+    lib = os.path.join(d, f"pairs_{key}.so")
+    if not os.path.exists(lib):
+        c = os.path.join(d, f"pairs_{key}.c")
+        with open(c, "w") as fh:
+            fh.write(src)
+        tmp = lib + f".{os.getpid()}"
+        r = subprocess.run([cc, "-O2", "-ffp-contract=off", "-shared", "-fPIC", "-o", tmp, c, "-lm"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"host build of the CDE pair kernel failed: {r.stderr[:2000]}")
+        os.replace(tmp, lib)
+    fn = ctypes.CDLL(lib).isles_pairs
+    T = ctypes.c_float if np.dtype(dtype) == np.float32 else ctypes.c_double
+    P = ctypes.POINTER(T)
+    fn.argtypes = [P, P, P, ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_longlong, ctypes.c_int, ctypes.c_int,
+                   ctypes.c_int]
+
+    def run(X, Y, role: str):
+        TX = np.ascontiguousarray(problem.pair_x(X), dtype=dtype)
+        TY = np.ascontiguousarray(problem.pair_y(Y), dtype=dtype)
+        I, nx, ny = X.shape[0], X.shape[1], Y.shape[1]
+        out = np.empty((I, nx if role == "x" else ny), dtype=dtype)
+        nan = ctypes.c_ulonglong(0)
+        fn(TX.ctypes.data_as(P), TY.ctypes.data_as(P), out.ctypes.data_as(P), ctypes.byref(nan), out.size,
+           nx, ny, 0 if role == "x" else 1)
+        return out, np.int64(nan.value)
+
+    return run
