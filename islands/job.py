@@ -28,7 +28,7 @@ from islands.schema import check_keys
 from problems.constraints import check_handling
 from islands.coordinator import Coordinator, RunResult
 from islands.progress import ConsoleProgress, print_summary, result_line
-from islands.tracking import ROOT, MlflowTracker, flatten, preload
+from islands.tracking import ROOT, TrackingProcess, flatten
 
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
 
@@ -197,8 +197,6 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             is marked FAILED).
     """
     plain = OmegaConf.to_container(cfg, resolve=True)
-    if plain.get("logger", {}).get("enabled", False):
-        preload()  # MLflow's imports overlap with the checks, building and Ray's start
     validate(plain)
     if use_ray is None:
         use_ray = needs_ray(plain)
@@ -219,7 +217,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     tracker = None
     if plain.get("logger", {}).get("enabled", False):
         params = flatten({k: v for k, v in plain.items() if k != "hydra"})
-        tracker = MlflowTracker(plain["logger"], params, OmegaConf.to_yaml(cfg, resolve=True), problem)
+        tracker = TrackingProcess(plain["logger"], params, OmegaConf.to_yaml(cfg, resolve=True), problem)
     callbacks = [ConsoleProgress(problem)] if plain.get("progress", True) else []
     coordinator = Coordinator(plain, topology, master, callbacks=callbacks + ([tracker] if tracker else []),
                               use_ray=use_ray)
@@ -227,11 +225,13 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         init_ray(plain.get("ray", {}))
     resumed = checkpoint.load(ck["resume"]) if ck.get("resume") else {}
     coordinator.published_epoch = resumed.get("published_epoch", resumed.get("epoch", 0))
-    run_id = tracker.start(resumed.get("mlflow_run_id")) if tracker else None
+    if tracker:
+        tracker.start(resumed.get("mlflow_run_id"))  # MLflow works in a process of its own
     previous = _sigterm_as_interrupt()
     try:
         result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
+        run_id = tracker.run_id if tracker else None
         path = save_interrupted(coordinator, ck.get("path") or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
         if tracker:
             tracker.end("KILLED")
@@ -246,12 +246,13 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    if tracker:
-        tracker.end("FINISHED")
-    if plain.get("quiet", False):
+    run_id = tracker.run_id if tracker else None
+    if plain.get("quiet", False):  # the result first; then wait for MLflow to have written everything
         pass
     elif plain.get("progress", True):
         print_summary(result, problem, run_id)
     else:
         print(result_line(result, problem, run_id), flush=True)
+    if tracker:
+        tracker.end("FINISHED")
     return result, run_id

@@ -29,38 +29,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-_PRELOAD: threading.Thread | None = None
-
-
 def _mlflow():
-    """The ``mlflow`` module, imported on first use (it takes seconds: a run with
-    ``logger=none`` never pays for it, and :func:`preload` overlaps it with the run's start).
-    Waits for a preload under way: MLflow's circular imports break when two threads import it
-    at once."""
-    if _PRELOAD is not None:
-        _PRELOAD.join()
+    """The ``mlflow`` module, imported on first use (it takes seconds; a run with
+    ``logger=none`` never pays for it, and with :class:`TrackingProcess` the run's own process
+    never imports it)."""
     import mlflow  # noqa: PLC0415
 
     return mlflow
-
-
-def preload() -> threading.Thread:
-    """Import MLflow (and matplotlib's Agg backend for the convergence plot) in a background
-    thread, so the imports overlap with the run's start (config checks, Ray); :func:`_mlflow`
-    waits for it. Once per process."""
-
-    def load():
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import mlflow.tracking  # noqa: F401, PLC0415
-        import matplotlib.pyplot  # noqa: F401, PLC0415
-
-    global _PRELOAD
-    if _PRELOAD is None:
-        _PRELOAD = threading.Thread(target=load, name="isles-preload", daemon=True)
-        _PRELOAD.start()
-    return _PRELOAD
 
 
 def genome_report(result) -> dict:
@@ -222,3 +197,118 @@ class MlflowTracker:
             self.flush()
         finally:
             _mlflow().end_run(status=status)
+
+
+class TrackingProcess:
+    """The MLflow tracker in a process of its own, so that MLflow's imports (seconds), its store
+    and its artifacts (the convergence plot) never sit on the run's path: the run hands each
+    callback's argument to the process through a pipe and goes on; the process does what
+    :class:`MlflowTracker` does. Same arguments and callbacks as :class:`MlflowTracker`.
+
+    :meth:`start` returns at once; :attr:`run_id` waits for the process to have opened the run.
+    :meth:`end` waits for it to finish (every metric and artifact written) and raises what failed
+    there.
+    """
+
+    def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem):
+        self.args = (logger_cfg, params, config_yaml, problem)
+        self._conn = self._proc = None
+        self._run_id = None
+
+    def start(self, run_id: str | None = None) -> None:
+        """Start the process, which opens the run (or continues ``run_id``, a resumed run)."""
+        import multiprocessing as mp  # noqa: PLC0415
+
+        ctx = mp.get_context("spawn")  # no fork of a process that holds CUDA or Ray
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_tracking_main, args=(child, *self.args, run_id), daemon=True,
+                                 name="isles-mlflow")
+        self._proc.start()
+        child.close()
+
+    @property
+    def run_id(self) -> str | None:
+        """The MLflow run id (waits until the process has opened the run)."""
+        if self._run_id is None and self._conn is not None:
+            self._receive()
+        return self._run_id
+
+    def _receive(self) -> None:
+        kind, value = self._conn.recv()
+        if kind == "error":
+            raise RuntimeError(f"MLflow tracking failed: {value}")
+        if kind == "run_id":
+            self._run_id = value
+
+    def _send(self, name: str, arg) -> None:
+        try:
+            self._conn.send((name, arg))
+        except (BrokenPipeError, OSError):
+            self._receive()  # the process ended early: raise its error
+            raise
+
+    def on_start(self, info: dict) -> None:
+        """Forwarded to :meth:`MlflowTracker.on_start`."""
+        self._send("on_start", info)
+
+    def on_epoch(self, rec: dict) -> None:
+        """Forwarded to :meth:`MlflowTracker.on_epoch`."""
+        self._send("on_epoch", rec)
+
+    def on_end(self, result) -> None:
+        """Forwarded to :meth:`MlflowTracker.on_end`."""
+        self._send("on_end", result)
+
+    def end(self, status: str = "FINISHED") -> None:
+        """Close the run with ``status`` and wait for the process to finish.
+
+        Raises:
+            RuntimeError: what failed in the tracking process (one line)."""
+        if self._proc is None:
+            return
+        try:
+            self.run_id  # noqa: B018  (an error at the start surfaces here)
+            self._conn.send(("end", status))
+            while True:
+                kind, value = self._conn.recv()
+                if kind == "error":
+                    raise RuntimeError(f"MLflow tracking failed: {value}")
+                if kind == "done":
+                    break
+        finally:
+            self._proc.join(timeout=60)
+            self._proc = None
+
+
+def _tracking_main(conn, logger_cfg, params, config_yaml, problem, run_id) -> None:
+    """Body of :class:`TrackingProcess`: an :class:`MlflowTracker` fed from ``conn``. Ctrl-C and
+    SIGTERM are for the run's process, which closes the run (KILLED) through ``conn``."""
+    import signal  # noqa: PLC0415
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    tracker = None
+    try:
+        tracker = MlflowTracker(logger_cfg, params, config_yaml, problem)
+        conn.send(("run_id", tracker.start(run_id)))
+        # the convergence plot's imports (matplotlib) while the run goes on; joined before any
+        # other import of them (two threads importing one package at once can see it half-made)
+        plots = threading.Thread(target=__import__, args=("islands.plots",), daemon=True)
+        plots.start()
+        while True:
+            name, arg = conn.recv()
+            if name in ("on_end", "end"):
+                plots.join()
+            if name == "end":
+                tracker.end(arg)
+                conn.send(("done", None))
+                return
+            getattr(tracker, name)(arg)
+    except EOFError:  # the run's process is gone: close the run as killed
+        try:
+            if tracker is not None:
+                tracker.end("KILLED")
+        except Exception:  # noqa: BLE001, S110
+            pass
+    except Exception as err:  # noqa: BLE001
+        conn.send(("error", f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"))
