@@ -172,7 +172,8 @@ def mutate(ctx: Context, generation: int, X, eta, params: FEPParams):
     tau, taup = learning_rates(n)
     Ni = rng.normal(generation, DRAW_ETA_IND, (mu,), dt)
     Nij = rng.normal(generation, DRAW_ETA, (mu, n), dt)
-    eta_o = eta * xp.exp(taup * Ni[..., None] + tau * Nij)
+    with np.errstate(over="ignore"):
+        eta_o = eta * xp.exp(taup * Ni[..., None] + tau * Nij)
     if params.eta_min > 0:
         eta_o = xp.maximum(eta_o, dt.type(params.eta_min))
     big = np.finfo(dt).max
