@@ -14,7 +14,8 @@ Rows:
   generation under CUDA-graph replay where the problem has ``cuda_objective``; Schwefel 1.2 (f2)
   has none and runs the array code on CuPy: 200 generations timed, scaled to 2000), timed with
   CUDA events after a warm-up run (compilation, self-check and graph capture excluded). CPU:
-  NumPy, ``--cpu-generations`` generations timed with ``perf_counter`` and scaled to 2000 (stated in the output).
+  NumPy, ``--cpu-generations`` generations timed with ``perf_counter`` and scaled to 2000
+  (stated in the output).
 * ``big``: f5, mu = 6400, 2000 generations, one island (the issue's target: <= 50 ms, i.e.
   25 us per generation; stretch 10 us).
 * ``batched``: 20 runs of mu = 400 (f5) as 20 islands of one batch: us per island-generation.
