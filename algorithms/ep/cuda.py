@@ -280,10 +280,8 @@ void fep_offspring_host(const T* X, const T* E, T* Xo, T* Eo, T* fo, T* vo, cons
 #endif
             for (int j = 0; j < FEP_N; ++j) Xo[row + j] = use_g ? xg[j] : xc[j];
 #endif
-#if FEP_MUT == 1
-            *nan_count += bad;
-#elif FEP_MUT == 2
-            *nan_count += bad;
+#if FEP_MUT != 0
+            *nan_count += bad;   // the Gaussian offspring's evaluation (CEP, IFEP)
 #endif
             fo[(fep_sz)isl * FEP_MU + i] = f;
             vo[(fep_sz)isl * FEP_MU + i] = v;
