@@ -13,6 +13,9 @@
   count of a 32-bit word: ``__popc`` on the device, ``__builtin_popcount`` under
   ``ISLES_HOST_EMU``). Problems' fused objectives (``problems.base.Problem.cuda_objective``) are
   included after ``HASH + ARITHMETIC + MATH`` and may use all of it.
+* :data:`BOUNDS`: ``isles_bound``, the bound handling of :func:`algorithms.de.de.apply_bounds`
+  (clip, reflect, reinit) for one coordinate (used by ``algorithms/ep/cuda.py``; DE's kernel
+  inlines the same code).
 
 Compiled with ``-DISLES_HOST_EMU`` as C on the host, the same source serves CPU emulations in
 tests (no GPU needed).
@@ -103,4 +106,26 @@ ISLES_DEV int t_popc(unsigned int w) { return __builtin_popcount(w); }
 #else
 ISLES_DEV int t_popc(unsigned int w) { return __popc(w); }
 #endif
+"""
+
+BOUNDS = r"""
+// Bound handling of one coordinate, exactly algorithms/de/de.py apply_bounds (kind 0 clip, 1 reflect,
+// 2 reinit with u = CounterRNG.uniform at element idx of the draw whose seed is s_bound); needs
+// HASH + ARITHMETIC + MATH. A coordinate inside [lo, hi] is returned unchanged.
+ISLES_DEV T isles_bound(int kind, T v, T lo, T hi, u64 key, u64 s_bound, u64 idx) {
+    if (!(v < lo || v > hi)) return v;
+    if (kind == 0) return v < lo ? lo : hi;
+    if (kind == 1) {
+        const T w = sub_rn(hi, lo);
+        const T w2 = add_rn(w, w);
+        if (!(w2 > (T)0)) return lo;
+        T y = t_fmod(sub_rn(v, lo), w2);
+        if (y < (T)0) y = add_rn(y, w2);
+        if (y > w) y = sub_rn(w2, y);
+        const T z = add_rn(lo, y);
+        return z < lo ? lo : (z > hi ? hi : z);
+    }
+    const T u = unifT(draw_bits(key, s_bound, idx));
+    return add_rn(lo, mul_rn(u, sub_rn(hi, lo)));
+}
 """
