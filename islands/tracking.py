@@ -9,7 +9,12 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
   ``migrations_accepted``, ``master_best_f``, and ``island_XX_best_f`` per island;
 * tags: device of every island group, Ray cluster resources, git commit, host;
 * artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json``
-  (``x``, ``f``, ``g``, ``feasible``), ``migrations.csv`` when islands migrated.
+  (``x``, ``f``, ``g``, ``feasible``), ``history.csv`` (every epoch's metrics, per island too),
+  ``migrations.csv`` when islands migrated.
+
+The tracker runs in a process of its own (:class:`TrackingProcess`); a run of more than
+:data:`MAX_STEPS` epochs logs every k-th epoch as metric steps (and the last), all of them in
+``history.csv``.
 
 Metrics are buffered and written with ``log_batch`` every few seconds, so per-iteration epochs do
 not wait on the tracking store. The default store is MLflow's own default (``sqlite:///mlflow.db``
@@ -184,6 +189,7 @@ class MlflowTracker:
         mlflow.log_dict(report, "best_solution.json")
         fig = convergence_figure(result.history, self.problem)
         mlflow.log_figure(fig, "convergence.png")
+        mlflow.log_text(history_csv(result.history), "history.csv")
         if result.migrations:
             lines = ["epoch,src,dst,accepted,best_f_moved"]
             lines += [",".join("" if x is None else str(x) for x in m) for m in result.migrations]
@@ -197,6 +203,22 @@ class MlflowTracker:
             self.flush()
         finally:
             _mlflow().end_run(status=status)
+
+
+#: most epochs a run logs as MLflow metric steps (a longer run logs every k-th epoch)
+MAX_STEPS = 250
+
+
+def history_csv(history: list) -> str:
+    """Every epoch's record as CSV text: the scalar metrics, then ``island_XX_best_f``."""
+    keys = [k for k in ("epoch", "generation", "wall_s", "evaluations", "best_f", "best_v", "best_feasible_f",
+                        "master_best_f", "nan_evaluations", "migrations_accepted", "us_per_generation")
+            if history and k in history[0]]
+    n = len(history[0]["island_best_f"]) if history else 0
+    lines = [",".join(keys + [f"island_{i:02d}_best_f" for i in range(n)])]
+    for h in history:
+        lines.append(",".join([repr(h.get(k)) for k in keys] + [repr(float(f)) for f in h["island_best_f"]]))
+    return "\n".join(lines) + "\n"
 
 
 class TrackingProcess:
@@ -248,15 +270,26 @@ class TrackingProcess:
             raise
 
     def on_start(self, info: dict) -> None:
-        """Forwarded to :meth:`MlflowTracker.on_start`."""
+        """Forwarded to :meth:`MlflowTracker.on_start`; sets the stride of the logged epochs."""
+        interval = int(self.args[1].get("islands.migration_interval") or 1)
+        epochs = -(-int(info.get("generations") or 1) // max(1, interval))
+        self._stride, self._held = max(1, -(-epochs // MAX_STEPS)), None
         self._send("on_start", info)
 
     def on_epoch(self, rec: dict) -> None:
-        """Forwarded to :meth:`MlflowTracker.on_epoch`."""
-        self._send("on_epoch", rec)
+        """Forwarded to :meth:`MlflowTracker.on_epoch`: every epoch up to :data:`MAX_STEPS`
+        epochs a run, else every ``stride``-th one (and the last), so that MLflow's store never
+        paces the run; every epoch goes to ``history.csv`` at the end."""
+        if (int(rec["epoch"]) - 1) % getattr(self, "_stride", 1) == 0:
+            self._send("on_epoch", rec)
+            self._held = None
+        else:
+            self._held = rec
 
     def on_end(self, result) -> None:
-        """Forwarded to :meth:`MlflowTracker.on_end`."""
+        """Forwarded to :meth:`MlflowTracker.on_end` (after the last epoch's metrics)."""
+        if getattr(self, "_held", None) is not None:
+            self._send("on_epoch", self._held)
         self._send("on_end", result)
 
     def end(self, status: str = "FINISHED") -> None:
