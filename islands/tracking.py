@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import queue
 import subprocess
 import threading
 import time
@@ -247,6 +248,21 @@ class TrackingProcess:
                                  name="isles-mlflow")
         self._proc.start()
         child.close()
+        # the sends go through a thread: the run never waits on the pipe (which fills while the
+        # process is still importing MLflow)
+        self._queue = queue.SimpleQueue()
+        self._sender = threading.Thread(target=self._pump, name="isles-mlflow-send", daemon=True)
+        self._sender.start()
+
+    def _pump(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            try:
+                self._conn.send(item)
+            except (BrokenPipeError, OSError):  # the process ended early; end() reports why
+                return
 
     @property
     def run_id(self) -> str | None:
@@ -263,11 +279,7 @@ class TrackingProcess:
             self._run_id = value
 
     def _send(self, name: str, arg) -> None:
-        try:
-            self._conn.send((name, arg))
-        except (BrokenPipeError, OSError):
-            self._receive()  # the process ended early: raise its error
-            raise
+        self._queue.put((name, arg))
 
     def on_start(self, info: dict) -> None:
         """Forwarded to :meth:`MlflowTracker.on_start`; sets the stride of the logged epochs."""
@@ -300,8 +312,10 @@ class TrackingProcess:
         if self._proc is None:
             return
         try:
+            self._send("end", status)
+            self._queue.put(None)
+            self._sender.join()
             self.run_id  # noqa: B018  (an error at the start surfaces here)
-            self._conn.send(("end", status))
             while True:
                 kind, value = self._conn.recv()
                 if kind == "error":
