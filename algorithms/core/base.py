@@ -250,3 +250,40 @@ class IslandAlgorithm:
         for _ in range(int(n_generations)):
             state = self.track_target(ctx, self.step(ctx, state))
         return state
+
+
+class FusedAlgorithm(IslandAlgorithm):
+    """An island algorithm with a fused CUDA path (DE, GA, EP): one compiled plan per context,
+    built by ``make_plan(self, ctx)`` of the module named by ``FUSED_MODULE`` (imported lazily,
+    so NumPy runs never import CuPy), cached, and never pickled (Ray ships the algorithm to its
+    actors; each builds its own plan on its own device).
+
+    Subclasses set ``FUSED_MODULE`` and have a ``fused`` parameter (``False``: always the array
+    path).
+    """
+
+    FUSED_MODULE: str = ""
+
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
+        self._plans: dict = {}
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_plans"] = {}  # compiled CUDA plans do not travel (pickling for Ray actors)
+        return d
+
+    def fused_plan(self, ctx: Context):
+        """The fused CUDA plan for ``ctx``, or ``None`` (NumPy, ``fused=False``, or a
+        configuration the module does not fuse: its ``unsupported_reason`` says why, logged at
+        INFO level). Cached per context."""
+        if ctx.xp is np or not self.params.fused:
+            return None
+        hit = self._plans.get(id(ctx))
+        if hit is not None and hit[0] is ctx:
+            return hit[1]
+        import importlib  # noqa: PLC0415
+
+        plan = importlib.import_module(self.FUSED_MODULE).make_plan(self, ctx)
+        self._plans[id(ctx)] = (ctx, plan)
+        return plan

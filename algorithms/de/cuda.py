@@ -715,13 +715,15 @@ class FusedDE:
         return s
 
 
-def make_plan(params, ctx):
-    """A verified :class:`FusedDE` for ``(params, ctx)``, or ``None`` where it does not apply.
+def make_plan(de, ctx):
+    """A verified :class:`FusedDE` for the DE algorithm ``de`` on ``ctx``, or ``None`` where it
+    does not apply.
 
     Builds (compiles, cached by source) and self-checks the kernel's objective against
     ``problem.objective`` (:meth:`FusedDE.verify`, one host synchronisation). Returns ``None``
     with a log line when unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
+    params = de.params
     reason = unsupported_reason(params, ctx)
     if reason is not None:
         log.info("DE: generic path (%s)", reason)

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from algorithms.core.backend import array_module
-from algorithms.core.base import Context, IslandAlgorithm, State, check_range
+from algorithms.core.base import Context, FusedAlgorithm, State, check_range
 from algorithms.de.crossover import CROSSOVERS, crossover_mask
 from problems.constraints import argbest, better
 
@@ -294,7 +294,7 @@ def select(xp, state: State, U, fu, vu, n_nan) -> State:
     return s
 
 
-class DE(IslandAlgorithm):
+class DE(FusedAlgorithm):
     """Differential evolution DE/<strategy>/1|2/<bin|exp|nec> on ``I`` islands in lockstep.
 
     Seed 004 Algorithm 2 (matrix form) with Storn & Price's strategies, the crossovers of
@@ -306,17 +306,12 @@ class DE(IslandAlgorithm):
     ``(0, DRAW_INIT)``.
     """
 
+    FUSED_MODULE = "algorithms.de.cuda"
+
     name = "de"
     Params = DEParams
 
-    def __init__(self, params=None, **kwargs):
-        super().__init__(params, **kwargs)
-        self._plans: dict = {}
 
-    def __getstate__(self):
-        d = dict(self.__dict__)
-        d["_plans"] = {}  # compiled CUDA plans do not travel (pickling for Ray actors)
-        return d
 
     def population_size(self) -> int:
         """``N = pop_size``."""
@@ -372,19 +367,3 @@ class DE(IslandAlgorithm):
             return plan.run(state, int(n_generations))
         return super().run(ctx, state, n_generations)
 
-    def fused_plan(self, ctx: Context):
-        """The fused CUDA plan for ``ctx``, or ``None`` (NumPy, ``fused=False`` or unsupported).
-
-        Cached per context. Why a configuration is not fused is logged at INFO level and given
-        by :func:`algorithms.de.cuda.unsupported_reason`.
-        """
-        if ctx.xp is np or not self.params.fused:
-            return None
-        hit = self._plans.get(id(ctx))
-        if hit is not None and hit[0] is ctx:
-            return hit[1]
-        from algorithms.de import cuda as de_cuda  # noqa: PLC0415  (imports CuPy lazily)
-
-        plan = de_cuda.make_plan(self.params, ctx)
-        self._plans[id(ctx)] = (ctx, plan)
-        return plan

@@ -80,7 +80,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algorithms.core.base import Context, IslandAlgorithm, State, check_range
+from algorithms.core.base import Context, FusedAlgorithm, State, check_range
 from algorithms.core.population import Population
 from algorithms.de.de import BOUND_HANDLINGS, DRAW_BOUND, apply_bounds
 from problems.constraints import better
@@ -248,7 +248,7 @@ def select_survivors(rng, generation: int, wins, mu: int, q: int):
     return out[:, :mu]
 
 
-class FEP(IslandAlgorithm):
+class FEP(FusedAlgorithm):
     """FEP / CEP / IFEP with q-tournament selection over parents and offspring on ``I`` islands
     in lockstep (module docstring: one generation exactly, draws and layouts).
 
@@ -259,19 +259,14 @@ class FEP(IslandAlgorithm):
     from a master swarm, filled with zeros by :meth:`Population.conform`) gets ``eta_init``.
     """
 
+    FUSED_MODULE = "algorithms.ep.cuda"
+
     name = "fep"
     Params = FEPParams
     EXTRAS = {"eta": "eta"}
     graph_safe = False  # the fused path replays its own CUDA graph in run()
 
-    def __init__(self, params=None, **kwargs):
-        super().__init__(params, **kwargs)
-        self._plans: dict = {}
 
-    def __getstate__(self):
-        d = dict(self.__dict__)
-        d["_plans"] = {}  # compiled CUDA plans do not travel (pickling for Ray actors)
-        return d
 
     def population_size(self) -> int:
         """``mu = pop_size``."""
@@ -355,17 +350,3 @@ class FEP(IslandAlgorithm):
                                     {**immigrants.extras, "eta": eta})
         return super().replace(ctx, state, idx, immigrants)
 
-    def fused_plan(self, ctx: Context):
-        """The fused CUDA plan for ``ctx``, or ``None`` (NumPy, ``fused=False``, no
-        ``cuda_objective``, ...; :func:`algorithms.ep.cuda.unsupported_reason` says why, logged at
-        INFO level). Cached per context."""
-        if ctx.xp is np or not self.params.fused:
-            return None
-        hit = self._plans.get(id(ctx))
-        if hit is not None and hit[0] is ctx:
-            return hit[1]
-        from algorithms.ep import cuda as ep_cuda  # noqa: PLC0415  (imports CuPy lazily)
-
-        plan = ep_cuda.make_plan(self, ctx)
-        self._plans[id(ctx)] = (ctx, plan)
-        return plan

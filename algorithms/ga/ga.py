@@ -89,7 +89,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algorithms.core.base import Context, IslandAlgorithm, State, check_range
+from algorithms.core.base import Context, FusedAlgorithm, State, check_range
 from algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding, make_encoding
 from problems.constraints import better
 
@@ -411,7 +411,7 @@ def evaluate(ctx: Context, X):
     return ctx.evaluator(X, dtype=ctx.dtype)
 
 
-class GA(IslandAlgorithm):
+class GA(FusedAlgorithm):
     """Generational GA with elitism, tournaments, crossover, mutation and partial renewal on
     ``I`` islands in lockstep (seed 002; the module docstring gives one generation exactly).
 
@@ -428,17 +428,12 @@ class GA(IslandAlgorithm):
     Params = GAParams
     FIELDS = {"genome": "genome", "f": "f", "v": "v"}
     graph_safe = False  # the fused path replays its own CUDA graph in run()
+    FUSED_MODULE = "algorithms.ga.cuda"
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
         self.encoding: Encoding | None = None
         self._enc_key = None
-        self._plans: dict = {}
-
-    def __getstate__(self):
-        d = dict(self.__dict__)
-        d["_plans"] = {}  # compiled CUDA plans do not travel (pickling for Ray actors)
-        return d
 
     def population_size(self) -> int:
         """``N = pop_size``."""
@@ -563,17 +558,3 @@ class GA(IslandAlgorithm):
             return plan.run(state, int(n_generations))
         return super().run(ctx, state, n_generations)
 
-    def fused_plan(self, ctx: Context):
-        """The fused CUDA plan for ``ctx``, or ``None`` (NumPy, ``fused=False``, no
-        ``cuda_objective``, ...; :func:`algorithms.ga.cuda.unsupported_reason` says why, logged at
-        INFO level). Cached per context."""
-        if ctx.xp is np or not self.params.fused:
-            return None
-        hit = self._plans.get(id(ctx))
-        if hit is not None and hit[0] is ctx:
-            return hit[1]
-        from algorithms.ga import cuda as ga_cuda  # noqa: PLC0415  (imports CuPy lazily)
-
-        plan = ga_cuda.make_plan(self, ctx)
-        self._plans[id(ctx)] = (ctx, plan)
-        return plan
