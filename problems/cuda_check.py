@@ -181,6 +181,7 @@ def host_objective(problem, prelude: str, dtype=np.float64) -> HostObjective:
         if res.returncode != 0:
             raise RuntimeError(f"host objective: {' '.join(cmd)} failed:\n{res.stderr}")
         lib = ctypes.CDLL(so_path)
+        shutil.rmtree(d, ignore_errors=True)  # the loaded library outlives its file
         lib.isles_eval.restype = None
         _CACHE[key] = lib
     return HostObjective(lib, unit, dtype, genome, n)

@@ -799,6 +799,7 @@ def compile_host(source: str):
     if r.returncode != 0:
         raise RuntimeError(f"host emulation of the fused GA failed to compile:\n{r.stderr[-4000:]}")
     lib = ctypes.CDLL(so_path)
+    shutil.rmtree(d, ignore_errors=True)  # the loaded library outlives its file
     _HOST_LIBS[key] = lib
     return lib
 
