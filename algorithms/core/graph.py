@@ -142,3 +142,53 @@ class GraphStepper:
         for rng in self.rngs:
             rng.ctr[...] = 0
         return self.state
+
+
+class PingPongGraph:
+    """Generations of a fused plan (DE, GA, EP) between two preallocated buffer sets, as
+    replays of one captured CUDA graph of ``graph_generations`` generations plus single launches.
+
+    A plan that mixes this in provides ``cp`` (CuPy), ``graph_generations`` (even, or 0 for no
+    graph), ``_buffers()`` (the pair of buffer sets), a device generation counter ``_gen``, the
+    kernel ``_k_add`` (``gen += K``) and ``_step(src, dst, k)``: one generation from buffer set
+    ``src`` to ``dst`` whose draws use ``gen + k``. A graph of ``K`` generations runs ``k = 0 ..
+    K - 1`` (ending where it began, in buffer set 0), then advances ``gen`` by ``K``, so replays
+    chain; nothing syncs with the host.
+    """
+
+    _graph = None
+    _graph_stream = None
+
+    def _graph_exec(self):
+        """The captured graph (built on first use): ``K`` generations 0 -> 1 -> 0 ..., then gen += K."""
+        if self._graph is None:
+            cp = self.cp
+            bufs = self._buffers()
+            K = self.graph_generations
+            stream = cp.cuda.Stream(non_blocking=True)
+            with stream:
+                stream.begin_capture()
+                try:
+                    for k in range(K):
+                        self._step(bufs[k % 2], bufs[(k + 1) % 2], k)
+                    self._k_add((1,), (1,), (self._gen, np.int64(K)))
+                finally:
+                    graph = stream.end_capture()
+            self._graph, self._graph_stream = graph, stream
+        return self._graph
+
+    def _advance(self, n: int):
+        """Run ``n`` generations starting from buffer set 0 (``gen`` holds the first one's
+        number). Returns ``(buffers, rem)``: the buffer set that holds the last generation, and
+        how many single launches followed the replays (``gen + rem`` is the next generation)."""
+        bufs = self._buffers()
+        K = self.graph_generations if self.graph_generations % 2 == 0 else 0
+        n_graph = n // K if K else 0
+        if n_graph:
+            graph = self._graph_exec()
+            for _ in range(n_graph):
+                graph.launch()
+        rem = n - n_graph * K
+        for k in range(rem):
+            self._step(bufs[k % 2], bufs[(k + 1) % 2], k)
+        return bufs[rem % 2], rem

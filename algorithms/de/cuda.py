@@ -74,6 +74,7 @@ import warnings
 import numpy as np
 
 from algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from algorithms.core.graph import PingPongGraph
 from problems.base import objective_macros
 
 log = logging.getLogger(__name__)
@@ -488,7 +489,7 @@ def _module(cp, source: str):
     return mod
 
 
-class FusedDE:
+class FusedDE(PingPongGraph):
     """Compiled fused DE/rand/1/{bin,nec} for one ``(params, ctx)`` (see the module docstring).
 
     Args:
@@ -654,6 +655,10 @@ class FusedDE:
         s["nan_evals"] = nan
         return s
 
+    def _step(self, src, dst, k):
+        """One generation ``src -> dst`` with draws of generation ``gen + k`` (:class:`PingPongGraph`)."""
+        self._launch(src, dst, self._dummy, self._dummy, 0, self._gen, k, self._nan)
+
     def _buffers(self):
         if self._bufs is None:
             cp = self.cp
@@ -661,24 +666,6 @@ class FusedDE:
             self._bufs = tuple(tuple(cp.empty(sh, dtype=self.dtype) for sh in shapes) for _ in range(2))
         return self._bufs
 
-    def _graph_exec(self):
-        """The captured graph: ``GRAPH_GENERATIONS`` generations A->B->A..., then gen += K."""
-        if self._graph is None:
-            cp = self.cp
-            bufs = self._buffers()
-            K = self.graph_generations
-            stream = cp.cuda.Stream(non_blocking=True)
-            with stream:
-                stream.begin_capture()
-                try:
-                    for k in range(K):
-                        self._launch(bufs[k % 2], bufs[(k + 1) % 2], self._dummy, self._dummy, 0,
-                                     self._gen, k, self._nan)
-                    self._k_add((1,), (1,), (self._gen, np.int64(K)))
-                finally:
-                    graph = stream.end_capture()
-            self._graph, self._graph_stream = graph, stream
-        return self._graph
 
     def run(self, state, n_generations: int):
         """``n_generations`` generations: CUDA-graph replays plus single launches; no host sync.
@@ -696,17 +683,7 @@ class FusedDE:
             cp.copyto(dst, src)
         self._k_set((1,), (1,), (self._gen, np.int64(state["generation"])))
         self._nan.fill(0)
-        K = self.graph_generations if self.graph_generations % 2 == 0 else 0
-        n_graph = n // K if K else 0
-        if n_graph:
-            graph = self._graph_exec()
-            for _ in range(n_graph):
-                graph.launch()
-        rem = n - n_graph * K
-        for k in range(rem):
-            self._launch(bufs[k % 2], bufs[(k + 1) % 2], self._dummy, self._dummy, 0, self._gen, k,
-                         self._nan)
-        fin = bufs[rem % 2]
+        fin, _ = self._advance(n)
         s = dict(state)
         s["X"], s["f"], s["v"] = (a.copy() for a in fin)
         s["generation"] = state["generation"] + n

@@ -58,6 +58,7 @@ import warnings
 import numpy as np
 
 from algorithms.core.cuda_prelude import ARITHMETIC, BOUNDS, HASH, MATH
+from algorithms.core.graph import PingPongGraph
 from algorithms.core.population import Population
 from algorithms.core.random import MAX_DRAWS
 from algorithms.de.de import BOUND_HANDLINGS
@@ -754,7 +755,7 @@ def _kernels(cp, source: str):
     return ks
 
 
-class FusedFEP:
+class FusedFEP(PingPongGraph):
     """Compiled fused FEP generation for one ``(fep, ctx)`` (see the module docstring).
 
     Args:
@@ -879,28 +880,16 @@ class FusedFEP:
         self._generation(A, B, 0, self._zero, int(state["generation"]), nan)
         return self._finish(state, B, 1, nan)
 
+    def _step(self, src, dst, k):
+        """One generation ``src -> dst`` (parents in ``src``'s first half) with draws of generation
+        ``gen + k`` (:class:`PingPongGraph`)."""
+        self._generation(src, dst, 1, self._gen, k, self._nan)
+
     def _buffers(self):
         if self._bufs is None:
             self._bufs = (self._union(), self._union())
         return self._bufs
 
-    def _graph_exec(self):
-        """The captured graph: ``GRAPH_GENERATIONS`` generations (union 0 -> 1 -> 0 ...), then gen += K."""
-        if self._graph is None:
-            cp = self.cp
-            bufs = self._buffers()
-            K = self.graph_generations
-            stream = cp.cuda.Stream(non_blocking=True)
-            with stream:
-                stream.begin_capture()
-                try:
-                    for k in range(K):
-                        self._generation(bufs[k % 2], bufs[(k + 1) % 2], 1, self._gen, k, self._nan)
-                    self._k_add((1,), (1,), (self._gen, np.int64(K)))
-                finally:
-                    graph = stream.end_capture()
-            self._graph, self._graph_stream = graph, stream
-        return self._graph
 
     def run(self, state, n_generations: int):
         """``n_generations`` generations: the first as a single launch set, the rest as CUDA-graph
@@ -915,17 +904,7 @@ class FusedFEP:
         self._nan.fill(0)
         self._generation(bufs[1], bufs[0], 0, self._gen, 0, self._nan)
         self._k_add((1,), (1,), (self._gen, np.int64(1)))
-        rest = n - 1
-        K = self.graph_generations if self.graph_generations % 2 == 0 else 0
-        n_graph = rest // K if K else 0
-        if n_graph:
-            graph = self._graph_exec()
-            for _ in range(n_graph):
-                graph.launch()
-        rem = rest - n_graph * K
-        for k in range(rem):
-            self._generation(bufs[k % 2], bufs[(k + 1) % 2], 1, self._gen, k, self._nan)
-        return self._finish(state, bufs[rem % 2], n, self._nan)
+        return self._finish(state, self._advance(n - 1)[0], n, self._nan)
 
 
 def make_plan(fep, ctx):

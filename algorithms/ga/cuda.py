@@ -74,6 +74,7 @@ import warnings
 import numpy as np
 
 from algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from algorithms.core.graph import PingPongGraph
 from algorithms.ga.ga import (
     CROSSOVERS,
     DRAW_CUT,
@@ -912,7 +913,7 @@ def _kernels(cp, source: str):
     return ks
 
 
-class FusedGA:
+class FusedGA(PingPongGraph):
     """Compiled fused GA generation for one ``(ga, ctx)`` (see the module docstring).
 
     Args:
@@ -1055,6 +1056,10 @@ class FusedGA:
         s["nan_evals"] = state["nan_evals"] + nan
         return s
 
+    def _step(self, src, dst, k):
+        """One generation ``src -> dst`` with draws of generation ``gen + k`` (:class:`PingPongGraph`)."""
+        self._generation(src, dst, self._gen, k, self._nan, int(self._track))
+
     def _buffers(self):
         if self._bufs is None:
             cp = self.cp
@@ -1064,23 +1069,6 @@ class FusedGA:
                 for _ in range(2))
         return self._bufs
 
-    def _graph_exec(self):
-        """The captured graph: ``GRAPH_GENERATIONS`` generations A->B->A..., then gen += K."""
-        if self._graph is None:
-            cp = self.cp
-            bufs = self._buffers()
-            K = self.graph_generations
-            stream = cp.cuda.Stream(non_blocking=True)
-            with stream:
-                stream.begin_capture()
-                try:
-                    for k in range(K):
-                        self._generation(bufs[k % 2], bufs[(k + 1) % 2], self._gen, k, self._nan, int(self._track))
-                    self._k_add((1,), (1,), (self._gen, np.int64(K)))
-                finally:
-                    graph = stream.end_capture()
-            self._graph, self._graph_stream = graph, stream
-        return self._graph
 
     def run(self, state, n_generations: int):
         """``n_generations`` generations: CUDA-graph replays plus single launches, tracking the
@@ -1102,16 +1090,7 @@ class FusedGA:
                 cp.copyto(self._hit, cp.asarray(hg, dtype=np.int64))
         self._k_set((1,), (1,), (self._gen, np.int64(state["generation"])))
         self._nan.fill(0)
-        K = self.graph_generations if self.graph_generations % 2 == 0 else 0
-        n_graph = n // K if K else 0
-        if n_graph:
-            graph = self._graph_exec()
-            for _ in range(n_graph):
-                graph.launch()
-        rem = n - n_graph * K
-        for k in range(rem):
-            self._generation(bufs[k % 2], bufs[(k + 1) % 2], self._gen, k, self._nan, track)
-        fin = bufs[rem % 2]
+        fin, rem = self._advance(n)
         if track:  # the last population
             self._launch_select(fin, self._gen, rem, 1, decide=False)
         s = dict(state)
