@@ -74,6 +74,7 @@ import warnings
 import numpy as np
 
 from algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from algorithms.core.fused_check import real_objective_error
 from algorithms.core.graph import PingPongGraph
 from problems.base import objective_macros
 
@@ -602,24 +603,8 @@ class FusedDE(PingPongGraph):
         Points: uniform in the box, and the same scaled towards the box centre by 1e-3 (near the
         optimum of the centred functions). This protects against a wrong ``cuda_objective``.
         """
-        from problems.constraints import total_violation  # noqa: PLC0415
-
-        cp = self.cp
-        rs = np.random.default_rng(20240611)
-        lo, hi = self.problem.lower, self.problem.upper
-        P = lo + rs.random((n_points, self.D)) * (hi - lo)
-        mid = 0.5 * (lo + hi)
-        P = np.concatenate([P, mid + 1e-3 * (P - mid)])
-        X = cp.asarray(P, dtype=self.dtype)
-        fk, vk = self.evaluate_fv(X)
-        fp = cp.asarray(self.problem.objective(X)).astype(np.float64)
-        err = cp.abs(fk.astype(np.float64) - fp) / (1.0 + cp.abs(fp))
-        if self.macros["OBJ_HAS_V"]:
-            g = cp.asarray(self.problem.constraints(X), dtype=self.dtype)
-            scale = cp.asarray(self.problem.constraint_scale, dtype=self.dtype)
-            vp = total_violation(g, scale).astype(np.float64)
-            err = cp.maximum(err, cp.abs(vk.astype(np.float64) - vp) / (1.0 + cp.abs(vp)))
-        return float(cp.nan_to_num(err, nan=np.inf).max())
+        return real_objective_error(self.cp, self.problem, self.evaluate_fv, self.dtype,
+                                    bool(self.macros["OBJ_HAS_V"]), n_points, seed=20240611)
 
     # -- the algorithm ----------------------------------------------------------------------------
     def trial(self, state):

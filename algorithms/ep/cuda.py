@@ -58,6 +58,7 @@ import warnings
 import numpy as np
 
 from algorithms.core.cuda_prelude import ARITHMETIC, BOUNDS, HASH, MATH
+from algorithms.core.fused_check import real_objective_error
 from algorithms.core.graph import PingPongGraph
 from algorithms.core.population import Population
 from algorithms.core.random import MAX_DRAWS
@@ -852,23 +853,8 @@ class FusedFEP(PingPongGraph):
     def verify(self, n_points: int = 32) -> float:
         """Largest ``|f_kernel - f_problem| / (1 + |f_problem|)`` (and the same for ``v``) on random
         points of the box and points near its centre (one host synchronisation)."""
-        from problems.constraints import total_violation  # noqa: PLC0415
-
-        cp = self.cp
-        rs = np.random.default_rng(20261123)
-        lo, hi = self.problem.lower, self.problem.upper
-        P = lo + rs.random((n_points, self.n)) * (hi - lo)
-        mid = 0.5 * (lo + hi)
-        P = np.concatenate([P, mid + 1e-3 * (P - mid)])
-        X = cp.asarray(P, dtype=self.dtype)
-        fk, vk = self.evaluate_fv(X)
-        fp = cp.asarray(self.problem.objective(X)).astype(np.float64)
-        err = cp.abs(fk.astype(np.float64) - fp) / (1.0 + cp.abs(fp))
-        if getattr(self.problem, "n_constraints", 0):
-            g = cp.asarray(self.problem.constraints(X), dtype=self.dtype)
-            vp = total_violation(g, cp.asarray(self.problem.constraint_scale, dtype=self.dtype)).astype(np.float64)
-            err = cp.maximum(err, cp.abs(vk.astype(np.float64) - vp) / (1.0 + cp.abs(vp)))
-        return float(cp.nan_to_num(err, nan=np.inf).max())
+        return real_objective_error(self.cp, self.problem, self.evaluate_fv, self.dtype,
+                                    bool(getattr(self.problem, "n_constraints", 0)), n_points, seed=20261123)
 
     # -- the algorithm ----------------------------------------------------------------------------
     def step(self, state):
