@@ -26,13 +26,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from algorithms.core.backend import cupy_or_none
 from algorithms.core.base import Context, check_range
 from algorithms.core.random import CounterRNG
 from islands import checkpoint
 from islands.build import build_evaluator
 from islands.group import MASTER_ID, IslandGroup
-from islands.placement import plan
+from islands.placement import local_resources, plan
 from algorithms.core.population import Population
 from problems.constraints import argbest
 
@@ -103,7 +102,9 @@ class Coordinator:
         use_ray: start the groups as Ray actors (default) or in this process (tests, benchmarks).
 
     Raises:
-        ValueError: bad values in ``islands``/``generations``, named by field.
+        ValueError: bad values in ``islands``/``generations``, named by field; a
+            ``checkpoint.resume`` file that does not exist, of another version, or saved under
+            another config (:func:`check_resumable`).
     """
 
     def __init__(self, cfg: dict, topology, master=None, callbacks=(), use_ray: bool = True):
@@ -135,7 +136,14 @@ class Coordinator:
         check_range("islands.snapshot_every", isl.get("snapshot_every") or 0, 0, integer=True)
         self.max_restarts = check_range("islands.max_restarts", isl.get("max_restarts", 3), 0, integer=True)
         self.last_snapshot = None  # the latest in-memory snapshot (sync mode), see _run_sync
-        self.published_epoch = 0  # the last epoch handed to the callbacks (a resume sets it)
+        # checkpoint.resume: read and checked here, once, before any actor starts
+        self.resume_from = None
+        if ck.get("resume"):
+            self.resume_from = checkpoint.load(ck["resume"])
+            check_resumable(self.resume_from, cfg, ck["resume"])
+        # the last epoch handed to the callbacks (a resumed run does not hand them those before)
+        self.published_epoch = (0 if self.resume_from is None
+                                else self.resume_from.get("published_epoch", self.resume_from["epoch"]))
 
     # ------------------------------------------------------------------------------------------
     def _spec(self, island_ids, device) -> dict:
@@ -163,7 +171,7 @@ class Coordinator:
 
             resources = ray.cluster_resources()
         else:
-            resources = {"CPU": 1, "GPU": 1 if cupy_or_none() is not None else 0}
+            resources = {"CPU": 1, "GPU": min(1, local_resources()["GPU"])}  # one device: this one
         return plan(self.n, self.cfg.get("device", "auto"), isl.get("n_actors"), resources,
                     migration_interval=self.interval)
 
@@ -227,6 +235,10 @@ class Coordinator:
 
                 for g in groups:
                     ray.kill(g)
+        return self._ended(result)
+
+    def _ended(self, result: RunResult) -> RunResult:
+        """Hand the result to the callbacks' ``on_end``; return it."""
         for cb in self.callbacks:
             if hasattr(cb, "on_end"):
                 cb.on_end(result)
@@ -259,7 +271,7 @@ class Coordinator:
         import ray  # noqa: PLC0415
 
         actor = ray.remote(Archipelago).options(**_actor_options(placement, self.max_restarts)).remote(
-            self.cfg, self.topology, self.master, placement.device)
+            self.cfg, self.topology, self.master, placement.device, self.resume_from)
         try:
             infos = ray.get(actor.info.remote())
             startup_s = self._started(infos, t_start)
@@ -286,10 +298,7 @@ class Coordinator:
             ray.kill(actor)
         result.startup_s = startup_s
         result.devices = {gid: infos[0]["device"] for gid in placement.groups[0]}
-        for cb in self.callbacks:
-            if hasattr(cb, "on_end"):
-                cb.on_end(result)
-        return result
+        return self._ended(result)
 
     # ------------------------------------------------------------------------------------------
     def _master_context(self, evaluator):
@@ -324,8 +333,8 @@ class Coordinator:
         """The sync epoch loop, a generator: yields each epoch's record, returns the
         :class:`RunResult` (driven by :meth:`_drive`, or in an actor by :class:`Archipelago`).
 
-        ``resume``: a snapshot (:meth:`_snapshot`, or a checkpoint file's content) to continue
-        from; without it, ``checkpoint.resume`` names a file, or the run starts afresh.
+        ``resume``: a snapshot (:meth:`_snapshot`) to continue from; without it, the checkpoint
+        of ``checkpoint.resume`` (:attr:`resume_from`), or the run starts afresh.
 
         **Lost actors.** At the start and every ``islands.snapshot_every`` epochs the loop keeps
         a snapshot in memory (every group's state as host arrays, and the loop's own variables;
@@ -338,9 +347,7 @@ class Coordinator:
         evaluator = build_evaluator(self.cfg["problem"], self.cfg.get("constraints")) if self.master else None
         mctx = self._master_context(evaluator) if self.master else None
         ck = self.cfg.get("checkpoint") or {}
-        if resume is None and ck.get("resume"):
-            resume = checkpoint.load(ck["resume"])
-            check_resumable(resume, self.cfg, ck["resume"])
+        resume = resume if resume is not None else self.resume_from
         if resume is not None:  # states are per island: any grouping (number of actors) resumes
             self._load_groups(groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups))
             loop = _loop_copy(resume)
@@ -606,11 +613,14 @@ class Archipelago:
     Args:
         cfg, topology, master: as :class:`Coordinator`.
         device: ``cpu`` or ``gpu``, the placement's device.
+        resume_from: the driver's :attr:`Coordinator.resume_from` (read and checked there).
     """
 
-    def __init__(self, cfg: dict, topology, master, device: str):
-        cfg = {**cfg, "device": device, "islands": {**cfg["islands"], "n_actors": 1}}
+    def __init__(self, cfg: dict, topology, master, device: str, resume_from: dict | None = None):
+        ck = {**(cfg.get("checkpoint") or {}), "resume": None}
+        cfg = {**cfg, "device": device, "islands": {**cfg["islands"], "n_actors": 1}, "checkpoint": ck}
         self.coordinator = Coordinator(cfg, topology, master, use_ray=False)
+        self.coordinator.resume_from = resume_from
         self.placement = self.coordinator._placement()
         self.groups = self.coordinator._start_groups(self.placement)
         self._epochs = None

@@ -156,19 +156,13 @@ def validate(cfg: dict) -> None:
         ValueError: a key the schema does not know (:func:`islands.schema.check_keys`);
             ``device``, ``dtype``, ``seed`` or ``generations`` out of range; ``device=gpu`` on a
             machine without a GPU when no cluster address is given; ``constraints.handling`` or
-            ``constraints.penalty``; ``checkpoint.every`` or a ``checkpoint.resume`` file that
-            does not exist; ``islands.n_actors``, ``islands.replacement``; an unreachable
+            ``constraints.penalty``; ``islands.n_actors``, ``islands.replacement``; an unreachable
             ``ray.address`` (:func:`check_ray_address`).
     """
     check_keys(cfg)
     check_range("generations", cfg.get("generations"), 1, integer=True)
     c = cfg.get("constraints") or {}
     check_handling(c.get("handling", "feasibility"), c.get("penalty", 1e6))
-    ck = cfg.get("checkpoint") or {}
-    check_range("checkpoint.every", ck.get("every") or 0, 0, integer=True)
-    if ck.get("resume") and not os.path.isfile(ck["resume"]):
-        raise ValueError(f"checkpoint.resume={ck['resume']!r}: no such file; give the path of a checkpoint "
-                         "that a run with checkpoint.every > 0 wrote")
     isl = cfg.get("islands") or {}
     if isl.get("n_actors") is not None:
         check_range("islands.n_actors", isl["n_actors"], 1, integer=True)
@@ -223,10 +217,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
                               use_ray=use_ray)
     if use_ray:
         init_ray(plain.get("ray", {}))
-    resumed = checkpoint.load(ck["resume"]) if ck.get("resume") else {}
-    coordinator.published_epoch = resumed.get("published_epoch", resumed.get("epoch", 0))
-    if tracker:
-        tracker.start(resumed.get("mlflow_run_id"))  # MLflow works in a process of its own
+    if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
+        tracker.start((coordinator.resume_from or {}).get("mlflow_run_id"))
     previous = _sigterm_as_interrupt()
     try:
         result = coordinator.run()

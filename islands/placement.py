@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from algorithms.core.backend import DEVICES
+from algorithms.core.backend import DEVICES, cupy_or_none
 
 
 @dataclass(frozen=True)
@@ -86,13 +86,8 @@ def local_resources(num_cpus: int | None = None) -> dict:
     CUDA devices CuPy sees}``."""
     import os  # noqa: PLC0415
 
-    gpus = 0
-    try:
-        import cupy  # noqa: PLC0415
-
-        gpus = int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:  # no CuPy, no driver
-        gpus = 0
+    cp = cupy_or_none()
+    gpus = int(cp.cuda.runtime.getDeviceCount()) if cp is not None else 0
     return {"CPU": int(num_cpus or os.cpu_count() or 1), "GPU": gpus}
 
 

@@ -237,6 +237,7 @@ class TrackingProcess:
         self.args = (logger_cfg, params, config_yaml, problem)
         self._conn = self._proc = None
         self._run_id = None
+        self._stride, self._held = 1, None  # epochs sent as metric steps: every stride-th (on_start)
 
     def start(self, run_id: str | None = None) -> None:
         """Start the process, which opens the run (or continues ``run_id``, a resumed run)."""
@@ -285,14 +286,14 @@ class TrackingProcess:
         """Forwarded to :meth:`MlflowTracker.on_start`; sets the stride of the logged epochs."""
         interval = int(self.args[1].get("islands.migration_interval") or 1)
         epochs = -(-int(info.get("generations") or 1) // max(1, interval))
-        self._stride, self._held = max(1, -(-epochs // MAX_STEPS)), None
+        self._stride = max(1, -(-epochs // MAX_STEPS))
         self._send("on_start", info)
 
     def on_epoch(self, rec: dict) -> None:
         """Forwarded to :meth:`MlflowTracker.on_epoch`: every epoch up to :data:`MAX_STEPS`
         epochs a run, else every ``stride``-th one (and the last), so that MLflow's store never
         paces the run; every epoch goes to ``history.csv`` at the end."""
-        if (int(rec["epoch"]) - 1) % getattr(self, "_stride", 1) == 0:
+        if (int(rec["epoch"]) - 1) % self._stride == 0:
             self._send("on_epoch", rec)
             self._held = None
         else:
@@ -300,7 +301,7 @@ class TrackingProcess:
 
     def on_end(self, result) -> None:
         """Forwarded to :meth:`MlflowTracker.on_end` (after the last epoch's metrics)."""
-        if getattr(self, "_held", None) is not None:
+        if self._held is not None:
             self._send("on_epoch", self._held)
         self._send("on_end", result)
 
