@@ -108,17 +108,7 @@ class Problem:
         f_star: float | None = None,
         constraint_scale: Sequence[float] | None = None,
     ):
-        dim = int(dim)
-        if dim < 1:
-            raise ValueError(f"problem.dim={dim}: must be an integer >= 1")
-        self.dim = dim
-        self.lower = _bound_vector("lower", lower, dim)
-        self.upper = _bound_vector("upper", upper, dim)
-        bad = np.nonzero(self.lower > self.upper)[0]
-        if bad.size:
-            raise ValueError(
-                f"problem.lower > problem.upper at variable(s) {bad.tolist()}: bounds must satisfy lower <= upper"
-            )
+        self.dim, self.lower, self.upper = box("", dim, lower, upper)
         self.f_star = None if f_star is None else float(f_star)
         m = self.n_constraints
         scale = np.ones(m) if constraint_scale is None else np.asarray(constraint_scale, dtype=np.float64)
@@ -170,14 +160,38 @@ class Problem:
         return f"{type(self).__name__}(dim={self.dim}, m={self.n_constraints})"
 
 
-def _bound_vector(field: str, value, dim: int) -> np.ndarray:
+def box(prefix: str, dim, lower, upper) -> tuple[int, np.ndarray, np.ndarray]:
+    """A validated closed box: ``(dim, lower (dim,), upper (dim,))`` float64, each bound a
+    number or one per variable.
+
+    Args:
+        prefix: the fields' prefix, ``""`` (``problem.dim``, ``problem.lower``, ...) or ``"y_"``
+            (a min-max problem's y box: ``problem.y_dim``, ``problem.y_lower``, ...).
+
+    Raises:
+        ValueError: ``dim < 1``, a bound of the wrong length or not finite, or ``lower > upper``
+            somewhere (one line naming the field and the variables).
+    """
+    dim = int(dim)
+    if dim < 1:
+        raise ValueError(f"problem.{prefix}dim={dim}: must be an integer >= 1")
+    lo = _bound_vector(f"{prefix}lower", lower, dim, f"{prefix}dim")
+    hi = _bound_vector(f"{prefix}upper", upper, dim, f"{prefix}dim")
+    bad = np.nonzero(lo > hi)[0]
+    if bad.size:
+        raise ValueError(f"problem.{prefix}lower > problem.{prefix}upper at variable(s) {bad.tolist()}: "
+                         "bounds must satisfy lower <= upper")
+    return dim, lo, hi
+
+
+def _bound_vector(field: str, value, dim: int, dim_field: str = "dim") -> np.ndarray:
     arr = np.asarray(value, dtype=np.float64)
     if arr.ndim == 0:
         return np.full(dim, float(arr))
     arr = arr.reshape(-1)
     if arr.size != dim:
         raise ValueError(
-            f"problem.{field} has {arr.size} entries but problem.dim={dim}: "
+            f"problem.{field} has {arr.size} entries but problem.{dim_field}={dim}: "
             f"give one bound per variable or a single number"
         )
     if not np.all(np.isfinite(arr)):

@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 from array_api_compat import array_namespace
 
-from problems.base import Problem, _bound_vector
+from problems.base import Problem, box
 
 __all__ = ["MinMaxProblem", "SaddleP1", "AugmentedLagrangian", "al_penalty", "check_payoff_shape"]
 
@@ -64,14 +64,7 @@ class MinMaxProblem(Problem):
     def __init__(self, dim: int, lower, upper, y_dim: int, y_lower, y_upper, f_star: float | None = None,
                  constraint_scale: Sequence[float] | None = None):
         super().__init__(dim, lower, upper, f_star, constraint_scale)
-        y_dim = int(y_dim)
-        if y_dim < 1:
-            raise ValueError(f"problem.y_dim={y_dim}: must be an integer >= 1")
-        self.y_dim = y_dim
-        self.y_lower = _bound_vector("y_lower", y_lower, y_dim)
-        self.y_upper = _bound_vector("y_upper", y_upper, y_dim)
-        if np.any(self.y_lower > self.y_upper):
-            raise ValueError("problem.y_lower > problem.y_upper somewhere: bounds must satisfy lower <= upper")
+        self.y_dim, self.y_lower, self.y_upper = box("y_", y_dim, y_lower, y_upper)
 
     def payoff(self, X, Y):
         """``L (..., Nx, Ny)`` of ``X (..., Nx, Dx)`` against ``Y (..., Ny, Dy)`` (to override)."""

@@ -314,3 +314,14 @@ def test_seed_settings_reach_the_quality_target(pid, strategy):
     row = run_row(pid, strategy, 4, 0, [])
     assert row["feasible"] == 4
     assert row["gap_best_pct"] <= 0.1
+
+
+def test_minmax_y_box_is_checked_like_the_x_box():
+    from problems.minmax import MinMaxProblem
+
+    with pytest.raises(ValueError, match=r"problem.y_lower > problem.y_upper at variable\(s\) \[1\]"):
+        MinMaxProblem(2, -1.0, 1.0, 2, [0.0, 1.0], [1.0, 0.0])
+    with pytest.raises(ValueError, match=r"problem.y_lower has 3 entries but problem.y_dim=2"):
+        MinMaxProblem(2, -1.0, 1.0, 2, [0.0, 0.0, 0.0], 1.0)
+    with pytest.raises(ValueError, match=r"problem.y_dim=0: must be an integer >= 1"):
+        MinMaxProblem(2, -1.0, 1.0, 0, 0.0, 1.0)
