@@ -11,8 +11,8 @@ islands (20 runs), beside the seed's C-CUDA (GTX 285) and C times. The time is m
 ``--cycles`` cycles (default 20) after a warm-up cycle (kernel compilation, CUDA-graph capture)
 and scaled to 200 cycles (every cycle does the same work). GPU paths, both in the same call:
 
-* ``graph``: isles' CDE, the fused pair kernel (:mod:`algorithms.coevolution.cuda`) and a whole
-  cycle captured once as a CUDA graph and replayed (:class:`algorithms.core.graph.GraphStepper`,
+* ``graph``: isles' CDE, the fused pair kernel (:mod:`isles.algorithms.coevolution.cuda`) and a whole
+  cycle captured once as a CUDA graph and replayed (:class:`isles.algorithms.core.graph.GraphStepper`,
   as the island runtime does);
 * ``graph-generic``: the same without the fused kernel (pair matrix written and reduced);
 * ``plain``: the array code issued call by call (one CuPy call per array operation, no fused
@@ -35,15 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from algorithms.coevolution.cde import CDE  # noqa: E402
-from algorithms.core.backend import dtype_of  # noqa: E402
-from algorithms.core.base import Context  # noqa: E402
-from algorithms.core.graph import GraphStepper  # noqa: E402
-from algorithms.core.random import CounterRNG  # noqa: E402
-from problems.cec2006 import G01, G07, G09, G10  # noqa: E402
-from problems.constraints import Evaluator  # noqa: E402
-from problems.engineering import Spring  # noqa: E402
-from problems.minmax import AugmentedLagrangian, SaddleP1  # noqa: E402
+from isles.algorithms.coevolution.cde import CDE  # noqa: E402
+from isles.algorithms.core.backend import dtype_of  # noqa: E402
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.core.graph import GraphStepper  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.problems.cec2006 import G01, G07, G09, G10  # noqa: E402
+from isles.problems.constraints import Evaluator  # noqa: E402
+from isles.problems.engineering import Spring  # noqa: E402
+from isles.problems.minmax import AugmentedLagrangian, SaddleP1  # noqa: E402
 
 H100_FP32_PEAK = 67e12  # flop/s, H100 SXM5 (NVIDIA datasheet)
 PROBLEMS = {"P1": lambda: SaddleP1(100), "P2": lambda: AugmentedLagrangian(G01()),

@@ -2,7 +2,7 @@
 
 Each row: 20 runs of CDE as 20 unconnected islands of ONE island group (one actor, one batched
 population, no Ray), Table 1's settings unless overridden. For each run the result is its best x
-(:meth:`algorithms.coevolution.cde.CDE.best`), checked in float64 with the feasibility test of
+(:meth:`isles.algorithms.coevolution.cde.CDE.best`), checked in float64 with the feasibility test of
 ``shared/problems.md`` section 0 (max normalised violation <= 1e-6, inside the box):
 ``best, median, mean, std, worst`` of f over the 20 runs, the feasible count, the gap of the
 best and the median to the true f*, beside the seed's row (which uses the seed's misprinted
@@ -25,17 +25,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from islands.build import build_problem  # noqa: E402
-from islands.group import IslandGroup  # noqa: E402
-from problems.constraints import feasibility_report  # noqa: E402
+from isles.islands.build import build_problem  # noqa: E402
+from isles.islands.group import IslandGroup  # noqa: E402
+from isles.problems.constraints import feasibility_report  # noqa: E402
 
 PROBLEMS = {
-    "p1_minmax": ("P1", {"_target_": "problems.minmax.SaddleP1", "dim": 100}),
-    "g01": ("P2", {"_target_": "problems.cec2006.G01"}),
-    "g07": ("P3", {"_target_": "problems.cec2006.G07"}),
-    "g09": ("P4", {"_target_": "problems.cec2006.G09"}),
-    "g10": ("P5", {"_target_": "problems.cec2006.G10"}),
-    "spring": ("P6", {"_target_": "problems.engineering.Spring"}),
+    "p1_minmax": ("P1", {"_target_": "isles.problems.minmax.SaddleP1", "dim": 100}),
+    "g01": ("P2", {"_target_": "isles.problems.cec2006.G01"}),
+    "g07": ("P3", {"_target_": "isles.problems.cec2006.G07"}),
+    "g09": ("P4", {"_target_": "isles.problems.cec2006.G09"}),
+    "g10": ("P5", {"_target_": "isles.problems.cec2006.G10"}),
+    "spring": ("P6", {"_target_": "isles.problems.engineering.Spring"}),
 }
 # seed 000 Tables 3 (rand/1) and 5 (best/1): optimal, best, median, mean, std, worst, as printed
 SEED = {
@@ -70,7 +70,7 @@ def run_row(pid: str, strategy: str, runs: int, seed: int, overrides: list[str],
     cfg = {
         "problem": dict(pcfg),
         "constraints": {"handling": "augmented_lagrangian", "r": 1e7, "multiplier_bound": 1e4},
-        "algorithm": {"_target_": "algorithms.coevolution.cde.CDE", "pop_size": 50, "n_cycles": 200,
+        "algorithm": {"_target_": "isles.algorithms.coevolution.cde.CDE", "pop_size": 50, "n_cycles": 200,
                       "gens_x": 20, "gens_y": 20, "F": 0.7, "CR": 0.7, "strategy": strategy},
     }
     for o in overrides:

@@ -21,15 +21,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms.core.backend import device_name, get_xp, synchronize  # noqa: E402
-from algorithms.core.base import Context  # noqa: E402
-from algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
-from algorithms.pso.epso import EPSO  # noqa: E402
-from algorithms.core.graph import GraphStepper  # noqa: E402
-from algorithms.pso.pso import PSO  # noqa: E402
-from algorithms.core.random import CounterRNG  # noqa: E402
-from problems.constraints import Evaluator, feasibility_report  # noqa: E402
-from problems.registry import make_problem  # noqa: E402
+from isles.algorithms.core.backend import device_name, get_xp, synchronize  # noqa: E402
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
+from isles.algorithms.pso.epso import EPSO  # noqa: E402
+from isles.algorithms.core.graph import GraphStepper  # noqa: E402
+from isles.algorithms.pso.pso import PSO  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.problems.constraints import Evaluator, feasibility_report  # noqa: E402
+from isles.problems.registry import make_problem  # noqa: E402
 
 
 def contexts(xp, problem, n_slaves, seed, dtype=np.float64):
@@ -107,7 +107,7 @@ def bench_job(args) -> None:
     """The Ray job as users run it (run_job), without MLflow: wall time and evals/s."""
     from hydra import compose, initialize_config_dir  # noqa: PLC0415
 
-    from islands.job import run_job  # noqa: PLC0415
+    from isles.islands.job import run_job  # noqa: PLC0415
 
     conf = str(Path(__file__).resolve().parents[1] / "conf")
     over = ["+experiment=cmepso", f"problem={args.problem}", f"device={args.device}", "logger=none",

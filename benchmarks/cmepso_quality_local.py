@@ -1,9 +1,9 @@
 """CMEPSO solution quality on the seed-001 engineering problems, NumPy, one process per run.
 
-Runs :func:`algorithms.pso.cmepso.run_cmepso` (seed 001 section 6 defaults: 1000 iterations, 10 slave
+Runs :func:`isles.algorithms.pso.cmepso.run_cmepso` (seed 001 section 6 defaults: 1000 iterations, 10 slave
 swarms of 40 particles, 5 replicas, master of 10 with c3 = 2.02) over seeds and prints, per
 problem, best / median / mean / std / worst of the final best ``f`` and the feasible rate
-(float64 check of :func:`problems.constraints.feasibility_report`, tolerance 1e-6), plus the
+(float64 check of :func:`isles.problems.constraints.feasibility_report`, tolerance 1e-6), plus the
 relative gaps to f* used by the project's acceptance target (best within 0.01 %, median within
 0.5 %, all feasible).
 
@@ -31,12 +31,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms.core.base import Context  # noqa: E402
-from algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
-from algorithms.pso.epso import EPSO  # noqa: E402
-from algorithms.core.random import CounterRNG  # noqa: E402
-from problems.constraints import Evaluator, feasibility_report  # noqa: E402
-from problems.registry import make_problem  # noqa: E402
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
+from isles.algorithms.pso.epso import EPSO  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.problems.constraints import Evaluator, feasibility_report  # noqa: E402
+from isles.problems.registry import make_problem  # noqa: E402
 
 PROBLEMS = ("welded_beam", "spring", "speed_reducer")
 

@@ -3,7 +3,7 @@
     python benchmarks/crossover_bench.py --device gpu        # D in {10,100,1000,10000} x Np in {100,1000,10000}
     python benchmarks/crossover_bench.py --device cpu --max-elements 10000000
 
-Times one call of :func:`algorithms.de.crossover.crossover_mask` (the generic array path: mask of
+Times one call of :func:`isles.algorithms.de.crossover.crossover_mask` (the generic array path: mask of
 shape ``(1, Np, D)``, random numbers included) with synchronized timers
 (``cupyx.profiler.benchmark`` on the GPU). Prints a Markdown table in microseconds.
 """
@@ -18,9 +18,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms.core.backend import device_name, get_xp  # noqa: E402
-from algorithms.de.crossover import crossover_mask  # noqa: E402
-from algorithms.core.random import CounterRNG  # noqa: E402
+from isles.algorithms.core.backend import device_name, get_xp  # noqa: E402
+from isles.algorithms.de.crossover import crossover_mask  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
 
 DIMS = (10, 100, 1000, 10000)
 POPS = (100, 1000, 10000)

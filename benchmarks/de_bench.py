@@ -17,7 +17,7 @@ island-generation, and millions of objective evaluations per second (``I * N`` p
 ``--all`` runs Ackley D=1000 N=500 F=0.5 CR=0.2, Griewank D=500 N=300 F=0.25 CR=0.45 and
 Rosenbrock D=50 N=100 F=0.65 CR=0.95 (seed 004 Table II), each with bin and nec, then 64 islands
 of the Rosenbrock workload, plus two reference rows (the generic CuPy path, and the fused path
-driven by single ``step`` calls). Problems are the built-ins of :mod:`problems.registry` at their
+driven by single ``step`` calls). Problems are the built-ins of :mod:`isles.problems.registry` at their
 seed-004 default bounds (Ackley [-30, 30], Griewank [-400, 400], Rosenbrock [-5.12, 5.12]);
 Ackley uses b = 0.2 (``shared/problems.md`` 7.5).
 """
@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from algorithms.core.backend import device_name, dtype_of, get_xp, synchronize  # noqa: E402
-from algorithms.core.base import Context  # noqa: E402
-from algorithms.de.de import DE  # noqa: E402
-from algorithms.core.random import CounterRNG  # noqa: E402
-from problems import make_problem  # noqa: E402
-from problems.constraints import Evaluator  # noqa: E402
+from isles.algorithms.core.backend import device_name, dtype_of, get_xp, synchronize  # noqa: E402
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.de.de import DE  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.problems import make_problem  # noqa: E402
+from isles.problems.constraints import Evaluator  # noqa: E402
 
 #: seed 004 Table II workloads (F, CR) and generation budgets
 TABLE_II = [
@@ -75,7 +75,7 @@ def build(args):
     state = de.init(ctx)
     plan = de.fused_plan(ctx)
     if args.path == "fused" and plan is None:
-        from algorithms.de.cuda import unsupported_reason  # noqa: PLC0415
+        from isles.algorithms.de.cuda import unsupported_reason  # noqa: PLC0415
 
         raise SystemExit(f"--path fused: not available ({unsupported_reason(de.params, ctx)})")
     return de, ctx, state, "fused" if plan is not None else "generic"

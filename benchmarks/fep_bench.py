@@ -35,12 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from algorithms.core.backend import device_name, get_xp, synchronize  # noqa: E402
-from algorithms.core.base import Context  # noqa: E402
-from algorithms.core.random import CounterRNG  # noqa: E402
-from algorithms.ep.fep import FEP  # noqa: E402
-from problems.benchmarks import Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere  # noqa: E402
-from problems.constraints import Evaluator  # noqa: E402
+from isles.algorithms.core.backend import device_name, get_xp, synchronize  # noqa: E402
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.algorithms.ep.fep import FEP  # noqa: E402
+from isles.problems.benchmarks import Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere  # noqa: E402
+from isles.problems.constraints import Evaluator  # noqa: E402
 
 SEED_PROBLEMS = {
     "f1": lambda: Sphere(32, -100.0, 100.0),

@@ -32,12 +32,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algorithms.core.backend import get_xp, to_host  # noqa: E402
-from algorithms.core.base import Context  # noqa: E402
-from algorithms.core.random import CounterRNG  # noqa: E402
-from algorithms.ep.fep import FEP  # noqa: E402
-from problems.benchmarks import Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere  # noqa: E402
-from problems.constraints import Evaluator  # noqa: E402
+from isles.algorithms.core.backend import get_xp, to_host  # noqa: E402
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.algorithms.ep.fep import FEP  # noqa: E402
+from isles.problems.benchmarks import Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere  # noqa: E402
+from isles.problems.constraints import Evaluator  # noqa: E402
 
 #: seed 003 Table 1: (label, class, N, lower, upper)
 SEED_PROBLEMS = [

@@ -3,7 +3,7 @@ other tools would write it, timed per generation.
 
 Workload A (issue 6): concatenated trap-5 (minimisation: a block of ``k`` bits with ``u`` ones costs
 ``0`` if ``u = k`` else ``u + 1``), ``L = 100,000`` bits, population ``N = 4096``. Every anchor runs
-the operators of isles' GA defaults (:class:`algorithms.ga.ga.GAParams`): tournaments of
+the operators of isles' GA defaults (:class:`isles.algorithms.ga.ga.GAParams`): tournaments of
 ``group_size = 2`` (ties to the first drawn), one-point crossover with ``p_c = 0.9`` (else the child
 copies parent 1), per-bit mutation with ``p_m = 1/L``, ``n_elite = 1`` (the best individual copied
 unchanged), ``N - 1`` children evaluated per generation. Where a library's own operators differ, the

@@ -17,7 +17,7 @@ CPU run at a tenth of the size):
   ``torch.compile``, EvoX's tournament in the torch GA, DEAP, pygmo) on the same operators.
   Microseconds per generation; the ratio column is the row's time over isles' time (> 1: isles is
   faster);
-* **B** (``seed``): seed 002's Rastrigin (:class:`problems.benchmarks.Rastrigin`, 2 variables in
+* **B** (``seed``): seed 002's Rastrigin (:class:`isles.problems.benchmarks.Rastrigin`, 2 variables in
   ``[-1, 1]``, ``encoding=seed002``: 64 bits), ``N = 2240``: one island (us/generation) and 100
   islands of ``N = 2240`` (us per generation of the batch and per island-generation). The ratio
   of the 100-island row is the 1-island time per generation over the batch's time per
@@ -67,32 +67,32 @@ def load_isles():
     problems are being written alongside this script)."""
     out = {}
     try:
-        from algorithms.core.backend import device_name, dtype_of, get_xp  # noqa: PLC0415
-        from algorithms.core.base import Context  # noqa: PLC0415
-        from algorithms.core.random import CounterRNG  # noqa: PLC0415
-        from problems.constraints import Evaluator  # noqa: PLC0415
+        from isles.algorithms.core.backend import device_name, dtype_of, get_xp  # noqa: PLC0415
+        from isles.algorithms.core.base import Context  # noqa: PLC0415
+        from isles.algorithms.core.random import CounterRNG  # noqa: PLC0415
+        from isles.problems.constraints import Evaluator  # noqa: PLC0415
     except Exception as e:  # noqa: BLE001
         _fail(f"isles' core is not importable ({type(e).__name__}: {e}); run from the repository root")
     out.update(Context=Context, CounterRNG=CounterRNG, Evaluator=Evaluator, get_xp=get_xp,
                device_name=device_name, dtype_of=dtype_of)
     try:
-        from algorithms.ga.ga import GA, GAParams  # noqa: PLC0415
+        from isles.algorithms.ga.ga import GA, GAParams  # noqa: PLC0415
     except Exception as e:  # noqa: BLE001
-        _fail(f"isles' GA is not importable yet: `from algorithms.ga.ga import GA, GAParams` raised "
+        _fail(f"isles' GA is not importable yet: `from isles.algorithms.ga.ga import GA, GAParams` raised "
               f"{type(e).__name__}: {e}")
     fields = set(getattr(GAParams, "__dataclass_fields__", {}))
     missing = [f for f in GA_FIELDS if f not in fields]
     if missing:
-        _fail(f"algorithms.ga.ga.GAParams lacks the fields {missing} this benchmark sets (has {sorted(fields)})")
+        _fail(f"isles.algorithms.ga.ga.GAParams lacks the fields {missing} this benchmark sets (has {sorted(fields)})")
     try:
-        from problems.binary import Trap  # noqa: PLC0415
+        from isles.problems.binary import Trap  # noqa: PLC0415
     except Exception as e:  # noqa: BLE001
-        _fail(f"the binary problems are not importable yet: `from problems.binary import Trap` raised "
+        _fail(f"the binary problems are not importable yet: `from isles.problems.binary import Trap` raised "
               f"{type(e).__name__}: {e}")
     try:
-        from problems.benchmarks import Rastrigin  # noqa: PLC0415
+        from isles.problems.benchmarks import Rastrigin  # noqa: PLC0415
     except Exception as e:  # noqa: BLE001
-        _fail(f"`from problems.benchmarks import Rastrigin` raised {type(e).__name__}: {e}")
+        _fail(f"`from isles.problems.benchmarks import Rastrigin` raised {type(e).__name__}: {e}")
     out.update(GA=GA, GAParams=GAParams, Trap=Trap, Rastrigin=Rastrigin)
     return out
 
@@ -148,7 +148,7 @@ def measure_isles(I, xp, args, workload: str, problem, params: dict, islands: in
     note = ""
     if gpu and fused and plan is None:
         try:
-            from algorithms.ga.cuda import unsupported_reason  # noqa: PLC0415
+            from isles.algorithms.ga.cuda import unsupported_reason  # noqa: PLC0415
 
             note = f"fused path unavailable: {unsupported_reason(ga, ctx) or 'self-check failed (see warnings)'}; "
         except Exception as e:  # noqa: BLE001

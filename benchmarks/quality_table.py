@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from islands.build import build_problem  # noqa: E402
+from isles.islands.build import build_problem  # noqa: E402
 
 
 def collect(client: MlflowClient, experiment: str, by: str = "problem._target_") -> dict:

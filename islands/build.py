@@ -9,9 +9,9 @@ from __future__ import annotations
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from algorithms.core.base import IslandAlgorithm
-from problems.constraints import Evaluator
-from problems.minmax import AugmentedLagrangian, check_payoff_shape
+from isles.algorithms.core.base import IslandAlgorithm
+from isles.problems.constraints import Evaluator
+from isles.problems.minmax import AugmentedLagrangian, check_payoff_shape
 
 PROBLEM_ATTRIBUTES = ("dim", "lower", "upper", "n_constraints", "constraint_scale", "evaluate")
 
@@ -32,7 +32,7 @@ def build_problem(cfg):
     """
     cfg = _plain(cfg)
     if "_target_" not in cfg:
-        raise ValueError("problem._target_ is missing: name a Problem class, e.g. problems.engineering.WeldedBeam")
+        raise ValueError("problem._target_ is missing: name a Problem class, e.g. isles.problems.engineering.WeldedBeam")
     try:
         problem = instantiate(cfg, _convert_="all")
     except Exception as err:  # hydra wraps the cause; surface the first line
@@ -43,7 +43,7 @@ def build_problem(cfg):
     missing = [a for a in PROBLEM_ATTRIBUTES if not hasattr(problem, a)]
     if missing:
         raise ValueError(
-            f"problem._target_={cfg['_target_']!r} lacks {missing}: subclass problems.base.Problem"
+            f"problem._target_={cfg['_target_']!r} lacks {missing}: subclass isles.problems.base.Problem"
         )
     for name in ("lower", "upper"):
         if len(getattr(problem, name)) != problem.dim:
@@ -55,7 +55,7 @@ def build_evaluator(problem_cfg, constraints_cfg=None) -> Evaluator:
     """Problem plus constraint handling (``constraints.handling``, ``constraints.penalty``).
 
     With ``constraints.handling=augmented_lagrangian`` a constrained problem is turned into the
-    min-max problem of its augmented Lagrangian (:class:`problems.minmax.AugmentedLagrangian`
+    min-max problem of its augmented Lagrangian (:class:`isles.problems.minmax.AugmentedLagrangian`
     with ``constraints.r`` and ``constraints.multiplier_bound``); a problem that already is a
     min-max problem is used as it is.
 

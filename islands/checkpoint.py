@@ -53,7 +53,7 @@ def load(path: str | os.PathLike) -> dict:
 def regroup(states: list, old_groups: list, new_groups: list) -> list:
     """Group states saved for islands grouped as ``old_groups`` as ``new_groups``.
 
-    The layout every island algorithm's state follows (:class:`algorithms.core.base.IslandAlgorithm`):
+    The layout every island algorithm's state follows (:class:`isles.algorithms.core.base.IslandAlgorithm`):
     arrays of one or more dimensions carry the island axis first; 0-d arrays are totals of the
     group (``nan_evals``: summed, and kept on the group of the first island that had it); host
     ints are the same on every island (``generation``, ``evals`` per island).

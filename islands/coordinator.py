@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from algorithms.core.base import Context, check_range
-from algorithms.core.random import CounterRNG
-from islands import checkpoint
-from islands.build import build_evaluator
-from islands.group import MASTER_ID, IslandGroup
-from islands.placement import local_resources, plan
-from algorithms.core.population import Population
-from problems.constraints import argbest
+from isles.algorithms.core.base import Context, check_range
+from isles.algorithms.core.random import CounterRNG
+from isles.islands import checkpoint
+from isles.islands.build import build_evaluator
+from isles.islands.group import MASTER_ID, IslandGroup
+from isles.islands.placement import local_resources, plan
+from isles.algorithms.core.population import Population
+from isles.problems.constraints import argbest
 
 MODES = ("sync", "async")
 
@@ -96,8 +96,8 @@ class Coordinator:
             ``replacement``, ``mode``, ``master_sends_best``), ``generations``, ``seed``,
             ``device``, ``dtype``, and optionally ``checkpoint`` (``every`` epochs, ``path``,
             ``resume`` = path of a checkpoint to continue from; sync mode).
-        topology: a :class:`islands.topology.Topology`.
-        master: a master swarm (:class:`algorithms.pso.cmepso.MasterSwarm`) or ``None``.
+        topology: a :class:`isles.islands.topology.Topology`.
+        master: a master swarm (:class:`isles.algorithms.pso.cmepso.MasterSwarm`) or ``None``.
         callbacks: objects with optional ``on_start``, ``on_epoch``, ``on_end`` methods.
         use_ray: start the groups as Ray actors (default) or in this process (tests, benchmarks).
 
@@ -163,7 +163,7 @@ class Coordinator:
         }
 
     def _placement(self):
-        """The actors to start (:func:`islands.placement.plan`) on Ray's cluster, or in-process on
+        """The actors to start (:func:`isles.islands.placement.plan`) on Ray's cluster, or in-process on
         this machine (one device: a local GPU when CuPy sees one)."""
         isl = self.cfg["islands"]
         if self.use_ray:
@@ -648,7 +648,7 @@ class Archipelago:
             except StopIteration as stop:
                 return records, stop.value, None, self._new_snapshot(snap0)
             except Exception as err:  # noqa: BLE001
-                err.traceback_str = traceback.format_exc()  # read by islands.job.failure_line
+                err.traceback_str = traceback.format_exc()  # read by isles.islands.job.failure_line
                 return records, None, err, self._new_snapshot(snap0)
             if time.perf_counter() - t0 >= budget_s:
                 return records, None, None, self._new_snapshot(snap0)

@@ -18,13 +18,13 @@ import time
 
 import numpy as np
 
-from algorithms.core.backend import device_name, dtype_of, get_xp, synchronize, to_host
-from algorithms.core.base import Context
-from algorithms.core.graph import GraphStepper
-from algorithms.core.population import Population, PopulationRoles, by_role
-from algorithms.core.random import CounterRNG
-from islands.build import build_algorithm, build_evaluator
-from islands.migration import PAD, replacement, route, select_best
+from isles.algorithms.core.backend import device_name, dtype_of, get_xp, synchronize, to_host
+from isles.algorithms.core.base import Context
+from isles.algorithms.core.graph import GraphStepper
+from isles.algorithms.core.population import Population, PopulationRoles, by_role
+from isles.algorithms.core.random import CounterRNG
+from isles.islands.build import build_algorithm, build_evaluator
+from isles.islands.migration import PAD, replacement, route, select_best
 
 MASTER_ID = -1  # source id of the master swarm's best in migration plans
 
@@ -38,7 +38,7 @@ class IslandGroup:
             ``island_ids`` (global ids of this group's islands), ``seed``, ``device``
             (``auto|cpu|gpu``), ``dtype`` (``float32|float64``), ``n_migrants`` (``k``) and
             ``replacement`` (``fair_replace|replace_worst``), ``target`` (stop rule
-            ``stop.f_target + stop.tol`` or ``None``, :class:`algorithms.core.base.Context`), ``cuda_graph`` (replay captured
+            ``stop.f_target + stop.tol`` or ``None``, :class:`isles.algorithms.core.base.Context`), ``cuda_graph`` (replay captured
             generations on CuPy, default true).
 
     Raises:
@@ -129,7 +129,7 @@ class IslandGroup:
 
     def _migrate(self, inbound: dict, remote: dict) -> None:
         """Immigrants in, through :func:`islands.migration.route` and
-        :func:`islands.migration.replacement`: the one code path for every algorithm. Each
+        :func:`isles.islands.migration.replacement`: the one code path for every algorithm. Each
         population role receives emigrants of the same role only, and the algorithm may
         re-assess immigrants before they compete (:meth:`IslandAlgorithm.assess_immigrants`)."""
         xp, I = self.xp, len(self.island_ids)

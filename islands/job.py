@@ -18,17 +18,18 @@ import traceback
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from algorithms.core.backend import DEVICES, cupy_or_none, dtype_of
-from algorithms.core.base import check_range
-from islands import checkpoint
-from islands.build import build_algorithm, build_problem, check_pairing
-from islands.migration import REPLACEMENTS
-from islands.placement import needs_ray
-from islands.schema import check_keys
-from problems.constraints import check_handling
-from islands.coordinator import Coordinator, RunResult
-from islands.progress import ConsoleProgress, print_summary, result_line
-from islands.tracking import ROOT, TrackingProcess, flatten
+from isles.algorithms.core.backend import DEVICES, cupy_or_none, dtype_of
+from isles.algorithms.core.base import check_range
+from isles.islands import checkpoint
+from isles.islands.build import build_algorithm, build_problem, check_pairing
+from isles.islands.migration import REPLACEMENTS
+from isles.islands.placement import needs_ray
+from isles.islands.schema import check_keys
+from isles.problems.constraints import check_handling
+from isles.islands.coordinator import Coordinator, RunResult
+from isles.islands.progress import ConsoleProgress, print_summary, result_line
+from isles import CHECKOUT
+from isles.islands.tracking import TrackingProcess, flatten
 
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
 
@@ -36,7 +37,9 @@ RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifac
 def init_ray(ray_cfg: dict) -> None:
     """Start a local Ray (no ``ray.address``) or connect to a cluster (``ray.address``).
 
-    The repository travels to a cluster's workers as the Ray ``working_dir``.
+    From a checkout, the repository travels to a cluster's workers as the Ray ``working_dir``
+    (and local workers find it on ``PYTHONPATH``); an installed isles must be installed on the
+    cluster's nodes too (``cluster/``).
     """
     import ray  # noqa: PLC0415
 
@@ -44,10 +47,10 @@ def init_ray(ray_cfg: dict) -> None:
         return
     address = ray_cfg.get("address")
     if address:
-        ray.init(address=address, runtime_env={"working_dir": str(ROOT), "excludes": RAY_EXCLUDES},
-                 log_to_driver=True)
+        env = {"working_dir": str(CHECKOUT), "excludes": RAY_EXCLUDES} if CHECKOUT is not None else {}
+        ray.init(address=address, runtime_env=env, log_to_driver=True)
     else:
-        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
         ray.init(num_cpus=ray_cfg.get("num_cpus"), include_dashboard=bool(ray_cfg.get("include_dashboard", False)),
                  runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
                  configure_logging=True, logging_level="warning")
@@ -153,7 +156,7 @@ def validate(cfg: dict) -> None:
     as the user types it and the allowed values.
 
     Raises:
-        ValueError: a key the schema does not know (:func:`islands.schema.check_keys`);
+        ValueError: a key the schema does not know (:func:`isles.islands.schema.check_keys`);
             ``device``, ``dtype``, ``seed`` or ``generations`` out of range; ``device=gpu`` on a
             machine without a GPU when no cluster address is given; ``constraints.handling`` or
             ``constraints.penalty``; ``islands.n_actors``, ``islands.replacement``; an unreachable
@@ -183,7 +186,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     """Run the experiment described by ``cfg``; return the result and the MLflow run id.
 
     ``use_ray``: ``None`` (default) starts Ray only when the run needs it
-    (:func:`islands.placement.needs_ray`: a cluster address, async mode, or several island
+    (:func:`isles.islands.placement.needs_ray`: a cluster address, async mode, or several island
     groups); ``True`` always, ``False`` never (everything in this process).
 
     Raises:

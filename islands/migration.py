@@ -1,6 +1,6 @@
 """Migration policies and routing: which individuals emigrate, which reach whom, where they land.
 
-One code path moves whole individuals (:class:`algorithms.core.population.Population`: genome of
+One code path moves whole individuals (:class:`isles.algorithms.core.population.Population`: genome of
 any dtype, fitness, violation and extras such as a particle's velocity or EP's step sizes) for
 every algorithm, following pagmo 2's policies:
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.core.population import Population
-from problems.constraints import better
+from isles.algorithms.core.population import Population
+from isles.problems.constraints import better
 
 REPLACEMENTS = ("fair_replace", "replace_worst")
 PAD = -2  # source id of a padding slot in route()'s src_of

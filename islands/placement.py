@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from algorithms.core.backend import DEVICES, cupy_or_none
+from isles.algorithms.core.backend import DEVICES, cupy_or_none
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from problems.constraints import feasibility_report
+from isles.problems.constraints import feasibility_report
 
 
 class ConsoleProgress:

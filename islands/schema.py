@@ -13,8 +13,8 @@ ConfigStore), so the composed config is typed and closed:
 
 Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topology``,
 ``master``) are open here: their ``_target_`` class validates its own parameters when it is built
-(:mod:`islands.build`), before Ray starts. Ranges and allowed values are checked by
-:func:`islands.job.validate`, also before Ray starts, with the same one-line message form.
+(:mod:`isles.islands.build`), before Ray starts. Ranges and allowed values are checked by
+:func:`isles.islands.job.validate`, also before Ray starts, with the same one-line message form.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class StopConfig:
 
 @dataclass
 class ConstraintsConfig:
-    """Constraint handling (:class:`problems.constraints.Evaluator`)."""
+    """Constraint handling (:class:`isles.problems.constraints.Evaluator`)."""
 
     handling: str = "feasibility"
     penalty: float = 1.0e6

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.core.base import check_range
+from isles.algorithms.core.base import check_range
 
 
 class Topology:

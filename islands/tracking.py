@@ -28,11 +28,9 @@ import queue
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _mlflow():
@@ -66,9 +64,13 @@ def flatten(d: dict, prefix: str = "") -> dict:
 
 
 def git_commit() -> str:
-    """The repository's HEAD commit, or ``"unknown"``."""
+    """The checkout's HEAD commit, or ``"unknown"`` (an installed wheel, or no git)."""
+    from isles import CHECKOUT  # noqa: PLC0415
+
+    if CHECKOUT is None:
+        return "unknown"
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=CHECKOUT, capture_output=True, text=True,
                               timeout=5).stdout.strip() or "unknown"
     except Exception:
         return "unknown"
@@ -173,8 +175,8 @@ class MlflowTracker:
 
     def on_end(self, result) -> None:
         """Final metrics and the artifacts (convergence plot, best solution, migrations)."""
-        from islands.plots import convergence_figure  # noqa: PLC0415
-        from problems.constraints import feasibility_report  # noqa: PLC0415
+        from isles.islands.plots import convergence_figure  # noqa: PLC0415
+        from isles.problems.constraints import feasibility_report  # noqa: PLC0415
 
         mlflow = _mlflow()
         self.flush()
@@ -341,7 +343,7 @@ def _tracking_main(conn, logger_cfg, params, config_yaml, problem, run_id) -> No
         conn.send(("run_id", tracker.start(run_id)))
         # the convergence plot's imports (matplotlib) while the run goes on; joined before any
         # other import of them (two threads importing one package at once can see it half-made)
-        plots = threading.Thread(target=__import__, args=("islands.plots",), daemon=True)
+        plots = threading.Thread(target=__import__, args=("isles.islands.plots",), daemon=True)
         plots.start()
         while True:
             name, arg = conn.recv()

@@ -69,7 +69,7 @@ class Problem:
     * ``ISLES_DEV T obj_final(const T* acc, int n)``: ``f`` from the fully merged accumulators;
       ``n = D`` (real) or ``n_bits`` (bits);
     * if ``OBJ_HAS_V``: ``ISLES_DEV T obj_violation(const T* acc, int n)``, the total normalised
-      violation ``sum_i max(0, g_i / scale_i)`` (``problems.constraints.total_violation``).
+      violation ``sum_i max(0, g_i / scale_i)`` (``isles.problems.constraints.total_violation``).
 
     Real genomes (``genome == "real"``) additionally define ``#define OBJ_NEXT 0|1`` and
     ``ISLES_DEV void obj_term(T* acc, T x, T x_next, int j)``, which folds coordinate ``j`` in

@@ -1,17 +1,17 @@
 """Scalable unconstrained benchmark functions (``shared/problems.md`` section 5).
 
-Each class is a :class:`problems.base.ScalableProblem`: ``__init__(dim=..., lower=None,
+Each class is a :class:`isles.problems.base.ScalableProblem`: ``__init__(dim=..., lower=None,
 upper=None)`` with the seed setting of ``default_bounds``/``dim`` below, ``n_constraints = 0`` and
 ``f_star`` set for the chosen ``dim``. ``objective(X)`` takes ``X`` of shape ``(..., D)`` (NumPy
 or CuPy, any float dtype) and returns ``X.shape[:-1]`` in the same module and dtype (constants are
 Python floats, so float32 stays float32; sums run over the last axis).
 
-Fused objectives (``cuda_objective``, the contract of :class:`problems.base.Problem`): Sphere,
+Fused objectives (``cuda_objective``, the contract of :class:`isles.problems.base.Problem`): Sphere,
 Rastrigin, Ackley (its ``b`` baked in), Griewank, Rosenbrock (``OBJ_NEXT 1``, ``D`` baked in) and
 Schwefel 2.26 give one; Schwefel 1.2 (prefix sums, not a fold of independent terms) gives
 ``None``. The sources compute the same formulas in ``T`` as ``objective`` does in ``X.dtype``.
 
-Raises (from :class:`problems.base.Problem`): ``ValueError`` when ``lower``/``upper`` do not have
+Raises (from :class:`isles.problems.base.Problem`): ``ValueError`` when ``lower``/``upper`` do not have
 1 or ``dim`` entries (field ``problem.lower``/``problem.upper``), ``lower > upper`` or ``dim < 1``.
 
 Sources: the classic definitions (Yao & Liu's FEP set; Storn & Price 1997) as used by seeds
@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from array_api_compat import array_namespace
-from problems.base import ScalableProblem
+from isles.problems.base import ScalableProblem
 
 __all__ = ["Sphere", "Rastrigin", "Ackley", "Griewank", "Rosenbrock", "Schwefel226", "Schwefel12"]
 
@@ -38,7 +38,7 @@ ISLES_DEV void obj_merge(T* acc, const T* other) { acc[0] += other[0]; }
 
 
 def _sum_source(term: str, final: str = "acc[0]") -> str:
-    """Fused source (contract of :class:`problems.base.Problem`) of ``f = final(sum_j term(x_j))``:
+    """Fused source (contract of :class:`isles.problems.base.Problem`) of ``f = final(sum_j term(x_j))``:
     one sum accumulator, no ``x_next``. ``term`` is a C expression of ``x`` (and ``j``)."""
     return _SUM1 + (
         "ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) {\n"
@@ -66,7 +66,7 @@ class Sphere(ScalableProblem):
 
     @property
     def cuda_objective(self) -> str:
-        """Fused source: one sum of ``x_j^2`` (:class:`problems.base.Problem` contract)."""
+        """Fused source: one sum of ``x_j^2`` (:class:`isles.problems.base.Problem` contract)."""
         return _sum_source("x * x")
 
 

@@ -1,14 +1,14 @@
 """Natively binary problems (minimisation): OneMax, concatenated deceptive trap-k, 0/1 knapsack.
 
 Every class here has ``genome = "bits"`` and ``n_bits = L``; ``dim = L`` with the box ``[0, 1]``
-so that :class:`problems.base.Problem`'s bookkeeping holds. ``objective(B)`` and
+so that :class:`isles.problems.base.Problem`'s bookkeeping holds. ``objective(B)`` and
 ``constraints(B)`` take **unpacked** bits ``B`` of shape ``(..., L)`` (uint8 0/1, or bool or any
 integer dtype holding 0/1; NumPy or CuPy, found with ``array_api_compat.array_namespace``) and
 return float64 arrays in ``B``'s module (the values are integers, exact in float64);
-:class:`problems.constraints.Evaluator` casts them to the run's dtype.
+:class:`isles.problems.constraints.Evaluator` casts them to the run's dtype.
 
 Each class also gives ``cuda_objective`` (the fused-objective contract of
-:class:`problems.base.Problem`): units are 32-bit words (OneMax), blocks of ``k`` bits (trap-k)
+:class:`isles.problems.base.Problem`): units are 32-bit words (OneMax), blocks of ``k`` bits (trap-k)
 and items (knapsack); accumulators hold integer counts and sums, exact in ``T`` up to ``2^53``
 (double) or ``2^24`` (float).
 
@@ -24,7 +24,7 @@ import math
 import numpy as np
 from array_api_compat import array_namespace
 
-from problems.base import Problem
+from isles.problems.base import Problem
 
 __all__ = ["OneMax", "Trap", "Knapsack", "KNAPSACK_KINDS", "knapsack_optimum"]
 
@@ -55,7 +55,7 @@ class BitProblem(Problem):
     Args:
         n_bits: genome length ``L`` (an integer >= 1).
         f_star: known optimum, or ``None``.
-        constraint_scale: as :class:`problems.base.Problem`.
+        constraint_scale: as :class:`isles.problems.base.Problem`.
 
     Raises:
         ValueError: ``n_bits`` is not an integer >= 1 (field ``problem.n_bits``).
@@ -69,7 +69,7 @@ class BitProblem(Problem):
         super().__init__(n, 0.0, 1.0, f_star=f_star, constraint_scale=constraint_scale)
 
     def describe(self) -> dict:
-        """:meth:`problems.base.Problem.describe` plus ``n_bits``, without the per-bit bounds."""
+        """:meth:`isles.problems.base.Problem.describe` plus ``n_bits``, without the per-bit bounds."""
         d = super().describe()
         d.update(n_bits=self.n_bits, lower=0.0, upper=1.0)
         return d

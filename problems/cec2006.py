@@ -12,13 +12,13 @@ Shapes: ``X`` is ``(..., D)`` (NumPy or CuPy, any float dtype); ``objective`` re
 ``X.shape[:-1]``, ``constraints`` returns ``X.shape[:-1] + (m,)`` with ``g <= 0`` feasible.
 Constants are Python floats so float32 input stays float32. These are ordinary constrained
 problems: every algorithm runs them (Deb's rules or the static penalty); the co-evolutionary DE
-runs them through the augmented Lagrangian (:class:`problems.minmax.AugmentedLagrangian`).
+runs them through the augmented Lagrangian (:class:`isles.problems.minmax.AugmentedLagrangian`).
 """
 from __future__ import annotations
 
 from array_api_compat import array_namespace
 
-from problems.base import Problem
+from isles.problems.base import Problem
 
 __all__ = ["G01", "G07", "G09", "G10"]
 

@@ -12,7 +12,7 @@ constraint handling method for genetic algorithms", CMAME 186, 2000):
 The static penalty (``handling="penalty"``) ranks by ``f + r * v`` with ``v`` reported as 0 to the
 algorithm, so the same lexicographic comparison serves both. ``handling="augmented_lagrangian"``
 ranks like ``feasibility``: the problem itself is turned into the min-max problem of its augmented
-Lagrangian (:class:`problems.minmax.AugmentedLagrangian`, built by ``islands/build.py``), which only
+Lagrangian (:class:`isles.problems.minmax.AugmentedLagrangian`, built by ``islands/build.py``), which only
 a min-max algorithm (the co-evolutionary DE) solves; ``(f, v)`` stay the real objective and
 violation, on which its result is chosen.
 
@@ -81,7 +81,7 @@ class Evaluator:
     """Evaluates a population and returns the ranking pair ``(f, v)`` and a NaN count.
 
     Args:
-        problem: a :class:`problems.base.Problem`.
+        problem: a :class:`isles.problems.base.Problem`.
         handling: ``"feasibility"`` (Deb's rules, default), ``"penalty"`` (static penalty) or
             ``"augmented_lagrangian"`` (Deb's rules on ``(f, v)``; see the module docstring).
         penalty: the static penalty factor ``r`` (> 0), used with ``handling="penalty"``.

@@ -1,6 +1,6 @@
 """Host harness of the fused-objective contract: compile a problem's ``cuda_objective`` as C.
 
-The contract (:class:`problems.base.Problem`) makes every fused objective valid C under
+The contract (:class:`isles.problems.base.Problem`) makes every fused objective valid C under
 ``-DISLES_HOST_EMU``. :func:`host_objective` compiles ``prelude + problem.cuda_objective + a C
 evaluation loop`` with ``gcc -DISLES_HOST_EMU -DIS_F32=0|1 -O2 -ffp-contract=off -shared -fPIC``,
 loads it with :mod:`ctypes` and evaluates rows serially, the way a kernel does: ``obj_init``;
@@ -23,7 +23,7 @@ import tempfile
 
 import numpy as np
 
-from problems.base import objective_macros
+from isles.problems.base import objective_macros
 
 __all__ = ["HostObjective", "host_objective", "compiler", "pack_bits_le"]
 
@@ -142,7 +142,7 @@ def host_objective(problem, prelude: str, dtype=np.float64) -> HostObjective:
     """Compile ``prelude + problem.cuda_objective + harness`` with gcc and load it (cached).
 
     Args:
-        problem: a :class:`problems.base.Problem` whose ``cuda_objective`` is not ``None``.
+        problem: a :class:`isles.problems.base.Problem` whose ``cuda_objective`` is not ``None``.
         prelude: ``HASH + ARITHMETIC + MATH`` of ``algorithms/core/cuda_prelude.py``.
         dtype: float32 (``IS_F32=1``) or float64.
 
@@ -150,7 +150,7 @@ def host_objective(problem, prelude: str, dtype=np.float64) -> HostObjective:
         A :class:`HostObjective`.
 
     Raises:
-        ValueError: no ``cuda_objective``, bad macros (:func:`problems.base.objective_macros`) or
+        ValueError: no ``cuda_objective``, bad macros (:func:`isles.problems.base.objective_macros`) or
             an unsupported dtype.
         RuntimeError: no C compiler, or the compilation failed (the message holds gcc's output).
     """

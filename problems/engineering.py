@@ -14,14 +14,14 @@ Shapes: ``X`` is ``(..., D)`` (NumPy or CuPy, any float dtype, e.g. ``islands x 
 ``objective`` returns ``X.shape[:-1]`` and ``constraints`` returns ``X.shape[:-1] + (m,)`` with
 ``g <= 0`` feasible, in ``X``'s array module and dtype. Constants are Python floats so float32
 input stays float32. Divisions are not guarded (the standard formulations have no guard; a zero
-denominator gives inf/NaN, which :class:`problems.constraints.Evaluator` treats as infeasible).
+denominator gives inf/NaN, which :class:`isles.problems.constraints.Evaluator` treats as infeasible).
 """
 from __future__ import annotations
 
 import math
 
 from array_api_compat import array_namespace
-from problems.base import Problem
+from isles.problems.base import Problem
 
 __all__ = ["Spring", "WeldedBeam", "WeldedBeamJ4", "SpeedReducer", "SpeedReducerB", "SpeedReducerC"]
 

@@ -1,7 +1,7 @@
 """Min-max problems ``min_x max_y L(x, y)`` and the augmented Lagrangian (seed 000).
 
 A **min-max problem** (:class:`MinMaxProblem`) declares two boxes, the x box (``dim``, ``lower``,
-``upper``, as every :class:`problems.base.Problem`) and the y box (``y_dim``, ``y_lower``,
+``upper``, as every :class:`isles.problems.base.Problem`) and the y box (``y_dim``, ``y_lower``,
 ``y_upper``), and evaluates the **payoff** of every pair at once::
 
     payoff(X (..., Nx, Dx), Y (..., Ny, Dy)) -> L (..., Nx, Ny),   L[..., i, j] = L(x_i, y_j)
@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 from array_api_compat import array_namespace
 
-from problems.base import Problem, box
+from isles.problems.base import Problem, box
 
 __all__ = ["MinMaxProblem", "SaddleP1", "AugmentedLagrangian", "al_penalty", "check_payoff_shape"]
 
@@ -46,7 +46,7 @@ class MinMaxProblem(Problem):
     """Base class of min-max problems ``min_{x in X box} max_{y in Y box} L(x, y)``.
 
     Args:
-        dim, lower, upper: the x box (``Dx``; as :class:`problems.base.Problem`).
+        dim, lower, upper: the x box (``Dx``; as :class:`isles.problems.base.Problem`).
         y_dim, y_lower, y_upper: the y box (``Dy``), a number or ``Dy`` numbers each.
         f_star: the saddle value ``min_x max_y L``, or ``None``.
 
@@ -179,7 +179,7 @@ class AugmentedLagrangian(MinMaxProblem):
     results, feasibility and Deb's rules use the real objective (``objective_known``).
 
     Args:
-        problem: any constrained :class:`problems.base.Problem` with ``m >= 1`` (a built-in or a
+        problem: any constrained :class:`isles.problems.base.Problem` with ``m >= 1`` (a built-in or a
             user's problem).
         r: penalty factor ``> 0`` (seed 000 Table 1: 1e7).
         multiplier_bound: ``mu_max > 0``, the upper end of the multiplier box. The default 1e4
@@ -238,7 +238,7 @@ class AugmentedLagrangian(MinMaxProblem):
     @property
     def pair_cuda(self) -> str:
         """CUDA source of one pair's payoff (the fused CDE kernel's contract,
-        :mod:`algorithms.coevolution.cuda`): ``tx = (f, g_1/s_1, ..)``, ``ty = mu``; ``r`` baked in;
+        :mod:`isles.algorithms.coevolution.cuda`): ``tx = (f, g_1/s_1, ..)``, ``ty = mu``; ``r`` baked in;
         the same separately rounded operations as :func:`al_penalty`, penalties summed left to right."""
         return (f"#define PAY_KX {1 + self.n_constraints}\n#define PAY_KY {self.n_constraints}\n"
                 f"#define AL_R ((T){self.r!r})\n#define AL_2R ((T)(2.0 * {self.r!r}))\n"

@@ -1,15 +1,15 @@
 """Problem registry: id -> class, and :func:`make_problem` for the config's ``problem.name``.
 
 Ids and formulations follow ``shared/problems.md`` (sections 3, 4 and 5); the binary problems
-(``onemax``, ``trap5``, ``knapsack``) are in :mod:`problems.binary`.
+(``onemax``, ``trap5``, ``knapsack``) are in :mod:`isles.problems.binary`.
 """
 from __future__ import annotations
 
-from problems.base import Problem
-from problems.binary import Knapsack, OneMax, Trap
-from problems.cec2006 import G01, G07, G09, G10
-from problems.benchmarks import Ackley, Griewank, Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere
-from problems.engineering import (
+from isles.problems.base import Problem
+from isles.problems.binary import Knapsack, OneMax, Trap
+from isles.problems.cec2006 import G01, G07, G09, G10
+from isles.problems.benchmarks import Ackley, Griewank, Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere
+from isles.problems.engineering import (
     SpeedReducer,
     SpeedReducerB,
     SpeedReducerC,

@@ -8,9 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from problems.binary import KNAPSACK_KINDS, Knapsack, OneMax, Trap, knapsack_instance, knapsack_optimum
-from problems.constraints import Evaluator
-from problems.registry import make_problem
+from isles.problems.binary import KNAPSACK_KINDS, Knapsack, OneMax, Trap, knapsack_instance, knapsack_optimum
+from isles.problems.constraints import Evaluator
+from isles.problems.registry import make_problem
 
 
 def _bits(s: str) -> np.ndarray:
@@ -173,7 +173,7 @@ def test_registry_and_configs_build_the_binary_problems():
     for name, cls in (("onemax", OneMax), ("trap5", Trap), ("knapsack", Knapsack)):
         cfg = yaml.safe_load((root / f"{name}.yaml").read_text())
         target = cfg.pop("_target_")
-        assert target == f"problems.binary.{cls.__name__}"
+        assert target == f"isles.problems.binary.{cls.__name__}"
         p = cls(**cfg)
         assert make_problem(name, **cfg).describe() == p.describe()
         assert p.describe()["genome"] == "bits"

@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algorithms.coevolution.cde import CDE, CDEParams
-from algorithms.core.base import Context
-from algorithms.core.random import CounterRNG
-from algorithms.de.de import apply_bounds, mutant_vectors, sample_indices
-from algorithms.de.crossover import crossover_mask
-from islands.build import build_evaluator, check_pairing
-from islands.group import IslandGroup
-from problems.cec2006 import G07, G10
-from problems.constraints import Evaluator, feasibility_report
-from problems.engineering import Spring
-from problems.minmax import AugmentedLagrangian, SaddleP1, al_penalty
+from isles.algorithms.coevolution.cde import CDE, CDEParams
+from isles.algorithms.core.base import Context
+from isles.algorithms.core.random import CounterRNG
+from isles.algorithms.de.de import apply_bounds, mutant_vectors, sample_indices
+from isles.algorithms.de.crossover import crossover_mask
+from isles.islands.build import build_evaluator, check_pairing
+from isles.islands.group import IslandGroup
+from isles.problems.cec2006 import G07, G10
+from isles.problems.constraints import Evaluator, feasibility_report
+from isles.problems.engineering import Spring
+from isles.problems.minmax import AugmentedLagrangian, SaddleP1, al_penalty
 from tests.user_problems import BadPayoff, UserSaddle
 
 
@@ -187,9 +187,9 @@ def test_user_minmax_problem_without_worst_case():
 
 # -- islands -------------------------------------------------------------------------------------
 def _group(n=2, **algo):
-    spec = {"problem": {"_target_": "problems.cec2006.G07"},
+    spec = {"problem": {"_target_": "isles.problems.cec2006.G07"},
             "constraints": {"handling": "augmented_lagrangian", "r": 1e4, "multiplier_bound": 100.0},
-            "algorithm": {"_target_": "algorithms.coevolution.cde.CDE", "pop_size": 10, "pop_size_y": 6,
+            "algorithm": {"_target_": "isles.algorithms.coevolution.cde.CDE", "pop_size": 10, "pop_size_y": 6,
                           "gens_x": 3, "gens_y": 3, **algo},
             "island_ids": list(range(n)), "seed": 3, "device": "cpu", "n_migrants": 2,
             "replacement": "replace_worst"}
@@ -254,7 +254,7 @@ def test_bad_parameters(kw, needle):
 
 
 def test_pairing_checks():
-    from algorithms.de.de import DE  # noqa: PLC0415
+    from isles.algorithms.de.de import DE  # noqa: PLC0415
 
     with pytest.raises(ValueError, match="constraints.handling=augmented_lagrangian: needs a min-max algorithm"):
         check_pairing(DE(), G07(), {"handling": "augmented_lagrangian"})
@@ -265,19 +265,19 @@ def test_pairing_checks():
     with pytest.raises(ValueError, match="returned shape"):
         check_pairing(CDE(), BadPayoff(2), {})
     check_pairing(CDE(), SaddleP1(3), {"handling": "augmented_lagrangian"})
-    ev = build_evaluator({"_target_": "problems.cec2006.G07"}, {"handling": "augmented_lagrangian", "r": 5.0})
+    ev = build_evaluator({"_target_": "isles.problems.cec2006.G07"}, {"handling": "augmented_lagrangian", "r": 5.0})
     assert isinstance(ev.problem, AugmentedLagrangian) and ev.problem.r == 5.0
 
 
 # -- the fused pair kernel, host-emulated ----------------------------------------------------------
 @pytest.mark.parametrize("pid", ["p1", "g07", "g01", "g10", "spring"])
 def test_host_emulated_pair_kernel_equals_numpy(pid):
-    from algorithms.coevolution.cuda import compiler, host_pairs  # noqa: PLC0415
+    from isles.algorithms.coevolution.cuda import compiler, host_pairs  # noqa: PLC0415
 
     if compiler() is None:
         pytest.skip("no C compiler")
     p = {"p1": lambda: SaddleP1(7), "g07": lambda: AugmentedLagrangian(G07(), r=1e3, multiplier_bound=10.0),
-         "g01": lambda: AugmentedLagrangian(__import__("problems.cec2006", fromlist=["G01"]).G01()),
+         "g01": lambda: AugmentedLagrangian(__import__("isles.problems.cec2006", fromlist=["G01"]).G01()),
          "g10": lambda: AugmentedLagrangian(G10()), "spring": lambda: AugmentedLagrangian(Spring())}[pid]()
     ctx = ctx_of(p, 3)
     algo = CDE(pop_size=9, pop_size_y=6, gens_x=2, gens_y=2)
@@ -317,7 +317,7 @@ def test_seed_settings_reach_the_quality_target(pid, strategy):
 
 
 def test_minmax_y_box_is_checked_like_the_x_box():
-    from problems.minmax import MinMaxProblem
+    from isles.problems.minmax import MinMaxProblem
 
     with pytest.raises(ValueError, match=r"problem.y_lower > problem.y_upper at variable\(s\) \[1\]"):
         MinMaxProblem(2, -1.0, 1.0, 2, [0.0, 1.0], [1.0, 0.0])

@@ -14,13 +14,13 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 
 cp = cupy_or_skip()
 
-from algorithms.coevolution.cde import CDE  # noqa: E402
-from algorithms.core.base import Context  # noqa: E402
-from algorithms.core.graph import GraphStepper  # noqa: E402
-from algorithms.core.random import CounterRNG  # noqa: E402
-from problems.cec2006 import G07  # noqa: E402
-from problems.constraints import Evaluator  # noqa: E402
-from problems.minmax import AugmentedLagrangian, SaddleP1  # noqa: E402
+from isles.algorithms.coevolution.cde import CDE  # noqa: E402
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.core.graph import GraphStepper  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.problems.cec2006 import G07  # noqa: E402
+from isles.problems.constraints import Evaluator  # noqa: E402
+from isles.problems.minmax import AugmentedLagrangian, SaddleP1  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from islands.build import build_algorithm, build_problem
+from isles.islands.build import build_algorithm, build_problem
 from tests.helpers import make_cfg, plain
 
 EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "experiment").glob("*.yaml"))

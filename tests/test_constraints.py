@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from problems.base import Problem
-from problems.constraints import Evaluator, argbest, better, feasibility_report, total_violation
+from isles.problems.base import Problem
+from isles.problems.constraints import Evaluator, argbest, better, feasibility_report, total_violation
 
 
 class TwoConstraints(Problem):

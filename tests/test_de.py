@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from algorithms.core.base import Context
-from algorithms.core.population import Population
-from algorithms.de.crossover import (
+from isles.algorithms.core.base import Context
+from isles.algorithms.core.population import Population
+from isles.algorithms.de.crossover import (
     binomial_mask,
     crossover_lengths,
     crossover_mask,
@@ -21,7 +21,7 @@ from algorithms.de.crossover import (
     segment_mask,
     start_indices,
 )
-from algorithms.de.de import (
+from isles.algorithms.de.de import (
     DE,
     N_RANDOM,
     STRATEGIES,
@@ -31,9 +31,9 @@ from algorithms.de.de import (
     sample_indices,
     select,
 )
-from algorithms.core.random import CounterRNG
-from problems.base import ScalableProblem
-from problems.constraints import Evaluator
+from isles.algorithms.core.random import CounterRNG
+from isles.problems.base import ScalableProblem
+from isles.problems.constraints import Evaluator
 
 CROSSOVERS = ("bin", "exp", "nec")
 BOUNDS = ("clip", "reflect", "reinit")
@@ -443,7 +443,7 @@ def _fake_cupy_ctx(problem, dtype=np.float32, handling="feasibility"):
 
 
 def _real_problems_with_source():
-    from problems.registry import PROBLEMS, make_problem  # noqa: PLC0415
+    from isles.problems.registry import PROBLEMS, make_problem  # noqa: PLC0415
 
     out = []
     for name, cls in PROBLEMS.items():
@@ -464,8 +464,8 @@ def test_fused_kernel_source_has_no_problem_names_and_compiles_on_the_host():
     import subprocess  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
-    from algorithms.de import cuda as de_cuda  # noqa: PLC0415  (imports no CuPy)
-    from problems.registry import PROBLEMS  # noqa: PLC0415
+    from isles.algorithms.de import cuda as de_cuda  # noqa: PLC0415  (imports no CuPy)
+    from isles.problems.registry import PROBLEMS  # noqa: PLC0415
 
     assert not hasattr(de_cuda, "PROBLEM_IDS")
     names = set(PROBLEMS) | {c.__name__ for c in PROBLEMS.values()} | {"schwefel", "trap", "onemax"}
@@ -488,8 +488,8 @@ def test_fused_kernel_source_has_no_problem_names_and_compiles_on_the_host():
 
 
 def test_fused_unsupported_reasons_come_from_the_contract():
-    from algorithms.de import cuda as de_cuda  # noqa: PLC0415
-    from problems.registry import make_problem  # noqa: PLC0415
+    from isles.algorithms.de import cuda as de_cuda  # noqa: PLC0415
+    from isles.problems.registry import make_problem  # noqa: PLC0415
 
     params = DEParams(pop_size=10)
     for p in _real_problems_with_source():

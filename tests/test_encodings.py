@@ -12,8 +12,8 @@ import ctypes
 import numpy as np
 import pytest
 
-from algorithms.core.cuda_prelude import ARITHMETIC, HASH
-from algorithms.core.encodings import (
+from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH
+from isles.algorithms.core.encodings import (
     Binary,
     Bits,
     Gray,
@@ -27,9 +27,9 @@ from algorithms.core.encodings import (
     unpack_bits,
     valid_mask,
 )
-from algorithms.core.random import CounterRNG, bits_to_uniform
-from problems.benchmarks import Rastrigin, Sphere
-from problems.binary import OneMax
+from isles.algorithms.core.random import CounterRNG, bits_to_uniform
+from isles.problems.benchmarks import Rastrigin, Sphere
+from isles.problems.binary import OneMax
 
 RS = np.random.default_rng(2026)
 
@@ -229,7 +229,7 @@ def test_make_encoding():
 # ---- the CUDA decoders as C ----------------------------------------------------------------------
 
 def _host_decode(enc, words, f32):
-    from algorithms.ga.cuda import compile_host, host_compiler  # noqa: PLC0415
+    from isles.algorithms.ga.cuda import compile_host, host_compiler  # noqa: PLC0415
 
     if host_compiler() is None:
         pytest.skip("no C compiler for the host emulation")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
-from islands import checkpoint
-from islands.coordinator import Coordinator
+from isles.islands import checkpoint
+from isles.islands.coordinator import Coordinator
 from tests.helpers import make_cfg, plain
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -52,7 +52,7 @@ def coordinator(*overrides, callbacks=(), use_ray=True):
 def test_killed_actor_is_restarted_and_the_result_is_unchanged(ray_local, n_actors, caplog):
     reference = coordinator(f"islands.n_actors={n_actors}").run()
     kill = KillAt(epoch=5)
-    with caplog.at_level("WARNING", logger="islands.coordinator"):
+    with caplog.at_level("WARNING", logger="isles.islands.coordinator"):
         result = coordinator(f"islands.n_actors={n_actors}", callbacks=[kill]).run()
     assert kill.killed
     assert "died" in caplog.text and "snapshot of epoch" in caplog.text  # it was restarted mid-run

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from algorithms.core.base import Context
-from algorithms.core.population import Population
-from algorithms.core.random import CounterRNG
-from algorithms.ep import cuda as ep_cuda
-from algorithms.ep.fep import (
+from isles.algorithms.core.base import Context
+from isles.algorithms.core.population import Population
+from isles.algorithms.core.random import CounterRNG
+from isles.algorithms.ep import cuda as ep_cuda
+from isles.algorithms.ep.fep import (
     DRAW_CAUCHY,
     DRAW_ETA,
     DRAW_ETA_IND,
@@ -29,11 +29,11 @@ from algorithms.ep.fep import (
     select_survivors,
     tournament_wins,
 )
-from islands.build import build_problem
-from islands.group import MASTER_ID, IslandGroup
-from problems.base import ScalableProblem
-from problems.benchmarks import Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere
-from problems.constraints import Evaluator, better
+from isles.islands.build import build_problem
+from isles.islands.group import MASTER_ID, IslandGroup
+from isles.problems.base import ScalableProblem
+from isles.problems.benchmarks import Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere
+from isles.problems.constraints import Evaluator, better
 from tests.helpers import make_cfg, plain
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -241,8 +241,8 @@ def test_cep_fep_converge_on_sphere():
 # ---- migration ----------------------------------------------------------------------------------
 
 def _group(policy="replace_worst"):
-    spec = {"problem": {"_target_": "problems.benchmarks.Sphere", "dim": 4},
-            "algorithm": {"_target_": "algorithms.ep.fep.FEP", "pop_size": 6},
+    spec = {"problem": {"_target_": "isles.problems.benchmarks.Sphere", "dim": 4},
+            "algorithm": {"_target_": "isles.algorithms.ep.fep.FEP", "pop_size": 6},
             "island_ids": [0, 1], "seed": 0, "device": "cpu", "n_migrants": 2, "replacement": policy}
     return IslandGroup(spec)
 
@@ -358,7 +358,7 @@ def test_seed_003_problems_and_experiment():
     assert p.f_star == pytest.approx(-13407.452393, abs=1e-6)  # shared/problems.md erratum 7.4
     r = plain(make_cfg("+experiment=fep_runs"))
     assert (r["islands"]["n"], r["islands"]["n_actors"], r["topology"]["_target_"]) == \
-        (20, 1, "islands.topology.Unconnected")
+        (20, 1, "isles.islands.topology.Unconnected")
 
 
 def _cli(*args, timeout=180):

@@ -1,4 +1,4 @@
-"""The fused-objective contract (problems.base.Problem.cuda_objective), checked on the CPU.
+"""The fused-objective contract (isles.problems.base.Problem.cuda_objective), checked on the CPU.
 
 Every problem with a source is compiled as C (``-DISLES_HOST_EMU``, problems/cuda_check.py) and
 evaluated row by row (obj_init, obj_term/obj_unit for every j/u, obj_merge of emulated threads,
@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
-from problems.base import objective_macros
-from problems.constraints import Evaluator
-from problems.cuda_check import compiler, host_objective, pack_bits_le
-from problems.registry import PROBLEMS, make_problem
+from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from isles.problems.base import objective_macros
+from isles.problems.constraints import Evaluator
+from isles.problems.cuda_check import compiler, host_objective, pack_bits_le
+from isles.problems.registry import PROBLEMS, make_problem
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler (gcc)")
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from algorithms.core.base import Context
-from algorithms.core.encodings import pack_bits, unpack_bits, valid_mask
-from algorithms.core.random import CounterRNG
-from algorithms.ga import cuda as ga_cuda
-from algorithms.ga.ga import (
+from isles.algorithms.core.base import Context
+from isles.algorithms.core.encodings import pack_bits, unpack_bits, valid_mask
+from isles.algorithms.core.random import CounterRNG
+from isles.algorithms.ga import cuda as ga_cuda
+from isles.algorithms.ga.ga import (
     DRAW_CUT,
     DRAW_RENEW,
     DRAW_XOVER,
@@ -33,10 +33,10 @@ from algorithms.ga.ga import (
     seed_flips,
     tournament,
 )
-from problems.base import Problem
-from problems.benchmarks import Rastrigin, Sphere
-from problems.binary import Knapsack, OneMax, Trap
-from problems.constraints import Evaluator
+from isles.problems.base import Problem
+from isles.problems.benchmarks import Rastrigin, Sphere
+from isles.problems.binary import Knapsack, OneMax, Trap
+from isles.problems.constraints import Evaluator
 
 
 def _ctx(prob, seed=3, streams=(0, 1), dtype=np.float64, target=None, handling="feasibility"):
@@ -405,10 +405,10 @@ def test_float32_run():
 
 def test_island_group_runs_ga():
     """The runtime's island group (no Ray) runs the GA from config dicts, phenotype in the summary."""
-    from islands.group import IslandGroup  # noqa: PLC0415
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
 
-    spec = {"problem": {"_target_": "problems.binary.OneMax", "n_bits": 40},
-            "algorithm": {"_target_": "algorithms.ga.ga.GA", "pop_size": 20},
+    spec = {"problem": {"_target_": "isles.problems.binary.OneMax", "n_bits": 40},
+            "algorithm": {"_target_": "isles.algorithms.ga.ga.GA", "pop_size": 20},
             "island_ids": [0, 1], "seed": 1, "device": "cpu", "target": 0.0}
     g = IslandGroup(spec)
     out = g.run_epoch(30)
@@ -419,7 +419,7 @@ def test_island_group_runs_ga():
 
 def test_config_instantiates():
     from tests.helpers import make_cfg, plain  # noqa: PLC0415
-    from islands.build import build_algorithm  # noqa: PLC0415
+    from isles.islands.build import build_algorithm  # noqa: PLC0415
 
     cfg = plain(make_cfg("algorithm=ga"))["algorithm"]
     ga = build_algorithm(cfg)

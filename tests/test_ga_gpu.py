@@ -22,13 +22,13 @@ cp = cupy_or_skip()
 
 import cupyx  # noqa: E402
 
-from algorithms.core.base import Context  # noqa: E402
-from algorithms.core.random import CounterRNG  # noqa: E402
-from algorithms.ga import cuda as ga_cuda  # noqa: E402
-from algorithms.ga.ga import GA  # noqa: E402
-from problems.benchmarks import Rastrigin  # noqa: E402
-from problems.binary import Knapsack, OneMax, Trap  # noqa: E402
-from problems.constraints import Evaluator  # noqa: E402
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.algorithms.ga import cuda as ga_cuda  # noqa: E402
+from isles.algorithms.ga.ga import GA  # noqa: E402
+from isles.problems.benchmarks import Rastrigin  # noqa: E402
+from isles.problems.binary import Knapsack, OneMax, Trap  # noqa: E402
+from isles.problems.constraints import Evaluator  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

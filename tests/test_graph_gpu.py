@@ -9,14 +9,14 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
-from algorithms.core.base import Context  # noqa: E402
-from algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
-from algorithms.pso.epso import EPSO  # noqa: E402
-from algorithms.core.graph import GraphStepper  # noqa: E402
-from algorithms.core.random import CounterRNG  # noqa: E402
-from islands.group import IslandGroup  # noqa: E402
-from problems.constraints import Evaluator  # noqa: E402
-from problems.registry import make_problem  # noqa: E402
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
+from isles.algorithms.pso.epso import EPSO  # noqa: E402
+from isles.algorithms.core.graph import GraphStepper  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.islands.group import IslandGroup  # noqa: E402
+from isles.problems.constraints import Evaluator  # noqa: E402
+from isles.problems.registry import make_problem  # noqa: E402
 
 
 def ctx_for(xp, streams, problem="welded_beam"):
@@ -66,8 +66,8 @@ def test_run_cmepso_graph_equals_plain():
 
 
 def test_island_group_graph_and_migration():
-    spec = {"problem": {"_target_": "problems.benchmarks.Rastrigin", "dim": 10},
-            "algorithm": {"_target_": "algorithms.pso.epso.EPSO", "n_particles": 12, "n_replicas": 2},
+    spec = {"problem": {"_target_": "isles.problems.benchmarks.Rastrigin", "dim": 10},
+            "algorithm": {"_target_": "isles.algorithms.pso.epso.EPSO", "n_particles": 12, "n_replicas": 2},
             "island_ids": [0, 1, 2], "seed": 1, "device": "gpu", "n_migrants": 2}
     runs = []
     for graph in (True, False):

@@ -6,7 +6,7 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from islands.job import run_job
+from isles.islands.job import run_job
 from tests.helpers import make_cfg
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -36,7 +36,7 @@ def test_tracked_run_reads_back(ray_local, store):
     assert run.info.status == "FINISHED"
     assert run.data.params["algorithm.c1"] == "2.05"
     assert run.data.params["islands.n"] == "4"
-    assert run.data.params["problem._target_"] == "problems.engineering.WeldedBeam"
+    assert run.data.params["problem._target_"] == "isles.problems.engineering.WeldedBeam"
     history = client.get_metric_history(run_id, "best_f")
     assert len(history) == 20 and history[-1].step == 20  # one point per epoch (interval 1)
     assert abs(history[-1].value - result.best_f) < 1e-9

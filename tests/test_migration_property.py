@@ -4,10 +4,10 @@ with truncation, on a genome of integer words and a float extra."""
 import numpy as np
 import pytest
 
-from algorithms.core.base import IslandAlgorithm
-from algorithms.core.population import Population
-from islands.group import MASTER_ID, IslandGroup
-from islands.migration import REPLACEMENTS
+from isles.algorithms.core.base import IslandAlgorithm
+from isles.algorithms.core.population import Population
+from isles.islands.group import MASTER_ID, IslandGroup
+from isles.islands.migration import REPLACEMENTS
 
 
 class WordsAlgorithm(IslandAlgorithm):
@@ -40,7 +40,7 @@ class WordsAlgorithm(IslandAlgorithm):
 
 
 def _group(ids, k, policy, n, fit_seed):
-    spec = {"problem": {"_target_": "problems.benchmarks.Sphere", "dim": 2},
+    spec = {"problem": {"_target_": "isles.problems.benchmarks.Sphere", "dim": 2},
             "algorithm": {"_target_": "tests.test_migration_property.WordsAlgorithm", "pop_size": n,
                           "fit_seed": fit_seed},
             "island_ids": ids, "seed": 0, "device": "cpu", "n_migrants": k, "replacement": policy}

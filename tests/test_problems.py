@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from problems import PROBLEMS, Problem, make_problem
-from problems.constraints import feasibility_report
+from isles.problems import PROBLEMS, Problem, make_problem
+from isles.problems.constraints import feasibility_report
 
 ROOT = Path(__file__).resolve().parents[1]
 IDS = [
@@ -218,7 +218,7 @@ def test_problems_import_nothing_from_algorithms():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_evaluator_dtype(dtype):
     """f and v come back in `dtype` if given, else in X's float dtype, else float64."""
-    from problems.constraints import Evaluator  # noqa: PLC0415
+    from isles.problems.constraints import Evaluator  # noqa: PLC0415
 
     ev = Evaluator(make_problem("spring"))
     X = np.tile(np.array([[0.05, 0.3, 10.0]]), (4, 1)).astype(dtype)

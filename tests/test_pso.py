@@ -2,14 +2,14 @@
 import numpy as np
 import pytest
 
-from algorithms.core.base import Context
-from algorithms.core.population import Population
-from algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso
-from algorithms.pso.epso import EPSO
-from algorithms.pso.pso import PSO, boundary_correction, inertia_weight, vmax_schedule
-from algorithms.core.random import CounterRNG
-from problems.constraints import Evaluator, better, feasibility_report
-from problems.registry import make_problem
+from isles.algorithms.core.base import Context
+from isles.algorithms.core.population import Population
+from isles.algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso
+from isles.algorithms.pso.epso import EPSO
+from isles.algorithms.pso.pso import PSO, boundary_correction, inertia_weight, vmax_schedule
+from isles.algorithms.core.random import CounterRNG
+from isles.problems.constraints import Evaluator, better, feasibility_report
+from isles.problems.registry import make_problem
 
 STATE_SHAPES = {  # key -> shape as a function of (I, N, D)
     "x": "IND", "vel": "IND", "pbest": "IND", "pbest_f": "IN", "pbest_v": "IN",

@@ -11,7 +11,7 @@ skipped where CuPy or a CUDA device is missing. What is checked (seed 001 eqs. 1
 * against NumPy, ``x`` and ``vel`` after one step are bit-identical in float64 where the clamp
   fraction is computed alike (no clamp, or ``k = 1``), within 1e-12 (relative) in float64
   otherwise, and to float32 rounding in float32 (module docstring of algorithms/pso/cuda.py);
-* CUDA-graph replay (:class:`algorithms.core.graph.GraphStepper`) of the fused step equals a plain
+* CUDA-graph replay (:class:`isles.algorithms.core.graph.GraphStepper`) of the fused step equals a plain
   loop of fused steps and a loop of generic steps, bit for bit;
 * a step does not synchronise with the host.
 """
@@ -26,14 +26,14 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 
 cp = cupy_or_skip()
 
-from algorithms.pso import cuda as pso_cuda  # noqa: E402
-from algorithms.core.base import Context  # noqa: E402
-from algorithms.core.graph import GraphStepper  # noqa: E402
-from algorithms.pso.pso import PSO, VMAX_POWER, inertia_weight, vmax_schedule  # noqa: E402
-from algorithms.core.random import CounterRNG  # noqa: E402
-from problems.base import ScalableProblem  # noqa: E402
-from problems.constraints import Evaluator  # noqa: E402
-from problems.registry import make_problem  # noqa: E402
+from isles.algorithms.pso import cuda as pso_cuda  # noqa: E402
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.core.graph import GraphStepper  # noqa: E402
+from isles.algorithms.pso.pso import PSO, VMAX_POWER, inertia_weight, vmax_schedule  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.problems.base import ScalableProblem  # noqa: E402
+from isles.problems.constraints import Evaluator  # noqa: E402
+from isles.problems.registry import make_problem  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

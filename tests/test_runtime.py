@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
-from islands.coordinator import Coordinator
-from islands.placement import plan, split
+from isles.islands.coordinator import Coordinator
+from isles.islands.placement import plan, split
 from tests.helpers import make_cfg, plain
 
 SMALL = ["problem=sphere", "problem.dim=4", "algorithm.n_particles=8", "algorithm.n_replicas=2",

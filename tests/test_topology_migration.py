@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from algorithms.core.population import Population
-from islands.migration import PAD, replacement, route, select_best
-from islands.topology import FreeForm, FullyConnected, RandomGraph, Ring, Star, Unconnected
+from isles.algorithms.core.population import Population
+from isles.islands.migration import PAD, replacement, route, select_best
+from isles.islands.topology import FreeForm, FullyConnected, RandomGraph, Ring, Star, Unconnected
 
 
 def test_ring_edges():

@@ -1,7 +1,7 @@
 """Problems defined outside isles, plugged in through ``problem._target_`` in tests."""
 import numpy as np
 
-from problems.base import Problem
+from isles.problems.base import Problem
 
 
 class ShiftedSphere(Problem):
@@ -66,7 +66,7 @@ class SlowSphere(Problem):
         return (X ** 2).sum(axis=-1)
 
 
-from problems.minmax import MinMaxProblem  # noqa: E402
+from isles.problems.minmax import MinMaxProblem  # noqa: E402
 
 
 class UserSaddle(MinMaxProblem):

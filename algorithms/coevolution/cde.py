@@ -3,7 +3,7 @@
 Seed 000 (Fabris & Krohling, CDE on GPU) solves ``min_x max_y L(x, y)`` with two DE populations
 coupled through their fitness (Barbosa 1996; Tahk & Sun 2000): P1 holds x, P2 holds y (the
 multipliers ``mu`` when ``L`` is the augmented Lagrangian of a constrained problem,
-:class:`problems.minmax.AugmentedLagrangian`). One **cycle** (Algorithm 1, lines 3-12):
+:class:`isles.problems.minmax.AugmentedLagrangian`). One **cycle** (Algorithm 1, lines 3-12):
 
 1. refresh the fitness of P1 against the current P2 (migration or the last y phase changed P2);
 2. evolve P1 for ``gens_x`` DE generations against the frozen P2; the fitness of an x is
@@ -14,16 +14,16 @@ multipliers ``mu`` when ``L`` is the augmented Lagrangian of a constrained probl
    then calls the smallest value the fitness: garbled. The y player maximises its worst case
    over the x it faces, the min.) Internally P2 stores ``-f2`` so that both populations minimise.
 
-``n_cycles`` cycles in all. Each DE generation is :class:`algorithms.de.de.DE`'s own: indices
-(:func:`algorithms.de.de.sample_indices`), mutants (:func:`~algorithms.de.de.mutant_vectors`,
-rand/1 or best/1 and the others), bounds (:func:`~algorithms.de.de.apply_bounds`), crossover mask
-(:mod:`algorithms.de.crossover`, ``bin`` in the seed) and greedy selection
-(:func:`~algorithms.de.de.select`), one DE, not a second copy; only the fitness differs (a
+``n_cycles`` cycles in all. Each DE generation is :class:`isles.algorithms.de.de.DE`'s own: indices
+(:func:`isles.algorithms.de.de.sample_indices`), mutants (:func:`~isles.algorithms.de.de.mutant_vectors`,
+rand/1 or best/1 and the others), bounds (:func:`~isles.algorithms.de.de.apply_bounds`), crossover mask
+(:mod:`isles.algorithms.de.crossover`, ``bin`` in the seed) and greedy selection
+(:func:`~isles.algorithms.de.de.select`), one DE, not a second copy; only the fitness differs (a
 reduction of the pair payoffs ``L (I, Nx, Ny)`` of :meth:`MinMaxProblem.payoff`).
 
 **The result** (Algorithm 1 line 13, "the best individual that does not violate the
 constraints"): every island keeps the best x it has evaluated under Deb's rules on the problem's
-*own* objective and normalised violation (``bx, bf, bv``; :func:`problems.constraints.better`):
+*own* objective and normalised violation (``bx, bf, bv``; :func:`isles.problems.constraints.better`):
 a feasible x if one was ever evaluated, else the one of least violation, which the run summary
 then reports as infeasible. For a min-max problem whose worst case ``max_y L`` is known
 (``objective_known``, P1: ``sum x^2``) the objective is that worst case. Otherwise
@@ -32,14 +32,14 @@ opponents, the only measure available, and :meth:`CDE.best` says so in its docst
 
 **Islands**: a CDE island holds both populations; :meth:`CDE.populations` exposes them as two
 roles, ``x`` and ``y``, and the runtime migrates each role into the population of the same role
-(:mod:`islands.group`). Fitness is relative to the opponents, so :meth:`CDE.assess_immigrants`
+(:mod:`isles.islands.group`). Fitness is relative to the opponents, so :meth:`CDE.assess_immigrants`
 re-evaluates immigrants (and refreshes the residents of that role) against the destination's
 opponents before they compete; no stale fitness travels.
 
 **GPU**: ``graph_safe`` lets the island runtime capture a whole cycle (both phases,
-``gens_x + gens_y`` generations) as one CUDA graph and replay it (:mod:`algorithms.core.graph`).
+``gens_x + gens_y`` generations) as one CUDA graph and replay it (:mod:`isles.algorithms.core.graph`).
 With ``fused=True`` the pair fitness is one fused kernel per generation (payoffs and their max/min
-in registers, no pair matrix in memory; :mod:`algorithms.coevolution.cuda`) where the problem
+in registers, no pair matrix in memory; :mod:`isles.algorithms.coevolution.cuda`) where the problem
 carries the pair contract (P1 and every augmented Lagrangian do). The NumPy twin runs the same
 array code. A generation is still some hundred small kernels (the DE operators, the problem's
 constraints), so the replayed cycle is launch-bound: see the README's CDE speed table.
@@ -48,7 +48,7 @@ constraints), so the replayed cycle is launch-bound: see the README's CDE speed 
 ``[0, gens_x)`` for x, ``[gens_x, gens_x + gens_y)`` for y) draws at counter
 ``1 + c + k * 2**24``; initialisation at counter 0 (x: draw 0, y: draw 5). A captured cycle
 replayed with the device counter ``ctr`` added to every counter therefore draws exactly cycle
-``c + ctr``'s numbers (:mod:`algorithms.core.graph`), so NumPy and CuPy runs draw the same numbers.
+``c + ctr``'s numbers (:mod:`isles.algorithms.core.graph`), so NumPy and CuPy runs draw the same numbers.
 
 The runtime's ``generations`` counts **cycles** for CDE (one :meth:`CDE.step` is one cycle); the
 experiments set ``generations: ${algorithm.n_cycles}``. ``state["evals"]`` counts pair payoffs.
@@ -59,11 +59,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algorithms.core.base import Context, IslandAlgorithm, State, check_range
-from algorithms.core.population import Population
-from algorithms.de.de import DE, DEParams, select
-from problems.constraints import argbest, better
-from problems.minmax import check_payoff_shape
+from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_range
+from isles.algorithms.core.population import Population
+from isles.algorithms.de.de import DE, DEParams, select
+from isles.problems.constraints import argbest, better
+from isles.problems.minmax import check_payoff_shape
 
 #: roles of the two populations (migration keys)
 ROLES = ("x", "y")
@@ -86,9 +86,9 @@ class CDEParams:
         strategy: DE strategy of both populations: ``rand/1`` (case study 1) or ``best/1``
             (case study 2); ``current-to-best/1`` and ``rand/2`` also work.
         crossover: ``bin`` (the seed), ``exp`` or ``nec``.
-        bound_handling: ``reflect`` (default of :class:`algorithms.de.de.DEParams`), ``clip``
+        bound_handling: ``reflect`` (default of :class:`isles.algorithms.de.de.DEParams`), ``clip``
             or ``reinit``.
-        fused: on CuPy, evaluate pairs with the fused kernel of :mod:`algorithms.coevolution.cuda`
+        fused: on CuPy, evaluate pairs with the fused kernel of :mod:`isles.algorithms.coevolution.cuda`
             where the problem carries the pair contract. Default ``False``: measured on one H100
             (``benchmarks/cde_bench.py``, README) the kernel is 2 % faster on P1 but 7-50 % slower
             on P2-P6 at n = 50 and 100, where a generation is bound by launches, not by the pairs.
@@ -142,7 +142,7 @@ class CDEParams:
 
 class _Side:
     """What a DE generation of one population needs: ``xp``, ``rng`` and its box ``lower, upper
-    (D,)`` (the subset of :class:`algorithms.core.base.Context` that :meth:`DE.trial` reads)."""
+    (D,)`` (the subset of :class:`isles.algorithms.core.base.Context` that :meth:`DE.trial` reads)."""
 
     def __init__(self, ctx: Context, lower, upper):
         self.xp, self.rng, self.dtype = ctx.xp, ctx.rng, ctx.dtype
@@ -204,7 +204,7 @@ class CDE(IslandAlgorithm):
         return sides
 
     def fused_pairs(self, ctx: Context, X=None, Y=None):
-        """The fused pair kernel for ``ctx`` (:class:`algorithms.coevolution.cuda.FusedPairs`), or
+        """The fused pair kernel for ``ctx`` (:class:`isles.algorithms.coevolution.cuda.FusedPairs`), or
         ``None`` (NumPy, ``fused=False``, no pair contract, or a failed self-check). Built, and
         checked against the generic path on ``X, Y`` (a one-off synchronisation), at the first
         call with populations: :meth:`init`, or the warm-up before a CUDA-graph capture."""
@@ -215,7 +215,7 @@ class CDE(IslandAlgorithm):
             return hit[1]
         if X is None:
             return None
-        from algorithms.coevolution import cuda as cde_cuda  # noqa: PLC0415  (imports CuPy lazily)
+        from isles.algorithms.coevolution import cuda as cde_cuda  # noqa: PLC0415  (imports CuPy lazily)
 
         plan = cde_cuda.make_fused(ctx.xp, self.problem_of(ctx), ctx.dtype, X, Y,
                                    lambda a, b, r: self.pair_fitness(ctx, a, b, r, generic=True))

@@ -2,7 +2,7 @@
 
 The hot loop of CDE (seed 000 section 5) is the fitness of one population against the whole
 other: ``f1(x_i) = max_j L(x_i, y_j)`` (x phase) or ``-min_i L(x_i, y_j)`` (y phase). The generic
-path (:meth:`algorithms.coevolution.cde.CDE.pair_fitness`) writes the ``(I, Nx, Ny)`` payoff
+path (:meth:`isles.algorithms.coevolution.cde.CDE.pair_fitness`) writes the ``(I, Nx, Ny)`` payoff
 matrix (and, for the augmented Lagrangian, an ``(I, Nx, Ny, m)`` temporary) to global memory and
 reduces it in a second pass. Here one kernel over islands x outputs computes each payoff in
 registers and keeps the running max (or min); no pair matrix is ever written.
@@ -13,7 +13,7 @@ registers and keeps the running max (or min); no pair matrix is ever written.
   KY)``: per-individual terms computed by array code, once per population and generation (the
   augmented Lagrangian: ``(f, g_1/s_1, .., g_m/s_m)`` and ``mu``; P1: ``sum x^2`` and ``sum y^2``);
 * ``pair_cuda``: CUDA source, included after ``HASH + ARITHMETIC + MATH`` of
-  :mod:`algorithms.core.cuda_prelude` (so it may use ``T``, ``ISLES_DEV``, ``add_rn`` ...),
+  :mod:`isles.algorithms.core.cuda_prelude` (so it may use ``T``, ``ISLES_DEV``, ``add_rn`` ...),
   defining ``#define PAY_KX n``, ``#define PAY_KY n`` and
   ``ISLES_DEV T pay_pair(const T* tx, const T* ty)``: the payoff of one pair from its terms.
   Instance data (``r``) is baked into the text. It is valid C under ``-DISLES_HOST_EMU``.
@@ -38,7 +38,7 @@ import warnings
 
 import numpy as np
 
-from algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
 
 BLOCK = 128
 
@@ -125,7 +125,7 @@ class FusedPairs:
 
     def __call__(self, X, Y, role: str, TX=None):
         """Fitness of ``role`` (``"x"``: ``(I, Nx)``, ``"y"``: ``(I, Ny)``) and the 0-d NaN count,
-        as :meth:`algorithms.coevolution.cde.CDE.pair_fitness`; ``TX``: ``pair_x(X)`` if already
+        as :meth:`isles.algorithms.coevolution.cde.CDE.pair_fitness`; ``TX``: ``pair_x(X)`` if already
         computed (a frozen P1). No host synchronisation."""
         cp, p = self.cp, self.problem
         TX = cp.ascontiguousarray(p.pair_x(X) if TX is None else TX, dtype=self.dtype)

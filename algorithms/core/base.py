@@ -11,7 +11,7 @@ semantics), in the style of evosax / EvoX:
   device values, so many generations queue on the GPU without round trips.
 
 Migration is generic over any population algorithm through :meth:`IslandAlgorithm.population`
-(the individuals that can emigrate, a :class:`algorithms.core.population.Population`: genome of any
+(the individuals that can emigrate, a :class:`isles.algorithms.core.population.Population`: genome of any
 dtype, fitness, violation and named extras) and :meth:`IslandAlgorithm.replace` (immigrants in).
 Most algorithms only declare which state keys hold those leaves (``FIELDS`` and ``EXTRAS``).
 """
@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.core.backend import array_module
-from algorithms.core.population import Population
-from algorithms.core.random import CounterRNG
-from problems.constraints import Evaluator, argbest
+from isles.algorithms.core.backend import array_module
+from isles.algorithms.core.population import Population
+from isles.algorithms.core.random import CounterRNG
+from isles.problems.constraints import Evaluator, argbest
 
 State = dict  # name -> array (device) or host int
 
@@ -84,7 +84,7 @@ class Context:
     Attributes:
         xp: ``numpy`` or ``cupy``.
         dtype: float dtype of positions and fitness (``float64`` by default).
-        evaluator: the problem with its constraint handling (:class:`problems.constraints.Evaluator`).
+        evaluator: the problem with its constraint handling (:class:`isles.problems.constraints.Evaluator`).
         rng: counter-based generator with one stream per island of this batch.
         lower, upper: device arrays ``(D,)`` of the box bounds in ``dtype``.
         target: stop rule ``stop.f_target + stop.tol``, or ``None``: an island *reaches the
@@ -117,7 +117,7 @@ class Context:
         """The generation counter for array expressions (e.g. an inertia schedule).
 
         NumPy: the host int. CuPy: a 0-d device array ``generation + rng.ctr`` in ``dtype``, so
-        that a generation captured in a CUDA graph (:mod:`algorithms.core.graph`) sees the right
+        that a generation captured in a CUDA graph (:mod:`isles.algorithms.core.graph`) sees the right
         counter at every replay.
         """
         if self.xp is np:
@@ -146,7 +146,7 @@ class IslandAlgorithm:
     ``state["nan_evals"]`` (0-d device int) counts NaN evaluations of the whole batch.
 
     State layout, which checkpoints rely on to regroup islands over a different number of
-    actors (:func:`islands.checkpoint.regroup`): every array of one or more dimensions has the
+    actors (:func:`isles.islands.checkpoint.regroup`): every array of one or more dimensions has the
     island axis first; 0-d arrays are totals of the batch; host ints are the same for every
     island.
 
@@ -199,7 +199,7 @@ class IslandAlgorithm:
         """The populations that migrate, by role: ``{None: population(state)}`` for an algorithm
         with one population. An algorithm with several (the co-evolutionary DE: ``x`` and ``y``)
         returns one :class:`Population` per role; migration moves individuals only between
-        populations of the same role (:mod:`islands.group`)."""
+        populations of the same role (:mod:`isles.islands.group`)."""
         return {None: self.population(state)}
 
     def replace_role(self, ctx: Context, state: State, role, idx, immigrants: Population) -> State:
@@ -225,7 +225,7 @@ class IslandAlgorithm:
 
     def phenotype(self, genome):
         """The problem's input for ``genome (..., *G)``: ``X (..., D)``; identity for real genomes
-        (the GA decodes its bits, :mod:`algorithms.core.encodings`)."""
+        (the GA decodes its bits, :mod:`isles.algorithms.core.encodings`)."""
         return genome
 
     def track_target(self, ctx: Context, state: State) -> State:

@@ -1,6 +1,6 @@
 """CUDA source shared by isles' fused kernels (``de_cuda.py``, ``pso_cuda.py``, ``random.py``).
 
-* :data:`HASH`: the counter-based generator of :mod:`algorithms.core.random` (SplitMix64 finaliser on a
+* :data:`HASH`: the counter-based generator of :mod:`isles.algorithms.core.random` (SplitMix64 finaliser on a
   Weyl sequence, Steele, Lea & Flood, OOPSLA 2014), so that every kernel draws exactly the numbers
   of ``CounterRNG.uniform``: element ``idx`` of draw ``s`` of the stream with key ``key`` is
   ``isles_mix64((key ^ s) + idx * GOLDEN)``.
@@ -11,9 +11,9 @@
 * :data:`MATH`: math on ``T`` (``t_fmod``, ``t_cos``, ``t_sin``, ``t_sqrt``, ``t_exp``, ``t_log``,
   ``t_abs``: the float functions when ``IS_F32``, else the double ones) and ``t_popc`` (population
   count of a 32-bit word: ``__popc`` on the device, ``__builtin_popcount`` under
-  ``ISLES_HOST_EMU``). Problems' fused objectives (``problems.base.Problem.cuda_objective``) are
+  ``ISLES_HOST_EMU``). Problems' fused objectives (``isles.problems.base.Problem.cuda_objective``) are
   included after ``HASH + ARITHMETIC + MATH`` and may use all of it.
-* :data:`BOUNDS`: ``isles_bound``, the bound handling of :func:`algorithms.de.de.apply_bounds`
+* :data:`BOUNDS`: ``isles_bound``, the bound handling of :func:`isles.algorithms.de.de.apply_bounds`
   (clip, reflect, reinit) for one coordinate (used by ``algorithms/ep/cuda.py``; DE's kernel
   inlines the same code).
 

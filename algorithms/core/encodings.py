@@ -23,7 +23,7 @@ and carries :attr:`Encoding.cuda_decode`, CUDA source (also valid C under ``-DIS
 of ``ISLES_DEV T enc_decode(const unsigned int* row, int j)``: variable ``j`` of the packed row,
 bit-identical to :meth:`Encoding.decode` (integer extraction, then float64 operations with
 explicit round-to-nearest intrinsics, then a cast to ``T``). It is included after
-:data:`algorithms.core.cuda_prelude.HASH` and ``ARITHMETIC`` (``T``, ``ISLES_DEV``).
+:data:`isles.algorithms.core.cuda_prelude.HASH` and ``ARITHMETIC`` (``T``, ``ISLES_DEV``).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from algorithms.core.backend import array_module
+from isles.algorithms.core.backend import array_module
 
 MAX_BITS_PER_VARIABLE = 52  # k must be exact in float64
 ENCODINGS_REAL = ("binary", "gray", "seed002")

@@ -12,7 +12,7 @@ import numpy as np
 
 def real_objective_error(cp, problem, evaluate_fv, dtype, has_v: bool, n_points: int, seed: int) -> float:
     """Largest ``|f_kernel - f_problem| / (1 + |f_problem|)``, and the same for the violation
-    against :func:`problems.constraints.total_violation` of ``problem.constraints`` when the
+    against :func:`isles.problems.constraints.total_violation` of ``problem.constraints`` when the
     objective has ``OBJ_HAS_V``; NaN counts as infinite (one host synchronisation).
 
     Points: ``n_points`` uniform in the box (``numpy.random.default_rng(seed)``), and the same
@@ -26,7 +26,7 @@ def real_objective_error(cp, problem, evaluate_fv, dtype, has_v: bool, n_points:
         dtype: the plan's float dtype.
         has_v: whether the kernel computes the violation.
     """
-    from problems.constraints import total_violation  # noqa: PLC0415
+    from isles.problems.constraints import total_violation  # noqa: PLC0415
 
     rs = np.random.default_rng(seed)
     lo, hi = problem.lower, problem.upper

@@ -11,9 +11,9 @@ What makes a generation capturable ("graph-safe", ``algorithm.graph_safe = True`
 * no host synchronisation (``float()``, ``.get()``, boolean-mask indexing, branching on device
   values) and no host-to-device copies inside ``step``;
 * everything that changes from one generation to the next is on the device: random numbers come
-  from :class:`algorithms.core.random.CounterRNG`, whose device counter ``ctr`` the graph increments at
+  from :class:`isles.algorithms.core.random.CounterRNG`, whose device counter ``ctr`` the graph increments at
   the end of each replay, and generation-dependent schedules use
-  :meth:`algorithms.core.base.Context.generation_value`.
+  :meth:`isles.algorithms.core.base.Context.generation_value`.
 
 State arrays live in fixed buffers: the captured generation ends by copying its new state into
 the buffers it read, so replays chain. Host integers of the state (``generation``, ``evals``)
@@ -37,7 +37,7 @@ class GraphStepper:
     Args:
         step_fn: ``state -> state``, one generation (graph-safe, see the module docstring).
         state: flat dict of device arrays and host ints.
-        rngs: the :class:`algorithms.core.random.CounterRNG` objects ``step_fn`` draws from; their device
+        rngs: the :class:`isles.algorithms.core.random.CounterRNG` objects ``step_fn`` draws from; their device
             counters are reset to 0 and advanced by 1 at the end of each replay.
 
     Raises:

@@ -4,16 +4,16 @@ Every algorithm in isles exposes the individuals that migration sees as one :cla
 island axis first:
 
 * ``genome``: ``(I, N, *G)`` of any dtype: float rows ``(I, N, D)`` for DE and PSO, bits packed
-  32 to a ``uint32`` word ``(I, N, W)`` for the GA (:mod:`algorithms.core.encodings`);
+  32 to a ``uint32`` word ``(I, N, W)`` for the GA (:mod:`isles.algorithms.core.encodings`);
 * ``f``: ``(I, N)`` fitness (objective) in its own float dtype, whatever the genome's dtype;
 * ``v``: ``(I, N)`` total normalised constraint violation (Deb's rules rank the pair ``(v, f)``,
-  :mod:`problems.constraints`);
+  :mod:`isles.problems.constraints`);
 * ``extras``: named per-individual state that travels with the individual, each ``(I, N, ...)``:
   a particle's velocity and current position (PSO), EP's step sizes ``eta``.
 
 Selection of emigrants, transport between actors and replacement of residents all go through
 :meth:`Population.take`, :meth:`Population.put`, :meth:`Population.where` and
-:meth:`Population.conform`, one code path for every algorithm (:mod:`islands.migration`). The
+:meth:`Population.conform`, one code path for every algorithm (:mod:`isles.islands.migration`). The
 class is array-module agnostic (NumPy or CuPy; :meth:`to_host` and :meth:`to_device` move it).
 """
 from __future__ import annotations
@@ -159,7 +159,7 @@ class PopulationRoles(dict):
     """Populations of several roles of one batch of islands, ``{role: Population (I, k)}``.
 
     What migration carries for an algorithm with more than one population (the co-evolutionary
-    DE: roles ``x`` and ``y``, :meth:`algorithms.core.base.IslandAlgorithm.populations`).
+    DE: roles ``x`` and ``y``, :meth:`isles.algorithms.core.base.IslandAlgorithm.populations`).
     :meth:`island` and :meth:`to_host` apply :class:`Population`'s per role, so the coordinator
     handles it exactly like a single :class:`Population`.
     """

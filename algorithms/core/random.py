@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from algorithms.core.cuda_prelude import HASH
+from isles.algorithms.core.cuda_prelude import HASH
 
 GOLDEN = 0x9E3779B97F4A7C15
 _M1 = 0xBF58476D1CE4E5B9
@@ -117,7 +117,7 @@ class CounterRNG:
     ``(seed, streams[i], generation, draw)``.
 
     On CuPy the generation actually used is ``generation + ctr[0]``, where ``ctr`` is a device
-    counter that stays 0 except under CUDA-graph replay (:mod:`algorithms.core.graph`): a captured
+    counter that stays 0 except under CUDA-graph replay (:mod:`isles.algorithms.core.graph`): a captured
     generation bakes its host-side ``generation`` into the graph, and each replay increments
     ``ctr`` on the device, so replay ``r`` draws the numbers of generation ``g0 + r``.
     """
@@ -187,7 +187,7 @@ class CounterRNG:
         Element ``e`` (flat position inside island ``i``'s block) is
         ``mix64((key_i ^ mix64(gd + (ctr << 16))) + e * GOLDEN)`` with ``gd = (generation << 16) +
         draw``, i.e. CUDA's ``draw_bits(key, isles_mix64(gd + (ctr << 16)), e)``
-        (:data:`algorithms.core.cuda_prelude.HASH`); ``uniform(...)`` is
+        (:data:`isles.algorithms.core.cuda_prelude.HASH`); ``uniform(...)`` is
         :func:`bits_to_uniform` of these. Used for random bit strings (32 bits per hash).
 
         Raises:

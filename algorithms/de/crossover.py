@@ -21,9 +21,9 @@ coordinate and ``False`` where it keeps the target's:
   starting at ``j`` (Algorithm 10 printed without the wrap-around; the wrap-around of Algorithms
   8-9 is what makes the segment always ``L`` long, and it is used here).
 
-Random numbers come from the counter-based generator (:class:`algorithms.core.random.CounterRNG`), so
+Random numbers come from the counter-based generator (:class:`isles.algorithms.core.random.CounterRNG`), so
 every mask is a pure function of ``(seed, island, generation, draw, index)`` and identical on
-NumPy and CuPy. Draw ids and layouts (the fused CUDA kernels of :mod:`algorithms.de.cuda` use the
+NumPy and CuPy. Draw ids and layouts (the fused CUDA kernels of :mod:`isles.algorithms.de.cuda` use the
 same ones, so they draw the same numbers):
 
 * start / ``j_rand``: ``rng.integers(generation, DRAW_START, (N,), D)``;
@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from algorithms.core.backend import array_module
+from isles.algorithms.core.backend import array_module
 
 CROSSOVERS = ("bin", "exp", "nec")
 
@@ -64,7 +64,7 @@ def start_indices(rng, generation: int, n: int, dim: int, draw: int = DRAW_START
     Seed 004 Algorithm 7 line 2, Algorithm 8 line 4, Algorithm 10 line 1.
 
     Args:
-        rng: :class:`algorithms.core.random.CounterRNG` with ``I`` streams.
+        rng: :class:`isles.algorithms.core.random.CounterRNG` with ``I`` streams.
         generation: generation counter (host int).
         n: individuals per island ``N``.
         dim: dimension ``D``.

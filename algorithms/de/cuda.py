@@ -1,6 +1,6 @@
 """Fused CUDA fast path of DE/rand/1/bin and DE/rand/1/nec for any problem with a fused objective.
 
-A plain CuPy loop of the generic matrix-form DE (:mod:`algorithms.de.de`, seed 004 Algorithm 2)
+A plain CuPy loop of the generic matrix-form DE (:mod:`isles.algorithms.de.de`, seed 004 Algorithm 2)
 launches some forty small kernels per generation and is launch-bound (about 800 us per generation
 for Ackley D=1000, N=500). Here a whole generation is **one kernel**:
 
@@ -24,10 +24,10 @@ preallocated and referenced by the plan (CuPy's memory pool is not used during c
 :meth:`FusedDE.step` nor :meth:`FusedDE.run` synchronises with the host.
 
 **Same semantics as the NumPy path.** The kernel uses the counter-based generator of
-:mod:`algorithms.core.random` (SplitMix64 finaliser on ``(key ^ mix64(g << 16 | draw)) + index *
+:mod:`isles.algorithms.core.random` (SplitMix64 finaliser on ``(key ^ mix64(g << 16 | draw)) + index *
 golden``, with ``g`` = generation + the generator's device counter ``rng.ctr``, as
-:meth:`algorithms.core.random.CounterRNG.uniform` does on CuPy) with the same draw ids, shapes and index layouts as :mod:`algorithms.de.de` and
-:mod:`algorithms.de.crossover`, and the same arithmetic for the trial vector (mutation
+:meth:`isles.algorithms.core.random.CounterRNG.uniform` does on CuPy) with the same draw ids, shapes and index layouts as :mod:`isles.algorithms.de.de` and
+:mod:`isles.algorithms.de.crossover`, and the same arithmetic for the trial vector (mutation
 ``x_r0 + F (x_r1 - x_r2)`` with explicitly rounded multiply and add, so the compiler cannot fuse
 them into an FMA; bound handling with the exact ``fmod``). What is therefore **bit-identical** to
 the NumPy (and generic CuPy) path: the indices ``r0, r1, r2``, ``j_rand``, the binomial mask, the
@@ -44,7 +44,7 @@ disagree: a wrong ``cuda_objective`` never silently changes results.
 
 **The objective comes from the problem.** The kernel source is ``defines + HASH + ARITHMETIC +
 MATH + problem.cuda_objective + KERNEL_SOURCE`` (the contract is documented on
-:class:`problems.base.Problem`); the kernel never switches on a problem's name. Only when the
+:class:`isles.problems.base.Problem`); the kernel never switches on a problem's name. Only when the
 source sets ``OBJ_NEXT`` is the trial row staged in shared memory (``x_next``, Rosenbrock). With
 ``OBJ_HAS_V`` (a constrained problem) the trial's ``v`` is ``obj_violation`` and selection uses
 Deb's rules on ``(f, v)`` (or the static penalty ``f + r v`` with ``constraints.handling=penalty``);
@@ -73,10 +73,10 @@ import warnings
 
 import numpy as np
 
-from algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
-from algorithms.core.fused_check import real_objective_error
-from algorithms.core.graph import PingPongGraph
-from problems.base import objective_macros
+from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from isles.algorithms.core.fused_check import real_objective_error
+from isles.algorithms.core.graph import PingPongGraph
+from isles.problems.base import objective_macros
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ ISLES_DEV void group_merge(T* acc, T* red) {
 }
 
 // Objective (and, with OBJ_HAS_V, violation *v) of the group's row u (thread t holds coordinates
-// t, t + TPI, ...), by the problem's fused objective (problems.base.Problem contract): every
+// t, t + TPI, ...), by the problem's fused objective (isles.problems.base.Problem contract): every
 // thread folds its coordinates with obj_term into registers, the group merges. Every thread of
 // the group returns the same value. srow: DIM + 1 shared elements (OBJ_NEXT), red: OBJ_NACC * NWARP.
 ISLES_DEV T group_objective(const T (&u)[ITEMS], int t, T* srow, T* red, T* v) {
@@ -399,14 +399,14 @@ def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound
         dtype: float32 or float64 (``IS_F32``).
         dim, n: ``D`` and the population size ``N``.
         objective: the problem's fused objective (``problem.cuda_objective``, the contract of
-            :class:`problems.base.Problem`, real genome); the kernel never looks at its name.
+            :class:`isles.problems.base.Problem`, real genome); the kernel never looks at its name.
         crossover, bound_handling: keys of :data:`XOVER_IDS`, :data:`BOUND_IDS`.
         penalty: the static penalty factor ``r`` (``constraints.handling=penalty``), used only
             when the objective has ``OBJ_HAS_V 1``; ``None`` for Deb's rules.
 
     Raises:
         KeyError: an unsupported crossover or bound handling name.
-        ValueError: the objective lacks a required macro (:func:`problems.base.objective_macros`).
+        ValueError: the objective lacks a required macro (:func:`isles.problems.base.objective_macros`).
     """
     macros = objective_macros(objective, "real")
     tpi, items, ipb, block = layout(dim)
@@ -445,8 +445,8 @@ def unsupported_reason(params, ctx) -> str | None:
     """Why ``(params, ctx)`` cannot use the fused path, or ``None`` if it can.
 
     Args:
-        params: :class:`algorithms.de.de.DEParams`.
-        ctx: :class:`algorithms.core.base.Context`.
+        params: :class:`isles.algorithms.de.de.DEParams`.
+        ctx: :class:`isles.algorithms.core.base.Context`.
     """
     if getattr(ctx.xp, "__name__", "") != "cupy":
         return "the array module is not CuPy"
@@ -494,8 +494,8 @@ class FusedDE(PingPongGraph):
     """Compiled fused DE/rand/1/{bin,nec} for one ``(params, ctx)`` (see the module docstring).
 
     Args:
-        params: :class:`algorithms.de.de.DEParams` (rand/1, bin or nec).
-        ctx: :class:`algorithms.core.base.Context` on CuPy with a supported problem.
+        params: :class:`isles.algorithms.de.de.DEParams` (rand/1, bin or nec).
+        ctx: :class:`isles.algorithms.core.base.Context` on CuPy with a supported problem.
 
     Raises:
         ValueError: the configuration is unsupported (:func:`unsupported_reason`).
@@ -597,7 +597,7 @@ class FusedDE(PingPongGraph):
 
     def verify(self, n_points: int = 16) -> float:
         """Largest ``|f_kernel - f_problem| / (1 + |f_problem|)`` on random points (host sync),
-        and the same for the violation against :func:`problems.constraints.total_violation` of
+        and the same for the violation against :func:`isles.problems.constraints.total_violation` of
         ``problem.constraints`` when the objective has ``OBJ_HAS_V``.
 
         Points: uniform in the box, and the same scaled towards the box centre by 1e-3 (near the
@@ -612,7 +612,7 @@ class FusedDE(PingPongGraph):
 
         Returns:
             ``(U (I, N, D), f_U (I, N))``; ``U`` is bit-identical to
-            :meth:`algorithms.de.de.DE.trial` (module docstring).
+            :meth:`isles.algorithms.de.de.DE.trial` (module docstring).
         """
         cp = self.cp
         src = self._arrays(state)

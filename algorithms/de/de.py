@@ -5,11 +5,11 @@ island's population ``X (N, D)`` is updated by whole-matrix operations,
 
 1. base/difference indices ``r`` for all individuals at once (Algorithms 3-6),
 2. the crossover *mask* ``(N, D)`` (Algorithm 7 binomial, 8 exponential, 9-10 NEC; see
-   :mod:`algorithms.de.crossover`),
+   :mod:`isles.algorithms.de.crossover`),
 3. the mutant rows ``V`` (eq. 1 and the other Storn & Price strategies), kept inside the box,
 4. the trial population ``U = where(mask, V, X)``, evaluated in one batched call,
 5. greedy one-to-one selection: ``U_i`` replaces ``X_i`` unless ``X_i`` is strictly better under
-   Deb's rules (:func:`problems.constraints.better`); ties go to the trial (Storn & Price 1997).
+   Deb's rules (:func:`isles.problems.constraints.better`); ties go to the trial (Storn & Price 1997).
    NaN objectives are ``+inf`` (the evaluator's rule), so a NaN trial never replaces a finite
    target.
 
@@ -47,7 +47,7 @@ no random numbers, so it costs nothing extra in the fused GPU kernel. ``"clip"``
 (uniform re-draw in the box, ``rng.uniform(g, DRAW_BOUND, (N, D))``) are available.
 
 On CuPy, :meth:`DE.step` and :meth:`DE.run` use the fused CUDA kernels of
-:mod:`algorithms.de.cuda` when the configuration allows (rand/1 with bin or nec on a problem that
+:mod:`isles.algorithms.de.cuda` when the configuration allows (rand/1 with bin or nec on a problem that
 carries its fused objective, ``Problem.cuda_objective``), with the same random numbers and arithmetic; otherwise, and
 on NumPy, the generic array code below runs. ``DE.graph_safe`` stays ``False``: the island
 runtime then calls :meth:`DE.run`, whose fused path replays its own CUDA graph of 64
@@ -60,10 +60,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algorithms.core.backend import array_module
-from algorithms.core.base import Context, FusedAlgorithm, State, check_range
-from algorithms.de.crossover import CROSSOVERS, crossover_mask
-from problems.constraints import argbest, better
+from isles.algorithms.core.backend import array_module
+from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_range
+from isles.algorithms.de.crossover import CROSSOVERS, crossover_mask
+from isles.problems.constraints import argbest, better
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class DEParams:
         strategy: ``rand/1`` (seed 004 eq. 1), ``best/1``, ``current-to-best/1`` or ``rand/2``.
         crossover: ``bin`` (Alg. 7), ``exp`` (Alg. 8) or ``nec`` (Alg. 9-10, eq. 9).
         bound_handling: ``reflect`` (default, module docstring says why), ``clip`` or ``reinit``.
-        fused: use the fused CUDA kernels (:mod:`algorithms.de.cuda`) where supported on CuPy;
+        fused: use the fused CUDA kernels (:mod:`isles.algorithms.de.cuda`) where supported on CuPy;
             ``False`` forces the generic array code.
 
     Defaults ``F = 0.5, CR = 0.9`` are Storn & Price's usual starting point; seed 004's Table II
@@ -149,7 +149,7 @@ def sample_indices(rng, generation: int, n: int, k: int):
     ``rng.uniform(generation, DRAW_INDEX, (N, k), float64)``; the fused CUDA kernel draws the same.
 
     Args:
-        rng: :class:`algorithms.core.random.CounterRNG` with ``I`` streams.
+        rng: :class:`isles.algorithms.core.random.CounterRNG` with ``I`` streams.
         generation: host int.
         n: population size ``N``.
         k: number of indices, ``1 <= k <= N - 1``.
@@ -271,7 +271,7 @@ def apply_bounds(kind: str, V, lower, upper, rng=None, generation: int = 0):
 def select(xp, state: State, U, fu, vu, n_nan) -> State:
     """Greedy one-to-one selection (seed 004 Algorithm 2 lines 11-14) under Deb's rules.
 
-    ``U_i`` replaces ``X_i`` unless ``X_i`` is strictly better (:func:`problems.constraints.better`
+    ``U_i`` replaces ``X_i`` unless ``X_i`` is strictly better (:func:`isles.problems.constraints.better`
     on ``(f, v)``): a trial that is not worse wins, as in Storn & Price's DE.
 
     Args:
@@ -298,7 +298,7 @@ class DE(FusedAlgorithm):
     """Differential evolution DE/<strategy>/1|2/<bin|exp|nec> on ``I`` islands in lockstep.
 
     Seed 004 Algorithm 2 (matrix form) with Storn & Price's strategies, the crossovers of
-    :mod:`algorithms.de.crossover` and greedy selection under Deb's rules (module docstring).
+    :mod:`isles.algorithms.de.crossover` and greedy selection under Deb's rules (module docstring).
 
     State (dict): ``X (I, N, D)``, ``f, v (I, N)``, ``generation`` (host int), ``evals`` (host int,
     objective evaluations per island), ``nan_evals`` (0-d device int64, NaN evaluations of the
@@ -306,7 +306,7 @@ class DE(FusedAlgorithm):
     ``(0, DRAW_INIT)``.
     """
 
-    FUSED_MODULE = "algorithms.de.cuda"
+    FUSED_MODULE = "isles.algorithms.de.cuda"
 
     name = "de"
     Params = DEParams
@@ -331,7 +331,7 @@ class DE(FusedAlgorithm):
         """Trial population ``U (I, N, D)`` of generation ``state["generation"]`` (generic path).
 
         Indices (:func:`sample_indices`), mutants (:func:`mutant_vectors`), bounds
-        (:func:`apply_bounds`) and mask (:func:`algorithms.de.crossover.crossover_mask`):
+        (:func:`apply_bounds`) and mask (:func:`isles.algorithms.de.crossover.crossover_mask`):
         ``U = where(mask, bounded V, X)``. No host synchronisation.
         """
         p, xp, g = self.params, ctx.xp, state["generation"]
@@ -350,7 +350,7 @@ class DE(FusedAlgorithm):
         """One generation of every island (trial, evaluation, selection); no host sync.
 
         On CuPy with a supported configuration this is one fused kernel launch
-        (:class:`algorithms.de.cuda.FusedDE`); the plan is built (compiled and self-checked
+        (:class:`isles.algorithms.de.cuda.FusedDE`); the plan is built (compiled and self-checked
         against the problem, a one-off synchronisation) at the first call.
         """
         plan = self.fused_plan(ctx)

@@ -1,4 +1,4 @@
-"""Fused CUDA generation of FEP / CEP / IFEP (:mod:`algorithms.ep.fep`), and its host emulation.
+"""Fused CUDA generation of FEP / CEP / IFEP (:mod:`isles.algorithms.ep.fep`), and its host emulation.
 
 The islands' parents and offspring live in *union* buffers ``(I, 2 mu, n)`` (``X`` and ``eta``)
 and ``(I, 2 mu)`` (``f``, ``v``): parents at positions ``[0, mu)``, offspring at ``[mu, 2 mu)``,
@@ -11,7 +11,7 @@ between two union buffers A and B:
   draws ``N_i`` (the same hash in every lane), ``N_ij`` and the Cauchy or normal ``delta_ij`` in
   the kernel from the counter-based hash, updates ``eta`` and ``x`` (seed 003 step 3, Yao et al.
   eqs. 1-2, 4), applies the bound handling (``isles_bound`` of
-  :mod:`algorithms.core.cuda_prelude`, :func:`algorithms.de.de.apply_bounds`), evaluates the
+  :mod:`isles.algorithms.core.cuda_prelude`, :func:`isles.algorithms.de.de.apply_bounds`), evaluates the
   offspring with the problem's fused objective (``obj_term`` per coordinate, ``obj_merge`` by
   warp shuffles, ``obj_final``; ``x_next`` from the neighbour lane), applies the evaluator's NaN
   rule and writes B's row ``mu + i``. IFEP builds both offspring and keeps the better one;
@@ -24,13 +24,13 @@ between two union buffers A and B:
 
 :meth:`FusedFEP.run` captures ``GRAPH_GENERATIONS`` (64) generations plus a kernel that advances a
 device-side generation counter into a **CUDA graph** and replays it (as
-:class:`algorithms.de.cuda.FusedDE`); the generation of the draws is ``gen_off + gen_dev +
+:class:`isles.algorithms.de.cuda.FusedDE`); the generation of the draws is ``gen_off + gen_dev +
 rng.ctr``. At the end the survivors are gathered once into a fresh state. Neither
 :meth:`FusedFEP.step` nor :meth:`FusedFEP.run` synchronises with the host.
 
 **Same individuals as the NumPy twin.** Draw ids, index layouts, the order of the rounded
 operations (``add_rn``/``mul_rn``, no FMA) and the selection rule are those of
-:mod:`algorithms.ep.fep`, so under the same seed the offspring agree to the last bit where the
+:mod:`isles.algorithms.ep.fep`, so under the same seed the offspring agree to the last bit where the
 math library's ``tan``/``exp``/``log1p``/``cos`` do (CUDA's and NumPy's may differ by an ulp),
 and the objective values to rounding (the sum order differs). Selection then picks the same
 individuals unless two fitness values tie to rounding. The plan checks its objective against the
@@ -39,7 +39,7 @@ they disagree.
 
 **Host emulation.** The per-coordinate and per-individual code (draws, mutation, bounds, objective
 in lane order, NaN rule, opponents, threshold, tie rule) is plain C as well: compiled with
-``-DISLES_HOST_EMU`` by the system C compiler (:func:`algorithms.ga.cuda.compile_host`),
+``-DISLES_HOST_EMU`` by the system C compiler (:func:`isles.algorithms.ga.cuda.compile_host`),
 :class:`HostFEP` runs it on the CPU so CI checks it against NumPy without a GPU
 (``tests/test_fep.py``); the block-parallel scan of ``fep_select`` is checked on a GPU
 (``tests/test_fep_gpu.py``).
@@ -57,13 +57,13 @@ import warnings
 
 import numpy as np
 
-from algorithms.core.cuda_prelude import ARITHMETIC, BOUNDS, HASH, MATH
-from algorithms.core.fused_check import real_objective_error
-from algorithms.core.graph import PingPongGraph
-from algorithms.core.population import Population
-from algorithms.core.random import MAX_DRAWS
-from algorithms.de.de import BOUND_HANDLINGS
-from algorithms.ep.fep import (
+from isles.algorithms.core.cuda_prelude import ARITHMETIC, BOUNDS, HASH, MATH
+from isles.algorithms.core.fused_check import real_objective_error
+from isles.algorithms.core.graph import PingPongGraph
+from isles.algorithms.core.population import Population
+from isles.algorithms.core.random import MAX_DRAWS
+from isles.algorithms.de.de import BOUND_HANDLINGS
+from isles.algorithms.ep.fep import (
     DRAW_BOUND,
     DRAW_CAUCHY,
     DRAW_ETA,
@@ -74,8 +74,8 @@ from algorithms.ep.fep import (
     MUTATIONS,
     learning_rates,
 )
-from algorithms.ga.cuda import compile_host, host_compiler  # noqa: F401  (host_compiler: tests)
-from problems.base import objective_macros
+from isles.algorithms.ga.cuda import compile_host, host_compiler  # noqa: F401  (host_compiler: tests)
+from isles.problems.base import objective_macros
 
 log = logging.getLogger(__name__)
 
@@ -601,7 +601,7 @@ def select_block(n_union: int) -> int:
 def kernel_source(fep, ctx) -> tuple[str, dict]:
     """CUDA/C source of the fused FEP generation for ``(fep, ctx)`` and its configuration macros.
 
-    Order: configuration, ``HASH + ARITHMETIC + MATH + BOUNDS`` (:mod:`algorithms.core.cuda_prelude`),
+    Order: configuration, ``HASH + ARITHMETIC + MATH + BOUNDS`` (:mod:`isles.algorithms.core.cuda_prelude`),
     the problem's ``cuda_objective``, then :data:`FEP_SOURCE`; the kernel never looks at the
     problem's name.
 
@@ -673,8 +673,8 @@ class HostFEP:
     tie rule as the CUDA kernels; works on NumPy states.
 
     Args:
-        fep: the :class:`algorithms.ep.fep.FEP`.
-        ctx: a NumPy :class:`algorithms.core.base.Context` whose problem has ``cuda_objective``.
+        fep: the :class:`isles.algorithms.ep.fep.FEP`.
+        ctx: a NumPy :class:`isles.algorithms.core.base.Context` whose problem has ``cuda_objective``.
 
     Raises:
         ValueError: no ``cuda_objective``; RuntimeError: no C compiler or a compile error.
@@ -701,7 +701,7 @@ class HostFEP:
 
     def offspring(self, state):
         """``(Xo, eta_o, fo, vo, n_nan)`` of generation ``state["generation"]`` (as
-        :meth:`algorithms.ep.fep.FEP.offspring`)."""
+        :meth:`isles.algorithms.ep.fep.FEP.offspring`)."""
         X = np.ascontiguousarray(state["X"], dtype=self.dtype)
         E = np.ascontiguousarray(state["eta"], dtype=self.dtype)
         I = X.shape[0]
@@ -726,7 +726,7 @@ class HostFEP:
         return wins, src
 
     def step(self, state):
-        """One generation; returns a new state (as :meth:`algorithms.ep.fep.FEP.step`)."""
+        """One generation; returns a new state (as :meth:`isles.algorithms.ep.fep.FEP.step`)."""
         Xo, Eo, fo, vo, n_nan = self.offspring(state)
         union = Population(np.concatenate([state["X"], Xo], 1), np.concatenate([state["f"], fo], 1),
                            np.concatenate([state["v"], vo], 1), {"eta": np.concatenate([state["eta"], Eo], 1)})
@@ -760,8 +760,8 @@ class FusedFEP(PingPongGraph):
     """Compiled fused FEP generation for one ``(fep, ctx)`` (see the module docstring).
 
     Args:
-        fep: the :class:`algorithms.ep.fep.FEP`.
-        ctx: a CuPy :class:`algorithms.core.base.Context` whose problem has ``cuda_objective``.
+        fep: the :class:`isles.algorithms.ep.fep.FEP`.
+        ctx: a CuPy :class:`isles.algorithms.core.base.Context` whose problem has ``cuda_objective``.
 
     Raises:
         ValueError: the configuration is unsupported (:func:`unsupported_reason`).

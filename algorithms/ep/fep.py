@@ -30,13 +30,13 @@ dimensions), no host synchronisation, generation counter ``g``:
    better one under Deb's rules (ties to the Cauchy one) competes; ``2 mu`` evaluations per
    generation instead of ``mu``.
 2. *bounds*: a coordinate outside ``[lower, upper]`` is brought back by the documented
-   ``bound_handling`` (:func:`algorithms.de.de.apply_bounds`: ``reflect`` by default, ``clip``,
+   ``bound_handling`` (:func:`isles.algorithms.de.de.apply_bounds`: ``reflect`` by default, ``clip``,
    ``reinit``). Cauchy steps are unbounded; a step that overflows to ``+-inf`` is first clipped
    to the dtype's largest finite number, so no offspring coordinate is ever NaN.
 3. *tournament* (seed 003 step 5; Yao et al. step 5): the ``2 mu`` individuals of the union
    (parents at positions ``[0, mu)``, offspring at ``[mu, 2 mu)``) each meet ``q`` opponents drawn
    uniformly, with replacement, from the *other* ``2 mu - 1``; an individual scores a win when it
-   is not worse than the opponent (Deb's rules, :func:`problems.constraints.better`; without
+   is not worse than the opponent (Deb's rules, :func:`isles.problems.constraints.better`; without
    constraints: ``f <= f_opponent``). Wins ``w_k`` are in ``0..q``.
 4. *selection without sorting* (seed 003 section 4.3.2): a histogram of ``q + 1`` bins; the
    threshold ``t`` is the largest win count with ``#{w >= t} >= mu``. All ``#{w > t} < mu``
@@ -47,7 +47,7 @@ dimensions), no host synchronisation, generation counter ``g``:
    window; ``tests/test_fep.py`` checks uniformity with a chi-square test). Survivors keep their
    union order (a second prefix count gives their slot). Cost: ``O(mu q)``, no sort.
 
-**Random numbers** (:class:`algorithms.core.random.CounterRNG`, generation ``g``; per island,
+**Random numbers** (:class:`isles.algorithms.core.random.CounterRNG`, generation ``g``; per island,
 ``i`` the parent slot, ``j`` the coordinate, ``k`` the union position, ``t`` the opponent number;
 ``normal`` is Box-Muller on ``draw`` and ``draw + MAX_DRAWS`` at the same index, as
 :meth:`CounterRNG.normal`; ``u`` a uniform in ``[0, 1)`` of the float dtype unless said):
@@ -60,14 +60,14 @@ DRAW_CAUCHY    1    ``i n + j``               ``delta = tan(pi (u - 1/2))``
 DRAW_ETA_IND   2    ``i``                     ``N_i`` (normal)
 DRAW_ETA       3    ``i n + j``               ``N_ij`` (normal)
 DRAW_BOUND     4    ``i n + j``; IFEP's       ``reinit``: ``lower + u (upper - lower)``
-                    Gaussian: ``(mu + i) n + j``  (:data:`algorithms.de.de.DRAW_BOUND`)
+                    Gaussian: ``(mu + i) n + j``  (:data:`isles.algorithms.de.de.DRAW_BOUND`)
 DRAW_GAUSS     5    ``i n + j``               Gaussian ``delta`` (normal)
 DRAW_OPP       6    ``k q + t``               float64 ``u``; ``c = min(floor(u (2 mu - 1)), 2 mu - 2)``,
                                               opponent ``c + (c >= k)``
 DRAW_TIE       7    ``0``                     float64 ``u``; ``s = min(floor(u m), m - 1)``
 ============== ==== ========================= ===============================================
 
-The fused CUDA path (:mod:`algorithms.ep.cuda`) draws the same numbers at the same indices and
+The fused CUDA path (:mod:`isles.algorithms.ep.cuda`) draws the same numbers at the same indices and
 applies the same rules, so it selects the same individuals (up to the rounding of the objective,
 see there). On CuPy, :meth:`FEP.step`/:meth:`FEP.run` use it when the problem has a
 ``cuda_objective``; otherwise the array code below runs on NumPy or CuPy.
@@ -80,10 +80,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algorithms.core.base import Context, FusedAlgorithm, State, check_range
-from algorithms.core.population import Population
-from algorithms.de.de import BOUND_HANDLINGS, DRAW_BOUND, apply_bounds
-from problems.constraints import better
+from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_range
+from isles.algorithms.core.population import Population
+from isles.algorithms.de.de import BOUND_HANDLINGS, DRAW_BOUND, apply_bounds
+from isles.problems.constraints import better
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +112,8 @@ class FEPParams:
         eta_min: lower bound on ``eta`` after each update (Liang, Yao & Newton 2001), ``>= 0``;
             0 (default) = off.
         bound_handling: ``reflect`` (default), ``clip`` or ``reinit``
-            (:func:`algorithms.de.de.apply_bounds`).
-        fused: use the fused CUDA generation (:mod:`algorithms.ep.cuda`) where possible on CuPy.
+            (:func:`isles.algorithms.de.de.apply_bounds`).
+        fused: use the fused CUDA generation (:mod:`isles.algorithms.ep.cuda`) where possible on CuPy.
 
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
@@ -259,7 +259,7 @@ class FEP(FusedAlgorithm):
     from a master swarm, filled with zeros by :meth:`Population.conform`) gets ``eta_init``.
     """
 
-    FUSED_MODULE = "algorithms.ep.cuda"
+    FUSED_MODULE = "isles.algorithms.ep.cuda"
 
     name = "fep"
     Params = FEPParams
@@ -310,7 +310,7 @@ class FEP(FusedAlgorithm):
         """One generation of every island (module docstring); no host synchronisation.
 
         On CuPy with a problem that has ``cuda_objective`` this is the fused generation
-        (:class:`algorithms.ep.cuda.FusedFEP`), built and self-checked at the first call.
+        (:class:`isles.algorithms.ep.cuda.FusedFEP`), built and self-checked at the first call.
         """
         plan = self.fused_plan(ctx)
         if plan is not None:

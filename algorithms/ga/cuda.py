@@ -1,4 +1,4 @@
-"""Fused CUDA generation of the GA (:mod:`algorithms.ga.ga`), and its host emulation.
+"""Fused CUDA generation of the GA (:mod:`isles.algorithms.ga.ga`), and its host emulation.
 
 A plain CuPy loop of the array code launches dozens of kernels per generation and, for long
 genomes, writes and re-reads the whole child population several times (crossover, mutation,
@@ -8,7 +8,7 @@ unpacking for the objective). Here one generation is **two kernel launches**:
   in rank order (Deb's rules on ``(v, f)``, ties to the lower index: ``n_elite`` block-wide
   minimum searches, each over the keys greater than the previous winner's) and the stop target
   (island ``i``'s ``hit_generation`` is set to the current generation when its best is feasible
-  with ``f <= target``, what :meth:`algorithms.core.base.IslandAlgorithm.track_target` records);
+  with ``f <= target``, what :meth:`isles.algorithms.core.base.IslandAlgorithm.track_target` records);
   the other blocks, one thread per slot: the child slots' decisions from the counter hash
   (tournaments over ``(f, v)``, crossover flag and cuts, seed mutation), 20 bytes per slot;
 * ``ga_generation`` -- one *group* of ``TPI`` threads per slot of the next population (``IPB``
@@ -25,12 +25,12 @@ unpacking for the objective). Here one generation is **two kernel launches**:
 
 :meth:`FusedGA.run` captures ``GRAPH_GENERATIONS`` (64) generations, ping-ponging between two
 preallocated populations, plus a kernel that advances a device-side generation counter, into a
-**CUDA graph** and replays it (as :class:`algorithms.de.cuda.FusedDE`); the generation of the
+**CUDA graph** and replays it (as :class:`isles.algorithms.de.cuda.FusedDE`); the generation of the
 draws is ``gen_off + gen_dev + rng.ctr``. Neither :meth:`FusedGA.step` nor :meth:`FusedGA.run`
 synchronises with the host.
 
 **Same individuals as the NumPy twin.** Draw ids, index layouts and integer arithmetic are those
-of :mod:`algorithms.ga.ga` (float64 uniforms, ``floor(u N)``, the same integer mutation thresholds,
+of :mod:`isles.algorithms.ga.ga` (float64 uniforms, ``floor(u N)``, the same integer mutation thresholds,
 masks by words), so under the same seed the fused path builds bit-identical genomes as long as the
 objective values agree: exactly for integer-valued objectives (OneMax, trap-k, knapsack with
 integer data), up to the rounding of the objective's sum order and CUDA's ``cos``/``exp`` for
@@ -73,9 +73,9 @@ import warnings
 
 import numpy as np
 
-from algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
-from algorithms.core.graph import PingPongGraph
-from algorithms.ga.ga import (
+from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from isles.algorithms.core.graph import PingPongGraph
+from isles.algorithms.ga.ga import (
     CROSSOVERS,
     DRAW_CUT,
     DRAW_MUTATE,
@@ -85,7 +85,7 @@ from algorithms.ga.ga import (
     DRAW_XOVER,
     flip_thresholds,
 )
-from problems.base import objective_macros
+from isles.problems.base import objective_macros
 
 log = logging.getLogger(__name__)
 
@@ -629,7 +629,7 @@ _KERNELS: dict = {}
 
 
 def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int, K: np.ndarray):
-    """CuPy twin of :func:`algorithms.ga.ga.per_bit_flips` (same draws, same thresholds ``K``): one
+    """CuPy twin of :func:`isles.algorithms.ga.ga.per_bit_flips` (same draws, same thresholds ``K``): one
     elementwise kernel over ``(I, M, W)`` words, no host synchronisation."""
     cp = rng.xp
     if "flips" not in _KERNELS:
@@ -692,7 +692,7 @@ def elite_block(n: int) -> int:
 def kernel_source(ga, ctx, tpi: int | None = None, extra: dict | None = None) -> tuple[str, dict]:
     """CUDA/C source of the fused generation for ``(ga, ctx)`` and its configuration macros.
 
-    Order: configuration, ``HASH + ARITHMETIC + MATH`` (:mod:`algorithms.core.cuda_prelude`), the
+    Order: configuration, ``HASH + ARITHMETIC + MATH`` (:mod:`isles.algorithms.core.cuda_prelude`), the
     problem's ``cuda_objective``, the encoding's ``cuda_decode`` (real problems), then
     :data:`GA_SOURCE`.
 
@@ -816,8 +816,8 @@ class HostGA:
     groups are emulated by loops (``obj_merge`` in thread order). Works on NumPy states.
 
     Args:
-        ga: the :class:`algorithms.ga.ga.GA`.
-        ctx: a NumPy :class:`algorithms.core.base.Context` whose problem has ``cuda_objective``.
+        ga: the :class:`isles.algorithms.ga.ga.GA`.
+        ctx: a NumPy :class:`isles.algorithms.core.base.Context` whose problem has ``cuda_objective``.
         tpi: threads per group (default: the CUDA layout's).
 
     Raises:
@@ -917,8 +917,8 @@ class FusedGA(PingPongGraph):
     """Compiled fused GA generation for one ``(ga, ctx)`` (see the module docstring).
 
     Args:
-        ga: the :class:`algorithms.ga.ga.GA`.
-        ctx: a CuPy :class:`algorithms.core.base.Context` whose problem has ``cuda_objective``.
+        ga: the :class:`isles.algorithms.ga.ga.GA`.
+        ctx: a CuPy :class:`isles.algorithms.core.base.Context` whose problem has ``cuda_objective``.
         tpi: threads per slot (default :func:`layout`'s choice; benchmarks).
         extra: macro overrides (:func:`kernel_source`; benchmarks).
 

@@ -1,11 +1,11 @@
 """Genetic algorithm on packed bit strings, batched over islands (seed 002, sections 2.1-2.8).
 
-Genomes are bit strings packed 32 to a ``uint32`` word (:mod:`algorithms.core.encodings`):
+Genomes are bit strings packed 32 to a ``uint32`` word (:mod:`isles.algorithms.core.encodings`):
 ``genome (I, N, W)`` for ``I`` islands of ``N`` individuals of ``L`` bits, ``W = ceil(L/32)``,
 padding bits of the last word always 0. A real-valued problem sees the decoded phenotype
 (binary, Gray or seed 002's decimal digits); a natively binary problem (OneMax, trap-k, knapsack)
 sees the bits. Fitness ``f`` and violation ``v`` (Deb's rules rank ``(v, f)``,
-:mod:`problems.constraints`) are ``(I, N)`` in ``ctx.dtype``.
+:mod:`isles.problems.constraints`) are ``(I, N)`` in ``ctx.dtype``.
 
 **One generation** (all islands at once, no host synchronisation), from population ``P`` with
 ``(f, v)`` to ``P'``:
@@ -22,7 +22,7 @@ sees the bits. Fitness ``f`` and violation ``v`` (Deb's rules rank ``(v, f)``,
    mutated), ``n_renew = floor(renewal * N)``;
 4. evaluation of every slot but the elite ones (``N - n_elite`` evaluations per island).
 
-**Random numbers.** Every number is :class:`algorithms.core.random.CounterRNG`'s hash of
+**Random numbers.** Every number is :class:`isles.algorithms.core.random.CounterRNG`'s hash of
 ``(seed, island, generation g, draw id, element index)`` with ``g = state["generation"]`` (the
 generations completed before this one). Index layouts are per island block, ``c`` is the absolute
 slot in ``[0, N)``, ``W`` words, ``L`` bits, ``S = group_size``; ``u`` means the float64 uniform
@@ -76,7 +76,7 @@ DRAW_RENEW     6    ``c W + w``                             renewal words (maske
   probability of the others; isles picks uniformly.)
 
 On CuPy, :meth:`GA.step` and :meth:`GA.run` use the fused CUDA generation of
-:mod:`algorithms.ga.cuda` when the problem provides ``cuda_objective`` (for real problems with
+:mod:`isles.algorithms.ga.cuda` when the problem provides ``cuda_objective`` (for real problems with
 the encoding's ``cuda_decode``); it draws the same numbers with the same layouts and selects the
 same individuals. Otherwise the array code below runs on NumPy or CuPy (on CuPy the per-bit
 mutation is one elementwise kernel, so that no step synchronises with the host).
@@ -89,9 +89,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algorithms.core.base import Context, FusedAlgorithm, State, check_range
-from algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding, make_encoding
-from problems.constraints import better
+from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_range
+from isles.algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding, make_encoding
+from isles.problems.constraints import better
 
 log = logging.getLogger(__name__)
 
@@ -140,10 +140,10 @@ class GAParams:
             (seed 2.1's partial renewal; not mutated); ``n_renew = floor(renewal N)`` and
             ``n_elite + n_renew < N`` (at least one child).
         encoding: ``auto`` (``bits`` for natively binary problems, else ``binary``), ``binary``,
-            ``gray``, ``seed002`` or ``bits`` (:func:`algorithms.core.encodings.make_encoding`).
+            ``gray``, ``seed002`` or ``bits`` (:func:`isles.algorithms.core.encodings.make_encoding`).
         bits_per_variable: bits per variable of ``binary``/``gray``, 1..52.
         nvdec, nvbin: ``seed002``'s digits per variable (2..16) and bits per digit (1..16).
-        fused: use the fused CUDA generation (:mod:`algorithms.ga.cuda`) where possible on CuPy;
+        fused: use the fused CUDA generation (:mod:`isles.algorithms.ga.cuda`) where possible on CuPy;
             ``False`` forces the array code.
 
     Defaults. Seed 002 fixes only a mutation probability below 5 % (section 2.8) and the
@@ -225,7 +225,7 @@ def _xp(a):
 def elite_indices(f, v, n: int):
     """The ``n`` best individuals of each island in rank order: int64 ``(I, n)``.
 
-    Deb's rules (lexicographic ``(v, f)``, :mod:`problems.constraints`), ties to the lower index
+    Deb's rules (lexicographic ``(v, f)``, :mod:`isles.problems.constraints`), ties to the lower index
     (two stable sorts). ``f, v``: ``(I, N)``.
     """
     xp = _xp(f)
@@ -333,7 +333,7 @@ def per_bit_flips(rng, generation: int, start: int, stop: int, n_bits: int, p_m:
     Geometric gaps per word (module docstring): draw ``k`` of word ``w`` of slot ``c`` is
     ``DRAW_MUTATE`` at index ``32 (c W + w) + k``; ``1 + 32 p_m`` hashes per word on average.
     NumPy: the words that still flip are compacted after every draw; CuPy: one elementwise kernel
-    (:func:`algorithms.ga.cuda.per_bit_flips_cupy`), no host synchronisation.
+    (:func:`isles.algorithms.ga.cuda.per_bit_flips_cupy`), no host synchronisation.
     """
     xp = rng.xp
     I = rng.n_streams
@@ -343,7 +343,7 @@ def per_bit_flips(rng, generation: int, start: int, stop: int, n_bits: int, p_m:
         return xp.zeros((I, max(M, 0), W), dtype=np.uint32)
     K = flip_thresholds(p_m)
     if xp is not np:
-        from algorithms.ga import cuda as ga_cuda  # noqa: PLC0415
+        from isles.algorithms.ga import cuda as ga_cuda  # noqa: PLC0415
 
         return ga_cuda.per_bit_flips_cupy(rng, generation, start, stop, n_bits, K)
     nbw = word_bits(n_bits)
@@ -398,7 +398,7 @@ def random_words(rng, generation: int, draw: int, start: int, stop: int, n_bits:
     W = (int(n_bits) + 31) // 32
     idx = np.arange(start, stop, dtype=np.int64)[:, None] * W + np.arange(W)[None, :]
     z = rng.bits_at(generation, draw, xp.asarray(idx)[None])
-    from algorithms.core.encodings import valid_mask  # noqa: PLC0415
+    from isles.algorithms.core.encodings import valid_mask  # noqa: PLC0415
 
     return (z >> np.uint64(32)).astype(np.uint32) & valid_mask(n_bits, xp)
 
@@ -420,7 +420,7 @@ class GA(FusedAlgorithm):
     generation), ``nan_evals`` (0-d device int64), and ``hit_generation (I,)`` once the target is
     tracked. Migration moves genomes with their ``(f, v)`` (``FIELDS``).
 
-    The encoding (:mod:`algorithms.core.encodings`) is built from the problem at :meth:`init`
+    The encoding (:mod:`isles.algorithms.core.encodings`) is built from the problem at :meth:`init`
     (``params.encoding``), and :meth:`phenotype` decodes with it.
     """
 
@@ -428,7 +428,7 @@ class GA(FusedAlgorithm):
     Params = GAParams
     FIELDS = {"genome": "genome", "f": "f", "v": "v"}
     graph_safe = False  # the fused path replays its own CUDA graph in run()
-    FUSED_MODULE = "algorithms.ga.cuda"
+    FUSED_MODULE = "isles.algorithms.ga.cuda"
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
@@ -531,7 +531,7 @@ class GA(FusedAlgorithm):
         """One generation of every island (module docstring); no host synchronisation.
 
         On CuPy with a problem that provides ``cuda_objective`` this is the fused CUDA generation
-        (:class:`algorithms.ga.cuda.FusedGA`), built and self-checked at the first call.
+        (:class:`isles.algorithms.ga.cuda.FusedGA`), built and self-checked at the first call.
         """
         plan = self.fused_plan(ctx)
         if plan is not None:

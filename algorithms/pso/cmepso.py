@@ -1,6 +1,6 @@
 """CMEPSO: cooperative multi-swarm EPSO, master/slave (seed 001 section 5, Algorithm 3).
 
-The slave swarms are ``S`` EPSO islands of one batch (:class:`algorithms.pso.epso.EPSO`, ``c3 = 0``)
+The slave swarms are ``S`` EPSO islands of one batch (:class:`isles.algorithms.pso.epso.EPSO`, ``c3 = 0``)
 that never receive anything back: the multi-population cooperative PSO (MCPSO) of Niu, Zhu &
 He, "Multi-population cooperative particle swarm optimization", ECAL 2005. After each slave
 generation their global bests go to the master swarm, one EPSO swarm (``I = 1``) whose
@@ -13,11 +13,11 @@ from dataclasses import replace as dc_replace
 
 import numpy as np
 
-from algorithms.core.base import Context, State
-from algorithms.pso.epso import EPSO, EPSOParams
-from algorithms.core.graph import GraphStepper
-from algorithms.pso.pso import update_gbest
-from problems.constraints import best_row
+from isles.algorithms.core.base import Context, State
+from isles.algorithms.pso.epso import EPSO, EPSOParams
+from isles.algorithms.core.graph import GraphStepper
+from isles.algorithms.pso.pso import update_gbest
+from isles.problems.constraints import best_row
 
 
 class MasterSwarm:
@@ -98,7 +98,7 @@ def run_cmepso(ctx_slaves: Context, ctx_master: Context, slaves: EPSO, master: M
         iterations: slave generations (``I_MAX``; seed 001 uses 1000).
         exchange_interval: slave generations between exchanges (>= 1; 1 = Algorithm 3).
         cuda_graph: on CuPy with ``exchange_interval == 1``, capture one whole iteration (slaves,
-            exchange, master) as a CUDA graph and replay it (:mod:`algorithms.core.graph`); same
+            exchange, master) as a CUDA graph and replay it (:mod:`isles.algorithms.core.graph`); same
             random numbers and results as the plain loop.
 
     Returns:

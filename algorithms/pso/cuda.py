@@ -1,23 +1,23 @@
-"""Fused CUDA kernels of one PSO generation (:class:`algorithms.pso.pso.PSO` on CuPy).
+"""Fused CUDA kernels of one PSO generation (:class:`isles.algorithms.pso.pso.PSO` on CuPy).
 
-The generic array code of :meth:`algorithms.pso.pso.PSO.step` issues about 60 small CuPy kernels per
+The generic array code of :meth:`isles.algorithms.pso.pso.PSO.step` issues about 60 small CuPy kernels per
 generation (three random draws, the velocity update of seed 001 eq. 1, the velocity clamp, the
 boundary correction of eqs. 4-5 with its many ``where``, the inertia and clamp schedules of
 eq. 3, the personal and global best updates), plus the evaluation. Even replayed as a CUDA graph
-(:mod:`algorithms.core.graph`) each of them costs a launch slot (about 1.5 us on an H100), so a step of
+(:mod:`isles.algorithms.core.graph`) each of them costs a launch slot (about 1.5 us on an H100), so a step of
 EvoX's benchmark workload (100 particles, sphere D = 500) took 154 us. Here the same generation is
 three kernels around the (generic) evaluation:
 
 1. :func:`schedule_values` (one thread): the inertia weight ``w(k)`` (eq. 3,
-   :func:`algorithms.pso.pso.inertia_weight`) and the clamp fraction ``vmax(k)``
-   (:func:`algorithms.pso.pso.vmax_schedule`) for ``k = generation + 1 + rng.ctr``, written to device
+   :func:`isles.algorithms.pso.pso.inertia_weight`) and the clamp fraction ``vmax(k)``
+   (:func:`isles.algorithms.pso.pso.vmax_schedule`) for ``k = generation + 1 + rng.ctr``, written to device
    memory, so that a CUDA-graph replay sees the right iteration (the counter ``ctr`` of
-   :class:`algorithms.core.random.CounterRNG` advances on the device at each replay);
+   :class:`isles.algorithms.core.random.CounterRNG` advances on the device at each replay);
 2. :func:`fused_move` (one thread per coordinate): the random factors ``R1, R2`` (eq. 1) and the
    COR uniforms (eq. 5), drawn exactly as ``CounterRNG.uniform`` would (draw ids
-   :data:`algorithms.pso.pso.DRAW_R1`, ``DRAW_R2``, ``DRAW_COR``, same SplitMix64 counter hash, same
+   :data:`isles.algorithms.pso.pso.DRAW_R1`, ``DRAW_R2``, ``DRAW_COR``, same SplitMix64 counter hash, same
    element index within the island's ``(N, D)`` block, same float conversion), the velocity
-   update (eq. 1), the clamp, the move (eq. 2) and :func:`algorithms.pso.pso.boundary_correction` in
+   update (eq. 1), the clamp, the move (eq. 2) and :func:`isles.algorithms.pso.pso.boundary_correction` in
    both COR modes (eqs. 4-5);
 3. ``ctx.evaluator(x)`` (unchanged, the problem's own array code);
 4. :func:`fused_update_bests`: personal bests, island global bests under Deb's rules and the NaN
@@ -62,8 +62,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.core.cuda_prelude import ARITHMETIC, HASH
-from algorithms.core.random import _MASK
+from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH
+from isles.algorithms.core.random import _MASK
 
 BLOCK = 256  # threads per block of every kernel
 MAX_GRID = 16384  # blocks of a grid-stride loop
@@ -305,7 +305,7 @@ def unsupported_reason(ctx, x=None) -> str | None:
     """Why the fused kernels cannot run ``ctx`` (and positions ``x``), or ``None`` if they can.
 
     Args:
-        ctx: :class:`algorithms.core.base.Context`.
+        ctx: :class:`isles.algorithms.core.base.Context`.
         x: optional positions ``(I, N, D)``.
     """
     if getattr(ctx.xp, "__name__", "") != "cupy":
@@ -359,15 +359,15 @@ def schedule_values(ctx, k: int, i_max: int, w_max: float, w_min: float, vmax_st
 
     Bit-identical to ``inertia_weight(ctx.generation_value(k), i_max, w_max, w_min)`` (seed 001
     eq. 3) and ``vmax_schedule(ctx.generation_value(k), i_max, vmax_start, vmax_final)`` of
-    :mod:`algorithms.pso.pso` evaluated on CuPy, where ``ctx.generation_value(k) = k + rng.ctr[0]``
+    :mod:`isles.algorithms.pso.pso` evaluated on CuPy, where ``ctx.generation_value(k) = k + rng.ctr[0]``
     (so a CUDA-graph replay sees its own iteration). Host constants of those functions (``i_max
     <= 1``, a disabled or constant clamp) come out as the same values rounded to the dtype.
 
     Args:
-        ctx: :class:`algorithms.core.base.Context` on CuPy (float32 or float64).
+        ctx: :class:`isles.algorithms.core.base.Context` on CuPy (float32 or float64).
         k: the 1-based iteration index on the host (``generation + 1``).
         i_max: schedule length; ``w_max, w_min``: eq. 3's end points; ``vmax_start,
-            vmax_final, vmax_power``: see :func:`algorithms.pso.pso.vmax_schedule`.
+            vmax_final, vmax_power``: see :func:`isles.algorithms.pso.pso.vmax_schedule`.
 
     Returns:
         ``(w, vmax)``: 0-d views of one ``(2,)`` device array of ``ctx.dtype``.
@@ -395,14 +395,14 @@ def fused_move(ctx, x, vel, pbest, gbest, generation: int, w, vmax, c1: float, c
                cor_mode: str = "overshoot"):
     """One PSO move of every particle of every island in ONE kernel (seed 001 eqs. 1, 2, 4, 5).
 
-    Computes what :meth:`algorithms.pso.pso.PSO.step` computes before the evaluation: ``R1, R2,
+    Computes what :meth:`isles.algorithms.pso.pso.PSO.step` computes before the evaluation: ``R1, R2,
     COR`` uniforms of generation ``generation`` (plus the device counter ``ctx.rng.ctr``), eq. 1
     with ``w``, the clamp ``|vel_d| <= vmax (upper_d - lower_d)`` (skipped when ``vmax`` is
-    ``None``), eq. 2 and :func:`algorithms.pso.pso.boundary_correction`; bit-identical to the generic
+    ``None``), eq. 2 and :func:`isles.algorithms.pso.pso.boundary_correction`; bit-identical to the generic
     CuPy code (module docstring).
 
     Args:
-        ctx: :class:`algorithms.core.base.Context` on CuPy, float32 or float64.
+        ctx: :class:`isles.algorithms.core.base.Context` on CuPy, float32 or float64.
         x, vel, pbest: ``(I, N, D)`` positions, velocities, personal bests.
         gbest: ``(I, D)`` island global bests.
         generation: host generation counter ``g`` (the draws of generation ``g + ctr``).
@@ -445,13 +445,13 @@ def fused_move(ctx, x, vel, pbest, gbest, generation: int, w, vmax, c1: float, c
 def fused_update_bests(ctx, state: dict, x, f, v, n_nan) -> dict:
     """Personal and island global bests under Deb's rules, and ``nan_evals``, in ONE kernel.
 
-    Same result (bit-identical) as :func:`algorithms.pso.pso.update_bests` ``(xp, state, x, f, v)``
+    Same result (bit-identical) as :func:`isles.algorithms.pso.pso.update_bests` ``(xp, state, x, f, v)``
     followed by ``nan_evals = state["nan_evals"] + n_nan``: ``pbest`` where ``(f, v)`` is
     strictly better, then ``gbest`` = better of the old ``gbest`` and the island's best personal
     best (first one on ties; NaN keys as NumPy's argmin).
 
     Args:
-        ctx: :class:`algorithms.core.base.Context` on CuPy.
+        ctx: :class:`isles.algorithms.core.base.Context` on CuPy.
         state: PSO state with ``pbest (I, N, D)``, ``pbest_f, pbest_v (I, N)``, ``gbest (I, D)``,
             ``gbest_f, gbest_v (I,)``, ``nan_evals`` (0-d int64).
         x: new positions ``(I, N, D)``; f, v: their ranking pair ``(I, N)``; n_nan: 0-d count.

@@ -16,7 +16,7 @@ Asia Pacific 2002. Each generation, for every particle:
 3. **Reproduction**: the original moves with eq. 1 (schedule ``w`` of eq. 3, ``c1``, ``c2``,
    uniform factors), plus ``Rnd3 c3 (b_g^S - x)`` when ``c3 > 0`` (eq. 13); each replica moves
    with eq. 11 (eq. 12 when ``c3 > 0``) with its mutated weights and ``b_g*``; then eq. 2, the
-   velocity clamp and the boundary correction (eqs. 4-5) of :mod:`algorithms.pso.pso`.
+   velocity clamp and the boundary correction (eqs. 4-5) of :mod:`isles.algorithms.pso.pso`.
 4. **Evaluation** of all ``1 + R`` candidates of all particles in ONE batched call of shape
    ``(I, N (1 + R), D)`` (one kernel launch per array operation on the GPU).
 5. **Selection**: the best candidate under Deb's rules becomes the particle (``x``, ``vel``);
@@ -30,17 +30,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from algorithms.core.base import Context, State, check_range
-from algorithms.pso.pso import (DRAW_COR, DRAW_R1, DRAW_R2, DRAW_R3, PSO, PSOParams, boundary_correction,
+from isles.algorithms.core.base import Context, State, check_range
+from isles.algorithms.pso.pso import (DRAW_COR, DRAW_R1, DRAW_R2, DRAW_R3, PSO, PSOParams, boundary_correction,
                             clamp_velocity, inertia_weight, update_bests, vmax_schedule)
-from problems.constraints import argbest
+from isles.problems.constraints import argbest
 
 DRAW_NW, DRAW_NC1, DRAW_NC2, DRAW_NC3, DRAW_NG = 20, 21, 22, 23, 24
 
 
 @dataclass(frozen=True)
 class EPSOParams(PSOParams):
-    """Parameters of :class:`EPSO`: those of :class:`algorithms.pso.pso.PSOParams` (seed 001 section 6
+    """Parameters of :class:`EPSO`: those of :class:`isles.algorithms.pso.pso.PSOParams` (seed 001 section 6
     defaults, the velocity clamp and COR mode tuned with ``benchmarks/cmepso_quality_local.py``)
     plus the replication and mutation fields.
 
@@ -67,7 +67,7 @@ class EPSOParams(PSOParams):
 class EPSO(PSO):
     """EPSO island algorithm (seed 001 eqs. 1-14, Algorithm 2; Miranda & Fonseca 2002).
 
-    State (dict): as :class:`algorithms.pso.pso.PSO` (``x, vel, pbest (I, N, D)``, ``pbest_f,
+    State (dict): as :class:`isles.algorithms.pso.pso.PSO` (``x, vel, pbest (I, N, D)``, ``pbest_f,
     pbest_v (I, N)``, ``gbest (I, D)``, ``gbest_f, gbest_v (I,)``, ``generation``, ``evals``,
     ``nan_evals``) plus ``attractor (I, D)``, ``attractor_f, attractor_v (I,)`` (``b_g^S``; inf
     when unset). ``evals`` grows by ``N (1 + R)`` per generation.

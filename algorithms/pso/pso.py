@@ -3,7 +3,7 @@
 Seed 001 (Souza et al., CMEPSO-GPU), section 3.1, eqs. 1-5 and Algorithm 1, after Kennedy &
 Eberhart (1995) and the linearly decreasing inertia weight of Eberhart & Shi (1998). Every array
 carries the island axis first: positions ``x (I, N, D)``. Fitness is ranked with Deb's
-feasibility rules on ``(f, v)`` (:mod:`problems.constraints`).
+feasibility rules on ``(f, v)`` (:mod:`isles.problems.constraints`).
 
 Two choices the seed leaves open, fixed here for every PSO variant of isles and tuned with
 ``benchmarks/cmepso_quality_local.py`` (CMEPSO, seed defaults, welded beam / spring / speed reducer):
@@ -26,7 +26,7 @@ Two choices the seed leaves open, fixed here for every PSO variant of isles and 
 Initial velocities follow SPSO 2011 (Clerc, 2011): ``vel ~ U(lower - x, upper - x)``, so that
 ``x + vel`` is in the box.
 
-On CuPy (float32/float64), :meth:`PSO.step` runs the fused kernels of :mod:`algorithms.pso.cuda`
+On CuPy (float32/float64), :meth:`PSO.step` runs the fused kernels of :mod:`isles.algorithms.pso.cuda`
 (schedules, move and best updates: three launches around the evaluation instead of about 60),
 bit-identical to the generic array code below, which NumPy (and ``PSOParams(fused=False)``) runs.
 """
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algorithms.core.base import Context, IslandAlgorithm, State, check_range
-from problems.constraints import argbest, better
+from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_range
+from isles.problems.constraints import argbest, better
 
 # draw ids (counter RNG): each call site of a generation has its own constant id
 DRAW_INIT_X, DRAW_INIT_V = 0, 1
@@ -69,7 +69,7 @@ def schedule_fraction(k, i_max: int):
     """``t = (k - 1)/(i_max - 1)`` clamped to [0, 1] (0 when ``i_max <= 1``).
 
     ``k`` is a host int (NumPy path) or a 0-d device array from
-    :meth:`algorithms.core.base.Context.generation_value` (CuPy path, CUDA-graph safe); the result has
+    :meth:`isles.algorithms.core.base.Context.generation_value` (CuPy path, CUDA-graph safe); the result has
     the same kind.
     """
     if i_max <= 1:
@@ -201,7 +201,7 @@ class PSOParams:
     Eberhart's usual values, not given in the seed). ``vmax_fraction``/``vmax_final``: the
     decreasing velocity clamp of :func:`vmax_schedule` (not in the seed); ``cor_mode``: see
     :func:`boundary_correction`; ``fused``: on CuPy, use the fused CUDA kernels of
-    :mod:`algorithms.pso.cuda` (same results, bit for bit); ``False`` forces the generic array code.
+    :mod:`isles.algorithms.pso.cuda` (same results, bit for bit); ``False`` forces the generic array code.
 
     Raises:
         ValueError: a field out of range, named ``algorithm.<field>``.
@@ -267,7 +267,7 @@ class PSO(IslandAlgorithm):
     def step(self, ctx: Context, state: State) -> State:
         """One PSO generation: eqs. 1-2 (velocity clamp), 4-5, evaluation, bests. No host sync.
 
-        On CuPy (``params.fused``, float32/float64) the fused kernels of :mod:`algorithms.pso.cuda`
+        On CuPy (``params.fused``, float32/float64) the fused kernels of :mod:`isles.algorithms.pso.cuda`
         run instead of the array code below, with bit-identical results (:meth:`_fused_step`).
         """
         if self._fused_ok(ctx, state):
@@ -294,15 +294,15 @@ class PSO(IslandAlgorithm):
         """Whether :meth:`step` can take the fused CUDA path (CuPy, float32/float64, (I, N, D))."""
         if not getattr(self.params, "fused", False) or getattr(ctx.xp, "__name__", "") != "cupy":
             return False
-        from algorithms.pso.cuda import unsupported_reason  # noqa: PLC0415
+        from isles.algorithms.pso.cuda import unsupported_reason  # noqa: PLC0415
 
         return unsupported_reason(ctx, state["x"]) is None
 
     def _fused_step(self, ctx: Context, state: State) -> State:
-        """:meth:`step` on CuPy with :mod:`algorithms.pso.cuda`: the schedules (1 launch), the
+        """:meth:`step` on CuPy with :mod:`isles.algorithms.pso.cuda`: the schedules (1 launch), the
         move with its three draws (1 launch), ``ctx.evaluator`` and the best updates plus the NaN
         count (1 launch). Bit-identical to the generic code; no host synchronisation."""
-        from algorithms.pso import cuda as pso_cuda  # noqa: PLC0415
+        from isles.algorithms.pso import cuda as pso_cuda  # noqa: PLC0415
 
         p, g = self.params, state["generation"]
         w, vmax = pso_cuda.schedule_values(ctx, g + 1, p.max_iterations, p.w_max, p.w_min, p.vmax_fraction,
@@ -318,7 +318,7 @@ class PSO(IslandAlgorithm):
         """Immigrants ``(I, k)`` at particles ``idx (I, k)``: personal best (the genome), fitness,
         violation, and the extras current position ``x`` and velocity ``vel``, so an immigrant
         keeps moving as it did at home. ``immigrants`` has this swarm's leaves
-        (:meth:`algorithms.core.population.Population.conform` gives zeros to an immigrant that
+        (:meth:`isles.algorithms.core.population.Population.conform` gives zeros to an immigrant that
         carries no extras, e.g. the master swarm's best). ``gbest`` is recomputed (it never gets
         worse)."""
         return update_gbest(ctx.xp, super().replace(ctx, state, idx, immigrants))
