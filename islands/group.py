@@ -106,6 +106,14 @@ class IslandGroup:
         if inbound:
             self._migrate(inbound, remote or {})
         t0 = time.perf_counter()
+        self._evolve(n_generations)
+        synchronize(self.xp)
+        compute_s = time.perf_counter() - t0
+        return self._summary(compute_s)
+
+    def _evolve(self, n_generations: int) -> None:
+        """``n_generations`` generations on the device (captured-graph replays where possible),
+        without a host synchronisation."""
         if self.use_graph and n_generations > 0:
             if self.stepper is None:
                 self.stepper = GraphStepper.for_algorithm(self.algorithm, self.ctx, self.state)
@@ -115,9 +123,122 @@ class IslandGroup:
             self.state = self.algorithm.run(self.ctx, self.state, int(n_generations))
             # an algorithm whose run() does not track per generation is caught at the epoch's end
             self.state = self.algorithm.track_target(self.ctx, self.state)
-        synchronize(self.xp)
-        compute_s = time.perf_counter() - t0
-        return self._summary(compute_s)
+
+    # -- the whole archipelago in this group: epochs in batches, the master swarm beside ----------
+    def attach_master(self, master, seed: int, stream: int, state: dict | None = None) -> None:
+        """Host the master swarm (CMEPSO, :class:`isles.algorithms.pso.cmepso.MasterSwarm`) on
+        this group's device, beside the slave islands, for :meth:`run_epochs`.
+
+        Args:
+            master: the master swarm.
+            seed: the run's seed; stream: the master's random stream (the number of islands, as
+                the coordinator's master on the host uses), so both draw the same numbers.
+            state: a master state to continue from (host arrays of :meth:`master_state_dict`, or
+                the coordinator's), or ``None`` to start it from the first epoch's bests.
+        """
+        self.master = master
+        self.master_ctx = Context(xp=self.xp, dtype=self.ctx.dtype, evaluator=self.evaluator,
+                                  rng=CounterRNG(self.xp, int(seed), [int(stream)]))
+        self.load_master(state)
+
+    def load_master(self, state: dict | None) -> None:
+        """Set the hosted master swarm's state (host or device arrays, or ``None``: start afresh)."""
+        self.master_state = None if state is None else {
+            k: self.xp.asarray(v) if hasattr(v, "shape") else v for k, v in state.items()}
+
+    def master_state_dict(self) -> dict | None:
+        """The hosted master swarm's state as host arrays (for snapshots), or ``None`` before
+        its first epoch."""
+        if getattr(self, "master_state", None) is None:
+            return None
+        return {k: to_host(v) if hasattr(v, "shape") else v for k, v in self.master_state.items()}
+
+    def run_epochs(self, plans: list) -> list:
+        """Several epochs back to back on the device, with one host synchronisation at the end:
+        the loop of the coordinator when this group hosts every island (and the master swarm,
+        :meth:`attach_master`), so that a per-generation exchange costs no round trip.
+
+        Args:
+            plans: one ``(n_generations, inbound, remote)`` per epoch, as :meth:`run_epoch`'s
+                arguments; a ``remote`` entry ``MASTER_ID: None`` is the hosted master's best.
+
+        Returns:
+            one summary per epoch, with :meth:`run_epoch`'s keys (``emigrants`` only in the last,
+            ``None`` before; ``compute_s`` is the batch's compute time divided evenly) and, with
+            a hosted master, ``master``: ``(x (1, D), f (1,), v (1,), evaluations, NaN
+            evaluations)`` after the epoch's master generations (host values).
+        """
+        xp, master = self.xp, getattr(self, "master", None)
+        t0 = time.perf_counter()
+        rows = []
+        for k, inbound, remote in plans:
+            if inbound:
+                if master is not None and MASTER_ID in (remote or {}) and remote[MASTER_ID] is None:
+                    remote = {**remote, MASTER_ID: self._master_best()}
+                self._migrate(inbound, remote or {})
+            self._evolve(k)
+            best = self.algorithm.best(self.state)  # fresh arrays: a replayed graph reuses its buffers
+            hit = self.state.get("hit_generation")
+            px = self.algorithm.phenotype(best.genome[:, 0])
+            row = {"best": best, "best_x": px, "generation": int(self.state["generation"]), "evals": int(self.state["evals"]),
+                   "nan_evals": xp.array(self.state["nan_evals"], copy=True),
+                   "hit_generation": None if hit is None else xp.array(hit, copy=True),
+                   "events": self._pending_events}
+            self._pending_events = None
+            if master is not None:
+                bf, bv = best.f[:, 0], best.v[:, 0]
+                if self.master_state is None:
+                    self.master_state = master.init(self.master_ctx, px, bf, bv)
+                self.master_state = master.run_epoch(self.master_ctx, self.master_state, px, bf, bv, k)
+                mx, mf, mv = master.best(self.master_state)
+                row["master"] = (xp.array(mx, copy=True), xp.array(mf, copy=True), xp.array(mv, copy=True),
+                                 int(self.master_state["evals"]), xp.array(self.master_state["nan_evals"], copy=True))
+            rows.append(row)
+        self._emigrant_cache = self._emigrants()
+        emigrants = self._emigrant_cache.to_host()  # synchronises: the batch's work is done
+        compute_s = (time.perf_counter() - t0) / max(1, len(rows))
+        return self._batch_summaries(rows, emigrants, compute_s)
+
+    def _master_best(self) -> Population:
+        """The hosted master swarm's best as a one-individual population ``(1, 1)``."""
+        mx, mf, mv = self.master.best(self.master_state)
+        return Population(mx[None, None], mf.reshape(1, 1), mv.reshape(1, 1))
+
+    def _batch_summaries(self, rows: list, emigrants, compute_s: float) -> list:
+        """Host summaries of :meth:`run_epochs`' rows: each device leaf stacked over the epochs
+        and copied to the host once."""
+        xp = self.xp
+        leaves = rows[0]["best"].leaves()
+        best = {name: to_host(xp.stack([r["best"].leaves()[name] for r in rows])) for name in leaves}
+        best_x = to_host(xp.stack([r["best_x"] for r in rows]))
+        nan = to_host(xp.stack([r["nan_evals"] for r in rows]))
+        hits = (None if rows[0]["hit_generation"] is None
+                else to_host(xp.stack([r["hit_generation"] for r in rows])).astype(np.int64))
+        if "master" in rows[0]:
+            mx, mf, mv, mn = (to_host(xp.stack([r["master"][j] for r in rows])) for j in (0, 1, 2, 4))
+        out = []
+        for e, r in enumerate(rows):
+            pop = Population.from_leaves({name: a[e] for name, a in best.items()})
+            self._pending_events = r["events"]
+            s = {
+                "island_ids": self.island_ids,
+                "best": pop,
+                "best_x": best_x[e],
+                "best_f": pop.f[:, 0],
+                "best_v": pop.v[:, 0],
+                "emigrants": emigrants if e == len(rows) - 1 else None,
+                "generation": r["generation"],
+                "evals": r["evals"],
+                "nan_evals": int(nan[e]),
+                "hit_generation": None if hits is None else hits[e],
+                "migrations": self._migration_events(),
+                "compute_s": compute_s,
+                "device": device_name(xp),
+            }
+            if "master" in r:
+                s["master"] = (mx[e].reshape(1, -1), mf[e].reshape(1), mv[e].reshape(1), r["master"][3], int(mn[e]))
+            out.append(s)
+        return out
 
     # ------------------------------------------------------------------------------------------
     def _emigrants(self):

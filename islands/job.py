@@ -51,7 +51,10 @@ def init_ray(ray_cfg: dict) -> None:
         ray.init(address=address, runtime_env=env, log_to_driver=True)
     else:
         path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
-        ray.init(num_cpus=ray_cfg.get("num_cpus"), include_dashboard=bool(ray_cfg.get("include_dashboard", False)),
+        # address="local": a new Ray of this run's own, even when a cluster runs on this machine
+        # (``ray start``); ray.address=auto joins that one
+        ray.init(address="local", num_cpus=ray_cfg.get("num_cpus"),
+                 include_dashboard=bool(ray_cfg.get("include_dashboard", False)),
                  runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
                  configure_logging=True, logging_level="warning")
 
