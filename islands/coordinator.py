@@ -365,7 +365,7 @@ class Coordinator:
             try:
                 if local:  # a batch of epochs on the device, one host synchronisation
                     t_batch = time.perf_counter()
-                    plans = self._local_plans(loop, self._batch_len(loop, epoch_s, every, ck), placement)
+                    plans = self._local_plans(loop, self._batch_len(loop, epoch_s, ck), placement)
                     epochs = [(p[0], {0: s}) for p, s in zip(plans, groups[0].run_epochs(plans))]
                     epoch_s = (time.perf_counter() - t_batch) / len(plans)
                 else:
@@ -384,7 +384,7 @@ class Coordinator:
                 self._load_groups(groups, snapshot["states"])
                 loop = _loop_copy(snapshot)
                 continue
-            for k, summaries in epochs:
+            for j, (k, summaries) in enumerate(epochs):
                 record, emigrants, master_pop, hits = self._epoch_done(loop, k, summaries, placement, mctx, t0)
                 if record["epoch"] > yielded:
                     yielded = record["epoch"]
@@ -397,7 +397,9 @@ class Coordinator:
                 epoch = loop["epoch"]
                 loop["pending"] = (epoch, emigrants, master_pop)
                 last = loop["done_gens"] >= self.generations
-                if every and epoch % every == 0:
+                # a snapshot once `every` epochs have passed, at the end of a batch (the groups'
+                # states are those of its last epoch)
+                if every and j == len(epochs) - 1 and epoch - snapshot["epoch"] >= every:
                     snapshot = self.last_snapshot = self._snapshot(groups, placement, loop)
                 if ck.get("every") and (epoch % int(ck["every"]) == 0 or last):
                     fresh = snapshot if snapshot is not None and snapshot["epoch"] == epoch else \
@@ -443,17 +445,16 @@ class Coordinator:
         loop["history"].append(record)
         return record, emigrants, master_pop, hits
 
-    def _batch_len(self, loop: dict, epoch_s: float | None, every: int, ck: dict) -> int:
+    def _batch_len(self, loop: dict, epoch_s: float | None, ck: dict) -> int:
         """Epochs in the next batch of an in-process group: one first (it includes compilation and
         graph capture), then about :data:`BATCH_S` seconds' worth (at most :data:`MAX_BATCH`),
-        ending at the run's end and at every snapshot and checkpoint epoch."""
+        ending at the run's end and at every checkpoint epoch (snapshots are taken at the end of
+        the batch in which they fall due)."""
         left = -(-(self.generations - loop["done_gens"]) // self.interval)
         n = 1 if epoch_s is None else int(BATCH_S / max(epoch_s, 1e-7))
         n = max(1, min(n, MAX_BATCH, left))
-        for period in (every, int(ck.get("every") or 0)):
-            if period:
-                n = min(n, period - loop["epoch"] % period)
-        return n
+        period = int(ck.get("every") or 0)
+        return min(n, period - loop["epoch"] % period) if period else n
 
     def _local_plans(self, loop: dict, n_epochs: int, placement) -> list:
         """``(generations, inbound, remote)`` of the next ``n_epochs`` epochs of the one group
