@@ -45,16 +45,16 @@ def test_optuna_sweep_minimises_the_best_f(tmp_path):
 
     search = OmegaConf.load(ROOT / "conf" / "hparams_search" / "de_optuna.yaml").hydra.sweeper.params
     result = OmegaConf.load(tmp_path / "optimization_results.yaml")
-    tried = [(job_config(tmp_path, i).algorithm.F, job_config(tmp_path, i).algorithm.CR) for i in range(n_trials)]
-    assert len(set(tried)) == n_trials  # the sampler proposed a new (F, CR) for each trial
-    for key in ("algorithm.F", "algorithm.CR"):
+    configs = [job_config(tmp_path, i) for i in range(n_trials)]
+    tried = [{"algorithm.F": c.algorithm.F, "algorithm.CR": c.algorithm.CR} for c in configs]
+    assert len({tuple(t.values()) for t in tried}) == n_trials  # a new (F, CR) for each trial
+    for key in tried[0]:
         lo, hi = (float(v) for v in re.fullmatch(r"interval\((.+),(.+)\)", search[key].replace(" ", "")).groups())
+        assert all(lo <= t[key] <= hi for t in tried), (key, tried)
         assert lo <= result.best_params[key] <= hi, (key, result.best_params[key])
-        assert all(lo <= t[0 if key == "algorithm.F" else 1] <= hi for t in tried)
-    best = min(range(n_trials), key=printed.__getitem__)
+    best = min(range(n_trials), key=printed.__getitem__)  # the trial that printed the lowest best f
     assert result.best_value == pytest.approx(printed[best], rel=1e-9)
-    assert tried[best] == (result.best_params["algorithm.F"], result.best_params["algorithm.CR"])
-
+    assert tried[best] == dict(result.best_params)
 
 def test_ray_cluster_launcher_follows_ray_address():
     cfg = make_cfg("hydra/launcher=ray_cluster", "ray.address=10.0.0.1:6379", return_hydra_config=True)
