@@ -7,10 +7,11 @@ from omegaconf import OmegaConf
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
 
-def make_cfg(*overrides: str):
-    """Compose ``conf/config.yaml`` with Hydra overrides, as ``python run.py OVERRIDES`` would."""
+def make_cfg(*overrides: str, return_hydra_config: bool = False):
+    """Compose ``conf/config.yaml`` with Hydra overrides, as ``python run.py OVERRIDES`` would
+    (with ``return_hydra_config``, the ``hydra`` node too: sweeper, launcher, ...)."""
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=return_hydra_config)
 
 
 def plain(cfg) -> dict:
