@@ -221,10 +221,10 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     callbacks = [ConsoleProgress(problem)] if plain.get("progress", True) else []
     coordinator = Coordinator(plain, topology, master, callbacks=callbacks + ([tracker] if tracker else []),
                               use_ray=use_ray)
-    if use_ray:
-        init_ray(plain.get("ray", {}))
     if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
         tracker.start((coordinator.resume_from or {}).get("mlflow_run_id"))
+    if use_ray:
+        init_ray(plain.get("ray", {}))
     previous = _sigterm_as_interrupt()
     try:
         result = coordinator.run()

@@ -242,18 +242,26 @@ class TrackingProcess:
         self._stride, self._held = 1, None  # epochs sent as metric steps: every stride-th (on_start)
 
     def start(self, run_id: str | None = None) -> None:
-        """Start the process, which opens the run (or continues ``run_id``, a resumed run)."""
-        import multiprocessing as mp  # noqa: PLC0415
+        """Start the process, which opens the run (or continues ``run_id``, a resumed run).
 
-        ctx = mp.get_context("spawn")  # no fork of a process that holds CUDA or Ray
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_tracking_main, args=(child, *self.args, run_id), daemon=True,
-                                 name="isles-mlflow")
-        self._proc.start()
+        The process is a fresh interpreter that imports only this module and MLflow (not the
+        run's main module, as a ``multiprocessing`` spawn would), and talks over a
+        ``multiprocessing`` pipe whose end it inherits."""
+        import multiprocessing as mp  # noqa: PLC0415
+        import os  # noqa: PLC0415
+        import sys  # noqa: PLC0415
+
+        self._conn, child = mp.Pipe()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # as a spawn would
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from isles.islands.tracking import child_main; "
+             "child_main(int(sys.argv[1]))", str(child.fileno())],
+            pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL)
         child.close()
         # the sends go through a thread: the run never waits on the pipe (which fills while the
         # process is still importing MLflow)
         self._queue = queue.SimpleQueue()
+        self._queue.put(("args", (*self.args, run_id)))
         self._sender = threading.Thread(target=self._pump, name="isles-mlflow-send", daemon=True)
         self._sender.start()
 
@@ -326,8 +334,21 @@ class TrackingProcess:
                 if kind == "done":
                     break
         finally:
-            self._proc.join(timeout=60)
+            try:
+                self._proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
             self._proc = None
+
+
+def child_main(fd: int) -> None:
+    """Entry point of :class:`TrackingProcess`'s process: the pipe's end is file descriptor
+    ``fd``; the first message holds :class:`MlflowTracker`'s arguments and the run id to continue."""
+    from multiprocessing.connection import Connection  # noqa: PLC0415
+
+    conn = Connection(fd)
+    _, args = conn.recv()
+    _tracking_main(conn, *args)
 
 
 def _tracking_main(conn, logger_cfg, params, config_yaml, problem, run_id) -> None:

@@ -4,6 +4,8 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from isles.islands import schema as _schema  # noqa: F401  (registers isles_schema in Hydra's ConfigStore)
+
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
 
