@@ -69,7 +69,7 @@ def experiment_id(client, name: str) -> str:
 def _parents(client, exp_id: str, sweep_id: str) -> list:
     quoted = sweep_id.replace("\\", "\\\\").replace("'", "\\'")
     return client.search_runs([exp_id], f"tags.{SWEEP_TAG} = '{quoted}' AND tags.{PARENT_TAG} = 'true'",
-                              order_by=["attributes.start_time ASC"], max_results=100)
+                              order_by=["attributes.start_time ASC", "attributes.run_id ASC"], max_results=100)
 
 
 def override_keys(overrides: list[str]) -> list[tuple[str, bool]]:
@@ -87,7 +87,8 @@ def override_keys(overrides: list[str]) -> list[tuple[str, bool]]:
 def find_or_create_parent(client, exp_id: str, sweep_id: str, overrides: list[str] | None = None) -> str:
     """The run id of sweep ``sweep_id``'s parent run in experiment ``exp_id``, opened if there
     is none (run name ``sweep <id>``). Of several (jobs that opened one at the same moment) the
-    oldest is kept and the one opened here is deleted.
+    oldest is kept (the smallest run id among equally old ones, so that every job keeps the
+    same) and the one opened here is deleted.
 
     Args:
         client: an ``mlflow.tracking.MlflowClient`` on the tracking store.

@@ -25,6 +25,7 @@ from mlflow.tracking import MlflowClient
 
 from isles.islands import job
 from isles.islands.job import run_job
+from isles.islands.sweep_runs import experiment_id, find_or_create_parent
 from tests.helpers import make_cfg
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -136,64 +137,63 @@ def test_bad_logger_values_are_one_line_errors():
         job.validate(job.OmegaConf.to_container(make_cfg(*SMALL, "logger.system_metrics_interval=0"), resolve=True))
 
 
-# -- against the server ------------------------------------------------------------------------
+# -- against the server: one Hydra multirun of two jobs, as users type it -------------------------
 
 @pytest.fixture(scope="module")
-def server_run(mlflow_server, tmp_path_factory):
-    """One job as users run it, logged to the server with system metrics every 0.1 s; yields
-    ``(client, run_id, printed best f)``."""
-    out = tmp_path_factory.mktemp("server_run")
-    p = run_cli(*SMALL, f"logger.tracking_uri={mlflow_server}", "logger.experiment_name=server-test",
-                "logger.system_metrics=true", "logger.system_metrics_interval=0.1", f"hydra.run.dir={out}")
-    assert p.returncode == 0, p.stderr[-3000:]
-    (m,) = RESULT.findall(p.stdout)
-    return MlflowClient(tracking_uri=mlflow_server), m[1], float(m[0])
-
-
-def test_run_on_the_server_reads_back(server_run, server_process):
-    client, run_id, printed_f = server_run
-    run = client.get_run(run_id)
-    assert run.info.status == "FINISHED"
-    assert client.get_experiment(run.info.experiment_id).name == "server-test"
-    p = run.data.params
-    assert (p["islands.n"], p["algorithm.n_particles"], p["generations"]) == ("2", "10", "20")
-    assert p["problem._target_"] == "isles.problems.engineering.WeldedBeam"
-    final_f = run.data.metrics["final_best_f"]
-    assert f"{final_f:.10g}" == f"{printed_f:.10g}"  # what the job printed
-    history = client.get_metric_history(run_id, "best_f")
-    assert [h.step for h in history] == list(range(1, 21))  # one step per generation (interval 1)
-    assert history[-1].value == pytest.approx(final_f, rel=1e-9)
-    assert all(b.value <= a.value for a, b in zip(history, history[1:]))  # the run's best never worsens
-    # artifacts go through the server (proxied) into its artifact directory
-    assert run.info.artifact_uri.startswith("mlflow-artifacts:")
-    assert {"config.yaml", "convergence.png", "best_solution.json", "history.csv"} <= {
-        a.path for a in client.list_artifacts(run_id)}
-    best = json.loads(Path(client.download_artifacts(run_id, "best_solution.json")).read_text())
-    assert best["f"] == pytest.approx(final_f, rel=1e-12) and len(best["x"]) == 4 and best["feasible"]
-    rows = Path(client.download_artifacts(run_id, "history.csv")).read_text().splitlines()
-    assert len(rows) == 21 and float(rows[-1].split(",")[rows[0].split(",").index("best_f")]) == pytest.approx(final_f)
-    stored = list((server_process[2] / "artifacts").rglob("convergence.png"))
-    assert len(stored) == 1 and stored[0].stat().st_size > 1000
-
-
-def test_system_metrics_are_logged(server_run):
-    client, run_id, _ = server_run
-    metrics = client.get_run(run_id).data.metrics
-    cpu = client.get_metric_history(run_id, "system/cpu_utilization_percentage")
-    memory = client.get_metric_history(run_id, "system/system_memory_usage_megabytes")
-    assert cpu and memory, sorted(metrics)
-    assert all(0 <= m.value <= 100 for m in cpu) and all(m.value > 0 for m in memory)
-    assert [m.step for m in cpu] == list(range(len(cpu)))  # one step per sample
-
-
-def test_multirun_nests_its_jobs_under_one_parent(mlflow_server, tmp_path, capsys):
-    sweep_dir = tmp_path / "sweep"
-    p = run_cli("-m", *SMALL, "generations=10", f"logger.tracking_uri={mlflow_server}",
-                "logger.experiment_name=sweep-test", "seed=0,1", f"hydra.sweep.dir={sweep_dir}")
+def sweep(mlflow_server, tmp_path_factory):
+    """``python run.py -m ... seed=0,1`` logged to the server, with system metrics every 0.1 s;
+    returns ``(client, sweep dir, {run id: printed best f})``."""
+    sweep_dir = tmp_path_factory.mktemp("sweep") / "multirun"
+    p = run_cli("-m", *SMALL, f"logger.tracking_uri={mlflow_server}", "logger.experiment_name=sweep-test",
+                "logger.system_metrics=true", "logger.system_metrics_interval=0.1", "seed=0,1",
+                f"hydra.sweep.dir={sweep_dir}")
     assert p.returncode == 0, p.stderr[-3000:]
     printed = {run_id: float(f) for f, run_id in RESULT.findall(p.stdout)}
-    assert len(printed) == 2
-    client = MlflowClient(tracking_uri=mlflow_server)
+    assert len(printed) == 2, p.stdout[-3000:]
+    return MlflowClient(tracking_uri=mlflow_server), sweep_dir, printed
+
+
+def test_run_on_the_server_reads_back(sweep, server_process):
+    client, _, printed = sweep
+    for run_id, printed_f in printed.items():
+        run = client.get_run(run_id)
+        assert run.info.status == "FINISHED"
+        assert client.get_experiment(run.info.experiment_id).name == "sweep-test"
+        p = run.data.params
+        assert (p["islands.n"], p["algorithm.n_particles"], p["generations"]) == ("2", "10", "20")
+        assert p["problem._target_"] == "isles.problems.engineering.WeldedBeam"
+        final_f = run.data.metrics["final_best_f"]
+        assert f"{final_f:.10g}" == f"{printed_f:.10g}"  # what the job printed
+        history = client.get_metric_history(run_id, "best_f")
+        assert [h.step for h in history] == list(range(1, 21))  # one step per generation (interval 1)
+        assert history[-1].value == pytest.approx(final_f, rel=1e-9)
+        assert all(b.value <= a.value for a, b in zip(history, history[1:]))  # the run's best never worsens
+        # artifacts go through the server (proxied) into its artifact directory
+        assert run.info.artifact_uri.startswith("mlflow-artifacts:")
+        assert {"config.yaml", "convergence.png", "best_solution.json", "history.csv"} <= {
+            a.path for a in client.list_artifacts(run_id)}
+        best = json.loads(Path(client.download_artifacts(run_id, "best_solution.json")).read_text())
+        assert best["f"] == pytest.approx(final_f, rel=1e-12) and len(best["x"]) == 4 and best["feasible"]
+        rows = Path(client.download_artifacts(run_id, "history.csv")).read_text().splitlines()
+        column = rows[0].split(",").index("best_f")
+        assert len(rows) == 21 and float(rows[-1].split(",")[column]) == pytest.approx(final_f, rel=1e-12)
+    stored = list((server_process[2] / "artifacts").rglob("convergence.png"))
+    assert len(stored) == 2 and all(f.stat().st_size > 1000 for f in stored)
+
+
+def test_system_metrics_are_logged(sweep):
+    client, _, printed = sweep
+    for run_id in printed:
+        cpu = client.get_metric_history(run_id, "system/cpu_utilization_percentage")
+        memory = client.get_metric_history(run_id, "system/system_memory_usage_megabytes")
+        assert cpu and memory, sorted(client.get_run(run_id).data.metrics)
+        assert all(0 <= m.value <= 100 for m in cpu) and all(m.value > 0 for m in memory)
+        assert [m.step for m in cpu] == list(range(len(cpu)))  # one step per sample
+
+
+def test_multirun_nests_its_jobs_under_one_parent(sweep, capsys):
+    client, sweep_dir, printed = sweep
+    url = client.tracking_uri
     exp = client.get_experiment_by_name("sweep-test")
     runs = client.search_runs([exp.experiment_id])
     (parent,) = [r for r in runs if r.data.tags.get("sweep_parent") == "true"]
@@ -205,20 +205,43 @@ def test_multirun_nests_its_jobs_under_one_parent(mlflow_server, tmp_path, capsy
         assert r.data.tags["mlflow.parentRunId"] == parent.info.run_id
         assert r.data.tags["sweep"] == str(sweep_dir)
         assert r.info.run_name == f"{r.data.tags['sweep_job']}: seed={r.data.params['seed']}"
-        assert f"{r.data.metrics['final_best_f']:.10g}" == f"{printed[r.info.run_id]:.10g}"
     # the quality table reads the sweep back, by its parent or by its tag
     script = str(ROOT / "benchmarks" / "quality_table.py")
     for pick in (["--parent", parent.info.run_id], ["--sweep", "latest"], ["--sweep", str(sweep_dir)]):
         sys_argv = sys.argv
-        sys.argv = [script, "--experiment", "sweep-test", "--tracking-uri", mlflow_server, "--by", "seed", *pick]
+        sys.argv = [script, "--experiment", "sweep-test", "--tracking-uri", url, "--by", "seed", *pick]
         try:
             runpy.run_path(script, run_name="__main__")
         finally:
             sys.argv = sys_argv
-        table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| welded_beam")]
-        assert sorted(line.split("|")[2].strip() for line in table) == ["0", "1"], table
-        for line in table:
-            seed = int(line.split("|")[2])
-            (child,) = [r for r in children if r.data.params["seed"] == str(seed)]
-            assert line.split("|")[3].strip() == "1"  # runs
-            assert float(line.split("|")[4]) == pytest.approx(child.data.metrics["final_best_f"], rel=1e-6)
+        table = [line.split("|") for line in capsys.readouterr().out.splitlines() if line.startswith("| welded_beam")]
+        assert sorted(cells[2].strip() for cells in table) == ["0", "1"], table
+        for cells in table:
+            (child,) = [r for r in children if r.data.params["seed"] == cells[2].strip()]
+            assert cells[3].strip() == "1"  # runs
+            assert float(cells[4]) == pytest.approx(child.data.metrics["final_best_f"], rel=1e-6)
+
+
+def test_jobs_that_open_a_parent_at_once_keep_one(mlflow_server):
+    """Without the Hydra callback (or in another experiment) each job looks the parent up by its
+    tag and opens it if it is missing; two jobs that do so at the same moment keep one."""
+    client = MlflowClient(tracking_uri=mlflow_server)
+    exp_id = experiment_id(client, "parent-race")
+    first = find_or_create_parent(client, exp_id, "multirun/x")
+    assert find_or_create_parent(client, exp_id, "multirun/x") == first  # found by its tag
+
+    class LateJob:
+        """A job whose first look-up ran before ``first`` existed."""
+
+        looked = False
+
+        def __getattr__(self, name):
+            return getattr(client, name)
+
+        def search_runs(self, *args, **kwargs):
+            looked, self.looked = self.looked, True
+            return client.search_runs(*args, **kwargs) if looked else []
+
+    assert find_or_create_parent(LateJob(), exp_id, "multirun/x") == first
+    assert [r.info.run_id for r in client.search_runs([exp_id])] == [first]  # the late job's parent is deleted
+    assert find_or_create_parent(client, exp_id, "multirun/y") != first  # another sweep, another parent
