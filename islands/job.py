@@ -6,6 +6,7 @@ fails after it started leaves its MLflow run marked ``FAILED`` with what was log
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -29,7 +30,9 @@ from isles.problems.constraints import check_handling
 from isles.islands.coordinator import Coordinator, RunResult
 from isles.islands.progress import ConsoleProgress, print_summary, result_line
 from isles import CHECKOUT
+from isles.islands.sweep_runs import sweep_info
 from isles.islands.tracking import TrackingProcess, flatten
+from isles.islands.tracking_server import reach_tracking_store
 
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
 
@@ -163,7 +166,10 @@ def validate(cfg: dict) -> None:
             ``device``, ``dtype``, ``seed`` or ``generations`` out of range; ``device=gpu`` on a
             machine without a GPU when no cluster address is given; ``constraints.handling`` or
             ``constraints.penalty``; ``islands.n_actors``, ``islands.replacement``; an unreachable
-            ``ray.address`` (:func:`check_ray_address`).
+            ``ray.address`` (:func:`check_ray_address`); ``logger.system_metrics_interval`` <= 0,
+            or ``logger.system_metrics=true`` without psutil. (A tracking server that does not
+            answer is caught by :func:`isles.islands.tracking_server.reach_tracking_store` in
+            :func:`run_job`, also before Ray starts.)
     """
     check_keys(cfg)
     check_range("generations", cfg.get("generations"), 1, integer=True)
@@ -175,6 +181,11 @@ def validate(cfg: dict) -> None:
     if isl.get("replacement", "fair_replace") not in REPLACEMENTS:
         raise ValueError(f"islands.replacement={isl.get('replacement')!r}: allowed values are {'|'.join(REPLACEMENTS)}")
     check_ray_address((cfg.get("ray") or {}).get("address"))
+    log = cfg.get("logger") or {}
+    if log.get("system_metrics_interval") is not None:
+        check_range("logger.system_metrics_interval", log["system_metrics_interval"], 0, lo_open=True)
+    if log.get("enabled") and log.get("system_metrics") and importlib.util.find_spec("psutil") is None:
+        raise ValueError("logger.system_metrics=true: MLflow's system metrics need psutil (pip install psutil)")
     if cfg.get("device") not in DEVICES:
         raise ValueError(f"device={cfg.get('device')!r}: allowed values are {'|'.join(DEVICES)}")
     dtype_of(cfg.get("dtype", "float64"))
@@ -216,8 +227,10 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
 
     tracker = None
     if plain.get("logger", {}).get("enabled", False):
+        plain["logger"] = reach_tracking_store(plain["logger"])  # a dead tracking server: one line, before Ray
         params = flatten({k: v for k, v in plain.items() if k != "hydra"})
-        tracker = TrackingProcess(plain["logger"], params, OmegaConf.to_yaml(cfg, resolve=True), problem)
+        tracker = TrackingProcess(plain["logger"], params, OmegaConf.to_yaml(cfg, resolve=True), problem,
+                                  sweep=sweep_info())
     callbacks = [ConsoleProgress(problem)] if plain.get("progress", True) else []
     coordinator = Coordinator(plain, topology, master, callbacks=callbacks + ([tracker] if tracker else []),
                               use_ray=use_ray)
