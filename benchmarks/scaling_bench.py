@@ -1,0 +1,58 @@
+"""Scaling over GPUs: the same config on 1 actor and on N actors (one GPU each), side by side in
+one process; steady-state evaluations per second (after the first epoch, which holds compilation
+and graph capture), the ratio, and the wall time per epoch.
+
+    python benchmarks/scaling_bench.py --actors 2 +experiment=de_benchmark device=gpu islands.n=8 \\
+        generations=65536 islands.migration_interval=16384
+    python benchmarks/scaling_bench.py --actors 2 +experiment=cmepso device=gpu algorithm.n_particles=4096
+    # the cost of one migration between actors: epochs of one generation with almost no compute
+    python benchmarks/scaling_bench.py --actors 2 +experiment=de_islands device=gpu problem=sphere \\
+        problem.dim=8 algorithm.pop_size=16 generations=3000 islands.migration_interval=1
+
+Prints one Markdown row per actor count.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hydra import compose, initialize_config_dir  # noqa: E402
+
+from isles.islands.job import run_job  # noqa: E402
+
+
+def run(overrides: list[str], n_actors: int):
+    """One run with ``islands.n_actors=n_actors``: ``(RunResult, seconds per steady epoch)``."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[*overrides, "logger=none", "progress=false",
+                                                       f"islands.n_actors={n_actors}"])
+    result, _ = run_job(cfg)
+    h = result.history
+    epoch_s = (h[-1]["wall_s"] - h[0]["wall_s"]) / max(1, len(h) - 1)
+    return result, epoch_s
+
+
+def main() -> None:
+    """CLI entry point."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--actors", type=int, default=2, help="actors of the scaled run (1 GPU each)")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides of the run")
+    a = ap.parse_intermixed_args()
+    print("| actors | steady evals/s | ratio | wall per epoch after the first | best f | devices |")
+    print("|---|---|---|---|---|---|")
+    base = None
+    for n in (1, a.actors):
+        result, epoch_s = run(a.overrides, n)
+        rate = result.steady_evals_per_s
+        base = base or rate
+        devices = "; ".join(sorted({f"{d}" for d in result.devices.values()}))
+        print(f"| {n} | {rate / 1e6:,.2f} M | {rate / base:.2f}x | {epoch_s * 1e3:.3f} ms | {result.best_f:.7g} | "
+              f"{devices} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
