@@ -24,6 +24,7 @@ from isles.islands import checkpoint
 from isles.islands.build import build_algorithm, build_problem, check_pairing
 from isles.islands.migration import REPLACEMENTS
 from isles.islands.placement import needs_ray
+from isles.islands.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
 from isles.islands.schema import check_keys
 from isles.problems.constraints import check_handling
 from isles.islands.coordinator import Coordinator, RunResult
@@ -34,12 +35,15 @@ from isles.islands.tracking import TrackingProcess, flatten
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
 
 
+@token_notice()  # Ray's warning that token authentication is on becomes one line (ray_security.py)
 def init_ray(ray_cfg: dict) -> None:
     """Start a local Ray (no ``ray.address``) or connect to a cluster (``ray.address``).
 
     From a checkout, the repository travels to a cluster's workers as the Ray ``working_dir``
     (and local workers find it on ``PYTHONPATH``); an installed isles must be installed on the
-    cluster's nodes too (``cluster/``).
+    cluster's nodes too (``cluster/``). A local Ray's dashboard (``ray.include_dashboard``) listens
+    on ``ray.dashboard_host`` (127.0.0.1 unless the user opts in); Ray's token authentication stays
+    as Ray sets it (:mod:`isles.islands.ray_security`).
     """
     import ray  # noqa: PLC0415
 
@@ -52,6 +56,7 @@ def init_ray(ray_cfg: dict) -> None:
     else:
         path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
         ray.init(num_cpus=ray_cfg.get("num_cpus"), include_dashboard=bool(ray_cfg.get("include_dashboard", False)),
+                 dashboard_host=ray_cfg.get("dashboard_host") or LOCAL_DASHBOARD_HOST,
                  runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
                  configure_logging=True, logging_level="warning")
 
@@ -160,7 +165,8 @@ def validate(cfg: dict) -> None:
             ``device``, ``dtype``, ``seed`` or ``generations`` out of range; ``device=gpu`` on a
             machine without a GPU when no cluster address is given; ``constraints.handling`` or
             ``constraints.penalty``; ``islands.n_actors``, ``islands.replacement``; an unreachable
-            ``ray.address`` (:func:`check_ray_address`).
+            ``ray.address`` (:func:`check_ray_address`); a ``ray.dashboard_host`` that is not an IP
+            address.
     """
     check_keys(cfg)
     check_range("generations", cfg.get("generations"), 1, integer=True)
@@ -172,6 +178,7 @@ def validate(cfg: dict) -> None:
     if isl.get("replacement", "fair_replace") not in REPLACEMENTS:
         raise ValueError(f"islands.replacement={isl.get('replacement')!r}: allowed values are {'|'.join(REPLACEMENTS)}")
     check_ray_address((cfg.get("ray") or {}).get("address"))
+    check_dashboard_host((cfg.get("ray") or {}).get("dashboard_host", LOCAL_DASHBOARD_HOST))
     if cfg.get("device") not in DEVICES:
         raise ValueError(f"device={cfg.get('device')!r}: allowed values are {'|'.join(DEVICES)}")
     dtype_of(cfg.get("dtype", "float64"))
