@@ -39,6 +39,9 @@ RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifac
 def init_ray(ray_cfg: dict) -> None:
     """Start a local Ray (no ``ray.address``) or connect to a cluster (``ray.address``).
 
+    The local Ray is the run's own: a cluster that ``ray start`` left running on this machine is
+    not joined (only ``ray.address``, or Ray's ``RAY_ADDRESS`` variable, names a cluster).
+
     From a checkout, the repository travels to a cluster's workers as the Ray ``working_dir``
     (and local workers find it on ``PYTHONPATH``); an installed isles must be installed on the
     cluster's nodes too (``cluster/``). A local Ray's dashboard (``ray.include_dashboard``) listens
@@ -55,7 +58,10 @@ def init_ray(ray_cfg: dict) -> None:
         ray.init(address=address, runtime_env=env, log_to_driver=True)
     else:
         path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
-        ray.init(num_cpus=ray_cfg.get("num_cpus"), include_dashboard=bool(ray_cfg.get("include_dashboard", False)),
+        # "local": a Ray of the run's own, never the cluster a `ray start` (another user's, another
+        # job's) left running on this machine, which Ray would join; RAY_ADDRESS still names one
+        ray.init(address=None if os.environ.get("RAY_ADDRESS") else "local",
+                 num_cpus=ray_cfg.get("num_cpus"), include_dashboard=bool(ray_cfg.get("include_dashboard", False)),
                  dashboard_host=ray_cfg.get("dashboard_host") or LOCAL_DASHBOARD_HOST,
                  runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
                  configure_logging=True, logging_level="warning")

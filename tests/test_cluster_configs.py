@@ -58,6 +58,11 @@ def cluster_spec(doc: dict) -> dict:
     return doc["spec"]["rayClusterSpec"] if doc["kind"] == "RayJob" else doc["spec"]
 
 
+def pod_templates(spec: dict) -> list[dict]:
+    """The head's pod template, then each worker group's."""
+    return [spec["headGroupSpec"]["template"]] + [g["template"] for g in spec["workerGroupSpecs"]]
+
+
 def containers(template: dict) -> list[dict]:
     return template["spec"]["containers"]
 
@@ -132,7 +137,7 @@ def test_kuberay_manifest_structure(kind):
         assert group["groupName"] and isinstance(group["rayStartParams"], dict)
         assert 0 <= group["minReplicas"] <= group.get("replicas", group["minReplicas"]) <= group["maxReplicas"]
         assert all(gpus(c) >= 1 for c in containers(group["template"]))
-    for template in [head["template"]] + [g["template"] for g in spec["workerGroupSpecs"]]:
+    for template in pod_templates(spec):
         assert containers(template) and all(c["image"] == image_tag() for c in containers(template))
 
 
@@ -161,8 +166,7 @@ def test_pod_templates_and_mlflow_objects_pass_kubernetes_schemas():
     import kubernetes_validate as kv  # the test extra installs it
     version = kv.latest_version()
     for path in KUBERAY.values():
-        spec = cluster_spec(load(path))
-        for template in [spec["headGroupSpec"]["template"]] + [g["template"] for g in spec["workerGroupSpecs"]]:
+        for template in pod_templates(cluster_spec(load(path))):
             kv.validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": template},
                         version, strict=True)
     docs = list(yaml.safe_load_all((CLUSTER / "kuberay" / "mlflow.yaml").read_text()))
@@ -187,8 +191,7 @@ def test_mlflow_server_admits_isles_ray_pods_only():
     (rule,) = docs["NetworkPolicy"]["spec"]["ingress"]
     (source,) = rule["from"]
     for path in KUBERAY.values():
-        spec = cluster_spec(load(path))
-        for template in [spec["headGroupSpec"]["template"]] + [g["template"] for g in spec["workerGroupSpecs"]]:
+        for template in pod_templates(cluster_spec(load(path))):
             assert source["podSelector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
     (server,) = containers(docs["Deployment"]["spec"]["template"])
     assert server["image"] == image_tag()

@@ -7,9 +7,11 @@ import io
 import json
 import logging
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -54,17 +56,24 @@ finally:
 """
 
 
-def test_local_ray_dashboard_on_loopback_with_token_auth_and_one_notice_line(tmp_path):
-    """A local run's Ray (RAY_AUTH_MODE unset, a fresh home): the dashboard listens on 127.0.0.1
-    only; its job API refuses a request without the token (401) and accepts one with it; stderr
-    has isles' one line naming the token's file instead of Ray's warning; the token file Ray made
-    is readable by its owner only."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
-    # a fresh home for the token; RAY_ADDRESS=local: a new Ray even if other clusters run here
-    env.update(HOME=str(tmp_path), RAY_ADDRESS="local", PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+def test_local_ray_is_its_own_on_loopback_with_token_auth_and_one_notice_line(tmp_path):
+    """A local run's Ray (RAY_AUTH_MODE unset, a fresh home), on a machine where ``ray start`` left
+    a cluster's address behind (Ray's ``ray_current_cluster`` file, here naming nothing): the run
+    starts a Ray of its own instead of joining it; the dashboard listens on 127.0.0.1 only; its job
+    API refuses a request without the token (401) and accepts one with it; stderr has isles' one
+    line naming the token's file instead of Ray's warning; the token file is readable by its owner
+    only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    ray_tmp = Path(tempfile.mkdtemp(prefix="isles-r", dir="/tmp"))  # short: Ray's socket paths
+    (ray_tmp / "ray").mkdir()
+    (ray_tmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:1")
+    env.update(HOME=str(tmp_path), RAY_TMPDIR=str(ray_tmp), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
     token = tmp_path / ".ray" / "auth_token"
-    p = subprocess.run([sys.executable, "-c", PROBE, str(token)], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=300)
+    try:
+        p = subprocess.run([sys.executable, "-c", PROBE, str(token)], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["url"].startswith("127.0.0.1:")
