@@ -25,6 +25,7 @@ from isles.islands import checkpoint
 from isles.islands.build import build_algorithm, build_problem, check_pairing
 from isles.islands.migration import REPLACEMENTS
 from isles.islands.placement import needs_ray
+from isles.islands.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
 from isles.islands.schema import check_keys
 from isles.problems.constraints import check_handling
 from isles.islands.coordinator import Coordinator, RunResult
@@ -37,12 +38,18 @@ from isles.islands.tracking_server import reach_tracking_store
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
 
 
+@token_notice()  # Ray's warning that token authentication is on becomes one line (ray_security.py)
 def init_ray(ray_cfg: dict) -> None:
     """Start a local Ray (no ``ray.address``) or connect to a cluster (``ray.address``).
 
+    The local Ray is the run's own: a cluster that ``ray start`` left running on this machine is
+    not joined (only ``ray.address``, or Ray's ``RAY_ADDRESS`` variable, names a cluster).
+
     From a checkout, the repository travels to a cluster's workers as the Ray ``working_dir``
     (and local workers find it on ``PYTHONPATH``); an installed isles must be installed on the
-    cluster's nodes too (``cluster/``).
+    cluster's nodes too (``cluster/``). A local Ray's dashboard (``ray.include_dashboard``) listens
+    on ``ray.dashboard_host`` (127.0.0.1 unless the user opts in); Ray's token authentication stays
+    as Ray sets it (:mod:`isles.islands.ray_security`).
     """
     import ray  # noqa: PLC0415
 
@@ -54,10 +61,11 @@ def init_ray(ray_cfg: dict) -> None:
         ray.init(address=address, runtime_env=env, log_to_driver=True)
     else:
         path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
-        # address="local": a new Ray of this run's own, even when a cluster runs on this machine
-        # (``ray start``); ray.address=auto joins that one
-        ray.init(address="local", num_cpus=ray_cfg.get("num_cpus"),
-                 include_dashboard=bool(ray_cfg.get("include_dashboard", False)),
+        # "local": a Ray of the run's own, never the cluster a `ray start` (another user's, another
+        # job's) left running on this machine, which Ray would join; RAY_ADDRESS still names one
+        ray.init(address=None if os.environ.get("RAY_ADDRESS") else "local",
+                 num_cpus=ray_cfg.get("num_cpus"), include_dashboard=bool(ray_cfg.get("include_dashboard", False)),
+                 dashboard_host=ray_cfg.get("dashboard_host") or LOCAL_DASHBOARD_HOST,
                  runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
                  configure_logging=True, logging_level="warning")
 
@@ -167,7 +175,8 @@ def validate(cfg: dict) -> None:
             machine without a GPU when no cluster address is given; ``constraints.handling`` or
             ``constraints.penalty``; ``islands.n_actors``, ``islands.replacement``; an unreachable
             ``ray.address`` (:func:`check_ray_address`); ``logger.system_metrics_interval`` <= 0,
-            or ``logger.system_metrics=true`` without psutil. (A tracking server that does not
+            ``logger.system_metrics=true`` without psutil; a ``ray.dashboard_host`` that is not an IP
+            address. (A tracking server that does not
             answer is caught by :func:`isles.islands.tracking_server.reach_tracking_store` in
             :func:`run_job`, also before Ray starts.)
     """
@@ -186,6 +195,7 @@ def validate(cfg: dict) -> None:
         check_range("logger.system_metrics_interval", log["system_metrics_interval"], 0, lo_open=True)
     if log.get("enabled") and log.get("system_metrics") and importlib.util.find_spec("psutil") is None:
         raise ValueError("logger.system_metrics=true: MLflow's system metrics need psutil (pip install psutil)")
+    check_dashboard_host((cfg.get("ray") or {}).get("dashboard_host", LOCAL_DASHBOARD_HOST))
     if cfg.get("device") not in DEVICES:
         raise ValueError(f"device={cfg.get('device')!r}: allowed values are {'|'.join(DEVICES)}")
     dtype_of(cfg.get("dtype", "float64"))

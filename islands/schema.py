@@ -61,6 +61,7 @@ class RayConfig:
     address: Optional[str] = None
     num_cpus: Optional[int] = None
     include_dashboard: bool = False
+    dashboard_host: str = "127.0.0.1"
 
 
 @dataclass
