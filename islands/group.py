@@ -70,18 +70,24 @@ class IslandGroup:
 
     # ------------------------------------------------------------------------------------------
     def info(self) -> dict:
-        """Where this group runs: device name, host, pid, Ray GPU ids, island ids."""
+        """Where this group runs: device name, host, pid, Ray GPU ids, island ids, and the Ray
+        node (``node_id``, hex; ``node_ip``), both ``None`` outside Ray."""
+        gpus, node_id, node_ip = [], None, None
         try:
             import ray  # noqa: PLC0415
 
-            gpus = [str(g) for g in ray.get_gpu_ids()] if ray.is_initialized() else []
-        except Exception:  # not inside Ray
-            gpus = []
+            if ray.is_initialized():
+                gpus = [str(g) for g in ray.get_gpu_ids()]
+                node_id, node_ip = ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+        except Exception:  # not inside Ray  # noqa: S110
+            pass
         return {
             "device": device_name(self.xp),
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "ray_gpu_ids": gpus,
+            "node_id": node_id,
+            "node_ip": node_ip,
             "island_ids": self.island_ids,
         }
 
