@@ -25,6 +25,7 @@ from isles.algorithms.core.population import Population, PopulationRoles, by_rol
 from isles.algorithms.core.random import CounterRNG
 from isles.islands.build import build_algorithm, build_evaluator
 from isles.islands.migration import PAD, replacement, route, select_best
+from isles.islands.placement import ray_location
 
 MASTER_ID = -1  # source id of the master swarm's best in migration plans
 
@@ -70,24 +71,13 @@ class IslandGroup:
 
     # ------------------------------------------------------------------------------------------
     def info(self) -> dict:
-        """Where this group runs: device name, host, pid, Ray GPU ids, island ids, and the Ray
-        node (``node_id``, hex; ``node_ip``), both ``None`` outside Ray."""
-        gpus, node_id, node_ip = [], None, None
-        try:
-            import ray  # noqa: PLC0415
-
-            if ray.is_initialized():
-                gpus = [str(g) for g in ray.get_gpu_ids()]
-                node_id, node_ip = ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
-        except Exception:  # not inside Ray  # noqa: S110
-            pass
+        """Where this group runs: device name, host, pid, island ids, and its place in Ray
+        (:func:`isles.islands.placement.ray_location`: ``ray_gpu_ids``, ``node_id``, ``node_ip``)."""
         return {
             "device": device_name(self.xp),
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            "ray_gpu_ids": gpus,
-            "node_id": node_id,
-            "node_ip": node_ip,
+            **ray_location(),
             "island_ids": self.island_ids,
         }
 

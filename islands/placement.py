@@ -213,6 +213,20 @@ def actor_options(p: Placement, pg=None, index: int = 0, max_restarts: int = 0) 
     return opts
 
 
+def ray_location() -> dict:
+    """Where this process runs in Ray: ``{"ray_gpu_ids": [str], "node_id": hex str, "node_ip":
+    str}``; no GPU ids and ``None`` node outside Ray."""
+    try:
+        import ray  # noqa: PLC0415
+
+        if ray.is_initialized():
+            return {"ray_gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+                    "node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
+    except Exception:  # noqa: BLE001, S110  (not inside Ray)
+        pass
+    return {"ray_gpu_ids": [], "node_id": None, "node_ip": None}
+
+
 def where(info: dict) -> str:
     """Where an island group runs, in words, from its :meth:`IslandGroup.info`: ``"cpu, node
     49d7afe3 at 10.0.0.2 (host)"``, ``"NVIDIA H100 (GPU 0), node ..."``; without Ray, ``"cpu

@@ -1,11 +1,12 @@
 """A real multi-node Ray cluster on this machine (``ray.cluster_utils.Cluster``): a head node
-without CPUs that runs the job server, and two worker nodes of 2 CPUs each.
+without CPUs that runs the job server, and two worker nodes of 2 CPUs and one (logical) GPU each.
 
 * DE islands run through ``ray.address`` (:func:`isles.islands.job.run_job`, the code path of
   ``python run.py ... ray.address=HOST:PORT``) and through ``ray job submit`` against the head
   (``python run.py ... ray.address=auto``, read back from MLflow): the island groups are placed
   on both worker nodes, migrants cross between nodes, and the result equals the in-process run of
   the same config bit for bit.
+* GPU bundles: one actor per GPU, one per node under ``strict_spread``, each told its GPU id.
 * A worker node lost mid-run (``Cluster.remove_node``): its island group is restarted on the other
   node from the last snapshot, and the result is again the in-process one.
 
@@ -27,6 +28,7 @@ from hydra.utils import instantiate
 
 from isles.islands.coordinator import Coordinator
 from isles.islands.job import init_ray, run_job
+from isles.islands.placement import actor_options, cluster_nodes, plan_nodes, ray_location, reserve
 from tests.helpers import make_cfg, plain
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -63,7 +65,7 @@ def cluster():
         "dashboard_agent_listen_port": _free_port(), "metrics_export_port": _free_port(), "temp_dir": temp[0]})
     try:
         for t in temp[1:]:
-            c.add_node(num_cpus=2, temp_dir=t)
+            c.add_node(num_cpus=2, num_gpus=1, temp_dir=t)  # a GPU in Ray's books only (no CUDA)
         c.wait_for_nodes()
         # where `ray start --head --temp-dir` leaves the address, for ray.address=auto on the head
         write_ray_address(c.address, temp[0])
@@ -136,6 +138,29 @@ def test_ray_job_submit_gives_the_in_process_result(cluster, reference, tmp_path
     history = list(csv.DictReader(io.StringIO(artifact("history.csv"))))
     islands = [[float(h[f"island_{i:02d}_best_f"]) for i in range(4)] for h in history]
     _assert_same_run(islands, json.loads(artifact("best_solution.json"))["x"], reference)
+
+
+def test_gpu_bundles_spread_one_per_node(cluster):
+    import ray
+    from ray.util.placement_group import remove_placement_group
+
+    class _Where:  # defined here, so that Ray ships it by value (workers cannot import this module)
+        """An actor that says where Ray placed it, as an island group does."""
+
+        def where(self):
+            return ray_location()
+
+    c, _ = cluster
+    p = plan_nodes(4, "auto", {"placement": "strict_spread", "migration_interval": 10}, cluster_nodes())
+    assert p.use_gpu and p.bundle == {"GPU": 1} and len(p.groups) == 2
+    pg = reserve(p)
+    try:
+        actors = [ray.remote(_Where).options(**actor_options(p, pg, i)).remote() for i in range(2)]
+        places = ray.get([a.where.remote() for a in actors])
+    finally:
+        remove_placement_group(pg)
+    assert {w["node_id"] for w in places} == {n.node_id for n in c.worker_nodes}
+    assert [w["ray_gpu_ids"] for w in places] == [["0"], ["0"]]  # each node's GPU 0
 
 
 class LoseNode:
