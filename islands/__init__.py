@@ -1,2 +1,6 @@
-"""isles' island runtime (Ray actors, coordinator, tracking); importing it registers the config schema."""
-from isles.islands import schema as _schema  # noqa: F401  (Hydra ConfigStore: isles_schema)
+"""isles' island runtime (Ray actors, coordinator, migration, tracking).
+
+The config schema registers itself in Hydra's ConfigStore when :mod:`isles.islands.schema` is
+imported (by :mod:`isles.islands.job`, hence by the ``isles`` command); importing this package
+alone does not import Hydra, so that the MLflow tracking process starts light.
+"""

@@ -339,10 +339,10 @@ class Coordinator:
         """Per group: ``(inbound, remote)`` for the next epoch (see :meth:`IslandGroup.run_epoch`).
 
         ``emigrants``: ``{island id: Population (1, k)}``; ``master_best``: the master swarm's
-        best as a Population ``(1, 1)`` or ``None``."""
+        best as a Population ``(1, 1)``, or ``None`` when the one group hosts the master."""
         rng = np.random.default_rng([self.seed, epoch, 0x15])
         edges = self.topology.sample(self.n, rng)
-        send_master = master_best is not None and self.cfg["islands"].get("master_sends_best", False)
+        send_master = self.master is not None and self.cfg["islands"].get("master_sends_best", False)
         out = []
         for ids in placement.groups:
             pos = {gid: p for p, gid in enumerate(ids)}
@@ -385,16 +385,25 @@ class Coordinator:
             loop = {"done_gens": 0, "epoch": 0, "best": None, "master_state": None,
                     "pending": None, "history": [], "migrations": []}
         every = int(self.cfg["islands"].get("snapshot_every") or 0)
+        local = len(groups) == 1 and isinstance(groups[0], _Local)  # every island, in this process
+        if local and self.master is not None:  # the master swarm lives beside the slaves, on their device
+            groups[0].attach_master(self.master, self.seed, self.n, loop["master_state"])
         snapshot = self.last_snapshot = self._snapshot(groups, placement, loop) if every else None
-        restarts, yielded, hits = 0, loop["epoch"], None
+        restarts, yielded, hits, epoch_s = 0, loop["epoch"], None, None
         t0 = time.perf_counter()
         while loop["done_gens"] < self.generations:
-            k = min(self.interval, self.generations - loop["done_gens"])
-            migration = (self._plan_migration(*loop["pending"], placement) if loop["pending"]
-                         else [({}, {}) for _ in groups])
             try:
-                summaries = self._gather([self._call(g, "run_epoch", k, *migration[i])
-                                          for i, g in enumerate(groups)])
+                if local:  # a batch of epochs on the device, one host synchronisation
+                    t_batch = time.perf_counter()
+                    plans = self._local_plans(loop, self._batch_len(loop, epoch_s, ck), placement)
+                    epochs = [(p[0], {0: s}) for p, s in zip(plans, groups[0].run_epochs(plans))]
+                    epoch_s = (time.perf_counter() - t_batch) / len(plans)
+                else:
+                    k = min(self.interval, self.generations - loop["done_gens"])
+                    migration = (self._plan_migration(*loop["pending"], placement) if loop["pending"]
+                                 else [({}, {}) for _ in groups])
+                    epochs = [(k, self._gather([self._call(g, "run_epoch", k, *migration[i])
+                                                for i, g in enumerate(groups)]))]
             except Exception as err:
                 if snapshot is None or not _actor_died(err) or restarts >= self.max_restarts:
                     raise
@@ -408,52 +417,101 @@ class Coordinator:
                     self._relocated([infos[i] for i in range(len(groups))])
                 loop = _loop_copy(snapshot)
                 continue
-            loop["done_gens"] += k
-            loop["epoch"] = epoch = loop["epoch"] + 1
-            bx, bf, bv, bg, emigrants, evals, nan, hits = self._merge(summaries, placement)
-            D = bx.shape[1]
-            for i in sorted(summaries):
-                loop["migrations"].extend((epoch, *e) for e in summaries[i]["migrations"])
-            master_best, master_pop, master_evals = None, None, 0
-            if self.master is not None:
+            for j, (k, summaries) in enumerate(epochs):
+                record, emigrants, master_pop, hits = self._epoch_done(loop, k, summaries, placement, mctx, t0)
+                if record["epoch"] > yielded:
+                    yielded = record["epoch"]
+                    yield record
+                if hits is not None and np.all(hits >= 0):  # every island reached the stop target
+                    return self._result(loop["best"], loop["history"], loop["done_gens"], t0,
+                                        loop["migrations"], hits)
+                # the next epoch's migration, kept per island (the plan per group is made from it); kept
+                # after the last epoch too, so that a resume with more generations goes on exactly
+                epoch = loop["epoch"]
+                loop["pending"] = (epoch, emigrants, master_pop)
+                last = loop["done_gens"] >= self.generations
+                # a snapshot once `every` epochs have passed, at the end of a batch (the groups'
+                # states are those of its last epoch)
+                if every and j == len(epochs) - 1 and epoch - snapshot["epoch"] >= every:
+                    snapshot = self.last_snapshot = self._snapshot(groups, placement, loop)
+                if ck.get("every") and (epoch % int(ck["every"]) == 0 or last):
+                    fresh = snapshot if snapshot is not None and snapshot["epoch"] == epoch else \
+                        self._snapshot(groups, placement, loop)
+                    checkpoint.save(ck["path"], fresh)
+        return self._result(loop["best"], loop["history"], loop["done_gens"], t0, loop["migrations"], hits)
+
+    def _epoch_done(self, loop: dict, k: int, summaries: dict, placement, mctx, t0: float):
+        """Book one finished epoch of ``k`` generations into ``loop`` (counters, migrations, the
+        master swarm's epoch when it runs here, the archipelago's best, the record).
+
+        Returns:
+            ``(record, emigrants by island (None inside a batch), master best as a Population
+            (1, 1) or None, stop-target generations or None)``.
+        """
+        loop["done_gens"] += k
+        loop["epoch"] = epoch = loop["epoch"] + 1
+        bx, bf, bv, bg, emigrants, evals, nan, hits = self._merge(summaries, placement)
+        D = bx.shape[1]
+        for i in sorted(summaries):
+            loop["migrations"].extend((epoch, *e) for e in summaries[i]["migrations"])
+        master_best, master_pop, master_evals = None, None, 0
+        if self.master is not None:
+            hosted = summaries[0].get("master") if len(summaries) == 1 else None
+            if hosted is not None:  # run by the group, on its device (run_epochs)
+                mx, mf, mv, master_evals, master_nan = hosted
+            else:
                 mstate = loop["master_state"]
                 if mstate is None:
                     mstate = self.master.init(mctx, bx, bf, bv)
                 mstate = loop["master_state"] = self.master.run_epoch(mctx, mstate, bx, bf, bv, k)
                 mx, mf, mv = self.master.best(mstate)
-                master_best = (np.asarray(mx).reshape(1, D), np.asarray(mf).reshape(1), np.asarray(mv).reshape(1))
-                master_pop = Population(master_best[0][None], master_best[1][None], master_best[2][None])
-                master_evals = int(mstate["evals"])
-                nan += int(mstate["nan_evals"])
-            best = loop["best"]
-            cand = ([(bx, bf, bv, bg)] + ([(*master_best, master_best[0])] if master_best else [])
-                    + ([best] if best else []))
-            best = loop["best"] = _best_of(cand)
-            record = self._record(epoch, loop["done_gens"], t0, evals + master_evals, nan, best, bf, bv,
-                                  master_best, list(summaries.values()), k, hits)
-            loop["history"].append(record)
-            if epoch > yielded:
-                yielded = epoch
-                yield record
-            if hits is not None and np.all(hits >= 0):
-                break  # every island reached the stop target
-            # the next epoch's migration, kept per island (the plan per group is made from it); kept
-            # after the last epoch too, so that a resume with more generations goes on exactly
-            loop["pending"] = (epoch, emigrants, master_pop)
-            last = loop["done_gens"] >= self.generations
-            if every and epoch % every == 0:
-                snapshot = self.last_snapshot = self._snapshot(groups, placement, loop)
-            if ck.get("every") and (epoch % int(ck["every"]) == 0 or last):
-                fresh = snapshot if snapshot is not None and snapshot["epoch"] == epoch else \
-                    self._snapshot(groups, placement, loop)
-                checkpoint.save(ck["path"], fresh)
-        return self._result(loop["best"], loop["history"], loop["done_gens"], t0, loop["migrations"], hits)
+                master_evals, master_nan = int(mstate["evals"]), int(mstate["nan_evals"])
+            master_best = (np.asarray(mx).reshape(1, D), np.asarray(mf).reshape(1), np.asarray(mv).reshape(1))
+            master_pop = Population(master_best[0][None], master_best[1][None], master_best[2][None])
+            nan += master_nan
+        best = loop["best"]
+        cand = ([(bx, bf, bv, bg)] + ([(*master_best, master_best[0])] if master_best else [])
+                + ([best] if best else []))
+        best = loop["best"] = _best_of(cand)
+        record = self._record(epoch, loop["done_gens"], t0, evals + master_evals, nan, best, bf, bv,
+                              master_best, list(summaries.values()), k, hits)
+        loop["history"].append(record)
+        return record, emigrants, master_pop, hits
+
+    def _batch_len(self, loop: dict, epoch_s: float | None, ck: dict) -> int:
+        """Epochs in the next batch of an in-process group: one first (it includes compilation and
+        graph capture), then about :data:`BATCH_S` seconds' worth (at most :data:`MAX_BATCH`),
+        ending at the run's end and at every checkpoint epoch (snapshots are taken at the end of
+        the batch in which they fall due)."""
+        left = -(-(self.generations - loop["done_gens"]) // self.interval)
+        n = 1 if epoch_s is None else int(BATCH_S / max(epoch_s, 1e-7))
+        n = max(1, min(n, MAX_BATCH, left))
+        period = int(ck.get("every") or 0)
+        return min(n, period - loop["epoch"] % period) if period else n
+
+    def _local_plans(self, loop: dict, n_epochs: int, placement) -> list:
+        """``(generations, inbound, remote)`` of the next ``n_epochs`` epochs of the one group
+        (:meth:`IslandGroup.run_epochs`): the same topology samples as epoch by epoch; every
+        source is an island of the group, and the master's best is the group's own."""
+        plans, gens, pending = [], loop["done_gens"], loop["pending"]
+        for j in range(n_epochs):
+            k = min(self.interval, self.generations - gens)
+            if j == 0 and pending is None:
+                plans.append((k, {}, {}))
+            else:
+                ((inbound, remote),) = self._plan_migration(loop["epoch"] + j, pending[1] if j == 0 else {},
+                                                            None, placement)
+                plans.append((k, inbound, remote))
+            gens += k
+        return plans
 
     def _snapshot(self, groups, placement, loop: dict) -> dict:
         """Everything needed to continue from the end of ``loop["epoch"]``: every group's state
         (host arrays), the loop's variables, the seed, the grouping and the config (what
         :func:`check_resumable` compares). Histories are copied as lists (records are never
         changed after they are made)."""
+        if self.master is not None and len(groups) == 1 and isinstance(groups[0], _Local):
+            loop["master_state"] = groups[0].master_state_dict()  # hosted by the group (run_epochs)
         states = self._gather([self._call(g, "state_dict") for g in groups])
         return {"seed": self.seed, "groups": placement.groups, "states": [states[i] for i in range(len(groups))],
                 "config": resumable_config(self.cfg), **_loop_copy(loop)}
@@ -549,8 +607,9 @@ class Coordinator:
             bg[ids] = s["best"].genome[:, 0]
             if hits is not None:
                 hits[ids] = s["hit_generation"]
-            for p, gid in enumerate(ids):
-                emigrants[gid] = s["emigrants"].island(p)
+            if s["emigrants"] is not None:  # None inside a batch of epochs (run_epochs)
+                for p, gid in enumerate(ids):
+                    emigrants[gid] = s["emigrants"].island(p)
             evals += s["evals"] * len(ids)
             nan += s["nan_evals"]
         return bx, bf, bv, bg, emigrants, evals, nan, hits
@@ -625,6 +684,10 @@ class _Local:
 
 #: seconds of epochs an in-actor run (:class:`Archipelago`) runs between two reports to the driver
 REPORT_S = 0.25
+#: seconds of epochs in one batch of an in-process group (:meth:`IslandGroup.run_epochs`), and the
+#: most epochs in one batch
+BATCH_S = 0.2
+MAX_BATCH = 1000
 
 
 def _island_nodes(infos: list) -> dict:

@@ -6,6 +6,7 @@ fails after it started leaves its MLflow run marked ``FAILED`` with what was log
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -30,7 +31,9 @@ from isles.problems.constraints import check_handling
 from isles.islands.coordinator import Coordinator, RunResult
 from isles.islands.progress import ConsoleProgress, print_summary, result_line
 from isles import CHECKOUT
+from isles.islands.sweep_runs import sweep_info
 from isles.islands.tracking import TrackingProcess, flatten
+from isles.islands.tracking_server import reach_tracking_store
 
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
 
@@ -55,7 +58,10 @@ def init_ray(ray_cfg: dict) -> None:
         ray.init(address=address, runtime_env=env, log_to_driver=True)
     else:
         path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
-        ray.init(num_cpus=ray_cfg.get("num_cpus"), include_dashboard=bool(ray_cfg.get("include_dashboard", False)),
+        # address="local": a new Ray of this run's own, even when a cluster runs on this machine
+        # (``ray start``); ray.address=auto joins that one
+        ray.init(address="local", num_cpus=ray_cfg.get("num_cpus"),
+                 include_dashboard=bool(ray_cfg.get("include_dashboard", False)),
                  runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
                  configure_logging=True, logging_level="warning")
 
@@ -165,7 +171,10 @@ def validate(cfg: dict) -> None:
             machine without a GPU when no cluster address is given; ``constraints.handling`` or
             ``constraints.penalty``; ``islands.n_actors``, ``islands.replacement``, ``islands.placement``,
             ``islands.n_nodes`` (:func:`isles.islands.placement.check_fields`); an unreachable
-            ``ray.address`` (:func:`check_ray_address`).
+            ``ray.address`` (:func:`check_ray_address`); ``logger.system_metrics_interval`` <= 0,
+            or ``logger.system_metrics=true`` without psutil. (A tracking server that does not
+            answer is caught by :func:`isles.islands.tracking_server.reach_tracking_store` in
+            :func:`run_job`, also before Ray starts.)
     """
     check_keys(cfg)
     check_range("generations", cfg.get("generations"), 1, integer=True)
@@ -178,6 +187,11 @@ def validate(cfg: dict) -> None:
         raise ValueError(f"islands.replacement={isl.get('replacement')!r}: allowed values are {'|'.join(REPLACEMENTS)}")
     check_fields(isl, (cfg.get("ray") or {}).get("address"))
     check_ray_address((cfg.get("ray") or {}).get("address"))
+    log = cfg.get("logger") or {}
+    if log.get("system_metrics_interval") is not None:
+        check_range("logger.system_metrics_interval", log["system_metrics_interval"], 0, lo_open=True)
+    if log.get("enabled") and log.get("system_metrics") and importlib.util.find_spec("psutil") is None:
+        raise ValueError("logger.system_metrics=true: MLflow's system metrics need psutil (pip install psutil)")
     if cfg.get("device") not in DEVICES:
         raise ValueError(f"device={cfg.get('device')!r}: allowed values are {'|'.join(DEVICES)}")
     dtype_of(cfg.get("dtype", "float64"))
@@ -219,15 +233,17 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
 
     tracker = None
     if plain.get("logger", {}).get("enabled", False):
+        plain["logger"] = reach_tracking_store(plain["logger"])  # a dead tracking server: one line, before Ray
         params = flatten({k: v for k, v in plain.items() if k != "hydra"})
-        tracker = TrackingProcess(plain["logger"], params, OmegaConf.to_yaml(cfg, resolve=True), problem)
+        tracker = TrackingProcess(plain["logger"], params, OmegaConf.to_yaml(cfg, resolve=True), problem,
+                                  sweep=sweep_info())
     callbacks = [ConsoleProgress(problem)] if plain.get("progress", True) else []
     coordinator = Coordinator(plain, topology, master, callbacks=callbacks + ([tracker] if tracker else []),
                               use_ray=use_ray)
-    if use_ray:
-        init_ray(plain.get("ray", {}))
     if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
         tracker.start((coordinator.resume_from or {}).get("mlflow_run_id"))
+    if use_ray:
+        init_ray(plain.get("ray", {}))
     previous = _sigterm_as_interrupt()
     try:
         result = coordinator.run()

@@ -88,6 +88,9 @@ class LoggerConfig:
     tracking_uri: Optional[str] = None
     experiment_name: str = "isles"
     run_name: Optional[str] = None
+    fallback_local: bool = False
+    system_metrics: bool = False
+    system_metrics_interval: Optional[float] = None
 
 
 @dataclass

@@ -10,7 +10,14 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
 * tags: device, host, Ray node and GPU ids of every island group, Ray cluster resources, git commit;
 * artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json``
   (``x``, ``f``, ``g``, ``feasible``), ``history.csv`` (every epoch's metrics, per island too),
-  ``migrations.csv`` when islands migrated.
+  ``migrations.csv`` when islands migrated;
+* with ``logger.system_metrics=true``, MLflow's system metrics (``system/cpu_utilization_percentage``,
+  ``system/system_memory_usage_megabytes``, ``system/gpu_N_utilization_percentage``, ...,
+  every ``logger.system_metrics_interval`` seconds). They are sampled in the tracking process,
+  and are system-wide: the CPUs, memory and (through NVML) GPUs of the machine that launched
+  the run, not those of a cluster's other nodes;
+* in a Hydra multirun, the tags that nest the run under its sweep's parent run
+  (:mod:`isles.islands.sweep_runs`).
 
 The tracker runs in a process of its own (:class:`TrackingProcess`); a run of more than
 :data:`MAX_STEPS` epochs logs every k-th epoch as metric steps (and the last), all of them in
@@ -18,11 +25,14 @@ The tracker runs in a process of its own (:class:`TrackingProcess`); a run of mo
 
 Metrics are buffered and written with ``log_batch`` every few seconds, so per-iteration epochs do
 not wait on the tracking store. The default store is MLflow's own default (``sqlite:///mlflow.db``
-in the launch directory); ``mlflow ui`` started there shows every run.
+in the launch directory); ``mlflow ui`` started there shows every run. A tracking server
+(``logger.tracking_uri=http://HOST:PORT``) is checked before the run starts
+(:mod:`isles.islands.tracking_server`).
 """
 from __future__ import annotations
 
 import json
+import logging
 import math
 import queue
 import subprocess
@@ -85,15 +95,19 @@ class MlflowTracker:
 
     Args:
         logger_cfg: ``tracking_uri`` (or ``None`` for MLflow's default), ``experiment_name``,
-            ``run_name``.
+            ``run_name``, ``system_metrics``, ``system_metrics_interval``.
         params: flat parameter dict (the resolved config).
         config_yaml: the resolved config as YAML text (artifact ``config.yaml``).
         problem: the problem, for the float64 report of the best solution.
         flush_s: seconds between metric flushes.
+        sweep: the Hydra multirun this job belongs to
+            (:func:`isles.islands.sweep_runs.sweep_info`), or ``None``.
     """
 
-    def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, flush_s: float = 2.0):
+    def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, flush_s: float = 2.0,
+                 sweep: dict | None = None):
         self.cfg = logger_cfg
+        self.sweep = sweep
         self.params = params
         self.config_yaml = config_yaml
         self.problem = problem
@@ -107,19 +121,32 @@ class MlflowTracker:
         """Open the run, log parameters, tags and the config; return the run id.
 
         ``run_id``: continue that run (a resumed run: its parameters and config are logged
-        already, and stay as they were)."""
+        already, and stay as they were). A sweep's job is nested under the sweep's parent run.
+        With ``system_metrics``, MLflow samples the machine's CPU, memory and GPUs in a thread
+        of this process until the run ends (``MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=true`` in
+        the environment turns it on too)."""
         mlflow = _mlflow()
         from mlflow.tracking import MlflowClient  # noqa: PLC0415
+
+        from isles.islands.sweep_runs import child_name, child_tags, find_or_create_parent  # noqa: PLC0415
 
         if self.cfg.get("tracking_uri"):
             mlflow.set_tracking_uri(self.cfg["tracking_uri"])
         self._client = MlflowClient()
+        system_metrics = True if self.cfg.get("system_metrics") else None  # None: MLflow's env variable
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # not its start/stop lines
+        if self.cfg.get("system_metrics_interval"):
+            mlflow.set_system_metrics_sampling_interval(float(self.cfg["system_metrics_interval"]))
         if run_id:
-            self.run_id = mlflow.start_run(run_id=run_id).info.run_id
+            self.run_id = mlflow.start_run(run_id=run_id, log_system_metrics=system_metrics).info.run_id
             mlflow.set_tags({"resumed": "true"})
             return self.run_id
-        mlflow.set_experiment(self.cfg.get("experiment_name") or "isles")
-        run = mlflow.start_run(run_name=self.cfg.get("run_name"))
+        exp = mlflow.set_experiment(self.cfg.get("experiment_name") or "isles")
+        name, tags = self.cfg.get("run_name"), {}
+        if self.sweep:
+            parent = find_or_create_parent(self._client, exp.experiment_id, self.sweep["id"])
+            tags, name = child_tags(parent, self.sweep), name or child_name(self._client, parent, self.sweep)
+        run = mlflow.start_run(run_name=name, tags=tags, log_system_metrics=system_metrics)
         self.run_id = run.info.run_id
         mlflow.log_params({k: str(v)[:6000] for k, v in self.params.items()})
         mlflow.set_tags({"git_commit": git_commit()})
@@ -239,25 +266,33 @@ class TrackingProcess:
     there.
     """
 
-    def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem):
-        self.args = (logger_cfg, params, config_yaml, problem)
+    def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, sweep: dict | None = None):
+        self.args = (logger_cfg, params, config_yaml, problem, sweep)
         self._conn = self._proc = None
         self._run_id = None
         self._stride, self._held = 1, None  # epochs sent as metric steps: every stride-th (on_start)
 
     def start(self, run_id: str | None = None) -> None:
-        """Start the process, which opens the run (or continues ``run_id``, a resumed run)."""
-        import multiprocessing as mp  # noqa: PLC0415
+        """Start the process, which opens the run (or continues ``run_id``, a resumed run).
 
-        ctx = mp.get_context("spawn")  # no fork of a process that holds CUDA or Ray
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_tracking_main, args=(child, *self.args, run_id), daemon=True,
-                                 name="isles-mlflow")
-        self._proc.start()
+        The process is a fresh interpreter that imports only this module and MLflow (not the
+        run's main module, as a ``multiprocessing`` spawn would), and talks over a
+        ``multiprocessing`` pipe whose end it inherits."""
+        import multiprocessing as mp  # noqa: PLC0415
+        import os  # noqa: PLC0415
+        import sys  # noqa: PLC0415
+
+        self._conn, child = mp.Pipe()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # as a spawn would
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from isles.islands.tracking import child_main; "
+             "child_main(int(sys.argv[1]))", str(child.fileno())],
+            pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL)
         child.close()
         # the sends go through a thread: the run never waits on the pipe (which fills while the
         # process is still importing MLflow)
         self._queue = queue.SimpleQueue()
+        self._queue.put(("args", (*self.args, run_id)))
         self._sender = threading.Thread(target=self._pump, name="isles-mlflow-send", daemon=True)
         self._sender.start()
 
@@ -330,11 +365,24 @@ class TrackingProcess:
                 if kind == "done":
                     break
         finally:
-            self._proc.join(timeout=60)
+            try:
+                self._proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
             self._proc = None
 
 
-def _tracking_main(conn, logger_cfg, params, config_yaml, problem, run_id) -> None:
+def child_main(fd: int) -> None:
+    """Entry point of :class:`TrackingProcess`'s process: the pipe's end is file descriptor
+    ``fd``; the first message holds :class:`MlflowTracker`'s arguments and the run id to continue."""
+    from multiprocessing.connection import Connection  # noqa: PLC0415
+
+    conn = Connection(fd)
+    _, args = conn.recv()
+    _tracking_main(conn, *args)
+
+
+def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id) -> None:
     """Body of :class:`TrackingProcess`: an :class:`MlflowTracker` fed from ``conn``. Ctrl-C and
     SIGTERM are for the run's process, which closes the run (KILLED) through ``conn``."""
     import signal  # noqa: PLC0415
@@ -343,7 +391,7 @@ def _tracking_main(conn, logger_cfg, params, config_yaml, problem, run_id) -> No
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     tracker = None
     try:
-        tracker = MlflowTracker(logger_cfg, params, config_yaml, problem)
+        tracker = MlflowTracker(logger_cfg, params, config_yaml, problem, sweep=sweep)
         conn.send(("run_id", tracker.start(run_id)))
         # the convergence plot's imports (matplotlib) while the run goes on; joined before any
         # other import of them (two threads importing one package at once can see it half-made)

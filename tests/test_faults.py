@@ -23,7 +23,7 @@ DE = ["+experiment=de_islands", "problem._target_=tests.user_problems.SlowSphere
 @pytest.fixture(scope="module")
 def ray_local():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
     yield ray
     ray.shutdown()
 

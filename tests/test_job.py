@@ -15,7 +15,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.fixture(scope="module")
 def ray_local():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
     yield
     ray.shutdown()
 

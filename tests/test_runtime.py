@@ -113,3 +113,46 @@ def test_master_sends_its_best_to_every_island():
                   "master.n_replicas=2", "islands.migration_interval=1", "islands.master_sends_best=true")
     sources = {m[1] for m in r.migrations}
     assert sources == {-1} and {m[2] for m in r.migrations} == {0, 1, 2}
+
+
+DE_SMALL = ["+experiment=de_islands", "problem=sphere", "problem.dim=4", "algorithm.pop_size=12", "generations=40",
+            "islands.n=4", "islands.migration_interval=2", "islands.snapshot_every=4", "logger=none",
+            "progress=false", "device=cpu"]
+
+
+def run_de(*overrides, n_actors=1):
+    cfg = plain(make_cfg(*DE_SMALL, *overrides, f"islands.n_actors={n_actors}"))
+    return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run()
+
+
+@pytest.mark.parametrize("extra", [["master=cmepso", "islands.master_sends_best=true", "topology=ring",
+                                    "islands.migration_interval=1", "generations=30"], ["DE"]])
+def test_batched_epochs_equal_epoch_by_epoch(monkeypatch, tmp_path, extra):
+    """One in-process group runs its epochs in batches on the device (``IslandGroup.run_epochs``,
+    the master swarm beside the slaves); the run is the same as epoch by epoch (batches of one)
+    and as two groups with the master on the host: every epoch's record, migration and result."""
+    from isles.islands import coordinator as coord
+
+    ck = [f"checkpoint.path={tmp_path}/ck.pkl", "checkpoint.every=5"]
+    from isles.islands.group import IslandGroup
+
+    run, extra = (run_de, []) if extra == ["DE"] else (run_local, extra)
+    sizes, run_epochs = [], IslandGroup.run_epochs
+    monkeypatch.setattr(IslandGroup, "run_epochs", lambda self, plans: sizes.append(len(plans)) or run_epochs(self, plans))
+    batched = run(*extra, *ck)
+    assert max(sizes) > 1  # batches of several epochs did run
+    monkeypatch.setattr(coord, "MAX_BATCH", 1)
+    single = run(*extra, *ck)
+    monkeypatch.undo()
+    two = run(*extra, n_actors=2)
+    assert len(batched.history) == len(single.history) > 5
+    for other in (single, two):
+        assert batched.best_f == other.best_f and batched.evaluations == other.evaluations
+        np.testing.assert_array_equal(batched.best_x, other.best_x)
+        assert batched.migrations == other.migrations and batched.nan_evals == other.nan_evals
+        for a, b in zip(batched.history, other.history):
+            for key in ("best_f", "best_v", "evaluations", "generation", "master_best_f", "migrations_accepted"):
+                assert a.get(key) == b.get(key), (a["epoch"], key)
+            np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+    if "master=cmepso" in extra:
+        assert "master_best_f" in batched.history[-1] and any(m[1] == -1 for m in batched.migrations)
