@@ -51,7 +51,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def cluster():
     """``(Cluster, job server URL)``: the head (no CPUs, job server on 127.0.0.1) and two worker
-    nodes of 2 CPUs each; this process is connected to it as a driver, as ``run_job`` connects."""
+    nodes of 2 CPUs and one logical GPU each; this process is connected to it as a driver, as
+    ``run_job`` connects."""
     ray = pytest.importorskip("ray")
     from ray._private.utils import write_ray_address
     from ray.cluster_utils import Cluster
