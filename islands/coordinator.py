@@ -31,7 +31,7 @@ from isles.algorithms.core.random import CounterRNG
 from isles.islands import checkpoint
 from isles.islands.build import build_evaluator
 from isles.islands.group import MASTER_ID, IslandGroup
-from isles.islands.placement import local_resources, plan
+from isles.islands.placement import actor_options, cluster_nodes, local_resources, plan, plan_nodes, reserve, where
 from isles.algorithms.core.population import Population
 from isles.problems.constraints import argbest
 
@@ -52,6 +52,8 @@ class RunResult:
         startup_s: actor start-up time, seconds.
         history: one dict per epoch (the records given to ``on_epoch``).
         devices: ``{island id: device name}``.
+        nodes: ``{island id: Ray node id}`` where each island ran at the end (after a lost node,
+            its islands' new node); ``None`` values outside Ray.
         nan_evals: evaluations with a NaN objective or constraint.
         migrations: ``(epoch, src, dst, accepted, best f moved)`` tuples.
         best_genome: the best individual's genome (e.g. the GA's packed ``uint32`` words), of
@@ -72,6 +74,7 @@ class RunResult:
     startup_s: float
     history: list = field(default_factory=list)
     devices: dict = field(default_factory=dict)
+    nodes: dict = field(default_factory=dict)
     nan_evals: int = 0
     migrations: list = field(default_factory=list)
     best_genome: np.ndarray | None = None
@@ -136,6 +139,8 @@ class Coordinator:
         check_range("islands.snapshot_every", isl.get("snapshot_every") or 0, 0, integer=True)
         self.max_restarts = check_range("islands.max_restarts", isl.get("max_restarts", 3), 0, integer=True)
         self.last_snapshot = None  # the latest in-memory snapshot (sync mode), see _run_sync
+        self.group_infos = []  # each group's info (IslandGroup.info): where it runs now
+        self._reserved = None  # the Ray placement group of the actors (placement.reserve)
         # checkpoint.resume: read and checked here, once, before any actor starts
         self.resume_from = None
         if ck.get("resume"):
@@ -163,27 +168,45 @@ class Coordinator:
         }
 
     def _placement(self):
-        """The actors to start (:func:`isles.islands.placement.plan`) on Ray's cluster, or in-process on
-        this machine (one device: a local GPU when CuPy sees one)."""
+        """The actors to start on Ray's nodes (:func:`isles.islands.placement.plan_nodes`), or
+        in-process on this machine (one device: a local GPU when CuPy sees one)."""
         isl = self.cfg["islands"]
         if self.use_ray:
-            import ray  # noqa: PLC0415
-
-            resources = ray.cluster_resources()
-        else:
-            resources = {"CPU": 1, "GPU": min(1, local_resources()["GPU"])}  # one device: this one
+            return plan_nodes(self.n, self.cfg.get("device", "auto"), {**isl, "migration_interval": self.interval},
+                              cluster_nodes())
+        resources = {"CPU": 1, "GPU": min(1, local_resources()["GPU"])}  # one device: this one
         return plan(self.n, self.cfg.get("device", "auto"), isl.get("n_actors"), resources,
                     migration_interval=self.interval)
 
     def _start_groups(self, p):
-        """One island group per block of ``p.groups``: Ray actors, or in-process stand-ins."""
+        """One island group per block of ``p.groups``: Ray actors, each in its bundle of the
+        placement group reserved for them (:func:`isles.islands.placement.reserve`), or in-process
+        stand-ins."""
         if not self.use_ray:
             return [_Local(IslandGroup(self._spec(ids, p.device))) for ids in p.groups]
         import ray  # noqa: PLC0415
 
         actor = ray.remote(IslandGroup)
-        return [actor.options(**_actor_options(p, self.max_restarts)).remote(self._spec(ids, p.device))
-                for ids in p.groups]
+        self._reserved = reserve(p)
+        return [actor.options(**actor_options(p, self._reserved, i, self.max_restarts)).remote(self._spec(ids, p.device))
+                for i, ids in enumerate(p.groups)]
+
+    def _release(self) -> None:
+        """Give the placement group back to Ray (after the actors are killed)."""
+        if self._reserved is not None:
+            from ray.util.placement_group import remove_placement_group  # noqa: PLC0415
+
+            remove_placement_group(self._reserved)
+            self._reserved = None
+
+    def _relocated(self, infos: list) -> None:
+        """After a restart: keep where each group runs now (:attr:`group_infos`), and log each
+        group that was restarted (another process, maybe another node)."""
+        for i, (old, new) in enumerate(zip(self.group_infos, infos)):
+            if (new["node_id"], new["pid"]) != (old["node_id"], old["pid"]):
+                ids = new["island_ids"]
+                log.warning("island group %d (islands %d..%d) restarted on %s", i, ids[0], ids[-1], where(new))
+        self.group_infos = list(infos)
 
     def _gather(self, calls: list) -> dict:
         """``{i: result}`` of the calls ``[ObjectRef, ...]``, collected with ``ray.wait`` as they finish."""
@@ -229,12 +252,14 @@ class Coordinator:
             result = self._drive(epochs)
             result.startup_s = startup_s
             result.devices = {gid: infos[i]["device"] for i, ids in enumerate(placement.groups) for gid in ids}
+            result.nodes = _island_nodes(self.group_infos)
         finally:
             if self.use_ray:
                 import ray  # noqa: PLC0415
 
                 for g in groups:
                     ray.kill(g)
+                self._release()
         return self._ended(result)
 
     def _ended(self, result: RunResult) -> RunResult:
@@ -247,6 +272,7 @@ class Coordinator:
     def _started(self, infos: list, t_start: float) -> float:
         """Hand the groups' ``info`` to the callbacks' ``on_start``; return the start-up seconds."""
         startup_s = time.perf_counter() - t_start
+        self.group_infos = list(infos)
         for cb in self.callbacks:
             if hasattr(cb, "on_start"):
                 cb.on_start({"groups": infos, "startup_s": startup_s, "n_islands": self.n,
@@ -270,7 +296,8 @@ class Coordinator:
         ``REPORT_S`` seconds for the callbacks (progress, MLflow)."""
         import ray  # noqa: PLC0415
 
-        actor = ray.remote(Archipelago).options(**_actor_options(placement, self.max_restarts)).remote(
+        self._reserved = reserve(placement)
+        actor = ray.remote(Archipelago).options(**actor_options(placement, self._reserved, 0, self.max_restarts)).remote(
             self.cfg, self.topology, self.master, placement.device, self.resume_from)
         try:
             infos = ray.get(actor.info.remote())
@@ -287,6 +314,7 @@ class Coordinator:
                                 "(restart %d of %d)", type(err).__name__, self.last_snapshot["epoch"], restarts,
                                 self.max_restarts)
                     _while_restarting(lambda: ray.get(actor.resume.remote(self.last_snapshot)))
+                    self._relocated(ray.get(actor.info.remote()))
                     continue
                 if snapshot is not None:
                     self.last_snapshot = snapshot
@@ -296,8 +324,10 @@ class Coordinator:
                     raise error
         finally:
             ray.kill(actor)
+            self._release()
         result.startup_s = startup_s
         result.devices = {gid: infos[0]["device"] for gid in placement.groups[0]}
+        result.nodes = _island_nodes(self.group_infos)
         return self._ended(result)
 
     # ------------------------------------------------------------------------------------------
@@ -382,6 +412,9 @@ class Coordinator:
                             "(restart %d of %d)", loop["epoch"] + 1, type(err).__name__, snapshot["epoch"],
                             restarts, self.max_restarts)
                 self._load_groups(groups, snapshot["states"])
+                if self.use_ray:
+                    infos = self._gather([self._call(g, "info") for g in groups])
+                    self._relocated([infos[i] for i in range(len(groups))])
                 loop = _loop_copy(snapshot)
                 continue
             for j, (k, summaries) in enumerate(epochs):
@@ -657,11 +690,9 @@ BATCH_S = 0.2
 MAX_BATCH = 1000
 
 
-def _actor_options(p, max_restarts: int = 0) -> dict:
-    """Ray options of one island-group actor: a whole GPU or one CPU, and how often Ray restarts
-    it when it dies (its tasks are not retried: the coordinator restores a snapshot instead)."""
-    res = {"num_gpus": 1, "num_cpus": 0} if p.use_gpu else {"num_cpus": 1}
-    return {**res, "max_restarts": int(max_restarts), "max_task_retries": 0}
+def _island_nodes(infos: list) -> dict:
+    """``{island id: Ray node id}`` from the groups' ``info`` (``None`` outside Ray)."""
+    return {gid: info.get("node_id") for info in infos for gid in info["island_ids"]}
 
 
 class Archipelago:
@@ -731,7 +762,7 @@ LOOP_KEYS = ("done_gens", "epoch", "best", "master_state", "pending", "history",
 
 #: config sections that may change between a run and its resume (where and how it runs, not what)
 RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph")
-RESUME_FREE_KEYS = ("islands.n_actors", "islands.snapshot_every", "islands.max_restarts", "generations")
+RESUME_FREE_KEYS = ("islands.n_actors", "islands.n_nodes", "islands.placement", "islands.snapshot_every", "islands.max_restarts", "generations")
 
 
 def _loop_copy(src: dict) -> dict:

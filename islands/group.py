@@ -25,6 +25,7 @@ from isles.algorithms.core.population import Population, PopulationRoles, by_rol
 from isles.algorithms.core.random import CounterRNG
 from isles.islands.build import build_algorithm, build_evaluator
 from isles.islands.migration import PAD, replacement, route, select_best
+from isles.islands.placement import ray_location
 
 MASTER_ID = -1  # source id of the master swarm's best in migration plans
 
@@ -71,18 +72,13 @@ class IslandGroup:
 
     # ------------------------------------------------------------------------------------------
     def info(self) -> dict:
-        """Where this group runs: device name, host, pid, Ray GPU ids, island ids."""
-        try:
-            import ray  # noqa: PLC0415
-
-            gpus = [str(g) for g in ray.get_gpu_ids()] if ray.is_initialized() else []
-        except Exception:  # not inside Ray
-            gpus = []
+        """Where this group runs: device name, host, pid, island ids, and its place in Ray
+        (:func:`isles.islands.placement.ray_location`: ``ray_gpu_ids``, ``node_id``, ``node_ip``)."""
         return {
             "device": device_name(self.xp),
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            "ray_gpu_ids": gpus,
+            **ray_location(),
             "island_ids": self.island_ids,
         }
 

@@ -7,6 +7,7 @@ fails after it started leaves its MLflow run marked ``FAILED`` with what was log
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -24,7 +25,7 @@ from isles.algorithms.core.base import check_range
 from isles.islands import checkpoint
 from isles.islands.build import build_algorithm, build_problem, check_pairing
 from isles.islands.migration import REPLACEMENTS
-from isles.islands.placement import needs_ray
+from isles.islands.placement import check_fields, needs_ray
 from isles.islands.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
 from isles.islands.schema import check_keys
 from isles.problems.constraints import check_handling
@@ -49,7 +50,8 @@ def init_ray(ray_cfg: dict) -> None:
     (and local workers find it on ``PYTHONPATH``); an installed isles must be installed on the
     cluster's nodes too (``cluster/``). A local Ray's dashboard (``ray.include_dashboard``) listens
     on ``ray.dashboard_host`` (127.0.0.1 unless the user opts in); Ray's token authentication stays
-    as Ray sets it (:mod:`isles.islands.ray_security`).
+    as Ray sets it (:mod:`isles.islands.ray_security`). A job submitted with ``ray job submit
+    --working-dir .`` ships the checkout already: its working directory is not sent again.
     """
     import ray  # noqa: PLC0415
 
@@ -57,7 +59,9 @@ def init_ray(ray_cfg: dict) -> None:
         return
     address = ray_cfg.get("address")
     if address:
-        env = {"working_dir": str(CHECKOUT), "excludes": RAY_EXCLUDES} if CHECKOUT is not None else {}
+        job_env = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}").get("runtime_env") or {}
+        shipped = CHECKOUT is None or "working_dir" in job_env  # isles installed, or sent by ray job submit
+        env = {} if shipped else {"working_dir": str(CHECKOUT), "excludes": RAY_EXCLUDES}
         ray.init(address=address, runtime_env=env, log_to_driver=True)
     else:
         path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
@@ -173,7 +177,8 @@ def validate(cfg: dict) -> None:
         ValueError: a key the schema does not know (:func:`isles.islands.schema.check_keys`);
             ``device``, ``dtype``, ``seed`` or ``generations`` out of range; ``device=gpu`` on a
             machine without a GPU when no cluster address is given; ``constraints.handling`` or
-            ``constraints.penalty``; ``islands.n_actors``, ``islands.replacement``; an unreachable
+            ``constraints.penalty``; ``islands.n_actors``, ``islands.replacement``, ``islands.placement``,
+            ``islands.n_nodes`` (:func:`isles.islands.placement.check_fields`); an unreachable
             ``ray.address`` (:func:`check_ray_address`); ``logger.system_metrics_interval`` <= 0,
             ``logger.system_metrics=true`` without psutil; a ``ray.dashboard_host`` that is not an IP
             address. (A tracking server that does not
@@ -189,6 +194,7 @@ def validate(cfg: dict) -> None:
         check_range("islands.n_actors", isl["n_actors"], 1, integer=True)
     if isl.get("replacement", "fair_replace") not in REPLACEMENTS:
         raise ValueError(f"islands.replacement={isl.get('replacement')!r}: allowed values are {'|'.join(REPLACEMENTS)}")
+    check_fields(isl, (cfg.get("ray") or {}).get("address"))
     check_ray_address((cfg.get("ray") or {}).get("address"))
     log = cfg.get("logger") or {}
     if log.get("system_metrics_interval") is not None:

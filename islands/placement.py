@@ -5,12 +5,28 @@ batch; without GPUs, one actor per CPU core (at most one per island) runs NumPy,
 islands exchange every generation (``islands.migration_interval=1``): then one actor hosts them
 all, because a Ray round trip per generation (milliseconds) costs more than a second core gains
 on NumPy-sized islands. ``islands.n_actors`` overrides both.
+
+On Ray the actors are placed with a **placement group**: one bundle per actor (``{"GPU": 1}``, or
+``{"CPU": 1}`` without GPUs), reserved before any actor starts, with the strategy of
+``islands.placement``: ``spread`` (Ray's ``SPREAD``: over as many nodes as possible, the default),
+``strict_spread`` (``STRICT_SPREAD``: one actor per node; by default as many actors as nodes) or
+``pack`` (``PACK``: as few nodes as possible). ``islands.n_nodes`` limits the run to that many
+nodes (those with the most GPUs, or CPUs), pinned through Ray's node-id label. When a node is
+lost, Ray moves its bundles to the remaining nodes (where they fit) and restarts the actors there
+(:mod:`isles.islands.coordinator` restores their islands from the last snapshot).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from isles.algorithms.core.backend import DEVICES, cupy_or_none
+from isles.algorithms.core.base import check_range
+
+#: ``islands.placement`` values and the Ray placement-group strategy of each
+STRATEGIES = {"spread": "SPREAD", "strict_spread": "STRICT_SPREAD", "pack": "PACK"}
+
+#: seconds to wait for Ray to reserve the placement group before the run fails
+RESERVE_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -20,10 +36,19 @@ class Placement:
     Attributes:
         groups: island ids of each actor, contiguous blocks (``len(groups)`` actors).
         use_gpu: each actor takes one GPU (``num_gpus=1``) and runs CuPy.
+        strategy: ``islands.placement`` (a key of :data:`STRATEGIES`).
+        node_ids: the Ray node ids the actors may use (``islands.n_nodes``), ``None``: any node.
     """
 
     groups: list
     use_gpu: bool
+    strategy: str = "spread"
+    node_ids: tuple | None = None
+
+    @property
+    def bundle(self) -> dict:
+        """The resources of one actor's placement-group bundle: one GPU, or one CPU."""
+        return {"GPU": 1} if self.use_gpu else {"CPU": 1}
 
     @property
     def device(self) -> str:
@@ -81,6 +106,138 @@ def plan(n_islands: int, device: str, n_actors: int | None, resources: dict,
     return Placement(groups=split(n_islands, n_actors), use_gpu=use_gpu)
 
 
+def check_fields(isl: dict, address) -> None:
+    """The placement fields of ``islands`` that need no cluster, checked before Ray starts.
+
+    Raises:
+        ValueError: ``islands.placement`` not in :data:`STRATEGIES`; ``islands.n_nodes`` not null
+            or an integer >= 1, or above 1 on a local Ray (``ray.address`` null); with
+            ``strict_spread``, ``islands.n_actors`` above ``islands.n_nodes``.
+    """
+    strategy, n_nodes, n_actors = isl.get("placement", "spread"), isl.get("n_nodes"), isl.get("n_actors")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"islands.placement={strategy!r}: allowed values are {'|'.join(STRATEGIES)}")
+    if n_nodes is None:
+        return
+    check_range("islands.n_nodes", n_nodes, 1, integer=True)
+    if not address and n_nodes > 1:
+        raise ValueError(f"islands.n_nodes={n_nodes}: a local Ray has one node; allowed values here are null or 1 "
+                         "(give ray.address of a cluster to use more)")
+    if strategy == "strict_spread" and n_actors is not None and n_actors > n_nodes:
+        raise ValueError(f"islands.n_actors={n_actors}: islands.placement=strict_spread puts one actor per node; "
+                         f"allowed values are 1..{n_nodes} (islands.n_nodes)")
+
+
+def cluster_nodes() -> list[dict]:
+    """The alive nodes of the Ray cluster this process is connected to, as ``{"node_id", "ip",
+    "CPU", "GPU"}`` dicts (resources in Ray's units), in ``ray.nodes()`` order."""
+    import ray  # noqa: PLC0415
+
+    return [{"node_id": n["NodeID"], "ip": n["NodeManagerAddress"], "CPU": float(n["Resources"].get("CPU", 0)),
+             "GPU": float(n["Resources"].get("GPU", 0))} for n in ray.nodes() if n["Alive"]]
+
+
+def plan_nodes(n_islands: int, device: str, isl: dict, nodes: list[dict]) -> Placement:
+    """:func:`plan` on a cluster of ``nodes`` (:func:`cluster_nodes`), with the placement
+    fields of ``islands`` (``n_actors``, ``n_nodes``, ``placement``, ``migration_interval``).
+
+    The actors use GPUs when any node has one (and ``device`` is not ``cpu``); ``islands.n_nodes``
+    keeps the nodes with the most of that resource (ties by node id); ``strict_spread`` starts
+    one actor per kept node unless ``islands.n_actors`` says otherwise.
+
+    Raises:
+        ValueError: as :func:`plan`; more nodes, actors (one per node under ``strict_spread``) or
+            CPU actors than the cluster has, naming the field and the allowed values.
+    """
+    total = {k: sum(n[k] for n in nodes) for k in ("CPU", "GPU")}
+    key = "GPU" if device != "cpu" and total["GPU"] >= 1 else "CPU"
+    usable = [n for n in nodes if n[key] >= 1]
+    n_nodes, strategy, n_actors = isl.get("n_nodes"), isl.get("placement", "spread"), isl.get("n_actors")
+    if n_nodes is not None:
+        if n_nodes > len(usable):
+            raise ValueError(f"islands.n_nodes={n_nodes}: the cluster has {len(usable)} nodes with a {key}; "
+                             f"allowed values are null or 1..{len(usable)}")
+        usable = sorted(usable, key=lambda n: (-n[key], n["node_id"]))[:n_nodes]
+    if strategy == "strict_spread" and n_actors is None:
+        n_actors = len(usable)
+    p = plan(n_islands, device, n_actors, {k: sum(n[k] for n in usable) for k in ("CPU", "GPU")},
+             isl.get("migration_interval"))
+    n = len(p.groups)
+    field = f"islands.n_actors={n_actors}" if n_actors is not None else f"islands.n={n_islands}"
+    if strategy == "strict_spread" and n > len(usable):
+        raise ValueError(f"{field}: islands.placement=strict_spread puts one actor per node, and {len(usable)} "
+                         f"nodes have a {key}; allowed values are 1..{len(usable)}")
+    cpus = int(sum(n["CPU"] for n in usable))
+    if not p.use_gpu and n > cpus:
+        raise ValueError(f"{field}: each actor takes one CPU and Ray offers {cpus} here; allowed values are 1..{cpus}")
+    return replace(p, strategy=strategy,
+                   node_ids=tuple(n["node_id"] for n in usable) if n_nodes is not None else None)
+
+
+def reserve(p: Placement, timeout_s: float = RESERVE_TIMEOUT_S):
+    """Reserve one bundle per actor (:attr:`Placement.bundle`) as a Ray placement group with the
+    strategy of ``p`` (pinned to ``p.node_ids`` if set); wait until Ray has placed it.
+
+    Returns:
+        the ``PlacementGroup`` (release it with ``ray.util.remove_placement_group``).
+
+    Raises:
+        ValueError: Ray could not place it within ``timeout_s`` seconds (naming
+            ``islands.placement`` and the resources still free).
+    """
+    import ray  # noqa: PLC0415
+    from ray.util.placement_group import placement_group, remove_placement_group  # noqa: PLC0415
+
+    n = len(p.groups)
+    selector = [{"ray.io/node-id": f"in({','.join(p.node_ids)})"}] * n if p.node_ids else None
+    pg = placement_group([p.bundle] * n, strategy=STRATEGIES[p.strategy], bundle_label_selector=selector)
+    if not pg.wait(timeout_seconds=timeout_s):
+        remove_placement_group(pg)
+        free = {k: v for k, v in ray.available_resources().items() if k in ("CPU", "GPU")}
+        raise ValueError(f"islands.placement={p.strategy}: Ray could not place {n} actors of {p.bundle} within "
+                         f"{timeout_s:.0f} s (free now: {free}); lower islands.n_actors or islands.n_nodes, or add nodes")
+    return pg
+
+
+def actor_options(p: Placement, pg=None, index: int = 0, max_restarts: int = 0) -> dict:
+    """Ray options of island-group actor ``index``: a whole GPU or one CPU, in bundle ``index``
+    of the placement group ``pg`` (if given), and how often Ray restarts it when it dies (its
+    tasks are not retried: the coordinator restores a snapshot instead)."""
+    res = {"num_gpus": 1, "num_cpus": 0} if p.use_gpu else {"num_cpus": 1}
+    opts = {**res, "max_restarts": int(max_restarts), "max_task_retries": 0}
+    if pg is not None:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: PLC0415
+
+        opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group=pg,
+                                                                       placement_group_bundle_index=index)
+    return opts
+
+
+def ray_location() -> dict:
+    """Where this process runs in Ray: ``{"ray_gpu_ids": [str], "node_id": hex str, "node_ip":
+    str}``; no GPU ids and ``None`` node outside Ray."""
+    try:
+        import ray  # noqa: PLC0415
+
+        if ray.is_initialized():
+            return {"ray_gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+                    "node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
+    except Exception:  # noqa: BLE001, S110  (not inside Ray)
+        pass
+    return {"ray_gpu_ids": [], "node_id": None, "node_ip": None}
+
+
+def where(info: dict) -> str:
+    """Where an island group runs, in words, from its :meth:`IslandGroup.info`: ``"cpu, node
+    49d7afe3 at 10.0.0.2 (host)"``, ``"NVIDIA H100 (GPU 0), node ..."``; without Ray, ``"cpu
+    (host)"``."""
+    gpus = info.get("ray_gpu_ids") or []
+    text = info["device"] + (f" (GPU {','.join(gpus)})" if gpus else "")
+    if info.get("node_id"):
+        text += f", node {info['node_id'][:8]} at {info['node_ip']}"
+    return f"{text} ({info['host']})"
+
+
 def local_resources(num_cpus: int | None = None) -> dict:
     """This machine's resources as Ray would count them: ``{"CPU": cores (or num_cpus), "GPU":
     CUDA devices CuPy sees}``."""
@@ -99,6 +256,5 @@ def needs_ray(cfg: dict) -> bool:
     isl = cfg["islands"]
     if (cfg.get("ray") or {}).get("address") or isl.get("mode", "sync") != "sync":
         return True
-    p = plan(isl["n"], cfg.get("device", "auto"), isl.get("n_actors"),
-             local_resources((cfg.get("ray") or {}).get("num_cpus")), isl.get("migration_interval"))
-    return len(p.groups) > 1
+    here = {"node_id": "local", "ip": "127.0.0.1", **local_resources((cfg.get("ray") or {}).get("num_cpus"))}
+    return len(plan_nodes(isl["n"], cfg.get("device", "auto"), isl, [here]).groups) > 1

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from isles.islands.placement import where
 from isles.problems.constraints import feasibility_report
 
 
@@ -29,7 +30,7 @@ class ConsoleProgress:
         """Print the placement (group, device, islands) and start the bar."""
         for i, g in enumerate(info["groups"]):
             ids = g["island_ids"]
-            self.console.print(f"group {i}: islands {ids[0]}..{ids[-1]} on {g['device']} ({g['host']})")
+            self.console.print(f"group {i}: islands {ids[0]}..{ids[-1]} on {where(g)}")
         self.console.print(f"actors ready in {info['startup_s']:.1f} s; {info['generations']} generations")
         self.total = info["generations"]
         if self.console.is_terminal:

@@ -70,6 +70,8 @@ class IslandsConfig:
 
     n: int = 8
     n_actors: Optional[int] = None
+    n_nodes: Optional[int] = None
+    placement: str = "spread"
     migration_interval: int = 10
     n_migrants: int = 1
     replacement: str = "fair_replace"

@@ -7,7 +7,7 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
   ``best_feasible_f``, ``evaluations``, ``evals_per_s``, ``wall_s``, ``us_per_generation``
   (synchronized device time of the slowest group), ``nan_evaluations``,
   ``migrations_accepted``, ``master_best_f``, and ``island_XX_best_f`` per island;
-* tags: device of every island group, Ray cluster resources, git commit, host;
+* tags: device, host, Ray node and GPU ids of every island group, Ray cluster resources, git commit;
 * artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json``
   (``x``, ``f``, ``g``, ``feasible``), ``history.csv`` (every epoch's metrics, per island too),
   ``migrations.csv`` when islands migrated;
@@ -155,11 +155,15 @@ class MlflowTracker:
 
     # -- coordinator callbacks -----------------------------------------------------------------
     def on_start(self, info: dict) -> None:
-        """Tags: each group's device, host and islands; Ray resources; start-up time metric."""
+        """Tags: each group's device, host, Ray node, GPUs and islands; Ray resources; start-up time metric."""
         tags = {}
         for i, g in enumerate(info["groups"]):
             tags[f"group_{i}.device"] = g["device"]
             tags[f"group_{i}.host"] = g["host"]
+            if g.get("node_id"):  # the Ray node (and GPU ids) where the group started
+                tags[f"group_{i}.node_id"], tags[f"group_{i}.node_ip"] = g["node_id"], g["node_ip"]
+            if g.get("ray_gpu_ids"):
+                tags[f"group_{i}.gpus"] = ",".join(g["ray_gpu_ids"])
             tags[f"group_{i}.islands"] = ",".join(map(str, g["island_ids"]))
         mlflow = _mlflow()
         tags["devices"] = "; ".join(sorted({g["device"] for g in info["groups"]}))
