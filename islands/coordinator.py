@@ -270,13 +270,15 @@ class Coordinator:
         return result
 
     def _started(self, infos: list, t_start: float) -> float:
-        """Hand the groups' ``info`` to the callbacks' ``on_start``; return the start-up seconds."""
+        """Hand the groups' ``info`` to the callbacks' ``on_start`` (with Ray's cluster resources,
+        ``None`` outside Ray); return the start-up seconds."""
         startup_s = time.perf_counter() - t_start
         self.group_infos = list(infos)
+        info = {"groups": infos, "startup_s": startup_s, "n_islands": self.n, "generations": self.generations,
+                "cluster_resources": _cluster_resources() if self.use_ray else None}
         for cb in self.callbacks:
             if hasattr(cb, "on_start"):
-                cb.on_start({"groups": infos, "startup_s": startup_s, "n_islands": self.n,
-                             "generations": self.generations})
+                cb.on_start(info)
         return startup_s
 
     def _drive(self, epochs) -> RunResult:
@@ -688,6 +690,14 @@ REPORT_S = 0.25
 #: most epochs in one batch
 BATCH_S = 0.2
 MAX_BATCH = 1000
+
+
+def _cluster_resources() -> dict:
+    """Ray's cluster resources (``CPU``, ``GPU``, memory, ...; not the per-node ``node:`` keys),
+    for the run's tags."""
+    import ray  # noqa: PLC0415
+
+    return {k: v for k, v in ray.cluster_resources().items() if not k.startswith("node:")}
 
 
 def _island_nodes(infos: list) -> dict:

@@ -23,8 +23,9 @@ The tracker runs in a process of its own (:class:`TrackingProcess`); a run of mo
 :data:`MAX_STEPS` epochs logs every k-th epoch as metric steps (and the last), all of them in
 ``history.csv``.
 
-Metrics are buffered and written with ``log_batch`` every few seconds, so per-iteration epochs do
-not wait on the tracking store. The default store is MLflow's own default (``sqlite:///mlflow.db``
+Metrics are buffered and written with ``log_batch`` whenever the tracking process has nothing
+else to do (and every few seconds at the latest), so per-iteration epochs never wait on the
+tracking store and little is left to write when the run ends. The default store is MLflow's own default (``sqlite:///mlflow.db``
 in the launch directory); ``mlflow ui`` started there shows every run. A tracking server
 (``logger.tracking_uri=http://HOST:PORT``) is checked before the run starts
 (:mod:`isles.islands.tracking_server`).
@@ -155,7 +156,8 @@ class MlflowTracker:
 
     # -- coordinator callbacks -----------------------------------------------------------------
     def on_start(self, info: dict) -> None:
-        """Tags: each group's device, host, Ray node, GPUs and islands; Ray resources; start-up time metric."""
+        """Tags: each group's device, host, Ray node, GPUs and islands; Ray's cluster resources
+        (``info["cluster_resources"]``); start-up time metric."""
         tags = {}
         for i, g in enumerate(info["groups"]):
             tags[f"group_{i}.device"] = g["device"]
@@ -167,14 +169,8 @@ class MlflowTracker:
             tags[f"group_{i}.islands"] = ",".join(map(str, g["island_ids"]))
         mlflow = _mlflow()
         tags["devices"] = "; ".join(sorted({g["device"] for g in info["groups"]}))
-        try:
-            import ray  # noqa: PLC0415
-
-            if ray.is_initialized():
-                tags["ray.cluster_resources"] = json.dumps(
-                    {k: v for k, v in ray.cluster_resources().items() if not k.startswith("node:")})
-        except Exception:
-            pass
+        if info.get("cluster_resources"):  # from the run's process (this one does not import Ray)
+            tags["ray.cluster_resources"] = json.dumps(info["cluster_resources"])
         mlflow.set_tags(tags)
         mlflow.log_metric("startup_s", info["startup_s"])
 
@@ -398,13 +394,15 @@ def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id
         plots = threading.Thread(target=__import__, args=("isles.islands.plots",), daemon=True)
         plots.start()
         while True:
+            if not conn.poll():  # idle: write the buffered metrics now, not at the run's end
+                tracker.flush()
             name, arg = conn.recv()
             if name in ("on_end", "end"):
                 plots.join()
             if name == "end":
-                tracker.end(arg)
+                tracker.end(arg)  # every metric and artifact is written, the run closed
                 conn.send(("done", None))
-                return
+                _exit_now()
             getattr(tracker, name)(arg)
     except EOFError:  # the run's process is gone: close the run as killed
         try:
@@ -414,3 +412,14 @@ def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id
             pass
     except Exception as err:  # noqa: BLE001
         conn.send(("error", f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"))
+
+
+def _exit_now() -> None:
+    """End the tracking process at once, once the run is closed: MLflow, SQLAlchemy and
+    matplotlib have nothing left to write, and their exit handlers take about a second."""
+    import os  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

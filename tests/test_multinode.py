@@ -129,6 +129,7 @@ def test_ray_job_submit_gives_the_in_process_result(cluster, reference, tmp_path
     tags = run.data.tags
     node_of = {int(i): tags[f"group_{g}.node_id"] for g in range(2) for i in tags[f"group_{g}.islands"].split(",")}
     assert set(node_of.values()) == {n.node_id for n in c.worker_nodes}  # spread over both worker nodes
+    assert json.loads(tags["ray.cluster_resources"])["GPU"] == 2  # the cluster's, sent by the run's process
 
     def artifact(name):
         return Path(client.download_artifacts(run.info.run_id, name, str(tmp_path))).read_text()
