@@ -13,8 +13,8 @@ topology's edges for the next migration and sends each group only the emigrants 
   coordinator's migrant store (the latest emigrants of every island) and goes on, without waiting
   for slower groups (pagmo's archipelago semantics).
 
-Logging lives outside: the coordinator calls ``on_start(info)``, ``on_epoch(record)`` and
-``on_end(result)`` of its callbacks (MLflow tracker, progress bar).
+Logging lives outside: the coordinator calls ``on_start(info)``, ``on_epoch(record)``,
+``on_restart(info)`` and ``on_end(result)`` of its callbacks (MLflow tracker, progress bar).
 """
 from __future__ import annotations
 
@@ -101,7 +101,8 @@ class Coordinator:
             ``resume`` = path of a checkpoint to continue from; sync mode).
         topology: a :class:`isles.islands.topology.Topology`.
         master: a master swarm (:class:`isles.algorithms.pso.cmepso.MasterSwarm`) or ``None``.
-        callbacks: objects with optional ``on_start``, ``on_epoch``, ``on_end`` methods.
+        callbacks: objects with optional ``on_start``, ``on_epoch``, ``on_restart`` (island
+            groups restarted after a lost actor or node) and ``on_end`` methods.
         use_ray: start the groups as Ray actors (default) or in this process (tests, benchmarks).
 
     Raises:
@@ -200,13 +201,19 @@ class Coordinator:
             self._reserved = None
 
     def _relocated(self, infos: list) -> None:
-        """After a restart: keep where each group runs now (:attr:`group_infos`), and log each
-        group that was restarted (another process, maybe another node)."""
+        """After a restart: keep where each group runs now (:attr:`group_infos`), log each group
+        that was restarted (another process, maybe another node), and hand the callbacks'
+        ``on_restart`` the restarted groups (``{"groups": {group index: info}}``)."""
+        moved = {}
         for i, (old, new) in enumerate(zip(self.group_infos, infos)):
             if (new["node_id"], new["pid"]) != (old["node_id"], old["pid"]):
                 ids = new["island_ids"]
                 log.warning("island group %d (islands %d..%d) restarted on %s", i, ids[0], ids[-1], where(new))
+                moved[i] = new
         self.group_infos = list(infos)
+        for cb in self.callbacks if moved else ():
+            if hasattr(cb, "on_restart"):
+                cb.on_restart({"groups": moved})
 
     def _gather(self, calls: list) -> dict:
         """``{i: result}`` of the calls ``[ObjectRef, ...]``, collected with ``ray.wait`` as they finish."""

@@ -74,6 +74,22 @@ def flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
+def group_tags(groups: dict) -> dict:
+    """MLflow tags of where island groups run: ``{group index: info}`` (:meth:`IslandGroup.info`)
+    to ``group_<i>.device``, ``.host``, ``.node_id``, ``.node_ip`` (under Ray), ``.gpus`` (Ray's
+    GPU ids) and ``.islands`` (the island ids, comma-separated)."""
+    tags = {}
+    for i, g in groups.items():
+        tags[f"group_{i}.device"] = g["device"]
+        tags[f"group_{i}.host"] = g["host"]
+        if g.get("node_id"):
+            tags[f"group_{i}.node_id"], tags[f"group_{i}.node_ip"] = g["node_id"], g["node_ip"]
+        if g.get("ray_gpu_ids"):
+            tags[f"group_{i}.gpus"] = ",".join(g["ray_gpu_ids"])
+        tags[f"group_{i}.islands"] = ",".join(map(str, g["island_ids"]))
+    return tags
+
+
 def git_commit() -> str:
     """The checkout's HEAD commit, or ``"unknown"`` (an installed wheel, or no git)."""
     from isles import CHECKOUT  # noqa: PLC0415
@@ -117,6 +133,7 @@ class MlflowTracker:
         self._buffer: list = []
         self._last_flush = time.monotonic()
         self._client = None
+        self._restarts = 0
 
     def start(self, run_id: str | None = None) -> str:
         """Open the run, log parameters, tags and the config; return the run id.
@@ -158,21 +175,19 @@ class MlflowTracker:
     def on_start(self, info: dict) -> None:
         """Tags: each group's device, host, Ray node, GPUs and islands; Ray's cluster resources
         (``info["cluster_resources"]``); start-up time metric."""
-        tags = {}
-        for i, g in enumerate(info["groups"]):
-            tags[f"group_{i}.device"] = g["device"]
-            tags[f"group_{i}.host"] = g["host"]
-            if g.get("node_id"):  # the Ray node (and GPU ids) where the group started
-                tags[f"group_{i}.node_id"], tags[f"group_{i}.node_ip"] = g["node_id"], g["node_ip"]
-            if g.get("ray_gpu_ids"):
-                tags[f"group_{i}.gpus"] = ",".join(g["ray_gpu_ids"])
-            tags[f"group_{i}.islands"] = ",".join(map(str, g["island_ids"]))
+        tags = group_tags(dict(enumerate(info["groups"])))
         mlflow = _mlflow()
         tags["devices"] = "; ".join(sorted({g["device"] for g in info["groups"]}))
         if info.get("cluster_resources"):  # from the run's process (this one does not import Ray)
             tags["ray.cluster_resources"] = json.dumps(info["cluster_resources"])
         mlflow.set_tags(tags)
         mlflow.log_metric("startup_s", info["startup_s"])
+
+    def on_restart(self, info: dict) -> None:
+        """Tags of the restarted groups (``info["groups"]``: ``{group index: info}``) say where
+        they run now; ``restarts`` counts the restarted groups."""
+        self._restarts += len(info["groups"])
+        _mlflow().set_tags({**group_tags(info["groups"]), "restarts": str(self._restarts)})
 
     def on_epoch(self, rec: dict) -> None:
         """Buffer the epoch's metrics (step = generation); flush every ``flush_s`` seconds."""
@@ -325,6 +340,10 @@ class TrackingProcess:
         epochs = -(-int(info.get("generations") or 1) // max(1, interval))
         self._stride = max(1, -(-epochs // MAX_STEPS))
         self._send("on_start", info)
+
+    def on_restart(self, info: dict) -> None:
+        """Forwarded to :meth:`MlflowTracker.on_restart`."""
+        self._send("on_restart", info)
 
     def on_epoch(self, rec: dict) -> None:
         """Forwarded to :meth:`MlflowTracker.on_epoch`: every epoch up to :data:`MAX_STEPS`

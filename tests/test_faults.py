@@ -32,10 +32,13 @@ class KillAt:
     """Callback: SIGKILL the actor of group ``group`` when epoch ``epoch`` is published (once)."""
 
     def __init__(self, epoch: int, group: int = 0):
-        self.epoch, self.group, self.pids, self.killed = epoch, group, [], False
+        self.epoch, self.group, self.pids, self.killed, self.restarted = epoch, group, [], False, {}
 
     def on_start(self, info):
         self.pids = [g["pid"] for g in info["groups"]]
+
+    def on_restart(self, info):
+        self.restarted.update(info["groups"])
 
     def on_epoch(self, rec):
         if rec["epoch"] == self.epoch and not self.killed:
@@ -55,6 +58,7 @@ def test_killed_actor_is_restarted_and_the_result_is_unchanged(ray_local, n_acto
     with caplog.at_level("WARNING", logger="isles.islands.coordinator"):
         result = coordinator(f"islands.n_actors={n_actors}", callbacks=[kill]).run()
     assert kill.killed
+    assert list(kill.restarted) == [0] and kill.restarted[0]["pid"] != kill.pids[0]  # told to the callbacks
     assert "died" in caplog.text and "snapshot of epoch" in caplog.text  # it was restarted mid-run
     assert result.best_f == reference.best_f
     np.testing.assert_array_equal(result.best_x, reference.best_x)

@@ -83,3 +83,20 @@ def test_async_de_islands_migrate_and_log(ray_local, store):
     client = MlflowClient(tracking_uri=store)
     assert "migrations.csv" in {a.path for a in client.list_artifacts(run_id)}
     assert client.get_metric_history(run_id, "us_per_generation")
+
+
+def test_restarted_groups_retag_the_run(store):
+    """After a lost actor or node, the run's tags say where the restarted group runs now."""
+    from isles.islands.tracking import MlflowTracker
+
+    def info(node, pid):
+        return {"device": "cpu", "host": "h", "pid": pid, "node_id": node, "node_ip": "10.0.0.1",
+                "ray_gpu_ids": [], "island_ids": [0, 1]}
+
+    tracker = MlflowTracker({"tracking_uri": store, "experiment_name": "test-restart"}, {"seed": 0}, "seed: 0\n", None)
+    run_id = tracker.start()
+    tracker.on_start({"groups": [info("n1", 10), info("n2", 11)], "startup_s": 0.1})
+    tracker.on_restart({"groups": {1: info("n3", 12)}})
+    tracker.end()
+    tags = MlflowClient(tracking_uri=store).get_run(run_id).data.tags
+    assert (tags["group_0.node_id"], tags["group_1.node_id"], tags["restarts"]) == ("n1", "n3", "1")

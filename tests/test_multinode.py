@@ -171,11 +171,14 @@ class LoseNode:
 
     def __init__(self, cluster, epoch: int, group: int = 1):
         self.cluster, self.epoch, self.group = cluster, epoch, group
-        self.node_id, self.islands = None, []
+        self.node_id, self.islands, self.restarted = None, [], {}
 
     def on_start(self, info):
         g = info["groups"][self.group]
         self.node_id, self.islands = g["node_id"], g["island_ids"]
+
+    def on_restart(self, info):
+        self.restarted.update(info["groups"])
 
     def on_epoch(self, rec):
         if rec["epoch"] == self.epoch:
@@ -194,5 +197,6 @@ def test_a_lost_node_s_islands_restart_elsewhere_with_the_same_result(cluster, r
     assert "restored the snapshot of epoch 2" in caplog.text and "restarted on" in caplog.text
     survivor = {n.node_id for n in c.worker_nodes}
     assert lose.node_id not in survivor and {result.nodes[i] for i in lose.islands} == survivor
+    assert list(lose.restarted) == [1] and lose.restarted[1]["node_id"] in survivor  # told to the callbacks
     assert result.best_f == reference.best_f
     _assert_same_run([h["island_best_f"] for h in result.history], result.best_x, reference)
