@@ -37,6 +37,7 @@ import logging
 import math
 import queue
 import subprocess
+import sys
 import threading
 import time
 
@@ -139,7 +140,9 @@ class MlflowTracker:
         """Open the run, log parameters, tags and the config; return the run id.
 
         ``run_id``: continue that run (a resumed run: its parameters and config are logged
-        already, and stay as they were). A sweep's job is nested under the sweep's parent run.
+        already, and stay as they were); when the store does not hold it (a checkpoint written
+        against another store, or ``logger.fallback_local``), a new run tagged
+        ``resumed_from_run``, with one line on stderr. A sweep's job is nested under the sweep's parent run.
         With ``system_metrics``, MLflow samples the machine's CPU, memory and GPUs in a thread
         of this process until the run ends (``MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=true`` in
         the environment turns it on too)."""
@@ -155,21 +158,35 @@ class MlflowTracker:
         logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # not its start/stop lines
         if self.cfg.get("system_metrics_interval"):
             mlflow.set_system_metrics_sampling_interval(float(self.cfg["system_metrics_interval"]))
-        if run_id:
+        if run_id and self._has_run(run_id):
             self.run_id = mlflow.start_run(run_id=run_id, log_system_metrics=system_metrics).info.run_id
             mlflow.set_tags({"resumed": "true"})
             return self.run_id
         exp = mlflow.set_experiment(self.cfg.get("experiment_name") or "isles")
         name, tags = self.cfg.get("run_name"), {}
+        if run_id:  # resumed, but its run is in another store (e.g. logger.fallback_local): a new run
+            tags = {"resumed": "true", "resumed_from_run": run_id}
+            print(f"isles: MLflow run {run_id} is not in {mlflow.get_tracking_uri()}; the resumed run is "
+                  "logged as a new run there (tag resumed_from_run)", file=sys.stderr, flush=True)
         if self.sweep:
             parent = find_or_create_parent(self._client, exp.experiment_id, self.sweep["id"])
-            tags, name = child_tags(parent, self.sweep), name or child_name(self._client, parent, self.sweep)
+            tags, name = {**tags, **child_tags(parent, self.sweep)}, name or child_name(self._client, parent, self.sweep)
         run = mlflow.start_run(run_name=name, tags=tags, log_system_metrics=system_metrics)
         self.run_id = run.info.run_id
         mlflow.log_params({k: str(v)[:6000] for k, v in self.params.items()})
         mlflow.set_tags({"git_commit": git_commit()})
         mlflow.log_text(self.config_yaml, "config.yaml")
         return self.run_id
+
+    def _has_run(self, run_id: str) -> bool:
+        """Whether the tracking store holds the run ``run_id``."""
+        from mlflow.exceptions import MlflowException  # noqa: PLC0415
+
+        try:
+            self._client.get_run(run_id)
+        except MlflowException:
+            return False
+        return True
 
     # -- coordinator callbacks -----------------------------------------------------------------
     def on_start(self, info: dict) -> None:
@@ -291,7 +308,6 @@ class TrackingProcess:
         ``multiprocessing`` pipe whose end it inherits."""
         import multiprocessing as mp  # noqa: PLC0415
         import os  # noqa: PLC0415
-        import sys  # noqa: PLC0415
 
         self._conn, child = mp.Pipe()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # as a spawn would
@@ -437,7 +453,6 @@ def _exit_now() -> None:
     """End the tracking process at once, once the run is closed: MLflow, SQLAlchemy and
     matplotlib have nothing left to write, and their exit handlers take about a second."""
     import os  # noqa: PLC0415
-    import sys  # noqa: PLC0415
 
     sys.stdout.flush()
     sys.stderr.flush()

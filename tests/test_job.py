@@ -100,3 +100,18 @@ def test_restarted_groups_retag_the_run(store):
     tracker.end()
     tags = MlflowClient(tracking_uri=store).get_run(run_id).data.tags
     assert (tags["group_0.node_id"], tags["group_1.node_id"], tags["restarts"]) == ("n1", "n3", "1")
+
+
+def test_resuming_a_run_the_store_does_not_hold_logs_a_new_run(store, capfd):
+    """A checkpoint's MLflow run written against another store (e.g. before logger.fallback_local
+    switched to the local one): the resumed run is a new run, tagged with the old id."""
+    from isles.islands.tracking import MlflowTracker
+
+    tracker = MlflowTracker({"tracking_uri": store, "experiment_name": "test-resume"}, {"seed": 0}, "seed: 0\n", None)
+    run_id = tracker.start("0123456789abcdef0123456789abcdef")
+    tracker.end()
+    run = MlflowClient(tracking_uri=store).get_run(run_id)
+    assert run_id != "0123456789abcdef0123456789abcdef" and run.info.status == "FINISHED"
+    assert run.data.tags["resumed_from_run"] == "0123456789abcdef0123456789abcdef"
+    assert run.data.params["seed"] == "0"
+    assert "is not in" in capfd.readouterr().err
