@@ -22,6 +22,7 @@ which every job of the sweep sees, in whichever process or node a launcher runs 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import sys
 
 from hydra.experimental.callback import Callback
@@ -175,7 +176,8 @@ class SweepParentRun(Callback):
         client, run_id = self._open
         self._open = None
         try:
-            client.set_terminated(run_id, status)
+            with contextlib.redirect_stdout(sys.stderr):  # MLflow's "View run ... at" lines: stdout is results
+                client.set_terminated(run_id, status)
         except Exception as err:  # noqa: BLE001  (at exit: say it, do not raise)
             print(f"isles: the sweep's parent MLflow run {run_id} was not closed ({type(err).__name__})",
                   file=sys.stderr, flush=True)

@@ -314,7 +314,8 @@ class TrackingProcess:
         self._proc = subprocess.Popen(
             [sys.executable, "-c", "import sys; from isles.islands.tracking import child_main; "
              "child_main(int(sys.argv[1]))", str(child.fileno())],
-            pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL)
+            pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
+            stdout=2)  # MLflow's "View run ... at" lines (a tracking server) go to stderr: stdout is the result
         child.close()
         # the sends go through a thread: the run never waits on the pipe (which fills while the
         # process is still importing MLflow)

@@ -150,6 +150,7 @@ def sweep(mlflow_server, tmp_path_factory):
     assert p.returncode == 0, p.stderr[-3000:]
     printed = {run_id: float(f) for f, run_id in RESULT.findall(p.stdout)}
     assert len(printed) == 2, p.stdout[-3000:]
+    assert "View run" not in p.stdout and "View run" in p.stderr  # MLflow's own links: stderr
     return MlflowClient(tracking_uri=mlflow_server), sweep_dir, printed
 
 
