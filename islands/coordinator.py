@@ -89,6 +89,12 @@ class RunResult:
         return (h[-1]["evaluations"] - h[0]["evaluations"]) / (h[-1]["wall_s"] - h[0]["wall_s"])
 
 
+class RestartFailed(RuntimeError):
+    """Lost island groups whose actors Ray did not restart within ``islands.restart_timeout_s``
+    (e.g. a lost node whose bundles no other node has room for). The coordinator's
+    :attr:`Coordinator.last_snapshot` still holds the run's last snapshot, for a checkpoint."""
+
+
 class Coordinator:
     """Runs an archipelago described by a resolved config (plain dict).
 
@@ -139,6 +145,8 @@ class Coordinator:
         self.target = stop_target(cfg.get("stop") or {})
         check_range("islands.snapshot_every", isl.get("snapshot_every") or 0, 0, integer=True)
         self.max_restarts = check_range("islands.max_restarts", isl.get("max_restarts", 3), 0, integer=True)
+        self.restart_timeout_s = float(check_range("islands.restart_timeout_s", isl.get("restart_timeout_s", 120.0),
+                                                   0, lo_open=True))
         self.last_snapshot = None  # the latest in-memory snapshot (sync mode), see _run_sync
         self.group_infos = []  # each group's info (IslandGroup.info): where it runs now
         self._reserved = None  # the Ray placement group of the actors (placement.reserve)
@@ -215,8 +223,13 @@ class Coordinator:
             if hasattr(cb, "on_restart"):
                 cb.on_restart({"groups": moved})
 
-    def _gather(self, calls: list) -> dict:
-        """``{i: result}`` of the calls ``[ObjectRef, ...]``, collected with ``ray.wait`` as they finish."""
+    def _gather(self, calls: list, deadline: float | None = None) -> dict:
+        """``{i: result}`` of the calls ``[ObjectRef, ...]``, collected with ``ray.wait`` as they finish.
+
+        Raises:
+            RestartFailed: ``deadline`` (``time.monotonic()`` seconds) passed with calls unfinished
+                (their actors were not restarted in time).
+        """
         if not self.use_ray:
             return dict(enumerate(calls))
         import ray  # noqa: PLC0415
@@ -224,7 +237,10 @@ class Coordinator:
         refs = {ref: i for i, ref in enumerate(calls)}
         out, pending = {}, list(refs)
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done, pending = ray.wait(pending, num_returns=1, timeout=timeout)
+            if not done:
+                raise self._restart_failed(sorted(refs[r] for r in pending))
             try:
                 out[refs[done[0]]] = ray.get(done[0])
             except Exception:
@@ -246,6 +262,10 @@ class Coordinator:
         """Start the actors, evolve ``generations`` generations, return the result.
 
         Actors are killed at the end, also when the run fails.
+
+        Raises:
+            RestartFailed: lost actors not restarted within ``islands.restart_timeout_s``
+                (:attr:`last_snapshot` holds the run's last snapshot).
         """
         t_start = time.perf_counter()
         placement = self._placement()
@@ -322,7 +342,7 @@ class Coordinator:
                     log.warning("the archipelago's actor died (%s); restarting from the snapshot of epoch %d "
                                 "(restart %d of %d)", type(err).__name__, self.last_snapshot["epoch"], restarts,
                                 self.max_restarts)
-                    _while_restarting(lambda: ray.get(actor.resume.remote(self.last_snapshot)))
+                    self._resume_archipelago(actor)
                     self._relocated(ray.get(actor.info.remote()))
                     continue
                 if snapshot is not None:
@@ -338,6 +358,26 @@ class Coordinator:
         result.devices = {gid: infos[0]["device"] for gid in placement.groups[0]}
         result.nodes = _island_nodes(self.group_infos)
         return self._ended(result)
+
+    def _resume_archipelago(self, actor) -> None:
+        """Set the restarted :class:`Archipelago` actor back to :attr:`last_snapshot`, waiting up
+        to ``islands.restart_timeout_s`` seconds for it.
+
+        Raises:
+            RestartFailed: the actor did not come back in time."""
+        import ray  # noqa: PLC0415
+        from ray.exceptions import GetTimeoutError  # noqa: PLC0415
+
+        deadline = time.monotonic() + self.restart_timeout_s
+
+        def resume():
+            try:
+                return ray.get(actor.resume.remote(self.last_snapshot),
+                               timeout=max(0.0, deadline - time.monotonic()))
+            except GetTimeoutError:
+                raise self._restart_failed([0]) from None
+
+        _while_restarting(resume, self.restart_timeout_s)
 
     # ------------------------------------------------------------------------------------------
     def _master_context(self, evaluator):
@@ -526,8 +566,23 @@ class Coordinator:
                 "config": resumable_config(self.cfg), **_loop_copy(loop)}
 
     def _load_groups(self, groups, states: list) -> None:
-        """Set every group's state (host arrays from a snapshot), waiting for restarting actors."""
-        _while_restarting(lambda: self._gather([self._call(g, "load_state_dict", st) for g, st in zip(groups, states)]))
+        """Set every group's state (host arrays from a snapshot), waiting for restarting actors
+        up to ``islands.restart_timeout_s`` seconds.
+
+        Raises:
+            RestartFailed: a group's actor did not come back in time."""
+        deadline = time.monotonic() + self.restart_timeout_s
+        _while_restarting(lambda: self._gather([self._call(g, "load_state_dict", st) for g, st in zip(groups, states)],
+                                               deadline), self.restart_timeout_s)
+
+    def _restart_failed(self, group_ids: list) -> "RestartFailed":
+        """The error of island groups ``group_ids`` not restarted within ``islands.restart_timeout_s``."""
+        placement = self.cfg["islands"].get("placement", "spread")
+        epoch = self.last_snapshot["epoch"] if self.last_snapshot else 0
+        return RestartFailed(
+            f"islands.restart_timeout_s={self.restart_timeout_s:g}: island group(s) {', '.join(map(str, group_ids))} "
+            f"lost and not restarted within {self.restart_timeout_s:g} s (no Ray node has room for their bundles "
+            f"under islands.placement={placement}); the run stops at its last snapshot, epoch {epoch}")
 
     def _run_async(self, groups, placement):
         """The async epoch loop, a generator like :meth:`_run_sync`."""
@@ -779,7 +834,8 @@ LOOP_KEYS = ("done_gens", "epoch", "best", "master_state", "pending", "history",
 
 #: config sections that may change between a run and its resume (where and how it runs, not what)
 RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph")
-RESUME_FREE_KEYS = ("islands.n_actors", "islands.n_nodes", "islands.placement", "islands.snapshot_every", "islands.max_restarts", "generations")
+RESUME_FREE_KEYS = ("islands.n_actors", "islands.n_nodes", "islands.placement", "islands.snapshot_every",
+                    "islands.max_restarts", "islands.restart_timeout_s", "generations")
 
 
 def _loop_copy(src: dict) -> dict:

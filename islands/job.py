@@ -29,7 +29,7 @@ from isles.islands.placement import check_fields, needs_ray
 from isles.islands.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
 from isles.islands.schema import check_keys
 from isles.problems.constraints import check_handling
-from isles.islands.coordinator import Coordinator, RunResult
+from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
 from isles.islands.progress import ConsoleProgress, print_summary, result_line
 from isles import CHECKOUT
 from isles.islands.sweep_runs import sweep_info
@@ -266,6 +266,13 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
               + (f"checkpoint {path}; resume with:\n  {resume_command(path)}" if path else
                  "no snapshot to save (islands.snapshot_every=0 or islands.mode=async)"), file=sys.stderr, flush=True)
         raise SystemExit(130) from None
+    except RestartFailed as err:  # lost actors with nowhere to go: keep what the run has done
+        run_id = tracker.run_id if tracker else None
+        path = save_interrupted(coordinator, ck.get("path") or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
+        if tracker:
+            tracker.end("FAILED")
+        raise RestartFailed(f"{err}; checkpoint {path}; once the cluster has room, resume with: "
+                            f"{resume_command(path)}" if path else str(err)) from None
     except BaseException:
         if tracker:
             tracker.end("FAILED")

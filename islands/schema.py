@@ -79,6 +79,7 @@ class IslandsConfig:
     master_sends_best: bool = False
     snapshot_every: int = 10
     max_restarts: int = 3
+    restart_timeout_s: float = 120.0
 
 
 @dataclass

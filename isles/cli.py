@@ -8,7 +8,8 @@ Examples::
 
 The configs are ``isles.conf`` (the repository's ``conf/``, shipped as package data). Exit status:
 0 done, 2 a bad config value (one line naming the field), 1 a failure inside a run (one line with
-the file and line, and where the full log is).
+the file and line, and where the full log is; for lost actors that could not be restarted, where
+the checkpoint is and the command that resumes).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from isles.islands.coordinator import RestartFailed
 from isles.islands.job import failure_line, run_job
 
 CONF_DIR = str(Path(__import__("isles.conf", fromlist=["_"]).__file__).resolve().parent)
@@ -36,6 +38,9 @@ def main(cfg: DictConfig) -> float:
     except ValueError as err:
         print(f"isles: error: {err}", file=sys.stderr)
         sys.exit(2)
+    except RestartFailed as err:  # lost actors with nowhere to go: the checkpoint and the resume command
+        print(f"isles: error: {err}", file=sys.stderr)
+        sys.exit(1)
     except Exception as err:  # noqa: BLE001  (a failure inside an actor or a user's problem)
         print(f"isles: error: {failure_line(err)}", file=sys.stderr)
         sys.exit(1)

@@ -37,6 +37,7 @@ def run_cli(*args, timeout=180):
         (["+experiment=cmepso", "constraints.penalty=0"], "constraints.penalty=0.0: allowed values are numbers > 0"),
         (["+experiment=cmepso", "checkpoint.resume=/no/such.pkl"], "checkpoint.resume='/no/such.pkl': no such file"),
         (["+experiment=cmepso", "islands.n_actors=0"], "islands.n_actors=0: allowed values are integers >= 1"),
+        (["+experiment=cmepso", "islands.restart_timeout_s=0"], "islands.restart_timeout_s=0.0: allowed values are numbers > 0"),
         (["+experiment=cmepso", "islands.placement=spread_out"],
          "islands.placement='spread_out': allowed values are spread|strict_spread|pack"),
         (["+experiment=cmepso", "islands.replacement=swap"], "islands.replacement='swap': allowed values are fair_replace|replace_worst"),

@@ -145,3 +145,30 @@ def test_resume_with_another_number_of_actors_gives_the_same_result(tmp_path):
         resumed = coordinator(f"islands.n_actors={n}", f"checkpoint.resume={path}", use_ray=False).run()
         assert resumed.best_f == whole.best_f
         np.testing.assert_array_equal(resumed.history[-1]["island_best_f"], whole.history[-1]["island_best_f"])
+
+
+def test_lost_actors_not_restarted_leave_a_checkpoint_and_the_resume_command(tmp_path, monkeypatch):
+    """The job's side of :class:`RestartFailed` (its cluster side is in tests/test_multinode.py):
+    the last snapshot becomes a checkpoint, the error names it and the resume command, and the
+    resume gives the uninterrupted result."""
+    from isles.islands.coordinator import RestartFailed
+    from isles.islands.job import run_job
+
+    whole = coordinator("islands.n_actors=2", use_ray=False).run()
+
+    def drive_then_lose(self, epochs):  # actors lost for good in epoch 6 of 12 (last snapshot: epoch 3)
+        for _ in range(5):
+            self._publish(next(epochs))
+        raise RestartFailed("islands.restart_timeout_s=5: island group(s) 1 lost and not restarted")
+
+    monkeypatch.setattr(Coordinator, "_drive", drive_then_lose)
+    path = tmp_path / "ck.pkl"
+    with pytest.raises(RestartFailed, match=rf"not restarted; checkpoint {path}; once the cluster has room, "
+                                            rf"resume with: python run.py checkpoint.resume={path}$"):
+        run_job(make_cfg(*DE, "islands.n_actors=2", f"checkpoint.path={path}"), use_ray=False)
+    monkeypatch.undo()
+    assert checkpoint.load(path)["epoch"] == 3
+    resumed = coordinator("islands.n_actors=2", f"checkpoint.resume={path}", use_ray=False).run()
+    assert [h["epoch"] for h in resumed.history] == list(range(1, 13))
+    assert resumed.best_f == whole.best_f
+    np.testing.assert_array_equal(resumed.history[-1]["island_best_f"], whole.history[-1]["island_best_f"])

@@ -8,9 +8,11 @@ without CPUs that runs the job server, and two worker nodes of 2 CPUs and one (l
   the same config bit for bit.
 * GPU bundles: one actor per GPU, one per node under ``strict_spread``, each told its GPU id.
 * A worker node lost mid-run (``Cluster.remove_node``): its island group is restarted on the other
-  node from the last snapshot, and the result is again the in-process one.
+  node from the last snapshot, and the result is again the in-process one. Under
+  ``strict_spread`` the lost group has nowhere to go: the run stops with its snapshot, which
+  resumes to that result.
 
-One cluster for the module; the node-loss test comes last, since it removes a node.
+One cluster for the module; the node-loss tests come last, since they remove nodes.
 """
 import csv
 import io
@@ -26,7 +28,8 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
-from isles.islands.coordinator import Coordinator
+from isles.islands import checkpoint
+from isles.islands.coordinator import Coordinator, RestartFailed
 from isles.islands.job import init_ray, run_job
 from isles.islands.placement import actor_options, cluster_nodes, plan_nodes, ray_location, reserve
 from tests.helpers import make_cfg, plain
@@ -200,3 +203,22 @@ def test_a_lost_node_s_islands_restart_elsewhere_with_the_same_result(cluster, r
     assert list(lose.restarted) == [1] and lose.restarted[1]["node_id"] in survivor  # told to the callbacks
     assert result.best_f == reference.best_f
     _assert_same_run([h["island_best_f"] for h in result.history], result.best_x, reference)
+
+
+def test_a_lost_node_with_nowhere_to_go_stops_the_run_with_its_snapshot(cluster, reference, tmp_path):
+    """``strict_spread`` over two workers, one lost: no node has room for its bundle, so the run
+    stops within ``islands.restart_timeout_s`` with its last snapshot, which resumes to the
+    uninterrupted result (the CLI writes it as a checkpoint and prints the resume command)."""
+    c, _ = cluster
+    c.add_node(num_cpus=2, num_gpus=1, temp_dir=tempfile.mkdtemp(prefix="isles-node"))  # two workers again
+    c.wait_for_nodes()
+    cfg = plain(make_cfg(*DE, *QUIET, "islands.placement=strict_spread", "islands.restart_timeout_s=5"))
+    coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[LoseNode(c, epoch=3)], use_ray=True)
+    with pytest.raises(RestartFailed, match=r"islands.restart_timeout_s=5: island group\(s\) 1 lost .* "
+                                            r"islands.placement=strict_spread\); .* epoch 2$"):
+        coordinator.run()
+    path = tmp_path / "checkpoint.pkl"
+    checkpoint.save(path, coordinator.last_snapshot)
+    resumed, _ = run_job(make_cfg(*DE, *QUIET, f"checkpoint.resume={path}"), use_ray=False)
+    assert resumed.best_f == reference.best_f
+    _assert_same_run([h["island_best_f"] for h in resumed.history], resumed.best_x, reference)
