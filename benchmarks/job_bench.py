@@ -10,6 +10,7 @@ synchronised at every epoch's end). Prints one Markdown table (medians).
     python benchmarks/job_bench.py                                   # the README's first command
     python benchmarks/job_bench.py --case "device=gpu" --case "device=gpu logger=none"
     taskset -c 0,1 python benchmarks/job_bench.py --case "ray.num_cpus=2"   # a 2-core machine
+    git worktree add /tmp/old HEAD~5 && python benchmarks/job_bench.py --baseline /tmp/old --repeats 5
 """
 from __future__ import annotations
 
@@ -26,13 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_once(experiment: str, case: str, cwd: str) -> tuple[float, float, str]:
-    """One process: ``(whole-process seconds, evolution seconds, result line)``.
+def run_once(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py") -> tuple[float, float, str]:
+    """One process of ``run_py``: ``(whole-process seconds, evolution seconds, result line)``.
 
     Raises:
         SystemExit: the run failed (its stderr's tail is shown)."""
-    cmd = [sys.executable, str(ROOT / "run.py"), f"+experiment={experiment}", "progress=false",
-           *shlex.split(case)]
+    cmd = [sys.executable, str(run_py), f"+experiment={experiment}", "progress=false", *shlex.split(case)]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     whole = time.perf_counter() - t0
@@ -47,23 +47,34 @@ def main() -> None:
     ap.add_argument("--experiment", default="cmepso")
     ap.add_argument("--case", action="append", help="overrides of one case (repeatable); default: none")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--baseline", type=Path, help="another checkout (e.g. a `git worktree` of an older "
+                    "commit): its run.py runs each case too, interleaved with this one's, side by side")
     args = ap.parse_args()
     cases = args.case or [""]
+    versions = {"this checkout": ROOT / "run.py"}
+    if args.baseline:
+        versions[f"baseline {args.baseline}"] = args.baseline.resolve() / "run.py"
     rows = []
     for case in cases:
-        with tempfile.TemporaryDirectory() as cwd:
-            first = run_once(args.experiment, case, cwd)
-            runs = [run_once(args.experiment, case, cwd) for _ in range(args.repeats)]
-        whole = statistics.median(r[0] for r in runs)
-        evo = statistics.median(r[1] for r in runs)
-        rows.append((case or "(defaults)", first[0], whole, evo, runs[-1][2]))
-        print(f"{case or '(defaults)'}: first {first[0]:.2f} s, whole {whole:.2f} s, evolution {evo:.2f} s", flush=True)
-    print(f"\n| `+experiment={args.experiment}` overrides | first run, whole process s | whole process s "
+        with tempfile.TemporaryDirectory() as scratch:
+            cwds = {v: tempfile.mkdtemp(dir=scratch) for v in versions}
+            first = {v: run_once(args.experiment, case, cwds[v], r) for v, r in versions.items()}
+            runs = {v: [] for v in versions}
+            for _ in range(args.repeats):  # interleaved: the machine's drift hits every version alike
+                for v, r in versions.items():
+                    runs[v].append(run_once(args.experiment, case, cwds[v], r))
+        for v in versions:
+            whole = statistics.median(r[0] for r in runs[v])
+            evo = statistics.median(r[1] for r in runs[v])
+            rows.append((v, case or "(defaults)", first[v][0], whole, evo, runs[v][-1][2]))
+            print(f"{v}, {case or '(defaults)'}: first {first[v][0]:.2f} s, whole {whole:.2f} s, "
+                  f"evolution {evo:.2f} s", flush=True)
+    print(f"\n| version | `+experiment={args.experiment}` overrides | first run, whole process s | whole process s "
           f"(median of {args.repeats}) | evolution s | result |")
-    print("|---|---|---|---|---|")
-    for case, first, whole, evo, line in rows:
+    print("|---|---|---|---|---|---|")
+    for version, case, first, whole, evo, line in rows:
         f = re.search(r"best f=(\S+) (\S+)", line)
-        print(f"| `{case}` | {first:.2f} | {whole:.2f} | {evo:.2f} | f={f.group(1)} {f.group(2)} |")
+        print(f"| {version} | `{case}` | {first:.2f} | {whole:.2f} | {evo:.2f} | f={f.group(1)} {f.group(2)} |")
 
 
 if __name__ == "__main__":
