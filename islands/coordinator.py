@@ -130,8 +130,6 @@ class Coordinator:
         if master is not None and self.mode != "sync":
             raise ValueError("islands.mode=async: a master swarm needs islands.mode=sync")
         ck = cfg.get("checkpoint") or {}
-        if self.mode != "sync" and (ck.get("every") or ck.get("resume")):
-            raise ValueError("checkpoint.every/resume: checkpoints need islands.mode=sync")
         if ck.get("every"):
             check_range("checkpoint.every", ck["every"], 0, integer=True)
             if not ck.get("path"):
@@ -269,6 +267,11 @@ class Coordinator:
         """
         t_start = time.perf_counter()
         placement = self._placement()
+        saved = self.resume_from
+        if saved is not None and saved.get("mode") == "async" and \
+                [list(g) for g in saved["groups"]] != [list(g) for g in placement.groups]:
+            raise ValueError(f"checkpoint.resume: an async run resumes with the grouping it was saved with: "
+                             f"islands.n_actors={len(saved['groups'])} (now {len(placement.groups)})")
         if self.use_ray and self.mode == "sync" and len(placement.groups) == 1:
             return self._run_in_actor(placement, t_start)
         groups = self._start_groups(placement)
@@ -585,41 +588,119 @@ class Coordinator:
             f"under islands.placement={placement}); the run stops at its last snapshot, epoch {epoch}")
 
     def _run_async(self, groups, placement):
-        """The async epoch loop, a generator like :meth:`_run_sync`."""
+        """The async epoch loop, a generator like :meth:`_run_sync`.
+
+        **Snapshots and lost actors.** Each group's state is taken between two of its epochs,
+        at its start and then every ``islands.snapshot_every`` of its epochs (and at every
+        ``checkpoint.every``-th completion), without stopping anything: the ``state_dict`` call
+        is queued on the group's actor before its next epoch. A group whose actor dies is
+        restarted by Ray and goes back to its own last state alone; the other groups go on.
+        :attr:`last_snapshot` holds every group's latest state with the loop's variables (what a
+        checkpoint saves and ``checkpoint.resume`` continues, with the same grouping). Async
+        results depend on timing, so a resumed or restarted run is not the uninterrupted one
+        bit for bit; its counters (generations and evaluations per island) are.
+        """
         import ray  # noqa: PLC0415
 
         if not self.use_ray:
             raise ValueError("islands.mode=async needs Ray actors")
-        summaries, store = {}, {}
-        gens = [0] * len(groups)
-        history, migrations = [], []
+        every = int(self.cfg["islands"].get("snapshot_every") or 0)
+        ck = self.cfg.get("checkpoint") or {}
+        resume = self.resume_from
+        if resume is not None:
+            self._load_groups(groups, resume["states"])
+            loop = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
+                    for k, v in resume["async"].items()}
+            parts = [{"state": st, "gens": g, "summary": loop["summaries"].get(i)}
+                     for i, (st, g) in enumerate(zip(resume["states"], loop["gens"]))]
+        else:
+            loop = {"summaries": {}, "store": {}, "gens": [0] * len(groups), "history": [], "migrations": [],
+                    "best": None, "completions": 0, "epochs": [0] * len(groups)}
+            parts = [None] * len(groups)
+        summaries, store, gens = loop["summaries"], loop["store"], loop["gens"]
+        history, migrations = loop["history"], loop["migrations"]
         t0 = time.perf_counter()
-        best = None
-        completions = 0
+        hits, restarts = None, 0
+
+        def snapshot_due(i) -> bool:
+            return bool(every) and (parts[i] is None or loop["epochs"][i] % every == 0)
+
+        def take(i):  # group i's state now, between two of its epochs (resolved when it is read)
+            parts[i] = {"state": groups[i].state_dict.remote(), "gens": gens[i], "summary": summaries.get(i)}
 
         def submit(i, inbound=None, remote=None):
             k = min(self.interval, self.generations - gens[i])
             gens[i] += k
             return groups[i].run_epoch.remote(k, inbound or {}, remote or {})
 
-        pending = {submit(i): i for i in range(len(groups))}
+        def publish_snapshot():
+            for part in parts:
+                if isinstance(part["state"], ray.ObjectRef):
+                    part["state"] = ray.get(part["state"])
+            loop_now = {**loop, "gens": [p["gens"] for p in parts],
+                        "summaries": {i: p["summary"] for i, p in enumerate(parts) if p["summary"] is not None},
+                        "store": dict(store), "history": list(history), "migrations": list(migrations)}
+            self.last_snapshot = {"seed": self.seed, "groups": placement.groups, "mode": "async",
+                                  "states": [p["state"] for p in parts], "config": resumable_config(self.cfg),
+                                  "epoch": loop["completions"], "async": loop_now}
+            return self.last_snapshot
+
+        if every or ck.get("every"):
+            for i in range(len(groups)):
+                if parts[i] is None:
+                    take(i)
+            publish_snapshot()  # the start: what an interrupt or a lost actor goes back to at worst
+        pending = {submit(i): i for i in range(len(groups)) if gens[i] < self.generations}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             i = pending.pop(done[0])
-            s = ray.get(done[0])
+            try:
+                s = ray.get(done[0])
+            except Exception as err:
+                if parts[i] is None or not _actor_died(err) or restarts >= self.max_restarts:
+                    raise
+                restarts += 1
+                state = parts[i]["state"]
+                if isinstance(state, ray.ObjectRef):  # taken from the actor that died: maybe lost with it
+                    try:
+                        state = ray.get(state, timeout=5)
+                    except Exception as lost:  # noqa: BLE001
+                        raise err from lost
+                log.warning("island group %d died (%s); restored its own state of generation %d, the other groups go "
+                            "on (restart %d of %d)", i, type(err).__name__, parts[i]["gens"], restarts,
+                            self.max_restarts)
+                self._load_groups([groups[i]], [state])
+                self._relocated([*self.group_infos[:i], ray.get(groups[i].info.remote()), *self.group_infos[i + 1:]])
+                parts[i]["state"], gens[i] = state, parts[i]["gens"]
+                summaries.pop(i, None)
+                if parts[i]["summary"] is not None:
+                    summaries[i] = parts[i]["summary"]
+                pending[submit(i)] = i
+                continue
             prev_gen = summaries[i]["generation"] if i in summaries else 0
             summaries[i] = s
-            completions += 1
+            loop["completions"] += 1
+            loop["epochs"][i] += 1
+            completions = loop["completions"]
             for p, gid in enumerate(s["island_ids"]):
                 store[gid] = s["emigrants"].island(p)
             migrations.extend((completions, *e) for e in s["migrations"])
             bx, bf, bv, bg, _, evals, nan, hits = self._merge(summaries, placement)
-            best = _best_of([(bx, bf, bv, bg)] + ([best] if best else []))
+            best = loop["best"] = _best_of([(bx, bf, bv, bg)] + ([loop["best"]] if loop["best"] else []))
             done_gen = min(summaries[j]["generation"] if j in summaries else 0 for j in range(len(groups)))
             record = self._record(completions, done_gen, t0, evals, nan, best, bf, bv, None, [s],
                                   s["generation"] - prev_gen, hits)
             history.append(record)
             yield record
+            if snapshot_due(i):
+                take(i)
+            if ck.get("every") and (completions % int(ck["every"]) == 0 or not pending and gens[i] >= self.generations):
+                if every == 0 or parts[i] is None:
+                    take(i)
+                if all(p is not None for p in parts):
+                    checkpoint.save(ck["path"], publish_snapshot())
+            elif every and all(p is not None for p in parts) and loop["epochs"][i] % every == 0:
+                publish_snapshot()
             if gens[i] < self.generations:
                 ids = placement.groups[i]
                 pos = {gid: p for p, gid in enumerate(ids)}
@@ -631,7 +712,7 @@ class Coordinator:
                         if src not in pos:
                             remote[src] = store[src]
                 pending[submit(i, inbound, remote)] = i
-        return self._result(best, history, min(gens), t0, migrations, hits)
+        return self._result(loop["best"], history, min(gens), t0, migrations, hits)
 
     # ------------------------------------------------------------------------------------------
     def _publish(self, record: dict) -> None:

@@ -264,7 +264,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             tracker.end("KILLED")
         print(f"isles: interrupted after epoch {coordinator.published_epoch}; "
               + (f"checkpoint {path}; resume with:\n  {resume_command(path)}" if path else
-                 "no snapshot to save (islands.snapshot_every=0 or islands.mode=async)"), file=sys.stderr, flush=True)
+                 "no snapshot to save (islands.snapshot_every=0)"), file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     except RestartFailed as err:  # lost actors with nowhere to go: keep what the run has done
         run_id = tracker.run_id if tracker else None

@@ -172,3 +172,35 @@ def test_lost_actors_not_restarted_leave_a_checkpoint_and_the_resume_command(tmp
     assert [h["epoch"] for h in resumed.history] == list(range(1, 13))
     assert resumed.best_f == whole.best_f
     np.testing.assert_array_equal(resumed.history[-1]["island_best_f"], whole.history[-1]["island_best_f"])
+
+
+# -- async mode: each group's own snapshot; results depend on timing, counters do not ------------
+
+ASYNC = ["islands.mode=async", "islands.n_actors=2"]
+
+
+def test_async_killed_actor_goes_back_to_its_own_snapshot(ray_local, caplog):
+    reference = coordinator(*ASYNC).run()
+    kill = KillAt(epoch=7)
+    with caplog.at_level("WARNING", logger="isles.islands.coordinator"):
+        result = coordinator(*ASYNC, callbacks=[kill]).run()
+    assert kill.killed and list(kill.restarted) == [0]
+    assert "island group 0 died" in caplog.text and "the other groups go on" in caplog.text
+    # every island ran all its generations once (the lost epochs again, from the group's snapshot)
+    assert (result.generations, result.evaluations) == (reference.generations, reference.evaluations) == (120, 5808)
+    assert result.history[-1]["generation"] == 120
+
+
+def test_async_checkpoint_resumes_with_more_generations(ray_local, tmp_path):
+    path = tmp_path / "async.pkl"
+    reference = coordinator(*ASYNC).run()
+    first = coordinator(*ASYNC, "generations=60", "checkpoint.every=2", f"checkpoint.path={path}").run()
+    assert first.generations == 60
+    saved = checkpoint.load(path)
+    assert saved["mode"] == "async" and saved["async"]["gens"] == [60, 60]  # the final checkpoint
+    resumed = coordinator(*ASYNC, f"checkpoint.resume={path}").run()
+    assert (resumed.generations, resumed.evaluations) == (120, reference.evaluations)
+    assert resumed.history[0]["epoch"] == 1 and resumed.history[-1]["epoch"] == 24  # the saved records go on
+    with pytest.raises(ValueError, match=r"an async run resumes with the grouping it was saved with: "
+                                         r"islands.n_actors=2 \(now 1\)"):
+        coordinator("islands.mode=async", "islands.n_actors=1", f"checkpoint.resume={path}").run()
