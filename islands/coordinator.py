@@ -623,10 +623,22 @@ class Coordinator:
         hits, restarts = None, 0
 
         def snapshot_due(i) -> bool:
-            return bool(every) and (parts[i] is None or loop["epochs"][i] % every == 0)
+            return bool(every) and loop["epochs"][i] % every == 0
 
-        def take(i):  # group i's state now, between two of its epochs (resolved when it is read)
-            parts[i] = {"state": groups[i].state_dict.remote(), "gens": gens[i], "summary": summaries.get(i)}
+        taking = {}  # group -> its state being taken: {"state": ObjectRef, "gens", "summary"}
+
+        def take(i):  # group i's state now, between two of its epochs (queued before its next one)
+            taking[i] = {"state": groups[i].state_dict.remote(), "gens": gens[i], "summary": summaries.get(i)}
+
+        def settle(wait: bool = False):  # the states that have arrived become the groups' parts
+            for i, part in list(taking.items()):
+                ready, _ = ray.wait([part["state"]], timeout=None if wait else 0)
+                if ready:
+                    del taking[i]
+                    try:
+                        parts[i] = {**part, "state": ray.get(ready[0])}
+                    except Exception:  # noqa: BLE001  (its actor died first: the older part stays)
+                        pass
 
         def submit(i, inbound=None, remote=None):
             k = min(self.interval, self.generations - gens[i])
@@ -634,9 +646,9 @@ class Coordinator:
             return groups[i].run_epoch.remote(k, inbound or {}, remote or {})
 
         def publish_snapshot():
-            for part in parts:
-                if isinstance(part["state"], ray.ObjectRef):
-                    part["state"] = ray.get(part["state"])
+            settle(wait=True)
+            if any(p is None for p in parts):
+                return self.last_snapshot
             loop_now = {**loop, "gens": [p["gens"] for p in parts],
                         "summaries": {i: p["summary"] for i, p in enumerate(parts) if p["summary"] is not None},
                         "store": dict(store), "history": list(history), "migrations": list(migrations)}
@@ -657,21 +669,17 @@ class Coordinator:
             try:
                 s = ray.get(done[0])
             except Exception as err:
+                settle(wait=True)
                 if parts[i] is None or not _actor_died(err) or restarts >= self.max_restarts:
                     raise
                 restarts += 1
                 state = parts[i]["state"]
-                if isinstance(state, ray.ObjectRef):  # taken from the actor that died: maybe lost with it
-                    try:
-                        state = ray.get(state, timeout=5)
-                    except Exception as lost:  # noqa: BLE001
-                        raise err from lost
                 log.warning("island group %d died (%s); restored its own state of generation %d, the other groups go "
                             "on (restart %d of %d)", i, type(err).__name__, parts[i]["gens"], restarts,
                             self.max_restarts)
                 self._load_groups([groups[i]], [state])
                 self._relocated([*self.group_infos[:i], ray.get(groups[i].info.remote()), *self.group_infos[i + 1:]])
-                parts[i]["state"], gens[i] = state, parts[i]["gens"]
+                gens[i] = parts[i]["gens"]
                 summaries.pop(i, None)
                 if parts[i]["summary"] is not None:
                     summaries[i] = parts[i]["summary"]
@@ -692,14 +700,16 @@ class Coordinator:
                                   s["generation"] - prev_gen, hits)
             history.append(record)
             yield record
-            if snapshot_due(i):
-                take(i)
+            settle()
+            if (every or ck.get("every")) and (snapshot_due(i) or gens[i] >= self.generations):
+                take(i)  # and at the group's last epoch, for a checkpoint that goes on with more generations
             if ck.get("every") and (completions % int(ck["every"]) == 0 or not pending and gens[i] >= self.generations):
-                if every == 0 or parts[i] is None:
+                if i not in taking:
                     take(i)
-                if all(p is not None for p in parts):
-                    checkpoint.save(ck["path"], publish_snapshot())
-            elif every and all(p is not None for p in parts) and loop["epochs"][i] % every == 0:
+                snap = publish_snapshot()
+                if snap is not None:
+                    checkpoint.save(ck["path"], snap)
+            elif every and loop["epochs"][i] % every == 0:
                 publish_snapshot()
             if gens[i] < self.generations:
                 ids = placement.groups[i]
