@@ -204,3 +204,30 @@ def test_async_checkpoint_resumes_with_more_generations(ray_local, tmp_path):
     with pytest.raises(ValueError, match=r"an async run resumes with the grouping it was saved with: "
                                          r"islands.n_actors=2 \(now 1\)"):
         coordinator("islands.mode=async", "islands.n_actors=1", f"checkpoint.resume={path}").run()
+
+
+def test_async_interrupt_checkpoints_and_resumes(ray_local, tmp_path, monkeypatch, capsys):
+    """Ctrl-C (or SIGTERM, which the job turns into the same interrupt) in async mode: the job
+    writes every group's latest state as a checkpoint and prints the resume command; the resumed
+    run ends with the uninterrupted run's counters."""
+    from isles.islands.job import run_job
+
+    reference = coordinator(*ASYNC).run()
+    publish = Coordinator._publish
+
+    def interrupt_at_7(self, record):
+        publish(self, record)
+        if record["epoch"] == 7:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Coordinator, "_publish", interrupt_at_7)
+    path = tmp_path / "async.pkl"
+    with pytest.raises(SystemExit) as stop:
+        run_job(make_cfg(*DE, *ASYNC, f"checkpoint.path={path}"), use_ray=True)
+    monkeypatch.undo()
+    assert stop.value.code == 130
+    assert f"resume with:\n  python run.py checkpoint.resume={path}" in capsys.readouterr().err
+    saved = checkpoint.load(path)
+    assert saved["mode"] == "async" and 0 < sum(saved["async"]["gens"]) < 240 and saved["published_epoch"] == 7
+    resumed = coordinator(*ASYNC, f"checkpoint.resume={path}").run()
+    assert (resumed.generations, resumed.evaluations) == (120, reference.evaluations)
