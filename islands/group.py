@@ -275,23 +275,10 @@ class IslandGroup:
             mx, mf, mv, mn = (to_host(xp.stack([r["master"][j] for r in rows])) for j in (0, 1, 2, 4))
         out = []
         for e, r in enumerate(rows):
-            pop = Population.from_leaves({name: a[e] for name, a in best.items()})
             self._pending_events = r["events"]
-            s = {
-                "island_ids": self.island_ids,
-                "best": pop,
-                "best_x": best_x[e],
-                "best_f": pop.f[:, 0],
-                "best_v": pop.v[:, 0],
-                "emigrants": emigrants if e == len(rows) - 1 else None,
-                "generation": r["generation"],
-                "evals": r["evals"],
-                "nan_evals": int(nan[e]),
-                "hit_generation": None if hits is None else hits[e],
-                "migrations": self._migration_events(),
-                "compute_s": compute_s,
-                "device": device_name(xp),
-            }
+            s = self._summary_of(Population.from_leaves({name: a[e] for name, a in best.items()}), best_x[e],
+                                 emigrants if e == len(rows) - 1 else None, r, int(nan[e]),
+                                 None if hits is None else hits[e], compute_s)
             if "master" in r:
                 s["master"] = (mx[e].reshape(1, -1), mf[e].reshape(1), mv[e].reshape(1), r["master"][3], int(mn[e]))
             out.append(s)
@@ -356,22 +343,32 @@ class IslandGroup:
         best = self.algorithm.best(self.state).to_host()
         self._emigrant_cache = self._emigrants()
         hit = self.state.get("hit_generation")
-        out = {
+        return self._summary_of(best, np.asarray(to_host(self.algorithm.phenotype(best.genome[:, 0]))),
+                                self._emigrant_cache.to_host(), self.state, int(to_host(self.state["nan_evals"])),
+                                None if hit is None else to_host(hit).astype(np.int64), compute_s)
+
+    def _summary_of(self, best: Population, best_x, emigrants, state: dict, nan_evals: int, hit_generation,
+                    compute_s: float) -> dict:
+        """An epoch's summary (what :meth:`run_epoch` returns) from host values: the islands'
+        bests ``best`` (Population ``(I, 1)``) and their phenotype ``best_x (I, D)``, the
+        ``emigrants`` (Population ``(I, k)``, or ``None`` inside a batch), the counters of
+        ``state`` (``generation``, ``evals``), NaN evaluations, the stop-target generations
+        ``(I,)`` or ``None``, the compute seconds, and this epoch's migration events."""
+        return {
             "island_ids": self.island_ids,
             "best": best,
-            "best_x": np.asarray(to_host(self.algorithm.phenotype(best.genome[:, 0]))),
+            "best_x": best_x,
             "best_f": best.f[:, 0],
             "best_v": best.v[:, 0],
-            "emigrants": self._emigrant_cache.to_host(),
-            "generation": int(self.state["generation"]),
-            "evals": int(self.state["evals"]),
-            "nan_evals": int(to_host(self.state["nan_evals"])),
-            "hit_generation": None if hit is None else to_host(hit).astype(np.int64),
+            "emigrants": emigrants,
+            "generation": int(state["generation"]),
+            "evals": int(state["evals"]),
+            "nan_evals": nan_evals,
+            "hit_generation": hit_generation,
             "migrations": self._migration_events(),
             "compute_s": compute_s,
             "device": device_name(self.xp),
         }
-        return out
 
     def _migration_events(self) -> list:
         pending = self._pending_events
