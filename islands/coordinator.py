@@ -606,6 +606,7 @@ class Coordinator:
             raise ValueError("islands.mode=async needs Ray actors")
         every = int(self.cfg["islands"].get("snapshot_every") or 0)
         ck = self.cfg.get("checkpoint") or {}
+        snapshots = bool(every or ck.get("every"))
         resume = self.resume_from
         if resume is not None:
             self._load_groups(groups, resume["states"])
@@ -657,7 +658,7 @@ class Coordinator:
                                   "epoch": loop["completions"], "async": loop_now}
             return self.last_snapshot
 
-        if every or ck.get("every"):
+        if snapshots:
             for i in range(len(groups)):
                 if parts[i] is None:
                     take(i)
@@ -673,11 +674,10 @@ class Coordinator:
                 if parts[i] is None or not _actor_died(err) or restarts >= self.max_restarts:
                     raise
                 restarts += 1
-                state = parts[i]["state"]
                 log.warning("island group %d died (%s); restored its own state of generation %d, the other groups go "
                             "on (restart %d of %d)", i, type(err).__name__, parts[i]["gens"], restarts,
                             self.max_restarts)
-                self._load_groups([groups[i]], [state])
+                self._load_groups([groups[i]], [parts[i]["state"]])
                 self._relocated([*self.group_infos[:i], ray.get(groups[i].info.remote()), *self.group_infos[i + 1:]])
                 gens[i] = parts[i]["gens"]
                 summaries.pop(i, None)
@@ -701,7 +701,7 @@ class Coordinator:
             history.append(record)
             yield record
             settle()
-            if (every or ck.get("every")) and (snapshot_due(i) or gens[i] >= self.generations):
+            if snapshots and (snapshot_due(i) or gens[i] >= self.generations):
                 take(i)  # and at the group's last epoch, for a checkpoint that goes on with more generations
             if ck.get("every") and (completions % int(ck["every"]) == 0 or not pending and gens[i] >= self.generations):
                 if i not in taking:
@@ -709,7 +709,7 @@ class Coordinator:
                 snap = publish_snapshot()
                 if snap is not None:
                     checkpoint.save(ck["path"], snap)
-            elif every and loop["epochs"][i] % every == 0:
+            elif snapshot_due(i):
                 publish_snapshot()
             if gens[i] < self.generations:
                 ids = placement.groups[i]

@@ -255,22 +255,25 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     if use_ray:
         init_ray(plain.get("ray", {}))
     previous = _sigterm_as_interrupt()
+
+    def stop_with_checkpoint(status: str) -> str | None:
+        """The last snapshot as a checkpoint (its path, or ``None``), and the MLflow run closed."""
+        path = save_interrupted(coordinator, ck.get("path") or os.path.join(_output_dir(), "checkpoint.pkl"),
+                                tracker.run_id if tracker else None)
+        if tracker:
+            tracker.end(status)
+        return path
+
     try:
         result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
-        run_id = tracker.run_id if tracker else None
-        path = save_interrupted(coordinator, ck.get("path") or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
-        if tracker:
-            tracker.end("KILLED")
+        path = stop_with_checkpoint("KILLED")
         print(f"isles: interrupted after epoch {coordinator.published_epoch}; "
               + (f"checkpoint {path}; resume with:\n  {resume_command(path)}" if path else
                  "no snapshot to save (islands.snapshot_every=0)"), file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     except RestartFailed as err:  # lost actors with nowhere to go: keep what the run has done
-        run_id = tracker.run_id if tracker else None
-        path = save_interrupted(coordinator, ck.get("path") or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
-        if tracker:
-            tracker.end("FAILED")
+        path = stop_with_checkpoint("FAILED")
         raise RestartFailed(f"{err}; checkpoint {path}; once the cluster has room, resume with: "
                             f"{resume_command(path)}" if path else str(err)) from None
     except BaseException:
