@@ -203,8 +203,8 @@ def actor_options(p: Placement, pg=None, index: int = 0, max_restarts: int = 0) 
     """Ray options of island-group actor ``index``: a whole GPU or one CPU, in bundle ``index``
     of the placement group ``pg`` (if given), and how often Ray restarts it when it dies (its
     tasks are not retried: the coordinator restores a snapshot instead)."""
-    res = {"num_gpus": 1, "num_cpus": 0} if p.use_gpu else {"num_cpus": 1}
-    opts = {**res, "max_restarts": int(max_restarts), "max_task_retries": 0}
+    opts = {"num_gpus": p.bundle.get("GPU", 0), "num_cpus": p.bundle.get("CPU", 0),  # exactly its bundle
+            "max_restarts": int(max_restarts), "max_task_retries": 0}
     if pg is not None:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: PLC0415
 
