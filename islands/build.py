@@ -3,13 +3,22 @@
 Configs name classes with ``_target_`` (``problem._target_=my_module.MyProblem``), so a user's
 own problem or algorithm plugs in without editing isles. Instantiation goes through
 :func:`hydra.utils.instantiate`.
+
+A class named on the command line starts from its own constructor defaults: Hydra merges
+``problem._target_=my.Problem`` into the problem node that the config (an experiment's problem,
+e.g. ``fep_f5``: ``dim: 32``, ``lower: -5.12``) composed, and :func:`user_problem_config` drops the
+keys that came with that node, keeping only the ``problem.*`` keys typed on the command line.
 """
 from __future__ import annotations
 
-from hydra.utils import instantiate
+import inspect
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from isles.algorithms.core.base import IslandAlgorithm
+from isles.problems.base import probe_evaluation
 from isles.problems.constraints import Evaluator
 from isles.problems.minmax import AugmentedLagrangian, check_payoff_shape
 
@@ -22,17 +31,82 @@ def _plain(cfg) -> dict:
     return dict(cfg)
 
 
+def task_overrides() -> list[str]:
+    """The command line's overrides of the running Hydra job (``hydra.overrides.task``), or ``[]``
+    outside a Hydra job (a config composed in-process)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415
+
+        return list(HydraConfig.get().overrides.task)
+    except Exception:  # not started through Hydra
+        return []
+
+
+def user_problem_config(problem_cfg: dict, overrides) -> dict:
+    """The problem node to build, given the command line's ``overrides``.
+
+    When the command line names the class (``problem._target_=my.Problem``, with ``=``, ``+`` or
+    ``++``), the other keys of the composed node belong to the problem that the config had chosen
+    (an experiment's ``fep_f5``: ``dim: 32``, ``lower: -5.12``, ``upper: 5.12``): they are dropped,
+    and only the ``problem.*`` keys on the command line are kept, so the class gets its own
+    constructor defaults for the rest (or :func:`build_problem` names the missing field). Without
+    ``problem._target_`` on the command line (``problem=ackley``, an experiment's own problem,
+    ``problem.dim=10``), the node is returned unchanged.
+
+    Args:
+        problem_cfg: the composed, resolved ``problem`` node (plain dict).
+        overrides: the command line's overrides (:func:`task_overrides`), Hydra syntax.
+    """
+    given, retarget = set(), False
+    for o in OverridesParser.create().parse_overrides(list(overrides)):
+        head, _, rest = o.key_or_group.partition(".")
+        if head != "problem" or not rest or o.package is not None:
+            continue
+        key = rest.split(".")[0]
+        given.add(key)
+        retarget = retarget or (key == "_target_" and not o.is_delete())
+    if not retarget:
+        return problem_cfg
+    return {k: v for k, v in problem_cfg.items() if k in given}
+
+
+def _check_arguments(target: str, kwargs: dict) -> None:
+    """Name a missing or unknown constructor argument of ``target`` as the field the user types.
+
+    Raises:
+        ValueError: ``problem.dim is missing: my.Problem requires it (add ++problem.dim=VALUE)``,
+            or ``problem.dim=3: my.Problem takes no parameter 'dim' (its parameters: ...)``.
+    """
+    try:
+        signature = inspect.signature(get_object(target))
+    except Exception:  # not importable (build_problem reports it) or no signature: nothing to name
+        return
+    params = signature.parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        named = {}
+    else:
+        named = {k: v for k, v in kwargs.items() if k not in params}
+    for key, value in named.items():
+        allowed = ", ".join(params) or "none"
+        raise ValueError(f"problem.{key}={value}: {target} takes no parameter {key!r} (its parameters: {allowed})")
+    for name, p in params.items():
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in kwargs:
+            raise ValueError(f"problem.{name} is missing: {target} requires it (add ++problem.{name}=VALUE)")
+
+
 def build_problem(cfg):
     """Instantiate the problem of config ``cfg`` (a mapping with ``_target_``).
 
     Raises:
-        ValueError: no ``_target_``, a target that cannot be imported, or an object lacking the
-            problem interface (``dim``, ``lower``, ``upper``, ``n_constraints``,
+        ValueError: no ``_target_``, a target that cannot be imported, a constructor argument
+            that is missing or that the class does not take (named as ``problem.<name>``), or an
+            object lacking the problem interface (``dim``, ``lower``, ``upper``, ``n_constraints``,
             ``constraint_scale``, ``evaluate``), or bounds whose length is not ``dim``.
     """
     cfg = _plain(cfg)
     if "_target_" not in cfg:
         raise ValueError("problem._target_ is missing: name a Problem class, e.g. isles.problems.engineering.WeldedBeam")
+    _check_arguments(cfg["_target_"], {k: v for k, v in cfg.items() if k != "_target_"})
     try:
         problem = instantiate(cfg, _convert_="all")
     except Exception as err:  # hydra wraps the cause; surface the first line
@@ -81,7 +155,11 @@ def check_pairing(algorithm, problem, constraints_cfg=None) -> None:
     An algorithm that solves min-max problems declares ``minmax = True``.
 
     Raises:
-        ValueError: ``constraints.handling=augmented_lagrangian`` with an algorithm that is not
+        ValueError: a problem the algorithm's parameters do not suit
+            (:meth:`isles.algorithms.core.base.IslandAlgorithm.check_problem`, e.g.
+            ``algorithm.encoding=seed002`` on a box other than ``[-1, 1]``); results of the wrong
+            shape or dtype on a probe (:func:`isles.problems.base.probe_evaluation`);
+            ``constraints.handling=augmented_lagrangian`` with an algorithm that is not
             a min-max algorithm; a min-max algorithm with a problem that is neither a min-max
             problem nor turned into one; a min-max problem with an algorithm that cannot solve it.
     """
@@ -104,6 +182,9 @@ def check_pairing(algorithm, problem, constraints_cfg=None) -> None:
             f"problem {getattr(problem, 'name', problem)!r} is a min-max problem: algorithm {name} cannot solve it; "
             "use a min-max algorithm (minmax = True)"
         )
+    algorithm.check_problem(problem)  # e.g. the GA's encoding against the problem's box
+    if not is_minmax(problem):  # the first evaluation's shape check, on a probe: stops before Ray
+        probe_evaluation(problem)
     if handling == "augmented_lagrangian" and not is_minmax(problem):
         problem = AugmentedLagrangian(problem, c.get("r", 1e7), c.get("multiplier_bound", 1e4))  # validates
     if is_minmax(problem):  # the first evaluation, here on a probe: a wrong payoff shape stops before Ray

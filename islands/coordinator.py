@@ -81,6 +81,19 @@ class RunResult:
     hit_generations: np.ndarray | None = None
 
     @property
+    def warnings(self) -> list[str]:
+        """What the result cannot show by itself, one line each (printed after the result): the
+        best individual has no finite objective (NaN counts as ``+inf``), and whether every
+        evaluation of the run gave NaN."""
+        if np.isfinite(self.best_f):
+            return []
+        if self.evaluations and self.nan_evals >= self.evaluations:
+            return [f"no individual ever had a finite objective: all {self.evaluations} evaluations gave NaN "
+                    "(objective or constraints; NaN counts as +inf, the worst fitness)"]
+        return [f"the best individual has no finite objective (f={self.best_f}); {self.nan_evals} of "
+                f"{self.evaluations} evaluations gave NaN (counted as +inf, the worst fitness)"]
+
+    @property
     def steady_evals_per_s(self) -> float:
         """Evaluations per second over all epochs but the first (see the class docstring)."""
         h = self.history

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from isles.algorithms.core.backend import DEVICES, cupy_or_none, dtype_of
 from isles.algorithms.core.base import check_range
 from isles.islands import checkpoint
-from isles.islands.build import build_algorithm, build_problem, check_pairing
+from isles.islands.build import build_algorithm, build_problem, check_pairing, task_overrides, user_problem_config
 from isles.islands.migration import REPLACEMENTS
 from isles.islands.placement import check_fields, needs_ray
 from isles.islands.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
@@ -160,12 +160,7 @@ def save_interrupted(coordinator, path: str, run_id: str | None) -> str | None:
 def resume_command(path: str) -> str:
     """The command line that resumes this run: the user's overrides (from Hydra, when the run
     was started by ``run.py``) plus ``checkpoint.resume=PATH``."""
-    try:
-        from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415
-
-        task = [o for o in HydraConfig.get().overrides.task if not o.startswith("checkpoint.resume=")]
-    except Exception:  # not started through Hydra
-        task = []
+    task = [o for o in task_overrides() if not o.startswith("checkpoint.resume=")]
     return " ".join(["python run.py", *(shlex.quote(o) for o in task), shlex.quote(f"checkpoint.resume={path}")])
 
 
@@ -224,6 +219,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             is marked FAILED).
     """
     plain = OmegaConf.to_container(cfg, resolve=True)
+    plain["problem"] = user_problem_config(plain.get("problem") or {}, task_overrides())  # no stale keys of another problem
     validate(plain)
     if use_ray is None:
         use_ray = needs_ray(plain)
@@ -244,8 +240,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     tracker = None
     if plain.get("logger", {}).get("enabled", False):
         plain["logger"] = reach_tracking_store(plain["logger"])  # a dead tracking server: one line, before Ray
-        params = flatten({k: v for k, v in plain.items() if k != "hydra"})
-        tracker = TrackingProcess(plain["logger"], params, OmegaConf.to_yaml(cfg, resolve=True), problem,
+        settings = {k: v for k, v in plain.items() if k != "hydra"}  # what runs (a user's problem: its own keys)
+        tracker = TrackingProcess(plain["logger"], flatten(settings), OmegaConf.to_yaml(settings), problem,
                                   sweep=sweep_info())
     callbacks = [ConsoleProgress(problem)] if plain.get("progress", True) else []
     coordinator = Coordinator(plain, topology, master, callbacks=callbacks + ([tracker] if tracker else []),
@@ -290,6 +286,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         print_summary(result, problem, run_id)
     else:
         print(result_line(result, problem, run_id), flush=True)
+    for warning in [] if plain.get("quiet", False) else result.warnings:  # e.g. no finite objective ever
+        print(f"isles: warning: {warning}", file=sys.stderr, flush=True)
     if tracker:
         tracker.end("FINISHED")
     return result, run_id

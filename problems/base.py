@@ -18,6 +18,7 @@ documented on :class:`Problem`.
 from __future__ import annotations
 
 import re
+import traceback
 from typing import Sequence
 
 import numpy as np
@@ -158,6 +159,86 @@ class Problem:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(dim={self.dim}, m={self.n_constraints})"
+
+
+#: The methods a problem's first evaluation names in its errors (the class's own code).
+_METHODS = ("objective", "constraints", "evaluate")
+
+
+class ProblemShapeError(ValueError):
+    """A problem's results do not have the interface's shapes or dtypes (:func:`first_evaluation`)."""
+
+
+def first_evaluation(problem, X):
+    """``problem.evaluate(X)`` checked against the interface, for a run's first batch only.
+
+    The results must be ``f`` of shape ``X.shape[:-1]`` and ``g`` of shape ``X.shape[:-1] + (m,)``
+    with ``m = problem.n_constraints``, each of a real dtype (bool, integer or floating). Only
+    shapes and dtypes are read (host metadata of NumPy and CuPy arrays alike), so the check adds
+    no device synchronisation; :class:`isles.problems.constraints.Evaluator` calls it once, then
+    calls ``evaluate`` directly.
+
+    An ``IndexError`` raised by the class on this first batch is reported with ``X``'s shape and
+    ``problem.dim``: the usual cause is a ``problem.dim`` smaller than the number of variables
+    the class reads.
+
+    Returns:
+        ``(f, g)`` as ``problem.evaluate`` returned them.
+
+    Raises:
+        ProblemShapeError: (a ``ValueError``) one line naming the class, the method, the expected
+            and the actual shape (or dtype), e.g. ``TrussFourColumns.constraints returned g of shape (1, 40, 4) for X of
+            shape (1, 40, 2): expected (1, 40, 3) (X.shape[:-1] + (n_constraints=3,))``; or the
+            class's ``IndexError``, with where it was raised and ``X``'s shape.
+    """
+    cls = type(getattr(problem, "base", problem)).__name__  # the user's class behind a wrapper
+    xshape = tuple(X.shape)
+    try:
+        f, g = problem.evaluate(X)
+    except IndexError as err:
+        tb = traceback.extract_tb(err.__traceback__)
+        method = next((fr.name for fr in reversed(tb) if fr.name in _METHODS), "evaluate")
+        raise ProblemShapeError(
+            f"{cls}.{method} raised IndexError ({err}) at {tb[-1].filename}:{tb[-1].lineno} on the first batch, "
+            f"X of shape {xshape} (problem.dim={problem.dim}): does the class read more variables than "
+            f"problem.dim?"
+        ) from err
+    own = type(problem).evaluate is Problem.evaluate or hasattr(problem, "base")
+    m = int(problem.n_constraints)
+    for what, value, want, method, rule in (
+        ("f", f, xshape[:-1], "objective", "X.shape[:-1]"),
+        ("g", g, xshape[:-1] + (m,), "constraints", f"X.shape[:-1] + (n_constraints={m},)"),
+    ):
+        name = f"{cls}.{method if own else 'evaluate'}"
+        got = tuple(value.shape) if hasattr(value, "shape") else tuple(np.shape(value))
+        if got != want:
+            raise ProblemShapeError(f"{name} returned {what} of shape {got} for X of shape {xshape}: expected {want} ({rule})")
+        dtype = np.dtype(value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype)
+        if dtype.kind not in "biuf":
+            raise ProblemShapeError(f"{name} returned {what} of dtype {dtype}: expected a real dtype (bool, integer or floating)")
+    return f, g
+
+
+def probe_evaluation(problem) -> None:
+    """:func:`first_evaluation` of two individuals at the box's centre (bit problems: all zeros),
+    with NumPy on the host, so that results of the wrong shape or dtype stop a run before Ray
+    starts (the run's own first evaluation checks again, on its device). Any other error of the
+    problem's code is left to the run, which reports it as a failure inside the run.
+
+    Raises:
+        ProblemShapeError: as :func:`first_evaluation`.
+    """
+    if getattr(problem, "genome", "real") == "bits":
+        X = np.zeros((1, 2, int(problem.dim)), dtype=np.uint8)
+    else:
+        X = np.repeat(((np.asarray(problem.lower) + np.asarray(problem.upper)) / 2.0)[None, None, :], 2, axis=1)
+    try:
+        with np.errstate(all="ignore"):
+            first_evaluation(problem, X)
+    except ProblemShapeError:
+        raise
+    except Exception:  # noqa: BLE001  (e.g. a problem written for CuPy only: the run reports its own errors)
+        pass
 
 
 def box(prefix: str, dim, lower, upper) -> tuple[int, np.ndarray, np.ndarray]:

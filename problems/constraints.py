@@ -26,6 +26,8 @@ import numpy as np
 
 from array_api_compat import array_namespace
 
+from isles.problems.base import first_evaluation
+
 HANDLINGS = ("feasibility", "penalty", "augmented_lagrangian")
 
 
@@ -96,6 +98,7 @@ class Evaluator:
         self.handling = handling
         self.penalty = float(penalty)
         self._scales: dict = {}  # constraint scales on each (module, dtype): no copies inside a generation
+        self._checked = False  # the first batch is checked against the interface (first_evaluation)
 
     def _scale(self, xp, dtype):
         key = (xp.__name__, str(dtype))
@@ -118,11 +121,19 @@ class Evaluator:
             ``(f, v, n_nan)``: ``f`` and ``v`` of shape ``X.shape[:-1]`` (``X``'s module, the
             dtype above), ``n_nan`` a 0-d integer array counting individuals with a NaN
             objective or constraint.
+
+        Raises:
+            ValueError: on the first call, results of the wrong shape or dtype, or an
+                ``IndexError`` of the problem (:func:`isles.problems.base.first_evaluation`).
         """
         xp = array_namespace(X)
         if dtype is None:
             dtype = X.dtype if xp.isdtype(X.dtype, "real floating") else xp.float64
-        f, g = self.problem.evaluate(X)
+        if self._checked:
+            f, g = self.problem.evaluate(X)
+        else:  # shapes and dtypes only: host metadata, no synchronisation
+            f, g = first_evaluation(self.problem, X)
+            self._checked = True
         f = xp.asarray(f, dtype=dtype)
         g = xp.asarray(g, dtype=dtype)
         v = total_violation(g, self._scale(xp, g.dtype) if g.shape[-1] else None)
@@ -137,15 +148,16 @@ class Evaluator:
 def feasibility_report(problem, x, tol: float = 1e-6) -> dict:
     """Float64 host check of one solution ``x (D,)`` (``shared/problems.md`` section 0).
 
-    Returns a dict with ``f``, ``g`` (list), ``max_normalised_violation``, ``in_bounds`` and
-    ``feasible`` (every ``g_i/scale_i <= tol`` and inside the box).
+    Returns a dict with ``f``, ``g`` (list), ``max_normalised_violation`` (``max(0, g_i/scale_i)``
+    over ``i``: 0 where every constraint holds, NaN where a ``g_i`` is NaN), ``in_bounds`` and
+    ``feasible`` (every ``g_i/scale_i <= tol``, inside the box, and a finite ``f``).
     """
     x = np.asarray(x, dtype=np.float64).reshape(1, -1)
     f, g = problem.evaluate(x)
     f = float(np.asarray(f).reshape(-1)[0])
     g = np.asarray(g, dtype=np.float64).reshape(-1)
     gn = g / problem.constraint_scale if g.size else g
-    max_v = float(gn.max()) if g.size else 0.0
+    max_v = float(np.maximum(gn.max(), 0.0)) if g.size else 0.0  # a violation: 0 where every g <= 0, NaN stays
     in_bounds = bool(np.all(x[0] >= problem.lower) and np.all(x[0] <= problem.upper))
     return {
         "x": x[0].tolist(),

@@ -169,6 +169,14 @@ class IslandAlgorithm:
         """Individuals per island ``N`` (what migration may select from)."""
         raise NotImplementedError
 
+    def check_problem(self, problem) -> None:
+        """Refuse a problem this algorithm's parameters do not suit, before any island starts
+        (:func:`isles.islands.build.check_pairing`). Default: every problem suits.
+
+        Raises:
+            ValueError: one line naming the parameter (``algorithm.<field>``) and the values that fit.
+        """
+
     def init(self, ctx: Context) -> State:
         """Initial state of ``ctx.n_islands`` islands (evaluated)."""
         raise NotImplementedError

@@ -371,7 +371,8 @@ class Seed002(Encoding):
       ``K / 10^(nvdec-1)`` (the nearest double to the decimal; A.2 accumulates ``powf`` terms in
       float32), then cast to the requested dtype.
 
-    Domain ``[-1, 1]`` whatever the problem's box (``|x| <= 1 - 10^-(nvdec-1)``).
+    Domain ``[-1, 1]`` (``|x| <= 1 - 10^-(nvdec-1)``): :func:`make_encoding` refuses it for a
+    problem whose box is not ``[-1, 1]`` in every variable.
 
     **Erratum** (``shared/problems.md`` 7.3): as printed, A.2 applies the sign after the
     coordinate loop to a variable that was just reset to 0, so no coordinate would ever be
@@ -520,9 +521,14 @@ def make_encoding(name: str, problem, bits_per_variable: int = 16, nvdec: int = 
         problem: the problem.
         bits_per_variable: ``b`` of binary/gray; nvdec, nvbin: seed002's digits.
 
+    An encoding never leaves the problem's box: ``binary`` and ``gray`` decode into
+    ``problem.lower..problem.upper``; ``seed002`` decodes into the seed's fixed domain ``[-1, 1]``
+    and is refused for any other box (rather than searching outside it, or only part of it).
+
     Raises:
         ValueError: one line naming ``algorithm.encoding`` and the values allowed for this problem
-            (a real encoding on a bit problem or vice versa, or an unknown name), or a bad
+            (a real encoding on a bit problem or vice versa, ``seed002`` on a box other than
+            ``[-1, 1]`` in every variable, or an unknown name), or a bad
             ``bits_per_variable``/``nvdec``/``nvbin``.
     """
     kind = problem_genome(problem)
@@ -544,4 +550,18 @@ def make_encoding(name: str, problem, bits_per_variable: int = 16, nvdec: int = 
         return Binary(problem.dim, bits_per_variable, problem.lower, problem.upper)
     if name == "gray":
         return Gray(problem.dim, bits_per_variable, problem.lower, problem.upper)
+    lo, hi = np.asarray(problem.lower, dtype=np.float64), np.asarray(problem.upper, dtype=np.float64)
+    if not (np.all(lo == -1.0) and np.all(hi == 1.0)):
+        raise ValueError(
+            f"algorithm.encoding=seed002 decodes into seed 002's domain [-1, 1], not the box of problem "
+            f"{pname} (lower {_short(lo)}, upper {_short(hi)}); allowed values for this box are "
+            f"binary|gray|auto (they decode into problem.lower..problem.upper)"
+        )
     return Seed002(problem.dim, nvdec, nvbin)
+
+
+def _short(v: np.ndarray) -> str:
+    """A bound vector for a one-line message: one number when all are equal, else the first few."""
+    if v.size and np.all(v == v[0]):
+        return f"{v[0]:g}"
+    return "[" + ", ".join(f"{x:g}" for x in v[:6]) + (", ..." if v.size > 6 else "") + "]"

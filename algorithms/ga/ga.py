@@ -453,6 +453,17 @@ class GA(FusedAlgorithm):
             self._enc_key = prob
         return self.encoding
 
+    def check_problem(self, problem) -> None:
+        """Build the encoding for ``problem`` once, so that a misfit (``algorithm.encoding=seed002``
+        on a box other than ``[-1, 1]``, a real encoding on a bit problem) stops before any
+        island starts.
+
+        Raises:
+            ValueError: as :func:`isles.algorithms.core.encodings.make_encoding`.
+        """
+        p = self.params
+        make_encoding(p.encoding, problem, p.bits_per_variable, p.nvdec, p.nvbin)
+
     def n_bits(self, ctx: Context) -> int:
         """Genome length ``L`` for ``ctx``'s problem."""
         return self.setup(ctx).n_bits
