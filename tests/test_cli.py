@@ -96,7 +96,8 @@ def test_failure_inside_an_actor_is_one_line_with_the_users_file():
         (["+experiment=cde", "algorithm.gens_y=0"], "algorithm.gens_y=0: allowed values are integers >= 1"),
         (["+experiment=cde", "problem=g07", "constraints.r=0"], "constraints.r=0.0: allowed values are numbers > 0"),
         (["+experiment=cde", "problem._target_=tests.user_problems.BadPayoff"],
-         "returned shape (1, 2) for X (1, 2, 100) and Y (1, 3, 100): expected (1, 2, 3)"),
+         # the class's own dim=2, not the experiment's p1_minmax dim=100 (issue 16)
+         "returned shape (1, 2) for X (1, 2, 2) and Y (1, 3, 2): expected (1, 2, 3)"),
         (["algorithm=de", "problem=g07", "constraints.handling=augmented_lagrangian"],
          "constraints.handling=augmented_lagrangian: needs a min-max algorithm"),
     ],
