@@ -220,18 +220,22 @@ def first_evaluation(problem, X):
 
 
 def probe_evaluation(problem) -> None:
-    """:func:`first_evaluation` of two individuals at the box's centre (bit problems: all zeros),
+    """:func:`first_evaluation` of a few individuals at the box's centre (bit problems: all zeros),
     with NumPy on the host, so that results of the wrong shape or dtype stop a run before Ray
-    starts (the run's own first evaluation checks again, on its device). Any other error of the
-    problem's code is left to the run, which reports it as a failure inside the run.
+    starts (the run's own first evaluation checks again, on its device). The individuals number
+    the smallest ``N >= 2`` that is neither ``dim`` nor ``n_constraints`` (2 to 4), so that a
+    transposed result cannot pass. Any other error of the problem's code is left to the run,
+    which reports it as a failure inside the run.
 
     Raises:
         ProblemShapeError: as :func:`first_evaluation`.
     """
+    D = int(problem.dim)
+    n = next(k for k in (2, 3, 4) if k not in (D, int(problem.n_constraints)))
     if getattr(problem, "genome", "real") == "bits":
-        X = np.zeros((1, 2, int(problem.dim)), dtype=np.uint8)
+        X = np.zeros((1, n, D), dtype=np.uint8)
     else:
-        X = np.repeat(((np.asarray(problem.lower) + np.asarray(problem.upper)) / 2.0)[None, None, :], 2, axis=1)
+        X = np.repeat(((np.asarray(problem.lower) + np.asarray(problem.upper)) / 2.0)[None, None, :], n, axis=1)
     try:
         with np.errstate(all="ignore"):
             first_evaluation(problem, X)

@@ -156,7 +156,7 @@ def test_wrong_constraint_count_is_one_line_before_ray():
     p = run_cli("problem._target_=tests.user_designs.TrussFourColumns", "generations=5")
     assert p.returncode == 2
     line = one_error_line(p)
-    assert "TrussFourColumns.constraints returned g of shape (1, 2, 4)" in line and "expected (1, 2, 3)" in line
+    assert "TrussFourColumns.constraints returned g of shape (1, 4, 4)" in line and "expected (1, 4, 3)" in line
 
 
 # ---- 4. an objective that is NaN everywhere ---------------------------------------------------------------
