@@ -187,11 +187,12 @@ def first_evaluation(problem, X):
 
     Raises:
         ProblemShapeError: (a ``ValueError``) one line naming the class, the method, the expected
-            and the actual shape (or dtype), e.g. ``TrussFourColumns.constraints returned g of shape (1, 40, 4) for X of
-            shape (1, 40, 2): expected (1, 40, 3) (X.shape[:-1] + (n_constraints=3,))``; or the
-            class's ``IndexError``, with where it was raised and ``X``'s shape.
+            and the actual shape (or dtype), e.g. ``TrussFourColumns.constraints returned g of
+            shape (1, 40, 4) for X of shape (1, 40, 2): expected (1, 40, 3) (X.shape[:-1] +
+            (n_constraints=3,))``; or the class's ``IndexError``, with where it was raised and
+            ``X``'s shape.
     """
-    cls = type(getattr(problem, "base", problem)).__name__  # the user's class behind a wrapper
+    cls = type(problem).__name__
     xshape = tuple(X.shape)
     try:
         f, g = problem.evaluate(X)
@@ -203,7 +204,7 @@ def first_evaluation(problem, X):
             f"X of shape {xshape} (problem.dim={problem.dim}): does the class read more variables than "
             f"problem.dim?"
         ) from err
-    own = type(problem).evaluate is Problem.evaluate or hasattr(problem, "base")
+    own = type(problem).evaluate is Problem.evaluate  # else the class's own evaluate() is named
     m = int(problem.n_constraints)
     for what, value, want, method, rule in (
         ("f", f, xshape[:-1], "objective", "X.shape[:-1]"),
