@@ -21,7 +21,7 @@ dimensions), no host synchronisation, generation counter ``g``:
    ``tau' = 1/sqrt(2 n)``, ``N_i`` one normal per individual, ``N_ij`` one per coordinate;
    optionally ``eta' = max(eta', eta_min)`` (Liang, Yao & Newton, "Adapting self-adaptive
    parameters in evolutionary algorithms", Applied Intelligence 15, 2001; off by default, as the
-   issue asks). Measured (README "FEP (seed 003)"): without the bound the step sizes collapse
+   issue asks). Measured (docs/fep.md): without the bound the step sizes collapse
    within a few hundred generations and runs stall far from Yao et al.'s published means (sphere
    n = 30, 1500 generations: FEP 22 against their 5.7e-4); with ``eta_min = 1e-3`` ours match them
    (5.3e-4, CEP 1.7e-4 against 2.2e-4);
