@@ -79,6 +79,7 @@ def test_launch_directory_is_importable_for_every_entry_point(project, tmp_path_
     assert " feasible " in _feasible_line(p)
 
 
+@pytest.mark.slow  # 43 s on 2 shared cores: mostly the start of two Ray actors
 def test_user_module_in_the_launch_directory_reaches_two_local_ray_actors(project):
     """Two CPU actors of a local Ray import the user's module from the launch directory."""
     cmd = readme_command()[3:]
