@@ -7,7 +7,7 @@ one process. No evolution: each actor returns a summary-sized dict of NumPy arra
     python benchmarks/ray_transport_bench.py --actors 4 --epochs 5000
 
 Prints one Markdown row per transport: milliseconds per epoch (all actors called, all answers
-back) and the ratio to tasks. This is the evidence behind the README's "what would close it"
+back) and the ratio to tasks. This is the evidence behind the docs/runtime.md's "what would close it"
 for migrations between actors; the runtime itself still uses tasks.
 """
 from __future__ import annotations

@@ -17,6 +17,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from isles import MOVED, moved_message
 from isles.algorithms.core.base import IslandAlgorithm
 from isles.problems.base import probe_evaluation
 from isles.problems.constraints import Evaluator
@@ -94,6 +95,34 @@ def _check_arguments(target: str, kwargs: dict) -> None:
             raise ValueError(f"problem.{name} is missing: {target} requires it (add ++problem.{name}=VALUE)")
 
 
+def cannot_build(group: str, target, err: BaseException) -> str:
+    """One line for a ``_target_`` that Hydra could not instantiate: the innermost error of the
+    chain (Hydra's own message says "Are you sure that module ... is installed?" whatever the cause).
+
+    * an old top-level import (``from problems.base import Problem``) in the user's module names
+      the new one (:func:`isles.moved_message`);
+    * the target's own module not found: where Python looks for it (the launch directory, or
+      ``PYTHONPATH``);
+    * anything else: the error's type and first line.
+    """
+    inner = err
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    head = f"{group}._target_={target!r}"
+    top = str(target or "").split(".")[0]
+    missing = getattr(inner, "name", None) if isinstance(inner, ImportError) else None
+    if missing is not None and missing.split(".")[0] in MOVED:
+        return f"{head}: cannot import it: {moved_message(missing.split('.')[0])}"
+    if isinstance(inner, ModuleNotFoundError) and missing == target and "." in missing:
+        module, name = missing.rsplit(".", 1)
+        return f"{head}: the module {module!r} has no {name!r}"
+    if isinstance(inner, ModuleNotFoundError) and missing == top:
+        return (f"{head}: no module named {top!r}: run isles from the folder that holds {top}.py (or its "
+                f"package folder), or add that folder to PYTHONPATH")
+    text = str(inner).strip().splitlines()
+    return f"{head}: cannot build it ({type(inner).__name__}: {text[0] if text else ''})"
+
+
 def build_problem(cfg):
     """Instantiate the problem of config ``cfg`` (a mapping with ``_target_``).
 
@@ -113,7 +142,7 @@ def build_problem(cfg):
         cause = err.__cause__ or err
         if isinstance(cause, ValueError):
             raise cause from None
-        raise ValueError(f"problem._target_={cfg['_target_']!r}: cannot build it ({cause})") from None
+        raise ValueError(cannot_build("problem", cfg["_target_"], err)) from None
     missing = [a for a in PROBLEM_ATTRIBUTES if not hasattr(problem, a)]
     if missing:
         raise ValueError(
@@ -206,4 +235,4 @@ def build_algorithm(cfg) -> IslandAlgorithm:
         cause = err.__cause__ or err
         if isinstance(cause, ValueError):
             raise cause from None
-        raise ValueError(f"algorithm._target_={cfg.get('_target_')!r}: cannot build it ({cause})") from None
+        raise ValueError(cannot_build("algorithm", cfg.get("_target_"), err)) from None

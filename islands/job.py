@@ -35,12 +35,13 @@ from isles import CHECKOUT
 from isles.islands.sweep_runs import sweep_info
 from isles.islands.tracking import TrackingProcess, flatten
 from isles.islands.tracking_server import reach_tracking_store
+from isles.islands.user_modules import user_module_paths
 
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
 
 
 @token_notice()  # Ray's warning that token authentication is on becomes one line (ray_security.py)
-def init_ray(ray_cfg: dict) -> None:
+def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
     """Start a local Ray (no ``ray.address``) or connect to a cluster (``ray.address``).
 
     The local Ray is the run's own: a cluster that ``ray start`` left running on this machine is
@@ -52,6 +53,10 @@ def init_ray(ray_cfg: dict) -> None:
     on ``ray.dashboard_host`` (127.0.0.1 unless the user opts in); Ray's token authentication stays
     as Ray sets it (:mod:`isles.islands.ray_security`). A job submitted with ``ray job submit
     --working-dir .`` ships the checkout already: its working directory is not sent again.
+
+    On a cluster, the user's own modules that the run's config ``cfg`` names (``_target_``) and
+    that travel in neither of those go to the workers as ``py_modules``
+    (:func:`isles.islands.user_modules.user_module_paths`).
     """
     import ray  # noqa: PLC0415
 
@@ -60,8 +65,12 @@ def init_ray(ray_cfg: dict) -> None:
     address = ray_cfg.get("address")
     if address:
         job_env = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}").get("runtime_env") or {}
-        shipped = CHECKOUT is None or "working_dir" in job_env  # isles installed, or sent by ray job submit
-        env = {} if shipped else {"working_dir": str(CHECKOUT), "excludes": RAY_EXCLUDES}
+        submitted = "working_dir" in job_env  # ray job submit --working-dir: the driver runs in its copy
+        env = {} if CHECKOUT is None or submitted else {"working_dir": str(CHECKOUT), "excludes": RAY_EXCLUDES}
+        shipped = (os.getcwd(),) if submitted else tuple(env.get(k) for k in ("working_dir",) if k in env)
+        modules = user_module_paths(cfg or {}, shipped)
+        if modules:
+            env["py_modules"] = modules
         ray.init(address=address, runtime_env=env, log_to_driver=True)
     else:
         path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
@@ -249,7 +258,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
         tracker.start((coordinator.resume_from or {}).get("mlflow_run_id"))
     if use_ray:
-        init_ray(plain.get("ray", {}))
+        init_ray(plain.get("ray", {}), plain)
     previous = _sigterm_as_interrupt()
 
     def stop_with_checkpoint(status: str) -> str | None:

@@ -36,3 +36,28 @@ CHECKOUT: Path | None = _checkout()
 
 if CHECKOUT is not None and str(CHECKOUT) not in __path__:  # noqa: F821  (module __path__)
     __path__.append(str(CHECKOUT))  # noqa: F821
+
+MOVED = {"problems": ("from problems.base import Problem", "from isles.problems.base import Problem"),
+         "algorithms": ("from algorithms.de.de import DE", "from isles.algorithms.de.de import DE"),
+         "islands": ("from islands.job import run_job", "from isles.islands.job import run_job")}
+"""The repository's folders that were top-level packages before isles became one package:
+``{old name: (an old import, the same import now)}``."""
+
+
+def moved_message(name: str) -> str:
+    """One line naming the old import of the part ``name`` (``"problems"``, ...) and the new one."""
+    old, new = MOVED[name]
+    return f"the package '{name}' moved into isles: write `{new}`, not `{old}` (every `{name}.X` is now `isles.{name}.X`)"
+
+
+def refuse_old_name(name: str) -> None:
+    """Called first by each part's ``__init__.py`` with its ``__name__``: a part imported under its
+    old top-level name (``from problems.base import Problem`` from a checkout, whose root is on
+    ``sys.path``) would be a second copy of isles' classes, so that ``isinstance`` and the
+    registries silently disagree.
+
+    Raises:
+        ImportError: ``name`` is an old top-level name (a key of :data:`MOVED`), naming the new import.
+    """
+    if name in MOVED:
+        raise ImportError(moved_message(name), name=name)

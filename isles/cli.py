@@ -13,6 +13,7 @@ the checkpoint is and the command that resumes).
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -26,8 +27,25 @@ CONF_DIR = str(Path(__import__("isles.conf", fromlist=["_"]).__file__).resolve()
 """The Hydra config directory (``conf/`` of a checkout, or ``isles/conf`` of an installed wheel)."""
 
 
+def import_from_launch_directory() -> None:
+    """Put the directory isles was launched from first on ``sys.path``, as ``python -m isles``
+    does: ``problem._target_=my_module.MyProblem`` then finds ``my_module.py`` there whichever way
+    isles was started (``isles``, ``python run.py`` from a checkout, ``python -m isles``). Ray's
+    workers on this machine get the same directory from Ray; on a cluster the user's modules
+    travel with the job (:mod:`isles.islands.user_modules`)."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def main() -> None:
+    """The ``isles`` command: the launch directory importable, then one Hydra job (:func:`run`)."""
+    import_from_launch_directory()
+    run()
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> float:
+def run(cfg: DictConfig) -> float:
     """Run one job and return its best fitness (Hydra's sweepers minimise it).
 
     Raises:

@@ -304,7 +304,7 @@ def test_host_emulated_pair_kernel_equals_numpy(pid):
 @pytest.mark.parametrize("strategy", ["rand/1", "best/1"])
 def test_seed_settings_reach_the_quality_target(pid, strategy):
     """Table 1's settings, 4 runs as islands: every result feasible, the best within 0.1 % of f*
-    (the README's tables run 20; ``python benchmarks/cde_quality.py``)."""
+    (docs/cde.md's tables run 20; ``python benchmarks/cde_quality.py``)."""
     import sys  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
 

@@ -42,7 +42,7 @@ With ``fused=True`` the pair fitness is one fused kernel per generation (payoffs
 in registers, no pair matrix in memory; :mod:`isles.algorithms.coevolution.cuda`) where the problem
 carries the pair contract (P1 and every augmented Lagrangian do). The NumPy twin runs the same
 array code. A generation is still some hundred small kernels (the DE operators, the problem's
-constraints), so the replayed cycle is launch-bound: see the README's CDE speed table.
+constraints), so the replayed cycle is launch-bound: see docs/cde.md's speed table.
 
 **Random numbers**: one counter RNG per island. DE generation ``k`` of cycle ``c`` (``k`` in
 ``[0, gens_x)`` for x, ``[gens_x, gens_x + gens_y)`` for y) draws at counter
@@ -90,7 +90,7 @@ class CDEParams:
             or ``reinit``.
         fused: on CuPy, evaluate pairs with the fused kernel of :mod:`isles.algorithms.coevolution.cuda`
             where the problem carries the pair contract. Default ``False``: measured on one H100
-            (``benchmarks/cde_bench.py``, README) the kernel is 2 % faster on P1 but 7-50 % slower
+            (``benchmarks/cde_bench.py``, docs/cde.md) the kernel is 2 % faster on P1 but 7-50 % slower
             on P2-P6 at n = 50 and 100, where a generation is bound by launches, not by the pairs.
 
     Raises:
