@@ -332,10 +332,15 @@ class DE(FusedAlgorithm):
 
         Indices (:func:`sample_indices`), mutants (:func:`mutant_vectors`), bounds
         (:func:`apply_bounds`) and mask (:func:`isles.algorithms.de.crossover.crossover_mask`):
-        ``U = where(mask, bounded V, X)``. No host synchronisation.
+        ``U = where(mask, bounded V, X)``. No host synchronisation. On CuPy, for rand/1 with
+        bin or nec, one kernel builds the same ``U`` bit for bit
+        (:class:`isles.algorithms.de.cuda.DEVariation`), whatever the problem.
         """
         p, xp, g = self.params, ctx.xp, state["generation"]
         X = state["X"]
+        variation = self.module_plan(ctx, "make_variation")
+        if variation is not None:  # CuPy: the same U from one kernel (isles.algorithms.de.cuda)
+            return variation.trial(X, g)
         n, dim = X.shape[1], X.shape[2]
         r = sample_indices(ctx.rng, g, n, N_RANDOM[p.strategy])
         best = None
@@ -360,10 +365,4 @@ class DE(FusedAlgorithm):
         fu, vu, n_nan = ctx.evaluator(U)
         return select(ctx.xp, state, U, fu, vu, n_nan)
 
-    def run(self, ctx: Context, state: State, n_generations: int) -> State:
-        """``n_generations`` steps on the device; the fused path replays a captured CUDA graph."""
-        plan = self.fused_plan(ctx)
-        if plan is not None:
-            return plan.run(state, int(n_generations))
-        return super().run(ctx, state, n_generations)
 

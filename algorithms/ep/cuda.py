@@ -60,6 +60,7 @@ import numpy as np
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, BOUNDS, HASH, MATH
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import PingPongGraph
+from isles.algorithms.core.plan import kernels
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import MAX_DRAWS
 from isles.algorithms.de.de import BOUND_HANDLINGS
@@ -742,18 +743,11 @@ class HostFEP:
 
 # ---- the CuPy plan ------------------------------------------------------------------------------
 
-_MODULES: dict = {}
 _NAMES = ("fep_generate", "fep_wins", "fep_select", "fep_eval_rows", "fep_set_i64", "fep_add_i64")
 
 
 def _kernels(cp, source: str):
-    key = (cp.cuda.Device().id, source)  # a loaded module belongs to one device
-    ks = _MODULES.get(key)
-    if ks is None:
-        mod = cp.RawModule(code=source)
-        ks = {n: mod.get_function(n) for n in _NAMES}
-        _MODULES[key] = ks
-    return ks
+    return kernels(cp, source, _NAMES)  # compiled once per device and source (algorithms/core/plan.py)
 
 
 class FusedFEP(PingPongGraph):

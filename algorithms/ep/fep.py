@@ -332,12 +332,6 @@ class FEP(FusedAlgorithm):
         s["nan_evals"] = state["nan_evals"] + n_nan
         return s
 
-    def run(self, ctx: Context, state: State, n_generations: int) -> State:
-        """``n_generations`` generations on the device; the fused path replays a CUDA graph."""
-        plan = self.fused_plan(ctx)
-        if plan is not None:
-            return plan.run(state, int(n_generations))
-        return super().run(ctx, state, n_generations)
 
     def replace(self, ctx: Context, state: State, idx, immigrants: Population) -> State:
         """Immigrants in (:meth:`IslandAlgorithm.replace`), their ``eta`` kept; a step size

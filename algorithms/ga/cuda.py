@@ -75,6 +75,7 @@ import numpy as np
 
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
 from isles.algorithms.core.graph import PingPongGraph
+from isles.algorithms.core.plan import kernels
 from isles.algorithms.ga.ga import (
     CROSSOVERS,
     DRAW_CUT,
@@ -899,18 +900,9 @@ class HostGA:
 
 # ---- the CuPy plan ------------------------------------------------------------------------------
 
-_MODULES: dict = {}
-
-
 def _kernels(cp, source: str):
-    key = (cp.cuda.Device().id, source)  # a loaded module belongs to one device
-    ks = _MODULES.get(key)
-    if ks is None:
-        mod = cp.RawModule(code=source)
-        ks = {n: mod.get_function(n) for n in ("ga_select", "ga_generation", "ga_eval_rows", "ga_set_i64",
-                                                  "ga_add_i64")}
-        _MODULES[key] = ks
-    return ks
+    # compiled once per device and source (algorithms/core/plan.py)
+    return kernels(cp, source, ("ga_select", "ga_generation", "ga_eval_rows", "ga_set_i64", "ga_add_i64"))
 
 
 class FusedGA(PingPongGraph):

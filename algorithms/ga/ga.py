@@ -550,11 +550,4 @@ class GA(FusedAlgorithm):
         s["nan_evals"] = state["nan_evals"] + n_nan
         return s
 
-    def run(self, ctx: Context, state: State, n_generations: int) -> State:
-        """``n_generations`` generations on the device, tracking the target after each; the fused
-        path replays a captured CUDA graph and tracks inside it."""
-        plan = self.fused_plan(ctx)
-        if plan is not None:
-            return plan.run(state, int(n_generations))
-        return super().run(ctx, state, n_generations)
 
