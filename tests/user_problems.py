@@ -91,3 +91,71 @@ class BadPayoff(UserSaddle):
 
     def payoff(self, X, Y):
         return (X ** 2).sum(axis=-1)
+
+
+class PressureVessel(Problem):
+    """A user's constrained engineering problem written as array code (no ``cuda_objective``): the
+    pressure vessel of Sandgren (1990) / Kannan & Kramer (1994) in its continuous form,
+    ``x = (T_s, T_h, R, L)``, four constraints ``g <= 0``."""
+
+    name = "pressure_vessel"
+    n_constraints = 4
+
+    def __init__(self):
+        super().__init__(4, [0.0, 0.0, 10.0, 10.0], [99.0, 99.0, 200.0, 200.0],
+                         constraint_scale=[1.0, 1.0, 1296000.0, 240.0])
+
+    def objective(self, X):
+        x1, x2, x3, x4 = X[..., 0], X[..., 1], X[..., 2], X[..., 3]
+        return 0.6224 * x1 * x3 * x4 + 1.7781 * x2 * x3**2 + 3.1661 * x1**2 * x4 + 19.84 * x1**2 * x3
+
+    def constraints(self, X):
+        from array_api_compat import array_namespace
+
+        xp = array_namespace(X)
+        x1, x2, x3, x4 = X[..., 0], X[..., 1], X[..., 2], X[..., 3]
+        pi = 3.141592653589793
+        g = [-x1 + 0.0193 * x3, -x2 + 0.00954 * x3,
+             -pi * x3**2 * x4 - 4.0 / 3.0 * pi * x3**3 + 1296000.0, x4 - 240.0]
+        return xp.stack(g, axis=-1)
+
+
+class HostSyncSphere(Problem):
+    """Capture-unsafe (a host synchronisation): normalises by ``float(X.max())``."""
+
+    name = "host_sync_sphere"
+
+    def __init__(self, dim=4):
+        super().__init__(dim, -1.0, 1.0, f_star=0.0)
+
+    def objective(self, X):
+        scale = float(abs(X).max()) + 1.0  # a device -> host copy: not allowed in a CUDA graph
+        return (X ** 2).sum(axis=-1) / scale
+
+
+class MaskedSphere(Problem):
+    """Capture-unsafe (a data-dependent shape): boolean-mask indexing."""
+
+    name = "masked_sphere"
+
+    def __init__(self, dim=4):
+        super().__init__(dim, -1.0, 1.0, f_star=0.0)
+
+    def objective(self, X):
+        f = (X ** 2).sum(axis=-1)
+        bad = f[f > 1.0]  # shape depends on the data: needs the count on the host
+        return f + 0.0 * bad.sum()
+
+
+class CountingSphere(Problem):
+    """Capture-unsafe (a Python side effect that changes results): adds its call count."""
+
+    name = "counting_sphere"
+
+    def __init__(self, dim=4):
+        super().__init__(dim, -1.0, 1.0, f_star=0.0)
+        self.calls = 0
+
+    def objective(self, X):
+        self.calls += 1
+        return (X ** 2).sum(axis=-1) + 1e-3 * self.calls

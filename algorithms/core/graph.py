@@ -208,6 +208,19 @@ class PingPongGraph:
 
     _graph = None
     _graph_stream = None
+    tracker = None  # a TargetTracker (algorithms/core/plan.py) when the context has a stop target
+
+    def _tracked(self, dst):
+        """``(f, v, n, stride, idx)`` of the population held by buffer set ``dst`` for the target
+        tracker (rows of ``stride``; the first ``n`` or the positions ``idx``)."""
+        raise NotImplementedError
+
+    def _track(self, dst, k: int) -> None:
+        """Record the stop target after the generation ``gen + k`` that wrote ``dst`` (a no-op
+        without a tracker)."""
+        if self.tracker is not None:
+            f, v, n, stride, idx = self._tracked(dst)
+            self.tracker.launch(f, v, n, stride, self._gen, k, idx)
 
     def _graph_exec(self):
         """The captured graph (built on first use): ``K`` generations 0 -> 1 -> 0 ..., then gen += K."""
@@ -221,6 +234,7 @@ class PingPongGraph:
                 try:
                     for k in range(K):
                         self._step(bufs[k % 2], bufs[(k + 1) % 2], k)
+                        self._track(bufs[(k + 1) % 2], k)
                     self._k_add((1,), (1,), (self._gen, np.int64(K)))
                 finally:
                     graph = stream.end_capture()
@@ -241,4 +255,5 @@ class PingPongGraph:
         rem = n - n_graph * K
         for k in range(rem):
             self._step(bufs[k % 2], bufs[(k + 1) % 2], k)
+            self._track(bufs[(k + 1) % 2], k)
         return bufs[rem % 2], rem

@@ -31,6 +31,7 @@ import warnings
 
 import numpy as np
 
+from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH
 from isles.algorithms.core.graph import GraphStepper
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,75 @@ def kernels(cp, source: str, names) -> dict:
     """``{name: kernel}`` of the compiled module of ``source`` (:func:`module`)."""
     mod = module(cp, source)
     return {n: mod.get_function(n) for n in names}
+
+
+TRACK_KERNEL = r"""
+typedef unsigned long long isz;
+// Per-generation stop target (IslandAlgorithm.track_target): island b's best is feasible with
+// f <= target iff some individual is (Deb's rules rank every feasible one above the infeasible);
+// the first generation at which that holds goes to hit[b]. One block per island; row i of island
+// b is position idx[b n + i] (use_idx) or i of its stride-long row of f and v.
+extern "C" __global__ void isles_track_hit(const T* __restrict__ f, const T* __restrict__ v,
+                                           const int* __restrict__ idx, const int use_idx, const int n,
+                                           const int stride, long long* __restrict__ hit, const T target,
+                                           const long long* __restrict__ gen_dev, const long long gen_off,
+                                           const u64* __restrict__ rng_ctr)
+{
+    __shared__ int found;
+    const int b = blockIdx.x;
+    if (hit[b] >= 0) return;   // the same for every thread of the block
+    if (threadIdx.x == 0) found = 0;
+    __syncthreads();
+    int any = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int p = use_idx ? idx[(isz)b * n + i] : i;
+        const T fi = f[(isz)b * stride + p], vi = v[(isz)b * stride + p];
+        any |= (vi <= (T)0) && (fi <= target);
+    }
+    if (any) found = 1;
+    __syncthreads();
+    // the generation just finished: its draws used gen_off + gen + ctr; the state now counts one more
+    if (threadIdx.x == 0 && found) hit[b] = gen_off + gen_dev[0] + (long long)rng_ctr[0] + 1;
+}
+"""
+
+
+class TargetTracker:
+    """Exact per-generation target tracking inside a fused plan's CUDA graph: one tiny kernel
+    after each generation records ``hit_generation`` as
+    :meth:`isles.algorithms.core.base.IslandAlgorithm.track_target` does (no host sync).
+
+    Args:
+        cp: CuPy; ctx: the plan's context (``ctx.target`` not ``None``); dtype: the plan's dtype.
+
+    Attributes:
+        hit: ``(I,)`` int64 device array, -1 = not yet (fixed: a captured graph writes it).
+    """
+
+    def __init__(self, cp, ctx, dtype):
+        self.cp, self.dtype = cp, np.dtype(dtype)
+        src = f"#define IS_F32 {int(self.dtype == np.float32)}\n" + HASH + ARITHMETIC + TRACK_KERNEL
+        self._k = module(cp, src).get_function("isles_track_hit")
+        self.target = self.dtype.type(ctx.target)
+        self._ctr = ctx.rng.ctr
+        self.hit = cp.full((ctx.n_islands,), -1, dtype=np.int64)
+        self._no_idx = cp.zeros((1,), dtype=np.int32)
+
+    def load(self, state: dict) -> None:
+        """Start from ``state["hit_generation"]`` (or -1 everywhere without it)."""
+        hg = state.get("hit_generation")
+        if hg is None:
+            self.hit.fill(-1)
+        else:
+            self.cp.copyto(self.hit, self.cp.asarray(hg, dtype=np.int64))
+
+    def launch(self, f, v, n: int, stride: int, gen_dev, gen_off: int, idx=None) -> None:
+        """Track the generation whose draws used ``gen_off + gen_dev + ctr``: rows ``(I, stride)``
+        of ``f, v`` (the first ``n`` of each, or the positions ``idx (I, n)`` int32)."""
+        use = idx is not None
+        self._k((self.hit.shape[0],), (128,),
+                (f, v, idx if use else self._no_idx, np.int32(use), np.int32(n), np.int32(stride), self.hit,
+                 self.target, gen_dev, np.int64(gen_off), self._ctr))
 
 
 def _host_ints(state: dict) -> dict:

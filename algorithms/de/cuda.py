@@ -76,7 +76,7 @@ import numpy as np
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import PingPongGraph
-from isles.algorithms.core.plan import module
+from isles.algorithms.core.plan import TargetTracker, module
 from isles.problems.base import objective_macros
 
 log = logging.getLogger(__name__)
@@ -657,6 +657,7 @@ class FusedDE(PingPongGraph):
         self._bufs = None
         self._graph = None
         self.graph_generations = GRAPH_GENERATIONS
+        self.tracker = TargetTracker(cp, ctx, self.dtype) if ctx.target is not None else None
 
     # -- launches -------------------------------------------------------------------------------
     def _launch(self, src, dst, trial, ftrial, write, gen_dev, gen_off, nan):
@@ -758,6 +759,10 @@ class FusedDE(PingPongGraph):
         """One generation ``src -> dst`` with draws of generation ``gen + k`` (:class:`PingPongGraph`)."""
         self._launch(src, dst, self._dummy, self._dummy, 0, self._gen, k, self._nan)
 
+    def _tracked(self, dst):
+        """``(f, v, N, N, None)`` of buffer set ``dst`` (:meth:`PingPongGraph._track`)."""
+        return dst[1], dst[2], self.N, self.N, None
+
     def _buffers(self):
         if self._bufs is None:
             cp = self.cp
@@ -768,6 +773,7 @@ class FusedDE(PingPongGraph):
 
     def run(self, state, n_generations: int):
         """``n_generations`` generations: CUDA-graph replays plus single launches; no host sync.
+        With a stop target, ``hit_generation`` is recorded after every generation (exact).
 
         Returns:
             A new state (fresh arrays; the plan's ping-pong buffers are internal).
@@ -782,9 +788,13 @@ class FusedDE(PingPongGraph):
             cp.copyto(dst, src)
         self._k_set((1,), (1,), (self._gen, np.int64(state["generation"])))
         self._nan.fill(0)
+        if self.tracker is not None:
+            self.tracker.load(state)
         fin, _ = self._advance(n)
         s = dict(state)
         s["X"], s["f"], s["v"] = (a.copy() for a in fin)
+        if self.tracker is not None:  # tracked after every generation, inside the graph
+            s["hit_generation"] = self.tracker.hit.copy()
         s["generation"] = state["generation"] + n
         s["evals"] = state["evals"] + n * self.N
         s["nan_evals"] = state["nan_evals"] + self._nan

@@ -60,7 +60,7 @@ import numpy as np
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, BOUNDS, HASH, MATH
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import PingPongGraph
-from isles.algorithms.core.plan import kernels
+from isles.algorithms.core.plan import TargetTracker, kernels
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import MAX_DRAWS
 from isles.algorithms.de.de import BOUND_HANDLINGS
@@ -793,6 +793,7 @@ class FusedFEP(PingPongGraph):
         self._bufs = None
         self._graph = None
         self.graph_generations = GRAPH_GENERATIONS
+        self.tracker = TargetTracker(cp, ctx, self.dtype) if ctx.target is not None else None
 
     def _union(self):
         cp, I, M2, n = self.cp, self.I, 2 * self.mu, self.n
@@ -865,6 +866,10 @@ class FusedFEP(PingPongGraph):
         ``gen + k`` (:class:`PingPongGraph`)."""
         self._generation(src, dst, 1, self._gen, k, self._nan)
 
+    def _tracked(self, dst):
+        """The survivors ``src`` of union buffer ``dst`` (:meth:`PingPongGraph._track`)."""
+        return dst[2], dst[3], self.mu, 2 * self.mu, self._src
+
     def _buffers(self):
         if self._bufs is None:
             self._bufs = (self._union(), self._union())
@@ -882,9 +887,15 @@ class FusedFEP(PingPongGraph):
         self._load(state, bufs[1])
         self._k_set((1,), (1,), (self._gen, np.int64(state["generation"])))
         self._nan.fill(0)
+        if self.tracker is not None:
+            self.tracker.load(state)
         self._generation(bufs[1], bufs[0], 0, self._gen, 0, self._nan)
+        self._track(bufs[0], 0)
         self._k_add((1,), (1,), (self._gen, np.int64(1)))
-        return self._finish(state, self._advance(n - 1)[0], n, self._nan)
+        s = self._finish(state, self._advance(n - 1)[0], n, self._nan)
+        if self.tracker is not None:  # tracked after every generation, inside the graph
+            s["hit_generation"] = self.tracker.hit.copy()
+        return s
 
 
 def make_plan(fep, ctx):
