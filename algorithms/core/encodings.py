@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from isles.algorithms.core.backend import array_module
+from isles.algorithms.core.backend import array_module, device_constant
 
 MAX_BITS_PER_VARIABLE = 52  # k must be exact in float64
 ENCODINGS_REAL = ("binary", "gray", "seed002")
@@ -77,7 +77,7 @@ def valid_mask(n_bits: int, xp=np):
     r = int(n_bits) & 31
     if r:
         m[-1] = np.uint32((1 << r) - 1)
-    return xp.asarray(m)
+    return device_constant(xp, m)
 
 
 def pack_bits(bits):
@@ -125,14 +125,14 @@ def extract_fields(words, starts, width: int):
     pad = xp.concatenate([xp.asarray(words, dtype=np.uint64),
                           xp.zeros(words.shape[:-1] + (2,), dtype=np.uint64)], axis=-1)
     del W
-    wd = xp.asarray(w)
+    wd = device_constant(xp, w)  # host constants uploaded once (capturable, plan.py)
     k = pad[..., wd] | (pad[..., wd + 1] << np.uint64(32))
-    k = k >> xp.asarray(o.astype(np.uint64))
+    k = k >> device_constant(xp, o.astype(np.uint64))
     third = (width > 64 - o)
     if third.any():
         sh = np.where(third, 64 - o, 0).astype(np.uint64)
-        hi = pad[..., wd + 2] << xp.asarray(sh)
-        k = k | xp.where(xp.asarray(third), hi, np.uint64(0))
+        hi = pad[..., wd + 2] << device_constant(xp, sh)
+        k = k | xp.where(device_constant(xp, third), hi, np.uint64(0))
     return k & np.uint64((1 << width) - 1)
 
 
@@ -422,7 +422,7 @@ class Seed002(Encoding):
         bd = self.digits(words)
         m = np.uint64(self.m)
         dig = (np.uint64(18) * bd[..., 1:] + m) // (np.uint64(2) * m)
-        pw = xp.asarray(10 ** np.arange(self.nvdec - 2, -1, -1, dtype=np.uint64))
+        pw = device_constant(xp, 10 ** np.arange(self.nvdec - 2, -1, -1, dtype=np.uint64))
         K = (dig * pw).sum(axis=-1, dtype=np.uint64)
         x = K.astype(np.float64) / self.scale
         neg = (np.uint64(2) * bd[..., 0]) < m
