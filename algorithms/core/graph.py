@@ -215,7 +215,7 @@ class PingPongGraph:
         tracker (rows of ``stride``; the first ``n`` or the positions ``idx``)."""
         raise NotImplementedError
 
-    def _track(self, dst, k: int) -> None:
+    def _track_target(self, dst, k: int) -> None:
         """Record the stop target after the generation ``gen + k`` that wrote ``dst`` (a no-op
         without a tracker)."""
         if self.tracker is not None:
@@ -234,7 +234,7 @@ class PingPongGraph:
                 try:
                     for k in range(K):
                         self._step(bufs[k % 2], bufs[(k + 1) % 2], k)
-                        self._track(bufs[(k + 1) % 2], k)
+                        self._track_target(bufs[(k + 1) % 2], k)
                     self._k_add((1,), (1,), (self._gen, np.int64(K)))
                 finally:
                     graph = stream.end_capture()
@@ -255,5 +255,5 @@ class PingPongGraph:
         rem = n - n_graph * K
         for k in range(rem):
             self._step(bufs[k % 2], bufs[(k + 1) % 2], k)
-            self._track(bufs[(k + 1) % 2], k)
+            self._track_target(bufs[(k + 1) % 2], k)
         return bufs[rem % 2], rem

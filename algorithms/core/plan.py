@@ -168,7 +168,24 @@ class CapturedRun:
             return False
         if any(a.shape != bufs[k].shape or a.dtype != bufs[k].dtype for k, a in arrays.items()):
             return False
-        return _host_ints(state) == _host_ints(st.state)
+        return self._align(state)
+
+    def _align(self, state: dict) -> bool:
+        """Point the replays at ``state``'s generation: a state stepped outside the graph since
+        (``step`` calls, same increments) is served by the same graph with the replay offset
+        ``(generation - captured generation) / per-replay increment``; ``False`` if the host
+        counters do not fit any offset (capture again)."""
+        st = self.stepper
+        want = _host_ints(state)
+        d = st.delta.get("generation", 0)
+        if d > 0 and isinstance(state.get("generation"), (int, np.integer)):
+            r, rem = divmod(int(state["generation"]) - int(st.host0["generation"]), d)
+            if rem == 0 and r >= 0:
+                saved, st.replays = st.replays, r
+                if _host_ints(st.state) == want:
+                    return True
+                st.replays = saved
+        return _host_ints(st.state) == want
 
     def _capture(self, state: dict) -> bool:
         alg, ctx = self.algorithm, self.ctx

@@ -577,6 +577,7 @@ class DEVariation:
         self._ctr = ctx.rng.ctr
         self._lower = cp.ascontiguousarray(ctx.lower, dtype=self.dtype)
         self._upper = cp.ascontiguousarray(ctx.upper, dtype=self.dtype)
+        self._select = _select_kernels(cp)
 
     def trial(self, X, generation: int):
         """Trial population ``U (I, N, D)`` of ``generation`` (host int; the draws use
@@ -596,6 +597,44 @@ class DEVariation:
                 (X, U, self._keys, self._lower, self._upper, np.int64(generation), self._ctr,
                  np.int32(total), self._F, self._CR, self._log_cr, self._cr_case))
         return U
+
+    def select(self, state, U, fu, vu, n_nan):
+        """:func:`isles.algorithms.de.de.select` in two elementwise kernels (same rule, same new
+        state); no host synchronisation."""
+        cp = self.cp
+        rows, fv = self._select
+        X, f, v = state["X"], state["f"], state["v"]
+        c = cp.ascontiguousarray
+        s = dict(state)
+        Xn = rows(c(X), c(U), c(f), c(v), c(fu), c(vu), np.int64(X.shape[-1]), size=X.size)
+        fn, vn = fv(c(f), c(v), c(fu), c(vu), size=f.size)
+        s["X"], s["f"], s["v"] = Xn.reshape(X.shape), fn.reshape(f.shape), vn.reshape(v.shape)
+        s["generation"] = state["generation"] + 1
+        s["evals"] = state["evals"] + X.shape[1]
+        s["nan_evals"] = state["nan_evals"] + n_nan
+        return s
+
+
+_SELECT_KERNELS: dict = {}
+
+
+def _select_kernels(cp):
+    """Greedy one-to-one selection as two elementwise kernels (compiled once per process):
+    ``isles_de_select_rows`` writes the next population ``(I, N, D)``, ``isles_de_select_fv`` its
+    ``f, v``. The rule is :func:`isles.problems.constraints.better` (the trial wins unless the target
+    is strictly better under Deb's rules), as in :func:`isles.algorithms.de.de.select`."""
+    ks = _SELECT_KERNELS.get(cp.cuda.Device().id)
+    if ks is None:
+        keep = "((v[r] < vu[r]) || ((v[r] == vu[r]) && (f[r] < fu[r])))"
+        rows = cp.ElementwiseKernel(
+            "raw T X, raw T U, raw F f, raw F v, raw F fu, raw F vu, int64 D", "T out",
+            f"const long long r = i / D; out = {keep} ? X[i] : U[i];", "isles_de_select_rows")
+        fv = cp.ElementwiseKernel(
+            "raw F f, raw F v, raw F fu, raw F vu", "F fo, F vo",
+            f"const long long r = i; const bool k = {keep}; fo = k ? f[r] : fu[r]; vo = k ? v[r] : vu[r];",
+            "isles_de_select_fv")
+        ks = _SELECT_KERNELS[cp.cuda.Device().id] = (rows, fv)
+    return ks
 
 
 def make_variation(de, ctx):
@@ -760,7 +799,7 @@ class FusedDE(PingPongGraph):
         self._launch(src, dst, self._dummy, self._dummy, 0, self._gen, k, self._nan)
 
     def _tracked(self, dst):
-        """``(f, v, N, N, None)`` of buffer set ``dst`` (:meth:`PingPongGraph._track`)."""
+        """``(f, v, N, N, None)`` of buffer set ``dst`` (:meth:`PingPongGraph._track_target`)."""
         return dst[1], dst[2], self.N, self.N, None
 
     def _buffers(self):

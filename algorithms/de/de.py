@@ -363,6 +363,9 @@ class DE(FusedAlgorithm):
             return plan.step(state)
         U = self.trial(ctx, state)
         fu, vu, n_nan = ctx.evaluator(U)
+        variation = self.module_plan(ctx, "make_variation")
+        if variation is not None:  # CuPy: the same selection in two kernels (isles.algorithms.de.cuda)
+            return variation.select(state, U, fu, vu, n_nan)
         return select(ctx.xp, state, U, fu, vu, n_nan)
 
 

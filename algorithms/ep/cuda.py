@@ -599,11 +599,12 @@ def select_block(n_union: int) -> int:
     return b
 
 
-def kernel_source(fep, ctx) -> tuple[str, dict]:
+def kernel_source(fep, ctx, objective: str | None = None) -> tuple[str, dict]:
     """CUDA/C source of the fused FEP generation for ``(fep, ctx)`` and its configuration macros.
 
     Order: configuration, ``HASH + ARITHMETIC + MATH + BOUNDS`` (:mod:`isles.algorithms.core.cuda_prelude`),
-    the problem's ``cuda_objective``, then :data:`FEP_SOURCE`; the kernel never looks at the
+    the problem's ``cuda_objective`` (or ``objective``, e.g. a placeholder for the selection
+    kernels alone, :class:`FEPSelection`), then :data:`FEP_SOURCE`; the kernel never looks at the
     problem's name.
 
     Raises:
@@ -611,7 +612,7 @@ def kernel_source(fep, ctx) -> tuple[str, dict]:
     """
     p = fep.params
     prob = ctx.evaluator.problem
-    obj = getattr(prob, "cuda_objective", None)
+    obj = objective if objective is not None else getattr(prob, "cuda_objective", None)
     if not obj:
         raise ValueError(f"problem {getattr(prob, 'name', prob)!r} has no cuda_objective")
     macros = objective_macros(obj, "real")
@@ -867,7 +868,7 @@ class FusedFEP(PingPongGraph):
         self._generation(src, dst, 1, self._gen, k, self._nan)
 
     def _tracked(self, dst):
-        """The survivors ``src`` of union buffer ``dst`` (:meth:`PingPongGraph._track`)."""
+        """The survivors ``src`` of union buffer ``dst`` (:meth:`PingPongGraph._track_target`)."""
         return dst[2], dst[3], self.mu, 2 * self.mu, self._src
 
     def _buffers(self):
@@ -890,12 +891,86 @@ class FusedFEP(PingPongGraph):
         if self.tracker is not None:
             self.tracker.load(state)
         self._generation(bufs[1], bufs[0], 0, self._gen, 0, self._nan)
-        self._track(bufs[0], 0)
+        self._track_target(bufs[0], 0)
         self._k_add((1,), (1,), (self._gen, np.int64(1)))
         s = self._finish(state, self._advance(n - 1)[0], n, self._nan)
         if self.tracker is not None:  # tracked after every generation, inside the graph
             s["hit_generation"] = self.tracker.hit.copy()
         return s
+
+
+def selection_unsupported_reason(fep, ctx) -> str | None:
+    """Why the fused tournament and selection (:class:`FEPSelection`) cannot serve ``(fep, ctx)``
+    whatever its problem, or ``None``."""
+    if getattr(ctx.xp, "__name__", "") != "cupy":
+        return "the array module is not CuPy"
+    if not fep.params.fused:
+        return "fused=False"
+    if np.dtype(ctx.dtype) not in (np.float32, np.float64):
+        return f"dtype {np.dtype(ctx.dtype)} (fused: float32|float64)"
+    if int(ctx.dim) > MAX_DIM:
+        return f"n={ctx.dim} > {MAX_DIM}"
+    if fep.params.q > MAX_Q:
+        return f"q={fep.params.q} > {MAX_Q}"
+    if ctx.n_islands * 2 * fep.params.pop_size >= 2**31:
+        return "more than 2**31 union individuals"
+    return None
+
+
+class FEPSelection:
+    """The fused tournament (``fep_wins``) and selection without sorting (``fep_select``) for a
+    problem evaluated as array code: the same survivors as
+    :func:`isles.algorithms.ep.fep.tournament_wins` + :func:`isles.algorithms.ep.fep.select_survivors`
+    (same draws and rule), in two launches instead of some forty array operations. Neither kernel
+    evaluates anything: the module is compiled with the sphere's ``cuda_objective`` as a
+    placeholder in the objective slot. No host synchronisation; capturable.
+
+    Raises:
+        ValueError: :func:`selection_unsupported_reason` gives a reason.
+    """
+
+    def __init__(self, fep, ctx):
+        reason = selection_unsupported_reason(fep, ctx)
+        if reason is not None:
+            raise ValueError(f"fused FEP selection unavailable: {reason}")
+        import cupy as cp  # noqa: PLC0415
+
+        from isles.problems.benchmarks import Sphere  # noqa: PLC0415
+
+        self.cp, self.I, self.mu = cp, ctx.n_islands, fep.params.pop_size
+        source, cfg = kernel_source(fep, ctx, objective=Sphere(int(ctx.dim)).cuda_objective)
+        ks = _kernels(cp, source)
+        self._k_wins, self._k_sel = ks["fep_wins"], ks["fep_select"]
+        self.sblock, self.hist_smem = cfg["FEP_SBLOCK"], 4 * (fep.params.q + 1)
+        self.wblock = 128
+        self.wgrid = -(-(2 * self.I * self.mu) // self.wblock)
+        self._keys, self._ctr = ctx.rng.keys, ctx.rng.ctr
+        self._zero = cp.zeros((), dtype=np.int64)
+        self.dtype = np.dtype(ctx.dtype)
+
+    def survivors(self, fu, vu, generation: int):
+        """Union positions ``src (I, mu)`` int64 of the survivors of union ``fu, vu (I, 2 mu)`` in
+        generation ``generation`` (host int; draws at ``generation + rng.ctr``)."""
+        cp = self.cp
+        fu = cp.ascontiguousarray(fu, dtype=self.dtype)
+        vu = cp.ascontiguousarray(vu, dtype=self.dtype)
+        wins = cp.empty((self.I, 2 * self.mu), dtype=np.int32)
+        src = cp.empty((self.I, self.mu), dtype=np.int32)
+        g = np.int64(generation)
+        self._k_wins((self.wgrid,), (self.wblock,),
+                     (fu, vu, wins, self._keys, self._zero, g, self._ctr, np.int32(2 * self.I * self.mu)))
+        self._k_sel((self.I,), (self.sblock,), (wins, src, self._keys, self._zero, g, self._ctr),
+                    shared_mem=self.hist_smem)
+        return src.astype(np.int64)
+
+
+def make_selection(fep, ctx):
+    """A :class:`FEPSelection` for ``(fep, ctx)``, or ``None`` where it does not apply (logged)."""
+    reason = selection_unsupported_reason(fep, ctx)
+    if reason is not None:
+        log.info("FEP: array-code selection (%s)", reason)
+        return None
+    return FEPSelection(fep, ctx)
 
 
 def make_plan(fep, ctx):

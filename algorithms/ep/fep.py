@@ -320,8 +320,12 @@ class FEP(FusedAlgorithm):
         Xo, eta_o, fo, vo, n_nan = self.offspring(ctx, state)
         fu = xp.concatenate([state["f"], fo], axis=1)
         vu = xp.concatenate([state["v"], vo], axis=1)
-        wins = tournament_wins(ctx.rng, g, fu, vu, p.q)
-        src = select_survivors(ctx.rng, g, wins, p.pop_size, p.q)
+        fused_sel = self.module_plan(ctx, "make_selection")
+        if fused_sel is not None:  # CuPy: the same survivors in two kernels (isles.algorithms.ep.cuda)
+            src = fused_sel.survivors(fu, vu, g)
+        else:
+            wins = tournament_wins(ctx.rng, g, fu, vu, p.q)
+            src = select_survivors(ctx.rng, g, wins, p.pop_size, p.q)
         union = Population(xp.concatenate([state["X"], Xo], axis=1), fu, vu,
                            {"eta": xp.concatenate([state["eta"], eta_o], axis=1)})
         new = union.take(src)
