@@ -54,6 +54,19 @@ def module(cp, source: str, options: tuple = ()):
     return mod
 
 
+def require_supported(what: str, reason: str | None):
+    """CuPy, for a plan whose support check gave ``reason`` (``None``: supported).
+
+    Raises:
+        ValueError: ``"<what> unavailable: <reason>"``.
+    """
+    if reason is not None:
+        raise ValueError(f"{what} unavailable: {reason}")
+    import cupy  # noqa: PLC0415
+
+    return cupy
+
+
 def kernels(cp, source: str, names) -> dict:
     """``{name: kernel}`` of the compiled module of ``source`` (:func:`module`)."""
     mod = module(cp, source)

@@ -76,7 +76,7 @@ import numpy as np
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import PingPongGraph
-from isles.algorithms.core.plan import TargetTracker, module
+from isles.algorithms.core.plan import TargetTracker, module, require_supported
 from isles.problems.base import objective_macros
 
 log = logging.getLogger(__name__)
@@ -562,10 +562,7 @@ class DEVariation:
     """
 
     def __init__(self, params, ctx):
-        reason = variation_unsupported_reason(params, ctx)
-        if reason is not None:
-            raise ValueError(f"fused DE variation unavailable: {reason}")
-        import cupy as cp  # noqa: PLC0415
+        cp = require_supported("fused DE variation", variation_unsupported_reason(params, ctx))
 
         self.cp, self.I, self.N, self.D = cp, ctx.n_islands, params.pop_size, int(ctx.dim)
         self.dtype = np.dtype(ctx.dtype)

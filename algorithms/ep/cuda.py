@@ -60,7 +60,7 @@ import numpy as np
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, BOUNDS, HASH, MATH
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import PingPongGraph
-from isles.algorithms.core.plan import TargetTracker, kernels
+from isles.algorithms.core.plan import TargetTracker, kernels, require_supported
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import MAX_DRAWS
 from isles.algorithms.de.de import BOUND_HANDLINGS
@@ -628,11 +628,11 @@ def kernel_source(fep, ctx, objective: str | None = None) -> tuple[str, dict]:
 
 
 def unsupported_reason(fep, ctx) -> str | None:
-    """Why ``(fep, ctx)`` cannot use the fused path, or ``None`` if it can."""
-    if getattr(ctx.xp, "__name__", "") != "cupy":
-        return "the array module is not CuPy"
-    if not fep.params.fused:
-        return "fused=False"
+    """Why ``(fep, ctx)`` cannot use the fused path, or ``None`` if it can: the selection's
+    limits (:func:`selection_unsupported_reason`), then the problem's ``cuda_objective``."""
+    reason = selection_unsupported_reason(fep, ctx)
+    if reason is not None:
+        return reason
     prob = ctx.evaluator.problem
     if getattr(prob, "genome", "real") != "real":
         return f"problem genome {prob.genome!r} (fused: real)"
@@ -645,12 +645,6 @@ def unsupported_reason(fep, ctx) -> str | None:
         return str(err)
     if getattr(prob, "n_constraints", 0) and not macros["OBJ_HAS_V"]:
         return "the problem has constraints but its cuda_objective has OBJ_HAS_V 0"
-    if np.dtype(ctx.dtype) not in (np.float32, np.float64):
-        return f"dtype {np.dtype(ctx.dtype)} (fused: float32|float64)"
-    if int(ctx.dim) > MAX_DIM:
-        return f"n={ctx.dim} > {MAX_DIM}"
-    if fep.params.q > MAX_Q:
-        return f"q={fep.params.q} > {MAX_Q}"
     if ctx.n_islands * 2 * fep.params.pop_size * max(int(ctx.dim), 1) >= 2**31:
         return "more than 2**31 union coordinates"
     return None
@@ -930,10 +924,7 @@ class FEPSelection:
     """
 
     def __init__(self, fep, ctx):
-        reason = selection_unsupported_reason(fep, ctx)
-        if reason is not None:
-            raise ValueError(f"fused FEP selection unavailable: {reason}")
-        import cupy as cp  # noqa: PLC0415
+        cp = require_supported("fused FEP selection", selection_unsupported_reason(fep, ctx))
 
         from isles.problems.benchmarks import Sphere  # noqa: PLC0415
 
