@@ -222,3 +222,26 @@ def test_hit_generation_exact_on_fused_plan(family):
     hn, hc = sn["hit_generation"], sc["hit_generation"].get()
     np.testing.assert_array_equal(hn, hc)
     assert ((hn > 0) & (hn % 64 != 0)).any(), hn  # reached inside an epoch, not at a graph boundary
+
+
+@pytest.mark.parametrize("algorithm", [
+    {"_target_": "isles.algorithms.de.de.DE", "pop_size": 20},
+    {"_target_": "isles.algorithms.ep.fep.FEP", "pop_size": 20, "q": 5},
+    {"_target_": "isles.algorithms.ga.ga.GA", "pop_size": 32},
+], ids=["de", "fep", "ga"])
+def test_island_group_user_problem_gpu_equals_cpu(algorithm):
+    """The runtime's path: epochs with migration between them on a user's constrained problem
+    (array code): the GPU group (captured generations, migrants loaded into the graph's buffers)
+    gives the CPU group's bests and hit generations."""
+    spec = {"problem": {"_target_": "tests.user_problems.PressureVessel"}, "algorithm": algorithm,
+            "island_ids": [0, 1, 2], "seed": 3, "n_migrants": 1, "target": 20000.0}
+    runs = {}
+    for device in ("gpu", "cpu"):
+        g = IslandGroup({**spec, "device": device})
+        s = g.run_epoch(7)
+        for _ in range(2):
+            s = g.run_epoch(7, inbound={1: [0], 2: [1], 0: [2]}, remote={})
+        runs[device] = s
+    assert runs["gpu"]["generation"] == runs["cpu"]["generation"] == 21
+    np.testing.assert_allclose(runs["gpu"]["best_f"], runs["cpu"]["best_f"], rtol=1e-9)
+    np.testing.assert_array_equal(runs["gpu"]["hit_generation"], runs["cpu"]["hit_generation"])

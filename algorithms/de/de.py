@@ -51,7 +51,11 @@ On CuPy, :meth:`DE.step` and :meth:`DE.run` use the fused CUDA kernels of
 carries its fused objective, ``Problem.cuda_objective``), with the same random numbers and arithmetic; otherwise, and
 on NumPy, the generic array code below runs. ``DE.graph_safe`` stays ``False``: the island
 runtime then calls :meth:`DE.run`, whose fused path replays its own CUDA graph of 64
-generations (faster than replaying one captured ``step`` per generation).
+generations (faster than replaying one captured ``step`` per generation). For a problem written
+as array code (no ``cuda_objective``) on CuPy, the trial population (rand/1, bin or nec) and the
+greedy selection are fused kernels (:class:`isles.algorithms.de.cuda.DEVariation`) around the
+problem's own array code, and ``run`` replays that generation as one captured CUDA graph with the
+target tracked after every generation (:mod:`isles.algorithms.core.plan`).
 """
 from __future__ import annotations
 

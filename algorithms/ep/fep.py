@@ -70,7 +70,10 @@ DRAW_TIE       7    ``0``                     float64 ``u``; ``s = min(floor(u m
 The fused CUDA path (:mod:`isles.algorithms.ep.cuda`) draws the same numbers at the same indices and
 applies the same rules, so it selects the same individuals (up to the rounding of the objective,
 see there). On CuPy, :meth:`FEP.step`/:meth:`FEP.run` use it when the problem has a
-``cuda_objective``; otherwise the array code below runs on NumPy or CuPy.
+``cuda_objective``; otherwise the array code below runs on NumPy or CuPy. On CuPy the
+tournament and selection of that array code run as the fused kernels
+(:class:`isles.algorithms.ep.cuda.FEPSelection`, same survivors) and ``run`` replays the
+generation as one captured CUDA graph (:mod:`isles.algorithms.core.plan`).
 """
 from __future__ import annotations
 
