@@ -109,9 +109,29 @@ def unpack_bits(words, n_bits: int):
     W = n_words(n_bits)
     if words.shape[-1] != W:
         raise ValueError(f"unpack_bits: {words.shape[-1]} words do not hold {n_bits} bits (need {W})")
+    if xp is not np:  # one kernel writing the uint8 bits (no (..., W, 32) uint32 temporary)
+        w = xp.ascontiguousarray(words, dtype=np.uint32)
+        out = xp.empty(w.shape[:-1] + (int(n_bits),), dtype=np.uint8)
+        _unpack_kernel(xp)(w, np.int64(n_bits), np.int64(W), out)
+        return out
     w = xp.asarray(words, dtype=np.uint32)
     b = (w[..., None] >> xp.arange(32, dtype=np.uint32)) & np.uint32(1)
     return b.astype(np.uint8).reshape(w.shape[:-1] + (W * 32,))[..., : int(n_bits)]
+
+
+_UNPACK: dict = {}
+
+
+def _unpack_kernel(cp):
+    """CuPy elementwise kernel of :func:`unpack_bits`: bit ``j`` of row ``r`` is bit ``j & 31`` of
+    word ``j >> 5`` (compiled once per process)."""
+    k = _UNPACK.get("k")
+    if k is None:
+        k = _UNPACK["k"] = cp.ElementwiseKernel(
+            "raw uint32 w, int64 L, int64 W", "uint8 b",
+            "const long long r = i / L, j = i - r * L; b = (unsigned char)((w[r * W + (j >> 5)] >> (j & 31)) & 1u);",
+            "isles_unpack_bits")
+    return k
 
 
 def extract_fields(words, starts, width: int):
