@@ -159,3 +159,37 @@ class CountingSphere(Problem):
     def objective(self, X):
         self.calls += 1
         return (X ** 2).sum(axis=-1) + 1e-3 * self.calls
+
+
+class FusedPressureVessel(PressureVessel):
+    """The same pressure vessel with ``cuda_objective`` added (the fused contract of
+    :class:`isles.problems.base.Problem`): each coordinate folds into its own sum slot, then
+    ``obj_final``/``obj_violation`` evaluate the closed form from the four slots. Every family's
+    fused kernels then evaluate it inside their generation."""
+
+    name = "pressure_vessel_fused"
+    cuda_objective = r"""
+#define OBJ_NACC 4
+#define OBJ_HAS_V 1
+#define OBJ_NEXT 0
+ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; acc[1] = (T)0; acc[2] = (T)0; acc[3] = (T)0; }
+ISLES_DEV void obj_merge(T* acc, const T* o) {
+    acc[0] += o[0]; acc[1] += o[1]; acc[2] += o[2]; acc[3] += o[3];
+}
+ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) {   // slot j holds x_j (D = 4)
+    if (j == 0) acc[0] += x; else if (j == 1) acc[1] += x; else if (j == 2) acc[2] += x; else acc[3] += x;
+}
+ISLES_DEV T obj_final(const T* a, int n) {
+    const T x1 = a[0], x2 = a[1], x3 = a[2], x4 = a[3];
+    return (T)0.6224 * x1 * x3 * x4 + (T)1.7781 * x2 * (x3 * x3) + (T)3.1661 * (x1 * x1) * x4
+           + (T)19.84 * (x1 * x1) * x3;
+}
+ISLES_DEV T pv_pos(T g) { return g > (T)0 ? g : (T)0; }
+ISLES_DEV T obj_violation(const T* a, int n) {   // sum_i max(0, g_i / scale_i)
+    const T x1 = a[0], x2 = a[1], x3 = a[2], x4 = a[3];
+    const T pi = (T)3.141592653589793;
+    const T g3 = -pi * (x3 * x3) * x4 - (T)4.0 / (T)3.0 * pi * (x3 * x3 * x3) + (T)1296000.0;
+    return pv_pos(-x1 + (T)0.0193 * x3) + pv_pos(-x2 + (T)0.00954 * x3)
+           + pv_pos(g3 / (T)1296000.0) + pv_pos((x4 - (T)240.0) / (T)240.0);
+}
+"""
