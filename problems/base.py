@@ -50,6 +50,10 @@ class Problem:
             (default: kernels use the generic path, i.e. call ``objective``/``constraints``).
             An attribute or a property; instance data and parameters are baked into the text, so
             two instances with different data give different sources.
+        capture_safe: ``True`` (default): on CuPy, a generation that evaluates this problem as
+            array code may be captured once as a CUDA graph and replayed
+            (:mod:`isles.algorithms.core.plan`: no host synchronisation, no Python side effects
+            in ``objective``/``constraints``). ``False``: always issued call by call.
 
     **Fused-objective contract** (the only place it is written down). Fused kernels (e.g.
     ``algorithms/de/cuda.py``) include a problem's ``cuda_objective`` and never switch on its
@@ -100,6 +104,7 @@ class Problem:
     n_constraints: int = 0
     genome: str = "real"
     cuda_objective: str | None = None
+    capture_safe: bool = True
 
     def __init__(
         self,

@@ -148,3 +148,21 @@ def test_host_objective_errors():
     h = host_objective(make_problem("sphere", dim=3), PRELUDE)
     with pytest.raises(ValueError, match="expected"):
         h(np.zeros((2, 4)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_user_constrained_source_matches_array_code(dtype):
+    """A user's cuda_objective for a closed-form constrained problem (the pressure vessel of
+    tests/user_problems.py, the README's example) agrees with its array code: f and the
+    Evaluator's violation, for any split of the coordinates over threads."""
+    from tests.user_problems import FusedPressureVessel  # noqa: PLC0415
+
+    prob = FusedPressureVessel()
+    h = host_objective(prob, PRELUDE, dtype)
+    X = _points(prob, 200, dtype, seed=4)
+    fref, vref, _ = Evaluator(prob)(X, dtype=dtype)
+    assert (vref > 0).any() and (vref == 0).any()  # both feasible and infeasible points
+    for n_threads in (1, 2, 4):
+        f, v = h(X, n_threads)
+        assert _rel_err(f, fref) <= RTOL[np.dtype(dtype)], n_threads
+        assert _rel_err(v, vref) <= RTOL[np.dtype(dtype)], n_threads

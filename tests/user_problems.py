@@ -91,3 +91,105 @@ class BadPayoff(UserSaddle):
 
     def payoff(self, X, Y):
         return (X ** 2).sum(axis=-1)
+
+
+class PressureVessel(Problem):
+    """A user's constrained engineering problem written as array code (no ``cuda_objective``): the
+    pressure vessel of Sandgren (1990) / Kannan & Kramer (1994) in its continuous form,
+    ``x = (T_s, T_h, R, L)``, four constraints ``g <= 0``."""
+
+    name = "pressure_vessel"
+    n_constraints = 4
+
+    def __init__(self):
+        super().__init__(4, [0.0, 0.0, 10.0, 10.0], [99.0, 99.0, 200.0, 200.0],
+                         constraint_scale=[1.0, 1.0, 1296000.0, 240.0])
+
+    def objective(self, X):
+        x1, x2, x3, x4 = X[..., 0], X[..., 1], X[..., 2], X[..., 3]
+        return 0.6224 * x1 * x3 * x4 + 1.7781 * x2 * x3**2 + 3.1661 * x1**2 * x4 + 19.84 * x1**2 * x3
+
+    def constraints(self, X):
+        from array_api_compat import array_namespace
+
+        xp = array_namespace(X)
+        x1, x2, x3, x4 = X[..., 0], X[..., 1], X[..., 2], X[..., 3]
+        pi = 3.141592653589793
+        g = [-x1 + 0.0193 * x3, -x2 + 0.00954 * x3,
+             -pi * x3**2 * x4 - 4.0 / 3.0 * pi * x3**3 + 1296000.0, x4 - 240.0]
+        return xp.stack(g, axis=-1)
+
+
+class HostSyncSphere(Problem):
+    """Capture-unsafe (a host synchronisation): normalises by ``float(X.max())``."""
+
+    name = "host_sync_sphere"
+
+    def __init__(self, dim=4):
+        super().__init__(dim, -1.0, 1.0, f_star=0.0)
+
+    def objective(self, X):
+        scale = float(abs(X).max()) + 1.0  # a device -> host copy: not allowed in a CUDA graph
+        return (X ** 2).sum(axis=-1) / scale
+
+
+class MaskedSphere(Problem):
+    """Capture-unsafe (a data-dependent shape): boolean-mask indexing."""
+
+    name = "masked_sphere"
+
+    def __init__(self, dim=4):
+        super().__init__(dim, -1.0, 1.0, f_star=0.0)
+
+    def objective(self, X):
+        f = (X ** 2).sum(axis=-1)
+        bad = f[f > 1.0]  # shape depends on the data: needs the count on the host
+        return f + 0.0 * bad.sum()
+
+
+class CountingSphere(Problem):
+    """Capture-unsafe (a Python side effect that changes results): adds its call count."""
+
+    name = "counting_sphere"
+
+    def __init__(self, dim=4):
+        super().__init__(dim, -1.0, 1.0, f_star=0.0)
+        self.calls = 0
+
+    def objective(self, X):
+        self.calls += 1
+        return (X ** 2).sum(axis=-1) + 1e-3 * self.calls
+
+
+class FusedPressureVessel(PressureVessel):
+    """The same pressure vessel with ``cuda_objective`` added (the fused contract of
+    :class:`isles.problems.base.Problem`): each coordinate folds into its own sum slot, then
+    ``obj_final``/``obj_violation`` evaluate the closed form from the four slots. Every family's
+    fused kernels then evaluate it inside their generation."""
+
+    name = "pressure_vessel_fused"
+    cuda_objective = r"""
+#define OBJ_NACC 4
+#define OBJ_HAS_V 1
+#define OBJ_NEXT 0
+ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; acc[1] = (T)0; acc[2] = (T)0; acc[3] = (T)0; }
+ISLES_DEV void obj_merge(T* acc, const T* o) {
+    acc[0] += o[0]; acc[1] += o[1]; acc[2] += o[2]; acc[3] += o[3];
+}
+ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) {   // slot j holds x_j (D = 4)
+    if (j == 0) acc[0] += x; else if (j == 1) acc[1] += x; else if (j == 2) acc[2] += x; else acc[3] += x;
+}
+ISLES_DEV T obj_final(const T* a, int n) {
+    const T x1 = a[0], x2 = a[1], x3 = a[2], x4 = a[3];
+    return (T)0.6224 * x1 * x3 * x4 + (T)1.7781 * x2 * (x3 * x3) + (T)3.1661 * (x1 * x1) * x4
+           + (T)19.84 * (x1 * x1) * x3;
+}
+ISLES_DEV T pv_pos(T g) { return g > (T)0 ? g : (T)0; }
+ISLES_DEV T obj_violation(const T* a, int n) {   // sum_i max(0, g_i / scale_i)
+    const T x1 = a[0], x2 = a[1], x3 = a[2], x4 = a[3];
+    const T pi = (T)3.141592653589793;
+    const T g3 = -pi * (x3 * x3) * x4 - (T)4.0 / (T)3.0 * pi * (x3 * x3 * x3) + (T)1296000.0;
+    return pv_pos(-x1 + (T)0.0193 * x3) + pv_pos(-x2 + (T)0.00954 * x3)
+           + pv_pos(g3 / (T)1296000.0) + pv_pos((x4 - (T)240.0) / (T)240.0);
+}
+"""

@@ -39,6 +39,7 @@ import warnings
 import numpy as np
 
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from isles.algorithms.core.plan import module
 
 BLOCK = 128
 
@@ -121,7 +122,8 @@ class FusedPairs:
     def __init__(self, cp, problem, dtype):
         self.cp, self.problem, self.dtype = cp, problem, np.dtype(dtype)
         opts = ("--std=c++14", "-fmad=false")
-        self.kernel = cp.RawModule(code=kernel_source(problem, dtype), options=opts).get_function("isles_pairs")
+        # compiled once per device, source and options (algorithms/core/plan.py)
+        self.kernel = module(cp, kernel_source(problem, dtype), opts).get_function("isles_pairs")
 
     def __call__(self, X, Y, role: str, TX=None):
         """Fitness of ``role`` (``"x"``: ``(I, Nx)``, ``"y"``: ``(I, Ny)``) and the 0-d NaN count,

@@ -96,3 +96,25 @@ def dtype_of(name: str):
     if name not in ("float32", "float64"):
         raise ValueError(f"dtype={name!r}: allowed values are float32|float64")
     return np.dtype(name)
+
+
+_CONSTANTS: dict = {}
+_CONSTANTS_MAX = 512
+
+
+def device_constant(xp, a):
+    """The host constant ``a`` (a NumPy array, e.g. index tables built with ``np.arange``) as a
+    **read-only** array of ``xp``: ``a`` itself on NumPy; on CuPy a device copy uploaded once per
+    device and content (a small cache of the last ``512``), so that a generation that uses it has
+    no host-to-device copy after its first call and can be captured as a CUDA graph
+    (:mod:`isles.algorithms.core.plan`). Callers must not write into the result."""
+    if xp is np:
+        return np.asarray(a)
+    a = np.ascontiguousarray(a)
+    key = (xp.cuda.Device().id, a.dtype.str, a.shape, a.tobytes())
+    hit = _CONSTANTS.get(key)
+    if hit is None:
+        if len(_CONSTANTS) >= _CONSTANTS_MAX:
+            _CONSTANTS.pop(next(iter(_CONSTANTS)))
+        hit = _CONSTANTS[key] = xp.asarray(a)
+    return hit

@@ -275,23 +275,53 @@ class FusedAlgorithm(IslandAlgorithm):
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
         self._plans: dict = {}
+        self._captures: dict = {}  # id(ctx) -> CapturedRun (algorithms/core/plan.py)
 
     def __getstate__(self):
         d = dict(self.__dict__)
         d["_plans"] = {}  # compiled CUDA plans do not travel (pickling for Ray actors)
+        d["_captures"] = {}  # nor captured CUDA graphs
         return d
+
+    def run(self, ctx: Context, state: State, n_generations: int) -> State:
+        """``n_generations`` generations on the device, the target tracked after each.
+
+        On CuPy: the fully fused plan (:meth:`fused_plan`) where it applies; else the array-code
+        ``step`` (with the family's fused variation kernels where it has them) captured once as a
+        CUDA graph and replayed (:class:`isles.algorithms.core.plan.CapturedRun`); else, and on
+        NumPy, ``step`` call by call (:meth:`IslandAlgorithm.run`). No host synchronisation
+        (apart from the one-off build and capture)."""
+        n = int(n_generations)
+        plan = self.fused_plan(ctx)
+        if plan is not None:
+            return plan.run(state, n)
+        if n > 0 and ctx.xp is not np:
+            from isles.algorithms.core.plan import captured_run  # noqa: PLC0415  (no CuPy on NumPy runs)
+
+            if "_captures" not in self.__dict__:
+                self._captures = {}
+            out = captured_run(self, ctx, state, n, self._captures)
+            if out is not None:
+                return out
+        return super().run(ctx, state, n)
 
     def fused_plan(self, ctx: Context):
         """The fused CUDA plan for ``ctx``, or ``None`` (NumPy, ``fused=False``, or a
         configuration the module does not fuse: its ``unsupported_reason`` says why, logged at
         INFO level). Cached per context."""
+        return self.module_plan(ctx, "make_plan")
+
+    def module_plan(self, ctx: Context, maker: str):
+        """``FUSED_MODULE.<maker>(self, ctx)`` (e.g. ``make_plan``; DE's ``make_variation``), built
+        once per context and cached; ``None`` on NumPy or with ``fused=False``."""
         if ctx.xp is np or not self.params.fused:
             return None
-        hit = self._plans.get(id(ctx))
+        key = (maker, id(ctx))
+        hit = self._plans.get(key)
         if hit is not None and hit[0] is ctx:
             return hit[1]
         import importlib  # noqa: PLC0415
 
-        plan = importlib.import_module(self.FUSED_MODULE).make_plan(self, ctx)
-        self._plans[id(ctx)] = (ctx, plan)
+        plan = getattr(importlib.import_module(self.FUSED_MODULE), maker)(self, ctx)
+        self._plans[key] = (ctx, plan)
         return plan

@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from isles.algorithms.core.backend import array_module
+from isles.algorithms.core.backend import array_module, device_constant
 
 MAX_BITS_PER_VARIABLE = 52  # k must be exact in float64
 ENCODINGS_REAL = ("binary", "gray", "seed002")
@@ -77,7 +77,7 @@ def valid_mask(n_bits: int, xp=np):
     r = int(n_bits) & 31
     if r:
         m[-1] = np.uint32((1 << r) - 1)
-    return xp.asarray(m)
+    return device_constant(xp, m)
 
 
 def pack_bits(bits):
@@ -109,9 +109,29 @@ def unpack_bits(words, n_bits: int):
     W = n_words(n_bits)
     if words.shape[-1] != W:
         raise ValueError(f"unpack_bits: {words.shape[-1]} words do not hold {n_bits} bits (need {W})")
+    if xp is not np:  # one kernel writing the uint8 bits (no (..., W, 32) uint32 temporary)
+        w = xp.ascontiguousarray(words, dtype=np.uint32)
+        out = xp.empty(w.shape[:-1] + (int(n_bits),), dtype=np.uint8)
+        _unpack_kernel(xp)(w, np.int64(n_bits), np.int64(W), out)
+        return out
     w = xp.asarray(words, dtype=np.uint32)
     b = (w[..., None] >> xp.arange(32, dtype=np.uint32)) & np.uint32(1)
     return b.astype(np.uint8).reshape(w.shape[:-1] + (W * 32,))[..., : int(n_bits)]
+
+
+_UNPACK: dict = {}
+
+
+def _unpack_kernel(cp):
+    """CuPy elementwise kernel of :func:`unpack_bits`: bit ``j`` of row ``r`` is bit ``j & 31`` of
+    word ``j >> 5`` (compiled once per process)."""
+    k = _UNPACK.get("k")
+    if k is None:
+        k = _UNPACK["k"] = cp.ElementwiseKernel(
+            "raw uint32 w, int64 L, int64 W", "uint8 b",
+            "const long long r = i / L, j = i - r * L; b = (unsigned char)((w[r * W + (j >> 5)] >> (j & 31)) & 1u);",
+            "isles_unpack_bits")
+    return k
 
 
 def extract_fields(words, starts, width: int):
@@ -125,14 +145,14 @@ def extract_fields(words, starts, width: int):
     pad = xp.concatenate([xp.asarray(words, dtype=np.uint64),
                           xp.zeros(words.shape[:-1] + (2,), dtype=np.uint64)], axis=-1)
     del W
-    wd = xp.asarray(w)
+    wd = device_constant(xp, w)  # host constants uploaded once (capturable, plan.py)
     k = pad[..., wd] | (pad[..., wd + 1] << np.uint64(32))
-    k = k >> xp.asarray(o.astype(np.uint64))
+    k = k >> device_constant(xp, o.astype(np.uint64))
     third = (width > 64 - o)
     if third.any():
         sh = np.where(third, 64 - o, 0).astype(np.uint64)
-        hi = pad[..., wd + 2] << xp.asarray(sh)
-        k = k | xp.where(xp.asarray(third), hi, np.uint64(0))
+        hi = pad[..., wd + 2] << device_constant(xp, sh)
+        k = k | xp.where(device_constant(xp, third), hi, np.uint64(0))
     return k & np.uint64((1 << width) - 1)
 
 
@@ -423,7 +443,7 @@ class Seed002(Encoding):
         bd = self.digits(words)
         m = np.uint64(self.m)
         dig = (np.uint64(18) * bd[..., 1:] + m) // (np.uint64(2) * m)
-        pw = xp.asarray(10 ** np.arange(self.nvdec - 2, -1, -1, dtype=np.uint64))
+        pw = device_constant(xp, 10 ** np.arange(self.nvdec - 2, -1, -1, dtype=np.uint64))
         K = (dig * pw).sum(axis=-1, dtype=np.uint64)
         x = K.astype(np.float64) / self.scale
         neg = (np.uint64(2) * bd[..., 0]) < m

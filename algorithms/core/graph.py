@@ -39,14 +39,18 @@ class GraphStepper:
         state: flat dict of device arrays and host ints.
         rngs: the :class:`isles.algorithms.core.random.CounterRNG` objects ``step_fn`` draws from; their device
             counters are reset to 0 and advanced by 1 at the end of each replay.
+        check: after capture, replay once and compare with the uncaptured warm-up generation,
+            bit for bit (:meth:`_check_replay`); the state is restored afterwards.
 
     Raises:
-        ValueError: a NumPy state (nothing to capture).
+        ValueError: a NumPy state (nothing to capture), or a step result without some state array.
+        RuntimeError (or CuPy's CUDA error): the step cannot be captured (a host synchronisation
+            during capture, which CuPy refuses), or, with ``check``, its replay differs.
 
     Between calls of :meth:`run` the counters are 0, as for plain, non-captured code.
     """
 
-    def __init__(self, step_fn, state: dict, rngs):
+    def __init__(self, step_fn, state: dict, rngs, check: bool = False):
         arrays = [v for v in state.values() if _is_device_array(v)]
         if not arrays:
             raise ValueError("GraphStepper needs device (CuPy) arrays in the state")
@@ -67,17 +71,63 @@ class GraphStepper:
                 warm = step_fn({**self.host0, **self.buffers})
                 self.delta = {k: warm[k] - v for k, v in self.host0.items()
                               if isinstance(v, (int, np.integer)) and not isinstance(v, bool)}
+                missing = sorted(k for k in self.buffers if k not in warm)
+                if missing:
+                    raise ValueError(f"GraphStepper: the step's result lacks the state arrays {missing}")
+                first = {k: warm[k] for k in self.buffers} if check else None
                 del warm
                 self.stream.synchronize()
                 self.stream.begin_capture()
-                out = step_fn({**self.host0, **self.buffers})
-                for k, buf in self.buffers.items():
-                    buf[...] = out[k]
-                for rng in self.rngs:
-                    rng.ctr += np.uint64(1)
-                self.graph = self.stream.end_capture()
+                try:
+                    out = step_fn({**self.host0, **self.buffers})
+                    for k, buf in self.buffers.items():
+                        buf[...] = out[k]
+                    for rng in self.rngs:
+                        rng.ctr += np.uint64(1)
+                finally:
+                    # a failed capture (e.g. a host synchronisation: CuPy raises) must still end
+                    # it, or the stream stays in capture mode; the original error propagates
+                    graph = self._end_capture_quietly()
+                if graph is None:
+                    raise RuntimeError("the CUDA-graph capture was invalidated (an operation not "
+                                       "allowed during capture, e.g. a host synchronisation)")
+                self.graph = graph
                 del out
+            if check:
+                self._check_replay(state, first)
         self.stream.synchronize()
+
+    def _end_capture_quietly(self):
+        """End the capture of ``self.stream``; the graph, or ``None`` if the capture failed
+        (an error is being raised already)."""
+        try:
+            return self.stream.end_capture()
+        except Exception:  # noqa: BLE001 - the capture's own error is the one that matters
+            return None
+
+    def _check_replay(self, state: dict, first: dict) -> None:
+        """Replay the graph once from ``state`` and compare with the warm-up step ``first``
+        (same generation, uncaptured), bit for bit (NaN equal to NaN); then restore ``state``.
+
+        Raises:
+            RuntimeError: naming the state arrays that differ: the step has an effect that a
+                replay does not repeat (Python-side state, a host-side random generator, ...).
+        """
+        xp = self.xp
+        self.graph.launch(self.stream)
+        for rng in self.rngs:
+            rng.ctr[...] = 0
+        bad = []
+        for k, buf in self.buffers.items():
+            a, b = buf, first[k]
+            same = a.shape == b.shape and bool(xp.all((a == b) | ((a != a) & (b != b))))
+            if not same:
+                bad.append(k)
+            buf[...] = state[k]
+        if bad:
+            raise RuntimeError(
+                f"a replay of the captured generation differs from the generation run directly "
+                f"(state arrays {bad}): the step depends on something a replay does not repeat")
 
     @classmethod
     def for_algorithm(cls, algorithm, ctx, state: dict) -> "GraphStepper":
@@ -158,6 +208,19 @@ class PingPongGraph:
 
     _graph = None
     _graph_stream = None
+    tracker = None  # a TargetTracker (algorithms/core/plan.py) when the context has a stop target
+
+    def _tracked(self, dst):
+        """``(f, v, n, stride, idx)`` of the population held by buffer set ``dst`` for the target
+        tracker (rows of ``stride``; the first ``n`` or the positions ``idx``)."""
+        raise NotImplementedError
+
+    def _track_target(self, dst, k: int) -> None:
+        """Record the stop target after the generation ``gen + k`` that wrote ``dst`` (a no-op
+        without a tracker)."""
+        if self.tracker is not None:
+            f, v, n, stride, idx = self._tracked(dst)
+            self.tracker.launch(f, v, n, stride, self._gen, k, idx)
 
     def _graph_exec(self):
         """The captured graph (built on first use): ``K`` generations 0 -> 1 -> 0 ..., then gen += K."""
@@ -171,6 +234,7 @@ class PingPongGraph:
                 try:
                     for k in range(K):
                         self._step(bufs[k % 2], bufs[(k + 1) % 2], k)
+                        self._track_target(bufs[(k + 1) % 2], k)
                     self._k_add((1,), (1,), (self._gen, np.int64(K)))
                 finally:
                     graph = stream.end_capture()
@@ -191,4 +255,5 @@ class PingPongGraph:
         rem = n - n_graph * K
         for k in range(rem):
             self._step(bufs[k % 2], bufs[(k + 1) % 2], k)
+            self._track_target(bufs[(k + 1) % 2], k)
         return bufs[rem % 2], rem

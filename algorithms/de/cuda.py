@@ -76,6 +76,7 @@ import numpy as np
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import PingPongGraph
+from isles.algorithms.core.plan import TargetTracker, module, require_supported
 from isles.problems.base import objective_macros
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ MAX_ITEMS = 32  # coordinates per thread held in registers
 SMEM_LIMIT = 48 * 1024  # static shared memory of one block
 VERIFY_RTOL = {np.dtype(np.float32): 1e-3, np.dtype(np.float64): 1e-8}
 
-KERNEL_SOURCE = r"""
+DECISIONS_SOURCE = r"""
 // ---- isles fused DE generation (algorithms/de/cuda.py); configuration macros are prepended ----
 // IS_F32 DIM NPOP TPI ITEMS IPB BLOCK XOVER BOUND PENALTY (+ HASH ARITHMETIC MATH and the problem's
 // fused objective: OBJ_NACC OBJ_HAS_V OBJ_NEXT obj_init obj_merge obj_term obj_final obj_violation)
@@ -195,7 +196,9 @@ ISLES_DEV T trial_coord(const T* X, isz base, const Decisions& d, u64 key, int i
     }
     return v;
 }
+"""
 
+GENERATION_SOURCE = r"""
 #ifndef ISLES_HOST_EMU
 #define FULL_MASK 0xffffffffu
 
@@ -374,6 +377,37 @@ extern "C" __global__ void add_i64(long long* p, const long long v) { *p += v; }
 #endif  // ISLES_HOST_EMU
 """
 
+#: the fully fused generation: per-individual decisions and trial coordinates, then the objective
+KERNEL_SOURCE = DECISIONS_SOURCE + GENERATION_SOURCE
+
+#: the trial population alone (no objective), for a problem evaluated as array code
+#: (:class:`DEVariation`): the same ``decide``/``trial_coord`` as the fused generation
+VARIATION_KERNEL = r"""
+#ifndef ISLES_HOST_EMU
+// One warp per individual (4 per block); lane l writes coordinates l, l + 32, ... of its trial row.
+extern "C" __global__ void __launch_bounds__(128)
+de_variation(const T* __restrict__ X, T* __restrict__ U, const u64* __restrict__ keys,
+             const T* __restrict__ lower, const T* __restrict__ upper, const long long gen,
+             const u64* __restrict__ rng_ctr, const int total, const T Fw, const T CRt,
+             const double log_cr, const int cr_case)
+{
+    const int gind = blockIdx.x * 4 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (gind >= total) return;
+    const int isl = gind / NPOP;
+    const int i = gind - isl * NPOP;
+    const u64 key = keys[isl];
+    const long long g = gen + (long long)rng_ctr[0];   // as CounterRNG: generation + ctr
+    const Decisions d = decide(key, g, i, log_cr, cr_case);
+    const isz base = (isz)isl * NPOP * DIM;
+    const isz row = (isz)gind * DIM;
+    for (int j = lane; j < DIM; j += 32) {
+        U[row + j] = trial_coord(X, base, d, key, i, j, X[row + j], Fw, CRt, lower, upper);
+    }
+}
+#endif
+"""
+
 
 def layout(dim: int) -> tuple[int, int, int, int]:
     """Thread layout for dimension ``D``: ``(TPI, ITEMS, IPB, BLOCK)``.
@@ -448,17 +482,10 @@ def unsupported_reason(params, ctx) -> str | None:
         params: :class:`isles.algorithms.de.de.DEParams`.
         ctx: :class:`isles.algorithms.core.base.Context`.
     """
-    if getattr(ctx.xp, "__name__", "") != "cupy":
-        return "the array module is not CuPy"
-    if not params.fused:
-        return "fused=False"
-    if params.strategy != "rand/1":
-        return f"strategy {params.strategy} (fused: rand/1)"
-    if params.crossover not in XOVER_IDS:
-        return f"crossover {params.crossover} (fused: bin|nec)"
+    reason = variation_unsupported_reason(params, ctx)
+    if reason is not None:
+        return reason
     dtype = np.dtype(ctx.dtype)
-    if dtype not in (np.float32, np.float64):
-        return f"dtype {dtype} (fused: float32|float64)"
     _, reason, macros = _objective_of(ctx)
     if reason is not None:
         return reason
@@ -473,21 +500,148 @@ def unsupported_reason(params, ctx) -> str | None:
     smem = (ipb * (dim + 1) * int(macros["OBJ_NEXT"]) + macros["OBJ_NACC"] * nwarp) * dtype.itemsize
     if smem > SMEM_LIMIT:
         return f"OBJ_NEXT rows of D={dim} do not fit {SMEM_LIMIT} bytes of shared memory"
+    return None
+
+
+def variation_unsupported_reason(params, ctx) -> str | None:
+    """Why ``(params, ctx)`` cannot build its trial population with the fused kernels (whether
+    or not the problem has a ``cuda_objective``), or ``None`` if it can.
+
+    Args:
+        params: :class:`isles.algorithms.de.de.DEParams`.
+        ctx: :class:`isles.algorithms.core.base.Context`.
+    """
+    if getattr(ctx.xp, "__name__", "") != "cupy":
+        return "the array module is not CuPy"
+    if not params.fused:
+        return "fused=False"
+    if params.strategy != "rand/1":
+        return f"strategy {params.strategy} (fused: rand/1)"
+    if params.crossover not in XOVER_IDS:
+        return f"crossover {params.crossover} (fused: bin|nec)"
+    dtype = np.dtype(ctx.dtype)
+    if dtype not in (np.float32, np.float64):
+        return f"dtype {dtype} (fused: float32|float64)"
     if ctx.n_islands * params.pop_size >= 2**31:
         return "more than 2**31 individuals"
     return None
 
 
-_MODULES: dict = {}
+def variation_source(dtype, dim: int, n: int, crossover: str, bound_handling: str) -> str:
+    """CUDA source of the trial-population kernel ``de_variation`` of one configuration:
+    ``defines + HASH + ARITHMETIC + MATH + DECISIONS_SOURCE + VARIATION_KERNEL`` (no objective).
+
+    Raises:
+        KeyError: an unsupported crossover or bound handling name.
+    """
+    defines = {"IS_F32": int(np.dtype(dtype) == np.float32), "DIM": int(dim), "NPOP": int(n),
+               "XOVER": XOVER_IDS[crossover], "BOUND": BOUND_IDS[bound_handling]}
+    head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
+    return head + HASH + ARITHMETIC + MATH + DECISIONS_SOURCE + VARIATION_KERNEL
 
 
-def _module(cp, source: str):
-    key = (cp.cuda.Device().id, source)  # a loaded module belongs to one device
-    mod = _MODULES.get(key)
-    if mod is None:
-        mod = cp.RawModule(code=source)
-        _MODULES[key] = mod
-    return mod
+def _cr_args(params, dtype) -> tuple:
+    """Kernel arguments of the crossover rate: ``(CR in dtype, log CR, case)`` (0: CR <= 0,
+    1: 0 < CR < 1, 2: CR >= 1)."""
+    cr = float(params.CR)
+    return (np.dtype(dtype).type(cr), np.float64(math.log(cr) if 0.0 < cr < 1.0 else 0.0),
+            np.int32(0 if cr <= 0.0 else (2 if cr >= 1.0 else 1)))
+
+
+class DEVariation:
+    """The fused trial population of DE/rand/1/{bin,nec} for a problem evaluated as array code:
+    one kernel (``de_variation``) that writes ``U`` bit-identical to
+    :meth:`isles.algorithms.de.de.DE.trial`'s array code (same ``decide``/``trial_coord`` as the
+    fused generation, module docstring). No host synchronisation; capturable.
+
+    Args:
+        params: :class:`isles.algorithms.de.de.DEParams`; ctx: a CuPy context.
+
+    Raises:
+        ValueError: :func:`variation_unsupported_reason` gives a reason.
+    """
+
+    def __init__(self, params, ctx):
+        cp = require_supported("fused DE variation", variation_unsupported_reason(params, ctx))
+
+        self.cp, self.I, self.N, self.D = cp, ctx.n_islands, params.pop_size, int(ctx.dim)
+        self.dtype = np.dtype(ctx.dtype)
+        src = variation_source(self.dtype, self.D, self.N, params.crossover, params.bound_handling)
+        self._k = module(cp, src).get_function("de_variation")
+        self._F = self.dtype.type(params.F)
+        self._CR, self._log_cr, self._cr_case = _cr_args(params, self.dtype)
+        self._keys = ctx.rng.keys
+        self._ctr = ctx.rng.ctr
+        self._lower = cp.ascontiguousarray(ctx.lower, dtype=self.dtype)
+        self._upper = cp.ascontiguousarray(ctx.upper, dtype=self.dtype)
+        self._select = _select_kernels(cp)
+
+    def trial(self, X, generation: int):
+        """Trial population ``U (I, N, D)`` of ``generation`` (host int; the draws use
+        ``generation + rng.ctr`` as :class:`isles.algorithms.core.random.CounterRNG` does).
+
+        Raises:
+            ValueError: ``X`` is not ``(I, N, D)`` in the plan's dtype.
+        """
+        cp = self.cp
+        if X.shape != (self.I, self.N, self.D) or X.dtype != self.dtype:
+            raise ValueError(f"fused DE variation: X{X.shape} {X.dtype} is not "
+                             f"({self.I}, {self.N}, {self.D}) {self.dtype}")
+        X = cp.ascontiguousarray(X)
+        U = cp.empty_like(X)
+        total = self.I * self.N
+        self._k((-(-total // 4),), (128,),
+                (X, U, self._keys, self._lower, self._upper, np.int64(generation), self._ctr,
+                 np.int32(total), self._F, self._CR, self._log_cr, self._cr_case))
+        return U
+
+    def select(self, state, U, fu, vu, n_nan):
+        """:func:`isles.algorithms.de.de.select` in two elementwise kernels (same rule, same new
+        state); no host synchronisation."""
+        cp = self.cp
+        rows, fv = self._select
+        X, f, v = state["X"], state["f"], state["v"]
+        c = cp.ascontiguousarray
+        s = dict(state)
+        Xn = rows(c(X), c(U), c(f), c(v), c(fu), c(vu), np.int64(X.shape[-1]), size=X.size)
+        fn, vn = fv(c(f), c(v), c(fu), c(vu), size=f.size)
+        s["X"], s["f"], s["v"] = Xn.reshape(X.shape), fn.reshape(f.shape), vn.reshape(v.shape)
+        s["generation"] = state["generation"] + 1
+        s["evals"] = state["evals"] + X.shape[1]
+        s["nan_evals"] = state["nan_evals"] + n_nan
+        return s
+
+
+_SELECT_KERNELS: dict = {}
+
+
+def _select_kernels(cp):
+    """Greedy one-to-one selection as two elementwise kernels (compiled once per process):
+    ``isles_de_select_rows`` writes the next population ``(I, N, D)``, ``isles_de_select_fv`` its
+    ``f, v``. The rule is :func:`isles.problems.constraints.better` (the trial wins unless the target
+    is strictly better under Deb's rules), as in :func:`isles.algorithms.de.de.select`."""
+    ks = _SELECT_KERNELS.get(cp.cuda.Device().id)
+    if ks is None:
+        keep = "((v[r] < vu[r]) || ((v[r] == vu[r]) && (f[r] < fu[r])))"
+        rows = cp.ElementwiseKernel(
+            "raw T X, raw T U, raw F f, raw F v, raw F fu, raw F vu, int64 D", "T out",
+            f"const long long r = i / D; out = {keep} ? X[i] : U[i];", "isles_de_select_rows")
+        fv = cp.ElementwiseKernel(
+            "raw F f, raw F v, raw F fu, raw F vu", "F fo, F vo",
+            f"const long long r = i; const bool k = {keep}; fo = k ? f[r] : fu[r]; vo = k ? v[r] : vu[r];",
+            "isles_de_select_fv")
+        ks = _SELECT_KERNELS[cp.cuda.Device().id] = (rows, fv)
+    return ks
+
+
+def make_variation(de, ctx):
+    """A :class:`DEVariation` for the DE algorithm ``de`` on ``ctx``, or ``None`` where it does not
+    apply (logged at INFO level)."""
+    reason = variation_unsupported_reason(de.params, ctx)
+    if reason is not None:
+        log.info("DE: array-code trial population (%s)", reason)
+        return None
+    return DEVariation(de.params, ctx)
 
 
 class FusedDE(PingPongGraph):
@@ -520,17 +674,13 @@ class FusedDE(PingPongGraph):
         self.source = kernel_source(
             self.dtype, self.D, self.N, objective, params.crossover, params.bound_handling, self.penalty
         )
-        mod = _module(cp, self.source)
+        mod = module(cp, self.source)
         self._k_gen = mod.get_function("de_generation")
         self._k_eval = mod.get_function("eval_rows")
         self._k_set = mod.get_function("set_i64")
         self._k_add = mod.get_function("add_i64")
-        t = self.dtype.type
-        cr = float(params.CR)
-        self._F = t(params.F)
-        self._CR = t(cr)
-        self._cr_case = np.int32(0 if cr <= 0.0 else (2 if cr >= 1.0 else 1))
-        self._log_cr = np.float64(math.log(cr) if 0.0 < cr < 1.0 else 0.0)
+        self._F = self.dtype.type(params.F)
+        self._CR, self._log_cr, self._cr_case = _cr_args(params, self.dtype)
         self._keys = ctx.rng.keys
         ctr = getattr(ctx.rng, "ctr", None)  # CounterRNG's device generation offset (graph replay)
         self._ctr = ctr if ctr is not None else cp.zeros(1, dtype=np.uint64)
@@ -543,6 +693,7 @@ class FusedDE(PingPongGraph):
         self._bufs = None
         self._graph = None
         self.graph_generations = GRAPH_GENERATIONS
+        self.tracker = TargetTracker(cp, ctx, self.dtype) if ctx.target is not None else None
 
     # -- launches -------------------------------------------------------------------------------
     def _launch(self, src, dst, trial, ftrial, write, gen_dev, gen_off, nan):
@@ -644,6 +795,10 @@ class FusedDE(PingPongGraph):
         """One generation ``src -> dst`` with draws of generation ``gen + k`` (:class:`PingPongGraph`)."""
         self._launch(src, dst, self._dummy, self._dummy, 0, self._gen, k, self._nan)
 
+    def _tracked(self, dst):
+        """``(f, v, N, N, None)`` of buffer set ``dst`` (:meth:`PingPongGraph._track_target`)."""
+        return dst[1], dst[2], self.N, self.N, None
+
     def _buffers(self):
         if self._bufs is None:
             cp = self.cp
@@ -654,6 +809,7 @@ class FusedDE(PingPongGraph):
 
     def run(self, state, n_generations: int):
         """``n_generations`` generations: CUDA-graph replays plus single launches; no host sync.
+        With a stop target, ``hit_generation`` is recorded after every generation (exact).
 
         Returns:
             A new state (fresh arrays; the plan's ping-pong buffers are internal).
@@ -668,9 +824,13 @@ class FusedDE(PingPongGraph):
             cp.copyto(dst, src)
         self._k_set((1,), (1,), (self._gen, np.int64(state["generation"])))
         self._nan.fill(0)
+        if self.tracker is not None:
+            self.tracker.load(state)
         fin, _ = self._advance(n)
         s = dict(state)
         s["X"], s["f"], s["v"] = (a.copy() for a in fin)
+        if self.tracker is not None:  # tracked after every generation, inside the graph
+            s["hit_generation"] = self.tracker.hit.copy()
         s["generation"] = state["generation"] + n
         s["evals"] = state["evals"] + n * self.N
         s["nan_evals"] = state["nan_evals"] + self._nan

@@ -51,7 +51,11 @@ On CuPy, :meth:`DE.step` and :meth:`DE.run` use the fused CUDA kernels of
 carries its fused objective, ``Problem.cuda_objective``), with the same random numbers and arithmetic; otherwise, and
 on NumPy, the generic array code below runs. ``DE.graph_safe`` stays ``False``: the island
 runtime then calls :meth:`DE.run`, whose fused path replays its own CUDA graph of 64
-generations (faster than replaying one captured ``step`` per generation).
+generations (faster than replaying one captured ``step`` per generation). For a problem written
+as array code (no ``cuda_objective``) on CuPy, the trial population (rand/1, bin or nec) and the
+greedy selection are fused kernels (:class:`isles.algorithms.de.cuda.DEVariation`) around the
+problem's own array code, and ``run`` replays that generation as one captured CUDA graph with the
+target tracked after every generation (:mod:`isles.algorithms.core.plan`).
 """
 from __future__ import annotations
 
@@ -332,10 +336,15 @@ class DE(FusedAlgorithm):
 
         Indices (:func:`sample_indices`), mutants (:func:`mutant_vectors`), bounds
         (:func:`apply_bounds`) and mask (:func:`isles.algorithms.de.crossover.crossover_mask`):
-        ``U = where(mask, bounded V, X)``. No host synchronisation.
+        ``U = where(mask, bounded V, X)``. No host synchronisation. On CuPy, for rand/1 with
+        bin or nec, one kernel builds the same ``U`` bit for bit
+        (:class:`isles.algorithms.de.cuda.DEVariation`), whatever the problem.
         """
         p, xp, g = self.params, ctx.xp, state["generation"]
         X = state["X"]
+        variation = self.module_plan(ctx, "make_variation")
+        if variation is not None:  # CuPy: the same U from one kernel (isles.algorithms.de.cuda)
+            return variation.trial(X, g)
         n, dim = X.shape[1], X.shape[2]
         r = sample_indices(ctx.rng, g, n, N_RANDOM[p.strategy])
         best = None
@@ -358,12 +367,9 @@ class DE(FusedAlgorithm):
             return plan.step(state)
         U = self.trial(ctx, state)
         fu, vu, n_nan = ctx.evaluator(U)
+        variation = self.module_plan(ctx, "make_variation")
+        if variation is not None:  # CuPy: the same selection in two kernels (isles.algorithms.de.cuda)
+            return variation.select(state, U, fu, vu, n_nan)
         return select(ctx.xp, state, U, fu, vu, n_nan)
 
-    def run(self, ctx: Context, state: State, n_generations: int) -> State:
-        """``n_generations`` steps on the device; the fused path replays a captured CUDA graph."""
-        plan = self.fused_plan(ctx)
-        if plan is not None:
-            return plan.run(state, int(n_generations))
-        return super().run(ctx, state, n_generations)
 

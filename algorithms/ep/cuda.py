@@ -60,6 +60,7 @@ import numpy as np
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, BOUNDS, HASH, MATH
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import PingPongGraph
+from isles.algorithms.core.plan import TargetTracker, kernels, require_supported
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import MAX_DRAWS
 from isles.algorithms.de.de import BOUND_HANDLINGS
@@ -598,11 +599,12 @@ def select_block(n_union: int) -> int:
     return b
 
 
-def kernel_source(fep, ctx) -> tuple[str, dict]:
+def kernel_source(fep, ctx, objective: str | None = None) -> tuple[str, dict]:
     """CUDA/C source of the fused FEP generation for ``(fep, ctx)`` and its configuration macros.
 
     Order: configuration, ``HASH + ARITHMETIC + MATH + BOUNDS`` (:mod:`isles.algorithms.core.cuda_prelude`),
-    the problem's ``cuda_objective``, then :data:`FEP_SOURCE`; the kernel never looks at the
+    the problem's ``cuda_objective`` (or ``objective``, e.g. a placeholder for the selection
+    kernels alone, :class:`FEPSelection`), then :data:`FEP_SOURCE`; the kernel never looks at the
     problem's name.
 
     Raises:
@@ -610,7 +612,7 @@ def kernel_source(fep, ctx) -> tuple[str, dict]:
     """
     p = fep.params
     prob = ctx.evaluator.problem
-    obj = getattr(prob, "cuda_objective", None)
+    obj = objective if objective is not None else getattr(prob, "cuda_objective", None)
     if not obj:
         raise ValueError(f"problem {getattr(prob, 'name', prob)!r} has no cuda_objective")
     macros = objective_macros(obj, "real")
@@ -626,11 +628,11 @@ def kernel_source(fep, ctx) -> tuple[str, dict]:
 
 
 def unsupported_reason(fep, ctx) -> str | None:
-    """Why ``(fep, ctx)`` cannot use the fused path, or ``None`` if it can."""
-    if getattr(ctx.xp, "__name__", "") != "cupy":
-        return "the array module is not CuPy"
-    if not fep.params.fused:
-        return "fused=False"
+    """Why ``(fep, ctx)`` cannot use the fused path, or ``None`` if it can: the selection's
+    limits (:func:`selection_unsupported_reason`), then the problem's ``cuda_objective``."""
+    reason = selection_unsupported_reason(fep, ctx)
+    if reason is not None:
+        return reason
     prob = ctx.evaluator.problem
     if getattr(prob, "genome", "real") != "real":
         return f"problem genome {prob.genome!r} (fused: real)"
@@ -643,12 +645,6 @@ def unsupported_reason(fep, ctx) -> str | None:
         return str(err)
     if getattr(prob, "n_constraints", 0) and not macros["OBJ_HAS_V"]:
         return "the problem has constraints but its cuda_objective has OBJ_HAS_V 0"
-    if np.dtype(ctx.dtype) not in (np.float32, np.float64):
-        return f"dtype {np.dtype(ctx.dtype)} (fused: float32|float64)"
-    if int(ctx.dim) > MAX_DIM:
-        return f"n={ctx.dim} > {MAX_DIM}"
-    if fep.params.q > MAX_Q:
-        return f"q={fep.params.q} > {MAX_Q}"
     if ctx.n_islands * 2 * fep.params.pop_size * max(int(ctx.dim), 1) >= 2**31:
         return "more than 2**31 union coordinates"
     return None
@@ -742,18 +738,11 @@ class HostFEP:
 
 # ---- the CuPy plan ------------------------------------------------------------------------------
 
-_MODULES: dict = {}
 _NAMES = ("fep_generate", "fep_wins", "fep_select", "fep_eval_rows", "fep_set_i64", "fep_add_i64")
 
 
 def _kernels(cp, source: str):
-    key = (cp.cuda.Device().id, source)  # a loaded module belongs to one device
-    ks = _MODULES.get(key)
-    if ks is None:
-        mod = cp.RawModule(code=source)
-        ks = {n: mod.get_function(n) for n in _NAMES}
-        _MODULES[key] = ks
-    return ks
+    return kernels(cp, source, _NAMES)  # compiled once per device and source (algorithms/core/plan.py)
 
 
 class FusedFEP(PingPongGraph):
@@ -799,6 +788,7 @@ class FusedFEP(PingPongGraph):
         self._bufs = None
         self._graph = None
         self.graph_generations = GRAPH_GENERATIONS
+        self.tracker = TargetTracker(cp, ctx, self.dtype) if ctx.target is not None else None
 
     def _union(self):
         cp, I, M2, n = self.cp, self.I, 2 * self.mu, self.n
@@ -871,6 +861,10 @@ class FusedFEP(PingPongGraph):
         ``gen + k`` (:class:`PingPongGraph`)."""
         self._generation(src, dst, 1, self._gen, k, self._nan)
 
+    def _tracked(self, dst):
+        """The survivors ``src`` of union buffer ``dst`` (:meth:`PingPongGraph._track_target`)."""
+        return dst[2], dst[3], self.mu, 2 * self.mu, self._src
+
     def _buffers(self):
         if self._bufs is None:
             self._bufs = (self._union(), self._union())
@@ -888,9 +882,86 @@ class FusedFEP(PingPongGraph):
         self._load(state, bufs[1])
         self._k_set((1,), (1,), (self._gen, np.int64(state["generation"])))
         self._nan.fill(0)
+        if self.tracker is not None:
+            self.tracker.load(state)
         self._generation(bufs[1], bufs[0], 0, self._gen, 0, self._nan)
+        self._track_target(bufs[0], 0)
         self._k_add((1,), (1,), (self._gen, np.int64(1)))
-        return self._finish(state, self._advance(n - 1)[0], n, self._nan)
+        s = self._finish(state, self._advance(n - 1)[0], n, self._nan)
+        if self.tracker is not None:  # tracked after every generation, inside the graph
+            s["hit_generation"] = self.tracker.hit.copy()
+        return s
+
+
+def selection_unsupported_reason(fep, ctx) -> str | None:
+    """Why the fused tournament and selection (:class:`FEPSelection`) cannot serve ``(fep, ctx)``
+    whatever its problem, or ``None``."""
+    if getattr(ctx.xp, "__name__", "") != "cupy":
+        return "the array module is not CuPy"
+    if not fep.params.fused:
+        return "fused=False"
+    if np.dtype(ctx.dtype) not in (np.float32, np.float64):
+        return f"dtype {np.dtype(ctx.dtype)} (fused: float32|float64)"
+    if int(ctx.dim) > MAX_DIM:
+        return f"n={ctx.dim} > {MAX_DIM}"
+    if fep.params.q > MAX_Q:
+        return f"q={fep.params.q} > {MAX_Q}"
+    if ctx.n_islands * 2 * fep.params.pop_size >= 2**31:
+        return "more than 2**31 union individuals"
+    return None
+
+
+class FEPSelection:
+    """The fused tournament (``fep_wins``) and selection without sorting (``fep_select``) for a
+    problem evaluated as array code: the same survivors as
+    :func:`isles.algorithms.ep.fep.tournament_wins` + :func:`isles.algorithms.ep.fep.select_survivors`
+    (same draws and rule), in two launches instead of some forty array operations. Neither kernel
+    evaluates anything: the module is compiled with the sphere's ``cuda_objective`` as a
+    placeholder in the objective slot. No host synchronisation; capturable.
+
+    Raises:
+        ValueError: :func:`selection_unsupported_reason` gives a reason.
+    """
+
+    def __init__(self, fep, ctx):
+        cp = require_supported("fused FEP selection", selection_unsupported_reason(fep, ctx))
+
+        from isles.problems.benchmarks import Sphere  # noqa: PLC0415
+
+        self.cp, self.I, self.mu = cp, ctx.n_islands, fep.params.pop_size
+        source, cfg = kernel_source(fep, ctx, objective=Sphere(int(ctx.dim)).cuda_objective)
+        ks = _kernels(cp, source)
+        self._k_wins, self._k_sel = ks["fep_wins"], ks["fep_select"]
+        self.sblock, self.hist_smem = cfg["FEP_SBLOCK"], 4 * (fep.params.q + 1)
+        self.wblock = 128
+        self.wgrid = -(-(2 * self.I * self.mu) // self.wblock)
+        self._keys, self._ctr = ctx.rng.keys, ctx.rng.ctr
+        self._zero = cp.zeros((), dtype=np.int64)
+        self.dtype = np.dtype(ctx.dtype)
+
+    def survivors(self, fu, vu, generation: int):
+        """Union positions ``src (I, mu)`` int64 of the survivors of union ``fu, vu (I, 2 mu)`` in
+        generation ``generation`` (host int; draws at ``generation + rng.ctr``)."""
+        cp = self.cp
+        fu = cp.ascontiguousarray(fu, dtype=self.dtype)
+        vu = cp.ascontiguousarray(vu, dtype=self.dtype)
+        wins = cp.empty((self.I, 2 * self.mu), dtype=np.int32)
+        src = cp.empty((self.I, self.mu), dtype=np.int32)
+        g = np.int64(generation)
+        self._k_wins((self.wgrid,), (self.wblock,),
+                     (fu, vu, wins, self._keys, self._zero, g, self._ctr, np.int32(2 * self.I * self.mu)))
+        self._k_sel((self.I,), (self.sblock,), (wins, src, self._keys, self._zero, g, self._ctr),
+                    shared_mem=self.hist_smem)
+        return src.astype(np.int64)
+
+
+def make_selection(fep, ctx):
+    """A :class:`FEPSelection` for ``(fep, ctx)``, or ``None`` where it does not apply (logged)."""
+    reason = selection_unsupported_reason(fep, ctx)
+    if reason is not None:
+        log.info("FEP: array-code selection (%s)", reason)
+        return None
+    return FEPSelection(fep, ctx)
 
 
 def make_plan(fep, ctx):

@@ -71,7 +71,10 @@ DRAW_TIE       7    ``0``                     float64 ``u``; ``s = min(floor(u m
 The fused CUDA path (:mod:`isles.algorithms.ep.cuda`) draws the same numbers at the same indices and
 applies the same rules, so it selects the same individuals (up to the rounding of the objective,
 see there). On CuPy, :meth:`FEP.step`/:meth:`FEP.run` use it when the problem has a
-``cuda_objective``; otherwise the array code below runs on NumPy or CuPy.
+``cuda_objective``; otherwise the array code below runs on NumPy or CuPy. On CuPy the
+tournament and selection of that array code run as the fused kernels
+(:class:`isles.algorithms.ep.cuda.FEPSelection`, same survivors) and ``run`` replays the
+generation as one captured CUDA graph (:mod:`isles.algorithms.core.plan`).
 """
 from __future__ import annotations
 
@@ -321,8 +324,12 @@ class FEP(FusedAlgorithm):
         Xo, eta_o, fo, vo, n_nan = self.offspring(ctx, state)
         fu = xp.concatenate([state["f"], fo], axis=1)
         vu = xp.concatenate([state["v"], vo], axis=1)
-        wins = tournament_wins(ctx.rng, g, fu, vu, p.q)
-        src = select_survivors(ctx.rng, g, wins, p.pop_size, p.q)
+        fused_sel = self.module_plan(ctx, "make_selection")
+        if fused_sel is not None:  # CuPy: the same survivors in two kernels (isles.algorithms.ep.cuda)
+            src = fused_sel.survivors(fu, vu, g)
+        else:
+            wins = tournament_wins(ctx.rng, g, fu, vu, p.q)
+            src = select_survivors(ctx.rng, g, wins, p.pop_size, p.q)
         union = Population(xp.concatenate([state["X"], Xo], axis=1), fu, vu,
                            {"eta": xp.concatenate([state["eta"], eta_o], axis=1)})
         new = union.take(src)
@@ -333,12 +340,6 @@ class FEP(FusedAlgorithm):
         s["nan_evals"] = state["nan_evals"] + n_nan
         return s
 
-    def run(self, ctx: Context, state: State, n_generations: int) -> State:
-        """``n_generations`` generations on the device; the fused path replays a CUDA graph."""
-        plan = self.fused_plan(ctx)
-        if plan is not None:
-            return plan.run(state, int(n_generations))
-        return super().run(ctx, state, n_generations)
 
     def replace(self, ctx: Context, state: State, idx, immigrants: Population) -> State:
         """Immigrants in (:meth:`IslandAlgorithm.replace`), their ``eta`` kept; a step size

@@ -73,8 +73,10 @@ import warnings
 
 import numpy as np
 
+from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
 from isles.algorithms.core.graph import PingPongGraph
+from isles.algorithms.core.plan import kernels
 from isles.algorithms.ga.ga import (
     CROSSOVERS,
     DRAW_CUT,
@@ -652,7 +654,7 @@ def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int,
     M = stop - start
     out = cp.empty((rng.n_streams, M, W), dtype=np.uint32)
     gd = ((int(generation) << 16) + DRAW_MUTATE) & ((1 << 64) - 1)
-    Kd = cp.asarray(K, dtype=np.uint64)
+    Kd = device_constant(cp, np.asarray(K, dtype=np.uint64))  # uploaded once: capturable
     _KERNELS["flips"](rng.keys, rng.ctr, np.uint64(gd), Kd, np.int64(M), np.int64(W), np.int64(start),
                       np.int64(n_bits), out)
     return out
@@ -899,18 +901,9 @@ class HostGA:
 
 # ---- the CuPy plan ------------------------------------------------------------------------------
 
-_MODULES: dict = {}
-
-
 def _kernels(cp, source: str):
-    key = (cp.cuda.Device().id, source)  # a loaded module belongs to one device
-    ks = _MODULES.get(key)
-    if ks is None:
-        mod = cp.RawModule(code=source)
-        ks = {n: mod.get_function(n) for n in ("ga_select", "ga_generation", "ga_eval_rows", "ga_set_i64",
-                                                  "ga_add_i64")}
-        _MODULES[key] = ks
-    return ks
+    # compiled once per device and source (algorithms/core/plan.py)
+    return kernels(cp, source, ("ga_select", "ga_generation", "ga_eval_rows", "ga_set_i64", "ga_add_i64"))
 
 
 class FusedGA(PingPongGraph):

@@ -89,6 +89,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_range
 from isles.algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding, make_encoding
 from isles.problems.constraints import better
@@ -248,7 +249,7 @@ def tournament(rng, generation: int, f, v, group_size: int, start: int, stop: in
     S = int(group_size)
     c = np.arange(start, stop, dtype=np.int64)
     idx = (c[:, None, None] * 2 + np.arange(2)[None, :, None]) * S + np.arange(S)[None, None, :]
-    u = rng.uniform_at(generation, DRAW_SELECT, xp.asarray(idx)[None])
+    u = rng.uniform_at(generation, DRAW_SELECT, device_constant(xp, idx)[None])
     cand = xp.minimum((u * N).astype(np.int64), N - 1)  # (I, M, 2, S)
     flat = cand.reshape(I, -1)
     fc = xp.take_along_axis(f, flat, axis=1).reshape(cand.shape)
@@ -281,21 +282,21 @@ def crossover(rng, generation: int, G1, G2, start: int, stop: int, kind: str, p_
     I, M, W = G1.shape
     L = int(n_bits)
     c = np.arange(start, stop, dtype=np.int64)
-    do = rng.uniform_at(generation, DRAW_XOVER, xp.asarray(c)[None]) < p_c  # (I, M)
-    wbit = xp.asarray(32 * np.arange(W, dtype=np.int64))
+    do = rng.uniform_at(generation, DRAW_XOVER, device_constant(xp, c)[None]) < p_c  # (I, M)
+    wbit = device_constant(xp, 32 * np.arange(W, dtype=np.int64))
     if kind == "one_point":
-        u = rng.uniform_at(generation, DRAW_CUT, xp.asarray(2 * c)[None])
+        u = rng.uniform_at(generation, DRAW_CUT, device_constant(xp, 2 * c)[None])
         k = 1 + xp.minimum((u * (L - 1)).astype(np.int64), L - 2) if L >= 2 else xp.ones(u.shape, np.int64)
         m1 = _low_mask(xp, k[..., None] - wbit)
         child = (G1 & m1) | (G2 & ~m1)
     elif kind == "two_point":
-        u = rng.uniform_at(generation, DRAW_CUT, xp.asarray(2 * c[:, None] + np.arange(2))[None])
+        u = rng.uniform_at(generation, DRAW_CUT, device_constant(xp, 2 * c[:, None] + np.arange(2))[None])
         cuts = xp.minimum((u * (L + 1)).astype(np.int64), L)
         lo, hi = cuts.min(axis=-1), cuts.max(axis=-1)
         m2 = _low_mask(xp, hi[..., None] - wbit) & ~_low_mask(xp, lo[..., None] - wbit)
         child = (G1 & ~m2) | (G2 & m2)
     elif kind == "uniform":
-        z = rng.bits_at(generation, DRAW_XMASK, xp.asarray(c[:, None] * W + np.arange(W))[None])
+        z = rng.bits_at(generation, DRAW_XMASK, device_constant(xp, c[:, None] * W + np.arange(W))[None])
         m2 = (z >> np.uint64(32)).astype(np.uint32)
         child = (G1 & ~m2) | (G2 & m2)
     else:
@@ -382,10 +383,10 @@ def seed_flips(rng, generation: int, start: int, stop: int, n_bits: int, p_m: fl
     L = int(n_bits)
     W = (L + 31) // 32
     c = np.arange(start, stop, dtype=np.int64)
-    u = rng.uniform_at(generation, DRAW_MUTATE, xp.asarray(2 * c[:, None] + np.arange(2))[None])
+    u = rng.uniform_at(generation, DRAW_MUTATE, device_constant(xp, 2 * c[:, None] + np.arange(2))[None])
     do = u[..., 0] < p_m
     pos = xp.minimum((u[..., 1] * L).astype(np.int64), L - 1)
-    w = xp.asarray(np.arange(W, dtype=np.int64))
+    w = device_constant(xp, np.arange(W, dtype=np.int64))
     hit = do[..., None] & ((pos >> 5)[..., None] == w)
     bit = (np.uint32(1) << (pos & 31).astype(np.uint32))[..., None]
     return xp.where(hit, bit, np.uint32(0)).astype(np.uint32)
@@ -397,7 +398,7 @@ def random_words(rng, generation: int, draw: int, start: int, stop: int, n_bits:
     xp = rng.xp
     W = (int(n_bits) + 31) // 32
     idx = np.arange(start, stop, dtype=np.int64)[:, None] * W + np.arange(W)[None, :]
-    z = rng.bits_at(generation, draw, xp.asarray(idx)[None])
+    z = rng.bits_at(generation, draw, device_constant(xp, idx)[None])
     from isles.algorithms.core.encodings import valid_mask  # noqa: PLC0415
 
     return (z >> np.uint64(32)).astype(np.uint32) & valid_mask(n_bits, xp)
@@ -561,11 +562,4 @@ class GA(FusedAlgorithm):
         s["nan_evals"] = state["nan_evals"] + n_nan
         return s
 
-    def run(self, ctx: Context, state: State, n_generations: int) -> State:
-        """``n_generations`` generations on the device, tracking the target after each; the fused
-        path replays a captured CUDA graph and tracks inside it."""
-        plan = self.fused_plan(ctx)
-        if plan is not None:
-            return plan.run(state, int(n_generations))
-        return super().run(ctx, state, n_generations)
 
