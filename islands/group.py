@@ -60,6 +60,7 @@ class IslandGroup:
             evaluator=self.evaluator,
             rng=CounterRNG(self.xp, int(spec.get("seed", 0)), self.island_ids),
             target=spec.get("target"),
+            cuda_graph=bool(spec.get("cuda_graph", True)),
         )
         self.state = self.algorithm.track_target(self.ctx, self.algorithm.init(self.ctx))
         # GPU fast path: replay one captured generation as a CUDA graph (algorithms/core/graph.py)

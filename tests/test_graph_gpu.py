@@ -171,6 +171,18 @@ def test_de_fused_variation_is_bit_identical_to_array_trial():
             assert _same(fused.trial(cc, s), plain.trial(cc, s)), (kw, g)
 
 
+def test_cuda_graph_false_issues_array_code_uncaptured():
+    prob = UserRastrigin(6)
+    cn, cc = _pair(prob)
+    cc.cuda_graph = False  # config cuda_graph=false (IslandGroup passes it to the context)
+    an, ac = FAMILIES["de_rand1_bin"](), FAMILIES["de_rand1_bin"]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not a capture failure: no warning
+        sc = ac.run(cc, ac.init(cc), 7)
+    assert id(cc) not in ac._captures
+    _assert_same_population(ac, an.run(cn, an.init(cn), 7), sc)
+
+
 def _same(a, b):
     return a.shape == b.shape and bool(cp.all(a.view(np.uint8) == b.view(np.uint8)))
 

@@ -90,6 +90,9 @@ class Context:
         target: stop rule ``stop.f_target + stop.tol``, or ``None``: an island *reaches the
             target* when its best individual is feasible with ``f <= target``; the generation at
             which it first does is recorded in ``state["hit_generation"]`` (:meth:`IslandAlgorithm.track_target`).
+        cuda_graph: on CuPy, capture array-code generations as a CUDA graph
+            (:class:`isles.algorithms.core.plan.CapturedRun`; config ``cuda_graph``); ``False``
+            issues them call by call (fully fused plans are unaffected).
     """
 
     xp: Any
@@ -97,6 +100,7 @@ class Context:
     evaluator: Evaluator
     rng: CounterRNG
     target: float | None = None
+    cuda_graph: bool = True
 
     def __post_init__(self):
         p = self.evaluator.problem

@@ -244,8 +244,9 @@ class CapturedRun:
 
 def captured_run(algorithm, ctx, state: dict, n_generations: int, cache: dict) -> dict | None:
     """:meth:`CapturedRun.run` of the :class:`CapturedRun` for ``ctx`` kept in ``cache`` (keyed by
-    the context; built at the first call). ``None`` on NumPy, or where the capture failed."""
-    if ctx.xp is np:
+    the context; built at the first call). ``None`` on NumPy, with ``ctx.cuda_graph`` off (config
+    ``cuda_graph=false``), or where the capture failed."""
+    if ctx.xp is np or not getattr(ctx, "cuda_graph", True):
         return None
     hit = cache.get(id(ctx))
     if hit is None or hit.ctx is not ctx:
