@@ -32,7 +32,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = re.compile(r"^isles: best f=(\S+) .* mlflow_run=(\w+)$", re.M)
-SMALL = ["+experiment=cmepso", "generations=20", "islands.n=2", "algorithm.n_particles=10", "progress=false"]
+SMALL = ["+experiment=cmepso", "generations=20", "islands.n=2", "algorithm.n_particles=10", "progress=false",
+         "device=cpu"]
 
 
 def free_port() -> int:

@@ -104,6 +104,6 @@ def test_wheel_runs_the_main_job_from_an_empty_directory(wheel, tmp_path):
                            cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert probe.stdout.startswith(str(site)) and probe.stdout.split()[-1] == "None", probe.stdout + probe.stderr
     proc = subprocess.run([sys.executable, "-m", "isles", "+experiment=cmepso", "generations=20", "logger=none",
-                           "progress=false"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+                           "progress=false", "device=cpu"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "isles: best f=" in proc.stdout and "feasible" in proc.stdout

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: a de_islands run small enough for CI: 2 islands of 10 on Rastrigin D=5, 20 generations
 TINY = ["+experiment=de_islands", "logger=none", "progress=false", "generations=20", "islands.n=2",
-        "algorithm.pop_size=10", "problem.dim=5"]
+        "algorithm.pop_size=10", "problem.dim=5", "device=cpu"]
 RESULT = re.compile(r"isles: best f=(\S+) ")
 #: a custom resource that only the cluster's worker nodes have: a job that needs it runs on one of them
 WORKER = "isles_sweep_node"
