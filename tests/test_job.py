@@ -28,7 +28,7 @@ def store(tmp_path):
 
 
 def test_tracked_run_reads_back(ray_local, store):
-    cfg = make_cfg("+experiment=cmepso", "generations=20", "islands.n=4", "algorithm.n_particles=10",
+    cfg = make_cfg("+experiment=cmepso", "generations=20", "islands.n=4", "islands.n_actors=2", "algorithm.n_particles=10",
                    f"logger.tracking_uri={store}", "logger.experiment_name=test-isles", "progress=false", "device=cpu")
     result, run_id = run_job(cfg)
     client = MlflowClient(tracking_uri=store)
