@@ -74,6 +74,7 @@ def test_unknown_problem_lists_the_options():
     assert "welded_beam" in p.stderr and "speed_reducer" in p.stderr  # the allowed values
 
 
+@pytest.mark.slow  # a whole run
 def test_user_problem_plugs_in_through_config():
     p = run_cli("problem._target_=tests.user_problems.ShiftedSphere", "+problem.dim=2", "generations=40",
                 "islands.n=2", "islands.n_actors=1", "logger=none", "ray.num_cpus=1", "device=cpu")
@@ -81,6 +82,7 @@ def test_user_problem_plugs_in_through_config():
     assert "shifted_sphere" in p.stdout and "feasible" in p.stdout
 
 
+@pytest.mark.slow  # a whole run
 def test_quiet_run_still_prints_its_result():
     p = run_cli("+experiment=cmepso", "generations=20", "progress=false", "logger=none", "ray.num_cpus=1", "device=cpu")
     assert p.returncode == 0, p.stderr[-2000:]
@@ -88,6 +90,7 @@ def test_quiet_run_still_prints_its_result():
     assert "feasible" in line and "evaluations=" in line
 
 
+@pytest.mark.slow  # Ray actors
 def test_failure_inside_an_actor_is_one_line_with_the_users_file():
     p = run_cli("problem._target_=tests.user_problems.FailingSphere", "+problem.fail_after=8", "generations=50",
                 "islands.n=2", "islands.n_actors=2", "logger=none", "progress=false", "ray.num_cpus=2", "device=cpu")
@@ -116,6 +119,7 @@ def test_cde_bad_input_one_line_error(args, needle):
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
 
 
+@pytest.mark.slow  # a whole run
 def test_cde_runs_as_typed():
     """``python run.py +experiment=cde problem=g07`` as typed, on a budget (2 islands, 3 cycles)."""
     p = run_cli("+experiment=cde", "problem=g07", "algorithm.n_cycles=3", "islands.n=2", "logger=none",

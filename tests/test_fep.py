@@ -420,6 +420,7 @@ def test_bad_input_one_line_error_on_the_command_line(args, needle):
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.slow  # a whole run
 def test_run_py_experiment_fep_end_to_end():
     """``python run.py +experiment=fep`` as users type it (a shorter budget, no MLflow)."""
     p = _cli("+experiment=fep", "generations=40", "logger=none", "device=cpu")

@@ -9,7 +9,8 @@ from mlflow.tracking import MlflowClient
 from isles.islands.job import run_job
 from tests.helpers import make_cfg
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# slow: real Ray actors and MLflow stores (CI runs them; the quick run -m "not slow" does not)
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

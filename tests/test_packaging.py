@@ -82,6 +82,7 @@ def wheel(tmp_path_factory) -> Path:
     return whl
 
 
+@pytest.mark.slow  # builds the wheel
 def test_wheel_has_one_top_level_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
@@ -93,6 +94,7 @@ def test_wheel_has_one_top_level_package(wheel):
     assert entry and "isles = isles.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
 
 
+@pytest.mark.slow  # builds and installs the wheel, a whole run
 def test_wheel_runs_the_main_job_from_an_empty_directory(wheel, tmp_path):
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target",

@@ -1,11 +1,13 @@
 """Start-up (issue 16 §4): a local run imports neither Ray nor Optuna; CuPy is imported without
 the Optuna import that ``cupyx`` makes; a CPU run's islands share one actor unless asked.
-Timings are in ``benchmarks/startup_bench.py``, never here."""
+Timings are in ``benchmarks/job_bench.py``, never here."""
 import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from isles.islands.placement import needs_ray
 from tests.helpers import make_cfg, plain
@@ -22,6 +24,7 @@ def imported_modules(*args: str) -> set[str]:
     return {m.group(1).split(".")[0] for m in re.finditer(r"^import time:.*\|\s*(\S+)$", p.stderr, re.M)}
 
 
+@pytest.mark.slow  # a whole run
 def test_local_run_imports_neither_ray_nor_optuna():
     """``+experiment=cmepso device=cpu logger=none``: one island group in this process, so no Ray
     (Ray is not even imported to ask whether it is running) and no Optuna."""

@@ -34,6 +34,7 @@ def job_config(sweep_dir: Path, job: int):
     return OmegaConf.load(sweep_dir / str(job) / ".hydra" / "config.yaml")
 
 
+@pytest.mark.slow  # an Optuna sweep of whole runs
 def test_optuna_sweep_minimises_the_best_f(tmp_path):
     n_trials = 4
     p = run_sweep(*TINY, "islands.n_actors=1", "hparams_search=de_optuna", f"hydra.sweeper.n_trials={n_trials}",
@@ -95,6 +96,7 @@ def worker_logs(cluster) -> list[tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow  # a multi-node Ray cluster
 def test_ray_launcher_runs_a_sweep_on_a_multi_node_cluster(ray_cluster, tmp_path):
     # job 0: one island group, run in the task's own process; job 1: two groups, whose actors the
     # job starts on the cluster from inside its task (init_ray finds Ray already initialized)
