@@ -26,30 +26,25 @@ def _runs_isles(args: list[str]) -> bool:
 def cpu_tests_name_their_device(request, monkeypatch):
     """A test without ``@pytest.mark.gpu`` that runs isles must say ``device=cpu``: ``device``
     defaults to ``auto``, which takes the GPU on a GPU workstation, so such a test would pass here
-    and fail there. This guard fails it on every machine instead, at the three doors of a run: a
-    :class:`Coordinator` (in-process runs and ``run_job``), an :class:`IslandGroup`, and a
-    subprocess running ``run.py``/``isles`` without a ``device=`` override. It forces nothing: a
-    test that names no device fails with a message saying so."""
+    and fail there. This guard fails it on every machine instead, at the two doors of a run: a
+    :class:`Coordinator` (in-process runs and ``run_job``; it hands its island groups a concrete
+    device) and a subprocess running ``run.py``/``isles`` without a ``device=`` override. It
+    forces nothing: a test that names no device fails with a message saying so. (Not patched:
+    ``IslandGroup``, whose class Ray pickles into its actors.)"""
     if request.node.get_closest_marker("gpu"):
         return
     from isles.islands.coordinator import Coordinator  # noqa: PLC0415
-    from isles.islands.group import IslandGroup  # noqa: PLC0415
 
     def refuse(where: str):
         pytest.fail(f"{request.node.nodeid}: {where} with device=auto; a CPU test must say device=cpu "
                     "(or carry @pytest.mark.gpu)", pytrace=False)
 
-    coordinator_init, group_init, popen_init = Coordinator.__init__, IslandGroup.__init__, subprocess.Popen.__init__
+    coordinator_init, popen_init = Coordinator.__init__, subprocess.Popen.__init__
 
     def coordinator(self, cfg, *a, **k):
         if cfg.get("device", "auto") == "auto":
             refuse("Coordinator")
         coordinator_init(self, cfg, *a, **k)
-
-    def group(self, spec):
-        if spec.get("device", "auto") == "auto":
-            refuse("IslandGroup")
-        group_init(self, spec)
 
     def popen(self, args, *a, **k):
         argv = _argv(args)
@@ -59,5 +54,4 @@ def cpu_tests_name_their_device(request, monkeypatch):
         popen_init(self, args, *a, **k)
 
     monkeypatch.setattr(Coordinator, "__init__", coordinator)
-    monkeypatch.setattr(IslandGroup, "__init__", group)
     monkeypatch.setattr(subprocess.Popen, "__init__", popen)
