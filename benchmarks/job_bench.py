@@ -7,11 +7,13 @@ creates the database, is reported apart). Whole process: the wall clock around t
 line that ``progress=false`` prints (the coordinator's own timer: actors started, device
 synchronised at every epoch's end); start-up is their difference. One more, untimed process
 per case runs under ``python -X importtime`` to list which of the heavy optional modules
-(:data:`WATCHED`) it imported: a local run needs neither Ray nor Optuna. Prints one Markdown
-table (medians).
+(:data:`WATCHED`) it imported (or tried to: ``-X importtime`` lists a module that is not
+installed too, e.g. ``cupy`` on a CPU machine with ``device=auto``): a local run needs neither
+Ray nor Optuna. Prints one Markdown table (medians).
 
     python benchmarks/job_bench.py                                   # the README's first command
     python benchmarks/job_bench.py --case "device=cpu logger=none" --case "device=cpu" --case ""  # start-up
+    python benchmarks/job_bench.py --experiment de_islands --case "device=cpu logger=none"
 
     python benchmarks/job_bench.py --case "device=gpu" --case "device=gpu logger=none"
     taskset -c 0,1 python benchmarks/job_bench.py --case "ray.num_cpus=2"   # a 2-core machine
