@@ -5,9 +5,16 @@ Each case runs ``--repeats`` times as a fresh process in one scratch directory (
 creates the database, is reported apart). Whole process: the wall clock around the process
 (start-up, Ray, MLflow, evolution, artifacts, shutdown). Evolution: the ``wall=`` of the result
 line that ``progress=false`` prints (the coordinator's own timer: actors started, device
-synchronised at every epoch's end). Prints one Markdown table (medians).
+synchronised at every epoch's end); start-up is their difference. One more, untimed process
+per case runs under ``python -X importtime`` to list which of the heavy optional modules
+(:data:`WATCHED`) it imported (or tried to: ``-X importtime`` lists a module that is not
+installed too, e.g. ``cupy`` on a CPU machine with ``device=auto``): a local run needs neither
+Ray nor Optuna. Prints one Markdown table (medians).
 
     python benchmarks/job_bench.py                                   # the README's first command
+    python benchmarks/job_bench.py --case "device=cpu logger=none" --case "device=cpu" --case ""  # start-up
+    python benchmarks/job_bench.py --experiment de_islands --case "device=cpu logger=none"
+
     python benchmarks/job_bench.py --case "device=gpu" --case "device=gpu logger=none"
     taskset -c 0,1 python benchmarks/job_bench.py --case "ray.num_cpus=2"   # a 2-core machine
     git worktree add /tmp/old HEAD~5 && python benchmarks/job_bench.py --baseline /tmp/old --repeats 5
@@ -26,6 +33,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: optional modules whose import alone costs a second or more (issue 16 §4)
+WATCHED = ("ray", "optuna", "mlflow", "cupy")
+
 
 def run_once(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py") -> tuple[float, float, str]:
     """One process of ``run_py``: ``(whole-process seconds, evolution seconds, result line)``.
@@ -40,6 +50,16 @@ def run_once(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py
     if p.returncode != 0 or line is None:
         raise SystemExit(f"job_bench: {' '.join(cmd)} failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
     return whole, float(re.search(r" wall=([\d.]+)s", line).group(1)), line
+
+
+def imported(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py") -> str:
+    """Which of :data:`WATCHED` one process of ``run_py`` imports (``python -X importtime``), e.g.
+    ``"mlflow"``, or ``"-"`` for none."""
+    cmd = [sys.executable, "-X", "importtime", str(run_py), f"+experiment={experiment}", "progress=false",
+           *shlex.split(case)]
+    err = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True).stderr
+    mods = {m.group(1).split(".")[0] for m in re.finditer(r"^import time:.*\|\s*(\S+)$", err, re.M)}
+    return ", ".join(m for m in WATCHED if m in mods) or "-"
 
 
 def main() -> None:
@@ -59,6 +79,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as scratch:
             cwds = {v: tempfile.mkdtemp(dir=scratch) for v in versions}
             first = {v: run_once(args.experiment, case, cwds[v], r) for v, r in versions.items()}
+            mods = {v: imported(args.experiment, case, cwds[v], r) for v, r in versions.items()}
             runs = {v: [] for v in versions}
             for _ in range(args.repeats):  # interleaved: the machine's drift hits every version alike
                 for v, r in versions.items():
@@ -66,15 +87,17 @@ def main() -> None:
         for v in versions:
             whole = statistics.median(r[0] for r in runs[v])
             evo = statistics.median(r[1] for r in runs[v])
-            rows.append((v, case or "(defaults)", first[v][0], whole, evo, runs[v][-1][2]))
+            rows.append((v, case or "(defaults)", first[v][0], whole, evo, mods[v], runs[v][-1][2]))
             print(f"{v}, {case or '(defaults)'}: first {first[v][0]:.2f} s, whole {whole:.2f} s, "
-                  f"evolution {evo:.2f} s", flush=True)
+                  f"evolution {evo:.2f} s, imports {mods[v]}", flush=True)
     print(f"\n| version | `+experiment={args.experiment}` overrides | first run, whole process s | whole process s "
-          f"(median of {args.repeats}) | evolution s | result |")
-    print("|---|---|---|---|---|---|")
-    for version, case, first, whole, evo, line in rows:
+          f"(median of {args.repeats}) | evolution s | start-up s (whole - evolution) | imports of "
+          f"{'/'.join(WATCHED)} | result |")
+    print("|---|---|---|---|---|---|---|---|")
+    for version, case, first, whole, evo, mods, line in rows:
         f = re.search(r"best f=(\S+) (\S+)", line)
-        print(f"| {version} | `{case}` | {first:.2f} | {whole:.2f} | {evo:.2f} | f={f.group(1)} {f.group(2)} |")
+        print(f"| {version} | `{case}` | {first:.2f} | {whole:.2f} | {evo:.2f} | {whole - evo:.2f} | {mods} | "
+              f"f={f.group(1)} {f.group(2)} |")
 
 
 if __name__ == "__main__":

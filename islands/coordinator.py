@@ -192,11 +192,10 @@ class Coordinator:
         in-process on this machine (one device: a local GPU when CuPy sees one)."""
         isl = self.cfg["islands"]
         if self.use_ray:
-            return plan_nodes(self.n, self.cfg.get("device", "auto"), {**isl, "migration_interval": self.interval},
-                              cluster_nodes())
-        resources = {"CPU": 1, "GPU": min(1, local_resources()["GPU"])}  # one device: this one
-        return plan(self.n, self.cfg.get("device", "auto"), isl.get("n_actors"), resources,
-                    migration_interval=self.interval)
+            return plan_nodes(self.n, self.cfg.get("device", "auto"), isl, cluster_nodes())
+        device = self.cfg.get("device", "auto")
+        resources = {"CPU": 1, "GPU": min(1, local_resources(device=device)["GPU"])}  # one device: this one
+        return plan(self.n, device, isl.get("n_actors"), resources)
 
     def _start_groups(self, p):
         """One island group per block of ``p.groups``: Ray actors, each in its bundle of the

@@ -1,10 +1,11 @@
 """Placement: how many island-group actors, on which devices, hosting which islands.
 
 With GPUs, one actor owns each GPU (``num_gpus=1``) and hosts its share of the islands as one
-batch; without GPUs, one actor per CPU core (at most one per island) runs NumPy, except when the
-islands exchange every generation (``islands.migration_interval=1``): then one actor hosts them
-all, because a Ray round trip per generation (milliseconds) costs more than a second core gains
-on NumPy-sized islands. ``islands.n_actors`` overrides both.
+batch; without GPUs, one actor hosts all the islands (NumPy), and a local run then needs no Ray
+at all (:func:`needs_ray`): starting a Ray actor costs seconds on a small machine (15-25 s of a
+17-32 s ``+experiment=de_islands`` run on 2 cores, for the same result as 2.8 s in one process;
+issue 16 §4), more than a second core gains on NumPy-sized islands. ``islands.n_actors=N`` asks
+for N CPU actors (one core each), ``islands.placement=strict_spread`` for one per node.
 
 On Ray the actors are placed with a **placement group**: one bundle per actor (``{"GPU": 1}``, or
 ``{"CPU": 1}`` without GPUs), reserved before any actor starts, with the strategy of
@@ -17,6 +18,7 @@ lost, Ray moves its bundles to the remaining nodes (where they fit) and restarts
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, replace
 
 from isles.algorithms.core.backend import DEVICES, cupy_or_none
@@ -67,17 +69,15 @@ def split(n_islands: int, n_actors: int) -> list[list[int]]:
     return out
 
 
-def plan(n_islands: int, device: str, n_actors: int | None, resources: dict,
-         migration_interval: int | None = None) -> Placement:
+def plan(n_islands: int, device: str, n_actors: int | None, resources: dict) -> Placement:
     """Decide the actors for ``n_islands`` islands on a cluster with ``resources``.
 
     Args:
         n_islands: islands in the archipelago (>= 1).
         device: ``auto|cpu|gpu``.
-        n_actors: actors wanted, or ``None`` for one per GPU (GPU) / per CPU (CPU).
+        n_actors: actors wanted, or ``None`` for one per GPU (GPU) / one in all (CPU; module
+            docstring).
         resources: ``ray.cluster_resources()`` (keys ``CPU``, ``GPU``).
-        migration_interval: generations between exchanges; ``1`` puts CPU islands in one actor
-            when ``n_actors`` is ``None`` (module docstring).
 
     Raises:
         ValueError: ``islands.n < 1``, ``islands.n_actors < 1``, unknown device, or
@@ -94,12 +94,7 @@ def plan(n_islands: int, device: str, n_actors: int | None, resources: dict,
         raise ValueError("device=gpu: no GPU is visible to Ray on this machine or cluster; allowed values here are auto|cpu")
     use_gpu = device != "cpu" and n_gpus > 0
     if n_actors is None:
-        if use_gpu:
-            n_actors = n_gpus
-        elif migration_interval == 1:
-            n_actors = 1
-        else:
-            n_actors = max(1, int(resources.get("CPU", 1)))
+        n_actors = n_gpus if use_gpu else 1
     if use_gpu and n_actors > n_gpus:
         raise ValueError(f"islands.n_actors={n_actors}: allowed values are 1..{n_gpus} (one actor per GPU)")
     n_actors = min(n_actors, n_islands)
@@ -139,7 +134,7 @@ def cluster_nodes() -> list[dict]:
 
 def plan_nodes(n_islands: int, device: str, isl: dict, nodes: list[dict]) -> Placement:
     """:func:`plan` on a cluster of ``nodes`` (:func:`cluster_nodes`), with the placement
-    fields of ``islands`` (``n_actors``, ``n_nodes``, ``placement``, ``migration_interval``).
+    fields of ``islands`` (``n_actors``, ``n_nodes``, ``placement``).
 
     The actors use GPUs when any node has one (and ``device`` is not ``cpu``); ``islands.n_nodes``
     keeps the nodes with the most of that resource (ties by node id); ``strict_spread`` starts
@@ -160,8 +155,7 @@ def plan_nodes(n_islands: int, device: str, isl: dict, nodes: list[dict]) -> Pla
         usable = sorted(usable, key=lambda n: (-n[key], n["node_id"]))[:n_nodes]
     if strategy == "strict_spread" and n_actors is None:
         n_actors = len(usable)
-    p = plan(n_islands, device, n_actors, {k: sum(n[k] for n in usable) for k in ("CPU", "GPU")},
-             isl.get("migration_interval"))
+    p = plan(n_islands, device, n_actors, {k: sum(n[k] for n in usable) for k in ("CPU", "GPU")})
     n = len(p.groups)
     field = f"islands.n_actors={n_actors}" if n_actors is not None else f"islands.n={n_islands}"
     if strategy == "strict_spread" and n > len(usable):
@@ -215,7 +209,10 @@ def actor_options(p: Placement, pg=None, index: int = 0, max_restarts: int = 0) 
 
 def ray_location() -> dict:
     """Where this process runs in Ray: ``{"ray_gpu_ids": [str], "node_id": hex str, "node_ip":
-    str}``; no GPU ids and ``None`` node outside Ray."""
+    str}``; no GPU ids and ``None`` node outside Ray (a process that has not imported ``ray`` is
+    outside it: Ray is not imported to find that out, issue 16 §4)."""
+    if "ray" not in sys.modules:
+        return {"ray_gpu_ids": [], "node_id": None, "node_ip": None}
     try:
         import ray  # noqa: PLC0415
 
@@ -238,23 +235,25 @@ def where(info: dict) -> str:
     return f"{text} ({info['host']})"
 
 
-def local_resources(num_cpus: int | None = None) -> dict:
+def local_resources(num_cpus: int | None = None, device: str = "auto") -> dict:
     """This machine's resources as Ray would count them: ``{"CPU": cores (or num_cpus), "GPU":
-    CUDA devices CuPy sees}``."""
+    CUDA devices CuPy sees}``; with ``device="cpu"`` the GPUs are not looked for (``"GPU": 0``:
+    a CPU run neither imports CuPy nor initialises CUDA)."""
     import os  # noqa: PLC0415
 
-    cp = cupy_or_none()
+    cp = cupy_or_none() if device != "cpu" else None
     gpus = int(cp.cuda.runtime.getDeviceCount()) if cp is not None else 0
     return {"CPU": int(num_cpus or os.cpu_count() or 1), "GPU": gpus}
 
 
 def needs_ray(cfg: dict) -> bool:
     """Whether a run needs Ray at all: a cluster address, async mode, or more than one island
-    group on this machine. A local run whose islands share one group (one GPU; CPU islands that
-    exchange every generation) runs in this process instead: the same code and result, without
-    Ray's seconds of start-up and shutdown."""
+    group on this machine. A local run whose islands share one group (one GPU; CPU islands unless
+    ``islands.n_actors`` asks for more) runs in this process instead: the same code and result,
+    without Ray's seconds of start-up and shutdown, and without importing Ray."""
     isl = cfg["islands"]
     if (cfg.get("ray") or {}).get("address") or isl.get("mode", "sync") != "sync":
         return True
-    here = {"node_id": "local", "ip": "127.0.0.1", **local_resources((cfg.get("ray") or {}).get("num_cpus"))}
-    return len(plan_nodes(isl["n"], cfg.get("device", "auto"), isl, [here]).groups) > 1
+    device = cfg.get("device", "auto")
+    here = {"node_id": "local", "ip": "127.0.0.1", **local_resources((cfg.get("ray") or {}).get("num_cpus"), device)}
+    return len(plan_nodes(isl["n"], device, isl, [here]).groups) > 1

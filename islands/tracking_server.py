@@ -15,10 +15,7 @@ not probed. Imports nothing from MLflow (seconds), only the standard library.
 from __future__ import annotations
 
 import os
-import ssl
 import sys
-import urllib.error
-import urllib.request
 from urllib.parse import urlsplit
 
 #: seconds the ``/health`` probe waits for the server (a refused connection returns at once)
@@ -36,9 +33,12 @@ def tracking_uri_of(logger_cfg: dict) -> tuple[str | None, str]:
     return (env, f"logger.tracking_uri=null (MLFLOW_TRACKING_URI={env!r})") if env else (None, "")
 
 
-def _ssl_context() -> ssl.SSLContext | None:
+def _ssl_context():
     """The TLS settings MLflow's client would use: ``MLFLOW_TRACKING_INSECURE_TLS=true`` skips
-    verification, ``MLFLOW_TRACKING_SERVER_CERT_PATH`` names a CA bundle."""
+    verification, ``MLFLOW_TRACKING_SERVER_CERT_PATH`` names a CA bundle. Returns an
+    ``ssl.SSLContext`` or ``None`` (Python's default)."""
+    import ssl  # noqa: PLC0415  (with urllib.request: only a run that logs to a server needs them)
+
     if os.environ.get("MLFLOW_TRACKING_INSECURE_TLS", "").lower() == "true":
         return ssl._create_unverified_context()  # noqa: S323  (the user asked for it, as MLflow does)
     cafile = os.environ.get("MLFLOW_TRACKING_SERVER_CERT_PATH")
@@ -53,6 +53,9 @@ def probe(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
         server answers too, and MLflow's client reports what it says), else the reason in a few
         words (``[Errno 111] Connection refused``, ``timed out``, a TLS error).
     """
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
     url = uri.rstrip("/") + "/health"
     try:
         with urllib.request.urlopen(url, timeout=timeout_s, context=_ssl_context()):  # noqa: S310  (http(s) only)

@@ -2,7 +2,8 @@
 
 The contract (:class:`isles.problems.base.Problem`) makes every fused objective valid C under
 ``-DISLES_HOST_EMU``. :func:`host_objective` compiles ``prelude + problem.cuda_objective + a C
-evaluation loop`` with ``gcc -DISLES_HOST_EMU -DIS_F32=0|1 -O2 -ffp-contract=off -shared -fPIC``,
+evaluation loop`` with ``cc -DISLES_HOST_EMU -DIS_F32=0|1 -O2 -ffp-contract=off -shared -fPIC``
+(:func:`compile_c`, the one compiler invocation of every host emulation),
 loads it with :mod:`ctypes` and evaluates rows serially, the way a kernel does: ``obj_init``;
 thread ``t`` of ``n_threads`` folds ``j = t, t + n_threads, ...`` (``obj_term``, or ``obj_unit``
 over ``u``) into its own accumulators; the threads' accumulators are merged in thread order with
@@ -85,9 +86,50 @@ void isles_eval(const T* X, long rows, int n_words, int n, int n_threads, T* f, 
 _CACHE: dict = {}
 
 
+#: the flags of every host emulation: float contraction off, so ``a * b + c`` rounds twice as
+#: NumPy does (GCC contracts it into an FMA by default), whatever the compiler
+HOST_FLAGS = ("-O2", "-ffp-contract=off", "-shared", "-fPIC")
+
+
 def compiler() -> str | None:
-    """Path of ``gcc`` (or ``$CC``), or ``None`` when no C compiler is found."""
-    return shutil.which(os.environ.get("CC", "gcc"))
+    """The C compiler of every host emulation (``$CC``, ``cc``, ``gcc`` or ``clang``, the first on
+    ``PATH``), or ``None``."""
+    for cc in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if cc and shutil.which(cc):
+            return cc
+    return None
+
+
+def compile_c(source: str, flags: tuple = ()) -> ctypes.CDLL:
+    """Compile C ``source`` with :func:`compiler`, :data:`HOST_FLAGS` and ``flags`` into a shared
+    library and load it (cached by source and flags for the process). The one compiler invocation
+    of the host emulations: problems' objectives (:func:`host_objective`), the fused GA and FEP
+    generations (``isles.algorithms.ga.cuda.compile_host``) and CDE's pair kernel
+    (``isles.algorithms.coevolution.cuda.host_pairs``).
+
+    Raises:
+        RuntimeError: no C compiler, or the compilation failed (the command and its messages).
+    """
+    key = hashlib.sha256("\0".join((*flags, source)).encode()).hexdigest()
+    lib = _CACHE.get(key)
+    if lib is not None:
+        return lib
+    cc = compiler()
+    if cc is None:
+        raise RuntimeError("host emulation needs a C compiler ($CC, cc, gcc or clang on PATH)")
+    d = tempfile.mkdtemp(prefix="isles_host_")
+    c_path, so_path = os.path.join(d, "unit.c"), os.path.join(d, "unit.so")
+    with open(c_path, "w") as fh:
+        fh.write(source)
+    cmd = [cc, *HOST_FLAGS, *flags, c_path, "-o", so_path, "-lm"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        shutil.rmtree(d, ignore_errors=True)
+        raise RuntimeError(f"host emulation: {' '.join(cmd)} failed:\n{res.stderr[-4000:]}")
+    lib = ctypes.CDLL(so_path)
+    shutil.rmtree(d, ignore_errors=True)  # the loaded library outlives its file
+    _CACHE[key] = lib
+    return lib
 
 
 def pack_bits_le(B) -> np.ndarray:
@@ -152,7 +194,7 @@ def host_objective(problem, prelude: str, dtype=np.float64) -> HostObjective:
     Raises:
         ValueError: no ``cuda_objective``, bad macros (:func:`isles.problems.base.objective_macros`) or
             an unsupported dtype.
-        RuntimeError: no C compiler, or the compilation failed (the message holds gcc's output).
+        RuntimeError: no C compiler, or the compilation failed (the message holds the compiler's output).
     """
     src = getattr(problem, "cuda_objective", None)
     if src is None:
@@ -165,23 +207,6 @@ def host_objective(problem, prelude: str, dtype=np.float64) -> HostObjective:
     is_f32 = int(dtype == np.float32)
     n = int(problem.n_bits if genome == "bits" else problem.dim)
     unit = f"#define ISLES_BITS {int(genome == 'bits')}\n" + prelude + "\n" + src + "\n" + _HARNESS
-    key = hashlib.sha256(f"{is_f32}\n{unit}".encode()).hexdigest()
-    lib = _CACHE.get(key)
-    if lib is None:
-        cc = compiler()
-        if cc is None:
-            raise RuntimeError("host objective: no C compiler (gcc) found")
-        d = tempfile.mkdtemp(prefix="isles_obj_")
-        c_path, so_path = os.path.join(d, "obj.c"), os.path.join(d, "obj.so")
-        with open(c_path, "w") as fh:
-            fh.write(unit)
-        cmd = [cc, "-DISLES_HOST_EMU", f"-DIS_F32={is_f32}", "-O2", "-ffp-contract=off", "-Wall",
-               "-Wno-unused-function", "-shared", "-fPIC", c_path, "-o", so_path, "-lm"]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise RuntimeError(f"host objective: {' '.join(cmd)} failed:\n{res.stderr}")
-        lib = ctypes.CDLL(so_path)
-        shutil.rmtree(d, ignore_errors=True)  # the loaded library outlives its file
-        lib.isles_eval.restype = None
-        _CACHE[key] = lib
+    lib = compile_c(unit, ("-DISLES_HOST_EMU", f"-DIS_F32={is_f32}", "-Wall", "-Wno-unused-function"))
+    lib.isles_eval.restype = None
     return HostObjective(lib, unit, dtype, genome, n)

@@ -1,7 +1,57 @@
-"""Put the repository root on ``sys.path`` so tests import ``problems``/``algorithms`` uninstalled."""
+"""Put the repository root on ``sys.path`` so tests import ``problems``/``algorithms`` uninstalled,
+and keep CPU tests from picking a GPU by chance (issue 16 §3)."""
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+
+def _argv(args) -> list[str]:
+    """A subprocess' command line as a list of strings."""
+    return [str(a) for a in args] if isinstance(args, (list, tuple)) else str(args).split()
+
+
+def _runs_isles(args: list[str]) -> bool:
+    """Whether a command line starts an isles run (``run.py``, ``-m isles`` or the ``isles`` command)."""
+    names = [Path(a).name for a in args]
+    return "run.py" in names or "isles" in names[:1] or any(a == "-m" and b == "isles" for a, b in zip(args, args[1:]))
+
+
+@pytest.fixture(autouse=True)
+def cpu_tests_name_their_device(request, monkeypatch):
+    """A test without ``@pytest.mark.gpu`` that runs isles must say ``device=cpu``: ``device``
+    defaults to ``auto``, which takes the GPU on a GPU workstation, so such a test would pass here
+    and fail there. This guard fails it on every machine instead, at the two doors of a run: a
+    :class:`Coordinator` (in-process runs and ``run_job``; it hands its island groups a concrete
+    device) and a subprocess running ``run.py``/``isles`` without a ``device=`` override. It
+    forces nothing: a test that names no device fails with a message saying so. (Not patched:
+    ``IslandGroup``, whose class Ray pickles into its actors.)"""
+    if request.node.get_closest_marker("gpu"):
+        return
+    from isles.islands.coordinator import Coordinator  # noqa: PLC0415
+
+    def refuse(where: str):
+        pytest.fail(f"{request.node.nodeid}: {where} with device=auto; a CPU test must say device=cpu "
+                    "(or carry @pytest.mark.gpu)", pytrace=False)
+
+    coordinator_init, popen_init = Coordinator.__init__, subprocess.Popen.__init__
+
+    def coordinator(self, cfg, *a, **k):
+        if cfg.get("device", "auto") == "auto":
+            refuse("Coordinator")
+        coordinator_init(self, cfg, *a, **k)
+
+    def popen(self, args, *a, **k):
+        argv = _argv(args)
+        # a resumed run takes its device from the checkpoint's config
+        if _runs_isles(argv) and not any(x.startswith(("device=", "++device=", "checkpoint.resume=")) for x in argv):
+            refuse(f"subprocess {' '.join(argv)[:200]}")
+        popen_init(self, args, *a, **k)
+
+    monkeypatch.setattr(Coordinator, "__init__", coordinator)
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)

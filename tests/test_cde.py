@@ -299,6 +299,7 @@ def test_host_emulated_pair_kernel_equals_numpy(pid):
     assert np.all(goty[0] == np.inf) and ny_nan == 6
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.parametrize("pid", ["g01", "g07", "g09", "g10", "spring"])
 @pytest.mark.parametrize("strategy", ["rand/1", "best/1"])

@@ -12,7 +12,8 @@ from isles.islands import checkpoint
 from isles.islands.coordinator import Coordinator
 from tests.helpers import make_cfg, plain
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# slow: real Ray actors killed and restarted, runs interrupted and resumed (CI runs them; the quick run -m "not slow" does not)
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
 
 DE = ["+experiment=de_islands", "problem._target_=tests.user_problems.SlowSphere", "problem.dim=6",
       "+problem.delay_s=0.004", "algorithm.pop_size=12", "generations=120", "islands.n=4",

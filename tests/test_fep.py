@@ -288,30 +288,69 @@ HOST_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", range(len(HOST_CASES)))
-def test_host_emulated_kernel_equals_numpy(case):
-    """The fused generation's C code (draws, mutation, bounds, objective, NaN rule, opponents,
-    threshold, tie rule) selects the same individuals as the NumPy twin; float64 offspring agree
-    to the last bit (up to the C library's math functions)."""
-    if ep_cuda.host_compiler() is None:
-        pytest.skip("no C compiler for the host emulation")
+def _host_equals_numpy(case):
+    """Run HOST_CASES[case] 15 generations on the NumPy twin and the host-emulated kernel and
+    compare. The C code is built with ``-ffp-contract=off`` (:func:`isles.algorithms.ga.cuda.compile_host`),
+    so its arithmetic is NumPy's; what is left is the math library: NumPy ships its own float64
+    ``exp``/``log``/``tan`` (SIMD), which differ from the C library's by up to 1 ulp on some CPUs
+    (NumPy 2.5 on the H100 machine: 0.4 % of ``tan``, 4.5 % of ``exp`` arguments). A Cauchy step
+    lands far outside the box and is reflected back (``bound_handling=reflect``): the reflected
+    coordinate keeps the *absolute* error of the far point, an ulp of ``|X + eta * delta|`` (1e-11
+    for a step of 1e5). So float64 offspring agree to ``rtol=1e-12`` plus ``atol=1e-9 * (upper -
+    lower)`` (an ulp of a step reflected from a million box widths away), eta to ``rtol=1e-12``
+    (issue 16 §3: the H100 machine's NumPy differed in 1 of 1920 elements at an elementwise 1e-12).
+    """
     make, kw, dtype = HOST_CASES[case]
     prob = make()
     alg = FEP(**kw)
     ctx = _ctx(prob, streams=(0, 5), dtype=dtype, seed=7)
     host = ep_cuda.HostFEP(alg, ctx)
-    # float32: an ulp of tanf times a Cauchy step of 1e3 is visible; float64 agrees to the bit
-    tol = dict(rtol=1e-3, atol=1e-3) if dtype == np.float32 else dict(rtol=1e-12, atol=0)
     a = alg.init(ctx)
     b = a
     for _ in range(15):
         a, b = alg.step(ctx, a), host.step(b)
         for k in ("X", "eta"):
+            # float32: an ulp of tanf times a Cauchy step of 1e3 is visible
+            tol = (dict(rtol=1e-3, atol=1e-3) if dtype == np.float32 else
+                   dict(rtol=1e-12, atol=1e-9 * float(np.max(prob.upper - prob.lower)) if k == "X" else 0))
             np.testing.assert_allclose(a[k], b[k], **tol)
         np.testing.assert_allclose(a["f"], b["f"], rtol=1e-3 if dtype == np.float32 else 1e-10)
         assert a["evals"] == b["evals"] and int(a["nan_evals"]) == int(b["nan_evals"])
     f, v, bad = host.evaluate(a["X"])
     np.testing.assert_allclose(f, prob.objective(a["X"]), rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("case", range(len(HOST_CASES)))
+def test_host_emulated_kernel_equals_numpy(case):
+    """The fused generation's C code (draws, mutation, bounds, objective, NaN rule, opponents,
+    threshold, tie rule) selects the same individuals as the NumPy twin; float64 offspring agree
+    to 1e-12 of the population's scale (:func:`_host_equals_numpy`)."""
+    if ep_cuda.host_compiler() is None:
+        pytest.skip("no C compiler for the host emulation")
+    _host_equals_numpy(case)
+
+
+def _one_ulp_up_in_half(fn):
+    """``fn`` with every result whose last bit is 1 moved up by one ulp: a NumPy whose math
+    functions differ from the C library's by 1 ulp, as NumPy's SIMD ones do on AVX-512 CPUs."""
+    def nudged(*args, **kw):
+        y = np.asarray(fn(*args, **kw))
+        if y.dtype != np.float64:
+            return y
+        return np.where(y.view(np.int64) & 1 == 1, np.nextafter(y, np.inf), y)
+    return nudged
+
+
+@pytest.mark.parametrize("case", [i for i, c in enumerate(HOST_CASES) if c[2] == np.float64])
+def test_host_emulated_kernel_agrees_when_numpy_math_is_an_ulp_off(case, monkeypatch):
+    """The comparison holds on a machine whose NumPy ``exp``/``log1p``/``tan``/``cos`` differ from
+    the C library's by an ulp (the H100 machine: ``test_host_emulated_kernel_equals_numpy[0]``
+    differed in 1 of 1920 elements at an elementwise rtol of 1e-12)."""
+    if ep_cuda.host_compiler() is None:
+        pytest.skip("no C compiler for the host emulation")
+    for name in ("exp", "log1p", "tan", "cos"):
+        monkeypatch.setattr(np, name, _one_ulp_up_in_half(getattr(np, name)))
+    _host_equals_numpy(case)
 
 
 def test_host_selection_equals_numpy_with_ties():
@@ -375,14 +414,15 @@ def _cli(*args, timeout=180):
     (["algorithm.mutation=levy"], "algorithm.mutation='levy': allowed values are cauchy|gaussian|improved"),
 ])
 def test_bad_input_one_line_error_on_the_command_line(args, needle):
-    p = _cli("+experiment=fep", *args, "logger=none")
+    p = _cli("+experiment=fep", *args, "logger=none", "device=cpu")
     assert p.returncode != 0
     assert needle in p.stderr, p.stderr[-2000:]
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.slow  # a whole run
 def test_run_py_experiment_fep_end_to_end():
     """``python run.py +experiment=fep`` as users type it (a shorter budget, no MLflow)."""
-    p = _cli("+experiment=fep", "generations=40", "logger=none")
+    p = _cli("+experiment=fep", "generations=40", "logger=none", "device=cpu")
     assert p.returncode == 0, p.stderr[-3000:]
     assert "rastrigin" in p.stdout and "feasible" in p.stdout

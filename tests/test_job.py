@@ -9,7 +9,8 @@ from mlflow.tracking import MlflowClient
 from isles.islands.job import run_job
 from tests.helpers import make_cfg
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# slow: real Ray actors and MLflow stores (CI runs them; the quick run -m "not slow" does not)
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +29,8 @@ def store(tmp_path):
 
 
 def test_tracked_run_reads_back(ray_local, store):
-    cfg = make_cfg("+experiment=cmepso", "generations=20", "islands.n=4", "algorithm.n_particles=10",
-                   f"logger.tracking_uri={store}", "logger.experiment_name=test-isles", "progress=false")
+    cfg = make_cfg("+experiment=cmepso", "generations=20", "islands.n=4", "islands.n_actors=2", "algorithm.n_particles=10",
+                   f"logger.tracking_uri={store}", "logger.experiment_name=test-isles", "progress=false", "device=cpu")
     result, run_id = run_job(cfg)
     client = MlflowClient(tracking_uri=store)
     run = client.get_run(run_id)
@@ -53,7 +54,7 @@ def test_tracked_run_reads_back(ray_local, store):
 def test_failed_run_is_marked_failed_with_metrics(ray_local, store):
     cfg = make_cfg("problem._target_=tests.user_problems.FailingSphere", "+problem.fail_after=8",
                    "algorithm.n_particles=4", "algorithm.n_replicas=1", "generations=50", "islands.n=2",
-                   "islands.migration_interval=1", f"logger.tracking_uri={store}", "progress=false")
+                   "islands.migration_interval=1", f"logger.tracking_uri={store}", "progress=false", "device=cpu")
     with pytest.raises(Exception, match="objective crashed"):
         run_job(cfg)
     client = MlflowClient(tracking_uri=store)
@@ -65,7 +66,7 @@ def test_failed_run_is_marked_failed_with_metrics(ray_local, store):
 
 def test_nan_objective_is_worst_and_counted(ray_local, store):
     cfg = make_cfg("problem._target_=tests.user_problems.NaNSphere", "algorithm.n_particles=10",
-                   "generations=30", "islands.n=2", f"logger.tracking_uri={store}", "progress=false")
+                   "generations=30", "islands.n=2", f"logger.tracking_uri={store}", "progress=false", "device=cpu")
     result, run_id = run_job(cfg)
     assert result.nan_evals > 0
     assert result.best_x[0] <= 0.5 and result.best_f < 0.01
@@ -76,7 +77,7 @@ def test_nan_objective_is_worst_and_counted(ray_local, store):
 def test_async_de_islands_migrate_and_log(ray_local, store):
     cfg = make_cfg("+experiment=de_islands", "islands.mode=async", "islands.n=4", "islands.n_actors=2",
                    "problem.dim=10", "algorithm.pop_size=12", "generations=60", "islands.migration_interval=10",
-                   f"logger.tracking_uri={store}", "progress=false")
+                   f"logger.tracking_uri={store}", "progress=false", "device=cpu")
     result, run_id = run_job(cfg)
     assert result.generations == 60
     assert result.migrations and all(m[1] != m[2] for m in result.migrations)

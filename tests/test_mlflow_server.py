@@ -28,11 +28,13 @@ from isles.islands.job import run_job
 from isles.islands.sweep_runs import experiment_id, find_or_create_parent
 from tests.helpers import make_cfg
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# slow: a real MLflow server (CI runs them; the quick run -m "not slow" does not)
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = re.compile(r"^isles: best f=(\S+) .* mlflow_run=(\w+)$", re.M)
-SMALL = ["+experiment=cmepso", "generations=20", "islands.n=2", "algorithm.n_particles=10", "progress=false"]
+SMALL = ["+experiment=cmepso", "generations=20", "islands.n=2", "algorithm.n_particles=10", "progress=false",
+         "device=cpu"]
 
 
 def free_port() -> int:

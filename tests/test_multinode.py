@@ -34,7 +34,8 @@ from isles.islands.job import init_ray, run_job
 from isles.islands.placement import actor_options, cluster_nodes, plan_nodes, ray_location, reserve
 from tests.helpers import make_cfg, plain
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# slow: a real multi-node Ray cluster and ray job submit (CI runs them; the quick run -m "not slow" does not)
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -27,18 +27,49 @@ def test_every_subpackage_is_listed():
     assert found == listed
 
 
+OLD_PREFIXES = ("from algorithms", "from problems", "from islands", "import algorithms", "import problems",
+                "import islands")
+
+
+def tracked_python_files(root: Path) -> list[Path]:
+    """The ``*.py`` files git tracks under ``root`` (``git ls-files``): never a ``.venv``'s
+    site-packages, build output or anything else the checkout merely holds. Outside a git checkout
+    (an unpacked sdist), the package folders of ``pyproject.toml`` plus ``tests`` and ``benchmarks``."""
+    proc = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", "*.py"], capture_output=True, text=True)
+    if proc.returncode == 0:
+        return [root / rel for rel in proc.stdout.split("\0") if rel]
+    folders = [*PARTS.values(), "isles", "tests", "benchmarks"]
+    return [p for f in folders for p in (root / f).rglob("*.py")]
+
+
+def old_top_level_imports(root: Path) -> list[str]:
+    """``path:line: text`` of each line of :func:`tracked_python_files` that imports ``algorithms``,
+    ``problems`` or ``islands`` as a top-level module."""
+    bad = []
+    for path in tracked_python_files(root):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            s = line.strip()
+            if s.startswith(OLD_PREFIXES):
+                bad.append(f"{path.relative_to(root)}:{n}: {s}")
+    return bad
+
+
 def test_no_old_top_level_imports():
     """Nothing imports ``algorithms``/``problems``/``islands`` as top-level modules any more."""
-    bad = []
-    for path in ROOT.rglob("*.py"):
-        if any(p in path.parts for p in (".wt", ".devbundle", "outputs", "build")):
-            continue
-        for n, line in enumerate(path.read_text().splitlines(), 1):
-            s = line.strip()
-            if s.startswith(("from algorithms", "from problems", "from islands", "import algorithms",
-                             "import problems", "import islands")):
-                bad.append(f"{path.relative_to(ROOT)}:{n}: {s}")
+    bad = old_top_level_imports(ROOT)
     assert not bad, "\n".join(bad)
+
+
+def test_old_import_check_reads_tracked_files_only(tmp_path):
+    """Issue 16 §3: a ``.venv`` inside the checkout (site-packages with a file that is not UTF-8)
+    is not read; an old import in a tracked file is still found."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "mine.py").write_text("import numpy\nfrom problems.base import Problem\n")
+    site = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "bad.py").write_bytes(b"# \xff\xfe not UTF-8\nfrom problems import x\n")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "mine.py"], check=True)
+    assert old_top_level_imports(tmp_path) == ["mine.py:2: from problems.base import Problem"]
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +82,7 @@ def wheel(tmp_path_factory) -> Path:
     return whl
 
 
+@pytest.mark.slow  # builds the wheel
 def test_wheel_has_one_top_level_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
@@ -62,6 +94,7 @@ def test_wheel_has_one_top_level_package(wheel):
     assert entry and "isles = isles.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
 
 
+@pytest.mark.slow  # builds and installs the wheel, a whole run
 def test_wheel_runs_the_main_job_from_an_empty_directory(wheel, tmp_path):
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target",
@@ -73,6 +106,6 @@ def test_wheel_runs_the_main_job_from_an_empty_directory(wheel, tmp_path):
                            cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert probe.stdout.startswith(str(site)) and probe.stdout.split()[-1] == "None", probe.stdout + probe.stderr
     proc = subprocess.run([sys.executable, "-m", "isles", "+experiment=cmepso", "generations=20", "logger=none",
-                           "progress=false"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+                           "progress=false", "device=cpu"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "isles: best f=" in proc.stdout and "feasible" in proc.stdout

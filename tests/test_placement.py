@@ -22,8 +22,9 @@ def test_one_actor_per_gpu_of_every_node_by_default():
     p = plan_nodes(12, "auto", isl(), CLUSTER)
     assert p.use_gpu and len(p.groups) == 6 and p.bundle == {"GPU": 1}
     assert p.strategy == "spread" and p.node_ids is None  # any node; Ray spreads the bundles
-    cpu = plan_nodes(40, "cpu", isl(), CLUSTER)  # device=cpu on the same cluster: one actor per CPU
-    assert not cpu.use_gpu and len(cpu.groups) == 20 and cpu.bundle == {"CPU": 1}
+    cpu = plan_nodes(40, "cpu", isl(), CLUSTER)  # device=cpu on the same cluster: one CPU actor
+    assert not cpu.use_gpu and len(cpu.groups) == 1 and cpu.bundle == {"CPU": 1}
+    assert len(plan_nodes(40, "cpu", isl(n_actors=20), CLUSTER).groups) == 20  # unless the run asks for more
 
 
 def test_n_nodes_keeps_the_nodes_with_the_most_gpus():

@@ -56,6 +56,7 @@ finally:
 """
 
 
+@pytest.mark.slow  # starts Ray with its dashboard
 def test_local_ray_is_its_own_on_loopback_with_token_auth_and_one_notice_line(tmp_path):
     """A local run's Ray (RAY_AUTH_MODE unset, a fresh home), on a machine where ``ray start`` left
     a cluster's address behind (Ray's ``ray_current_cluster`` file, here naming nothing): the run

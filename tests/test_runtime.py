@@ -20,8 +20,9 @@ def run_local(*overrides, n_actors=1):
 
 def test_split_and_plan():
     assert split(5, 2) == [[0, 1, 2], [3, 4]]
-    p = plan(10, "auto", None, {"CPU": 2})
-    assert p.groups == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]] and not p.use_gpu
+    p = plan(10, "auto", None, {"CPU": 2})  # without GPUs: one actor for all islands (issue 16 §4)
+    assert p.groups == [list(range(10))] and not p.use_gpu
+    assert plan(10, "auto", 2, {"CPU": 2}).groups == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
     assert len(plan(8, "auto", None, {"CPU": 16, "GPU": 2}).groups) == 2
     with pytest.raises(ValueError, match="islands.n=-1"):
         plan(-1, "cpu", None, {"CPU": 2})

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: a de_islands run small enough for CI: 2 islands of 10 on Rastrigin D=5, 20 generations
 TINY = ["+experiment=de_islands", "logger=none", "progress=false", "generations=20", "islands.n=2",
-        "algorithm.pop_size=10", "problem.dim=5"]
+        "algorithm.pop_size=10", "problem.dim=5", "device=cpu"]
 RESULT = re.compile(r"isles: best f=(\S+) ")
 #: a custom resource that only the cluster's worker nodes have: a job that needs it runs on one of them
 WORKER = "isles_sweep_node"
@@ -34,6 +34,7 @@ def job_config(sweep_dir: Path, job: int):
     return OmegaConf.load(sweep_dir / str(job) / ".hydra" / "config.yaml")
 
 
+@pytest.mark.slow  # an Optuna sweep of whole runs
 def test_optuna_sweep_minimises_the_best_f(tmp_path):
     n_trials = 4
     p = run_sweep(*TINY, "islands.n_actors=1", "hparams_search=de_optuna", f"hydra.sweeper.n_trials={n_trials}",
@@ -95,6 +96,7 @@ def worker_logs(cluster) -> list[tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow  # a multi-node Ray cluster
 def test_ray_launcher_runs_a_sweep_on_a_multi_node_cluster(ray_cluster, tmp_path):
     # job 0: one island group, run in the task's own process; job 1: two groups, whose actors the
     # job starts on the cluster from inside its task (init_ray finds Ray already initialized)

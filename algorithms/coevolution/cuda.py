@@ -29,17 +29,13 @@ on the populations of the first call and refuses to fuse (with a warning) where 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 import warnings
 
 import numpy as np
 
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
 from isles.algorithms.core.plan import module
+from isles.problems.cuda_check import compile_c, compiler  # noqa: F401  (compiler: tests)
 
 BLOCK = 128
 
@@ -161,14 +157,6 @@ def make_fused(cp, problem, dtype, X, Y, generic):
 
 
 # -- host emulation -------------------------------------------------------------------------------
-def compiler() -> str | None:
-    """A C compiler on PATH (``gcc``, ``cc`` or ``clang``), or ``None``."""
-    for c in ("gcc", "cc", "clang"):
-        if shutil.which(c):
-            return c
-    return None
-
-
 def host_pairs(problem, dtype=np.float64):
     """The kernel compiled as C (``-DISLES_HOST_EMU``): a function ``(X, Y, role) -> (fit, n_nan)``
     on NumPy arrays with :class:`FusedPairs`' semantics, running every thread index in a loop.
@@ -176,25 +164,8 @@ def host_pairs(problem, dtype=np.float64):
     Raises:
         RuntimeError: no C compiler, or the source does not compile.
     """
-    cc = compiler()
-    if cc is None:
-        raise RuntimeError("no C compiler on PATH (gcc, cc or clang)")
     src = "#define ISLES_HOST_EMU 1\n" + kernel_source(problem, dtype)
-    key = hashlib.sha256(src.encode()).hexdigest()[:16]
-    d = os.path.join(tempfile.gettempdir(), "isles_cde_host")
-    os.makedirs(d, exist_ok=True)
-    lib = os.path.join(d, f"pairs_{key}.so")
-    if not os.path.exists(lib):
-        c = os.path.join(d, f"pairs_{key}.c")
-        with open(c, "w") as fh:
-            fh.write(src)
-        tmp = lib + f".{os.getpid()}"
-        r = subprocess.run([cc, "-O2", "-ffp-contract=off", "-shared", "-fPIC", "-o", tmp, c, "-lm"],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"host build of the CDE pair kernel failed: {r.stderr[:2000]}")
-        os.replace(tmp, lib)
-    fn = ctypes.CDLL(lib).isles_pairs
+    fn = compile_c(src).isles_pairs
     T = ctypes.c_float if np.dtype(dtype) == np.float32 else ctypes.c_double
     P = ctypes.POINTER(T)
     fn.argtypes = [P, P, P, ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_longlong, ctypes.c_int, ctypes.c_int,

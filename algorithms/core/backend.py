@@ -7,16 +7,46 @@ device for logs.
 from __future__ import annotations
 
 import functools
+import sys
 
 import numpy as np
 
 DEVICES = ("auto", "cpu", "gpu")
 
 
-def cupy_or_none():
-    """Return the ``cupy`` module when it imports and sees at least one GPU, else ``None``."""
+def import_cupy():
+    """Import and return ``cupy``, without the Optuna import that comes with it.
+
+    ``import cupy`` imports ``cupyx``, whose ``cupyx.optimizing`` imports ``optuna`` when it is
+    installed (CuPy 13; the ``sweep`` extra installs it): 3.7 s of a GPU run's start-up on the H100
+    machine, for a kernel tuner isles never calls (issue 16 §4). While CuPy imports, ``optuna`` is
+    marked absent in ``sys.modules`` (its import raises ``ImportError``, which CuPy catches); the
+    mark is removed afterwards, so a later ``import optuna`` (a sweep) works as usual. Where
+    ``optuna`` is already imported (an Optuna sweep's process) nothing is hidden. The one thing
+    lost: ``cupyx.optimizing.optimize`` in a process that imported CuPy this way says Optuna is
+    not installed.
+
+    Raises:
+        ImportError: CuPy is not installed (or fails to import).
+    """
+    if "cupy" in sys.modules:
+        return sys.modules["cupy"]
+    hide = "optuna" not in sys.modules
+    if hide:
+        sys.modules["optuna"] = None  # ``import optuna`` raises ImportError while this is here
     try:
         import cupy  # noqa: PLC0415
+    finally:
+        if hide and "optuna" in sys.modules and sys.modules["optuna"] is None:
+            del sys.modules["optuna"]
+    return cupy
+
+
+def cupy_or_none():
+    """Return the ``cupy`` module (:func:`import_cupy`) when it imports and sees at least one
+    GPU, else ``None``."""
+    try:
+        cupy = import_cupy()
 
         if cupy.cuda.runtime.getDeviceCount() > 0:
             return cupy

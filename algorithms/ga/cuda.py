@@ -63,12 +63,7 @@ islands in one batch (0.12 us per island-generation).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import os
-import shutil
-import subprocess
-import tempfile
 import warnings
 
 import numpy as np
@@ -88,6 +83,7 @@ from isles.algorithms.ga.ga import (
     flip_thresholds,
 )
 from isles.problems.base import objective_macros
+from isles.problems.cuda_check import compile_c, compiler
 
 log = logging.getLogger(__name__)
 
@@ -769,42 +765,20 @@ def _smem_limit(cp) -> int:
 
 # ---- host emulation (tests) ---------------------------------------------------------------------
 
-_HOST_LIBS: dict = {}
-
-
 def host_compiler() -> str | None:
-    """The C compiler used for host emulation (``$CC``, ``cc``, ``gcc`` or ``clang``), or ``None``."""
-    for cc in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if cc and shutil.which(cc):
-            return cc
-    return None
+    """The C compiler used for host emulation (:func:`isles.problems.cuda_check.compiler`), or ``None``."""
+    return compiler()
 
 
 def compile_host(source: str):
-    """Compile ``source`` as C with ``-DISLES_HOST_EMU`` into a shared library (cached by source).
+    """Compile ``source`` as C with ``-DISLES_HOST_EMU`` into a shared library (cached by source),
+    through the one host compiler invocation (:func:`isles.problems.cuda_check.compile_c`:
+    ``-O2 -ffp-contract=off``).
 
     Raises:
         RuntimeError: no C compiler, or the compilation failed (its messages included).
     """
-    key = hashlib.sha256(source.encode()).hexdigest()[:24]
-    lib = _HOST_LIBS.get(key)
-    if lib is not None:
-        return lib
-    cc = host_compiler()
-    if cc is None:
-        raise RuntimeError("host emulation of the fused GA needs a C compiler (cc, gcc or clang)")
-    d = tempfile.mkdtemp(prefix="isles_ga_")
-    c_path, so_path = os.path.join(d, "ga.c"), os.path.join(d, "ga.so")
-    with open(c_path, "w") as fh:
-        fh.write("#define ISLES_HOST_EMU 1\n" + source)
-    r = subprocess.run([cc, "-O2", "-std=gnu11", "-shared", "-fPIC", "-ffp-contract=off", "-o", so_path,
-                        c_path, "-lm"], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"host emulation of the fused GA failed to compile:\n{r.stderr[-4000:]}")
-    lib = ctypes.CDLL(so_path)
-    shutil.rmtree(d, ignore_errors=True)  # the loaded library outlives its file
-    _HOST_LIBS[key] = lib
-    return lib
+    return compile_c("#define ISLES_HOST_EMU 1\n" + source, ("-std=gnu11",))
 
 
 def _ptr(a: np.ndarray):
