@@ -163,8 +163,8 @@ def check_ray_address(address, timeout_s: float = 10.0) -> None:
             raise ValueError("ray.address='auto': no Ray cluster is running on this machine (Ray found no "
                              "'ray start' and RAY_ADDRESS is unset); start one (ray start --head), give "
                              "ray.address=HOST:PORT, or leave ray.address out for a local Ray")
-        if found == "auto":  # this Ray cannot say where: Ray's own connection decides
-            return
+        if found == "auto" or ("://" in found and not found.startswith("ray://")):
+            return  # this Ray cannot say where, or names a URL (RAY_ADDRESS=http://...): Ray decides
         target = found
     if target.startswith("ray://"):
         try:

@@ -103,6 +103,8 @@ def local_store_path(uri: str | None) -> str | None:
         return os.path.abspath(path) if path and path != ":memory:" else None
     if parts.scheme == "file":
         return os.path.abspath(parts.path)
+    if uri.split(":")[0] in ("databricks", "databricks-uc", "uc"):  # MLflow's scheme-less stores
+        return None
     if not parts.scheme or len(parts.scheme) == 1:  # a plain path (a Windows drive letter too)
         return os.path.abspath(uri)
     return None
