@@ -327,7 +327,6 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
                               use_ray=use_ray)
     if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
         tracker.start((coordinator.resume_from or {}).get("mlflow_run_id"))
-    previous = _sigterm_as_interrupt()
 
     def close(status: str) -> None:
         """Close the MLflow run with ``status`` after a failure, which stays the error raised (a
@@ -348,9 +347,14 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         close(status)
         return path
 
-    try:
-        if use_ray:  # inside: a Ray that fails to start fails the MLflow run (never left FINISHED)
+    try:  # a Ray that fails to start fails the MLflow run (never left open, nor FINISHED)
+        if use_ray:
             init_ray(plain.get("ray", {}))
+    except BaseException as err:
+        close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
+        raise
+    previous = _sigterm_as_interrupt()  # after ray.init, which installs a SIGTERM handler of its own
+    try:
         result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
         path = stop_with_checkpoint("KILLED")
