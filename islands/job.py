@@ -1,8 +1,12 @@
 """One job: config in, Ray up, coordinator run, MLflow run, summary out.
 
 ``run.py`` calls :func:`run_job` with the composed Hydra config. Errors in the config are raised
-as ``ValueError`` with a one-line message naming the field and the allowed values; a run that
-fails after it started leaves its MLflow run marked ``FAILED`` with what was logged so far.
+as ``ValueError`` with a one-line message naming the field and the allowed values
+(:func:`is_config_error` tells them from a user's code's own ``ValueError``); a run that fails
+after it started leaves its MLflow run marked ``FAILED`` with what was logged so far, and its
+one-line report names the innermost file and line and the log file with the traceback
+(:func:`failure_line`). A finished result is always printed, whatever the end-of-run report
+cannot compute (:func:`show_result`, :mod:`isles.islands.report`).
 """
 from __future__ import annotations
 
@@ -380,8 +384,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         show_result(result, problem, run_id, plain)
         if tracker:
             tracker.end("FINISHED")
-    except BaseException:
-        close("FAILED")
+    except BaseException as err:
+        close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
         raise
     return result, run_id
 

@@ -9,7 +9,9 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
   ``migrations_accepted``, ``master_best_f``, and ``island_XX_best_f`` per island;
 * tags: device, host, Ray node and GPU ids of every island group, Ray cluster resources, git commit;
 * artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json``
-  (``x``, ``f``, ``g``, ``feasible``), ``history.csv`` (every epoch's metrics, per island too),
+  (``x``, ``f``, ``g``, ``feasible``; where the problem cannot re-evaluate x, ``f``, ``g`` and
+  ``feasible`` are null, with the run's ``run_best_f``, ``run_best_v`` and ``not_computed``, also
+  the tag ``report_not_computed``: :mod:`isles.islands.report`), ``history.csv`` (every epoch's metrics, per island too),
   ``migrations.csv`` when islands migrated;
 * with ``logger.system_metrics=true``, MLflow's system metrics (``system/cpu_utilization_percentage``,
   ``system/system_memory_usage_megabytes``, ``system/gpu_N_utilization_percentage``, ...,
