@@ -76,13 +76,15 @@ def test_minmax_summary_table_says_what_it_could_not_compute(capsys):
     assert f"f = {result.best_f:.10g} (best fitness in the run)" in out
 
 
-def test_a_summary_that_fails_still_prints_the_result(store, capsys, monkeypatch):
+def test_a_summary_that_fails_still_prints_the_result(store, capsys, monkeypatch, tmp_path):
     """Whatever fails in the end-of-run summary, the result is printed (x, f, MLflow run) and
-    one line says what failed; the MLflow run still finishes with its result."""
+    one line says what failed, with the log file that holds the traceback; the MLflow run still
+    finishes with its result."""
     def broken(*args, **kwargs):
         raise KeyError("summary broke (test)")
 
     monkeypatch.setattr(job, "result_line", broken)
+    monkeypatch.chdir(tmp_path)  # outside Hydra, the traceback goes to run.log in the working directory
     cfg = make_cfg("problem._target_=tests.user_problems.ShiftedSphere", "+problem.dim=2", "generations=5",
                    "islands.n=2", "algorithm.n_particles=4", "device=cpu", "progress=false",
                    f"logger.tracking_uri={store}")
@@ -91,6 +93,7 @@ def test_a_summary_that_fails_still_prints_the_result(store, capsys, monkeypatch
     (line,) = [ln for ln in captured.out.splitlines() if ln.startswith("isles: best f=")]
     assert f"{result.best_x[0]:.10g}" in line and f"mlflow_run={run_id}" in line
     assert "isles: the end-of-run summary failed: KeyError" in captured.err
+    assert "summary broke (test)" in (tmp_path / "run.log").read_text()
     _, (run,) = _runs(store, "isles")
     assert run.info.status == "FINISHED"
 
