@@ -1,13 +1,16 @@
 """One job: config in, Ray up, coordinator run, MLflow run, summary out.
 
 ``run.py`` calls :func:`run_job` with the composed Hydra config. Errors in the config are raised
-as ``ValueError`` with a one-line message naming the field and the allowed values; a run that
-fails after it started leaves its MLflow run marked ``FAILED`` with what was logged so far.
+as ``ValueError`` with a one-line message naming the field and the allowed values
+(:func:`is_config_error` tells them from a user's code's own ``ValueError``); a run that fails
+after it started leaves its MLflow run marked ``FAILED`` with what was logged so far, and its
+one-line report names the innermost file and line and the log file with the traceback
+(:func:`failure_line`). A finished result is always printed, whatever the end-of-run report
+cannot compute (:func:`show_result`, :mod:`isles.islands.report`).
 """
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 import shlex
@@ -17,6 +20,7 @@ import sys
 import threading
 import traceback
 
+import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -31,10 +35,11 @@ from isles.islands.schema import check_keys
 from isles.problems.constraints import check_handling
 from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
 from isles.islands.progress import ConsoleProgress, print_summary, result_line
+from isles.islands.report import is_library
 from isles import CHECKOUT
 from isles.islands.sweep_runs import sweep_info
 from isles.islands.tracking import TrackingProcess, flatten
-from isles.islands.tracking_server import reach_tracking_store
+from isles.islands.tracking_server import ray_job_copy, reach_tracking_store
 from isles.islands.user_modules import user_module_paths
 
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
@@ -64,8 +69,7 @@ def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
         return
     address = ray_cfg.get("address")
     if address:
-        job_env = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}").get("runtime_env") or {}
-        submitted = "working_dir" in job_env  # ray job submit --working-dir: the driver runs in its copy
+        submitted = ray_job_copy() is not None  # ray job submit --working-dir: the driver runs in Ray's copy
         env = {} if CHECKOUT is None or submitted else {"working_dir": str(CHECKOUT), "excludes": RAY_EXCLUDES}
         shipped = (os.getcwd(),) if submitted else tuple(env.get(k) for k in ("working_dir",) if k in env)
         modules = user_module_paths(cfg or {}, shipped)
@@ -83,6 +87,45 @@ def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
                  configure_logging=True, logging_level="warning")
 
 
+def _frames(err: BaseException) -> tuple[str, list]:
+    """The full traceback text of ``err`` (a Ray task error's remote traceback too) and its frames
+    outside installed packages and the standard library, ``[(file, line), ...]``, innermost last."""
+    text = "".join(traceback.format_exception(err)) + str(getattr(err, "traceback_str", ""))
+    frames = [(m.group(1), m.group(2)) for m in re.finditer(r'File "([^"]+)", line (\d+)', text)
+              if not is_library(m.group(1))]
+    return text, frames
+
+
+def _own_folders() -> tuple[str, ...]:
+    """The folders of isles' own code (``isles/``, and a checkout's ``algorithms/``, ``problems/``,
+    ``islands/``), each ending in a path separator."""
+    import isles.algorithms  # noqa: PLC0415
+    import isles.problems  # noqa: PLC0415
+
+    mods = (sys.modules["isles"], isles.algorithms, isles.problems, sys.modules["isles.islands"])
+    return tuple(os.path.join(os.path.dirname(os.path.realpath(m.__file__)), "") for m in mods)
+
+
+def is_config_error(err: BaseException) -> bool:
+    """Whether ``err`` is one of isles' one-line refusals of a config value (exit status 2): a
+    ``ValueError`` raised by isles' own checks, before or during the run. A ``ValueError`` raised
+    in a user's code (a problem's objective, or NumPy called from it: the innermost frame outside
+    installed packages is the user's file) is a failure inside the run, like any other error
+    (:func:`failure_line`, exit status 1). On a cluster whose workers run isles from another path
+    than this process, a refusal raised in an actor counts as a failure inside the run."""
+    cause = getattr(err, "cause", None) or err
+    if not isinstance(cause, ValueError):
+        return False
+    _, frames = _frames(err)
+    return not frames or os.path.realpath(frames[-1][0]).startswith(_own_folders())
+
+
+def error_message(err: BaseException) -> str:
+    """The first line of ``err``'s message (of its cause, for a Ray task error)."""
+    cause = getattr(err, "cause", None) or err
+    return str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+
+
 def failure_line(err: BaseException) -> str:
     """One line for a run that failed after it started: the error, the innermost file and line
     outside installed packages (the user's problem, or isles), and where the full traceback went
@@ -90,10 +133,8 @@ def failure_line(err: BaseException) -> str:
 
     A Ray task error is unwrapped to its cause; its remote traceback is searched for the line."""
     cause = getattr(err, "cause", None) or err
-    text = "".join(traceback.format_exception(err)) + str(getattr(err, "traceback_str", ""))
-    frames = [m for m in re.finditer(r'File "([^"]+)", line (\d+)', text)
-              if "site-packages" not in m.group(1) and "/lib/python" not in m.group(1)]
-    where = f" at {frames[-1].group(1)}:{frames[-1].group(2)}" if frames else ""
+    text, frames = _frames(err)
+    where = f" at {frames[-1][0]}:{frames[-1][1]}" if frames else ""
     log_path = os.path.join(_output_dir(), "run.log")
     try:
         with open(log_path, "a", encoding="utf-8") as fh:
@@ -118,16 +159,26 @@ def _output_dir() -> str:
 def check_ray_address(address, timeout_s: float = 10.0) -> None:
     """Fail fast on a ``ray.address`` that cannot work, instead of Ray's minutes of retries.
 
-    ``null`` (a local Ray) and ``auto`` (the cluster started on this machine, which Ray finds by
-    itself) pass. ``ray://host:port`` needs Ray Client (``pip install "ray[client]"``);
+    ``null`` (a local Ray) passes. ``auto`` (the cluster that ``ray start`` started on this
+    machine, or ``RAY_ADDRESS``) must find one, as Ray looks for it; the address found is then
+    checked as ``host:port``. ``ray://host:port`` needs Ray Client (``pip install "ray[client]"``);
     ``host:port`` must accept a TCP connection within ``timeout_s`` seconds.
 
     Raises:
         ValueError: one line naming ``ray.address`` and the address, and what to do.
     """
-    if not address or address == "auto":
+    if not address:
         return
     target = str(address)
+    if target == "auto":
+        found = _auto_address()
+        if found is None:
+            raise ValueError("ray.address='auto': no Ray cluster is running on this machine (Ray found no "
+                             "'ray start' and RAY_ADDRESS is unset); start one (ray start --head), give "
+                             "ray.address=HOST:PORT, or leave ray.address out for a local Ray")
+        if found == "auto" or ("://" in found and not found.startswith("ray://")):
+            return  # this Ray cannot say where, or names a URL (RAY_ADDRESS=http://...): Ray decides
+        target = found
     if target.startswith("ray://"):
         try:
             import grpc  # noqa: F401, PLC0415  (Ray Client's transport)
@@ -143,6 +194,22 @@ def check_ray_address(address, timeout_s: float = 10.0) -> None:
     except OSError as err:
         raise ValueError(f"ray.address={address!r}: nothing answers there ({err.strerror or err}); start the "
                          "cluster (ray start --head) or leave ray.address out for a local Ray") from None
+
+
+def _auto_address() -> str | None:
+    """The cluster address that ``ray.init(address="auto")`` would connect to (``RAY_ADDRESS``,
+    else the latest ``ray start`` on this machine, else a running Ray found by its processes), or
+    ``None`` when Ray finds none; ``"auto"`` when this Ray version's lookup is not available."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address  # noqa: PLC0415  (Ray's own lookup)
+    except ImportError:
+        return "auto"
+    try:
+        return canonicalize_bootstrap_address("auto")
+    except ConnectionError:
+        return None
+    except Exception:  # noqa: BLE001  (another Ray's lookup: Ray's own connection decides)
+        return "auto"
 
 
 def _raise_interrupt(signum, frame):
@@ -180,10 +247,11 @@ def validate(cfg: dict) -> None:
     Raises:
         ValueError: a key the schema does not know (:func:`isles.islands.schema.check_keys`);
             ``device``, ``dtype``, ``seed`` or ``generations`` out of range; ``device=gpu`` on a
-            machine without a GPU when no cluster address is given; ``constraints.handling`` or
-            ``constraints.penalty``; ``islands.n_actors``, ``islands.replacement``, ``islands.placement``,
+            machine without a GPU when no cluster address is given; ``constraints.handling``, or
+            ``constraints.penalty``, ``constraints.r`` or ``constraints.multiplier_bound`` not a
+            finite number > 0 (whether the handling uses it or not); ``islands.n_actors``, ``islands.replacement``, ``islands.placement``,
             ``islands.n_nodes`` (:func:`isles.islands.placement.check_fields`); an unreachable
-            ``ray.address`` (:func:`check_ray_address`); ``logger.system_metrics_interval`` <= 0,
+            ``ray.address``, or ``ray.address=auto`` with no cluster to find (:func:`check_ray_address`); ``logger.system_metrics_interval`` <= 0,
             ``logger.system_metrics=true`` without psutil; a ``ray.dashboard_host`` that is not an IP
             address. (A tracking server that does not
             answer is caught by :func:`isles.islands.tracking_server.reach_tracking_store` in
@@ -192,6 +260,9 @@ def validate(cfg: dict) -> None:
     check_keys(cfg)
     check_range("generations", cfg.get("generations"), 1, integer=True)
     c = cfg.get("constraints") or {}
+    for name in ("penalty", "r", "multiplier_bound"):  # finite and > 0, also where the handling leaves them unused
+        if c.get(name) is not None:
+            check_range(f"constraints.{name}", c[name], 0, lo_open=True)
     check_handling(c.get("handling", "feasibility"), c.get("penalty", 1e6))
     isl = cfg.get("islands") or {}
     if isl.get("n_actors") is not None:
@@ -223,9 +294,17 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     (:func:`isles.islands.placement.needs_ray`: a cluster address, async mode, or several island
     groups); ``True`` always, ``False`` never (everything in this process).
 
+    The MLflow run, once opened, never ends FINISHED unless the run did: any error raised after
+    it opened (Ray's start, the run, the report) marks it FAILED, an interrupt KILLED. A finished
+    result is printed (:func:`show_result`) before an error of the tracking process is raised.
+
     Raises:
-        ValueError: a bad config value (before or during the run; the MLflow run, if started,
-            is marked FAILED).
+        ValueError: a bad config value (before or during the run), or a user's code's own
+            ``ValueError`` (:func:`is_config_error` tells them apart).
+        RuntimeError: ``MLflow tracking failed: ...``, after the result was printed.
+        RestartFailed: lost actors not restarted; the message names the checkpoint and the resume command.
+        SystemExit: 130 after Ctrl-C or SIGTERM (checkpoint written, resume command printed).
+        Exception: whatever failed inside the run (a user's objective, an actor).
     """
     plain = OmegaConf.to_container(cfg, resolve=True)
     plain["problem"] = user_problem_config(plain.get("problem") or {}, task_overrides())  # no stale keys of another problem
@@ -257,18 +336,33 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
                               use_ray=use_ray)
     if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
         tracker.start((coordinator.resume_from or {}).get("mlflow_run_id"))
-    if use_ray:
-        init_ray(plain.get("ray", {}), plain)
-    previous = _sigterm_as_interrupt()
+
+    def close(status: str) -> None:
+        """Close the MLflow run with ``status`` after a failure, which stays the error raised (a
+        tracking error on top of it is dropped: the run's own error says more)."""
+        if tracker:
+            try:
+                tracker.end(status)
+            except Exception:  # noqa: BLE001, S110
+                pass
 
     def stop_with_checkpoint(status: str) -> str | None:
         """The last snapshot as a checkpoint (its path, or ``None``), and the MLflow run closed."""
-        path = save_interrupted(coordinator, ck.get("path") or os.path.join(_output_dir(), "checkpoint.pkl"),
-                                tracker.run_id if tracker else None)
-        if tracker:
-            tracker.end(status)
+        try:
+            run_id = tracker.run_id if tracker else None
+        except RuntimeError:  # the tracking process failed: the checkpoint is kept all the same
+            run_id = None
+        path = save_interrupted(coordinator, ck.get("path") or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
+        close(status)
         return path
 
+    try:  # a Ray that fails to start fails the MLflow run (never left open, nor FINISHED)
+        if use_ray:
+            init_ray(plain.get("ray", {}), plain)
+    except BaseException as err:
+        close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
+        raise
+    previous = _sigterm_as_interrupt()  # after ray.init, which installs a SIGTERM handler of its own
     try:
         result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
@@ -282,21 +376,42 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         raise RestartFailed(f"{err}; checkpoint {path}; once the cluster has room, resume with: "
                             f"{resume_command(path)}" if path else str(err)) from None
     except BaseException:
-        if tracker:
-            tracker.end("FAILED")
+        close("FAILED")
         raise
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    run_id = tracker.run_id if tracker else None
-    if plain.get("quiet", False):  # the result first; then wait for MLflow to have written everything
-        pass
-    elif plain.get("progress", True):
-        print_summary(result, problem, run_id)
-    else:
-        print(result_line(result, problem, run_id), flush=True)
-    for warning in [] if plain.get("quiet", False) else result.warnings:  # e.g. no finite objective ever
-        print(f"isles: warning: {warning}", file=sys.stderr, flush=True)
-    if tracker:
-        tracker.end("FINISHED")
+    try:  # the result is shown whatever MLflow or the report cannot do; then MLflow closes the run
+        try:
+            run_id = tracker.run_id if tracker else None
+        except RuntimeError:  # the tracking process failed: tracker.end below raises why
+            run_id = None
+        show_result(result, problem, run_id, plain)
+        if tracker:
+            tracker.end("FINISHED")
+    except BaseException as err:
+        close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
+        raise
     return result, run_id
+
+
+def show_result(result, problem, run_id: str | None, plain: dict) -> None:
+    """Print the run's result: the summary (``progress``), one line (``progress=false``), or
+    nothing (``quiet``). Never raises: when the summary fails (whatever it could not compute),
+    the result is still printed as one line with the best x, the run's best f and the MLflow
+    run, and one line on stderr says what failed, where, and the log file that holds the
+    traceback (:func:`failure_line`)."""
+    if plain.get("quiet", False):
+        return
+    try:
+        if plain.get("progress", True):
+            print_summary(result, problem, run_id)
+        else:
+            print(result_line(result, problem, run_id), flush=True)
+    except Exception as err:  # noqa: BLE001  (a finished result is never lost)
+        x = ", ".join(f"{float(v):.10g}" for v in np.asarray(result.best_x).reshape(-1))
+        print(f"isles: best f={float(result.best_f):.10g} (run) x=[{x}] evaluations={result.evaluations}"
+              + (f" mlflow_run={run_id}" if run_id else ""), flush=True)
+        print(f"isles: the end-of-run summary failed: {failure_line(err)}", file=sys.stderr, flush=True)
+    for warning in result.warnings:  # e.g. no individual ever had a finite objective
+        print(f"isles: warning: {warning}", file=sys.stderr, flush=True)

@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from isles.islands.placement import where
-from isles.problems.constraints import feasibility_report
+from isles.islands.report import end_report
 
 
 class ConsoleProgress:
@@ -57,19 +57,27 @@ class ConsoleProgress:
 
 def result_line(result, problem, run_id: str | None) -> str:
     """The run's result in one line (what ``progress=false`` prints, so a finished result is
-    never lost): ``isles: best f=... feasible|INFEASIBLE (float64) evaluations ... wall ... s
-    [MLflow run ...]``."""
-    rep = feasibility_report(problem, result.best_x)
+    never lost): ``isles: best f=... feasible|INFEASIBLE (float64) x=[...] evaluations ... wall ... s
+    [MLflow run ...]``. Where the problem cannot re-evaluate the best x
+    (:func:`isles.islands.report.end_report`), ``f`` is the run's own, marked ``(run)``, and a
+    second line says what was not computed and why."""
+    rep = end_report(problem, result)
     x = ", ".join(f"{v:.10g}" for v in rep["x"][:6]) + (", ..." if len(rep["x"]) > 6 else "")
-    line = (f"isles: best f={rep['f']:.10g} {'feasible' if rep['feasible'] else 'INFEASIBLE'} (float64) "
-            f"x=[{x}] evaluations={result.evaluations} wall={result.wall_s:.2f}s")
-    return line + (f" mlflow_run={run_id}" if run_id else "")
+    if rep.get("not_computed"):
+        head = f"isles: best f={rep['run_best_f']:.10g} (run)"
+    else:
+        head = f"isles: best f={rep['f']:.10g} {'feasible' if rep['feasible'] else 'INFEASIBLE'} (float64)"
+    line = f"{head} x=[{x}] evaluations={result.evaluations} wall={result.wall_s:.2f}s"
+    line += f" mlflow_run={run_id}" if run_id else ""
+    return line + (f"\nisles: not computed: {rep['not_computed']}" if rep.get("not_computed") else "")
 
 
 def print_summary(result, problem, run_id: str | None, console: Console | None = None) -> dict:
-    """Print the end-of-run summary (float64 re-evaluation of the best) and return the report."""
+    """Print the end-of-run summary (float64 re-evaluation of the best) and return the report
+    (:func:`isles.islands.report.end_report`: what the problem could not re-evaluate is one line
+    saying why, and ``f`` is then the run's own)."""
     console = console or Console()
-    rep = feasibility_report(problem, result.best_x)
+    rep = end_report(problem, result)
     table = Table(title=f"best solution: {problem.name}", show_header=True)
     table.add_column("variable")
     table.add_column("value", justify="right")
@@ -79,15 +87,20 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
     if len(shown) < len(rep["x"]):
         table.add_row("...", f"({len(rep['x']) - len(shown)} more: best_solution.json in MLflow)")
     console.print(table)
+    own = rep.get("not_computed") is not None  # the problem could not re-evaluate x: the run's f
+    if own:
+        console.print(f"not computed: {rep['not_computed']}", markup=False, highlight=False, soft_wrap=True)
+    f = rep["run_best_f"] if own else rep["f"]
     f_star = getattr(problem, "f_star", None)
     gap = ""
     if f_star is not None and f_star != 0:
-        gap = f"  (f* = {f_star:.10g}, gap {100 * (rep['f'] - f_star) / abs(f_star):+.5f} %)"
-    console.print(f"f = {rep['f']:.10g}{gap}")
-    if rep["g"]:
+        gap = f"  (f* = {f_star:.10g}, gap {100 * (f - f_star) / abs(f_star):+.5f} %)"
+    console.print(f"f = {f:.10g}{' (best fitness in the run)' if own else ''}{gap}")
+    if rep["g"]:  # None when not computed
         console.print("g = [" + ", ".join(f"{g:.4g}" for g in rep["g"]) + "]  (g <= 0 feasible)")
-    status = "[green]feasible[/green]" if rep["feasible"] else "[red]INFEASIBLE[/red]"
-    console.print(f"{status} (max normalised violation {rep['max_normalised_violation']:.3g}, float64)")
+    if rep["feasible"] is not None:
+        status = "[green]feasible[/green]" if rep["feasible"] else "[red]INFEASIBLE[/red]"
+        console.print(f"{status} (max normalised violation {rep['max_normalised_violation']:.3g}, float64)")
     us = sorted(h["us_per_generation"] for h in result.history)[len(result.history) // 2]
     console.print(f"evaluations {result.evaluations:,}  wall time {result.wall_s:.2f} s "
                   f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s "

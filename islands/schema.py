@@ -9,7 +9,8 @@ ConfigStore), so the composed config is typed and closed:
 * a value of the wrong type is an error naming the field (``islands.n=abc``, ``seed=1.5``);
 * a key appended with ``+`` that the schema does not know (``+generation=10``,
   ``+islands.size=4``; Hydra accepts these) is caught by :func:`check_keys`, with the closest
-  known key as a suggestion.
+  known key as a suggestion; so is one typed plainly (``generation=10``), by
+  :func:`check_override_keys` before Hydra composes (Hydra would only hint ``+generation``).
 
 Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topology``,
 ``master``) are open here: their ``_target_`` class validates its own parameters when it is built
@@ -140,6 +141,44 @@ def check_keys(cfg: dict, schema=IslesConfig, prefix: str = "") -> None:
         sub = hints[key]
         if is_dataclass(sub) and isinstance(value, dict):
             check_keys(value, sub, f"{prefix}{key}.")
+
+
+def check_override_keys(args: list, groups=(), schema=IslesConfig) -> None:
+    """Refuse a plain override (``key=value``, as typed on the command line) of a key that
+    ``schema`` does not know, before Hydra composes: ``generation=10`` gets the same
+    did-you-mean line as ``+generation=10`` (:func:`check_keys`). Config groups (``groups``:
+    ``problem=spring``, ``experiment=...``), ``hydra.*`` keys, flags and appended (``+``), forced
+    (``++``) or deleted (``~``) keys are left to Hydra and :func:`check_keys`; an argument that
+    Hydra's override grammar does not parse is left to Hydra's own message.
+
+    Args:
+        args: the command line's arguments (``sys.argv[1:]``).
+        groups: the names of the config groups (the folders of the config directory).
+
+    Raises:
+        ValueError: one line naming the key as typed, the closest known key and the allowed keys.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415
+    from hydra.core.override_parser.types import OverrideType  # noqa: PLC0415
+
+    parser = OverridesParser.create()
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            (override,) = parser.parse_overrides([arg])
+        except Exception:  # noqa: BLE001, S112  (Hydra says what is wrong with it)
+            continue
+        key = override.key_or_group
+        if override.type != OverrideType.CHANGE or override.package is not None or "/" in key \
+                or key.split(".")[0] == "hydra" or key in groups:  # a group's choice, not a key
+            continue
+        nested: dict = {}
+        node = nested
+        for part in key.split(".")[:-1]:
+            node = node.setdefault(part, {})
+        node[key.split(".")[-1]] = None
+        check_keys(nested, schema)
 
 
 def register() -> None:

@@ -9,7 +9,9 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
   ``migrations_accepted``, ``master_best_f``, and ``island_XX_best_f`` per island;
 * tags: device, host, Ray node and GPU ids of every island group, Ray cluster resources, git commit;
 * artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json``
-  (``x``, ``f``, ``g``, ``feasible``), ``history.csv`` (every epoch's metrics, per island too),
+  (``x``, ``f``, ``g``, ``feasible``; where the problem cannot re-evaluate x, ``f``, ``g`` and
+  ``feasible`` are null, with the run's ``run_best_f``, ``run_best_v`` and ``not_computed``, also
+  the tag ``report_not_computed``: :mod:`isles.islands.report`), ``history.csv`` (every epoch's metrics, per island too),
   ``migrations.csv`` when islands migrated;
 * with ``logger.system_metrics=true``, MLflow's system metrics (``system/cpu_utilization_percentage``,
   ``system/system_memory_usage_megabytes``, ``system/gpu_N_utilization_percentage``, ...,
@@ -162,7 +164,7 @@ class MlflowTracker:
             self.run_id = mlflow.start_run(run_id=run_id, log_system_metrics=system_metrics).info.run_id
             mlflow.set_tags({"resumed": "true"})
             return self.run_id
-        exp = mlflow.set_experiment(self.cfg.get("experiment_name") or "isles")
+        exp = self._experiment(self.cfg.get("experiment_name") or "isles")
         name, tags = self.cfg.get("run_name"), {}
         if run_id:  # resumed, but its run is in another store (e.g. logger.fallback_local): a new run
             tags = {"resumed": "true", "resumed_from_run": run_id}
@@ -177,6 +179,26 @@ class MlflowTracker:
         mlflow.set_tags({"git_commit": git_commit()})
         mlflow.log_text(self.config_yaml, "config.yaml")
         return self.run_id
+
+    def _experiment(self, name: str):
+        """Set (and return) the experiment ``name``, creating it when the store lacks it; a local
+        ``sqlite:`` store's new experiment keeps its artifacts beside the database
+        (:func:`isles.islands.tracking_server.local_artifact_root`), not in the launch directory
+        (under ``ray job submit``, Ray's temporary copy of the working directory)."""
+        from urllib.parse import quote  # noqa: PLC0415
+
+        from mlflow.exceptions import MlflowException  # noqa: PLC0415
+
+        from isles.islands.tracking_server import local_artifact_root  # noqa: PLC0415
+
+        mlflow = _mlflow()
+        root = local_artifact_root(mlflow.get_tracking_uri())
+        if root and self._client.get_experiment_by_name(name) is None:
+            try:
+                self._client.create_experiment(name, artifact_location=f"{root}/{quote(name, safe='')}")
+            except MlflowException:  # created meanwhile (another job of a sweep)
+                pass
+        return mlflow.set_experiment(name)
 
     def _has_run(self, run_id: str) -> bool:
         """Whether the tracking store holds the run ``run_id``."""
@@ -233,22 +255,32 @@ class MlflowTracker:
         self._last_flush = time.monotonic()
 
     def on_end(self, result) -> None:
-        """Final metrics and the artifacts (convergence plot, best solution, migrations)."""
+        """Final metrics and the artifacts (best solution, convergence plot, history, migrations).
+
+        The best solution comes first (:func:`isles.islands.report.end_report`): where the problem
+        cannot re-evaluate it, ``best_solution.json`` holds ``x``, the run's ``run_best_f`` and
+        ``run_best_v`` and ``not_computed`` (also the tag ``report_not_computed``), and the
+        ``final_best_f``, ``final_max_violation`` and ``final_feasible`` metrics are left out."""
         from isles.islands.plots import convergence_figure  # noqa: PLC0415
-        from isles.problems.constraints import feasibility_report  # noqa: PLC0415
+        from isles.islands.report import end_report  # noqa: PLC0415
 
         mlflow = _mlflow()
         self.flush()
-        report = feasibility_report(self.problem, result.best_x)
-        mlflow.log_metrics({"final_best_f": report["f"], "final_max_violation": report["max_normalised_violation"],
-                            "final_feasible": float(report["feasible"]), "final_evaluations": result.evaluations,
-                            "final_wall_s": result.wall_s, "final_evals_per_s": result.evaluations / max(result.wall_s, 1e-12),
-                            "final_steady_evals_per_s": result.steady_evals_per_s,
-                            "final_us_per_generation": _median([h["us_per_generation"] for h in result.history])})
+        report = end_report(self.problem, result)
+        final = {"final_evaluations": result.evaluations, "final_wall_s": result.wall_s,
+                 "final_evals_per_s": result.evaluations / max(result.wall_s, 1e-12),
+                 "final_steady_evals_per_s": result.steady_evals_per_s,
+                 "final_us_per_generation": _median([h["us_per_generation"] for h in result.history])}
+        if report.get("not_computed"):
+            mlflow.set_tag("report_not_computed", report["not_computed"][:5000])
+        else:
+            final.update({"final_best_f": report["f"], "final_max_violation": report["max_normalised_violation"],
+                          "final_feasible": float(report["feasible"])})
         report.update(genome_report(result))
+        mlflow.log_dict(report, "best_solution.json")  # the result first: nothing after it can lose it
+        mlflow.log_metrics(final)
         if result.hit_generations is not None:
             mlflow.log_metrics({f"island_{i:02d}_hit_generation": float(g) for i, g in enumerate(result.hit_generations)})
-        mlflow.log_dict(report, "best_solution.json")
         fig = convergence_figure(result.history, self.problem)
         mlflow.log_figure(fig, "convergence.png")
         mlflow.log_text(history_csv(result.history), "history.csv")
@@ -263,8 +295,10 @@ class MlflowTracker:
             return
         try:
             self.flush()
-        finally:
-            _mlflow().end_run(status=status)
+        except BaseException:
+            _mlflow().end_run(status="FAILED")  # metrics lost: never FINISHED
+            raise
+        _mlflow().end_run(status=status)
 
 
 #: most epochs a run logs as MLflow metric steps (a longer run logs every k-th epoch)
@@ -298,6 +332,7 @@ class TrackingProcess:
         self.args = (logger_cfg, params, config_yaml, problem, sweep)
         self._conn = self._proc = None
         self._run_id = None
+        self._error = None  # what failed in the process (one line), raised again by run_id and end()
         self._stride, self._held = 1, None  # epochs sent as metric steps: every stride-th (on_start)
 
     def start(self, run_id: str | None = None) -> None:
@@ -341,12 +376,24 @@ class TrackingProcess:
             self._receive()
         return self._run_id
 
-    def _receive(self) -> None:
-        kind, value = self._conn.recv()
-        if kind == "error":
-            raise RuntimeError(f"MLflow tracking failed: {value}")
-        if kind == "run_id":
-            self._run_id = value
+    def _receive(self) -> str:
+        """The next message's kind (``run_id``, ``done``); its value kept.
+
+        Raises:
+            RuntimeError: the process reported an error (kept: raised again by every later call),
+                or ended without a word."""
+        if self._error is None:
+            try:
+                kind, value = self._conn.recv()
+            except (EOFError, OSError):
+                kind, value = "error", "the tracking process ended early (its output above says why)"
+            if kind == "error":
+                self._error = f"MLflow tracking failed: {value}"
+            elif kind == "run_id":
+                self._run_id = value
+        if self._error is not None:
+            raise RuntimeError(self._error)
+        return kind
 
     def _send(self, name: str, arg) -> None:
         self._queue.put((name, arg))
@@ -390,12 +437,8 @@ class TrackingProcess:
             self._queue.put(None)
             self._sender.join()
             self.run_id  # noqa: B018  (an error at the start surfaces here)
-            while True:
-                kind, value = self._conn.recv()
-                if kind == "error":
-                    raise RuntimeError(f"MLflow tracking failed: {value}")
-                if kind == "done":
-                    break
+            while self._receive() != "done":
+                pass
         finally:
             try:
                 self._proc.wait(timeout=60)
@@ -407,21 +450,42 @@ class TrackingProcess:
 def child_main(fd: int) -> None:
     """Entry point of :class:`TrackingProcess`'s process: the pipe's end is file descriptor
     ``fd``; the first message holds :class:`MlflowTracker`'s arguments and the run id to continue."""
+    import signal  # noqa: PLC0415
     from multiprocessing.connection import Connection  # noqa: PLC0415
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM are the run's process's
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     conn = Connection(fd)
-    _, args = conn.recv()
+    try:
+        _, args = conn.recv()
+    except (EOFError, OSError):  # the run's process is gone before it said what to track
+        _exit_now()
     _tracking_main(conn, *args)
+    _exit_now()
 
 
 def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id) -> None:
-    """Body of :class:`TrackingProcess`: an :class:`MlflowTracker` fed from ``conn``. Ctrl-C and
-    SIGTERM are for the run's process, which closes the run (KILLED) through ``conn``."""
-    import signal  # noqa: PLC0415
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """Body of :class:`TrackingProcess`: an :class:`MlflowTracker` fed from ``conn``, until the
+    run's process ends the run. Ctrl-C and SIGTERM are for the run's process, which closes the run
+    (KILLED) through ``conn``. Whatever fails here ends the run FAILED (never FINISHED by MLflow's
+    exit hook) and is sent to the run's process as one line; a run's process that is gone
+    (its end of ``conn`` closed) ends it KILLED, quietly."""
     tracker = None
+
+    def close(status: str) -> None:
+        """End the run with ``status`` (a run open before its id came back too): a run never
+        stays open, nor is marked FINISHED by MLflow's exit hook."""
+        try:
+            if tracker is not None:
+                tracker.end(status)
+        except Exception:  # noqa: BLE001, S110  (the run is ended below all the same)
+            pass
+        if "mlflow" in sys.modules:
+            try:
+                _mlflow().end_run(status=status)  # nothing to do when no run is open
+            except Exception:  # noqa: BLE001, S110
+                pass
+
     try:
         tracker = MlflowTracker(logger_cfg, params, config_yaml, problem, sweep=sweep)
         conn.send(("run_id", tracker.start(run_id)))
@@ -438,16 +502,16 @@ def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id
             if name == "end":
                 tracker.end(arg)  # every metric and artifact is written, the run closed
                 conn.send(("done", None))
-                _exit_now()
+                return
             getattr(tracker, name)(arg)
-    except EOFError:  # the run's process is gone: close the run as killed
+    except (EOFError, BrokenPipeError):  # the run's process is gone: close the run as killed
+        close("KILLED")
+    except Exception as err:  # noqa: BLE001  (the run's process reports it, and the run is FAILED)
+        close("FAILED")
         try:
-            if tracker is not None:
-                tracker.end("KILLED")
-        except Exception:  # noqa: BLE001, S110
+            conn.send(("error", f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"))
+        except OSError:  # the run's process is gone already
             pass
-    except Exception as err:  # noqa: BLE001
-        conn.send(("error", f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"))
 
 
 def _exit_now() -> None:

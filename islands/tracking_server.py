@@ -10,12 +10,17 @@ or, with ``logger.fallback_local=true``, the run goes to the local store instead
 where).
 
 Other URIs (``sqlite:///...``, ``file:...``, ``databricks``, ...) are MLflow's to open and are
-not probed. Imports nothing from MLflow (seconds), only the standard library.
+not probed. A local store (MLflow's default ``mlflow.db``, a relative ``sqlite:`` or ``file:`` path)
+inside Ray's temporary copy of a job's working directory (``ray job submit --working-dir``) is
+refused before the run starts: Ray deletes that copy with its session (:func:`check_not_in_ray_copy`).
+Imports nothing from MLflow (seconds), only the standard library.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 #: seconds the ``/health`` probe waits for the server (a refused connection returns at once)
@@ -74,10 +79,87 @@ def local_store_uri() -> str:
     return "sqlite:///" + os.path.abspath("mlflow.db")
 
 
+def ray_job_copy() -> str | None:
+    """The working directory when this process is the entrypoint of a Ray job submitted with a
+    working directory (``ray job submit --working-dir DIR``): Ray runs it in its own unpacked copy
+    of ``DIR``, under the cluster's temporary session folder, deleted with the session. ``None``
+    otherwise (Ray's job supervisor names the job's runtime environment in
+    ``RAY_JOB_CONFIG_JSON_ENV_VAR``)."""
+    try:
+        job = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
+    except ValueError:
+        return None
+    runtime_env = (job.get("runtime_env") if isinstance(job, dict) else None) or {}
+    return os.getcwd() if "working_dir" in runtime_env else None
+
+
+def local_store_path(uri: str | None) -> str | None:
+    """The absolute file or folder that a local MLflow store ``uri`` writes: ``None`` (MLflow's
+    default, ``mlflow.db`` in the working directory), ``sqlite:///PATH``, ``file:PATH`` or a plain
+    path, relative paths taken from the working directory; ``None`` for any other store (a
+    tracking server, ``databricks``, a database server)."""
+    if not uri:
+        return os.path.abspath("mlflow.db")
+    parts = urlsplit(uri)
+    if parts.scheme == "sqlite":
+        path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else ""
+        return os.path.abspath(path) if path and path != ":memory:" else None
+    if parts.scheme == "file":
+        return os.path.abspath(parts.path)
+    if uri.split(":")[0] in ("databricks", "databricks-uc", "uc"):  # MLflow's scheme-less stores
+        return None
+    if not parts.scheme or len(parts.scheme) == 1:  # a plain path (a Windows drive letter too)
+        return os.path.abspath(uri)
+    return None
+
+
+def check_not_in_ray_copy(logger_cfg: dict, copy: str | None = None) -> None:
+    """Refuse a local MLflow store inside Ray's temporary copy of a job's working directory.
+
+    Args:
+        logger_cfg: the plain ``logger`` config.
+        copy: that copy's path; default :func:`ray_job_copy` (``None`` outside such a job: nothing
+            to check).
+
+    Raises:
+        ValueError: one line naming ``logger.tracking_uri``, where the store would go, and the
+            stores that outlive the job.
+    """
+    copy = ray_job_copy() if copy is None else copy
+    if not copy:
+        return
+    uri, named = tracking_uri_of(logger_cfg)
+    path = local_store_path(uri)
+    root = os.path.join(os.path.realpath(copy), "")
+    if path is None or not os.path.join(os.path.realpath(path), "").startswith(root):
+        return
+    named = named or "logger.tracking_uri=null (MLflow's default store, mlflow.db in the working directory)"
+    raise ValueError(f"{named}: this Ray job runs in Ray's temporary copy of its working directory ({copy}), "
+                     "deleted with the Ray session, and the run would be recorded there; allowed values are a "
+                     "tracking server (logger.tracking_uri=http://HOST:5000, cluster/README.md) or a store "
+                     "outside that copy (logger.tracking_uri=sqlite:////ABSOLUTE/PATH/mlflow.db), or logger=none")
+
+
+def local_artifact_root(uri: str | None) -> str | None:
+    """Where a new experiment of a local ``sqlite:`` store keeps its artifacts when the database
+    is not in the working directory: ``mlruns`` beside it (a ``file:`` URI), so that the artifacts
+    stay with the store, not in whichever directory the run was launched from (under ``ray job
+    submit``, Ray's temporary copy). ``None`` (MLflow's own default, ``./mlruns``) for a database
+    in the working directory and for other stores."""
+    if not uri or not uri.startswith("sqlite:"):
+        return None
+    path = local_store_path(uri)
+    if path is None or os.path.dirname(path) == os.path.abspath(os.getcwd()):
+        return None
+    return Path(os.path.dirname(path), "mlruns").as_uri()
+
+
 def reach_tracking_store(logger_cfg: dict, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
     """The logger config to run with, after checking that its tracking server answers.
 
-    A URI that is not ``http(s)://`` passes unchanged. A server that does not answer within
+    A local store inside Ray's temporary copy of a job's working directory is refused
+    (:func:`check_not_in_ray_copy`), also after a fallback. A URI that is not ``http(s)://``
+    passes unchanged. A server that does not answer within
     ``timeout_s`` seconds is an error, or, with ``logger.fallback_local=true``, is replaced by
     :func:`local_store_uri` with one line on stderr saying where the run goes.
 
@@ -93,6 +175,7 @@ def reach_tracking_store(logger_cfg: dict, timeout_s: float = PROBE_TIMEOUT_S) -
     """
     uri, named = tracking_uri_of(logger_cfg)
     if not uri or urlsplit(uri).scheme not in ("http", "https"):
+        check_not_in_ray_copy(logger_cfg)
         return logger_cfg
     reason = probe(uri, timeout_s)
     if reason is None:
@@ -102,6 +185,7 @@ def reach_tracking_store(logger_cfg: dict, timeout_s: float = PROBE_TIMEOUT_S) -
                          "(mlflow server --host 127.0.0.1 --port PORT), fix the URI, or set "
                          "logger.fallback_local=true to log to the local store instead")
     local = local_store_uri()
+    check_not_in_ray_copy({**logger_cfg, "tracking_uri": local})
     print(f"isles: the MLflow server {uri} does not answer ({reason}); this run goes to the local store "
           f"{local} (logger.fallback_local=true)", file=sys.stderr, flush=True)
     return {**logger_cfg, "tracking_uri": local}

@@ -21,7 +21,8 @@ import hydra
 from omegaconf import DictConfig
 
 from isles.islands.coordinator import RestartFailed
-from isles.islands.job import failure_line, run_job
+from isles.islands.job import error_message, failure_line, is_config_error, run_job
+from isles.islands.schema import check_override_keys
 
 CONF_DIR = str(Path(__import__("isles.conf", fromlist=["_"]).__file__).resolve().parent)
 """The Hydra config directory (``conf/`` of a checkout, or ``isles/conf`` of an installed wheel)."""
@@ -38,28 +39,40 @@ def import_from_launch_directory() -> None:
         sys.path.insert(0, cwd)
 
 
-def main() -> None:
-    """The ``isles`` command: the launch directory importable, then one Hydra job (:func:`run`)."""
-    import_from_launch_directory()
-    run()
-
-
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def run(cfg: DictConfig) -> float:
     """Run one job and return its best fitness (Hydra's sweepers minimise it).
 
     Raises:
-        SystemExit: 2 on a bad config value, 1 on a failure inside the run; one line on stderr.
+        SystemExit: 2 on a bad config value (:func:`isles.islands.job.is_config_error`), 1 on a
+            failure inside the run, a user's own ``ValueError`` included; one line on stderr.
     """
     try:
         result, _ = run_job(cfg)
-    except ValueError as err:
-        print(f"isles: error: {err}", file=sys.stderr)
-        sys.exit(2)
     except RestartFailed as err:  # lost actors with nowhere to go: the checkpoint and the resume command
         print(f"isles: error: {err}", file=sys.stderr)
         sys.exit(1)
-    except Exception as err:  # noqa: BLE001  (a failure inside an actor or a user's problem)
+    except Exception as err:  # noqa: BLE001  (a bad value, or a failure inside an actor or a user's problem)
+        if is_config_error(err):
+            print(f"isles: error: {error_message(err)}", file=sys.stderr)
+            sys.exit(2)
         print(f"isles: error: {failure_line(err)}", file=sys.stderr)
         sys.exit(1)
     return result.best_f
+
+
+_hydra_run = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(run)
+
+
+def main() -> None:
+    """The ``isles`` command: refuse an unknown key typed as ``key=value`` with one line
+    (:func:`isles.islands.schema.check_override_keys`, exit status 2), make the launch directory
+    importable (:func:`import_from_launch_directory`), then let Hydra compose the config and run
+    :func:`run` (once, or per job of a ``-m`` sweep)."""
+    groups = {d for d in os.listdir(CONF_DIR) if os.path.isdir(os.path.join(CONF_DIR, d))}
+    try:
+        check_override_keys(sys.argv[1:], groups)
+    except ValueError as err:
+        print(f"isles: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    import_from_launch_directory()
+    _hydra_run()

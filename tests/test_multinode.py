@@ -146,6 +146,22 @@ def test_ray_job_submit_gives_the_in_process_result(cluster, reference, tmp_path
     _assert_same_run(islands, json.loads(artifact("best_solution.json"))["x"], reference)
 
 
+def test_ray_job_submit_without_a_tracking_store_stops_before_evolving(cluster, tmp_path):
+    """With no ``logger.tracking_uri``, the job would record its run in Ray's temporary copy of
+    the working directory: it stops before evolving, with one line naming the field."""
+    c, url = cluster
+    job = subprocess.run(
+        [sys.executable, "-m", "ray.scripts.scripts", "job", "submit", "--address", url, "--working-dir", str(ROOT),
+         "--", "python", "run.py", *DE, "ray.address=auto", f"hydra.run.dir={tmp_path}/out"],
+        cwd=ROOT, capture_output=True, text=True, timeout=400)
+    out = job.stdout + job.stderr
+    lines = {ln for ln in out.splitlines() if "isles: error:" in ln}  # Ray shows the job's log twice
+    assert len(lines) == 1, out[-3000:]
+    (line,) = lines
+    assert "logger.tracking_uri=null" in line and "working_dir_files" in line, out[-3000:]
+    assert "failed" in out and "actors ready" not in out and "Traceback" not in out, out[-3000:]
+
+
 def test_gpu_bundles_spread_one_per_node(cluster):
     import ray
     from ray.util.placement_group import remove_placement_group

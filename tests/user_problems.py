@@ -34,19 +34,23 @@ class NaNSphere(Problem):
 
 
 class FailingSphere(Problem):
-    """Sphere whose evaluation raises after a few calls (a run that fails after it started)."""
+    """Sphere whose evaluation raises ``error`` (a builtin exception's name) after a few calls
+    (a run that fails after it started)."""
 
     name = "failing_sphere"
     calls = 0
 
-    def __init__(self, dim=2, fail_after=30):
+    def __init__(self, dim=2, fail_after=30, error="RuntimeError"):
         super().__init__(dim, -1.0, 1.0)
         self.fail_after = fail_after
+        self.error = error
 
     def objective(self, X):
+        import builtins
+
         type(self).calls += 1
         if type(self).calls > self.fail_after:
-            raise RuntimeError("objective crashed (test)")
+            raise getattr(builtins, self.error)("objective crashed (test)")
         return (X ** 2).sum(axis=-1)
 
 

@@ -1,0 +1,50 @@
+"""The end-of-run report of the best solution, which never loses the result.
+
+The report re-evaluates the run's best ``x`` in float64 on the host
+(:func:`isles.problems.constraints.feasibility_report`). A problem may not be able to: a user's
+min-max problem without a closed-form worst case (``objective_known = False``) raises
+``NotImplementedError`` from ``objective``, and a user's objective may fail on one row. The
+report then keeps ``x`` and the run's own ``best_f`` and ``best_v`` (the ranking pair the
+algorithm compared), and says in one line what it could not compute and why (``not_computed``).
+The console summary (:mod:`isles.islands.progress`) and MLflow's ``best_solution.json``
+(:mod:`isles.islands.tracking`) both read it.
+"""
+from __future__ import annotations
+
+import traceback
+
+import numpy as np
+
+from isles.problems.constraints import feasibility_report
+
+
+def end_report(problem, result) -> dict:
+    """The float64 report of ``result.best_x`` (``x``, ``f``, ``g``, ``max_normalised_violation``,
+    ``in_bounds``, ``feasible``), or, when the problem cannot evaluate it, ``x``, ``in_bounds``,
+    the run's own ``run_best_f`` and ``run_best_v``, ``None`` for ``f``, ``g``,
+    ``max_normalised_violation`` and ``feasible``, and ``not_computed``: one line naming what was
+    not computed, the error, and the innermost frame of the problem's code that raised it.
+
+    Args:
+        problem: the run's :class:`isles.problems.base.Problem`.
+        result: the :class:`isles.islands.coordinator.RunResult` (``best_x (D,)``, ``best_f``,
+            ``best_v``).
+    """
+    try:
+        return feasibility_report(problem, result.best_x)
+    except Exception as err:  # noqa: BLE001  (whatever the problem raises, the result stays)
+        x = np.asarray(result.best_x, dtype=np.float64).reshape(-1)
+        in_bounds = bool(np.all(x >= problem.lower) and np.all(x <= problem.upper))
+        message = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        frames = [f for f in traceback.extract_tb(err.__traceback__) if not is_library(f.filename)]
+        where = f" ({type(problem).__name__}.{frames[-1].name} at {frames[-1].filename}:{frames[-1].lineno})" \
+            if frames else ""
+        return {"x": x.tolist(), "f": None, "g": None, "max_normalised_violation": None, "in_bounds": in_bounds,
+                "feasible": None, "run_best_f": float(result.best_f), "run_best_v": float(result.best_v),
+                "not_computed": f"float64 f, g and feasibility of the best x: {type(err).__name__}: {message}{where}"}
+
+
+def is_library(path: str) -> bool:
+    """Whether the source file ``path`` belongs to an installed package or the standard library
+    (not to a user's code, nor to isles run from a checkout)."""
+    return "site-packages" in path or "/lib/python" in path

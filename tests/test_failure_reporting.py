@@ -1,0 +1,250 @@
+"""What a user sees when something fails, and what MLflow keeps (issue 16, section 1):
+
+* the end-of-run report never loses a finished result (a min-max problem without a closed-form
+  worst case; a summary that fails for any reason);
+* an MLflow run is never FINISHED after a failure (Ray's start, the tracking process);
+* a ``ValueError`` raised in a user's objective is a failure inside the run (exit 1, file and
+  line, saved traceback), not a config refusal (exit 2);
+* ``ray.address=auto`` with no Ray to find, and a local MLflow store in Ray's temporary copy of a
+  job's working directory, are one-line refusals before a run opens;
+* ``generation=10`` gets the did-you-mean line; ``constraints.r=inf`` is refused.
+"""
+import json
+import os
+import threading
+from multiprocessing import Pipe
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from isles.algorithms.core.base import check_range
+from isles.islands import job, tracking_server
+from isles.islands.job import run_job
+from tests.helpers import make_cfg
+from tests.test_cli import run_cli
+from tests.user_problems import FailingSphere
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+#: a user's min-max problem left at objective_known = False, on a small budget, on the CPU
+USER_MINMAX = ("+experiment=cde", "problem._target_=tests.user_problems.UserSaddle", "problem.dim=2",
+               "islands.n=2", "algorithm.n_cycles=2", "algorithm.pop_size=8", "algorithm.gens_x=2",
+               "algorithm.gens_y=2", "device=cpu", "progress=false")
+
+
+@pytest.fixture()
+def store(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    yield uri
+    import mlflow
+
+    mlflow.set_tracking_uri(None)
+
+
+def _runs(store, experiment):
+    client = MlflowClient(tracking_uri=store)
+    exp = client.get_experiment_by_name(experiment)
+    return client, ([] if exp is None else client.search_runs([exp.experiment_id]))
+
+
+# -- 1. the result survives the report ---------------------------------------------------------
+def test_minmax_problem_without_its_worst_case_keeps_its_result(store, capsys):
+    """CDE on a user's min-max problem whose worst case is not known: the float64 report cannot
+    evaluate f, and says so in one line; x and the run's f are printed and logged."""
+    result, run_id = run_job(make_cfg(*USER_MINMAX, f"logger.tracking_uri={store}"), use_ray=False)
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("isles: best f=")]
+    assert f"x=[{result.best_x[0]:.10g}, {result.best_x[1]:.10g}]" in line and "(run)" in line
+    (note,) = [ln for ln in out.splitlines() if ln.startswith("isles: not computed:")]
+    assert "NotImplementedError" in note and "UserSaddle.objective" in note
+    client, (run,) = _runs(store, "cde")
+    assert run.info.run_id == run_id and run.info.status == "FINISHED"
+    best = json.load(open(client.download_artifacts(run_id, "best_solution.json")))
+    assert best["x"] == pytest.approx(list(result.best_x)) and best["run_best_f"] == pytest.approx(result.best_f)
+    assert best["f"] is None and "NotImplementedError" in best["not_computed"]
+    assert "NotImplementedError" in run.data.tags["report_not_computed"]
+
+
+def test_minmax_summary_table_says_what_it_could_not_compute(capsys):
+    """The rich summary (progress=true) prints x and one line naming what was not computed."""
+    result, _ = run_job(make_cfg(*USER_MINMAX[:-1], "logger=none"), use_ray=False)
+    out = capsys.readouterr().out
+    assert f"{result.best_x[0]:.10g}" in out
+    (note,) = [ln for ln in out.splitlines() if ln.startswith("not computed:")]
+    assert "float64 f, g and feasibility of the best x: NotImplementedError" in note
+    assert f"f = {result.best_f:.10g} (best fitness in the run)" in out
+
+
+def test_a_summary_that_fails_still_prints_the_result(store, capsys, monkeypatch, tmp_path):
+    """Whatever fails in the end-of-run summary, the result is printed (x, f, MLflow run) and
+    one line says what failed, with the log file that holds the traceback; the MLflow run still
+    finishes with its result."""
+    def broken(*args, **kwargs):
+        raise KeyError("summary broke (test)")
+
+    monkeypatch.setattr(job, "result_line", broken)
+    monkeypatch.chdir(tmp_path)  # outside Hydra, the traceback goes to run.log in the working directory
+    cfg = make_cfg("problem._target_=tests.user_problems.ShiftedSphere", "+problem.dim=2", "generations=5",
+                   "islands.n=2", "algorithm.n_particles=4", "device=cpu", "progress=false",
+                   f"logger.tracking_uri={store}")
+    result, run_id = run_job(cfg, use_ray=False)
+    captured = capsys.readouterr()
+    (line,) = [ln for ln in captured.out.splitlines() if ln.startswith("isles: best f=")]
+    assert f"{result.best_x[0]:.10g}" in line and f"mlflow_run={run_id}" in line
+    assert "isles: the end-of-run summary failed: KeyError" in captured.err
+    assert "summary broke (test)" in (tmp_path / "run.log").read_text()
+    _, (run,) = _runs(store, "isles")
+    assert run.info.status == "FINISHED"
+
+
+# -- 2. a failed run is never FINISHED ---------------------------------------------------------
+def test_ray_that_fails_to_start_fails_the_mlflow_run(store, monkeypatch):
+    def no_ray(cfg):
+        raise ConnectionError("no Ray (test)")
+
+    monkeypatch.setattr(job, "init_ray", no_ray)
+    cfg = make_cfg("problem._target_=tests.user_problems.ShiftedSphere", "generations=3", "islands.n=2",
+                   "device=cpu", "progress=false", f"logger.tracking_uri={store}")
+    with pytest.raises(ConnectionError):
+        run_job(cfg, use_ray=True)
+    _, (run,) = _runs(store, "isles")
+    assert run.info.status == "FAILED"
+
+
+def test_a_failure_in_the_tracking_process_marks_the_run_failed(store):
+    """The tracking process's body (in a thread here): a callback that fails ends the run
+    FAILED and reports one line, instead of leaving it open for MLflow's exit hook to mark
+    FINISHED."""
+    from isles.islands.tracking import _tracking_main
+
+    parent, child = Pipe()
+    body = threading.Thread(target=_tracking_main, args=(child, {"tracking_uri": store, "experiment_name": "t"},
+                                                         {"seed": 0}, "seed: 0\n", None, None, None), daemon=True)
+    body.start()
+    assert parent.poll(120), "the tracking body opened no run"
+    kind, run_id = parent.recv()
+    assert kind == "run_id"
+    parent.send(("on_end", object()))  # not a result: on_end fails
+    assert parent.poll(120), "the tracking body said nothing of its failure"
+    kind, message = parent.recv()
+    body.join(timeout=60)
+    assert kind == "error" and "AttributeError" in message
+    assert MlflowClient(tracking_uri=store).get_run(run_id).info.status == "FAILED"
+
+
+# -- 3. a ValueError in a user's code is a failure inside the run -------------------------------
+def test_value_error_in_users_code_is_not_a_config_error():
+    with pytest.raises(ValueError) as user:
+        FailingSphere(fail_after=-10 ** 9, error="ValueError").objective(np.zeros((1, 2)))
+    assert not job.is_config_error(user.value)
+    with pytest.raises(ValueError) as refusal:
+        check_range("generations", 0, 1, integer=True)
+    assert job.is_config_error(refusal.value)
+
+
+@pytest.mark.parametrize("n_actors", [1, 2])  # 1: in this process; 2: in Ray actors
+def test_value_error_in_users_objective_is_reported_as_a_run_failure(n_actors):
+    p = run_cli("problem._target_=tests.user_problems.FailingSphere", "+problem.fail_after=8",
+                "+problem.error=ValueError", "generations=50", "islands.n=2", f"islands.n_actors={n_actors}",
+                "device=cpu", "logger=none", "progress=false", "ray.num_cpus=2")
+    assert p.returncode == 1, p.stderr[-2000:]
+    (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("isles: error:")]
+    assert line.startswith("isles: error: ValueError: objective crashed (test) at ") and "user_problems.py:" in line
+    log = line.split("full traceback in ")[1]
+    assert "Traceback" in open(log).read() and "Traceback" not in p.stderr
+
+
+# -- 4. ray.address=auto with no Ray ------------------------------------------------------------
+def _no_ray_to_find(monkeypatch):
+    from ray._private import services
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(services, "find_gcs_addresses", lambda: frozenset())
+    monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir: None)
+
+
+def test_ray_address_auto_without_ray_is_one_line_before_mlflow(store, monkeypatch):
+    _no_ray_to_find(monkeypatch)
+    with pytest.raises(ValueError, match=r"^ray.address='auto': no Ray cluster is running on this machine"):
+        job.check_ray_address("auto")
+    cfg = make_cfg("+experiment=cmepso", "ray.address=auto", "device=cpu", f"logger.tracking_uri={store}")
+    with pytest.raises(ValueError, match="ray.address='auto'"):
+        run_job(cfg)
+    assert _runs(store, "cmepso")[1] == []  # no MLflow run opened
+
+
+def test_ray_address_auto_checks_the_address_it_finds(monkeypatch):
+    """``auto`` resolving to an address where nothing answers (a stale ``ray start``, or
+    ``RAY_ADDRESS``) is refused like ``ray.address=HOST:PORT``."""
+    _no_ray_to_find(monkeypatch)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    with pytest.raises(ValueError, match="nothing answers there"):
+        job.check_ray_address("auto")
+
+
+# -- 5. ray job submit --working-dir without a tracking server ----------------------------------
+@pytest.fixture()
+def in_ray_job_copy(tmp_path, monkeypatch):
+    """This process as a Ray job's entrypoint, in Ray's unpacked copy of its working directory."""
+    copy = tmp_path / "session_x" / "runtime_resources" / "working_dir_files" / "_ray_pkg_0123"
+    copy.mkdir(parents=True)
+    monkeypatch.chdir(copy)
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR",
+                       json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_0123.zip"}, "metadata": {}}))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return copy
+
+
+def test_local_store_in_ray_job_copy_is_refused_before_the_run(in_ray_job_copy):
+    cfg = make_cfg("problem._target_=tests.user_problems.ShiftedSphere", "generations=3", "device=cpu")
+    with pytest.raises(ValueError, match=r"^logger.tracking_uri=null .*Ray's temporary copy"):
+        run_job(cfg, use_ray=False)
+    assert not (in_ray_job_copy / "mlflow.db").exists() and not (in_ray_job_copy / "mlruns").exists()
+    with pytest.raises(ValueError, match=r"^logger.tracking_uri='sqlite:///mlflow.db'"):
+        tracking_server.reach_tracking_store({"tracking_uri": "sqlite:///mlflow.db"})
+
+
+def test_named_stores_outside_the_copy_pass(in_ray_job_copy, tmp_path, monkeypatch):
+    tracking_server.check_not_in_ray_copy({"tracking_uri": f"sqlite:///{tmp_path}/keep/mlflow.db"})
+    tracking_server.check_not_in_ray_copy({"tracking_uri": "http://mlflow.example.org:5000"})
+    tracking_server.check_not_in_ray_copy({"tracking_uri": "databricks"})
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/keep/mlflow.db")
+    tracking_server.check_not_in_ray_copy({"tracking_uri": None})
+
+
+def test_a_store_named_elsewhere_keeps_its_artifacts_beside_it(tmp_path, monkeypatch):
+    """A ``sqlite:`` store outside the launch directory (Ray's copy under ``ray job submit``):
+    the artifacts go beside the database, not into the launch directory."""
+    from isles.islands.tracking import MlflowTracker
+
+    launch, keep = tmp_path / "launch", tmp_path / "keep"
+    launch.mkdir()
+    keep.mkdir()
+    monkeypatch.chdir(launch)
+    store = f"sqlite:///{keep}/mlflow.db"
+    tracker = MlflowTracker({"tracking_uri": store, "experiment_name": "beside"}, {"seed": 0}, "seed: 0\n", None)
+    run_id = tracker.start()
+    tracker.end()
+    import mlflow
+
+    mlflow.set_tracking_uri(None)
+    uri = MlflowClient(tracking_uri=store).get_run(run_id).info.artifact_uri
+    assert uri.startswith((keep / "mlruns").as_uri()), uri
+    assert os.listdir(launch) == []
+
+
+# -- 6. smaller --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["generation=10"], "generation: unknown key (did you mean 'generations'?)"),
+        (["islands.size=3"], "islands.size: unknown key; allowed keys here: islands.n,"),
+        (["constraints.r=inf"], "constraints.r=inf: allowed values are numbers > 0"),
+        (["constraints.penalty=inf"], "constraints.penalty=inf: allowed values are numbers > 0"),
+    ],
+)
+def test_typed_keys_and_values_refused_in_one_line(args, needle):
+    p = run_cli("+experiment=cmepso", *args, "logger=none")
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert needle in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
