@@ -100,7 +100,7 @@ def test_a_summary_that_fails_still_prints_the_result(store, capsys, monkeypatch
 
 # -- 2. a failed run is never FINISHED ---------------------------------------------------------
 def test_ray_that_fails_to_start_fails_the_mlflow_run(store, monkeypatch):
-    def no_ray(cfg):
+    def no_ray(ray_cfg, cfg=None):
         raise ConnectionError("no Ray (test)")
 
     monkeypatch.setattr(job, "init_ray", no_ray)
