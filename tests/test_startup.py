@@ -45,11 +45,7 @@ def test_cpu_islands_share_one_actor_unless_asked():
 FAKE_CUPY = '''
 """A stand-in for CuPy 13's import: ``cupy`` imports ``cupyx``, whose ``cupyx.optimizing``
 tries ``import optuna``."""
-try:
-    import optuna  # noqa: F401
-    OPTUNA_AT_IMPORT = True
-except ImportError:
-    OPTUNA_AT_IMPORT = False
+import cupyx.optimizing  # noqa: F401
 
 
 class _Runtime:
@@ -62,22 +58,38 @@ class cuda:
     runtime = _Runtime
 '''
 
+FAKE_OPTIMIZING = '''
+try:
+    import optuna  # noqa: F401
+    OPTUNA = True
+except ImportError:
+    OPTUNA = False
+'''
+
 PROBE = '''
 import sys
 from isles.algorithms.core.backend import cupy_or_none
 cp = cupy_or_none()
-print("cupy", cp is not None, "optuna_at_import", cp.OPTUNA_AT_IMPORT, "optuna_loaded", "optuna" in sys.modules)
+import cupyx.optimizing
+print("cupy", cp is not None, "optuna_at_import", cupyx.optimizing.OPTUNA, "optuna_loaded", "optuna" in sys.modules)
+import cupyx.optimizing._later  # CuPy 14: reached later, from the first evaluation (cupyx.scipy.special)
+print("optuna_later_in_cupyx", cupyx.optimizing._later.OPTUNA, "optuna_loaded", "optuna" in sys.modules)
 import optuna
-print("optuna_later", optuna.__name__)
+print("optuna_elsewhere", optuna.__name__)
 '''
 
 
 def test_cupy_is_imported_without_optuna(tmp_path):
-    """``cupy_or_none`` (how isles finds the GPU) imports a CuPy that tries ``import optuna`` with
-    Optuna hidden, and an ``import optuna`` afterwards (a sweep) still works. Fake ``cupy`` and
+    """``cupy_or_none`` (how isles finds the GPU) imports a CuPy whose ``cupyx.optimizing`` tries
+    ``import optuna``, at CuPy's import (CuPy 13) or later (CuPy 14, from the first evaluation):
+    both are refused, and an ``import optuna`` from elsewhere (a sweep) still works. Fake ``cupy`` and
     ``optuna`` packages stand in for the real ones (no GPU here)."""
     (tmp_path / "cupy").mkdir()
     (tmp_path / "cupy" / "__init__.py").write_text(textwrap.dedent(FAKE_CUPY))
+    (tmp_path / "cupyx" / "optimizing").mkdir(parents=True)
+    (tmp_path / "cupyx" / "__init__.py").write_text("")
+    (tmp_path / "cupyx" / "optimizing" / "__init__.py").write_text(FAKE_OPTIMIZING)
+    (tmp_path / "cupyx" / "optimizing" / "_later.py").write_text(FAKE_OPTIMIZING)
     (tmp_path / "optuna").mkdir()
     (tmp_path / "optuna" / "__init__.py").write_text("")
     env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"}
@@ -85,4 +97,5 @@ def test_cupy_is_imported_without_optuna(tmp_path):
                        timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["cupy", "True", "optuna_at_import", "False", "optuna_loaded", "False",
-                                "optuna_later", "optuna"]
+                                "optuna_later_in_cupyx", "False", "optuna_loaded", "False",
+                                "optuna_elsewhere", "optuna"]

@@ -7,6 +7,7 @@ device for logs.
 from __future__ import annotations
 
 import functools
+import importlib.abc
 import sys
 
 import numpy as np
@@ -14,31 +15,44 @@ import numpy as np
 DEVICES = ("auto", "cpu", "gpu")
 
 
-def import_cupy():
-    """Import and return ``cupy``, without the Optuna import that comes with it.
+class _NoOptunaForCupyx(importlib.abc.MetaPathFinder):
+    """Refuses ``import optuna`` when ``cupyx.optimizing`` asks for it, and only then.
 
-    ``import cupy`` imports ``cupyx``, whose ``cupyx.optimizing`` imports ``optuna`` when it is
-    installed (CuPy 13; the ``sweep`` extra installs it): 3.7 s of a GPU run's start-up on the H100
-    machine, for a kernel tuner isles never calls (issue 16 §4). While CuPy imports, ``optuna`` is
-    marked absent in ``sys.modules`` (its import raises ``ImportError``, which CuPy catches); the
-    mark is removed afterwards, so a later ``import optuna`` (a sweep) works as usual. Where
-    ``optuna`` is already imported (an Optuna sweep's process) nothing is hidden. The one thing
-    lost: ``cupyx.optimizing.optimize`` in a process that imported CuPy this way says Optuna is
-    not installed.
+    ``cupyx.optimizing`` (CuPy's kernel tuner, which isles never calls) imports ``optuna`` when it
+    is installed (the ``sweep`` extra installs it): 3.7 s of a GPU run's start-up on the H100
+    machine (issue 16 §4). It is reached from ``import cupy`` itself (CuPy 13) or later, from the
+    first CuPy evaluation through ``array_api_compat``'s CuPy namespace and ``cupyx.scipy.special``
+    (CuPy 14). The import raises ``ImportError`` there, which CuPy catches; an ``import optuna``
+    from anywhere else (a sweep, the user's code) is untouched."""
+
+    def find_spec(self, name, path=None, target=None):
+        """``None`` (let the other finders look) unless ``cupyx.optimizing`` imports Optuna.
+
+        Raises:
+            ImportError: ``optuna`` imported from ``cupyx.optimizing``.
+        """
+        if name != "optuna" and not name.startswith("optuna."):
+            return None
+        frame = sys._getframe(1)
+        while frame is not None:
+            if str(frame.f_globals.get("__name__", "")).startswith("cupyx.optimizing"):
+                raise ImportError("optuna is not imported for cupyx.optimizing (isles.algorithms.core.backend)")
+            frame = frame.f_back
+        return None
+
+
+def import_cupy():
+    """Import and return ``cupy``, with :class:`_NoOptunaForCupyx` on ``sys.meta_path`` (installed
+    once) so that neither ``import cupy`` nor a later ``cupyx.scipy.special`` imports Optuna. The
+    one thing lost: ``cupyx.optimizing.optimize`` says Optuna is not installed.
 
     Raises:
         ImportError: CuPy is not installed (or fails to import).
     """
-    if "cupy" in sys.modules:
-        return sys.modules["cupy"]
-    hide = "optuna" not in sys.modules
-    if hide:
-        sys.modules["optuna"] = None  # ``import optuna`` raises ImportError while this is here
-    try:
-        import cupy  # noqa: PLC0415
-    finally:
-        if hide and "optuna" in sys.modules and sys.modules["optuna"] is None:
-            del sys.modules["optuna"]
+    if not any(isinstance(f, _NoOptunaForCupyx) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoOptunaForCupyx())
+    import cupy  # noqa: PLC0415
+
     return cupy
 
 
