@@ -132,7 +132,7 @@ def test_first_evaluation_names_class_method_and_shapes(cls, message):
 def test_dim_smaller_than_the_class_reads_is_named_at_the_first_evaluation():
     X = np.full((1, 3, 3), 20.0)
     with pytest.raises(ProblemShapeError, match=r"^PressureVessel.objective raised IndexError \(index 3 is out of bounds"
-                                                r".*user_designs.py:\d+ on the first batch, X of shape \(1, 3, 3\) "
+                                                r".*user_problems.py:\d+ on the first batch, X of shape \(1, 3, 3\) "
                                                 r"\(problem.dim=3\)"):
         Evaluator(PressureVessel(3, 0.0, 200.0))(X)
 

@@ -8,35 +8,11 @@ import numpy as np
 from array_api_compat import array_namespace
 
 from isles.problems.base import Problem
+from tests.user_problems import PressureVessel  # noqa: F401  (problem._target_=tests.user_designs.PressureVessel)
 
 
 def _stack_like(X, cols):
     return array_namespace(X).stack(cols, axis=-1)
-
-
-class PressureVessel(Problem):
-    """Pressure vessel design (Sandgren 1990; Kannan & Kramer 1994): shell thickness ``x1``, head
-    thickness ``x2``, inner radius ``x3``, length ``x4``; 4 constraints; best known f ~ 6059.7."""
-
-    name = "pressure_vessel"
-    n_constraints = 4
-
-    def __init__(self, dim=4, lower=(0.0, 0.0, 10.0, 10.0), upper=(99.0, 99.0, 200.0, 200.0)):
-        super().__init__(dim, lower, upper)
-
-    def objective(self, X):
-        x1, x2, x3, x4 = X[..., 0], X[..., 1], X[..., 2], X[..., 3]
-        return 0.6224 * x1 * x3 * x4 + 1.7781 * x2 * x3**2 + 3.1661 * x1**2 * x4 + 19.84 * x1**2 * x3
-
-    def constraints(self, X):
-        x1, x2, x3, x4 = X[..., 0], X[..., 1], X[..., 2], X[..., 3]
-        g = [
-            -x1 + 0.0193 * x3,
-            -x2 + 0.00954 * x3,
-            (-math.pi * x3**2 * x4 - 4.0 / 3.0 * math.pi * x3**3 + 1296000.0) / 1296000.0,
-            x4 - 240.0,
-        ]
-        return _stack_like(X, g)
 
 
 class ThreeBarTruss(Problem):

@@ -100,14 +100,15 @@ class BadPayoff(UserSaddle):
 class PressureVessel(Problem):
     """A user's constrained engineering problem written as array code (no ``cuda_objective``): the
     pressure vessel of Sandgren (1990) / Kannan & Kramer (1994) in its continuous form,
-    ``x = (T_s, T_h, R, L)``, four constraints ``g <= 0``."""
+    ``x = (T_s, T_h, R, L)``, four constraints ``g <= 0``; best known f ~ 6059.7 (integer-multiple
+    thicknesses) or 5885.33 (continuous). ``dim``, ``lower``, ``upper`` as a config sets them
+    (``++problem.dim=...``); a ``dim`` other than 4 fails at the first evaluation (issue 16)."""
 
     name = "pressure_vessel"
     n_constraints = 4
 
-    def __init__(self):
-        super().__init__(4, [0.0, 0.0, 10.0, 10.0], [99.0, 99.0, 200.0, 200.0],
-                         constraint_scale=[1.0, 1.0, 1296000.0, 240.0])
+    def __init__(self, dim=4, lower=(0.0, 0.0, 10.0, 10.0), upper=(99.0, 99.0, 200.0, 200.0)):
+        super().__init__(dim, lower, upper, constraint_scale=[1.0, 1.0, 1296000.0, 240.0])
 
     def objective(self, X):
         x1, x2, x3, x4 = X[..., 0], X[..., 1], X[..., 2], X[..., 3]
