@@ -78,11 +78,13 @@ def _inline(text: str, seen: set) -> str:
     return _INCLUDE.sub(sub, text)
 
 
+@functools.lru_cache(maxsize=512)
 def source(*parts: str) -> str:
     """One translation unit: ``parts`` concatenated in order, each either a library file name
     (``"math.cuh"``, ``"de.cu"``: read, its ``#include "x.cuh"`` lines inlined) or literal text
     (defines, a problem's ``cuda_objective``). A library file is inlined once: at its first
-    mention, as a part or through an include; later mentions become a comment.
+    mention, as a part or through an include; later mentions become a comment. Cached: a
+    launcher may assemble its source at every launch.
 
     Raises:
         FileNotFoundError: a named or included file is not in the library.

@@ -54,6 +54,16 @@ def module(cp, source: str, options: tuple = ()):
     return mod
 
 
+def function(cp, src: str, name: str, options: tuple = ()):
+    """Kernel ``name`` of :func:`module` ``(cp, src, options)`` (looked up once per device, source,
+    options and name: a launcher that asks at every launch pays no driver call)."""
+    key = (cp.cuda.Device().id, src, tuple(options), name)
+    fn = _MODULES.get(key)
+    if fn is None:
+        fn = _MODULES[key] = module(cp, src, options).get_function(name)
+    return fn
+
+
 def require_supported(what: str, reason: str | None):
     """CuPy, for a plan whose support check gave ``reason`` (``None``: supported).
 

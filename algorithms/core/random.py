@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from isles.algorithms.core.cuda_prelude import HASH
+from isles.algorithms.core.cuda_lib import source
 
 GOLDEN = 0x9E3779B97F4A7C15
 _M1 = 0xBF58476D1CE4E5B9
@@ -57,11 +57,11 @@ def _cupy_uniform_kernel(cp):
             r"""
             const u64 s = isles_mix64(gd + (ctr[0] << 16));
             const u64 z = draw_bits(keys[i / m], s, (u64)(i % m));
-            if (sizeof(T) == 4) { u = (T)((float)(z >> 40) * (1.0f / 16777216.0f)); }
-            else { u = (T)((double)(z >> 11) * (1.0 / 9007199254740992.0)); }
+            if (sizeof(T) == 4) { u = (T)unif24(z); }
+            else { u = (T)unif53(z); }
             """,
             "isles_counter_uniform",
-            preamble=HASH,
+            preamble=source("rng.cuh"),
         )
     return _KERNELS["uniform"]
 
@@ -76,7 +76,7 @@ def _cupy_bits_kernel(cp):
             z = draw_bits(keys[i / m], s, (u64)(i % m));
             """,
             "isles_counter_bits",
-            preamble=HASH,
+            preamble=source("rng.cuh"),
         )
     return _KERNELS["bits"]
 
@@ -91,7 +91,7 @@ def _cupy_bits_at_kernel(cp):
             z = draw_bits(keys[st], s, (u64)idx);
             """,
             "isles_counter_bits_at",
-            preamble=HASH,
+            preamble=source("rng.cuh"),
         )
     return _KERNELS["bits_at"]
 
@@ -187,7 +187,7 @@ class CounterRNG:
         Element ``e`` (flat position inside island ``i``'s block) is
         ``mix64((key_i ^ mix64(gd + (ctr << 16))) + e * GOLDEN)`` with ``gd = (generation << 16) +
         draw``, i.e. CUDA's ``draw_bits(key, isles_mix64(gd + (ctr << 16)), e)``
-        (:data:`isles.algorithms.core.cuda_prelude.HASH`); ``uniform(...)`` is
+        (``rng.cuh`` of the CUDA library, :mod:`isles.algorithms.core.cuda_lib`); ``uniform(...)`` is
         :func:`bits_to_uniform` of these. Used for random bit strings (32 bits per hash).
 
         Raises:

@@ -1,4 +1,5 @@
-// ---- isles fused CDE pair reduction (algorithms/coevolution/cuda.py) ----
+// cde_pairs.cu: the fused CDE pair reduction (algorithms/coevolution/cuda.py); IS_F32, math.cuh and
+// the problem's pair_cuda (PAY_KX, PAY_KY, pay_pair) precede.
 // thread t in [0, I * NOUT): island t / NOUT, output t % NOUT; ROLE 0: x (max over the y rows),
 // ROLE 1: y (-min over the x rows). NaN payoff -> the output is +inf and counted.
 ISLES_DEV void pair_one(long long t, const T* tx, const T* ty, T* out, unsigned long long* nan_count,

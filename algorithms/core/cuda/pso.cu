@@ -1,7 +1,6 @@
-// ---- isles fused PSO generation (algorithms/pso/cuda.py); IS_F32 and the prelude are prepended ----
-#define DRAW_R1 10ull
-#define DRAW_R2 11ull
-#define DRAW_COR 13ull
+// pso.cu: the fused PSO generation (algorithms/pso/cuda.py). Prepended by Python: IS_F32 and the
+// draw ids DRAW_R1 DRAW_R2 DRAW_COR of algorithms/pso/pso.py.
+#include "fitness.cuh"
 #define BESTS_BLOCK 256
 #define IDX_NONE 0x7fffffff
 
@@ -13,9 +12,6 @@ ISLES_DEV T t_pow(T a, T b) { return pow(a, b); }    // CuPy's power, 'dd->d'
 
 // cupy.clip: in1 > in2 ? in2 : (in0 < in1 ? in1 : (in0 > in2 ? in2 : in0))
 ISLES_DEV T clip3(T a, T lo, T hi) { return lo > hi ? hi : (a < lo ? lo : (a > hi ? hi : a)); }
-
-// Deb's rules, problems/constraints.py better(): (va < vb) | ((va == vb) & (fa < fb))
-ISLES_DEV bool deb_better(T fa, T va, T fb, T vb) { return (va < vb) || ((va == vb) && (fa < fb)); }
 
 // NaN-propagating minimum (numpy.min / cupy.min)
 ISLES_DEV T nan_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (b < a ? b : a)); }
@@ -149,7 +145,7 @@ pso_bests(const T* __restrict__ x, const T* __restrict__ f, const T* __restrict_
         const long long stride = (long long)n_row_blocks * BESTS_BLOCK;
         for (long long e = (long long)blockIdx.x * BESTS_BLOCK + tid; e < total; e += stride) {
             const long long p = e / dim;
-            pb_o[e] = deb_better(f[p], v[p], pf[p], pv[p]) ? x[e] : pb[e];
+            pb_o[e] = isles_better(f[p], v[p], pf[p], pv[p]) ? x[e] : pb[e];
         }
         return;
     }
@@ -161,7 +157,7 @@ pso_bests(const T* __restrict__ x, const T* __restrict__ f, const T* __restrict_
     T vmin = T_INF;
     for (int n = tid; n < npart; n += BESTS_BLOCK) {
         const long long p = p0 + n;
-        const bool imp = deb_better(f[p], v[p], pf[p], pv[p]);
+        const bool imp = isles_better(f[p], v[p], pf[p], pv[p]);
         const T nf = imp ? f[p] : pf[p], nv = imp ? v[p] : pv[p];
         pf_o[p] = nf;
         pv_o[p] = nv;
@@ -180,7 +176,7 @@ pso_bests(const T* __restrict__ x, const T* __restrict__ f, const T* __restrict_
     int ib = IDX_NONE;
     for (int n = tid; n < npart; n += BESTS_BLOCK) {
         const long long p = p0 + n;
-        const bool imp = deb_better(f[p], v[p], pf[p], pv[p]);
+        const bool imp = isles_better(f[p], v[p], pf[p], pv[p]);
         const T nf = imp ? f[p] : pf[p], nv = imp ? v[p] : pv[p];
         const T key = (nv == vmin) ? nf : T_INF;
         if (key_before(key, n, kb, ib)) { kb = key; ib = n; }
@@ -197,10 +193,10 @@ pso_bests(const T* __restrict__ x, const T* __restrict__ f, const T* __restrict_
     }
     const long long pbst = p0 + s_idx[0];
     // the island's best personal best against its global best (never gets worse)
-    const bool impb = deb_better(f[pbst], v[pbst], pf[pbst], pv[pbst]);
+    const bool impb = isles_better(f[pbst], v[pbst], pf[pbst], pv[pbst]);
     const T bf = impb ? f[pbst] : pf[pbst], bv = impb ? v[pbst] : pv[pbst];
     const T gfi = gf[isl], gvi = gv[isl];
-    const bool gimp = deb_better(bf, bv, gfi, gvi);
+    const bool gimp = isles_better(bf, bv, gfi, gvi);
     const T* src = gimp ? ((impb ? x : pb) + pbst * dim) : (gb + (long long)isl * dim);
     T* dst = gb_o + (long long)isl * dim;
     for (int j = tid; j < dim; j += BESTS_BLOCK) dst[j] = src[j];
