@@ -12,8 +12,8 @@ registers and keeps the running max (or min); no pair matrix is ever written.
 * ``pair_x(X (..., Nx, Dx)) -> TX (..., Nx, KX)`` and ``pair_y(Y (..., Ny, Dy)) -> TY (..., Ny,
   KY)``: per-individual terms computed by array code, once per population and generation (the
   augmented Lagrangian: ``(f, g_1/s_1, .., g_m/s_m)`` and ``mu``; P1: ``sum x^2`` and ``sum y^2``);
-* ``pair_cuda``: CUDA source, included after ``HASH + ARITHMETIC + MATH`` of
-  :mod:`isles.algorithms.core.cuda_prelude` (so it may use ``T``, ``ISLES_DEV``, ``add_rn`` ...),
+* ``pair_cuda``: CUDA source, included after ``objective.cuh`` of the CUDA library
+  (:mod:`isles.algorithms.core.cuda_lib`, so it may use ``T``, ``ISLES_DEV``, ``add_rn`` ...),
   defining ``#define PAY_KX n``, ``#define PAY_KY n`` and
   ``ISLES_DEV T pay_pair(const T* tx, const T* ty)``: the payoff of one pair from its terms.
   Instance data (``r``) is baked into the text. It is valid C under ``-DISLES_HOST_EMU``.
@@ -40,10 +40,10 @@ from isles.problems.cuda_check import compile_c, compiler  # noqa: F401  (compil
 BLOCK = 128
 
 def kernel_source(problem, dtype) -> str:
-    """Full source: ``IS_F32``, ``math.cuh``, ``problem.pair_cuda`` and ``cde_pairs.cu``
+    """Full source: ``IS_F32``, ``objective.cuh``, ``problem.pair_cuda`` and ``cde_pairs.cu``
     (:mod:`isles.algorithms.core.cuda_lib`)."""
     f32 = np.dtype(dtype) == np.float32
-    return source(f"#define IS_F32 {int(f32)}\n", "math.cuh", problem.pair_cuda, "cde_pairs.cu")
+    return source(f"#define IS_F32 {int(f32)}\n", "objective.cuh", problem.pair_cuda, "cde_pairs.cu")
 
 
 def supports(problem) -> bool:

@@ -7,7 +7,7 @@ takes ``HASH + ARITHMETIC + MATH``).
 * :data:`ARITHMETIC`: ``arith.cuh``, ``T`` and the round-to-nearest operations (``add_rn`` ...);
 * :data:`MATH`: ``math.cuh``, ``t_cos`` ... and ``t_popc``;
 * :data:`BOUNDS`: ``bounds.cuh``, ``isles_bound``;
-* :data:`PRELUDE`: all that a problem's fused objective may use (``math.cuh`` with what it includes).
+* :data:`PRELUDE`: ``objective.cuh``, all that a problem's CUDA source may use.
 
 Each text is its file with its includes inlined; the files' include guards make a concatenation
 of several of them valid. The kernels of the families assemble their sources with
@@ -19,4 +19,4 @@ HASH = source("rng.cuh")
 ARITHMETIC = source("arith.cuh")
 MATH = source("math.cuh")
 BOUNDS = source("bounds.cuh")
-PRELUDE = MATH
+PRELUDE = source("objective.cuh")

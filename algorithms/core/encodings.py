@@ -34,6 +34,7 @@ import numpy as np
 
 from isles.algorithms.core.backend import array_module, device_constant
 from isles.algorithms.core.cuda_lib import source
+from isles.algorithms.core.plan import elementwise
 
 MAX_BITS_PER_VARIABLE = 52  # k must be exact in float64
 ENCODINGS_REAL = ("binary", "gray", "seed002")
@@ -93,19 +94,13 @@ def unpack_bits(words, n_bits: int):
     return b.astype(np.uint8).reshape(w.shape[:-1] + (W * 32,))[..., : int(n_bits)]
 
 
-_UNPACK: dict = {}
-
-
 def _unpack_kernel(cp):
     """CuPy elementwise kernel of :func:`unpack_bits`: bit ``j`` of row ``r`` is bit ``j & 31`` of
-    word ``j >> 5`` (compiled once per process)."""
-    k = _UNPACK.get("k")
-    if k is None:
-        k = _UNPACK["k"] = cp.ElementwiseKernel(
-            "raw uint32 w, int64 L, int64 W", "uint8 b",
-            "const long long r = i / L, j = i - r * L; b = (unsigned char)((w[r * W + (j >> 5)] >> (j & 31)) & 1u);",
-            "isles_unpack_bits")
-    return k
+    word ``j >> 5`` (built once per process, :func:`isles.algorithms.core.plan.elementwise`)."""
+    return elementwise(
+        cp, "raw uint32 w, int64 L, int64 W", "uint8 b",
+        "const long long r = i / L, j = i - r * L; b = (unsigned char)((w[r * W + (j >> 5)] >> (j & 31)) & 1u);",
+        "isles_unpack_bits")
 
 
 def extract_fields(words, starts, width: int):

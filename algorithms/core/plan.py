@@ -54,6 +54,16 @@ def module(cp, source: str, options: tuple = ()):
     return mod
 
 
+def elementwise(cp, in_params: str, out_params: str, body: str, name: str, preamble: str = ""):
+    """The ``cupy.ElementwiseKernel`` of this signature, body, name and preamble (built once per
+    process; CuPy compiles it once per device and dtypes at its first call)."""
+    key = ("elementwise", in_params, out_params, body, name, preamble)
+    k = _MODULES.get(key)
+    if k is None:
+        k = _MODULES[key] = cp.ElementwiseKernel(in_params, out_params, body, name, preamble=preamble)
+    return k
+
+
 def function(cp, src: str, name: str, options: tuple = ()):
     """Kernel ``name`` of :func:`module` ``(cp, src, options)`` (looked up once per device, source,
     options and name: a launcher that asks at every launch pays no driver call)."""

@@ -42,7 +42,7 @@ its objective (and violation) against the problem's own ``objective`` (and ``con
 random points when it is built, and falls back to the generic path (with a warning) if they
 disagree: a wrong ``cuda_objective`` never silently changes results.
 
-**The objective comes from the problem.** The kernel source is ``defines + draw ids + math.cuh +
+**The objective comes from the problem.** The kernel source is ``defines + draw ids + objective.cuh +
 de.cu + problem.cuda_objective + de_generation.cu`` (:mod:`isles.algorithms.core.cuda_lib`) (the contract is documented on
 :class:`isles.problems.base.Problem`); the kernel never switches on a problem's name. Only when the
 source sets ``OBJ_NEXT`` is the trial row staged in shared memory (``x_next``, Rosenbrock). With
@@ -77,7 +77,7 @@ from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import PingPongGraph
-from isles.algorithms.core.plan import TargetTracker, counter_kernels, module, require_supported
+from isles.algorithms.core.plan import TargetTracker, counter_kernels, elementwise, module, require_supported
 from isles.algorithms.de.crossover import DRAW_CROSS, DRAW_START
 from isles.algorithms.de.de import DRAW_BOUND, DRAW_INDEX
 from isles.problems.base import objective_macros
@@ -113,7 +113,7 @@ def layout(dim: int) -> tuple[int, int, int, int]:
 
 def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound_handling: str,
                   penalty: float | None = None) -> str:
-    """CUDA source of one configuration: ``defines + DRAWS + math.cuh + objective + de.cu +
+    """CUDA source of one configuration: ``defines + DRAWS + objective.cuh + de.cu + objective +
     de_generation.cu`` (:mod:`isles.algorithms.core.cuda_lib`).
 
     Args:
@@ -138,7 +138,7 @@ def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound
     }
     if penalty is not None and macros["OBJ_HAS_V"]:
         defines["PENALTY"] = repr(float(penalty))
-    return source(c_defines(defines) + DRAWS, "math.cuh", "de.cu",
+    return source(c_defines(defines) + DRAWS, "objective.cuh", "de.cu",
                   "// ---- the problem's fused objective ----\n" + objective, "de_generation.cu")
 
 
@@ -215,14 +215,14 @@ def variation_unsupported_reason(params, ctx) -> str | None:
 
 def variation_source(dtype, dim: int, n: int, crossover: str, bound_handling: str) -> str:
     """CUDA source of the trial-population kernel ``de_variation`` of one configuration:
-    ``defines + DRAWS + math.cuh + de.cu + de_variation.cu`` (no objective).
+    ``defines + DRAWS + de.cu + de_variation.cu`` (no objective).
 
     Raises:
         KeyError: an unsupported crossover or bound handling name.
     """
     defines = {"IS_F32": int(np.dtype(dtype) == np.float32), "DIM": int(dim), "NPOP": int(n),
                "XOVER": XOVER_IDS[crossover], "BOUND": BOUND_IDS[bound_handling]}
-    return source(c_defines(defines) + DRAWS, "math.cuh", "de.cu", "de_variation.cu")
+    return source(c_defines(defines) + DRAWS, "de.cu", "de_variation.cu")
 
 
 def _cr_args(params, dtype) -> tuple:
@@ -297,27 +297,19 @@ class DEVariation:
         return s
 
 
-_SELECT_KERNELS: dict = {}
-
-
 def _select_kernels(cp):
-    """Greedy one-to-one selection as two elementwise kernels (compiled once per process):
+    """Greedy one-to-one selection as two elementwise kernels (:func:`isles.algorithms.core.plan.elementwise`):
     ``isles_de_select_rows`` writes the next population ``(I, N, D)``, ``isles_de_select_fv`` its
-    ``f, v``. The rule is :func:`isles.problems.constraints.better` (the trial wins unless the target
-    is strictly better under Deb's rules), as in :func:`isles.algorithms.de.de.select`."""
-    ks = _SELECT_KERNELS.get(cp.cuda.Device().id)
-    if ks is None:
-        keep = "ISLES_BETTER(f[r], v[r], fu[r], vu[r])"   # deb.cuh
-        deb = source("deb.cuh")
-        rows = cp.ElementwiseKernel(
-            "raw T X, raw T U, raw F f, raw F v, raw F fu, raw F vu, int64 D", "T out",
-            f"const long long r = i / D; out = {keep} ? X[i] : U[i];", "isles_de_select_rows", preamble=deb)
-        fv = cp.ElementwiseKernel(
-            "raw F f, raw F v, raw F fu, raw F vu", "F fo, F vo",
-            f"const long long r = i; const bool k = {keep}; fo = k ? f[r] : fu[r]; vo = k ? v[r] : vu[r];",
-            "isles_de_select_fv", preamble=deb)
-        ks = _SELECT_KERNELS[cp.cuda.Device().id] = (rows, fv)
-    return ks
+    ``f, v``. The rule is Deb's (``deb.cuh``, :func:`isles.problems.constraints.better`: the trial
+    wins unless the target is strictly better), as in :func:`isles.algorithms.de.de.select`."""
+    keep = "ISLES_BETTER(f[r], v[r], fu[r], vu[r])"
+    deb = source("deb.cuh")
+    rows = elementwise(cp, "raw T X, raw T U, raw F f, raw F v, raw F fu, raw F vu, int64 D", "T out",
+                       f"const long long r = i / D; out = {keep} ? X[i] : U[i];", "isles_de_select_rows", deb)
+    fv = elementwise(cp, "raw F f, raw F v, raw F fu, raw F vu", "F fo, F vo",
+                     f"const long long r = i; const bool k = {keep}; fo = k ? f[r] : fu[r]; vo = k ? v[r] : vu[r];",
+                     "isles_de_select_fv", deb)
+    return rows, fv
 
 
 def make_variation(de, ctx):

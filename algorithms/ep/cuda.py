@@ -105,7 +105,7 @@ def select_block(n_union: int) -> int:
 def kernel_source(fep, ctx, objective: str | None = None) -> tuple[str, dict]:
     """CUDA/C source of the fused FEP generation for ``(fep, ctx)`` and its configuration macros.
 
-    Order: configuration, :data:`DRAWS`, ``math.cuh``, the problem's ``cuda_objective`` (or
+    Order: configuration, :data:`DRAWS`, ``objective.cuh``, the problem's ``cuda_objective`` (or
     ``objective``, e.g. a placeholder for the selection kernels alone, :class:`FEPSelection`), then
     ``fep.cu`` (:mod:`isles.algorithms.core.cuda_lib`); the kernel never looks at the problem's
     name.
@@ -126,7 +126,7 @@ def kernel_source(fep, ctx, objective: str | None = None) -> tuple[str, dict]:
     }
     if getattr(ctx.evaluator, "handling", "feasibility") == "penalty" and macros["OBJ_HAS_V"]:
         cfg["PENALTY"] = repr(float(ctx.evaluator.penalty))
-    return source(defines(cfg) + DRAWS, "math.cuh", obj, "fep.cu"), cfg
+    return source(defines(cfg) + DRAWS, "objective.cuh", obj, "fep.cu"), cfg
 
 
 def unsupported_reason(fep, ctx) -> str | None:

@@ -71,7 +71,7 @@ import numpy as np
 from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.cuda_lib import defines, draw_ids, source
 from isles.algorithms.core.graph import PingPongGraph
-from isles.algorithms.core.plan import counter_kernels, kernels
+from isles.algorithms.core.plan import counter_kernels, elementwise, kernels
 from isles.algorithms.ga.ga import (
     CROSSOVERS,
     DRAW_CUT,
@@ -94,36 +94,32 @@ VERIFY_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
 #: the draw ids of the counter RNG (algorithms/ga/ga.py), injected into the kernels
 DRAWS = draw_ids(DRAW_SELECT=DRAW_SELECT, DRAW_XOVER=DRAW_XOVER, DRAW_CUT=DRAW_CUT, DRAW_XMASK=DRAW_XMASK,
                  DRAW_MUTATE=DRAW_MUTATE, DRAW_RENEW=DRAW_RENEW)
-_KERNELS: dict = {}
 
 
 def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int, K: np.ndarray):
     """CuPy twin of :func:`isles.algorithms.ga.ga.per_bit_flips` (same draws, same thresholds ``K``): one
     elementwise kernel over ``(I, M, W)`` words, no host synchronisation."""
     cp = rng.xp
-    if "flips" not in _KERNELS:
-        _KERNELS["flips"] = cp.ElementwiseKernel(
-            "raw uint64 keys, raw uint64 ctr, uint64 gd, raw uint64 K, int64 M, int64 W, int64 start, int64 L",
-            "uint32 m",
-            r"""
-            const long long w = i % W;
-            const long long rest = i / W;
-            const long long c = start + rest % M;
-            const long long isl = rest / M;
-            const u64 s = isles_mix64(gd + (ctr[0] << 16));
-            const int nb = (w == W - 1) ? (int)(L - 32 * (W - 1)) : 32;
-            const u64 base = ((u64)c * (u64)W + (u64)w) * 32ull;
-            m = ga_flips(keys[isl], s, (keys[isl] ^ s) + base * GOLDEN, base, nb, &K[0], K[nb]);
-            """,
-            "isles_ga_flips",
-            preamble=source("ga_flips.cuh"),
-        )
+    kernel = elementwise(
+        cp, "raw uint64 keys, raw uint64 ctr, uint64 gd, raw uint64 K, int64 M, int64 W, int64 start, int64 L",
+        "uint32 m",
+        r"""
+        const long long w = i % W;
+        const long long rest = i / W;
+        const long long c = start + rest % M;
+        const long long isl = rest / M;
+        const u64 s = isles_mix64(gd + (ctr[0] << 16));
+        const int nb = (w == W - 1) ? (int)(L - 32 * (W - 1)) : 32;
+        const u64 base = ((u64)c * (u64)W + (u64)w) * 32ull;
+        m = ga_flips(keys[isl], s, (keys[isl] ^ s) + base * GOLDEN, base, nb, &K[0], K[nb]);
+        """,
+        "isles_ga_flips", source("ga_flips.cuh"))
     W = (int(n_bits) + 31) // 32
     M = stop - start
     out = cp.empty((rng.n_streams, M, W), dtype=np.uint32)
     gd = ((int(generation) << 16) + DRAW_MUTATE) & ((1 << 64) - 1)
     Kd = device_constant(cp, np.asarray(K, dtype=np.uint64))  # uploaded once: capturable
-    _KERNELS["flips"](rng.keys, rng.ctr, np.uint64(gd), Kd, np.int64(M), np.int64(W), np.int64(start),
+    kernel(rng.keys, rng.ctr, np.uint64(gd), Kd, np.int64(M), np.int64(W), np.int64(start),
                       np.int64(n_bits), out)
     return out
 
@@ -163,7 +159,7 @@ def kernel_source(ga, ctx, tpi: int | None = None, extra: dict | None = None) ->
     """CUDA/C source of the fused generation for ``(ga, ctx)`` and its configuration macros.
 
     Order: configuration (with ``PENALTY``, the static penalty's factor, under
-    ``constraints.handling=penalty``), :data:`DRAWS`, ``math.cuh``, the problem's
+    ``constraints.handling=penalty``), :data:`DRAWS`, ``objective.cuh``, the problem's
     ``cuda_objective``, the encoding's ``cuda_decode`` (real problems), then ``ga.cu``
     (:mod:`isles.algorithms.core.cuda_lib`).
 
@@ -196,7 +192,7 @@ def kernel_source(ga, ctx, tpi: int | None = None, extra: dict | None = None) ->
     if cfg["GA_PENALTY"]:
         cfg["PENALTY"] = repr(float(ctx.evaluator.penalty))
     cfg.update(extra or {})
-    parts = [defines(cfg) + DRAWS, "math.cuh", obj]
+    parts = [defines(cfg) + DRAWS, "objective.cuh", obj]
     if real:
         parts.append(enc.cuda_decode)
     return source(*parts, "ga.cu"), cfg

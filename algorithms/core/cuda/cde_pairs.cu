@@ -1,4 +1,4 @@
-// cde_pairs.cu: the fused CDE pair reduction (algorithms/coevolution/cuda.py); IS_F32, math.cuh and
+// cde_pairs.cu: the fused CDE pair reduction (algorithms/coevolution/cuda.py); IS_F32, objective.cuh and
 // the problem's pair_cuda (PAY_KX, PAY_KY, pay_pair) precede.
 // thread t in [0, I * NOUT): island t / NOUT, output t % NOUT; ROLE 0: x (max over the y rows),
 // ROLE 1: y (-min over the x rows). NaN payoff -> the output is +inf and counted.

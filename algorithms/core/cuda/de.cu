@@ -1,8 +1,8 @@
 // de.cu: the fused DE/rand/1/{bin,nec} generation (algorithms/de/cuda.py). Prepended by Python:
 // the configuration IS_F32 DIM NPOP TPI ITEMS IPB BLOCK XOVER BOUND (PENALTY), the draw ids
-// DRAW_INDEX DRAW_START DRAW_CROSS DRAW_BOUND of algorithms/de and math.cuh. This file: the
-// per-individual decisions and trial coordinates (also de_variation.cu's); the fused generation
-// follows in de_generation.cu, after the problem's fused objective.
+// DRAW_INDEX DRAW_START DRAW_CROSS DRAW_BOUND of algorithms/de (and, for the generation,
+// objective.cuh). This file: the per-individual decisions and trial coordinates (also
+// de_variation.cu's); the generation follows in de_generation.cu, after the problem's objective.
 #include "bounds.cuh"
 typedef unsigned long long isz;   // index type (no size_t needed under NVRTC)
 

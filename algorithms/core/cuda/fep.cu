@@ -1,7 +1,7 @@
 // fep.cu: the fused FEP/CEP/IFEP generation (algorithms/ep/cuda.py). Prepended by Python: the
 // configuration FEP_N FEP_MU FEP_Q FEP_MUT FEP_BOUND FEP_IPB FEP_SBLOCK MAX_Q_HOST (PENALTY),
 // MAX_DRAWS FEP_PI FEP_TWO_PI, the draw ids DRAW_CAUCHY DRAW_ETA_IND DRAW_ETA DRAW_BOUND DRAW_GAUSS
-// DRAW_OPP DRAW_TIE of algorithms/ep/fep.py, math.cuh and the problem's fused objective.
+// DRAW_OPP DRAW_TIE of algorithms/ep/fep.py, objective.cuh and the problem's fused objective.
 #include "bounds.cuh"
 #include "fitness.cuh"
 typedef unsigned long long fep_sz;
@@ -9,12 +9,8 @@ typedef unsigned long long fep_sz;
 #define FEP_ITEMS ((FEP_N + 31) / 32)             // coordinates per lane
 #if IS_F32
 #define FEP_BIG 3.4028234663852886e38f
-ISLES_DEV T fep_tan(T a) { return tanf(a); }
-ISLES_DEV T fep_log1p(T a) { return log1pf(a); }
 #else
 #define FEP_BIG 1.7976931348623157e308
-ISLES_DEV T fep_tan(T a) { return tan(a); }
-ISLES_DEV T fep_log1p(T a) { return log1p(a); }
 #endif
 
 // The seeds of generation g's draws (CounterRNG: isles_mix64((g << 16) + draw)).
@@ -39,12 +35,12 @@ ISLES_DEV FepSeeds fep_seeds(long long g) {
 ISLES_DEV T fep_normal(u64 key, u64 s1, u64 s2, u64 idx) {
     const T u1 = unifT(draw_bits(key, s1, idx));
     const T u2 = unifT(draw_bits(key, s2, idx));
-    return mul_rn(t_sqrt(mul_rn((T)-2.0, fep_log1p(-u1))), t_cos(mul_rn((T)FEP_TWO_PI, u2)));
+    return mul_rn(t_sqrt(mul_rn((T)-2.0, t_log1p(-u1))), t_cos(mul_rn((T)FEP_TWO_PI, u2)));
 }
 // algorithms/ep/fep.py cauchy: tan(pi (u - 1/2))
 ISLES_DEV T fep_cauchy(u64 key, u64 s, u64 idx) {
     const T u = unifT(draw_bits(key, s, idx));
-    return fep_tan(mul_rn((T)FEP_PI, sub_rn(u, (T)0.5)));
+    return t_tan(mul_rn((T)FEP_PI, sub_rn(u, (T)0.5)));
 }
 // eta' = min(max(eta exp(tau' N_i + tau N_ij), eta_min), BIG)
 ISLES_DEV T fep_eta(T e, T Ni, T Nij, T tau, T taup, T eta_min) {

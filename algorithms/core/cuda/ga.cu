@@ -1,7 +1,7 @@
 // ga.cu: the fused GA generation (algorithms/ga/cuda.py). Prepended by Python: the configuration
 // GA_N GA_W GA_L GA_NE GA_NEK GA_NR GA_S GA_XOVER GA_MUT GA_REAL GA_D GA_TPI GA_IPB GA_BLOCK
 // GA_EBLOCK (PENALTY), the draw ids DRAW_SELECT DRAW_XOVER DRAW_CUT DRAW_XMASK DRAW_MUTATE
-// DRAW_RENEW of algorithms/ga/ga.py, math.cuh, the problem's fused objective (obj_*) and, for real
+// DRAW_RENEW of algorithms/ga/ga.py, objective.cuh, the problem's fused objective (obj_*) and, for real
 // problems, the encoding's enc_decode (encodings.cuh).
 #include "fitness.cuh"
 #include "ga_flips.cuh"
@@ -277,6 +277,16 @@ ISLES_DEV void ga_group_merge(T* acc, T* red) {
 #endif
 }
 
+// (f, v) of the group's row staged in shared memory (every thread its part, the group merges,
+// ga_finish); thread t == 0 gets the result and the NaN flag, the others 0
+ISLES_DEV int ga_group_fv(const unsigned int* row, int t, T* red, T penalty, T* fo, T* vo) {
+    GA_GROUP_SYNC();
+    T acc[OBJ_NACC];
+    ga_eval_part(acc, row, t);
+    ga_group_merge(acc, red);
+    return t == 0 ? ga_finish(acc, penalty, fo, vo) : 0;
+}
+
 // the (v, f, index)-least of the warp's candidates (bi < 0: none), in lane 0
 ISLES_DEV void ga_warp_min(T* bf, T* bv, int* bi) {
 #pragma unroll
@@ -409,13 +419,10 @@ ga_generation(const unsigned int* __restrict__ P, const T* __restrict__ f, const
         if (t == 0) { fn[gind] = f[(ga_sz)isl * GA_N + d.src]; vn[gind] = v[(ga_sz)isl * GA_N + d.src]; }
         return;
     }
-    GA_GROUP_SYNC();
-    T acc[OBJ_NACC];
-    ga_eval_part(acc, row, t);
-    ga_group_merge(acc, red);
+    T fo, vo;
+    const int bad = ga_group_fv(row, t, red, penalty, &fo, &vo);
     if (t == 0) {
-        T fo, vo;
-        if (ga_finish(acc, penalty, &fo, &vo)) atomicAdd(nan_count, 1ull);
+        if (bad) atomicAdd(nan_count, 1ull);
         fn[gind] = fo;
         vn[gind] = vo;
     }
@@ -434,13 +441,10 @@ ga_eval_rows(const unsigned int* __restrict__ rows_in, T* __restrict__ fo, T* __
     if (gind >= rows) return;
     unsigned int* row = ga_rows + grp * GA_W;
     for (int w = t; w < GA_W; w += GA_TPI) row[w] = rows_in[(ga_sz)gind * GA_W + w];
-    GA_GROUP_SYNC();
-    T acc[OBJ_NACC];
-    ga_eval_part(acc, row, t);
-    ga_group_merge(acc, red);
+    T f1, v1;
+    const int b = ga_group_fv(row, t, red, penalty, &f1, &v1);
     if (t == 0) {
-        T f1, v1;
-        bad[gind] = ga_finish(acc, penalty, &f1, &v1);
+        bad[gind] = b;
         fo[gind] = f1;
         vo[gind] = v1;
     }

@@ -1,14 +1,9 @@
 // pso.cu: the fused PSO generation (algorithms/pso/cuda.py). Prepended by Python: IS_F32 and the
 // draw ids DRAW_R1 DRAW_R2 DRAW_COR of algorithms/pso/pso.py.
+#include "math.cuh"
 #include "fitness.cuh"
 #define BESTS_BLOCK 256
 #define IDX_NONE 0x7fffffff
-
-#if IS_F32
-ISLES_DEV T t_pow(T a, T b) { return powf(a, b); }   // CuPy's power, 'ff->f'
-#else
-ISLES_DEV T t_pow(T a, T b) { return pow(a, b); }    // CuPy's power, 'dd->d'
-#endif
 
 // cupy.clip: in1 > in2 ? in2 : (in0 < in1 ? in1 : (in0 > in2 ? in2 : in0))
 ISLES_DEV T clip3(T a, T lo, T hi) { return lo > hi ? hi : (a < lo ? lo : (a > hi ? hi : a)); }
