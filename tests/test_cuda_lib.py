@@ -157,8 +157,6 @@ def test_every_family_source_compiles_for_the_device():
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not on PATH")
-    from isles.algorithms.core.plan import counter_kernels  # noqa: F401, PLC0415  (counter.cu, track.cu below)
-
     srcs = [(n, s) for n, s, _ in _family_sources()]
     srcs += [("counter", cuda_lib.source("counter.cu")),
              ("track f32", cuda_lib.source("#define IS_F32 1\n", "track.cu"))]

@@ -491,15 +491,10 @@ class FusedDE(PingPongGraph):
         Returns:
             A new state (fresh arrays; the plan's ping-pong buffers are internal).
         """
-        cp = self.cp
         n = int(n_generations)
         if n <= 0:
             return dict(state)
-        X, f, v = self._arrays(state)
-        bufs = self._buffers()
-        for dst, src in zip(bufs[0], (X, f, v)):
-            cp.copyto(dst, src)
-        self._k_set((1,), (1,), (self._gen, np.int64(state["generation"])))
+        self._start(self._arrays(state), state["generation"])
         self._nan.fill(0)
         if self.tracker is not None:
             self.tracker.load(state)

@@ -514,10 +514,7 @@ class FusedGA(PingPongGraph):
         n = int(n_generations)
         if n <= 0:
             return dict(state)
-        G, f, v = self._arrays(state)
-        bufs = self._buffers()
-        for dst, src in zip(bufs[0], (G, f, v)):
-            cp.copyto(dst, src)
+        self._start(self._arrays(state), state["generation"])
         track = int(self._track)
         if track:
             hg = state.get("hit_generation")
@@ -525,7 +522,6 @@ class FusedGA(PingPongGraph):
                 self._hit.fill(-1)
             else:
                 cp.copyto(self._hit, cp.asarray(hg, dtype=np.int64))
-        self._k_set((1,), (1,), (self._gen, np.int64(state["generation"])))
         self._nan.fill(0)
         fin, rem = self._advance(n)
         if track:  # the last population
