@@ -193,6 +193,10 @@ class GraphStepper:
             rng.ctr[...] = 0
         return self.state
 
+#: generations per captured CUDA graph of a fused plan (:class:`PingPongGraph`; even: the ping-pong
+#: ends where it began)
+GRAPH_GENERATIONS = 64
+
 
 class PingPongGraph:
     """Generations of a fused plan (DE, GA, EP) between two preallocated buffer sets, as

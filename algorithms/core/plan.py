@@ -87,6 +87,34 @@ def require_supported(what: str, reason: str | None):
     return cupy
 
 
+def verified_plan(family: str, fallback: str, reason: str | None, build, rtol: dict, describe):
+    """The fused plan of a family, self-checked, or ``None`` (the family's ``make_plan``).
+
+    ``reason`` not ``None`` (:func:`unsupported_reason` of the family): ``None`` with an INFO
+    line. Else ``plan = build()`` (compiles, cached by source) and ``plan.verify()`` (the largest
+    relative error of the kernel's objective against the problem's, one host synchronisation):
+    above ``rtol[plan.dtype]``, ``None`` with a ``RuntimeWarning`` ("fused <family> disabled: ...
+    using the <fallback> path"), else the plan, logged with ``describe(plan)``.
+    """
+    if reason is not None:
+        log.info("%s: %s path (%s)", family, fallback, reason)
+        return None
+    plan = build()
+    err = plan.verify()
+    tol = rtol[plan.dtype]
+    if not err <= tol:
+        name = getattr(plan.problem, "name", type(plan.problem).__name__)
+        warnings.warn(
+            f"fused {family} disabled: the cuda_objective of {name} differs from the problem's objective by "
+            f"{err:.3g} (relative, tolerance {tol:g}); using the {fallback} path",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    log.info("%s: fused CUDA path (%s)", family, describe(plan))
+    return plan
+
+
 def kernels(cp, src: str, names) -> dict:
     """``{name: kernel}`` of the compiled module of ``src`` (:func:`module`)."""
     mod = module(cp, src)

@@ -69,15 +69,15 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 
 import numpy as np
 
 from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.fused_check import real_objective_error
-from isles.algorithms.core.graph import PingPongGraph
-from isles.algorithms.core.plan import TargetTracker, counter_kernels, elementwise, module, require_supported
+from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph
+from isles.algorithms.core.plan import (TargetTracker, counter_kernels, elementwise, module, require_supported,
+                                        verified_plan)
 from isles.algorithms.de.crossover import DRAW_CROSS, DRAW_START
 from isles.algorithms.de.de import DRAW_BOUND, DRAW_INDEX
 from isles.problems.base import objective_macros
@@ -86,7 +86,6 @@ log = logging.getLogger(__name__)
 
 XOVER_IDS = {"bin": 0, "nec": 1}
 BOUND_IDS = {"clip": 0, "reflect": 1, "reinit": 2}
-GRAPH_GENERATIONS = 64  # generations per captured CUDA graph (even: ping-pong ends where it began)
 MAX_ITEMS = 32  # coordinates per thread held in registers
 SMEM_LIMIT = 48 * 1024  # static shared memory of one block
 VERIFY_RTOL = {np.dtype(np.float32): 1e-3, np.dtype(np.float64): 1e-8}
@@ -334,10 +333,7 @@ class FusedDE(PingPongGraph):
     """
 
     def __init__(self, params, ctx):
-        reason = unsupported_reason(params, ctx)
-        if reason is not None:
-            raise ValueError(f"fused DE unavailable: {reason}")
-        import cupy as cp  # noqa: PLC0415
+        cp = require_supported("fused DE", unsupported_reason(params, ctx))
 
         self.cp, self.params, self.ctx = cp, params, ctx
         self.problem = ctx.evaluator.problem
@@ -517,22 +513,5 @@ def make_plan(de, ctx):
     ``problem.objective`` (:meth:`FusedDE.verify`, one host synchronisation). Returns ``None``
     with a log line when unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    params = de.params
-    reason = unsupported_reason(params, ctx)
-    if reason is not None:
-        log.info("DE: generic path (%s)", reason)
-        return None
-    plan = FusedDE(params, ctx)
-    err = plan.verify()
-    tol = VERIFY_RTOL[plan.dtype]
-    if not err <= tol:
-        warnings.warn(
-            f"fused DE disabled: the cuda_objective of {plan.problem.name} differs from the problem's "
-            f"objective by {err:.3g} (relative, tolerance {tol:g}); using the generic path",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
-    log.info("DE: fused CUDA path (%s, D=%d, TPI=%d, ITEMS=%d)", plan.problem.name, plan.D, plan.tpi,
-             plan.items)
-    return plan
+    return verified_plan("DE", "generic", unsupported_reason(de.params, ctx), lambda: FusedDE(de.params, ctx),
+                         VERIFY_RTOL, lambda p: f"{p.problem.name}, D={p.D}, TPI={p.tpi}, ITEMS={p.items}")

@@ -53,14 +53,13 @@ from __future__ import annotations
 import ctypes
 import logging
 import math
-import warnings
 
 import numpy as np
 
 from isles.algorithms.core.cuda_lib import defines, draw_ids, source
 from isles.algorithms.core.fused_check import real_objective_error
-from isles.algorithms.core.graph import PingPongGraph
-from isles.algorithms.core.plan import TargetTracker, counter_kernels, kernels, require_supported
+from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph
+from isles.algorithms.core.plan import TargetTracker, counter_kernels, kernels, require_supported, verified_plan
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import MAX_DRAWS
 from isles.algorithms.de.de import BOUND_HANDLINGS
@@ -80,7 +79,6 @@ from isles.problems.base import objective_macros
 
 log = logging.getLogger(__name__)
 
-GRAPH_GENERATIONS = 64  # generations per captured CUDA graph (even: ping-pong ends where it began)
 MAX_DIM = 1024
 MAX_Q = 4095
 VERIFY_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
@@ -259,10 +257,7 @@ class FusedFEP(PingPongGraph):
     """
 
     def __init__(self, fep, ctx):
-        reason = unsupported_reason(fep, ctx)
-        if reason is not None:
-            raise ValueError(f"fused FEP unavailable: {reason}")
-        import cupy as cp  # noqa: PLC0415
+        cp = require_supported("fused FEP", unsupported_reason(fep, ctx))
 
         self.cp, self.fep, self.ctx, self.params = cp, fep, ctx, fep.params
         self.problem = ctx.evaluator.problem
@@ -474,18 +469,5 @@ def make_plan(fep, ctx):
     (:meth:`FusedFEP.verify`, one host synchronisation). Returns ``None`` with a log line when
     unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    reason = unsupported_reason(fep, ctx)
-    if reason is not None:
-        log.info("FEP: array path (%s)", reason)
-        return None
-    plan = FusedFEP(fep, ctx)
-    err = plan.verify()
-    tol = VERIFY_RTOL[plan.dtype]
-    if not err <= tol:
-        name = getattr(plan.problem, "name", type(plan.problem).__name__)
-        warnings.warn(f"fused FEP disabled: the cuda_objective of {name} differs from its objective by "
-                      f"{err:.3g} (relative, tolerance {tol:g}); using the array path",
-                      RuntimeWarning, stacklevel=2)
-        return None
-    log.info("FEP: fused CUDA path (n=%d, mu=%d, q=%d)", plan.n, plan.mu, plan.params.q)
-    return plan
+    return verified_plan("FEP", "array", unsupported_reason(fep, ctx), lambda: FusedFEP(fep, ctx), VERIFY_RTOL,
+                         lambda p: f"n={p.n}, mu={p.mu}, q={p.params.q}")

@@ -64,14 +64,13 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import warnings
 
 import numpy as np
 
 from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.cuda_lib import defines, draw_ids, source
-from isles.algorithms.core.graph import PingPongGraph
-from isles.algorithms.core.plan import counter_kernels, elementwise, kernels
+from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph
+from isles.algorithms.core.plan import counter_kernels, elementwise, kernels, require_supported, verified_plan
 from isles.algorithms.ga.ga import (
     CROSSOVERS,
     DRAW_CUT,
@@ -87,7 +86,6 @@ from isles.problems.cuda_check import compile_c, compiler
 
 log = logging.getLogger(__name__)
 
-GRAPH_GENERATIONS = 64  # generations per captured CUDA graph (even: ping-pong ends where it began)
 MAX_TPI = 256
 VERIFY_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
 
@@ -364,10 +362,7 @@ class FusedGA(PingPongGraph):
     """
 
     def __init__(self, ga, ctx, tpi: int | None = None, extra: dict | None = None):
-        reason = unsupported_reason(ga, ctx)
-        if reason is not None:
-            raise ValueError(f"fused GA unavailable: {reason}")
-        import cupy as cp  # noqa: PLC0415
+        cp = require_supported("fused GA", unsupported_reason(ga, ctx))
 
         self.cp, self.ga, self.ctx, self.params = cp, ga, ctx, ga.params
         self.problem = ctx.evaluator.problem
@@ -543,21 +538,5 @@ def make_plan(ga, ctx):
     path (:meth:`FusedGA.verify`, one host synchronisation). Returns ``None`` with a log line when
     unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    reason = unsupported_reason(ga, ctx)
-    if reason is not None:
-        log.info("GA: array path (%s)", reason)
-        return None
-    plan = FusedGA(ga, ctx)
-    err = plan.verify()
-    tol = VERIFY_RTOL[plan.dtype]
-    if not err <= tol:
-        name = getattr(plan.problem, "name", type(plan.problem).__name__)
-        warnings.warn(
-            f"fused GA disabled: the cuda_objective of {name} differs from its objective by {err:.3g} "
-            f"(relative, tolerance {tol:g}); using the array path",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
-    log.info("GA: fused CUDA path (L=%d, W=%d, TPI=%d, IPB=%d)", plan.L, plan.W, plan.tpi, plan.ipb)
-    return plan
+    return verified_plan("GA", "array", unsupported_reason(ga, ctx), lambda: FusedGA(ga, ctx), VERIFY_RTOL,
+                         lambda p: f"L={p.L}, W={p.W}, TPI={p.tpi}, IPB={p.ipb}")
