@@ -63,7 +63,6 @@ islands in one batch (0.12 us per island-generation).
 from __future__ import annotations
 
 import ctypes
-import logging
 
 import numpy as np
 
@@ -84,7 +83,6 @@ from isles.algorithms.ga.ga import (
 from isles.problems.base import objective_macros
 from isles.problems.cuda_check import compile_c, compiler
 
-log = logging.getLogger(__name__)
 
 MAX_TPI = 256
 VERIFY_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
