@@ -83,7 +83,6 @@ from isles.algorithms.ga.ga import (
 from isles.problems.base import objective_macros
 from isles.problems.cuda_check import compile_c, compiler
 
-
 MAX_TPI = 256
 VERIFY_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
 
