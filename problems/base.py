@@ -57,11 +57,12 @@ class Problem:
 
     **Fused-objective contract** (the only place it is written down). Fused kernels (e.g.
     ``algorithms/de/cuda.py``) include a problem's ``cuda_objective`` and never switch on its
-    name. The source is included after ``HASH + ARITHMETIC + MATH`` of
-    ``algorithms/core/cuda_prelude.py``, so it may use ``T`` (float if ``IS_F32`` else double),
-    ``ISLES_DEV``, ``T_INF``, ``add_rn``..., ``t_fmod t_cos t_sin t_sqrt t_exp t_log t_abs`` and
-    ``t_popc``; it compiles with NVRTC and, with ``-DISLES_HOST_EMU``, as C99 on the host
-    (``problems/cuda_check.py``). It must define:
+    name. The source is included after ``objective.cuh`` of the CUDA library
+    (``algorithms/core/cuda/``, :mod:`isles.algorithms.core.cuda_lib`), so it may use ``T``
+    (float if ``IS_F32`` else double), ``ISLES_DEV``, ``T_INF``, ``add_rn``..., ``t_fmod t_cos
+    t_sin t_sqrt t_exp t_log t_abs t_tan t_log1p t_pow`` and ``t_popc``; it compiles with NVRTC
+    and, with ``-DISLES_HOST_EMU``, as C99 on the host (``problems/cuda_check.py``). It must
+    define:
 
     * ``#define OBJ_NACC n``: the number of accumulators, ``1 <= n <= 4``;
     * ``#define OBJ_HAS_V 0|1``: whether ``obj_violation`` is defined (required when the

@@ -10,8 +10,9 @@ over ``u``) into its own accumulators; the threads' accumulators are merged in t
 ``obj_merge``; then ``obj_final`` and ``obj_violation``. Used by ``tests/test_fused_objective.py``
 to check each source against ``problem.objective`` without a GPU.
 
-``problems`` imports nothing from ``algorithms``: the caller passes the prelude (``HASH +
-ARITHMETIC + MATH`` of ``algorithms/core/cuda_prelude.py``).
+``problems`` imports nothing from ``algorithms``: the caller passes the prelude (``PRELUDE``
+of ``algorithms/core/cuda_prelude.py``: ``objective.cuh`` of the CUDA library, or ``HASH +
+ARITHMETIC + MATH``, the same text).
 """
 from __future__ import annotations
 
@@ -185,7 +186,7 @@ def host_objective(problem, prelude: str, dtype=np.float64) -> HostObjective:
 
     Args:
         problem: a :class:`isles.problems.base.Problem` whose ``cuda_objective`` is not ``None``.
-        prelude: ``HASH + ARITHMETIC + MATH`` of ``algorithms/core/cuda_prelude.py``.
+        prelude: ``PRELUDE`` (or ``HASH + ARITHMETIC + MATH``) of ``algorithms/core/cuda_prelude.py``.
         dtype: float32 (``IS_F32=1``) or float64.
 
     Returns:

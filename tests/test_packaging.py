@@ -94,6 +94,17 @@ def test_wheel_has_one_top_level_package(wheel):
     assert entry and "isles = isles.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
 
 
+@pytest.mark.slow  # builds the wheel
+def test_wheel_carries_the_cuda_library(wheel):
+    """Issue 18 section 1: every ``.cu``/``.cuh`` file of ``algorithms/core/cuda/`` is package data
+    of the wheel (``pyproject.toml`` ``[tool.setuptools.package-data]``)."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    files = sorted(p.name for p in (ROOT / "algorithms" / "core" / "cuda").iterdir() if p.suffix in (".cu", ".cuh"))
+    assert "rng.cuh" in files and "de.cu" in files
+    missing = [f for f in files if f"isles/algorithms/core/cuda/{f}" not in names]
+    assert not missing, missing
+
+
 @pytest.mark.slow  # builds and installs the wheel, a whole run
 def test_wheel_runs_the_main_job_from_an_empty_directory(wheel, tmp_path):
     site = tmp_path / "site"
@@ -105,6 +116,12 @@ def test_wheel_runs_the_main_job_from_an_empty_directory(wheel, tmp_path):
     probe = subprocess.run([sys.executable, "-c", "import isles; print(isles.__file__, isles.CHECKOUT)"],
                            cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert probe.stdout.startswith(str(site)) and probe.stdout.split()[-1] == "None", probe.stdout + probe.stderr
+    # the installed CUDA library reads its files through importlib.resources (issue 18 section 1)
+    lib = subprocess.run([sys.executable, "-c", "from isles.algorithms.core import cuda_lib as c; "
+                          "print(len(c.names()), all(len(c.source(n)) > 0 for n in c.names()))"],
+                         cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert lib.returncode == 0 and lib.stdout.split()[-1] == "True" and int(lib.stdout.split()[0]) >= 10, \
+        lib.stdout + lib.stderr
     proc = subprocess.run([sys.executable, "-m", "isles", "+experiment=cmepso", "generations=20", "logger=none",
                            "progress=false", "device=cpu"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -12,8 +12,8 @@ registers and keeps the running max (or min); no pair matrix is ever written.
 * ``pair_x(X (..., Nx, Dx)) -> TX (..., Nx, KX)`` and ``pair_y(Y (..., Ny, Dy)) -> TY (..., Ny,
   KY)``: per-individual terms computed by array code, once per population and generation (the
   augmented Lagrangian: ``(f, g_1/s_1, .., g_m/s_m)`` and ``mu``; P1: ``sum x^2`` and ``sum y^2``);
-* ``pair_cuda``: CUDA source, included after ``HASH + ARITHMETIC + MATH`` of
-  :mod:`isles.algorithms.core.cuda_prelude` (so it may use ``T``, ``ISLES_DEV``, ``add_rn`` ...),
+* ``pair_cuda``: CUDA source, included after ``objective.cuh`` of the CUDA library
+  (:mod:`isles.algorithms.core.cuda_lib`, so it may use ``T``, ``ISLES_DEV``, ``add_rn`` ...),
   defining ``#define PAY_KX n``, ``#define PAY_KY n`` and
   ``ISLES_DEV T pay_pair(const T* tx, const T* ty)``: the payoff of one pair from its terms.
   Instance data (``r``) is baked into the text. It is valid C under ``-DISLES_HOST_EMU``.
@@ -33,72 +33,17 @@ import warnings
 
 import numpy as np
 
-from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from isles.algorithms.core.cuda_lib import source
 from isles.algorithms.core.plan import module
 from isles.problems.cuda_check import compile_c, compiler  # noqa: F401  (compiler: tests)
 
 BLOCK = 128
 
-KERNEL = r"""
-// ---- isles fused CDE pair reduction (algorithms/coevolution/cuda.py) ----
-// thread t in [0, I * NOUT): island t / NOUT, output t % NOUT; ROLE 0: x (max over the y rows),
-// ROLE 1: y (-min over the x rows). NaN payoff -> the output is +inf and counted.
-ISLES_DEV void pair_one(long long t, const T* tx, const T* ty, T* out, unsigned long long* nan_count,
-                        int nx, int ny, int role) {
-    const int nout = role == 0 ? nx : ny;
-    const long long isl = t / nout;
-    const int k = (int)(t % nout);
-    const T* ax = tx + (isl * nx) * PAY_KX;
-    const T* ay = ty + (isl * ny) * PAY_KY;
-    bool nan_seen = false;
-    T best;
-    if (role == 0) {
-        best = -T_INF;
-        const T* mine = ax + (long long)k * PAY_KX;
-        for (int j = 0; j < ny; ++j) {
-            const T v = pay_pair(mine, ay + (long long)j * PAY_KY);
-            if (v != v) nan_seen = true;
-            else if (v > best) best = v;
-        }
-        out[t] = nan_seen ? T_INF : best;
-    } else {
-        best = T_INF;
-        const T* mine = ay + (long long)k * PAY_KY;
-        for (int i = 0; i < nx; ++i) {
-            const T v = pay_pair(ax + (long long)i * PAY_KX, mine);
-            if (v != v) nan_seen = true;
-            else if (v < best) best = v;
-        }
-        out[t] = nan_seen ? T_INF : -best;
-    }
-    if (nan_seen) {
-#ifdef ISLES_HOST_EMU
-        *nan_count += 1ull;
-#else
-        atomicAdd(nan_count, 1ull);
-#endif
-    }
-}
-
-#ifdef ISLES_HOST_EMU
-void isles_pairs(const T* tx, const T* ty, T* out, unsigned long long* nan_count, long long total,
-                 int nx, int ny, int role) {
-    for (long long t = 0; t < total; ++t) pair_one(t, tx, ty, out, nan_count, nx, ny, role);
-}
-#else
-ISLES_KERNEL void isles_pairs(const T* tx, const T* ty, T* out, unsigned long long* nan_count,
-                              long long total, int nx, int ny, int role) {
-    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < total) pair_one(t, tx, ty, out, nan_count, nx, ny, role);
-}
-#endif
-"""
-
-
 def kernel_source(problem, dtype) -> str:
-    """Full source: ``IS_F32`` + prelude + ``problem.pair_cuda`` + :data:`KERNEL`."""
+    """Full source: ``IS_F32``, ``objective.cuh``, ``problem.pair_cuda`` and ``cde_pairs.cu``
+    (:mod:`isles.algorithms.core.cuda_lib`)."""
     f32 = np.dtype(dtype) == np.float32
-    return f"#define IS_F32 {int(f32)}\n" + HASH + ARITHMETIC + MATH + problem.pair_cuda + KERNEL
+    return source(f"#define IS_F32 {int(f32)}\n", "objective.cuh", problem.pair_cuda, "cde_pairs.cu")
 
 
 def supports(problem) -> bool:

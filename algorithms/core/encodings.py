@@ -22,8 +22,9 @@ Every encoding decodes on NumPy or CuPy alike (array-module agnostic, no host sy
 and carries :attr:`Encoding.cuda_decode`, CUDA source (also valid C under ``-DISLES_HOST_EMU``)
 of ``ISLES_DEV T enc_decode(const unsigned int* row, int j)``: variable ``j`` of the packed row,
 bit-identical to :meth:`Encoding.decode` (integer extraction, then float64 operations with
-explicit round-to-nearest intrinsics, then a cast to ``T``). It is included after
-:data:`isles.algorithms.core.cuda_prelude.HASH` and ``ARITHMETIC`` (``T``, ``ISLES_DEV``).
+explicit round-to-nearest intrinsics, then a cast to ``T``): the configuration macros of the
+encoding before ``encodings.cuh`` of the CUDA library (:mod:`isles.algorithms.core.cuda_lib`),
+which brings ``arith.cuh`` (``T``, ``ISLES_DEV``) where it is not included yet.
 """
 from __future__ import annotations
 
@@ -32,38 +33,12 @@ import math
 import numpy as np
 
 from isles.algorithms.core.backend import array_module, device_constant
+from isles.algorithms.core.cuda_lib import source
+from isles.algorithms.core.plan import elementwise
 
 MAX_BITS_PER_VARIABLE = 52  # k must be exact in float64
 ENCODINGS_REAL = ("binary", "gray", "seed002")
 ENCODINGS = ("auto",) + ENCODINGS_REAL + ("bits",)
-
-_DOUBLE_OPS = r"""
-#ifndef ISLES_ENC_DOUBLE_OPS
-#define ISLES_ENC_DOUBLE_OPS
-#ifdef ISLES_HOST_EMU
-ISLES_DEV double enc_dadd(double a, double b) { volatile double r = a + b; return r; }
-ISLES_DEV double enc_dmul(double a, double b) { volatile double r = a * b; return r; }
-ISLES_DEV double enc_ddiv(double a, double b) { volatile double r = a / b; return r; }
-#else
-ISLES_DEV double enc_dadd(double a, double b) { return __dadd_rn(a, b); }
-ISLES_DEV double enc_dmul(double a, double b) { return __dmul_rn(a, b); }
-ISLES_DEV double enc_ddiv(double a, double b) { return __ddiv_rn(a, b); }
-#endif
-#endif
-"""
-
-# nb (<= 52) bits of a packed row starting at bit s; ENC_W words in the row
-_FIELD = r"""
-ISLES_DEV u64 enc_field(const unsigned int* row, int s, int nb) {
-    const int w = s >> 5, o = s & 31;
-    u64 k = (u64)row[w];
-    if (w + 1 < ENC_W) k |= ((u64)row[w + 1]) << 32;
-    k >>= o;
-    if (nb > 64 - o && w + 2 < ENC_W) k |= ((u64)row[w + 2]) << (64 - o);
-    return k & ((1ull << nb) - 1ull);
-}
-"""
-
 
 def n_words(n_bits: int) -> int:
     """Words ``W = ceil(L / 32)`` of a genome of ``L`` bits."""
@@ -119,19 +94,13 @@ def unpack_bits(words, n_bits: int):
     return b.astype(np.uint8).reshape(w.shape[:-1] + (W * 32,))[..., : int(n_bits)]
 
 
-_UNPACK: dict = {}
-
-
 def _unpack_kernel(cp):
     """CuPy elementwise kernel of :func:`unpack_bits`: bit ``j`` of row ``r`` is bit ``j & 31`` of
-    word ``j >> 5`` (compiled once per process)."""
-    k = _UNPACK.get("k")
-    if k is None:
-        k = _UNPACK["k"] = cp.ElementwiseKernel(
-            "raw uint32 w, int64 L, int64 W", "uint8 b",
-            "const long long r = i / L, j = i - r * L; b = (unsigned char)((w[r * W + (j >> 5)] >> (j & 31)) & 1u);",
-            "isles_unpack_bits")
-    return k
+    word ``j >> 5`` (built once per process, :func:`isles.algorithms.core.plan.elementwise`)."""
+    return elementwise(
+        cp, "raw uint32 w, int64 L, int64 W", "uint8 b",
+        "const long long r = i / L, j = i - r * L; b = (unsigned char)((w[r * W + (j >> 5)] >> (j & 31)) & 1u);",
+        "isles_unpack_bits")
 
 
 def extract_fields(words, starts, width: int):
@@ -322,8 +291,7 @@ class Binary(Encoding):
         bits = (k[..., None] >> xp.arange(self.b, dtype=np.uint64)) & np.uint64(1)
         return pack_bits(bits.reshape(k.shape[:-1] + (self.dim * self.b,)).astype(np.uint8))
 
-    def _gray_c(self) -> str:
-        return ""
+    _gray = False  # enc_decode applies gray_to_binary (encodings.cuh ENC_GRAY)
 
     @property
     def cuda_decode(self) -> str:
@@ -338,15 +306,8 @@ class Binary(Encoding):
         else:
             head += _c_array("enc_lo", self.lower) + _c_array("enc_wid", self.width)
             head += "#define ENC_LO(j) (enc_lo[(j)])\n#define ENC_WID(j) (enc_wid[(j)])\n"
-        body = r"""
-ISLES_DEV T enc_decode(const unsigned int* row, int j) {
-    u64 k = enc_field(row, j * ENC_B, ENC_B);
-""" + self._gray_c() + r"""
-    const double x = enc_dadd(ENC_LO(j), enc_dmul(enc_ddiv((double)k, ENC_M), ENC_WID(j)));
-    return (T)x;
-}
-"""
-        return head + _DOUBLE_OPS + _FIELD + body
+        head += f"#define ENC_GRAY {int(self._gray)}\n"
+        return source("#define ENC_CODE 1\n" + head, "encodings.cuh")
 
 
 class Gray(Binary):
@@ -369,8 +330,7 @@ class Gray(Binary):
     def _to_code(self, k):
         return binary_to_gray(k)
 
-    def _gray_c(self) -> str:
-        return "    k ^= k >> 1; k ^= k >> 2; k ^= k >> 4; k ^= k >> 8; k ^= k >> 16; k ^= k >> 32;\n"
+    _gray = True
 
 
 class Seed002(Encoding):
@@ -469,21 +429,7 @@ class Seed002(Encoding):
         head = (f"#define ENC_W {self.n_words}\n#define ENC_NVDEC {self.nvdec}\n"
                 f"#define ENC_NVBIN {self.nvbin}\n#define ENC_MI {self.m}ull\n"
                 f"#define ENC_SCALE {_c_double(self.scale)}\n")
-        body = r"""
-ISLES_DEV T enc_decode(const unsigned int* row, int j) {
-    const int s = j * ENC_NVDEC * ENC_NVBIN;
-    const u64 sb = enc_field(row, s, ENC_NVBIN);
-    u64 K = 0;
-    for (int d = 1; d < ENC_NVDEC; ++d) {
-        const u64 bd = enc_field(row, s + d * ENC_NVBIN, ENC_NVBIN);
-        K = K * 10ull + (18ull * bd + ENC_MI) / (2ull * ENC_MI);
-    }
-    double x = enc_ddiv((double)K, ENC_SCALE);
-    if (2ull * sb < ENC_MI) x = -x;
-    return (T)x;
-}
-"""
-        return head + _DOUBLE_OPS + _FIELD + body
+        return source("#define ENC_CODE 2\n" + head, "encodings.cuh")
 
 
 class Bits(Encoding):
@@ -521,9 +467,7 @@ class Bits(Encoding):
     def cuda_decode(self) -> str:
         """``enc_decode(row, j)``: bit ``j`` as ``T`` (kernels of bit problems read the packed
         row through ``obj_unit`` instead)."""
-        return (f"#define ENC_W {self.n_words}\n"
-                "ISLES_DEV T enc_decode(const unsigned int* row, int j) {\n"
-                "    return (T)((row[j >> 5] >> (j & 31)) & 1u);\n}\n")
+        return source(f"#define ENC_CODE 3\n#define ENC_W {self.n_words}\n", "encodings.cuh")
 
 
 def problem_genome(problem) -> str:

@@ -193,6 +193,10 @@ class GraphStepper:
             rng.ctr[...] = 0
         return self.state
 
+#: generations per captured CUDA graph of a fused plan (:class:`PingPongGraph`; even: the ping-pong
+#: ends where it began)
+GRAPH_GENERATIONS = 64
+
 
 class PingPongGraph:
     """Generations of a fused plan (DE, GA, EP) between two preallocated buffer sets, as
@@ -201,7 +205,7 @@ class PingPongGraph:
     A plan that mixes this in provides ``cp`` (CuPy), ``graph_generations`` (even, or 0 for no
     graph), ``_buffers()`` (the pair of buffer sets), a device generation counter ``_gen``, the
     kernel ``_k_add`` (``gen += K``) and ``_step(src, dst, k)``: one generation from buffer set
-    ``src`` to ``dst`` whose draws use ``gen + k``. A graph of ``K`` generations runs ``k = 0 ..
+    ``src`` to ``dst`` whose draws use ``gen + k``; :meth:`_start` also needs ``_k_set`` (``gen = v``). A graph of ``K`` generations runs ``k = 0 ..
     K - 1`` (ending where it began, in buffer set 0), then advances ``gen`` by ``K``, so replays
     chain; nothing syncs with the host.
     """
@@ -221,6 +225,13 @@ class PingPongGraph:
         if self.tracker is not None:
             f, v, n, stride, idx = self._tracked(dst)
             self.tracker.launch(f, v, n, stride, self._gen, k, idx)
+
+    def _start(self, arrays, generation) -> None:
+        """Copy ``arrays`` (the state's, in buffer order) into buffer set 0 and set the device
+        generation counter ``_gen`` to ``generation`` (kernel ``_k_set``: ``gen = v``); no host sync."""
+        for dst, src in zip(self._buffers()[0], arrays):
+            self.cp.copyto(dst, src)
+        self._k_set((1,), (1,), (self._gen, np.int64(generation)))
 
     def _graph_exec(self):
         """The captured graph (built on first use): ``K`` generations 0 -> 1 -> 0 ..., then gen += K."""

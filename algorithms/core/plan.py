@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH
+from isles.algorithms.core.cuda_lib import source
 from isles.algorithms.core.graph import GraphStepper
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,26 @@ def module(cp, source: str, options: tuple = ()):
     return mod
 
 
+def elementwise(cp, in_params: str, out_params: str, body: str, name: str, preamble: str = ""):
+    """The ``cupy.ElementwiseKernel`` of this signature, body, name and preamble (built once per
+    process; CuPy compiles it once per device and dtypes at its first call)."""
+    key = ("elementwise", in_params, out_params, body, name, preamble)
+    k = _MODULES.get(key)
+    if k is None:
+        k = _MODULES[key] = cp.ElementwiseKernel(in_params, out_params, body, name, preamble=preamble)
+    return k
+
+
+def function(cp, src: str, name: str, options: tuple = ()):
+    """Kernel ``name`` of :func:`module` ``(cp, src, options)`` (looked up once per device, source,
+    options and name: a launcher that asks at every launch pays no driver call)."""
+    key = (cp.cuda.Device().id, src, tuple(options), name)
+    fn = _MODULES.get(key)
+    if fn is None:
+        fn = _MODULES[key] = module(cp, src, options).get_function(name)
+    return fn
+
+
 def require_supported(what: str, reason: str | None):
     """CuPy, for a plan whose support check gave ``reason`` (``None``: supported).
 
@@ -67,41 +87,46 @@ def require_supported(what: str, reason: str | None):
     return cupy
 
 
-def kernels(cp, source: str, names) -> dict:
-    """``{name: kernel}`` of the compiled module of ``source`` (:func:`module`)."""
-    mod = module(cp, source)
+def verified_plan(family: str, fallback: str, reason: str | None, build, rtol: dict, describe):
+    """The fused plan of a family, self-checked, or ``None`` (the family's ``make_plan``).
+
+    ``reason`` not ``None`` (:func:`unsupported_reason` of the family): ``None`` with an INFO
+    line. Else ``plan = build()`` (compiles, cached by source) and ``plan.verify()`` (the largest
+    relative error of the kernel's objective against the problem's, one host synchronisation):
+    above ``rtol[plan.dtype]``, ``None`` with a ``RuntimeWarning`` ("fused <family> disabled: ...
+    using the <fallback> path"), else the plan, logged with ``describe(plan)``.
+    """
+    if reason is not None:
+        log.info("%s: %s path (%s)", family, fallback, reason)
+        return None
+    plan = build()
+    err = plan.verify()
+    tol = rtol[plan.dtype]
+    if not err <= tol:
+        name = getattr(plan.problem, "name", type(plan.problem).__name__)
+        warnings.warn(
+            f"fused {family} disabled: the cuda_objective of {name} differs from the problem's objective by "
+            f"{err:.3g} (relative, tolerance {tol:g}); using the {fallback} path",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    log.info("%s: fused CUDA path (%s)", family, describe(plan))
+    return plan
+
+
+def kernels(cp, src: str, names) -> dict:
+    """``{name: kernel}`` of the compiled module of ``src`` (:func:`module`)."""
+    mod = module(cp, src)
     return {n: mod.get_function(n) for n in names}
 
 
-TRACK_KERNEL = r"""
-typedef unsigned long long isz;
-// Per-generation stop target (IslandAlgorithm.track_target): island b's best is feasible with
-// f <= target iff some individual is (Deb's rules rank every feasible one above the infeasible);
-// the first generation at which that holds goes to hit[b]. One block per island; row i of island
-// b is position idx[b n + i] (use_idx) or i of its stride-long row of f and v.
-extern "C" __global__ void isles_track_hit(const T* __restrict__ f, const T* __restrict__ v,
-                                           const int* __restrict__ idx, const int use_idx, const int n,
-                                           const int stride, long long* __restrict__ hit, const T target,
-                                           const long long* __restrict__ gen_dev, const long long gen_off,
-                                           const u64* __restrict__ rng_ctr)
-{
-    __shared__ int found;
-    const int b = blockIdx.x;
-    if (hit[b] >= 0) return;   // the same for every thread of the block
-    if (threadIdx.x == 0) found = 0;
-    __syncthreads();
-    int any = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const int p = use_idx ? idx[(isz)b * n + i] : i;
-        const T fi = f[(isz)b * stride + p], vi = v[(isz)b * stride + p];
-        any |= (vi <= (T)0) && (fi <= target);
-    }
-    if (any) found = 1;
-    __syncthreads();
-    // the generation just finished: its draws used gen_off + gen + ctr; the state now counts one more
-    if (threadIdx.x == 0 && found) hit[b] = gen_off + gen_dev[0] + (long long)rng_ctr[0] + 1;
-}
-"""
+def counter_kernels(cp) -> tuple:
+    """``(set, add)``: the kernels ``isles_set_i64(p, v)`` (``*p = v``) and ``isles_add_i64(p, v)``
+    (``*p += v``) of ``counter.cu``, which set and advance the device generation counter of every
+    family's captured CUDA graph (one module per device, :func:`module`)."""
+    mod = module(cp, source("counter.cu"))
+    return mod.get_function("isles_set_i64"), mod.get_function("isles_add_i64")
 
 
 class TargetTracker:
@@ -118,7 +143,7 @@ class TargetTracker:
 
     def __init__(self, cp, ctx, dtype):
         self.cp, self.dtype = cp, np.dtype(dtype)
-        src = f"#define IS_F32 {int(self.dtype == np.float32)}\n" + HASH + ARITHMETIC + TRACK_KERNEL
+        src = source(f"#define IS_F32 {int(self.dtype == np.float32)}\n", "track.cu")
         self._k = module(cp, src).get_function("isles_track_hit")
         self.target = self.dtype.type(ctx.target)
         self._ctr = ctx.rng.ctr

@@ -21,7 +21,8 @@ import math
 
 import numpy as np
 
-from isles.algorithms.core.cuda_prelude import HASH
+from isles.algorithms.core.cuda_lib import source
+from isles.algorithms.core.plan import elementwise
 
 GOLDEN = 0x9E3779B97F4A7C15
 _M1 = 0xBF58476D1CE4E5B9
@@ -44,56 +45,28 @@ def _mix64_np(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-_KERNELS: dict = {}
-
-
-
-
-def _cupy_uniform_kernel(cp):
-    if "uniform" not in _KERNELS:
-        _KERNELS["uniform"] = cp.ElementwiseKernel(
-            "raw uint64 keys, raw uint64 ctr, uint64 gd, int64 m",
-            "T u",
-            r"""
+#: the CuPy elementwise kernels of the generator: (input params, output params, body)
+_ELEMENTWISE = {
+    "uniform": ("raw uint64 keys, raw uint64 ctr, uint64 gd, int64 m", "T u", r"""
             const u64 s = isles_mix64(gd + (ctr[0] << 16));
             const u64 z = draw_bits(keys[i / m], s, (u64)(i % m));
-            if (sizeof(T) == 4) { u = (T)((float)(z >> 40) * (1.0f / 16777216.0f)); }
-            else { u = (T)((double)(z >> 11) * (1.0 / 9007199254740992.0)); }
-            """,
-            "isles_counter_uniform",
-            preamble=HASH,
-        )
-    return _KERNELS["uniform"]
-
-
-def _cupy_bits_kernel(cp):
-    if "bits" not in _KERNELS:
-        _KERNELS["bits"] = cp.ElementwiseKernel(
-            "raw uint64 keys, raw uint64 ctr, uint64 gd, int64 m",
-            "uint64 z",
-            r"""
+            if (sizeof(T) == 4) { u = (T)unif24(z); }
+            else { u = (T)unif53(z); }
+            """),
+    "bits": ("raw uint64 keys, raw uint64 ctr, uint64 gd, int64 m", "uint64 z", r"""
             const u64 s = isles_mix64(gd + (ctr[0] << 16));
             z = draw_bits(keys[i / m], s, (u64)(i % m));
-            """,
-            "isles_counter_bits",
-            preamble=HASH,
-        )
-    return _KERNELS["bits"]
-
-
-def _cupy_bits_at_kernel(cp):
-    if "bits_at" not in _KERNELS:
-        _KERNELS["bits_at"] = cp.ElementwiseKernel(
-            "raw uint64 keys, raw uint64 ctr, uint64 gd, int64 idx, int64 st",
-            "uint64 z",
-            r"""
+            """),
+    "bits_at": ("raw uint64 keys, raw uint64 ctr, uint64 gd, int64 idx, int64 st", "uint64 z", r"""
             const u64 s = isles_mix64(gd + (ctr[0] << 16));
             z = draw_bits(keys[st], s, (u64)idx);
-            """,
-            "isles_counter_bits_at",
-            preamble=HASH,
-        )
-    return _KERNELS["bits_at"]
+            """),
+}
+
+
+def _cupy_kernel(cp, name: str):
+    """The elementwise kernel ``isles_counter_<name>`` of :data:`_ELEMENTWISE` (``rng.cuh``)."""
+    return elementwise(cp, *_ELEMENTWISE[name], f"isles_counter_{name}", source("rng.cuh"))
 
 
 def bits_to_uniform(z, dtype=np.float64):
@@ -159,7 +132,7 @@ class CounterRNG:
                 u = (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
             return u.reshape(out_shape)
         out = self.xp.empty(out_shape, dtype=dtype)
-        _cupy_uniform_kernel(self.xp)(self.keys, self.ctr, np.uint64(gd), np.int64(m), out)
+        _cupy_kernel(self.xp, "uniform")(self.keys, self.ctr, np.uint64(gd), np.int64(m), out)
         return out
 
     def normal(self, generation: int, draw: int, shape, dtype=np.float64):
@@ -187,7 +160,7 @@ class CounterRNG:
         Element ``e`` (flat position inside island ``i``'s block) is
         ``mix64((key_i ^ mix64(gd + (ctr << 16))) + e * GOLDEN)`` with ``gd = (generation << 16) +
         draw``, i.e. CUDA's ``draw_bits(key, isles_mix64(gd + (ctr << 16)), e)``
-        (:data:`isles.algorithms.core.cuda_prelude.HASH`); ``uniform(...)`` is
+        (``rng.cuh`` of the CUDA library, :mod:`isles.algorithms.core.cuda_lib`); ``uniform(...)`` is
         :func:`bits_to_uniform` of these. Used for random bit strings (32 bits per hash).
 
         Raises:
@@ -202,7 +175,7 @@ class CounterRNG:
             s = mix64_int(gd + (int(self.ctr[0]) << 16))
             return _mix64_np((self.keys[:, None] ^ np.uint64(s)) + idx[None, :]).reshape(out_shape)
         out = self.xp.empty(out_shape, dtype=np.uint64)
-        _cupy_bits_kernel(self.xp)(self.keys, self.ctr, np.uint64(gd), np.int64(m), out)
+        _cupy_kernel(self.xp, "bits")(self.keys, self.ctr, np.uint64(gd), np.int64(m), out)
         return out
 
     def bits_at(self, generation: int, draw: int, index, streams=None):
@@ -234,7 +207,7 @@ class CounterRNG:
             k = self.keys[streams] ^ np.uint64(s)
             return _mix64_np(k + index.astype(np.uint64) * np.uint64(GOLDEN))
         out = xp.empty(index.shape, dtype=np.uint64)
-        _cupy_bits_at_kernel(xp)(self.keys, self.ctr, np.uint64(gd), index, streams, out)
+        _cupy_kernel(xp, "bits_at")(self.keys, self.ctr, np.uint64(gd), index, streams, out)
         return out
 
     def uniform_at(self, generation: int, draw: int, index, streams=None, dtype=np.float64):

@@ -42,8 +42,8 @@ its objective (and violation) against the problem's own ``objective`` (and ``con
 random points when it is built, and falls back to the generic path (with a warning) if they
 disagree: a wrong ``cuda_objective`` never silently changes results.
 
-**The objective comes from the problem.** The kernel source is ``defines + HASH + ARITHMETIC +
-MATH + problem.cuda_objective + KERNEL_SOURCE`` (the contract is documented on
+**The objective comes from the problem.** The kernel source is ``defines + draw ids + objective.cuh +
+de.cu + problem.cuda_objective + de_generation.cu`` (:mod:`isles.algorithms.core.cuda_lib`) (the contract is documented on
 :class:`isles.problems.base.Problem`); the kernel never switches on a problem's name. Only when the
 source sets ``OBJ_NEXT`` is the trial row staged in shared memory (``x_next``, Rosenbrock). With
 ``OBJ_HAS_V`` (a constrained problem) the trial's ``v`` is ``obj_violation`` and selection uses
@@ -69,344 +69,30 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 
 import numpy as np
 
-from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
+from isles.algorithms.core.cuda_lib import defines as c_defines
+from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.fused_check import real_objective_error
-from isles.algorithms.core.graph import PingPongGraph
-from isles.algorithms.core.plan import TargetTracker, module, require_supported
+from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph
+from isles.algorithms.core.plan import (TargetTracker, counter_kernels, elementwise, module, require_supported,
+                                        verified_plan)
+from isles.algorithms.de.crossover import DRAW_CROSS, DRAW_START
+from isles.algorithms.de.de import DRAW_BOUND, DRAW_INDEX
 from isles.problems.base import objective_macros
 
 log = logging.getLogger(__name__)
 
 XOVER_IDS = {"bin": 0, "nec": 1}
 BOUND_IDS = {"clip": 0, "reflect": 1, "reinit": 2}
-GRAPH_GENERATIONS = 64  # generations per captured CUDA graph (even: ping-pong ends where it began)
 MAX_ITEMS = 32  # coordinates per thread held in registers
 SMEM_LIMIT = 48 * 1024  # static shared memory of one block
 VERIFY_RTOL = {np.dtype(np.float32): 1e-3, np.dtype(np.float64): 1e-8}
 
-DECISIONS_SOURCE = r"""
-// ---- isles fused DE generation (algorithms/de/cuda.py); configuration macros are prepended ----
-// IS_F32 DIM NPOP TPI ITEMS IPB BLOCK XOVER BOUND PENALTY (+ HASH ARITHMETIC MATH and the problem's
-// fused objective: OBJ_NACC OBJ_HAS_V OBJ_NEXT obj_init obj_merge obj_term obj_final obj_violation)
-typedef unsigned long long isz;   // index type (no size_t needed under NVRTC)
-
-#define DRAW_INDEX 1ull
-#define DRAW_START 2ull
-#define DRAW_CROSS 3ull
-#define DRAW_BOUND 4ull
-#define NWARP ((TPI) >= 32 ? (TPI) / 32 : 1)
-
-// Per-individual random decisions (algorithms/de/de.py sample_indices, algorithms/de/crossover.py).
-struct Decisions {
-    int r0, r1, r2;   // distinct, != i
-    int j0;           // j_rand / start of the exponential segment
-    int L;            // NEC length (XOVER == 1)
-    u64 s_cross, s_bound;
-};
-
-ISLES_DEV Decisions decide(u64 key, long long g, int i, double log_cr, int cr_case) {
-    Decisions d;
-    const u64 gb = ((u64)g) << 16;
-    const u64 s_index = isles_mix64(gb + DRAW_INDEX);
-    const u64 s_start = isles_mix64(gb + DRAW_START);
-    d.s_cross = isles_mix64(gb + DRAW_CROSS);
-    d.s_bound = isles_mix64(gb + DRAW_BOUND);
-    // c_m = floor(u_m (N-1-m)), u from uniform(g, DRAW_INDEX, (N, 3), float64)
-    const double u0 = unif53(draw_bits(key, s_index, (u64)i * 3ull + 0ull));
-    const double u1 = unif53(draw_bits(key, s_index, (u64)i * 3ull + 1ull));
-    const double u2 = unif53(draw_bits(key, s_index, (u64)i * 3ull + 2ull));
-    int c0 = (int)(u0 * (double)(NPOP - 1)); c0 = c0 < NPOP - 2 ? c0 : NPOP - 2;
-    int c1 = (int)(u1 * (double)(NPOP - 2)); c1 = c1 < NPOP - 3 ? c1 : NPOP - 3;
-    int c2 = (int)(u2 * (double)(NPOP - 3)); c2 = c2 < NPOP - 4 ? c2 : NPOP - 4;
-    // r0: random offset past i (seed 004 Algorithm 4, one offset per individual)
-    const int r0 = (i + 1 + c0) % NPOP;
-    // r1: shift past the sorted excluded set {i, r0}
-    const int e0 = i < r0 ? i : r0, e1 = i < r0 ? r0 : i;
-    int r1 = c1;
-    r1 += (r1 >= e0) ? 1 : 0;
-    r1 += (r1 >= e1) ? 1 : 0;
-    // r2: shift past the sorted excluded set {i, r0, r1}
-    int f0, f1, f2;
-    if (r1 < e0) { f0 = r1; f1 = e0; f2 = e1; }
-    else if (r1 < e1) { f0 = e0; f1 = r1; f2 = e1; }
-    else { f0 = e0; f1 = e1; f2 = r1; }
-    int r2 = c2;
-    r2 += (r2 >= f0) ? 1 : 0;
-    r2 += (r2 >= f1) ? 1 : 0;
-    r2 += (r2 >= f2) ? 1 : 0;
-    d.r0 = r0; d.r1 = r1; d.r2 = r2;
-    // j_rand = integers(g, DRAW_START, (N,), D)
-    int j0 = (int)(unif53(draw_bits(key, s_start, (u64)i)) * (double)DIM);
-    d.j0 = j0 < DIM - 1 ? j0 : DIM - 1;
-    // NEC length, seed 004 eq. 9, U = uniform(g, DRAW_CROSS, (N,), float64)
-    d.L = DIM;
-#if XOVER == 1
-    if (cr_case == 0) {
-        d.L = 1;
-    } else if (cr_case == 1) {
-        const double u = unif53(draw_bits(key, d.s_cross, (u64)i));
-        double x = ceil(log(u) / log_cr);
-        x = x < (double)DIM ? x : (double)DIM;   // also maps +inf (u = 0) to D
-        int L = (int)x;
-        d.L = L < 1 ? 1 : L;
-    }
-#endif
-    return d;
-}
-
-// Trial coordinate j of individual i (island row offset `base`): crossover test, mutant, bounds.
-ISLES_DEV T trial_coord(const T* X, isz base, const Decisions& d, u64 key, int i, int j,
-                        T xij, T Fw, T CRt, const T* lower, const T* upper) {
-#if XOVER == 0
-    const bool take = (j == d.j0) || (unifT(draw_bits(key, d.s_cross, (u64)i * (u64)DIM + (u64)j)) < CRt);
-#else
-    int off = j - d.j0;
-    off += off < 0 ? DIM : 0;
-    const bool take = off < d.L;
-#endif
-    if (!take) return xij;
-    const T a = X[base + (isz)d.r0 * DIM + j];
-    const T b = X[base + (isz)d.r1 * DIM + j];
-    const T c = X[base + (isz)d.r2 * DIM + j];
-    T v = add_rn(a, mul_rn(Fw, sub_rn(b, c)));
-    const T lo = lower[j], hi = upper[j];
-    if (v < lo || v > hi) {
-#if BOUND == 0
-        v = v < lo ? lo : hi;
-#elif BOUND == 1
-        const T w = sub_rn(hi, lo);
-        const T w2 = add_rn(w, w);
-        if (w2 > (T)0) {
-            T y = t_fmod(sub_rn(v, lo), w2);
-            if (y < (T)0) y = add_rn(y, w2);
-            if (y > w) y = sub_rn(w2, y);
-            v = add_rn(lo, y);
-            v = v < lo ? lo : (v > hi ? hi : v);
-        } else {
-            v = lo;
-        }
-#else
-        const T u = unifT(draw_bits(key, d.s_bound, (u64)i * (u64)DIM + (u64)j));
-        v = add_rn(lo, mul_rn(u, sub_rn(hi, lo)));
-#endif
-    }
-    return v;
-}
-"""
-
-GENERATION_SOURCE = r"""
-#ifndef ISLES_HOST_EMU
-#define FULL_MASK 0xffffffffu
-
-#if TPI == 32
-#define GROUP_SYNC() __syncwarp()
-#else
-#define GROUP_SYNC() __syncthreads()
-#endif
-
-// Merge the OBJ_NACC accumulators of the group's threads with obj_merge (warp shuffles, then
-// shared memory across warps); afterwards every thread of the group holds the merged values.
-ISLES_DEV void group_merge(T* acc, T* red) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        T other[OBJ_NACC];
-#pragma unroll
-        for (int s = 0; s < OBJ_NACC; ++s) other[s] = __shfl_xor_sync(FULL_MASK, acc[s], o);
-        obj_merge(acc, other);   // associative and commutative: every lane gets the same value
-    }
-#if TPI > 32
-    const int w = threadIdx.x >> 5;
-    if ((threadIdx.x & 31) == 0) {
-#pragma unroll
-        for (int s = 0; s < OBJ_NACC; ++s) red[s * NWARP + w] = acc[s];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int s = 0; s < OBJ_NACC; ++s) acc[s] = red[s * NWARP];
-#pragma unroll
-    for (int k = 1; k < NWARP; ++k) {
-        T other[OBJ_NACC];
-#pragma unroll
-        for (int s = 0; s < OBJ_NACC; ++s) other[s] = red[s * NWARP + k];
-        obj_merge(acc, other);
-    }
-#endif
-}
-
-// Objective (and, with OBJ_HAS_V, violation *v) of the group's row u (thread t holds coordinates
-// t, t + TPI, ...), by the problem's fused objective (isles.problems.base.Problem contract): every
-// thread folds its coordinates with obj_term into registers, the group merges. Every thread of
-// the group returns the same value. srow: DIM + 1 shared elements (OBJ_NEXT), red: OBJ_NACC * NWARP.
-ISLES_DEV T group_objective(const T (&u)[ITEMS], int t, T* srow, T* red, T* v) {
-    T acc[OBJ_NACC];
-    obj_init(acc);
-#if OBJ_NEXT
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) { const int j = t + k * TPI; if (j < DIM) srow[j] = u[k]; }
-    if (t == 0) srow[DIM] = (T)0;   // x_next of j = D - 1 (a padded row: no select in the loop)
-    GROUP_SYNC();
-#endif
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-        const int j = t + k * TPI;
-        if (j < DIM) {
-#if OBJ_NEXT
-            const T xn = srow[j + 1];
-#else
-            const T xn = (T)0;
-#endif
-            obj_term(acc, u[k], xn, j);
-        }
-    }
-    group_merge(acc, red);
-#if OBJ_HAS_V
-    *v = obj_violation(acc, DIM);
-#else
-    *v = (T)0;
-#endif
-    return obj_final(acc, DIM);
-}
-
-#if OBJ_NEXT
-#define SROW_DECL __shared__ T srow_all[IPB * (DIM + 1)]; T* srow = srow_all + (threadIdx.x / TPI) * (DIM + 1);
-#else
-#define SROW_DECL T* srow = (T*)0;
-#endif
-
-// Evaluator semantics (problems/constraints.py): NaN f -> +inf, NaN v -> +inf, either counts as a
-// NaN evaluation (as does v = inf); PENALTY (static penalty r): f + r v ranked with v = 0.
-ISLES_DEV bool fix_fv(T* f, T* v) {
-    if (*v != *v) *v = T_INF;
-    const bool bad = (*f != *f) || (*v == T_INF);
-    if (*f != *f) *f = T_INF;
-#ifdef PENALTY
-    *f = add_rn(*f, mul_rn((T)PENALTY, *v));
-    *v = (T)0;
-#endif
-    return bad;
-}
-
-// One DE/rand/1 generation of every individual of every island (seed 004 Algorithm 2 lines 5-14).
-extern "C" __global__ void __launch_bounds__(BLOCK)
-de_generation(const T* __restrict__ X, const T* __restrict__ fx, const T* __restrict__ vx,
-              T* __restrict__ Xn, T* __restrict__ fn, T* __restrict__ vn,
-              T* __restrict__ trial, T* __restrict__ ftrial, const int write_trial,
-              const u64* __restrict__ keys, const T* __restrict__ lower, const T* __restrict__ upper,
-              const long long* __restrict__ gen_dev, const long long gen_off,
-              const u64* __restrict__ rng_ctr,
-              unsigned long long* __restrict__ nan_count,
-              const int total, const T Fw, const T CRt, const double log_cr, const int cr_case)
-{
-    __shared__ T red[OBJ_NACC * NWARP];
-    SROW_DECL
-    const int grp = threadIdx.x / TPI;
-    const int t = threadIdx.x - grp * TPI;
-    const int gind = blockIdx.x * IPB + grp;
-    if (gind >= total) return;   // whole groups only; block mode (TPI > 32) has no partial block
-    const int isl = gind / NPOP;
-    const int i = gind - isl * NPOP;
-    const u64 key = keys[isl];
-    // generation of the draws: CounterRNG uses generation + ctr[0] (ctr: its device counter)
-    const long long g = gen_off + gen_dev[0] + (long long)rng_ctr[0];
-    const Decisions d = decide(key, g, i, log_cr, cr_case);
-    const isz base = (isz)isl * NPOP * DIM;
-    const isz row = (isz)gind * DIM;
-    T u[ITEMS], xt[ITEMS];
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-        const int j = t + k * TPI;
-        T xv = (T)0, uv = (T)0;
-        if (j < DIM) {
-            xv = X[row + j];
-            uv = trial_coord(X, base, d, key, i, j, xv, Fw, CRt, lower, upper);
-        }
-        u[k] = uv;
-        xt[k] = xv;
-    }
-    T vu;
-    T f = group_objective(u, t, srow, red, &vu);
-    const bool bad = fix_fv(&f, &vu);   // NaN = worst (problems/constraints.py)
-    const T ft = fx[gind], vt = vx[gind];
-    // trial (f, vu) replaces the target unless the target is strictly better (Deb's rules);
-    // without OBJ_HAS_V, vu = 0
-    const bool accept = !((vt < vu) || ((vt == vu) && (ft < f)));
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-        const int j = t + k * TPI;
-        if (j < DIM) {
-            Xn[row + j] = accept ? u[k] : xt[k];
-            if (write_trial) trial[row + j] = u[k];
-        }
-    }
-    if (t == 0) {
-        fn[gind] = accept ? f : ft;
-        vn[gind] = accept ? vu : vt;
-        if (bad) atomicAdd(nan_count, 1ull);
-        if (write_trial) ftrial[gind] = f;
-    }
-}
-
-// Objective and violation of `rows` rows of X (the generation kernel's code, before the NaN and
-// penalty treatment; used by the self-check).
-extern "C" __global__ void __launch_bounds__(BLOCK)
-eval_rows(const T* __restrict__ X, T* __restrict__ fout, T* __restrict__ vout, const int rows)
-{
-    __shared__ T red[OBJ_NACC * NWARP];
-    SROW_DECL
-    const int grp = threadIdx.x / TPI;
-    const int t = threadIdx.x - grp * TPI;
-    const int gind = blockIdx.x * IPB + grp;
-    if (gind >= rows) return;
-    T u[ITEMS];
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-        const int j = t + k * TPI;
-        u[k] = j < DIM ? X[(isz)gind * DIM + j] : (T)0;
-    }
-    T v;
-    const T f = group_objective(u, t, srow, red, &v);
-    if (t == 0) { fout[gind] = f; vout[gind] = v; }
-}
-
-extern "C" __global__ void set_i64(long long* p, const long long v) { *p = v; }
-extern "C" __global__ void add_i64(long long* p, const long long v) { *p += v; }
-#endif  // ISLES_HOST_EMU
-"""
-
-#: the fully fused generation: per-individual decisions and trial coordinates, then the objective
-KERNEL_SOURCE = DECISIONS_SOURCE + GENERATION_SOURCE
-
-#: the trial population alone (no objective), for a problem evaluated as array code
-#: (:class:`DEVariation`): the same ``decide``/``trial_coord`` as the fused generation
-VARIATION_KERNEL = r"""
-#ifndef ISLES_HOST_EMU
-// One warp per individual (4 per block); lane l writes coordinates l, l + 32, ... of its trial row.
-extern "C" __global__ void __launch_bounds__(128)
-de_variation(const T* __restrict__ X, T* __restrict__ U, const u64* __restrict__ keys,
-             const T* __restrict__ lower, const T* __restrict__ upper, const long long gen,
-             const u64* __restrict__ rng_ctr, const int total, const T Fw, const T CRt,
-             const double log_cr, const int cr_case)
-{
-    const int gind = blockIdx.x * 4 + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
-    if (gind >= total) return;
-    const int isl = gind / NPOP;
-    const int i = gind - isl * NPOP;
-    const u64 key = keys[isl];
-    const long long g = gen + (long long)rng_ctr[0];   // as CounterRNG: generation + ctr
-    const Decisions d = decide(key, g, i, log_cr, cr_case);
-    const isz base = (isz)isl * NPOP * DIM;
-    const isz row = (isz)gind * DIM;
-    for (int j = lane; j < DIM; j += 32) {
-        U[row + j] = trial_coord(X, base, d, key, i, j, X[row + j], Fw, CRt, lower, upper);
-    }
-}
-#endif
-"""
+#: the draw ids of the counter RNG (algorithms/de/de.py, algorithms/de/crossover.py), injected into
+#: the kernels (the CUDA never writes a draw id itself)
+DRAWS = draw_ids(DRAW_INDEX=DRAW_INDEX, DRAW_START=DRAW_START, DRAW_CROSS=DRAW_CROSS, DRAW_BOUND=DRAW_BOUND)
 
 
 def layout(dim: int) -> tuple[int, int, int, int]:
@@ -426,8 +112,8 @@ def layout(dim: int) -> tuple[int, int, int, int]:
 
 def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound_handling: str,
                   penalty: float | None = None) -> str:
-    """CUDA source of one configuration: ``defines + HASH + ARITHMETIC + MATH + objective +
-    KERNEL_SOURCE``.
+    """CUDA source of one configuration: ``defines + DRAWS + objective.cuh + de.cu + objective +
+    de_generation.cu`` (:mod:`isles.algorithms.core.cuda_lib`).
 
     Args:
         dtype: float32 or float64 (``IS_F32``).
@@ -451,9 +137,8 @@ def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound
     }
     if penalty is not None and macros["OBJ_HAS_V"]:
         defines["PENALTY"] = repr(float(penalty))
-    head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
-    return (head + HASH + ARITHMETIC + MATH + "\n// ---- the problem's fused objective ----\n" + objective
-            + KERNEL_SOURCE)
+    return source(c_defines(defines) + DRAWS, "objective.cuh", "de.cu",
+                  "// ---- the problem's fused objective ----\n" + objective, "de_generation.cu")
 
 
 def _objective_of(ctx) -> tuple[str | None, str | None, dict | None]:
@@ -529,15 +214,14 @@ def variation_unsupported_reason(params, ctx) -> str | None:
 
 def variation_source(dtype, dim: int, n: int, crossover: str, bound_handling: str) -> str:
     """CUDA source of the trial-population kernel ``de_variation`` of one configuration:
-    ``defines + HASH + ARITHMETIC + MATH + DECISIONS_SOURCE + VARIATION_KERNEL`` (no objective).
+    ``defines + DRAWS + de.cu + de_variation.cu`` (no objective).
 
     Raises:
         KeyError: an unsupported crossover or bound handling name.
     """
     defines = {"IS_F32": int(np.dtype(dtype) == np.float32), "DIM": int(dim), "NPOP": int(n),
                "XOVER": XOVER_IDS[crossover], "BOUND": BOUND_IDS[bound_handling]}
-    head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
-    return head + HASH + ARITHMETIC + MATH + DECISIONS_SOURCE + VARIATION_KERNEL
+    return source(c_defines(defines) + DRAWS, "de.cu", "de_variation.cu")
 
 
 def _cr_args(params, dtype) -> tuple:
@@ -612,26 +296,19 @@ class DEVariation:
         return s
 
 
-_SELECT_KERNELS: dict = {}
-
-
 def _select_kernels(cp):
-    """Greedy one-to-one selection as two elementwise kernels (compiled once per process):
+    """Greedy one-to-one selection as two elementwise kernels (:func:`isles.algorithms.core.plan.elementwise`):
     ``isles_de_select_rows`` writes the next population ``(I, N, D)``, ``isles_de_select_fv`` its
-    ``f, v``. The rule is :func:`isles.problems.constraints.better` (the trial wins unless the target
-    is strictly better under Deb's rules), as in :func:`isles.algorithms.de.de.select`."""
-    ks = _SELECT_KERNELS.get(cp.cuda.Device().id)
-    if ks is None:
-        keep = "((v[r] < vu[r]) || ((v[r] == vu[r]) && (f[r] < fu[r])))"
-        rows = cp.ElementwiseKernel(
-            "raw T X, raw T U, raw F f, raw F v, raw F fu, raw F vu, int64 D", "T out",
-            f"const long long r = i / D; out = {keep} ? X[i] : U[i];", "isles_de_select_rows")
-        fv = cp.ElementwiseKernel(
-            "raw F f, raw F v, raw F fu, raw F vu", "F fo, F vo",
-            f"const long long r = i; const bool k = {keep}; fo = k ? f[r] : fu[r]; vo = k ? v[r] : vu[r];",
-            "isles_de_select_fv")
-        ks = _SELECT_KERNELS[cp.cuda.Device().id] = (rows, fv)
-    return ks
+    ``f, v``. The rule is Deb's (``deb.cuh``, :func:`isles.problems.constraints.better`: the trial
+    wins unless the target is strictly better), as in :func:`isles.algorithms.de.de.select`."""
+    keep = "ISLES_BETTER(f[r], v[r], fu[r], vu[r])"
+    deb = source("deb.cuh")
+    rows = elementwise(cp, "raw T X, raw T U, raw F f, raw F v, raw F fu, raw F vu, int64 D", "T out",
+                       f"const long long r = i / D; out = {keep} ? X[i] : U[i];", "isles_de_select_rows", deb)
+    fv = elementwise(cp, "raw F f, raw F v, raw F fu, raw F vu", "F fo, F vo",
+                     f"const long long r = i; const bool k = {keep}; fo = k ? f[r] : fu[r]; vo = k ? v[r] : vu[r];",
+                     "isles_de_select_fv", deb)
+    return rows, fv
 
 
 def make_variation(de, ctx):
@@ -656,10 +333,7 @@ class FusedDE(PingPongGraph):
     """
 
     def __init__(self, params, ctx):
-        reason = unsupported_reason(params, ctx)
-        if reason is not None:
-            raise ValueError(f"fused DE unavailable: {reason}")
-        import cupy as cp  # noqa: PLC0415
+        cp = require_supported("fused DE", unsupported_reason(params, ctx))
 
         self.cp, self.params, self.ctx = cp, params, ctx
         self.problem = ctx.evaluator.problem
@@ -677,8 +351,7 @@ class FusedDE(PingPongGraph):
         mod = module(cp, self.source)
         self._k_gen = mod.get_function("de_generation")
         self._k_eval = mod.get_function("eval_rows")
-        self._k_set = mod.get_function("set_i64")
-        self._k_add = mod.get_function("add_i64")
+        self._k_set, self._k_add = counter_kernels(cp)
         self._F = self.dtype.type(params.F)
         self._CR, self._log_cr, self._cr_case = _cr_args(params, self.dtype)
         self._keys = ctx.rng.keys
@@ -814,15 +487,10 @@ class FusedDE(PingPongGraph):
         Returns:
             A new state (fresh arrays; the plan's ping-pong buffers are internal).
         """
-        cp = self.cp
         n = int(n_generations)
         if n <= 0:
             return dict(state)
-        X, f, v = self._arrays(state)
-        bufs = self._buffers()
-        for dst, src in zip(bufs[0], (X, f, v)):
-            cp.copyto(dst, src)
-        self._k_set((1,), (1,), (self._gen, np.int64(state["generation"])))
+        self._start(self._arrays(state), state["generation"])
         self._nan.fill(0)
         if self.tracker is not None:
             self.tracker.load(state)
@@ -845,22 +513,5 @@ def make_plan(de, ctx):
     ``problem.objective`` (:meth:`FusedDE.verify`, one host synchronisation). Returns ``None``
     with a log line when unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    params = de.params
-    reason = unsupported_reason(params, ctx)
-    if reason is not None:
-        log.info("DE: generic path (%s)", reason)
-        return None
-    plan = FusedDE(params, ctx)
-    err = plan.verify()
-    tol = VERIFY_RTOL[plan.dtype]
-    if not err <= tol:
-        warnings.warn(
-            f"fused DE disabled: the cuda_objective of {plan.problem.name} differs from the problem's "
-            f"objective by {err:.3g} (relative, tolerance {tol:g}); using the generic path",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
-    log.info("DE: fused CUDA path (%s, D=%d, TPI=%d, ITEMS=%d)", plan.problem.name, plan.D, plan.tpi,
-             plan.items)
-    return plan
+    return verified_plan("DE", "generic", unsupported_reason(de.params, ctx), lambda: FusedDE(de.params, ctx),
+                         VERIFY_RTOL, lambda p: f"{p.problem.name}, D={p.D}, TPI={p.tpi}, ITEMS={p.items}")
