@@ -245,6 +245,6 @@ def test_a_store_named_elsewhere_keeps_its_artifacts_beside_it(tmp_path, monkeyp
     ],
 )
 def test_typed_keys_and_values_refused_in_one_line(args, needle):
-    p = run_cli("+experiment=cmepso", *args, "logger=none")
+    p = run_cli("+experiment=cmepso", *args, "logger=none", "device=cpu")
     assert p.returncode == 2, p.stderr[-2000:]
     assert needle in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
