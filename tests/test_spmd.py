@@ -128,3 +128,28 @@ def test_actor_killed_inside_a_span_aborts_its_peer_and_the_result_is_unchanged(
     assert result.best_f == reference.best_f and result.migrations == reference.migrations
     np.testing.assert_array_equal(result.best_x, reference.best_x)
     assert [h["epoch"] for h in result.history] == list(range(1, 61))
+
+
+@pytest.mark.parametrize("topology", ["ring", "fully_connected", "random"])
+def test_every_group_cuts_the_same_plan_from_the_topology_the_seed_and_the_epoch(topology):
+    """The planner: two calls with the same (topology, n, seed, epoch) give the same edges; the
+    groups' shares of the plan, cut independently, are together the whole plan (each edge once,
+    at its destination's group), and another epoch gives another sample where the topology samples."""
+    from isles.islands.planner import MASTER_ID, group_plan, migration_edges  # noqa: PLC0415
+
+    cfg = plain(make_cfg(*DE, f"topology={topology}", "islands.n=7"))
+    topo = instantiate(cfg["topology"])
+    edges = migration_edges(topo, 7, 3, 5)
+    assert edges == migration_edges(instantiate(cfg["topology"]), 7, 3, 5)
+    groups = [[0, 1, 2], [3, 4], [5, 6]]
+    emigrants = {gid: f"emigrants of {gid}" for gid in range(7)}
+    seen = []
+    for ids in groups:
+        inbound, remote = group_plan(edges, ids, emigrants)
+        seen += [(src, ids[p]) for p, srcs in inbound.items() for src in srcs]
+        assert remote == {src: emigrants[src] for srcs in inbound.values() for src in srcs if src not in ids}
+    assert sorted(seen) == sorted(edges) and edges
+    if topology == "random":
+        assert any(migration_edges(topo, 7, 3, e) != edges for e in range(6, 10))
+    inbound, remote = group_plan(edges, [0, 1], {}, master_best="m", send_master=True)
+    assert all(srcs[-1] == MASTER_ID for srcs in inbound.values()) and remote == {MASTER_ID: "m"}
