@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 
 import numpy as np
@@ -72,6 +73,9 @@ class IslandGroup:
         self._pending_events = None  # device arrays of the last migration, fetched with the summary
         self._emigrant_cache = None  # emigrants selected for the last summary (state unchanged since)
         self.inbox = Inbox()  # emigrants posted by peer groups (run_span)
+        # held by a span and by state reads and writes: the driver's load of a snapshot after an
+        # aborted span waits for the span's thread to leave (post and abort do not take it)
+        self._state_lock = threading.RLock()
 
     # ------------------------------------------------------------------------------------------
     def info(self) -> dict:
@@ -139,28 +143,29 @@ class IslandGroup:
             isles.islands.transport.Aborted: the driver aborted the span (a peer was lost).
             TimeoutError: a peer's emigrants did not arrive within ``route["timeout_s"]``.
         """
-        self.inbox.start(span)
-        transport = ActorTransport(route["peers"], route["index"])
-        mine = {gid: p for p, gid in enumerate(self.island_ids)}
-        where = {gid: g for g, ids in enumerate(route["groups"]) for gid in ids}
-        out, edges = [], None
-        inbound, remote = first
-        for j, k in enumerate(ks):
-            if j > 0:  # edges: the plan after epoch epoch0 + j, made at the end of the epoch before
-                senders = sorted({where[src] for src, dst in edges if dst in mine and src not in mine})
-                got = self.inbox.take(span, epoch0 + j, senders, route["timeout_s"])
-                inbound, remote = group_plan(edges, self.island_ids, got)
-            summary = self.run_epoch(k, inbound, remote)
-            if j < len(ks) - 1:
-                edges = migration_edges(route["topology"], route["n"], route["seed"], epoch0 + j + 1)
-                messages: dict = {}
-                for src, dst in edges:
-                    if src in mine and dst not in mine:
-                        messages.setdefault(where[dst], {})[src] = summary["emigrants"].island(mine[src])
-                transport.send(span, epoch0 + j + 1, messages)
-                summary["emigrants"] = None
-            out.append(summary)
-        return out
+        with self._state_lock:
+            self.inbox.start(span)
+            transport = ActorTransport(route["peers"], route["index"])
+            mine = {gid: p for p, gid in enumerate(self.island_ids)}
+            where = {gid: g for g, ids in enumerate(route["groups"]) for gid in ids}
+            out, edges = [], None
+            inbound, remote = first
+            for j, k in enumerate(ks):
+                if j > 0:  # edges: the plan after epoch epoch0 + j, made at the end of the epoch before
+                    senders = sorted({where[src] for src, dst in edges if dst in mine and src not in mine})
+                    got = self.inbox.take(span, epoch0 + j, senders, route["timeout_s"])
+                    inbound, remote = group_plan(edges, self.island_ids, got)
+                summary = self.run_epoch(k, inbound, remote)
+                if j < len(ks) - 1:
+                    edges = migration_edges(route["topology"], route["n"], route["seed"], epoch0 + j + 1)
+                    messages: dict = {}
+                    for src, dst in edges:
+                        if src in mine and dst not in mine:
+                            messages.setdefault(where[dst], {})[src] = summary["emigrants"].island(mine[src])
+                    transport.send(span, epoch0 + j + 1, messages)
+                    summary["emigrants"] = None
+                out.append(summary)
+            return out
 
     def post(self, span: int, epoch: int, sender: int, emigrants: dict) -> None:
         """A peer's emigrants for this group (:meth:`isles.islands.transport.Inbox.post`)."""
@@ -338,16 +343,18 @@ class IslandGroup:
 
     def state_dict(self) -> dict:
         """The group's state as host arrays (for checkpoints)."""
-        return {k: to_host(v) if hasattr(v, "shape") else v for k, v in self.state.items()}
+        with self._state_lock:
+            return {k: to_host(v) if hasattr(v, "shape") else v for k, v in self.state.items()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a state saved by :meth:`state_dict` (arrays moved to this group's device)."""
-        self._emigrant_cache = None
-        if self.plugin is not None:
-            self.plugin.leave_graph(self)
-        if self.stepper is not None:
-            self.stepper.close()
-            self.stepper = None
-        self.state = {
-            k: self.xp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in state.items()
-        }
+        with self._state_lock:
+            self._emigrant_cache = None
+            if self.plugin is not None:
+                self.plugin.leave_graph(self)
+            if self.stepper is not None:
+                self.stepper.close()
+                self.stepper = None
+            self.state = {
+                k: self.xp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in state.items()
+            }

@@ -153,3 +153,37 @@ def test_every_group_cuts_the_same_plan_from_the_topology_the_seed_and_the_epoch
         assert any(migration_edges(topo, 7, 3, e) != edges for e in range(6, 10))
     inbound, remote = group_plan(edges, [0, 1], {}, master_best="m", send_master=True)
     assert all(srcs[-1] == MASTER_ID for srcs in inbound.values()) and remote == {MASTER_ID: "m"}
+
+
+def test_a_snapshot_load_waits_for_the_aborted_span_to_leave(monkeypatch):
+    """The driver loads a snapshot into a survivor after aborting its span: the load waits until
+    the span's thread has left (it would otherwise write its epoch over the loaded state)."""
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
+
+    cfg = plain(make_cfg(*DE, "islands.n=4"))
+    coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
+    group = IslandGroup(coordinator._spec([0, 1], "cpu"))
+    saved = group.state_dict()
+    route = {"peers": [None, None], "index": 0, "groups": [[0, 1], [2, 3]], "topology": coordinator.topology,
+             "n": 4, "seed": 0, "timeout_s": 30}
+    errors, loaded = [], threading.Event()
+
+    def span():  # epoch 2 waits for group 1's emigrants, which never come
+        try:
+            group.run_span(1, ({}, {}), [1, 1], 0, route)
+        except Exception as err:  # noqa: BLE001
+            errors.append(err)
+
+    import isles.islands.transport as transport  # noqa: PLC0415
+
+    monkeypatch.setattr(transport.ActorTransport, "send", lambda self, *a: None)
+    t = threading.Thread(target=span)
+    t.start()
+    time.sleep(0.3)
+    loader = threading.Thread(target=lambda: (group.load_state_dict(saved), loaded.set()))
+    loader.start()
+    assert not loaded.wait(0.3)  # the span holds the state
+    group.abort(1)
+    t.join(5)
+    assert loaded.wait(5) and isinstance(errors[0], Aborted)
+    assert group.state_dict()["generation"] == saved["generation"]  # the snapshot's state, not the span's
