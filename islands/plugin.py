@@ -1,6 +1,6 @@
 """The plug-in interface of the epoch loop: code that runs on the islands' bests after every
 epoch and may send one individual back to every island (e.g. a master swarm, which lives with its
-algorithm, :mod:`isles.algorithms.pso.master_plugin`).
+algorithm under ``algorithms/``).
 
 The run config's ``master`` object (instantiated from its ``_target_``) is the factory: its
 ``plugin(xp, dtype, evaluator, seed, stream, state)`` returns a :class:`LoopPlugin` on the array
@@ -17,7 +17,7 @@ def plugin_stream(n_islands: int) -> int:
 
 
 class LoopPlugin(Protocol):
-    """What the loop calls (see :class:`isles.algorithms.pso.master_plugin.MasterPlugin`)."""
+    """What the loop calls on a plug-in (an implementation lives with its algorithm under ``algorithms/``)."""
 
     def after_epoch(self, x, f, v, n_generations: int) -> None:
         """Run on the islands' bests ``x (I, D)``, ``f, v (I,)`` after an epoch of
