@@ -8,7 +8,9 @@ one process. No evolution: each actor returns a summary-sized dict of NumPy arra
 
 Prints one Markdown row per transport: milliseconds per epoch (all actors called, all answers
 back) and the ratio to tasks. This is the evidence behind the docs/runtime.md's "what would close it"
-for migrations between actors; the runtime itself still uses tasks.
+for migrations between actors. The runtime (issue 19) no longer routes emigrants through the driver:
+its actors post them to each other's inbox with one-sided actor calls (``islands/transport.py``);
+Compiled Graph channels are not used there yet.
 """
 from __future__ import annotations
 

@@ -8,6 +8,9 @@ and graph capture), the ratio, and the wall time per epoch.
     # the cost of one migration between actors: epochs of one generation with almost no compute
     python benchmarks/scaling_bench.py --actors 2 +experiment=de_islands device=gpu problem=sphere \\
         problem.dim=8 algorithm.pop_size=16 generations=3000 islands.migration_interval=1
+    # the CPU target of issue 19: 2 CPU actors, ring, an exchange every generation, tiny DE islands
+    python benchmarks/scaling_bench.py --actors 2 +experiment=de_islands device=cpu problem=sphere \\
+        problem.dim=8 algorithm.pop_size=16 generations=1000 islands.migration_interval=1 topology=ring
 
 Prints one Markdown row per actor count.
 """
@@ -42,16 +45,18 @@ def main() -> None:
     ap.add_argument("--actors", type=int, default=2, help="actors of the scaled run (1 GPU each)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides of the run")
     a = ap.parse_intermixed_args()
-    print("| actors | steady evals/s | ratio | wall per epoch after the first | best f | devices |")
-    print("|---|---|---|---|---|---|")
-    base = None
+    print("| actors | steady evals/s | ratio | evolution wall | wall over 1 actor's | wall per epoch after the first "
+          "| best f | devices |")
+    print("|---|---|---|---|---|---|---|---|")
+    base = base_wall = None
     for n in (1, a.actors):
         result, epoch_s = run(a.overrides, n)
         rate = result.steady_evals_per_s
         base = base or rate
+        base_wall = base_wall or result.wall_s
         devices = "; ".join(sorted({f"{d}" for d in result.devices.values()}))
-        print(f"| {n} | {rate / 1e6:,.2f} M | {rate / base:.2f}x | {epoch_s * 1e3:.3f} ms | {result.best_f:.7g} | "
-              f"{devices} |", flush=True)
+        print(f"| {n} | {rate / 1e6:,.2f} M | {rate / base:.2f}x | {result.wall_s:.2f} s | "
+              f"{result.wall_s / base_wall:.2f}x | {epoch_s * 1e3:.3f} ms | {result.best_f:.7g} | {devices} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 
 import numpy as np
@@ -21,13 +22,14 @@ import numpy as np
 from isles.algorithms.core.backend import device_name, dtype_of, get_xp, synchronize, to_host
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.graph import GraphStepper
-from isles.algorithms.core.population import Population, PopulationRoles, by_role
+from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import CounterRNG
 from isles.islands.build import build_algorithm, build_evaluator
-from isles.islands.migration import PAD, replacement, route, select_best
+from isles.islands.migration import emigrants_of, immigrate, migration_events
 from isles.islands.placement import ray_location
 
-MASTER_ID = -1  # source id of the master swarm's best in migration plans
+from isles.islands.planner import MASTER_ID, group_plan, migration_edges  # MASTER_ID re-exported
+from isles.islands.transport import ActorTransport, Inbox
 
 
 class IslandGroup:
@@ -67,9 +69,13 @@ class IslandGroup:
         self.use_graph = (self.xp is not np and getattr(self.algorithm, "graph_safe", False)
                           and bool(spec.get("cuda_graph", True)))
         self.stepper = None
-        self.master, self.master_state, self.hosted = None, None, None  # attach_master, _run_hosted
+        self.plugin = None  # the loop's plug-in hosted beside the islands (attach)
         self._pending_events = None  # device arrays of the last migration, fetched with the summary
         self._emigrant_cache = None  # emigrants selected for the last summary (state unchanged since)
+        self.inbox = Inbox()  # emigrants posted by peer groups (run_span)
+        # held by a span and by state reads and writes: the driver's load of a snapshot after an
+        # aborted span waits for the span's thread to leave (post and abort do not take it)
+        self._state_lock = threading.RLock()
 
     # ------------------------------------------------------------------------------------------
     def info(self) -> dict:
@@ -109,6 +115,66 @@ class IslandGroup:
         compute_s = time.perf_counter() - t0
         return self._summary(compute_s)
 
+    # -- the SPMD loop: epochs of this group, emigrants exchanged with its peers directly --------
+    def run_span(self, span: int, first: tuple, ks: list, epoch0: int, route: dict) -> list:
+        """Run ``len(ks)`` epochs of the sync loop in this actor, exchanging emigrants with the
+        peer groups directly (:mod:`isles.islands.transport`), without the driver.
+
+        Every group runs the same span: before epoch ``j > 0`` each computes the migration plan
+        after epoch ``epoch0 + j`` from the topology, the seed and the epoch
+        (:func:`isles.islands.planner.migration_edges`), posts to each peer the emigrants it
+        needs and takes its own immigrants from its inbox. The result is that of the driver's
+        epoch-by-epoch loop, bit for bit.
+
+        Args:
+            span: the span's id (increasing over the run; messages of other spans are ignored).
+            first: ``(inbound, remote)`` of the first epoch (the driver's plan, from the
+                emigrants of the span before), as :meth:`run_epoch`'s.
+            ks: generations of each epoch.
+            epoch0: epochs finished before the span.
+            route: ``peers`` (actor handles by group index), ``index`` (this group's),
+                ``groups`` (island ids of every group), ``topology``, ``n``, ``seed``,
+                ``timeout_s`` (the longest wait for a peer's emigrants).
+
+        Returns:
+            one :meth:`run_epoch` summary per epoch; ``emigrants`` only in the last (``None`` before).
+
+        Raises:
+            isles.islands.transport.Aborted: the driver aborted the span (a peer was lost).
+            TimeoutError: a peer's emigrants did not arrive within ``route["timeout_s"]``.
+        """
+        with self._state_lock:
+            self.inbox.start(span)
+            transport = ActorTransport(route["peers"], route["index"])
+            mine = {gid: p for p, gid in enumerate(self.island_ids)}
+            where = {gid: g for g, ids in enumerate(route["groups"]) for gid in ids}
+            out, edges = [], None
+            inbound, remote = first
+            for j, k in enumerate(ks):
+                if j > 0:  # edges: the plan after epoch epoch0 + j, made at the end of the epoch before
+                    senders = sorted({where[src] for src, dst in edges if dst in mine and src not in mine})
+                    got = self.inbox.take(span, epoch0 + j, senders, route["timeout_s"])
+                    inbound, remote = group_plan(edges, self.island_ids, got)
+                summary = self.run_epoch(k, inbound, remote)
+                if j < len(ks) - 1:
+                    edges = migration_edges(route["topology"], route["n"], route["seed"], epoch0 + j + 1)
+                    messages: dict = {}
+                    for src, dst in edges:
+                        if src in mine and dst not in mine:
+                            messages.setdefault(where[dst], {})[src] = summary["emigrants"].island(mine[src])
+                    transport.send(span, epoch0 + j + 1, messages)
+                    summary["emigrants"] = None
+                out.append(summary)
+            return out
+
+    def post(self, span: int, epoch: int, sender: int, emigrants: dict) -> None:
+        """A peer's emigrants for this group (:meth:`isles.islands.transport.Inbox.post`)."""
+        self.inbox.post(span, epoch, sender, emigrants)
+
+    def abort(self, span: int) -> None:
+        """Abort :meth:`run_span` up to ``span`` (a peer was lost): a waiting span raises."""
+        self.inbox.abort(span)
+
     def _evolve(self, n_generations: int) -> None:
         """``n_generations`` generations on the device (captured-graph replays where possible),
         without a host synchronisation."""
@@ -122,40 +188,30 @@ class IslandGroup:
             # an algorithm whose run() does not track per generation is caught at the epoch's end
             self.state = self.algorithm.track_target(self.ctx, self.state)
 
-    # -- the whole archipelago in this group: epochs in batches, the master swarm beside ----------
-    def attach_master(self, master, seed: int, stream: int, state: dict | None = None) -> None:
-        """Host the master swarm (CMEPSO, :class:`isles.algorithms.pso.cmepso.MasterSwarm`) on
-        this group's device, beside the slave islands, for :meth:`run_epochs`.
+    # -- the whole archipelago in this group: epochs in batches, the loop's plug-in beside ------
+    def attach(self, factory, seed: int, stream: int, state: dict | None = None) -> None:
+        """Host the loop's plug-in (:class:`isles.islands.plugin.LoopPlugin`, e.g. a master swarm)
+        on this group's device, beside the islands, for :meth:`run_epochs`.
 
         Args:
-            master: the master swarm.
-            seed: the run's seed; stream: the master's random stream (the number of islands, as
-                the coordinator's master on the host uses), so both draw the same numbers.
-            state: a master state to continue from (host arrays of :meth:`master_state_dict`, or
-                the coordinator's), or ``None`` to start it from the first epoch's bests.
+            factory: the config's ``master`` object; its ``plugin(xp, dtype, evaluator, seed,
+                stream, state)`` makes the plug-in.
+            seed: the run's seed; stream: the plug-in's random stream
+                (:func:`isles.islands.plugin.plugin_stream`), the same as the driver's plug-in uses.
+            state: a state to continue from (:meth:`plugin_state_dict`, or the driver's), or ``None``.
         """
-        self.master = master
-        self.master_ctx = Context(xp=self.xp, dtype=self.ctx.dtype, evaluator=self.evaluator,
-                                  rng=CounterRNG(self.xp, int(seed), [int(stream)]))
-        self.load_master(state)
+        self.plugin = factory.plugin(self.xp, self.ctx.dtype, self.evaluator, seed, stream, state)
 
-    def load_master(self, state: dict | None) -> None:
-        """Set the hosted master swarm's state (host or device arrays, or ``None``: start afresh)."""
-        self._leave_hosted()
-        self.master_state = None if state is None else {
-            k: self.xp.asarray(v) if hasattr(v, "shape") else v for k, v in state.items()}
-
-    def master_state_dict(self) -> dict | None:
-        """The hosted master swarm's state as host arrays (for snapshots), or ``None`` before
-        its first epoch."""
-        if self.master_state is None:
+    def plugin_state_dict(self) -> dict | None:
+        """The hosted plug-in's state as host arrays (for snapshots), or ``None``."""
+        if self.plugin is None:
             return None
-        return {k: to_host(v) if hasattr(v, "shape") else v for k, v in self.master_state.items()}
+        return self.plugin.state_dict()
 
     def run_epochs(self, plans: list) -> list:
         """Several epochs back to back on the device, with one host synchronisation at the end:
         the loop of the coordinator when this group hosts every island (and the master swarm,
-        :meth:`attach_master`), so that a per-generation exchange costs no round trip.
+        :meth:`attach`), so that a per-generation exchange costs no round trip.
 
         Args:
             plans: one ``(n_generations, inbound, remote)`` per epoch, as :meth:`run_epoch`'s
@@ -167,100 +223,46 @@ class IslandGroup:
             a hosted master, ``master``: ``(x (1, D), f (1,), v (1,), evaluations, NaN
             evaluations)`` after the epoch's master generations (host values).
         """
-        master = self.master
+        plugin = self.plugin
         t0 = time.perf_counter()
-        if self._hosted_graph_fits(plans):
-            rows = self._run_hosted(len(plans))
+        if plugin is not None and plugin.graph_fits(self, plans):
+            rows = plugin.run_graph(self, len(plans))
         else:
-            self._leave_hosted()
+            if plugin is not None:
+                plugin.leave_graph(self)
             rows = []
             for k, inbound, remote in plans:
                 if inbound:
-                    if master is not None and MASTER_ID in (remote or {}) and remote[MASTER_ID] is None:
-                        remote = {**remote, MASTER_ID: self._master_best()}
+                    if plugin is not None and MASTER_ID in (remote or {}) and remote[MASTER_ID] is None:
+                        remote = {**remote, MASTER_ID: plugin.broadcast()}
                     self._migrate(inbound, remote or {})
                 self._evolve(k)
                 best = self.algorithm.best(self.state)  # fresh arrays: a replayed graph reuses its buffers
                 px = self.algorithm.phenotype(best.genome[:, 0])
-                if master is not None:
-                    bf, bv = best.f[:, 0], best.v[:, 0]
-                    if self.master_state is None:
-                        self.master_state = master.init(self.master_ctx, px, bf, bv)
-                    self.master_state = master.run_epoch(self.master_ctx, self.master_state, px, bf, bv, k)
-                rows.append(self._row(best, px, self.state, self.master_state if master is not None else None))
+                if plugin is not None:
+                    plugin.after_epoch(px, best.f[:, 0], best.v[:, 0], k)
+                rows.append(self._row(best, px, self.state))
         self._emigrant_cache = self._emigrants()
         emigrants = self._emigrant_cache.to_host()  # synchronises: the batch's work is done
         compute_s = (time.perf_counter() - t0) / max(1, len(rows))
         return self._batch_summaries(rows, emigrants, compute_s)
 
-    def _row(self, best: Population, px, state: dict, master_state: dict | None) -> dict:
+    def _row(self, best: Population, px, state: dict) -> dict:
         """One epoch of :meth:`run_epochs`: copies of what its summary needs (device arrays;
-        ``best`` and ``px`` must not be buffers that a later replay overwrites)."""
+        ``best`` and ``px`` must not be buffers that a later replay overwrites), and the hosted
+        plug-in's best and counters (``master``)."""
         xp, hit = self.xp, state.get("hit_generation")
         row = {"best": best, "best_x": px, "generation": int(state["generation"]), "evals": int(state["evals"]),
                "nan_evals": xp.array(state["nan_evals"], copy=True),
                "hit_generation": None if hit is None else xp.array(hit, copy=True),
                "events": self._pending_events}
         self._pending_events = None
-        if master_state is not None:
-            mx, mf, mv = self.master.best(master_state)
+        if self.plugin is not None and self.plugin.started():
+            mx, mf, mv = self.plugin.best()
+            evals, nan = self.plugin.counters()
             row["master"] = (xp.array(mx, copy=True), xp.array(mf, copy=True), xp.array(mv, copy=True),
-                             int(master_state["evals"]), xp.array(master_state["nan_evals"], copy=True))
+                             evals, xp.array(nan, copy=True))
         return row
-
-    # -- slaves and master as one captured CUDA graph (CMEPSO's per-generation exchange) --------
-    def _hosted_graph_fits(self, plans: list) -> bool:
-        """Whether a batch runs as replays of one captured iteration (slaves' generation, their
-        bests, the master's generation): on CuPy with a hosted, started master, and epochs of
-        one generation without migration (CMEPSO, seed 001 Algorithm 3)."""
-        return (self.use_graph and self.master is not None and self.master_state is not None
-                and all(k == 1 and not inbound for k, inbound, _ in plans))
-
-    def _run_hosted(self, n_epochs: int) -> list:
-        """``n_epochs`` replays of the captured iteration, each followed by copies of its
-        outputs (the slaves' bests and the master's state)."""
-        if self.hosted is None:
-            if self.stepper is not None:
-                self.state = self.stepper.close()
-                self.stepper = None
-            self.hosted = GraphStepper(self._hosted_iteration, self._hosted_flat(), [self.ctx.rng, self.master_ctx.rng])
-        rows = []
-        for _ in range(n_epochs):
-            self.hosted.run(1)
-            flat = self.hosted.state
-            best = Population.from_leaves({k[2:]: flat[k].copy() for k in flat if k.startswith("b.")})
-            self.state, self.master_state = _split(flat, "s."), _split(flat, "m.")
-            rows.append(self._row(best, flat["r.best_x"].copy(), self.state, self.master_state))
-        return rows
-
-    def _hosted_iteration(self, flat: dict) -> dict:
-        """One CMEPSO iteration over the flat state ``s.*`` (slaves), ``m.*`` (master), ``b.*``
-        (the slaves' bests, a Population's leaves) and ``r.best_x`` (their phenotype):
-        the same operations as the epoch-by-epoch path, in the same order."""
-        a, ctx = self.algorithm, self.ctx
-        s = a.track_target(ctx, a.step(ctx, _split(flat, "s.")))
-        best = a.best(s)
-        px = a.phenotype(best.genome[:, 0])
-        m = self.master.run_epoch(self.master_ctx, _split(flat, "m."), px, best.f[:, 0], best.v[:, 0], 1)
-        return {**_prefixed(s, "s."), **_prefixed(m, "m."), **_prefixed(best.leaves(), "b."), "r.best_x": px}
-
-    def _hosted_flat(self) -> dict:
-        """The flat state of :meth:`_hosted_iteration` from the current states."""
-        best = self.algorithm.best(self.state)
-        return {**_prefixed(self.state, "s."), **_prefixed(self.master_state, "m."), **_prefixed(best.leaves(), "b."),
-                "r.best_x": self.algorithm.phenotype(best.genome[:, 0])}
-
-    def _leave_hosted(self) -> None:
-        """Stop replaying the captured iteration; the states become plain states again."""
-        if self.hosted is not None:
-            flat = self.hosted.close()
-            self.hosted = None
-            self.state, self.master_state = _split(flat, "s."), _split(flat, "m.")
-
-    def _master_best(self) -> Population:
-        """The hosted master swarm's best as a one-individual population ``(1, 1)``."""
-        mx, mf, mv = self.master.best(self.master_state)
-        return Population(mx[None, None], mf.reshape(1, 1), mv.reshape(1, 1))
 
     def _batch_summaries(self, rows: list, emigrants, compute_s: float) -> list:
         """Host summaries of :meth:`run_epochs`' rows: each device leaf stacked over the epochs
@@ -287,52 +289,16 @@ class IslandGroup:
 
     # ------------------------------------------------------------------------------------------
     def _emigrants(self):
-        """The ``k`` best of every population role (:meth:`IslandAlgorithm.populations`): a
-        :class:`Population` for a one-population algorithm, else a :class:`PopulationRoles`."""
-        pops = self.algorithm.populations(self.state)
-        out = {r: p.take(select_best(p.f, p.v, self.n_migrants)) for r, p in pops.items()}
-        return out[None] if list(out) == [None] else PopulationRoles(out)
+        """The emigrants of this group's islands (:func:`isles.islands.migration.emigrants_of`)."""
+        return emigrants_of(self.algorithm, self.state, self.n_migrants)
 
     def _migrate(self, inbound: dict, remote: dict) -> None:
-        """Immigrants in, through :func:`islands.migration.route` and
-        :func:`isles.islands.migration.replacement`: the one code path for every algorithm. Each
-        population role receives emigrants of the same role only, and the algorithm may
-        re-assess immigrants before they compete (:meth:`IslandAlgorithm.assess_immigrants`)."""
-        xp, I = self.xp, len(self.island_ids)
-        emigrants = by_role(self._emigrant_cache or self._emigrants())
+        """Immigrants in (:func:`isles.islands.migration.immigrate`), on the device; the events
+        are fetched with the next summary."""
+        emigrants = self._emigrant_cache or self._emigrants()
         self._emigrant_cache = None
-        remote = {rid: by_role(r) for rid, r in remote.items()}
-        events = []
-        for role, residents in self.algorithm.populations(self.state).items():
-            mine = emigrants[role]
-            k = mine.shape[1]
-            offsets, counts, pool = {}, {}, [mine]
-            for p, gid in enumerate(self.island_ids):
-                offsets[gid], counts[gid] = p * k, k
-            row = I * k
-            for rid in sorted(remote):
-                if role not in remote[rid]:  # a source without this role (the master swarm's best)
-                    continue
-                r = remote[rid][role].conform(residents)
-                c = r.shape[1]
-                offsets[rid], counts[rid] = row, c
-                pool.append(r)
-                row += c
-            rows, src_of, valid = route(inbound, I, offsets, counts, residents.shape[1],
-                                        rotate=int(self.state["generation"]))
-            if not valid.any():
-                continue
-            flat = Population.from_leaves({
-                name: xp.concatenate([a.reshape((-1,) + a.shape[2:]) for a in arrays])
-                for name, arrays in _stack_leaves([p.conform(residents) for p in pool]).items()
-            })
-            rows_d = xp.asarray(rows)
-            immigrants = flat.map(lambda a: a[rows_d])
-            self.state, immigrants = self.algorithm.assess_immigrants(self.ctx, self.state, role, immigrants)
-            residents = self.algorithm.populations(self.state)[role]
-            idx, new, accepted, order = replacement(self.replacement, residents, immigrants, xp.asarray(valid))
-            self.state = self.algorithm.replace_role(self.ctx, self.state, role, idx, new)
-            events.append((src_of, order, accepted, new.f))
+        self.state, events = immigrate(self.algorithm, self.ctx, self.state, self.island_ids, emigrants,
+                                       inbound, remote, self.replacement)
         if not events:
             return
         if self.stepper is not None:
@@ -372,54 +338,23 @@ class IslandGroup:
         }
 
     def _migration_events(self) -> list:
-        pending = self._pending_events
-        if pending is None:
-            return []
-        self._pending_events = None
-        events = []
-        for src_of, order, accepted, f_new in pending:  # one entry per population role
-            order, accepted, f_new = to_host(order), to_host(accepted), to_host(f_new)
-            src_sorted = np.take_along_axis(src_of, order, axis=1)
-            for dst in range(src_sorted.shape[0]):
-                for src in np.unique(src_sorted[dst]):
-                    if src == PAD:
-                        continue
-                    m = (src_sorted[dst] == src) & accepted[dst]
-                    events.append(
-                        (int(src), self.island_ids[dst], int(m.sum()), float(f_new[dst][m].min()) if m.any() else None)
-                    )
-        return events
+        pending, self._pending_events = self._pending_events, None
+        return migration_events(pending, self.island_ids)
 
     def state_dict(self) -> dict:
         """The group's state as host arrays (for checkpoints)."""
-        return {k: to_host(v) if hasattr(v, "shape") else v for k, v in self.state.items()}
+        with self._state_lock:
+            return {k: to_host(v) if hasattr(v, "shape") else v for k, v in self.state.items()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a state saved by :meth:`state_dict` (arrays moved to this group's device)."""
-        self._emigrant_cache = None
-        self._leave_hosted()
-        if self.stepper is not None:
-            self.stepper.close()
-            self.stepper = None
-        self.state = {
-            k: self.xp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in state.items()
-        }
-
-
-def _split(flat: dict, prefix: str) -> dict:
-    """The entries of ``flat`` under ``prefix``, without it."""
-    return {k[len(prefix):]: v for k, v in flat.items() if k.startswith(prefix)}
-
-
-def _prefixed(d: dict, prefix: str) -> dict:
-    """``d`` with ``prefix`` before every key."""
-    return {prefix + k: v for k, v in d.items()}
-
-
-def _stack_leaves(pops) -> dict:
-    """``{leaf name: [array of each population]}`` for populations with the same leaves."""
-    out: dict = {}
-    for p in pops:
-        for name, a in p.leaves().items():
-            out.setdefault(name, []).append(a)
-    return out
+        with self._state_lock:
+            self._emigrant_cache = None
+            if self.plugin is not None:
+                self.plugin.leave_graph(self)
+            if self.stepper is not None:
+                self.stepper.close()
+                self.stepper = None
+            self.state = {
+                k: self.xp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in state.items()
+            }

@@ -12,6 +12,9 @@ every algorithm, following pagmo 2's policies:
   unconditionally; ``fair_replace`` replaces a resident only by a better immigrant (the island
   keeps the best ``N`` of residents plus immigrants, as ``pagmo::fair_replace``).
 
+:func:`emigrants_of` and :func:`immigrate` apply these to an island group's state (one code
+path for every algorithm and population role); :func:`migration_events` reports what moved.
+
 Immigrant blocks are padded to a common width ``K``; ``valid (I, K)`` marks real immigrants.
 Everything but :func:`route` (host planning on a few integers) runs on the device without host
 synchronisation.
@@ -20,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from isles.algorithms.core.population import Population
+from isles.algorithms.core.backend import to_host
+from isles.algorithms.core.population import Population, PopulationRoles, by_role
 from isles.problems.constraints import better
 
 REPLACEMENTS = ("fair_replace", "replace_worst")
@@ -137,3 +141,93 @@ def replacement(policy: str, residents: Population, immigrants: Population, vali
     res = residents.take(idx)
     accepted = valid if policy == "replace_worst" else valid & better(imm.f, imm.v, res.f, res.v)
     return idx, imm.where(accepted, res), accepted, imm_order
+
+
+def emigrants_of(algorithm, state: dict, k: int):
+    """The ``k`` best of every population role (:meth:`IslandAlgorithm.populations`) of ``state``:
+    a :class:`Population` ``(I, k)`` for a one-population algorithm, else a :class:`PopulationRoles`."""
+    pops = algorithm.populations(state)
+    out = {r: p.take(select_best(p.f, p.v, k)) for r, p in pops.items()}
+    return out[None] if list(out) == [None] else PopulationRoles(out)
+
+
+def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound: dict, remote: dict, policy: str):
+    """Immigrants into a group's islands, through :func:`route` and :func:`replacement`: the one
+    code path for every algorithm. Each population role receives emigrants of the same role
+    only, and the algorithm may re-assess immigrants before they compete
+    (:meth:`IslandAlgorithm.assess_immigrants`).
+
+    Args:
+        algorithm, ctx, state: the group's algorithm, context and state.
+        island_ids: the group's islands (global ids); emigrants: their own emigrants
+            (:func:`emigrants_of`), sources for islands of the same group.
+        inbound: ``{destination position: [source ids]}``; remote: ``{source id: Population
+            (1, k)}`` of islands elsewhere and of the master (id ``-1``, one individual).
+        policy: ``islands.replacement``.
+
+    Returns:
+        ``(state, events)``: the new state and one ``(src_of, order, accepted, f_new)`` per role
+        that received immigrants (device arrays; :func:`migration_events` reads them).
+    """
+    xp, I = ctx.xp, len(island_ids)
+    emigrants = by_role(emigrants)
+    remote = {rid: by_role(r) for rid, r in remote.items()}
+    events = []
+    for role, residents in algorithm.populations(state).items():
+        mine = emigrants[role]
+        k = mine.shape[1]
+        offsets, counts, pool = {}, {}, [mine]
+        for p, gid in enumerate(island_ids):
+            offsets[gid], counts[gid] = p * k, k
+        row = I * k
+        for rid in sorted(remote):
+            if role not in remote[rid]:  # a source without this role (the master swarm's best)
+                continue
+            r = remote[rid][role].conform(residents)
+            c = r.shape[1]
+            offsets[rid], counts[rid] = row, c
+            pool.append(r)
+            row += c
+        rows, src_of, valid = route(inbound, I, offsets, counts, residents.shape[1], rotate=int(state["generation"]))
+        if not valid.any():
+            continue
+        flat = Population.from_leaves({
+            name: xp.concatenate([a.reshape((-1,) + a.shape[2:]) for a in arrays])
+            for name, arrays in _stack_leaves([p.conform(residents) for p in pool]).items()
+        })
+        rows_d = xp.asarray(rows)
+        immigrants = flat.map(lambda a: a[rows_d])
+        state, immigrants = algorithm.assess_immigrants(ctx, state, role, immigrants)
+        residents = algorithm.populations(state)[role]
+        idx, new, accepted, order = replacement(policy, residents, immigrants, xp.asarray(valid))
+        state = algorithm.replace_role(ctx, state, role, idx, new)
+        events.append((src_of, order, accepted, new.f))
+    return state, events
+
+
+def migration_events(pending, island_ids: list) -> list:
+    """What :func:`immigrate`'s ``events`` moved, as host tuples ``(src, dst, accepted, best f
+    moved)`` (one per source and destination island; ``best f moved`` is ``None`` when nothing
+    was accepted); ``[]`` for ``None``."""
+    if pending is None:
+        return []
+    events = []
+    for src_of, order, accepted, f_new in pending:  # one entry per population role
+        order, accepted, f_new = to_host(order), to_host(accepted), to_host(f_new)
+        src_sorted = np.take_along_axis(src_of, order, axis=1)
+        for dst in range(src_sorted.shape[0]):
+            for src in np.unique(src_sorted[dst]):
+                if src == PAD:
+                    continue
+                m = (src_sorted[dst] == src) & accepted[dst]
+                events.append((int(src), island_ids[dst], int(m.sum()), float(f_new[dst][m].min()) if m.any() else None))
+    return events
+
+
+def _stack_leaves(pops) -> dict:
+    """``{leaf name: [array of each population]}`` for populations with the same leaves."""
+    out: dict = {}
+    for p in pops:
+        for name, a in p.leaves().items():
+            out.setdefault(name, []).append(a)
+    return out

@@ -19,6 +19,7 @@ Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topo
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Optional, get_type_hints
@@ -179,6 +180,27 @@ def check_override_keys(args: list, groups=(), schema=IslesConfig) -> None:
             node = node.setdefault(part, {})
         node[key.split(".")[-1]] = None
         check_keys(nested, schema)
+
+
+def with_defaults(cfg: dict, schema=IslesConfig) -> dict:
+    """``cfg`` (a plain dict) with every key of ``schema``'s sections that it lacks set to the
+    schema's default, recursively: the one place where the runtime's defaults live (a config
+    composed by Hydra has them already; a dict made by hand gets them here). Open sections
+    (``algorithm``, ``problem``, ...) and values present are left as they are.
+
+    Returns:
+        a new dict (``cfg`` is not changed).
+    """
+    out = dict(cfg)
+    hints = get_type_hints(schema)
+    for f in fields(schema):
+        sub = hints[f.name]
+        if is_dataclass(sub):
+            value = out.get(f.name)
+            out[f.name] = with_defaults(value if isinstance(value, dict) else {}, sub)
+        elif f.name not in out and f.default is not MISSING and f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+    return out
 
 
 def register() -> None:

@@ -132,7 +132,7 @@ def test_batched_epochs_equal_epoch_by_epoch(monkeypatch, tmp_path, extra):
     """One in-process group runs its epochs in batches on the device (``IslandGroup.run_epochs``,
     the master swarm beside the slaves); the run is the same as epoch by epoch (batches of one)
     and as two groups with the master on the host: every epoch's record, migration and result."""
-    from isles.islands import coordinator as coord
+    from isles.islands import sync_loop
 
     ck = [f"checkpoint.path={tmp_path}/ck.pkl", "checkpoint.every=5"]
     from isles.islands.group import IslandGroup
@@ -142,7 +142,7 @@ def test_batched_epochs_equal_epoch_by_epoch(monkeypatch, tmp_path, extra):
     monkeypatch.setattr(IslandGroup, "run_epochs", lambda self, plans: sizes.append(len(plans)) or run_epochs(self, plans))
     batched = run(*extra, *ck)
     assert max(sizes) > 1  # batches of several epochs did run
-    monkeypatch.setattr(coord, "MAX_BATCH", 1)
+    monkeypatch.setattr(sync_loop, "MAX_BATCH", 1)
     single = run(*extra, *ck)
     monkeypatch.undo()
     two = run(*extra, n_actors=2)

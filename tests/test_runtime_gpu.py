@@ -11,8 +11,8 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
+from isles.algorithms.pso.master_plugin import MasterPlugin  # noqa: E402
 from isles.islands.coordinator import Coordinator  # noqa: E402
-from isles.islands.group import IslandGroup  # noqa: E402
 from tests.helpers import make_cfg, plain  # noqa: E402
 
 CMEPSO = ["+experiment=cmepso", "generations=60", "islands.snapshot_every=7", "logger=none", "progress=false"]
@@ -25,11 +25,12 @@ def run(*overrides):
 
 def test_captured_cmepso_iteration_equals_the_plain_path(monkeypatch):
     calls = []
-    fits = IslandGroup._hosted_graph_fits
-    monkeypatch.setattr(IslandGroup, "_hosted_graph_fits", lambda self, plans: calls.append(fits(self, plans)) or calls[-1])
+    fits = MasterPlugin.graph_fits
+    monkeypatch.setattr(MasterPlugin, "graph_fits",
+                        lambda self, group, plans: calls.append(fits(self, group, plans)) or calls[-1])
     captured = run("device=gpu")
     assert any(calls)  # the captured iteration did run
-    monkeypatch.setattr(IslandGroup, "_hosted_graph_fits", lambda self, plans: False)
+    monkeypatch.setattr(MasterPlugin, "graph_fits", lambda self, group, plans: False)
     plain_path = run("device=gpu")
     assert captured.best_f == plain_path.best_f and captured.evaluations == plain_path.evaluations
     np.testing.assert_array_equal(captured.best_x, plain_path.best_x)

@@ -1,0 +1,60 @@
+"""The migration planner: which island sends its emigrants to which, epoch by epoch.
+
+One planner for the sync and the async loop. The plan of an epoch depends only on the topology,
+the number of islands, the run's seed and the epoch's number (:func:`migration_edges`), so every
+party that knows these (the driver, or each island group itself) computes the same plan without
+being told; :func:`group_plan` cuts it to what one group receives.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: source id of the master swarm's best in migration plans (a plug-in of the loop)
+MASTER_ID = -1
+#: the salt of the migration stream of :func:`migration_edges` (apart from every other stream)
+SALT = 0x15
+
+
+def migration_edges(topology, n: int, seed: int, epoch: int) -> list:
+    """The topology's edges sampled for the migration after epoch ``epoch``.
+
+    Args:
+        topology: a :class:`isles.islands.topology.Topology`.
+        n: islands of the archipelago; seed: the run's seed; epoch: the epoch just finished
+            (sync loop) or the number of group epochs completed (async loop).
+
+    Returns:
+        ``[(src, dst), ...]`` global island ids, the same for every caller with the same arguments.
+    """
+    return topology.sample(n, np.random.default_rng([int(seed), int(epoch), SALT]))
+
+
+def group_plan(edges, island_ids, emigrants: dict, master_best=None, send_master: bool = False):
+    """What one group receives: ``(inbound, remote)``, the arguments of
+    :meth:`isles.islands.group.IslandGroup.run_epoch`.
+
+    Args:
+        edges: :func:`migration_edges`.
+        island_ids: the group's islands (global ids, in its order).
+        emigrants: ``{island id: Population (1, k)}`` of islands elsewhere; an edge whose source is
+            elsewhere and missing here (an async group that has not reported yet) is left out.
+        master_best: the master swarm's best ``(1, 1)`` Population, or ``None`` when the group
+            hosts the master itself; send_master: every island receives the master's best.
+
+    Returns:
+        ``inbound`` ``{local position of a destination: [source ids]}`` and ``remote``
+        ``{source id: Population}`` (the emigrants the group does not hold itself).
+    """
+    pos = {gid: p for p, gid in enumerate(island_ids)}
+    inbound, remote = {}, {}
+    for src, dst in edges:
+        if dst not in pos or (src not in pos and src not in emigrants):
+            continue
+        inbound.setdefault(pos[dst], []).append(src)
+        if src not in pos:
+            remote[src] = emigrants[src]
+    if send_master:
+        for p in range(len(pos)):
+            inbound.setdefault(p, []).append(MASTER_ID)
+        remote[MASTER_ID] = master_best
+    return inbound, remote

@@ -1,0 +1,51 @@
+"""The plug-in interface of the epoch loop: code that runs on the islands' bests after every
+epoch and may send one individual back to every island (e.g. a master swarm, which lives with its
+algorithm under ``algorithms/``).
+
+The run config's ``master`` object (instantiated from its ``_target_``) is the factory: its
+``plugin(xp, dtype, evaluator, seed, stream, state)`` returns a :class:`LoopPlugin` on the array
+module ``xp``. The loop runs it on the host beside the driver's loop, or on the device beside
+the islands when one group hosts them all; the runtime never names the algorithm.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+def plugin_stream(n_islands: int) -> int:
+    """The random stream of the loop's plug-in in an archipelago of ``n_islands`` islands."""
+    return int(n_islands)
+
+
+class LoopPlugin(Protocol):
+    """What the loop calls on a plug-in (an implementation lives with its algorithm under ``algorithms/``)."""
+
+    def after_epoch(self, x, f, v, n_generations: int) -> None:
+        """Run on the islands' bests ``x (I, D)``, ``f, v (I,)`` after an epoch of
+        ``n_generations`` generations."""
+
+    def best(self):
+        """The plug-in's best ``(x (D,), f (0-d), v (0-d))``, part of the archipelago's best."""
+
+    def broadcast(self):
+        """The individual sent to every island (``islands.master_sends_best``), Population ``(1, 1)``."""
+
+    def counters(self):
+        """``(evaluations, NaN evaluations)`` of the plug-in so far."""
+
+    def started(self) -> bool:
+        """Whether it has run its first epoch."""
+
+    def state_dict(self) -> dict | None:
+        """Its state as host arrays (snapshots), ``None`` before the first epoch."""
+
+    def load_state_dict(self, state: dict | None) -> None:
+        """Continue from a :meth:`state_dict` (``None``: start afresh)."""
+
+    def graph_fits(self, group, plans: list) -> bool:
+        """Whether a batch of ``group``'s epochs runs as one captured graph with the plug-in."""
+
+    def run_graph(self, group, n_epochs: int) -> list:
+        """Run ``n_epochs`` captured epochs; the group's rows (:meth:`IslandGroup._row`)."""
+
+    def leave_graph(self, group) -> None:
+        """Stop the captured graph; the group's and the plug-in's states become plain again."""

@@ -1,0 +1,237 @@
+"""The sync epoch loop: all island groups meet at each epoch boundary.
+
+Each epoch, every group runs ``islands.migration_interval`` generations and returns a small
+summary; the loop merges them (:mod:`isles.islands.results`), runs the master plug-in on the
+slaves' bests when it runs beside the loop, and plans the next migration
+(:mod:`isles.islands.planner`). With one in-process group the epochs run in batches on the
+device (:meth:`isles.islands.group.IslandGroup.run_epochs`), one host synchronisation per batch.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from isles.algorithms.core.population import Population
+from isles.islands import checkpoint
+from isles.islands.build import build_evaluator
+from isles.islands.executor import Local
+from isles.islands.planner import group_plan, migration_edges
+from isles.islands.plugin import plugin_stream
+from isles.islands.recovery import actor_died, loop_copy
+from isles.islands.results import best_of, epoch_record, merge_summaries, run_result
+
+log = logging.getLogger("isles.islands.coordinator")
+
+#: seconds of epochs in one batch of an in-process group (:meth:`IslandGroup.run_epochs`), and the
+#: most epochs in one batch
+BATCH_S = 0.2
+MAX_BATCH = 1000
+
+
+class SyncLoop:
+    """The sync loop of :class:`isles.islands.coordinator.Coordinator` (a mix-in)."""
+
+    def _host_plugin(self):
+        """The loop's plug-in (the config's ``master``) on the host, beside this loop: for several
+        groups, whose bests meet here (one in-process group hosts it itself, :meth:`IslandGroup.attach`)."""
+        evaluator = build_evaluator(self.cfg["problem"], self.cfg["constraints"])
+        return self.master.plugin(np, np.dtype(self.cfg["dtype"]), evaluator, self.seed,
+                                  plugin_stream(self.n))
+
+    def _plan_migration(self, epoch: int, emigrants: dict, master_best, placement):
+        """Per group: ``(inbound, remote)`` for the next epoch (see :meth:`IslandGroup.run_epoch`).
+
+        ``emigrants``: ``{island id: Population (1, k)}``; ``master_best``: the master swarm's
+        best as a Population ``(1, 1)``, or ``None`` when the one group hosts the master."""
+        edges = migration_edges(self.topology, self.n, self.seed, epoch)
+        send_master = self.master is not None and self.cfg["islands"]["master_sends_best"]
+        return [group_plan(edges, ids, emigrants, master_best, send_master) for ids in placement.groups]
+
+    def _run_sync(self, groups, placement, resume: dict | None = None):
+        """The sync epoch loop, a generator: yields each epoch's record, returns the
+        :class:`RunResult` (driven by :meth:`_drive`, or in an actor by :class:`Archipelago`).
+
+        ``resume``: a snapshot (:meth:`_snapshot`) to continue from; without it, the checkpoint
+        of ``checkpoint.resume`` (:attr:`resume_from`), or the run starts afresh.
+
+        **Lost actors.** At the start and every ``islands.snapshot_every`` epochs the loop keeps
+        a snapshot in memory (every group's state as host arrays, and the loop's own variables;
+        :attr:`last_snapshot`). When an actor dies during an epoch (SIGKILL, out of memory, a
+        lost node), Ray restarts it (``islands.max_restarts``), every group is set back to the
+        snapshot and the epochs since are run again: the counter-based random numbers make the
+        result the same as without the failure. Records of epochs already yielded are not
+        yielded again.
+        """
+        plugin = self._host_plugin() if self.master else None
+        ck = self.cfg["checkpoint"]
+        resume = resume if resume is not None else self.resume_from
+        if resume is not None:  # states are per island: any grouping (number of actors) resumes
+            self._load_groups(groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups))
+            loop = loop_copy(resume)
+        else:
+            loop = {"done_gens": 0, "epoch": 0, "best": None, "master_state": None,
+                    "pending": None, "history": [], "migrations": []}
+        every = int(self.cfg["islands"]["snapshot_every"])
+        local = len(groups) == 1 and isinstance(groups[0], Local)  # every island, in this process
+        if local and self.master is not None:  # the plug-in lives beside the islands, on their device
+            groups[0].attach(self.master, self.seed, plugin_stream(self.n), loop["master_state"])
+        snapshot = self.last_snapshot = self._snapshot(groups, placement, loop) if every else None
+        restarts, yielded, hits, epoch_s, span = 0, loop["epoch"], None, None, 0
+        # several Ray actors without a plug-in on the host: each runs the epochs itself (run_span)
+        spmd = self.use_ray and not local and self.master is None
+        t0 = time.perf_counter()
+        while loop["done_gens"] < self.generations:
+            try:
+                if local:  # a batch of epochs on the device, one host synchronisation
+                    t_batch = time.perf_counter()
+                    plans = self._local_plans(loop, self._batch_len(loop, epoch_s, ck), placement)
+                    epochs = [(p[0], {0: s}) for p, s in zip(plans, groups[0].run_epochs(plans))]
+                    epoch_s = (time.perf_counter() - t_batch) / len(plans)
+                elif spmd:  # a span of epochs in every actor, emigrants from peer to peer
+                    t_batch, span = time.perf_counter(), span + 1
+                    n = self._batch_len(loop, epoch_s, ck)
+                    if every:  # a span ends where a snapshot falls due
+                        n = min(n, max(1, snapshot["epoch"] + every - loop["epoch"]))
+                    epochs = self._run_span(groups, placement, loop, n, span)
+                    epoch_s = (time.perf_counter() - t_batch) / len(epochs)
+                else:
+                    k = min(self.interval, self.generations - loop["done_gens"])
+                    migration = (self._plan_migration(*loop["pending"], placement) if loop["pending"]
+                                 else [({}, {}) for _ in groups])
+                    epochs = [(k, self._gather([self._call(g, "run_epoch", k, *migration[i])
+                                                for i, g in enumerate(groups)]))]
+                # the epochs' books, snapshots and checkpoints: an actor found lost here (e.g. by
+                # the snapshot's call) restarts like one lost during the epochs
+                for j, (k, summaries) in enumerate(epochs):
+                    record, emigrants, master_pop, hits = self._epoch_done(loop, k, summaries, plugin, t0)
+                    if record["epoch"] > yielded:
+                        yielded = record["epoch"]
+                        yield record
+                    if hits is not None and np.all(hits >= 0):  # every island reached the stop target
+                        return run_result(loop["best"], loop["history"], loop["done_gens"], t0,
+                                          loop["migrations"], hits)
+                    # the next epoch's migration, kept per island (the plan per group is made from it); kept
+                    # after the last epoch too, so that a resume with more generations goes on exactly
+                    epoch = loop["epoch"]
+                    loop["pending"] = (epoch, emigrants, master_pop)
+                    last = loop["done_gens"] >= self.generations
+                    # a snapshot once `every` epochs have passed, at the end of a batch (the groups'
+                    # states are those of its last epoch)
+                    if every and j == len(epochs) - 1 and epoch - snapshot["epoch"] >= every:
+                        snapshot = self.last_snapshot = self._snapshot(groups, placement, loop)
+                    if ck["every"] and (epoch % int(ck["every"]) == 0 or last):
+                        fresh = snapshot if snapshot is not None and snapshot["epoch"] == epoch else \
+                            self._snapshot(groups, placement, loop)
+                        checkpoint.save(ck["path"], fresh)
+            except Exception as err:
+                if snapshot is None or not actor_died(err) or restarts >= self.max_restarts:
+                    raise
+                restarts += 1
+                log.warning("an island-group actor died in epoch %d (%s); restored the snapshot of epoch %d "
+                            "(restart %d of %d)", loop["epoch"] + 1, type(err).__name__, snapshot["epoch"],
+                            restarts, self.max_restarts)
+                self._load_groups(groups, snapshot["states"])
+                if self.use_ray:
+                    infos = self._gather([self._call(g, "info") for g in groups])
+                    self._relocated([infos[i] for i in range(len(groups))])
+                loop = loop_copy(snapshot)
+                continue
+        return run_result(loop["best"], loop["history"], loop["done_gens"], t0, loop["migrations"], hits)
+
+    def _epoch_done(self, loop: dict, k: int, summaries: dict, plugin, t0: float):
+        """Book one finished epoch of ``k`` generations into ``loop`` (counters, migrations, the
+        master swarm's epoch when it runs here, the archipelago's best, the record).
+
+        Returns:
+            ``(record, emigrants by island (None inside a batch), master best as a Population
+            (1, 1) or None, stop-target generations or None)``.
+        """
+        loop["done_gens"] += k
+        loop["epoch"] = epoch = loop["epoch"] + 1
+        bx, bf, bv, bg, emigrants, evals, nan, hits = merge_summaries(self.n, summaries)
+        D = bx.shape[1]
+        for i in sorted(summaries):
+            loop["migrations"].extend((epoch, *e) for e in summaries[i]["migrations"])
+        master_best, master_pop, master_evals = None, None, 0
+        if self.master is not None:
+            hosted = summaries[0].get("master") if len(summaries) == 1 else None
+            if hosted is not None:  # run by the group, on its device (run_epochs)
+                mx, mf, mv, master_evals, master_nan = hosted
+            else:  # the host plug-in, its state kept in the loop's variables (snapshots, restarts)
+                plugin.load_state_dict(loop["master_state"])
+                plugin.after_epoch(bx, bf, bv, k)
+                loop["master_state"] = plugin.state_dict()
+                mx, mf, mv = plugin.best()
+                master_evals, master_nan = plugin.counters()
+                master_nan = int(master_nan)
+            master_best = (np.asarray(mx).reshape(1, D), np.asarray(mf).reshape(1), np.asarray(mv).reshape(1))
+            master_pop = Population(master_best[0][None], master_best[1][None], master_best[2][None])
+            nan += master_nan
+        best = loop["best"]
+        cand = ([(bx, bf, bv, bg)] + ([(*master_best, master_best[0])] if master_best else [])
+                + ([best] if best else []))
+        best = loop["best"] = best_of(cand)
+        record = epoch_record(epoch, loop["done_gens"], t0, evals + master_evals, nan, best, bf, bv,
+                              master_best, list(summaries.values()), k, hits)
+        loop["history"].append(record)
+        return record, emigrants, master_pop, hits
+
+    def _run_span(self, groups, placement, loop: dict, n_epochs: int, span: int) -> list:
+        """The next ``n_epochs`` epochs, run by every group in its actor
+        (:meth:`IslandGroup.run_span`): the driver hands out the first epoch's migration (from
+        the emigrants of the span before) and collects the summaries at the end; a lost actor
+        aborts the span in the others (they stop waiting for its emigrants).
+
+        Returns:
+            ``[(generations, {group index: summary}), ...]``, one per epoch."""
+        ks, gens = [], loop["done_gens"]
+        for _ in range(n_epochs):
+            ks.append(min(self.interval, self.generations - gens))
+            gens += ks[-1]
+        first = (self._plan_migration(*loop["pending"], placement) if loop["pending"]
+                 else [({}, {}) for _ in groups])
+        route = {"peers": list(groups), "groups": placement.groups, "topology": self.topology, "n": self.n,
+                 "seed": self.seed, "timeout_s": self.restart_timeout_s}
+        out = self._gather([self._call(g, "run_span", span, first[i], ks, loop["epoch"], {**route, "index": i})
+                            for i, g in enumerate(groups)], on_error=lambda: self._abort(groups, span))
+        return [(k, {i: out[i][j] for i in range(len(groups))}) for j, k in enumerate(ks)]
+
+    def _abort(self, groups, span: int) -> None:
+        """Abort ``span`` in every group that is still there (a peer was lost)."""
+        import ray  # noqa: PLC0415
+
+        for ref in [g.abort.remote(span) for g in groups]:
+            try:
+                ray.get(ref, timeout=5)
+            except Exception:  # noqa: BLE001, S110  (the lost group)
+                pass
+
+    def _batch_len(self, loop: dict, epoch_s: float | None, ck: dict) -> int:
+        """Epochs in the next batch of an in-process group: one first (it includes compilation and
+        graph capture), then about :data:`BATCH_S` seconds' worth (at most :data:`MAX_BATCH`),
+        ending at the run's end and at every checkpoint epoch (snapshots are taken at the end of
+        the batch in which they fall due)."""
+        left = -(-(self.generations - loop["done_gens"]) // self.interval)
+        n = 1 if epoch_s is None else int(BATCH_S / max(epoch_s, 1e-7))
+        n = max(1, min(n, MAX_BATCH, left))
+        period = int(ck["every"] or 0)
+        return min(n, period - loop["epoch"] % period) if period else n
+
+    def _local_plans(self, loop: dict, n_epochs: int, placement) -> list:
+        """``(generations, inbound, remote)`` of the next ``n_epochs`` epochs of the one group
+        (:meth:`IslandGroup.run_epochs`): the same topology samples as epoch by epoch; every
+        source is an island of the group, and the master's best is the group's own."""
+        plans, gens, pending = [], loop["done_gens"], loop["pending"]
+        for j in range(n_epochs):
+            k = min(self.interval, self.generations - gens)
+            if j == 0 and pending is None:
+                plans.append((k, {}, {}))
+            else:
+                ((inbound, remote),) = self._plan_migration(loop["epoch"] + j, pending[1] if j == 0 else {},
+                                                            None, placement)
+                plans.append((k, inbound, remote))
+            gens += k
+        return plans
+

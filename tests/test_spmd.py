@@ -1,0 +1,189 @@
+"""The SPMD loop: every island group runs its epochs in its own Ray actor and exchanges emigrants
+with its peers directly (islands/transport.py), and the result is the driver's epoch-by-epoch
+loop's and the in-process run's, bit for bit; the inbox of the transport."""
+import threading
+import time
+
+import numpy as np
+import pytest
+from hydra.utils import instantiate
+
+from isles.islands.coordinator import Coordinator
+from isles.islands.transport import Aborted, Inbox
+from tests.helpers import make_cfg, plain
+
+DE = ["+experiment=de_islands", "problem=sphere", "problem.dim=6", "algorithm.pop_size=12", "generations=40",
+      "islands.n=5", "islands.migration_interval=1", "islands.n_migrants=2", "topology=ring", "logger=none",
+      "progress=false", "device=cpu"]
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+def run(*overrides, use_ray=True):
+    cfg = plain(make_cfg(*DE, *overrides))
+    return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=use_ray).run()
+
+
+@pytest.mark.parametrize("topology", ["ring", "fully_connected"])
+def test_spmd_actors_equal_the_driver_loop_and_in_process(ray_local, monkeypatch, topology):
+    spans = []
+    # counted in the driver: the driver's loop calls run_span on the actors (a span of several epochs)
+    from isles.islands import sync_loop  # noqa: PLC0415
+
+    real = sync_loop.SyncLoop._run_span
+    monkeypatch.setattr(sync_loop.SyncLoop, "_run_span",
+                        lambda self, *a: spans.append(a[3]) or real(self, *a))
+    spmd = run(f"topology={topology}", "islands.n_actors=2")
+    monkeypatch.undo()
+    assert max(spans) > 1  # spans of several epochs ran in the actors
+    driver = run(f"topology={topology}", "islands.n_actors=2", use_ray=False)  # epoch by epoch in the driver
+    one = run(f"topology={topology}", "islands.n_actors=1", use_ray=False)
+    for other in (driver, one):
+        assert spmd.best_f == other.best_f and spmd.evaluations == other.evaluations
+        np.testing.assert_array_equal(spmd.best_x, other.best_x)
+        assert spmd.migrations == other.migrations and len(spmd.migrations) > 40
+        assert len(spmd.history) == len(other.history) == 40
+        for a, b in zip(spmd.history, other.history):
+            assert (a["best_f"], a["evaluations"], a["migrations_accepted"]) == \
+                (b["best_f"], b["evaluations"], b["migrations_accepted"])
+            np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+
+
+def test_inbox_waits_for_every_sender_and_merges():
+    box = Inbox()
+    box.post(1, 3, 0, {0: "a"})
+    threading.Timer(0.05, box.post, (1, 3, 2, {4: "b"})).start()
+    t = time.monotonic()
+    assert box.take(1, 3, [0, 2], timeout_s=5) == {0: "a", 4: "b"}
+    assert time.monotonic() - t >= 0.04  # it waited for the late sender
+    with pytest.raises(TimeoutError, match=r"group\(s\) \[1\]"):
+        box.take(1, 4, [1], timeout_s=0.05)
+
+
+def test_inbox_poll_does_not_wait_and_abort_wakes_a_waiting_take():
+    box = Inbox()
+    assert box.poll(1, 1, [0]) == {}
+    box.post(1, 1, 0, {3: "x"})
+    assert box.poll(1, 1, [0]) == {3: "x"} and box.poll(1, 1, [0]) == {}
+    threading.Timer(0.05, box.abort, (1,)).start()
+    with pytest.raises(Aborted):
+        box.take(1, 2, [0], timeout_s=5)
+    box.post(1, 2, 0, {3: "late"})  # a post of an aborted span is dropped
+    box.post(2, 2, 0, {3: "new"})
+    box.start(2)
+    assert box.take(2, 2, [0], timeout_s=1) == {3: "new"}
+
+
+def test_start_of_a_span_drops_the_messages_of_earlier_spans():
+    box = Inbox()
+    box.post(1, 5, 0, {1: "old"})
+    box.start(2)
+    assert box.poll(1, 5, [0]) == {}
+
+
+SLOW = ["problem._target_=tests.user_problems.SlowSphere", "+problem.delay_s=0.002", "generations=60",
+        "islands.n=4", "islands.snapshot_every=5"]
+
+
+class KillMidSpan:
+    """Callback: when epoch ``epoch`` is published, SIGKILL group ``group``'s actor ``delay_s``
+    seconds later, inside the next span (its peer is then waiting for its emigrants)."""
+
+    def __init__(self, epoch: int, group: int = 1, delay_s: float = 0.05):
+        self.epoch, self.group, self.delay_s, self.pids, self.timer, self.restarted = epoch, group, delay_s, [], None, {}
+
+    def on_start(self, info):
+        self.pids = [g["pid"] for g in info["groups"]]
+
+    def on_restart(self, info):
+        self.restarted.update(info["groups"])
+
+    def on_epoch(self, rec):
+        if rec["epoch"] == self.epoch and self.timer is None:
+            import os  # noqa: PLC0415
+            import signal  # noqa: PLC0415
+
+            self.timer = threading.Timer(self.delay_s, os.kill, (self.pids[self.group], signal.SIGKILL))
+            self.timer.start()
+
+
+@pytest.mark.slow
+def test_actor_killed_inside_a_span_aborts_its_peer_and_the_result_is_unchanged(ray_local, caplog):
+    """A peer waiting in a span for a lost actor's emigrants is aborted; both groups go back to the
+    last snapshot and the run ends with the uninterrupted result."""
+    reference = run(*SLOW, "islands.n_actors=2", use_ray=False)
+    kill = KillMidSpan(epoch=3)
+    cfg = plain(make_cfg(*DE, *SLOW, "islands.n_actors=2"))
+    with caplog.at_level("WARNING", logger="isles.islands.coordinator"):
+        t = time.monotonic()
+        result = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[kill], use_ray=True).run()
+    assert list(kill.restarted) == [1] and "died" in caplog.text
+    assert time.monotonic() - t < 60  # the waiting peer did not wait out islands.restart_timeout_s
+    assert result.best_f == reference.best_f and result.migrations == reference.migrations
+    np.testing.assert_array_equal(result.best_x, reference.best_x)
+    assert [h["epoch"] for h in result.history] == list(range(1, 61))
+
+
+@pytest.mark.parametrize("topology", ["ring", "fully_connected", "random"])
+def test_every_group_cuts_the_same_plan_from_the_topology_the_seed_and_the_epoch(topology):
+    """The planner: two calls with the same (topology, n, seed, epoch) give the same edges; the
+    groups' shares of the plan, cut independently, are together the whole plan (each edge once,
+    at its destination's group), and another epoch gives another sample where the topology samples."""
+    from isles.islands.planner import MASTER_ID, group_plan, migration_edges  # noqa: PLC0415
+
+    cfg = plain(make_cfg(*DE, f"topology={topology}", "islands.n=7"))
+    topo = instantiate(cfg["topology"])
+    edges = migration_edges(topo, 7, 3, 5)
+    assert edges == migration_edges(instantiate(cfg["topology"]), 7, 3, 5)
+    groups = [[0, 1, 2], [3, 4], [5, 6]]
+    emigrants = {gid: f"emigrants of {gid}" for gid in range(7)}
+    seen = []
+    for ids in groups:
+        inbound, remote = group_plan(edges, ids, emigrants)
+        seen += [(src, ids[p]) for p, srcs in inbound.items() for src in srcs]
+        assert remote == {src: emigrants[src] for srcs in inbound.values() for src in srcs if src not in ids}
+    assert sorted(seen) == sorted(edges) and edges
+    if topology == "random":
+        assert any(migration_edges(topo, 7, 3, e) != edges for e in range(6, 10))
+    inbound, remote = group_plan(edges, [0, 1], {}, master_best="m", send_master=True)
+    assert all(srcs[-1] == MASTER_ID for srcs in inbound.values()) and remote == {MASTER_ID: "m"}
+
+
+def test_a_snapshot_load_waits_for_the_aborted_span_to_leave(monkeypatch):
+    """The driver loads a snapshot into a survivor after aborting its span: the load waits until
+    the span's thread has left (it would otherwise write its epoch over the loaded state)."""
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
+
+    cfg = plain(make_cfg(*DE, "islands.n=4"))
+    coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
+    group = IslandGroup(coordinator._spec([0, 1], "cpu"))
+    saved = group.state_dict()
+    route = {"peers": [None, None], "index": 0, "groups": [[0, 1], [2, 3]], "topology": coordinator.topology,
+             "n": 4, "seed": 0, "timeout_s": 30}
+    errors, loaded = [], threading.Event()
+
+    def span():  # epoch 2 waits for group 1's emigrants, which never come
+        try:
+            group.run_span(1, ({}, {}), [1, 1], 0, route)
+        except Exception as err:  # noqa: BLE001
+            errors.append(err)
+
+    import isles.islands.transport as transport  # noqa: PLC0415
+
+    monkeypatch.setattr(transport.ActorTransport, "send", lambda self, *a: None)
+    t = threading.Thread(target=span)
+    t.start()
+    time.sleep(0.3)
+    loader = threading.Thread(target=lambda: (group.load_state_dict(saved), loaded.set()))
+    loader.start()
+    assert not loaded.wait(0.3)  # the span holds the state
+    group.abort(1)
+    t.join(5)
+    assert loaded.wait(5) and isinstance(errors[0], Aborted)
+    assert group.state_dict()["generation"] == saved["generation"]  # the snapshot's state, not the span's
