@@ -55,3 +55,23 @@ def cpu_tests_name_their_device(request, monkeypatch):
 
     monkeypatch.setattr(Coordinator, "__init__", coordinator)
     monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """A Ray of this test module's own (``address="local"``, 2 CPUs), not a cluster another
+    session's ``ray start`` left on the machine; shut down after the module."""
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture()
+def store(tmp_path):
+    """A fresh local MLflow store (``sqlite:///.../mlflow.db``) for one test; MLflow's global
+    tracking URI is reset afterwards."""
+    yield f"sqlite:///{tmp_path}/mlflow.db"
+    import mlflow  # noqa: PLC0415
+
+    mlflow.set_tracking_uri(None)

@@ -33,15 +33,6 @@ USER_MINMAX = ("+experiment=cde", "problem._target_=tests.user_problems.UserSadd
                "algorithm.gens_y=2", "device=cpu", "progress=false")
 
 
-@pytest.fixture()
-def store(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    yield uri
-    import mlflow
-
-    mlflow.set_tracking_uri(None)
-
-
 def _runs(store, experiment):
     client = MlflowClient(tracking_uri=store)
     exp = client.get_experiment_by_name(experiment)

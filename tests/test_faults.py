@@ -21,14 +21,6 @@ DE = ["+experiment=de_islands", "problem._target_=tests.user_problems.SlowSphere
       "device=cpu"]
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
-    yield ray
-    ray.shutdown()
-
-
 class KillAt:
     """Callback: SIGKILL the actor of group ``group`` when epoch ``epoch`` is published (once)."""
 

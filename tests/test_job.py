@@ -2,7 +2,6 @@
 run is marked FAILED; NaN objectives are counted."""
 import json
 
-import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -11,21 +10,6 @@ from tests.helpers import make_cfg
 
 # slow: real Ray actors and MLflow stores (CI runs them; the quick run -m "not slow" does not)
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture()
-def store(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    yield uri
-    mlflow.set_tracking_uri(None)
 
 
 def test_tracked_run_reads_back(ray_local, store):

@@ -17,14 +17,6 @@ DE = ["+experiment=de_islands", "problem=sphere", "problem.dim=6", "algorithm.po
       "progress=false", "device=cpu"]
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
-    yield ray
-    ray.shutdown()
-
-
 def run(*overrides, use_ray=True):
     cfg = plain(make_cfg(*DE, *overrides))
     return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=use_ray).run()
