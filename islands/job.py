@@ -69,10 +69,9 @@ def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
         return
     address = ray_cfg.get("address")
     if address:
-        submitted = ray_job_copy() is not None  # ray job submit --working-dir: the driver runs in Ray's copy
-        env = {} if CHECKOUT is None or submitted else {"working_dir": str(CHECKOUT), "excludes": RAY_EXCLUDES}
-        shipped = (os.getcwd(),) if submitted else tuple(env.get(k) for k in ("working_dir",) if k in env)
-        modules = user_module_paths(cfg or {}, shipped)
+        copy = ray_job_copy()  # ray job submit --working-dir: the driver runs in Ray's copy, shipped already
+        env = {} if CHECKOUT is None or copy else {"working_dir": str(CHECKOUT), "excludes": RAY_EXCLUDES}
+        modules = user_module_paths(cfg or {}, tuple(p for p in (copy, env.get("working_dir")) if p))
         if modules:
             env["py_modules"] = modules
         ray.init(address=address, runtime_env=env, log_to_driver=True)
