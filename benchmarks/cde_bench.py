@@ -11,7 +11,9 @@ islands (20 runs), beside the seed's C-CUDA (GTX 285) and C times. The time is m
 ``--cycles`` cycles (default 20) after a warm-up cycle (kernel compilation, CUDA-graph capture)
 and scaled to 200 cycles (every cycle does the same work). GPU paths, both in the same call:
 
-* ``graph``: isles' CDE, the fused pair kernel (:mod:`isles.algorithms.coevolution.cuda`) and a whole
+* ``epoch``: isles' CDE with the epoch kernel (:mod:`isles.algorithms.coevolution.epoch`): one launch per
+  cycle of every island, replayed from a CUDA graph as the island runtime does (the default);
+* ``graph``: isles' CDE without the epoch kernel, the fused pair kernel (:mod:`isles.algorithms.coevolution.cuda`) and a whole
   cycle captured once as a CUDA graph and replayed (:class:`isles.algorithms.core.graph.GraphStepper`,
   as the island runtime does);
 * ``graph-generic``: the same without the fused kernel (pair matrix written and reduced);
@@ -59,7 +61,7 @@ SEED_MS = {50: {"P1": (4584.8, 19800.5), "P2": (934.0, 3910.0), "P3": (866.2, 83
 def time_cycles(xp, pid: str, n: int, islands: int, cycles: int, path: str, dtype) -> float:
     """Seconds for ``cycles`` cycles of ``islands`` batched runs (after one warm-up cycle)."""
     algo = CDE(pop_size=n, gens_x=20, gens_y=20, F=0.7, CR=0.7, strategy="rand/1",
-               fused=path in ("graph", "fused"))
+               fused=path in ("graph", "fused"), epoch=path == "epoch")
     ctx = Context(xp, dtype, Evaluator(PROBLEMS[pid]()), CounterRNG(xp, 0, range(islands)))
     state = algo.init(ctx)
     if xp is np:
@@ -68,7 +70,7 @@ def time_cycles(xp, pid: str, n: int, islands: int, cycles: int, path: str, dtyp
         algo.run(ctx, state, cycles)
         return time.perf_counter() - t0
     start, end = xp.cuda.Event(), xp.cuda.Event()
-    if path.startswith("graph"):
+    if path.startswith("graph") or path == "epoch":
         stepper = GraphStepper.for_algorithm(algo, ctx, state)
         stepper.run(1)
         start.record(xp.cuda.get_current_stream())
@@ -101,7 +103,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     xp = np if a.device == "cpu" else __import__("cupy")
     dtype = dtype_of(a.dtype)
-    paths = ["numpy"] if xp is np else (a.paths or ["graph", "graph-generic", "plain"])
+    paths = ["numpy"] if xp is np else (a.paths or ["epoch", "graph", "graph-generic", "plain"])
     rows = []
     print("| P | n | islands | path | ms per run (200 cycles) | seed C-CUDA ms | seed C ms |")
     print("|---|---|---|---|---|---|---|")

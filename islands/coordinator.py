@@ -143,6 +143,7 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
             result = self._drive(epochs)
             result.startup_s = startup_s
             result.devices = {gid: infos[i]["device"] for i, ids in enumerate(placement.groups) for gid in ids}
+            result.gpu_paths = {gid: infos[i].get("gpu_path", "") for i, ids in enumerate(placement.groups) for gid in ids}
             result.nodes = island_nodes(self.group_infos)
         finally:
             if self.use_ray:
@@ -191,6 +192,7 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
             self._release()
         result.startup_s = startup_s
         result.devices = {gid: infos[0]["device"] for gid in placement.groups[0]}
+        result.gpu_paths = {gid: infos[0].get("gpu_path", "") for gid in placement.groups[0]}
         result.nodes = island_nodes(self.group_infos)
         return self._ended(result)
 

@@ -87,6 +87,7 @@ class IslandGroup:
             "pid": os.getpid(),
             **ray_location(),
             "island_ids": self.island_ids,
+            "gpu_path": self.algorithm.gpu_path(self.ctx),
         }
 
     def run_epoch(self, n_generations: int, inbound: dict | None = None, remote: dict | None = None) -> dict:

@@ -106,6 +106,9 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
                   f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s "
                   f"(steady state {result.steady_evals_per_s:,.0f})  "
                   f"{us:.1f} us/generation (device, median epoch)  NaN evaluations {result.nan_evals}")
+    paths = sorted({p for p in result.gpu_paths.values() if p and p != "numpy"})
+    if paths:
+        console.print("GPU path: " + "; ".join(paths))
     if result.hit_generations is not None:
         h = np.asarray(result.hit_generations)
         ok = h[h >= 0]

@@ -23,6 +23,8 @@ class RunResult:
         startup_s: actor start-up time, seconds.
         history: one dict per epoch (the records given to ``on_epoch``).
         devices: ``{island id: device name}``.
+        gpu_paths: ``{island id: the algorithm's path on its device}`` (``algorithm.gpu_path``:
+            e.g. ``"epoch kernel (shared memory)"``, ``"fused kernel"``, ``"graph"``, ``"numpy"``).
         nodes: ``{island id: Ray node id}`` where each island ran at the end (after a lost node,
             its islands' new node); ``None`` values outside Ray.
         nan_evals: evaluations with a NaN objective or constraint.
@@ -45,6 +47,7 @@ class RunResult:
     startup_s: float
     history: list = field(default_factory=list)
     devices: dict = field(default_factory=dict)
+    gpu_paths: dict = field(default_factory=dict)
     nodes: dict = field(default_factory=dict)
     nan_evals: int = 0
     migrations: list = field(default_factory=list)

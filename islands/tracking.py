@@ -80,7 +80,7 @@ def flatten(d: dict, prefix: str = "") -> dict:
 def group_tags(groups: dict) -> dict:
     """MLflow tags of where island groups run: ``{group index: info}`` (:meth:`IslandGroup.info`)
     to ``group_<i>.device``, ``.host``, ``.node_id``, ``.node_ip`` (under Ray), ``.gpus`` (Ray's
-    GPU ids) and ``.islands`` (the island ids, comma-separated)."""
+    GPU ids), ``.islands`` (the island ids, comma-separated) and ``.gpu_path`` (the algorithm's path)."""
     tags = {}
     for i, g in groups.items():
         tags[f"group_{i}.device"] = g["device"]
@@ -90,6 +90,8 @@ def group_tags(groups: dict) -> dict:
         if g.get("ray_gpu_ids"):
             tags[f"group_{i}.gpus"] = ",".join(g["ray_gpu_ids"])
         tags[f"group_{i}.islands"] = ",".join(map(str, g["island_ids"]))
+        if g.get("gpu_path"):
+            tags[f"group_{i}.gpu_path"] = g["gpu_path"]
     return tags
 
 
@@ -217,6 +219,7 @@ class MlflowTracker:
         tags = group_tags(dict(enumerate(info["groups"])))
         mlflow = _mlflow()
         tags["devices"] = "; ".join(sorted({g["device"] for g in info["groups"]}))
+        tags["gpu_path"] = "; ".join(sorted({g.get("gpu_path", "") for g in info["groups"]} - {""}))
         if info.get("cluster_resources"):  # from the run's process (this one does not import Ray)
             tags["ray.cluster_resources"] = json.dumps(info["cluster_resources"])
         mlflow.set_tags(tags)

@@ -50,6 +50,9 @@ class Problem:
             (default: kernels use the generic path, i.e. call ``objective``/``constraints``).
             An attribute or a property; instance data and parameters are baked into the text, so
             two instances with different data give different sources.
+        cuda_row: CUDA source of the per-row contract (below), or ``None`` (default). Used by
+            kernels that evaluate rows they already hold in shared memory (the co-evolutionary
+            DE's epoch kernel, through :class:`isles.problems.minmax.AugmentedLagrangian`).
         capture_safe: ``True`` (default): on CuPy, a generation that evaluates this problem as
             array code may be captured once as a CUDA graph and replayed
             (:mod:`isles.algorithms.core.plan`: no host synchronisation, no Python side effects
@@ -96,6 +99,20 @@ class Problem:
     whose names carry a prefix unique to the problem class. Kernels still check the fused value
     against ``objective`` (a wrong source must not change results silently).
 
+    **Per-row contract** (``cuda_row``; for objectives and constraints that are not sums over the
+    coordinates, e.g. ``x1 x2`` terms). Same include context and C rules as ``cuda_objective``.
+    It defines, for one individual's row ``x[0..D)`` (``T``, any memory space):
+
+    * ``#define ROW_M m``: the number of constraints (``n_constraints``);
+    * ``ISLES_DEV T row_objective(const T* x)``: ``f``;
+    * ``ISLES_DEV T row_constraint(const T* x, int i)``: ``g_i`` for ``i`` in ``[0, m)``, raw
+      (before ``constraint_scale``), ``<= 0`` feasible (when ``m >= 1``).
+
+    One thread evaluates one row. Written with ``add_rn``/``mul_rn``... in the array code's order
+    it agrees with ``objective``/``constraints`` to rounding (``pow`` where NumPy calls it).
+    Kernels check it against ``objective``/``constraints`` on random points before use and run
+    the array path (with a warning) where it disagrees. Built in: g01, g07, g09, g10, spring.
+
     Raises:
         ValueError: the bounds do not match ``dim`` (field ``problem.lower``/``problem.upper``),
             or ``lower > upper`` somewhere, or ``dim < 1``.
@@ -105,6 +122,7 @@ class Problem:
     n_constraints: int = 0
     genome: str = "real"
     cuda_objective: str | None = None
+    cuda_row: str | None = None
     capture_safe: bool = True
 
     def __init__(

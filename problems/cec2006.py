@@ -48,6 +48,32 @@ class G01(Problem):
     name = "g01"
     n_constraints = 9
 
+    #: per-row device code (the contract of :class:`isles.problems.base.Problem`), the array code's
+    #: operations in the same order
+    cuda_row = r"""
+#define ROW_M 9
+ISLES_DEV T row_objective(const T* x) {
+    T s1 = x[0], s2 = mul_rn(x[0], x[0]), s3 = x[4];
+    for (int i = 1; i < 4; ++i) { s1 = add_rn(s1, x[i]); s2 = add_rn(s2, mul_rn(x[i], x[i])); }
+    for (int i = 5; i < 13; ++i) s3 = add_rn(s3, x[i]);
+    return sub_rn(sub_rn(mul_rn((T)5.0, s1), mul_rn((T)5.0, s2)), s3);
+}
+ISLES_DEV T row_constraint(const T* x, int i) {
+    const T two = (T)2.0;
+    switch (i) {
+    case 0: return sub_rn(add_rn(add_rn(add_rn(mul_rn(two, x[0]), mul_rn(two, x[1])), x[9]), x[10]), (T)10.0);
+    case 1: return sub_rn(add_rn(add_rn(add_rn(mul_rn(two, x[0]), mul_rn(two, x[2])), x[9]), x[11]), (T)10.0);
+    case 2: return sub_rn(add_rn(add_rn(add_rn(mul_rn(two, x[1]), mul_rn(two, x[2])), x[10]), x[11]), (T)10.0);
+    case 3: return add_rn(mul_rn((T)-8.0, x[0]), x[9]);
+    case 4: return add_rn(mul_rn((T)-8.0, x[1]), x[10]);
+    case 5: return add_rn(mul_rn((T)-8.0, x[2]), x[11]);
+    case 6: return add_rn(sub_rn(mul_rn((T)-2.0, x[3]), x[4]), x[9]);
+    case 7: return add_rn(sub_rn(mul_rn((T)-2.0, x[5]), x[6]), x[10]);
+    default: return add_rn(sub_rn(mul_rn((T)-2.0, x[7]), x[8]), x[11]);
+    }
+}
+"""
+
     def __init__(self):
         up = [1.0] * 9 + [100.0] * 3 + [1.0]
         super().__init__(13, [0.0] * 13, up, f_star=-15.0, constraint_scale=[1.0] * 9)
@@ -91,6 +117,50 @@ class G07(Problem):
     name = "g07"
     n_constraints = 8
 
+    #: per-row device code (:class:`isles.problems.base.Problem`), the array code's operations in order
+    cuda_row = r"""
+#define ROW_M 8
+ISLES_DEV T g07_sq(T a) { return mul_rn(a, a); }
+ISLES_DEV T row_objective(const T* x) {
+    T s = add_rn(g07_sq(x[0]), g07_sq(x[1]));
+    s = add_rn(s, mul_rn(x[0], x[1]));
+    s = sub_rn(s, mul_rn((T)14.0, x[0]));
+    s = sub_rn(s, mul_rn((T)16.0, x[1]));
+    s = add_rn(s, g07_sq(sub_rn(x[2], (T)10.0)));
+    s = add_rn(s, mul_rn((T)4.0, g07_sq(sub_rn(x[3], (T)5.0))));
+    s = add_rn(s, g07_sq(sub_rn(x[4], (T)3.0)));
+    s = add_rn(s, mul_rn((T)2.0, g07_sq(sub_rn(x[5], (T)1.0))));
+    s = add_rn(s, mul_rn((T)5.0, g07_sq(x[6])));
+    s = add_rn(s, mul_rn((T)7.0, g07_sq(sub_rn(x[7], (T)11.0))));
+    s = add_rn(s, mul_rn((T)2.0, g07_sq(sub_rn(x[8], (T)10.0))));
+    s = add_rn(s, g07_sq(sub_rn(x[9], (T)7.0)));
+    return add_rn(s, (T)45.0);
+}
+ISLES_DEV T row_constraint(const T* x, int i) {
+    switch (i) {
+    case 0: return add_rn(sub_rn(add_rn(add_rn((T)-105.0, mul_rn((T)4.0, x[0])), mul_rn((T)5.0, x[1])),
+                                 mul_rn((T)3.0, x[6])), mul_rn((T)9.0, x[7]));
+    case 1: return add_rn(sub_rn(sub_rn(mul_rn((T)10.0, x[0]), mul_rn((T)8.0, x[1])), mul_rn((T)17.0, x[6])),
+                          mul_rn((T)2.0, x[7]));
+    case 2: return sub_rn(sub_rn(add_rn(add_rn(mul_rn((T)-8.0, x[0]), mul_rn((T)2.0, x[1])), mul_rn((T)5.0, x[8])),
+                                 mul_rn((T)2.0, x[9])), (T)12.0);
+    case 3: return sub_rn(sub_rn(add_rn(add_rn(mul_rn((T)3.0, g07_sq(sub_rn(x[0], (T)2.0))),
+                                               mul_rn((T)4.0, g07_sq(sub_rn(x[1], (T)3.0)))),
+                                        mul_rn((T)2.0, g07_sq(x[2]))), mul_rn((T)7.0, x[3])), (T)120.0);
+    case 4: return sub_rn(sub_rn(add_rn(add_rn(mul_rn((T)5.0, g07_sq(x[0])), mul_rn((T)8.0, x[1])),
+                                        g07_sq(sub_rn(x[2], (T)6.0))), mul_rn((T)2.0, x[3])), (T)40.0);
+    case 5: return sub_rn(add_rn(sub_rn(add_rn(g07_sq(x[0]), mul_rn((T)2.0, g07_sq(sub_rn(x[1], (T)2.0)))),
+                                        mul_rn(mul_rn((T)2.0, x[0]), x[1])), mul_rn((T)14.0, x[4])),
+                          mul_rn((T)6.0, x[5]));
+    case 6: return sub_rn(sub_rn(add_rn(add_rn(mul_rn((T)0.5, g07_sq(sub_rn(x[0], (T)8.0))),
+                                               mul_rn((T)2.0, g07_sq(sub_rn(x[1], (T)4.0)))),
+                                        mul_rn((T)3.0, g07_sq(x[4]))), x[5]), (T)30.0);
+    default: return sub_rn(add_rn(add_rn(mul_rn((T)-3.0, x[0]), mul_rn((T)6.0, x[1])),
+                                  mul_rn((T)12.0, g07_sq(sub_rn(x[8], (T)8.0)))), mul_rn((T)7.0, x[9]));
+    }
+}
+"""
+
     def __init__(self):
         super().__init__(10, -10.0, 10.0, f_star=24.30620906818, constraint_scale=[1.0] * 8)
 
@@ -131,6 +201,37 @@ class G09(Problem):
     name = "g09"
     n_constraints = 4
 
+    #: per-row device code (:class:`isles.problems.base.Problem`); ``**4``/``**6`` as ``pow`` (NumPy's)
+    cuda_row = r"""
+#define ROW_M 4
+ISLES_DEV T g09_sq(T a) { return mul_rn(a, a); }
+ISLES_DEV T row_objective(const T* x) {
+    T s = add_rn(g09_sq(sub_rn(x[0], (T)10.0)), mul_rn((T)5.0, g09_sq(sub_rn(x[1], (T)12.0))));
+    s = add_rn(s, t_pow(x[2], (T)4.0));
+    s = add_rn(s, mul_rn((T)3.0, g09_sq(sub_rn(x[3], (T)11.0))));
+    s = add_rn(s, mul_rn((T)10.0, t_pow(x[4], (T)6.0)));
+    s = add_rn(s, mul_rn((T)7.0, g09_sq(x[5])));
+    s = add_rn(s, t_pow(x[6], (T)4.0));
+    s = sub_rn(s, mul_rn(mul_rn((T)4.0, x[5]), x[6]));
+    s = sub_rn(s, mul_rn((T)10.0, x[5]));
+    return sub_rn(s, mul_rn((T)8.0, x[6]));
+}
+ISLES_DEV T row_constraint(const T* x, int i) {
+    switch (i) {
+    case 0: return add_rn(add_rn(add_rn(add_rn(add_rn((T)-127.0, mul_rn((T)2.0, g09_sq(x[0]))),
+                                               mul_rn((T)3.0, t_pow(x[1], (T)4.0))), x[2]),
+                                 mul_rn((T)4.0, g09_sq(x[3]))), mul_rn((T)5.0, x[4]));
+    case 1: return sub_rn(add_rn(add_rn(add_rn(add_rn((T)-282.0, mul_rn((T)7.0, x[0])), mul_rn((T)3.0, x[1])),
+                                        mul_rn((T)10.0, g09_sq(x[2]))), x[3]), x[4]);
+    case 2: return sub_rn(add_rn(add_rn(add_rn((T)-196.0, mul_rn((T)23.0, x[0])), g09_sq(x[1])),
+                                 mul_rn((T)6.0, g09_sq(x[5]))), mul_rn((T)8.0, x[6]));
+    default: return sub_rn(add_rn(add_rn(sub_rn(add_rn(mul_rn((T)4.0, g09_sq(x[0])), g09_sq(x[1])),
+                                                mul_rn(mul_rn((T)3.0, x[0]), x[1])), mul_rn((T)2.0, g09_sq(x[2]))),
+                                  mul_rn((T)5.0, x[5])), mul_rn((T)11.0, x[6]));
+    }
+}
+"""
+
     def __init__(self):
         super().__init__(7, -10.0, 10.0, f_star=680.630057374402, constraint_scale=[1.0] * 4)
 
@@ -167,6 +268,25 @@ class G10(Problem):
 
     name = "g10"
     n_constraints = 6
+
+    #: per-row device code (:class:`isles.problems.base.Problem`), the array code's operations in order
+    cuda_row = r"""
+#define ROW_M 6
+ISLES_DEV T row_objective(const T* x) { return add_rn(add_rn(x[0], x[1]), x[2]); }
+ISLES_DEV T row_constraint(const T* x, int i) {
+    switch (i) {
+    case 0: return add_rn((T)-1.0, mul_rn((T)0.0025, add_rn(x[3], x[5])));
+    case 1: return add_rn((T)-1.0, mul_rn((T)0.0025, sub_rn(add_rn(x[4], x[6]), x[3])));
+    case 2: return add_rn((T)-1.0, mul_rn((T)0.01, sub_rn(x[7], x[4])));
+    case 3: return sub_rn(add_rn(add_rn(-mul_rn(x[0], x[5]), mul_rn((T)833.33252, x[3])), mul_rn((T)100.0, x[0])),
+                          (T)83333.333);
+    case 4: return sub_rn(add_rn(add_rn(-mul_rn(x[1], x[6]), mul_rn((T)1250.0, x[4])), mul_rn(x[1], x[3])),
+                          mul_rn((T)1250.0, x[3]));
+    default: return sub_rn(add_rn(add_rn(-mul_rn(x[2], x[7]), (T)1250000.0), mul_rn(x[2], x[4])),
+                           mul_rn((T)2500.0, x[4]));
+    }
+}
+"""
 
     def __init__(self):
         super().__init__(8, [100.0, 1000.0, 1000.0] + [10.0] * 5, [10000.0] * 3 + [1000.0] * 5,

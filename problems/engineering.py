@@ -49,6 +49,23 @@ class Spring(Problem):
     name = "spring"
     n_constraints = 4
 
+    #: per-row device code (:class:`isles.problems.base.Problem`); ``**3``/``**4`` as ``pow`` (NumPy's)
+    cuda_row = r"""
+#define ROW_M 4
+ISLES_DEV T row_objective(const T* x) { return mul_rn(mul_rn(add_rn(x[2], (T)2.0), x[1]), mul_rn(x[0], x[0])); }
+ISLES_DEV T row_constraint(const T* x, int i) {
+    const T x1 = x[0], x2 = x[1], x3 = x[2];
+    switch (i) {
+    case 0: return sub_rn((T)1.0, div_rn(mul_rn(t_pow(x2, (T)3.0), x3), mul_rn((T)71785.0, t_pow(x1, (T)4.0))));
+    case 1: return sub_rn(add_rn(div_rn(sub_rn(mul_rn((T)4.0, mul_rn(x2, x2)), mul_rn(x1, x2)),
+                                        mul_rn((T)12566.0, sub_rn(mul_rn(x2, t_pow(x1, (T)3.0)), t_pow(x1, (T)4.0)))),
+                                 div_rn((T)1.0, mul_rn((T)5108.0, mul_rn(x1, x1)))), (T)1.0);
+    case 2: return sub_rn((T)1.0, div_rn(mul_rn((T)140.45, x1), mul_rn(mul_rn(x2, x2), x3)));
+    default: return sub_rn(div_rn(add_rn(x1, x2), (T)1.5), (T)1.0);
+    }
+}
+"""
+
     def __init__(self):
         super().__init__(
             3, [0.05, 0.25, 2.0], [2.0, 1.3, 15.0], f_star=0.012665232788, constraint_scale=[1.0] * 4

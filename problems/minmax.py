@@ -53,6 +53,18 @@ class MinMaxProblem(Problem):
     Attributes:
         objective_known: ``True`` when ``objective(X)`` returns the worst case
             ``F(x) = max_y L(x, y)`` (and ``constraints`` the x constraints); default ``False``.
+        pair_cuda: CUDA source of one pair's payoff from per-individual terms (the fused pair
+            kernel's contract, :mod:`isles.algorithms.coevolution.cuda`), or ``None``.
+        pair_terms_cuda: CUDA source of the **term contract**, or ``None`` (default): the terms of
+            one row as device code, so that a kernel holding the rows computes them itself (the
+            epoch kernel, :mod:`isles.algorithms.coevolution.epoch`). With ``pair_cuda`` before it
+            and ``PAY_DX``, ``PAY_DY`` defined by the kernel, it defines
+            ``ISLES_DEV void pay_terms_x(const T* x, T* tx)`` (``x[0..Dx)`` -> ``tx[0..PAY_KX)``, as
+            ``pair_x``), ``ISLES_DEV void pay_terms_y(const T* y, T* ty)`` (as ``pair_y``),
+            ``#define PAY_TRUE 0|1`` and, with ``PAY_TRUE 1`` (``objective_known``),
+            ``ISLES_DEV void pay_true(const T* tx, T* f, T* v)``: the objective and the total
+            normalised violation ``sum_i max(0, g_i/s_i)`` of the x row (NaN propagated; the
+            kernel applies the Evaluator's NaN rule).
 
     Raises:
         ValueError: bad bounds (field ``problem.y_lower``/``problem.y_upper``/``problem.y_dim``).
@@ -60,6 +72,8 @@ class MinMaxProblem(Problem):
 
     name = "minmax"
     objective_known = False
+    pair_cuda: str | None = None
+    pair_terms_cuda: str | None = None
 
     def __init__(self, dim: int, lower, upper, y_dim: int, y_lower, y_upper, f_star: float | None = None,
                  constraint_scale: Sequence[float] | None = None):
@@ -141,6 +155,19 @@ class SaddleP1(MinMaxProblem):
     # pair contract of the fused CDE kernel (algorithms/coevolution/cuda.py)
     pair_cuda = ("#define PAY_KX 1\n#define PAY_KY 1\n"
                  "ISLES_DEV T pay_pair(const T* tx, const T* ty) { return sub_rn(tx[0], ty[0]); }\n")
+
+    #: the term contract (:attr:`MinMaxProblem.pair_terms_cuda`): ``sum x^2``, ``sum y^2`` left to right
+    pair_terms_cuda = (
+        "#define PAY_TRUE 1\n"
+        "ISLES_DEV void pay_terms_x(const T* x, T* tx) {\n"
+        "    T s = mul_rn(x[0], x[0]);\n"
+        "    for (int j = 1; j < PAY_DX; ++j) s = add_rn(s, mul_rn(x[j], x[j]));\n"
+        "    tx[0] = s;\n}\n"
+        "ISLES_DEV void pay_terms_y(const T* y, T* ty) {\n"
+        "    T s = mul_rn(y[0], y[0]);\n"
+        "    for (int j = 1; j < PAY_DY; ++j) s = add_rn(s, mul_rn(y[j], y[j]));\n"
+        "    ty[0] = s;\n}\n"
+        "ISLES_DEV void pay_true(const T* tx, T* f, T* v) { *f = tx[0]; *v = (T)0; }\n")
 
     def pair_x(self, X):
         """Per-x terms ``(..., Nx, 1)``: ``sum x^2``."""
@@ -254,6 +281,41 @@ ISLES_DEV T pay_pair(const T* tx, const T* ty) {
     return add_rn(tx[0], s);
 }
 """)
+
+    @property
+    def pair_terms_cuda(self) -> str | None:
+        """The term contract (:attr:`MinMaxProblem.pair_terms_cuda`) from the wrapped problem's
+        per-row code (``cuda_row``, :class:`isles.problems.base.Problem`): ``tx = (f, g_i / s_i)``
+        (scales baked in), ``ty = mu``, and the true ``(f, v)``; ``None`` when the wrapped problem
+        has no ``cuda_row`` (a user's problem: the CDE runs its graph path)."""
+        row = getattr(self.base, "cuda_row", None)
+        if row is None:
+            return None
+        scales = ", ".join(f"(T){float(c)!r}" for c in np.asarray(self.constraint_scale, dtype=np.float64))
+        return row + f"""
+#if ROW_M != {self.n_constraints}
+#error "cuda_row: ROW_M differs from n_constraints"
+#endif
+ISLES_DEV void pay_terms_x(const T* x, T* tx) {{
+    const T sc[{self.n_constraints}] = {{{scales}}};
+    tx[0] = row_objective(x);
+    for (int i = 0; i < {self.n_constraints}; ++i) tx[1 + i] = div_rn(row_constraint(x, i), sc[i]);
+}}
+ISLES_DEV void pay_terms_y(const T* y, T* ty) {{
+    for (int i = 0; i < {self.n_constraints}; ++i) ty[i] = y[i];
+}}
+#define PAY_TRUE 1
+ISLES_DEV void pay_true(const T* tx, T* f, T* v) {{
+    T s = (T)0;
+    for (int i = 0; i < {self.n_constraints}; ++i) {{
+        const T g = tx[1 + i];
+        const T p = (g != g) ? g : (g > (T)0 ? g : (T)0);
+        s = (i == 0) ? p : add_rn(s, p);
+    }}
+    *f = tx[0];
+    *v = s;
+}}
+"""
 
     def pair_x(self, X):
         """Per-x terms ``(..., Nx, 1 + m)``: ``(f, g_1/s_1, .., g_m/s_m)``."""

@@ -93,6 +93,11 @@ class CDEParams:
             (``benchmarks/cde_bench.py``, docs/cde.md) the kernel is 2 % faster on P1 but 7-50 % slower
             on P2-P6 at n = 50 and 100, where a generation is bound by launches, not by the pairs.
 
+        epoch: on CuPy, run each cycle of every island as one launch of the epoch kernel
+            (:mod:`isles.algorithms.coevolution.epoch`) where the configuration and the problem
+            allow it (rand/1 with bin or nec; a problem with the term contract). Default ``True``;
+            ``False``: the graph path (a generation of array code, replayed).
+
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
     """
@@ -108,10 +113,12 @@ class CDEParams:
     crossover: str = "bin"
     bound_handling: str = "reflect"
     fused: bool = False
+    epoch: bool = True
 
     def __post_init__(self):
-        if not isinstance(self.fused, (bool, np.bool_)):
-            raise ValueError(f"algorithm.fused={self.fused!r}: allowed values are true|false")
+        for name in ("fused", "epoch"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"algorithm.{name}={getattr(self, name)!r}: allowed values are true|false")
         for name in ("n_cycles", "gens_x", "gens_y"):
             object.__setattr__(self, name, check_range(f"algorithm.{name}", getattr(self, name), 1, integer=True))
         x = self.de_params("x")  # validates F, CR, strategy, crossover, bound_handling, pop_size
@@ -222,9 +229,37 @@ class CDE(IslandAlgorithm):
         self._fused_cache = (ctx, plan)
         return plan
 
+    def epoch_plan(self, ctx: Context):
+        """The epoch kernel for ``ctx`` (:class:`isles.algorithms.coevolution.epoch.EpochCDE`), or ``None``
+        (NumPy, ``epoch=False``, an unsupported configuration or problem, or a failed self-check).
+        Built and checked at the first call (a one-off synchronisation: :meth:`init`, or the
+        warm-up before a CUDA-graph capture), then cached per context."""
+        if ctx.xp is np or not self.params.epoch:
+            return None
+        hit = getattr(self, "_epoch_cache", None)
+        if hit is not None and hit[0] is ctx:
+            return hit[1]
+        from isles.algorithms.coevolution import epoch  # noqa: PLC0415  (imports CuPy lazily)
+
+        plan = epoch.make_epoch(self, ctx)
+        self._epoch_cache = (ctx, plan)
+        return plan
+
+    def gpu_path(self, ctx: Context) -> str:
+        """Which path runs a cycle on ``ctx``: ``"numpy"``, ``"epoch kernel (shared memory)"`` /
+        ``"(global memory)"`` (one launch per cycle), or ``"graph"`` (a cycle of array code replayed
+        as one CUDA graph; ``"graph, fused pairs"`` with ``fused=True``)."""
+        if ctx.xp is np:
+            return "numpy"
+        plan = self.epoch_plan(ctx)
+        if plan is not None:
+            return plan.path()
+        return "graph, fused pairs" if getattr(self, "_fused_cache", (None, None))[1] is not None else "graph"
+
     def __getstate__(self):
         d = dict(self.__dict__)
         d.pop("_fused_cache", None)  # compiled kernels and contexts do not travel (Ray actors)
+        d.pop("_epoch_cache", None)
         d.pop("_side_cache", None)
         return d
 
@@ -297,6 +332,7 @@ class CDE(IslandAlgorithm):
         f, n1 = self.pair_fitness(ctx, X, Y, "x", generic=True)  # first evaluation: payoff shape checked
         fy, n2 = self.pair_fitness(ctx, X, Y, "y", generic=True)
         self.fused_pairs(ctx, X, Y)  # CuPy: build and self-check the fused kernel now
+        self.epoch_plan(ctx)  # CuPy: build and self-check the epoch kernel now
         zx = xp.zeros_like(f)
         state = {
             "X": X, "f": f, "v": zx, "Y": Y, "fy": fy, "vy": xp.zeros_like(fy),
@@ -345,7 +381,11 @@ class CDE(IslandAlgorithm):
         return s
 
     def step(self, ctx: Context, state: State) -> State:
-        """One cycle of every island (seed 000 Algorithm 1 lines 3-12); no host synchronisation."""
+        """One cycle of every island (seed 000 Algorithm 1 lines 3-12); no host synchronisation.
+        On CuPy, one launch of the epoch kernel where :meth:`epoch_plan` applies."""
+        plan = self.epoch_plan(ctx)
+        if plan is not None:
+            return plan.step(state)
         p = self.params
         s = self.refresh(ctx, state, "x")
         s = self._evolve(ctx, s, "x", 0, p.gens_x)

@@ -255,6 +255,15 @@ class IslandAlgorithm:
         s["hit_generation"] = xp.where((hg < 0) & hit, ctx.generation_counter(state["generation"]), hg)
         return s
 
+    def gpu_path(self, ctx: Context) -> str:
+        """Which path runs a generation on ``ctx``, in words (the run summary and the MLflow tag
+        ``gpu_path``): ``"numpy"``; on CuPy ``"graph"`` (``graph_safe``: one captured generation
+        replayed by the island runtime) or ``"array code"`` (call by call). Families with their
+        own kernels say more."""
+        if ctx.xp is np:
+            return "numpy"
+        return "graph" if self.graph_safe else "array code"
+
     def run(self, ctx: Context, state: State, n_generations: int) -> State:
         """``n_generations`` steps back to back on the device (no host round trips), tracking the
         target after each (:meth:`track_target`)."""
@@ -307,6 +316,13 @@ class FusedAlgorithm(IslandAlgorithm):
             if out is not None:
                 return out
         return super().run(ctx, state, n)
+
+    def gpu_path(self, ctx: Context) -> str:
+        """``"numpy"``, ``"fused kernel"`` (:meth:`fused_plan` applies) or ``"captured array code"``
+        (the generation of array code captured as one CUDA graph, :meth:`run`)."""
+        if ctx.xp is np:
+            return "numpy"
+        return "fused kernel" if self.fused_plan(ctx) is not None else "captured array code"
 
     def fused_plan(self, ctx: Context):
         """The fused CUDA plan for ``ctx``, or ``None`` (NumPy, ``fused=False``, or a
