@@ -156,17 +156,13 @@ class SaddleP1(MinMaxProblem):
     pair_cuda = ("#define PAY_KX 1\n#define PAY_KY 1\n"
                  "ISLES_DEV T pay_pair(const T* tx, const T* ty) { return sub_rn(tx[0], ty[0]); }\n")
 
-    #: the term contract (:attr:`MinMaxProblem.pair_terms_cuda`): ``sum x^2``, ``sum y^2`` left to right
+    #: the term contract (:attr:`MinMaxProblem.pair_terms_cuda`): ``sum x^2``, ``sum y^2`` in NumPy's
+    #: pairwise order (``npsum.cuh`` of the CUDA library: the NumPy twin's sums bit for bit)
     pair_terms_cuda = (
+        '#include "npsum.cuh"\n'
         "#define PAY_TRUE 1\n"
-        "ISLES_DEV void pay_terms_x(const T* x, T* tx) {\n"
-        "    T s = mul_rn(x[0], x[0]);\n"
-        "    for (int j = 1; j < PAY_DX; ++j) s = add_rn(s, mul_rn(x[j], x[j]));\n"
-        "    tx[0] = s;\n}\n"
-        "ISLES_DEV void pay_terms_y(const T* y, T* ty) {\n"
-        "    T s = mul_rn(y[0], y[0]);\n"
-        "    for (int j = 1; j < PAY_DY; ++j) s = add_rn(s, mul_rn(y[j], y[j]));\n"
-        "    ty[0] = s;\n}\n"
+        "ISLES_DEV void pay_terms_x(const T* x, T* tx) { tx[0] = isles_np_sumsq(x, PAY_DX); }\n"
+        "ISLES_DEV void pay_terms_y(const T* y, T* ty) { ty[0] = isles_np_sumsq(y, PAY_DY); }\n"
         "ISLES_DEV void pay_true(const T* tx, T* f, T* v) { *f = tx[0]; *v = (T)0; }\n")
 
     def pair_x(self, X):
@@ -265,17 +261,19 @@ class AugmentedLagrangian(MinMaxProblem):
     @property
     def pair_cuda(self) -> str:
         """CUDA source of one pair's payoff (the fused CDE kernel's contract,
-        :mod:`isles.algorithms.coevolution.cuda`): ``tx = (f, g_1/s_1, ..)``, ``ty = mu``; ``r`` baked in;
-        the same separately rounded operations as :func:`al_penalty`, penalties summed left to right."""
-        return (f"#define PAY_KX {1 + self.n_constraints}\n#define PAY_KY {self.n_constraints}\n"
+        :mod:`isles.algorithms.coevolution.cuda`): ``tx = (f, g_i/s_i, r g_i/s_i)``, ``ty = (mu_i,
+        -mu_i/(2r), -mu_i^2/(4r))`` (:meth:`pair_x`, :meth:`pair_y`: the divisions once per
+        individual, not per pair); the same separately rounded operations as :func:`al_penalty`,
+        penalties summed left to right."""
+        m = self.n_constraints
+        return (f"#define PAY_KX {1 + 2 * m}\n#define PAY_KY {3 * m}\n#define AL_M {m}\n"
                 f"#define AL_R ((T){self.r!r})\n#define AL_2R ((T)(2.0 * {self.r!r}))\n"
                 f"#define AL_4R ((T)(4.0 * {self.r!r}))\n" + r"""
 ISLES_DEV T pay_pair(const T* tx, const T* ty) {
     T s = (T)0;
-    for (int i = 0; i < PAY_KY; ++i) {
-        const T g = tx[1 + i], mu = ty[i];
-        const T p = (g >= -div_rn(mu, AL_2R)) ? add_rn(mul_rn(mu, g), mul_rn(mul_rn(AL_R, g), g))
-                                              : div_rn(-mul_rn(mu, mu), AL_4R);
+    for (int i = 0; i < AL_M; ++i) {
+        const T g = tx[1 + i];
+        const T p = (g >= ty[AL_M + i]) ? add_rn(mul_rn(ty[i], g), mul_rn(tx[1 + AL_M + i], g)) : ty[2 * AL_M + i];
         s = (i == 0) ? p : add_rn(s, p);
     }
     return add_rn(tx[0], s);
@@ -285,29 +283,38 @@ ISLES_DEV T pay_pair(const T* tx, const T* ty) {
     @property
     def pair_terms_cuda(self) -> str | None:
         """The term contract (:attr:`MinMaxProblem.pair_terms_cuda`) from the wrapped problem's
-        per-row code (``cuda_row``, :class:`isles.problems.base.Problem`): ``tx = (f, g_i / s_i)``
-        (scales baked in), ``ty = mu``, and the true ``(f, v)``; ``None`` when the wrapped problem
-        has no ``cuda_row`` (a user's problem: the CDE runs its graph path)."""
+        per-row code (``cuda_row``, :class:`isles.problems.base.Problem`): :meth:`pair_x`'s and
+        :meth:`pair_y`'s terms (scales and ``r`` baked in) and the true ``(f, v)``; ``None`` when
+        the wrapped problem has no ``cuda_row`` (a user's problem: the CDE runs its graph path)."""
         row = getattr(self.base, "cuda_row", None)
         if row is None:
             return None
         scales = ", ".join(f"(T){float(c)!r}" for c in np.asarray(self.constraint_scale, dtype=np.float64))
         return row + f"""
-#if ROW_M != {self.n_constraints}
+#if ROW_M != AL_M
 #error "cuda_row: ROW_M differs from n_constraints"
 #endif
 ISLES_DEV void pay_terms_x(const T* x, T* tx) {{
-    const T sc[{self.n_constraints}] = {{{scales}}};
+    const T sc[AL_M] = {{{scales}}};
     tx[0] = row_objective(x);
-    for (int i = 0; i < {self.n_constraints}; ++i) tx[1 + i] = div_rn(row_constraint(x, i), sc[i]);
+    for (int i = 0; i < AL_M; ++i) {{
+        const T g = div_rn(row_constraint(x, i), sc[i]);
+        tx[1 + i] = g;
+        tx[1 + AL_M + i] = mul_rn(AL_R, g);
+    }}
 }}
 ISLES_DEV void pay_terms_y(const T* y, T* ty) {{
-    for (int i = 0; i < {self.n_constraints}; ++i) ty[i] = y[i];
+    for (int i = 0; i < AL_M; ++i) {{
+        const T mu = y[i];
+        ty[i] = mu;
+        ty[AL_M + i] = div_rn(-mu, AL_2R);
+        ty[2 * AL_M + i] = div_rn(-mul_rn(mu, mu), AL_4R);
+    }}
 }}
 #define PAY_TRUE 1
 ISLES_DEV void pay_true(const T* tx, T* f, T* v) {{
     T s = (T)0;
-    for (int i = 0; i < {self.n_constraints}; ++i) {{
+    for (int i = 0; i < AL_M; ++i) {{
         const T g = tx[1 + i];
         const T p = (g != g) ? g : (g > (T)0 ? g : (T)0);
         s = (i == 0) ? p : add_rn(s, p);
@@ -318,17 +325,25 @@ ISLES_DEV void pay_true(const T* tx, T* f, T* v) {{
 """
 
     def pair_x(self, X):
-        """Per-x terms ``(..., Nx, 1 + m)``: ``(f, g_1/s_1, .., g_m/s_m)``."""
+        """Per-x terms ``(..., Nx, 1 + 2m)``: ``(f, g_1/s_1, .., g_m/s_m, r g_1/s_1, .., r g_m/s_m)``."""
         xp = array_namespace(X)
         f, g = self.x_terms(X)
-        out = xp.empty(g.shape[:-1] + (g.shape[-1] + 1,), dtype=g.dtype)  # no xp.concatenate: its
-        out[..., 0] = f                                                    # pointer table is a host
-        out[..., 1:] = g                                                   # copy (not in a CUDA graph)
+        m = g.shape[-1]
+        out = xp.empty(g.shape[:-1] + (1 + 2 * m,), dtype=g.dtype)  # no xp.concatenate: its pointer
+        out[..., 0] = f                                              # table is a host copy (not in a
+        out[..., 1:1 + m] = g                                        # CUDA graph)
+        out[..., 1 + m:] = self.r * g
         return out
 
     def pair_y(self, Y):
-        """Per-y terms ``(..., Ny, m)``: the multipliers themselves."""
-        return Y
+        """Per-y terms ``(..., Ny, 3m)``: ``(mu, -mu/(2r), -mu^2/(4r))``, as :func:`al_penalty` computes them."""
+        xp = array_namespace(Y)
+        m = Y.shape[-1]
+        out = xp.empty(Y.shape[:-1] + (3 * m,), dtype=Y.dtype)
+        out[..., :m] = Y
+        out[..., m:2 * m] = -Y / (2.0 * self.r)
+        out[..., 2 * m:] = -(Y * Y) / (4.0 * self.r)
+        return out
 
     def payoff_terms(self, terms, Y):
         """``L (..., Nx, Ny) = f + sum_i p(g_i, mu_i)`` from ``terms = x_terms(X)`` and ``Y``."""

@@ -53,6 +53,16 @@ def test_host_epoch_equals_numpy_cycles(pid, crossover):
     assert int(st["nan_evals"]) == int(ref["nan_evals"])
 
 
+@pytest.mark.parametrize("dim", [5, 20, 100, 300])
+def test_p1_sums_in_numpys_order_bit_for_bit(dim):
+    """npsum.cuh sums x^2 in NumPy's pairwise order: P1's fitness equals the NumPy twin's exactly
+    (below 8, up to 128 and above 128 coordinates)."""
+    algo = CDE(pop_size=10, gens_x=3, gens_y=2)
+    ref, st, _ = _run_both(SaddleP1(dim), algo, islands=2, cycles=2)
+    for k in ("X", "Y", "f", "fy", "bx", "bf"):
+        np.testing.assert_array_equal(st[k], ref[k], err_msg=k)
+
+
 def test_host_epoch_float32_and_unequal_populations():
     # m = 6 < 8: NumPy sums the penalties left to right too (its pairwise sum starts at 8 terms),
     # so float32 agrees; with 8 or more terms float32 rounding may flip a selection
@@ -80,7 +90,8 @@ def test_large_population_keeps_rows_in_global_memory():
 
 def test_nan_payoffs_count_and_lose():
     class NanSaddle(SaddleP1):
-        pair_terms_cuda = SaddleP1.pair_terms_cuda.replace("tx[0] = s;", "tx[0] = x[0] > (T)0.5 ? (T)NAN : s;")
+        pair_terms_cuda = SaddleP1.pair_terms_cuda.replace(
+            "tx[0] = isles_np_sumsq(x, PAY_DX);", "tx[0] = x[0] > (T)0.5 ? (T)NAN : isles_np_sumsq(x, PAY_DX);")
 
         def pair_x(self, X):
             t = super().pair_x(X)

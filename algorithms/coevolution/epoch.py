@@ -86,7 +86,7 @@ def layout(params, problem, dtype) -> dict:
     nx, ny = params.pop_size, params.pop_size_y
     dx, dy = int(problem.dim), int(problem.y_dim)
     kx, ky = _pay_k(problem)
-    work = max(nx * dx, ny * dy, nx, ny)
+    work = max(nx * dx, ny * dy, nx * ny * max(kx, ky) // 4)  # trial coordinates, pair terms
     nt = 128
     while nt < 1024 and nt < work // 4:
         nt *= 2

@@ -19,10 +19,12 @@ file                      what it holds
                           rule of :class:`isles.problems.constraints.Evaluator`
 ``reduce.cuh``            warp and block merges of a fused objective's accumulators (device)
 ``encodings.cuh``         the encodings' decoder parts (``enc_field``, ``enc_decode`` per code)
+``npsum.cuh``             sums in NumPy's pairwise order (``isles_np_sumsq``): a kernel's sum equal
+                          to the NumPy twin's bit for bit
 ``counter.cu``            ``isles_set_i64``/``isles_add_i64``: the device generation counter
 ``track.cu``              the per-generation stop-target kernel
 ``de.cu`` ...             each family's kernels (``de_variation.cu``, ``ga.cu``, ``ga_flips.cuh``,
-                          ``fep.cu``, ``pso.cu``, ``cde_pairs.cu``)
+                          ``fep.cu``, ``pso.cu``, ``cde_pairs.cu``, ``cde_epoch.cu``)
 ========================  =========================================================================
 
 A file names what it needs with ``#include "x.cuh"``; :func:`source` inlines it at its first

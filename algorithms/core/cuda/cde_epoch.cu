@@ -85,9 +85,12 @@ ISLES_DEV unsigned long long cde_carve(unsigned char* base, CdeShared* s) {
 }
 
 // The archive (x phase, PAY_TRUE): the best trial under Deb's rules (problems/constraints.py
-// argbest: least violation, then least f, first index; an all-inf key gives row 0), taken when
-// strictly better than the archive (better). One thread; misc[1] = the row to copy or -1.
-ISLES_DEV void cde_archive(CdeShared* s) {
+// argbest: least violation, then least f among those, first index; an all-inf key gives row 0),
+// taken when strictly better than the archive (better). Run by warp 0 (lanes scan strided rows,
+// then shuffle-reduce (v) and (key, index)); under the host emulation by one thread, in order.
+// Sets misc[1] = the row to copy, or -1.
+ISLES_DEV void cde_archive(CdeShared* s, int lane) {
+#ifdef ISLES_HOST_EMU
     T vmin = s->tv[0];
     for (int i = 1; i < CDE_NX; ++i) vmin = s->tv[i] < vmin ? s->tv[i] : vmin;
     int bi = 0;
@@ -96,6 +99,26 @@ ISLES_DEV void cde_archive(CdeShared* s) {
         const T key = s->tv[i] == vmin ? s->tf[i] : T_INF;
         if (key < kbest) { kbest = key; bi = i; }
     }
+#else
+    T vmin = T_INF;
+    for (int i = lane; i < CDE_NX; i += 32) vmin = s->tv[i] < vmin ? s->tv[i] : vmin;
+    for (int o = 16; o > 0; o >>= 1) {
+        const T w = __shfl_xor_sync(0xffffffffu, vmin, o);
+        vmin = w < vmin ? w : vmin;
+    }
+    int bi = CDE_NX;   // no row yet
+    T kbest = T_INF;
+    for (int i = lane; i < CDE_NX; i += 32) {
+        const T key = s->tv[i] == vmin ? s->tf[i] : T_INF;
+        if (bi == CDE_NX || key < kbest) { kbest = key; bi = i; }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const T k2 = __shfl_xor_sync(0xffffffffu, kbest, o);
+        const int i2 = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (k2 < kbest || (k2 == kbest && i2 < bi) || (bi == CDE_NX && i2 < CDE_NX)) { kbest = k2; bi = i2; }
+    }
+    if (lane != 0) return;
+#endif
     const T cf = s->tf[bi], cv = s->tv[bi];
     if (ISLES_BETTER(cf, cv, s->bfv[0], s->bfv[1])) {
         s->bfv[0] = cf;
@@ -116,7 +139,7 @@ ISLES_DEV void cde_fit(CdeShared* s, int role, const T* tx, const T* ty, T* out,
     const int nin = role == 0 ? CDE_NY : CDE_NX;
     int S = CDE_NTHR / nout;
     S = S < 1 ? 1 : (S > nin ? nin : S);
-    if (archive && CDE_TID == 0) cde_archive(s);
+    if (archive && CDE_TID < 32) cde_archive(s, CDE_TID);
     for (int e = CDE_TID; e < nout * S; e += CDE_NTHR) {
         const int k = e / S, q = e - k * S;
         T best = role == 0 ? -T_INF : T_INF;
