@@ -129,51 +129,68 @@ ISLES_DEV void cde_archive(CdeShared* s, int lane) {
     }
 }
 
+// Lanes per output of the pair reduction: a power of two <= 32 and <= CDE_NT / nout (1 on the host).
+#ifdef ISLES_HOST_EMU
+#define CDE_LANES(nout) 1
+#else
+#define CDE_LANES(nout) ((CDE_NT / (nout)) >= 32 ? 32 : (CDE_NT / (nout)) >= 16 ? 16 : (CDE_NT / (nout)) >= 8 ? 8 : \
+                         (CDE_NT / (nout)) >= 4 ? 4 : (CDE_NT / (nout)) >= 2 ? 2 : 1)
+#endif
+
 // Fitness from the pair payoffs (CDE.pair_fitness): role 0: out[k] = max_j pay(tx_k, ty_j) over the
-// CDE_NY y rows; role 1: out[k] = -min_i pay(tx_i, ty_k) over the CDE_NX x rows. A NaN payoff gives
-// +inf and counts once per output (misc[0]). With F (a generation), acc[k] = the trial is not
-// strictly worse than the target (select: v = 0 on both sides). Ends with BLOCK_SYNC. With
-// `archive`, thread 0 first updates the archive from the x trials (overlapping the partials).
+// CDE_NY y rows; role 1: out[k] = -min_i pay(tx_i, ty_k) over the CDE_NX x rows. A group of
+// CDE_LANES lanes (of one warp) per output splits the other population and merges by shuffles
+// (max/min are exact: any split gives the same value). A NaN payoff gives +inf and counts once
+// per output (misc[0]). With F (a generation), acc[k] = the trial is not strictly worse than the
+// target (select: v = 0 on both sides). With `archive`, warp 0 first updates the archive from the
+// x trials. The caller synchronises after.
 ISLES_DEV void cde_fit(CdeShared* s, int role, const T* tx, const T* ty, T* out, const T* F, int archive) {
     const int nout = role == 0 ? CDE_NX : CDE_NY;
     const int nin = role == 0 ? CDE_NY : CDE_NX;
-    int S = CDE_NTHR / nout;
-    S = S < 1 ? 1 : (S > nin ? nin : S);
+    const int S = role == 0 ? CDE_LANES(CDE_NX) : CDE_LANES(CDE_NY);
+    const int per_pass = CDE_NTHR / S;
     if (archive && CDE_TID < 32) cde_archive(s, CDE_TID);
-    for (int e = CDE_TID; e < nout * S; e += CDE_NTHR) {
-        const int k = e / S, q = e - k * S;
+    for (int base = 0; base < nout; base += per_pass) {   // the same trip count in every thread
+        const int k = base + CDE_TID / S, q = CDE_TID % S;
         T best = role == 0 ? -T_INF : T_INF;
         int seen = 0;
-        for (int j = q; j < nin; j += S) {
-            const T v = role == 0 ? pay_pair(tx + k * PAY_KX, ty + j * PAY_KY)
-                                  : pay_pair(tx + j * PAY_KX, ty + k * PAY_KY);
-            if (v != v) seen = 1;
-            else if (role == 0 ? v > best : v < best) best = v;
+        if (k < nout) {
+            for (int j = q; j < nin; j += S) {
+                const T v = role == 0 ? pay_pair(tx + k * PAY_KX, ty + j * PAY_KY)
+                                      : pay_pair(tx + j * PAY_KX, ty + k * PAY_KY);
+                if (v != v) seen = 1;
+                else if (role == 0 ? v > best : v < best) best = v;
+            }
         }
-        s->part[e] = best;
-        s->pnan[e] = seen;
-    }
-    BLOCK_SYNC();
-    for (int k = CDE_TID; k < nout; k += CDE_NTHR) {
-        T best = s->part[k * S];
-        int seen = s->pnan[k * S];
-        for (int q = 1; q < S; ++q) {
-            const T b = s->part[k * S + q];
-            seen |= s->pnan[k * S + q];
+#ifndef ISLES_HOST_EMU
+        for (int o = S / 2; o > 0; o >>= 1) {
+            const T b = __shfl_xor_sync(0xffffffffu, best, o);
+            seen |= __shfl_xor_sync(0xffffffffu, seen, o);
             if (role == 0 ? b > best : b < best) best = b;
         }
-        const T v = seen ? T_INF : (role == 0 ? best : -best);
-        if (seen) CDE_ATOMIC_INC(&s->misc[0]);
-        out[k] = v;
-        if (F) s->acc[k] = !(F[k] < v);
+#endif
+        if (k < nout && q == 0) {
+            const T v = seen ? T_INF : (role == 0 ? best : -best);
+            if (seen) CDE_ATOMIC_INC(&s->misc[0]);
+            out[k] = v;
+            if (F) s->acc[k] = !(F[k] < v);
+        }
     }
-    BLOCK_SYNC();
+}
+
+// Decisions of every individual of population `role` for the DE generation at draw counter g.
+ISLES_DEV void cde_decide(CdeShared* s, int role, long long g, u64 key, double log_cr, int cr_case) {
+    const int n = role == 0 ? CDE_NX : CDE_NY;
+    const int dim = role == 0 ? PAY_DX : PAY_DY;
+    for (int i = CDE_TID; i < n; i += CDE_NTHR) s->dec[i] = decide_n(key, g, i, n, dim, log_cr, cr_case);
 }
 
 // One DE generation of population `role` (0: x against the frozen y terms, 1: y against the frozen
-// x terms) at draw counter g (DE.trial, CDE._evolve, select). A: the rows, AU: the trial rows.
-ISLES_DEV void cde_generation(CdeShared* s, int role, long long g, T* A, T* AU, u64 key, T Fw, T CRt,
-                              double log_cr, int cr_case) {
+// x terms) whose decisions are in s->dec (DE.trial, CDE._evolve, select); then the decisions of the
+// next generation, at draw counter g_next, when `next`. A: the rows, AU: the trial rows. Four
+// block synchronisations.
+ISLES_DEV void cde_generation(CdeShared* s, int role, T* A, T* AU, u64 key, T Fw, T CRt, double log_cr,
+                              int cr_case, int next, long long g_next) {
     const int n = role == 0 ? CDE_NX : CDE_NY;
     const int dim = role == 0 ? PAY_DX : PAY_DY;
     const int kk = role == 0 ? PAY_KX : PAY_KY;
@@ -181,8 +198,6 @@ ISLES_DEV void cde_generation(CdeShared* s, int role, long long g, T* A, T* AU, 
     const T* up = role == 0 ? s->upx : s->upy;
     T* TA = role == 0 ? s->tx : s->ty;
     T* F = role == 0 ? s->fx : s->fy;
-    for (int i = CDE_TID; i < n; i += CDE_NTHR) s->dec[i] = decide_n(key, g, i, n, dim, log_cr, cr_case);
-    BLOCK_SYNC();
     for (int e = CDE_TID; e < n * dim; e += CDE_NTHR) {
         const int i = e / dim, j = e - i * dim;
         AU[e] = trial_coord_n(A, 0, &s->dec[i], key, i, j, A[e], Fw, CRt, lo, up, dim);
@@ -204,6 +219,7 @@ ISLES_DEV void cde_generation(CdeShared* s, int role, long long g, T* A, T* AU, 
     BLOCK_SYNC();
     if (role == 0) cde_fit(s, 0, s->tu, s->ty, s->fu, F, PAY_TRUE);
     else cde_fit(s, 1, s->tx, s->tu, s->fu, F, 0);
+    BLOCK_SYNC();
 #if PAY_TRUE
     if (role == 0 && s->misc[1] >= 0) {
         const int bi = s->misc[1];
@@ -219,6 +235,7 @@ ISLES_DEV void cde_generation(CdeShared* s, int role, long long g, T* A, T* AU, 
             for (int q = 0; q < kk; ++q) TA[i * kk + q] = s->tu[i * kk + q];
         }
     }
+    if (next) cde_decide(s, role, g_next, key, log_cr, cr_case);
     BLOCK_SYNC();
 }
 
@@ -272,18 +289,22 @@ ISLES_DEV void cde_block(int isl, unsigned char* smem, CDE_PARAMS) {
         T* A = Xg;
 #endif
         for (int j = t; j < CDE_NY; j += CDE_NTHR) pay_terms_y(Yg + j * PAY_DY, s->ty + j * PAY_KY);
+        cde_decide(s, 0, g0, key, log_cr, cr_case);
         BLOCK_SYNC();
         for (int i = t; i < CDE_NX; i += CDE_NTHR) pay_terms_x(A + i * PAY_DX, s->tx + i * PAY_KX);
         BLOCK_SYNC();
         cde_fit(s, 0, s->tx, s->ty, s->fx, (const T*)0, 0);
+        BLOCK_SYNC();
         for (int k = 0; k < CDE_GX; ++k)
-            cde_generation(s, 0, g0 + (long long)k * CDE_STRIDE, A, AU, key, Fw, CRt, log_cr, cr_case);
+            cde_generation(s, 0, A, AU, key, Fw, CRt, log_cr, cr_case, k + 1 < CDE_GX,
+                           g0 + (long long)(k + 1) * CDE_STRIDE);
 #if CDE_SMEM_ROWS
         for (int e = t; e < CDE_RX; e += CDE_NTHR) Xg[e] = A[e];
 #endif
         for (int i = t; i < CDE_NX; i += CDE_NTHR) fxg[i] = s->fx[i];
         // -- y phase: refresh y against the new x, then CDE_GY generations of y
         cde_fit(s, 1, s->tx, s->ty, s->fy, (const T*)0, 0);
+        cde_decide(s, 1, g0 + (long long)CDE_GX * CDE_STRIDE, key, log_cr, cr_case);
 #if CDE_SMEM_ROWS
         for (int e = t; e < CDE_RY; e += CDE_NTHR) A[e] = Yg[e];
 #else
@@ -291,7 +312,8 @@ ISLES_DEV void cde_block(int isl, unsigned char* smem, CDE_PARAMS) {
 #endif
         BLOCK_SYNC();
         for (int k = CDE_GX; k < CDE_GX + CDE_GY; ++k)
-            cde_generation(s, 1, g0 + (long long)k * CDE_STRIDE, A, AU, key, Fw, CRt, log_cr, cr_case);
+            cde_generation(s, 1, A, AU, key, Fw, CRt, log_cr, cr_case, k + 1 < CDE_GX + CDE_GY,
+                           g0 + (long long)(k + 1) * CDE_STRIDE);
 #if CDE_SMEM_ROWS
         for (int e = t; e < CDE_RY; e += CDE_NTHR) Yg[e] = A[e];
 #endif
