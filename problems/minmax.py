@@ -64,7 +64,10 @@ class MinMaxProblem(Problem):
             ``#define PAY_TRUE 0|1`` and, with ``PAY_TRUE 1`` (``objective_known``),
             ``ISLES_DEV void pay_true(const T* tx, T* f, T* v)``: the objective and the total
             normalised violation ``sum_i max(0, g_i/s_i)`` of the x row (NaN propagated; the
-            kernel applies the Evaluator's NaN rule).
+            kernel applies the Evaluator's NaN rule). Optionally ``#define PAY_TX_PARTS n`` with
+            ``ISLES_DEV void pay_terms_x_part(const T* x, T* tx, int p)`` writing part ``p`` in
+            ``[0, n)`` of the terms (``pay_terms_x`` = every part), so that the kernel spreads a
+            row's parts over threads; ``PAY_TY_PARTS``/``pay_terms_y_part`` the same for y.
 
     Raises:
         ValueError: bad bounds (field ``problem.y_lower``/``problem.y_upper``/``problem.y_dim``).
@@ -294,22 +297,29 @@ ISLES_DEV T pay_pair(const T* tx, const T* ty) {
 #if ROW_M != AL_M
 #error "cuda_row: ROW_M differs from n_constraints"
 #endif
-ISLES_DEV void pay_terms_x(const T* x, T* tx) {{
+#define PAY_TX_PARTS (1 + AL_M)
+ISLES_DEV void pay_terms_x_part(const T* x, T* tx, int part) {{
     const T sc[AL_M] = {{{scales}}};
-    tx[0] = row_objective(x);
-    for (int i = 0; i < AL_M; ++i) {{
-        const T g = div_rn(row_constraint(x, i), sc[i]);
-        tx[1 + i] = g;
-        tx[1 + AL_M + i] = mul_rn(AL_R, g);
+    if (part == 0) {{
+        tx[0] = row_objective(x);
+    }} else {{
+        const T g = div_rn(row_constraint(x, part - 1), sc[part - 1]);
+        tx[part] = g;
+        tx[AL_M + part] = mul_rn(AL_R, g);
     }}
 }}
+ISLES_DEV void pay_terms_x(const T* x, T* tx) {{
+    for (int p = 0; p < PAY_TX_PARTS; ++p) pay_terms_x_part(x, tx, p);
+}}
+#define PAY_TY_PARTS AL_M
+ISLES_DEV void pay_terms_y_part(const T* y, T* ty, int i) {{
+    const T mu = y[i];
+    ty[i] = mu;
+    ty[AL_M + i] = div_rn(-mu, AL_2R);
+    ty[2 * AL_M + i] = div_rn(-mul_rn(mu, mu), AL_4R);
+}}
 ISLES_DEV void pay_terms_y(const T* y, T* ty) {{
-    for (int i = 0; i < AL_M; ++i) {{
-        const T mu = y[i];
-        ty[i] = mu;
-        ty[AL_M + i] = div_rn(-mu, AL_2R);
-        ty[2 * AL_M + i] = div_rn(-mul_rn(mu, mu), AL_4R);
-    }}
+    for (int i = 0; i < AL_M; ++i) pay_terms_y_part(y, ty, i);
 }}
 #define PAY_TRUE 1
 ISLES_DEV void pay_true(const T* tx, T* f, T* v) {{

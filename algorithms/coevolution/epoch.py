@@ -90,10 +90,11 @@ def layout(params, problem, dtype) -> dict:
     nt = 128
     while nt < 1024 and nt < work // 4:
         nt *= 2
-    nmax, kmax, rmax = max(nx, ny), max(kx, ky), max(nx * dx, ny * dy)
+    kxp, kyp = kx | 1, ky | 1  # odd strides of the terms rows in shared memory (cde_epoch.cu)
+    nmax, kmax, rmax = max(nx, ny), max(kxp, kyp), max(nx * dx, ny * dy)
     part = max(nt, nmax)
     small = sum(_align(b) for b in (
-        t * nx * kx, t * ny * ky, t * nmax * kmax, t * nx, t * ny, t * nmax, t * part, t * nx, t * nx,
+        t * nx * kxp, t * ny * kyp, t * nmax * kmax, t * nx, t * ny, t * nmax, t * part, t * nx, t * nx,
         t * dx, t * dx, t * dy, t * dy, t * dx, t * 2, 4 * part, 4 * nmax, 16, DECISIONS_BYTES * nmax))
     rows = 2 * _align(t * rmax)
     smem_rows = small + rows <= SMEM_MAX

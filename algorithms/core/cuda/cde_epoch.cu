@@ -14,18 +14,37 @@
 #include "deb.cuh"
 
 #define CDE_NMAX (CDE_NX > CDE_NY ? CDE_NX : CDE_NY)
-#define CDE_KMAX (PAY_KX > PAY_KY ? PAY_KX : PAY_KY)
+// a row's terms in parts (the term contract's optional PAY_TX_PARTS / PAY_TY_PARTS), spread over threads
+#ifdef PAY_TX_PARTS
+#define CDE_TERMS_X(x, tx, p) pay_terms_x_part((x), (tx), (p))
+#else
+#define PAY_TX_PARTS 1
+#define CDE_TERMS_X(x, tx, p) pay_terms_x((x), (tx))
+#endif
+#ifdef PAY_TY_PARTS
+#define CDE_TERMS_Y(y, ty, p) pay_terms_y_part((y), (ty), (p))
+#else
+#define PAY_TY_PARTS 1
+#define CDE_TERMS_Y(y, ty, p) pay_terms_y((y), (ty))
+#endif
+
+// terms rows in shared memory: an odd stride, so that lanes reading different rows hit different banks
+#define CDE_KXP (PAY_KX | 1)
+#define CDE_KYP (PAY_KY | 1)
+#define CDE_KMAX (CDE_KXP > CDE_KYP ? CDE_KXP : CDE_KYP)
 #define CDE_RX (CDE_NX * PAY_DX)
 #define CDE_RY (CDE_NY * PAY_DY)
 #define CDE_RMAX (CDE_RX > CDE_RY ? CDE_RX : CDE_RY)
 #define CDE_PART (CDE_NT > CDE_NMAX ? CDE_NT : CDE_NMAX)
 
 #ifdef ISLES_HOST_EMU
+#define CDE_ARCH_LANES 1
 #define BLOCK_SYNC()
 #define CDE_TID 0
 #define CDE_NTHR 1
 #define CDE_ATOMIC_INC(p) (*(p) += 1)
 #else
+#define CDE_ARCH_LANES 32
 #define BLOCK_SYNC() __syncthreads()
 #define CDE_TID ((int)threadIdx.x)
 #define CDE_NTHR CDE_NT
@@ -34,7 +53,7 @@
 
 // the block's shared arrays (carved from one dynamic shared allocation, cde_carve)
 typedef struct CdeShared {
-    T *tx, *ty, *tu;            // terms of x (NX, KX), y (NY, KY), the trials (NMAX, KMAX)
+    T *tx, *ty, *tu;            // terms of x (NX, KXP), y (NY, KYP), the trials (NMAX, KMAX)
     T *fx, *fy, *fu;            // fitness of x (max_y L), of y (-min_x L), of the trials
     T *part;                    // partial max/min of the pair reduction (CDE_PART)
     T *tf, *tv;                 // objective and violation of the x trials (PAY_TRUE)
@@ -55,8 +74,8 @@ ISLES_DEV unsigned char* cde_take(unsigned char** p, unsigned long long bytes) {
 ISLES_DEV unsigned long long cde_carve(unsigned char* base, CdeShared* s) {
     unsigned char* p = base;
     const unsigned long long t = sizeof(T);
-    s->tx = (T*)cde_take(&p, t * CDE_NX * PAY_KX);
-    s->ty = (T*)cde_take(&p, t * CDE_NY * PAY_KY);
+    s->tx = (T*)cde_take(&p, t * CDE_NX * CDE_KXP);
+    s->ty = (T*)cde_take(&p, t * CDE_NY * CDE_KYP);
     s->tu = (T*)cde_take(&p, t * CDE_NMAX * CDE_KMAX);
     s->fx = (T*)cde_take(&p, t * CDE_NX);
     s->fy = (T*)cde_take(&p, t * CDE_NY);
@@ -84,12 +103,22 @@ ISLES_DEV unsigned long long cde_carve(unsigned char* base, CdeShared* s) {
     return (unsigned long long)(p - base);
 }
 
+#if PAY_TRUE
 // The archive (x phase, PAY_TRUE): the best trial under Deb's rules (problems/constraints.py
 // argbest: least violation, then least f among those, first index; an all-inf key gives row 0),
 // taken when strictly better than the archive (better). Run by warp 0 (lanes scan strided rows,
 // then shuffle-reduce (v) and (key, index)); under the host emulation by one thread, in order.
-// Sets misc[1] = the row to copy, or -1.
+// Sets misc[1] = the row to copy, or -1. First the trials' (f, v) by pay_true (tf, tv).
 ISLES_DEV void cde_archive(CdeShared* s, int lane) {
+    for (int i = lane; i < CDE_NX; i += CDE_ARCH_LANES) {   // the trials' objective and violation
+        T tf, tv;
+        pay_true(s->tu + i * CDE_KXP, &tf, &tv);
+        s->tv[i] = tv != tv ? T_INF : tv;   // the Evaluator's NaN rule
+        s->tf[i] = tf != tf ? T_INF : tf;
+    }
+#ifndef ISLES_HOST_EMU
+    __syncwarp();
+#endif
 #ifdef ISLES_HOST_EMU
     T vmin = s->tv[0];
     for (int i = 1; i < CDE_NX; ++i) vmin = s->tv[i] < vmin ? s->tv[i] : vmin;
@@ -128,6 +157,9 @@ ISLES_DEV void cde_archive(CdeShared* s, int lane) {
         s->misc[1] = -1;
     }
 }
+#else
+#define cde_archive(s, lane) ((void)0)
+#endif
 
 // Lanes per output of the pair reduction: a power of two <= 32 and <= CDE_NT / nout (1 on the host).
 #ifdef ISLES_HOST_EMU
@@ -156,8 +188,8 @@ ISLES_DEV void cde_fit(CdeShared* s, int role, const T* tx, const T* ty, T* out,
         int seen = 0;
         if (k < nout) {
             for (int j = q; j < nin; j += S) {
-                const T v = role == 0 ? pay_pair(tx + k * PAY_KX, ty + j * PAY_KY)
-                                      : pay_pair(tx + j * PAY_KX, ty + k * PAY_KY);
+                const T v = role == 0 ? pay_pair(tx + k * CDE_KXP, ty + j * CDE_KYP)
+                                      : pay_pair(tx + j * CDE_KXP, ty + k * CDE_KYP);
                 if (v != v) seen = 1;
                 else if (role == 0 ? v > best : v < best) best = v;
             }
@@ -194,6 +226,7 @@ ISLES_DEV void cde_generation(CdeShared* s, int role, T* A, T* AU, u64 key, T Fw
     const int n = role == 0 ? CDE_NX : CDE_NY;
     const int dim = role == 0 ? PAY_DX : PAY_DY;
     const int kk = role == 0 ? PAY_KX : PAY_KY;
+    const int kp = role == 0 ? CDE_KXP : CDE_KYP;
     const T* lo = role == 0 ? s->lox : s->loy;
     const T* up = role == 0 ? s->upx : s->upy;
     T* TA = role == 0 ? s->tx : s->ty;
@@ -203,17 +236,15 @@ ISLES_DEV void cde_generation(CdeShared* s, int role, T* A, T* AU, u64 key, T Fw
         AU[e] = trial_coord_n(A, 0, &s->dec[i], key, i, j, A[e], Fw, CRt, lo, up, dim);
     }
     BLOCK_SYNC();
-    for (int i = CDE_TID; i < n; i += CDE_NTHR) {
-        if (role == 0) {
-            pay_terms_x(AU + i * PAY_DX, s->tu + i * PAY_KX);
-#if PAY_TRUE
-            T tf, tv;
-            pay_true(s->tu + i * PAY_KX, &tf, &tv);
-            s->tv[i] = tv != tv ? T_INF : tv;   // the Evaluator's NaN rule
-            s->tf[i] = tf != tf ? T_INF : tf;
-#endif
-        } else {
-            pay_terms_y(AU + i * PAY_DY, s->tu + i * PAY_KY);
+    if (role == 0) {
+        for (int e = CDE_TID; e < n * PAY_TX_PARTS; e += CDE_NTHR) {
+            const int i = e / PAY_TX_PARTS;
+            CDE_TERMS_X(AU + i * PAY_DX, s->tu + i * CDE_KXP, e - i * PAY_TX_PARTS);
+        }
+    } else {
+        for (int e = CDE_TID; e < n * PAY_TY_PARTS; e += CDE_NTHR) {
+            const int i = e / PAY_TY_PARTS;
+            CDE_TERMS_Y(AU + i * PAY_DY, s->tu + i * CDE_KYP, e - i * PAY_TY_PARTS);
         }
     }
     BLOCK_SYNC();
@@ -232,7 +263,7 @@ ISLES_DEV void cde_generation(CdeShared* s, int role, T* A, T* AU, u64 key, T Fw
     for (int i = CDE_TID; i < n; i += CDE_NTHR) {
         if (s->acc[i]) {
             F[i] = s->fu[i];
-            for (int q = 0; q < kk; ++q) TA[i * kk + q] = s->tu[i * kk + q];
+            for (int q = 0; q < kk; ++q) TA[i * kp + q] = s->tu[i * kp + q];
         }
     }
     if (next) cde_decide(s, role, g_next, key, log_cr, cr_case);
@@ -288,10 +319,10 @@ ISLES_DEV void cde_block(int isl, unsigned char* smem, CDE_PARAMS) {
 #else
         T* A = Xg;
 #endif
-        for (int j = t; j < CDE_NY; j += CDE_NTHR) pay_terms_y(Yg + j * PAY_DY, s->ty + j * PAY_KY);
+        for (int j = t; j < CDE_NY; j += CDE_NTHR) pay_terms_y(Yg + j * PAY_DY, s->ty + j * CDE_KYP);
         cde_decide(s, 0, g0, key, log_cr, cr_case);
         BLOCK_SYNC();
-        for (int i = t; i < CDE_NX; i += CDE_NTHR) pay_terms_x(A + i * PAY_DX, s->tx + i * PAY_KX);
+        for (int i = t; i < CDE_NX; i += CDE_NTHR) pay_terms_x(A + i * PAY_DX, s->tx + i * CDE_KXP);
         BLOCK_SYNC();
         cde_fit(s, 0, s->tx, s->ty, s->fx, (const T*)0, 0);
         BLOCK_SYNC();
