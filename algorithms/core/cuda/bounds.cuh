@@ -11,7 +11,8 @@ ISLES_DEV T isles_bound(int kind, T v, T lo, T hi, u64 key, u64 s_bound, u64 idx
         const T w = sub_rn(hi, lo);
         const T w2 = add_rn(w, w);
         if (!(w2 > (T)0)) return lo;
-        T y = t_fmod(sub_rn(v, lo), w2);
+        T y = sub_rn(v, lo);
+        if (!(t_abs(y) < w2)) y = t_fmod(y, w2);   // fmod(y, w2) is y itself when |y| < w2 (exact)
         if (y < (T)0) y = add_rn(y, w2);
         if (y > w) y = sub_rn(w2, y);
         const T z = add_rn(lo, y);
