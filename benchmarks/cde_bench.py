@@ -13,6 +13,8 @@ and scaled to 200 cycles (every cycle does the same work). GPU paths, both in th
 
 * ``epoch``: isles' CDE with the epoch kernel (:mod:`isles.algorithms.coevolution.epoch`): one launch per
   cycle of every island, replayed from a CUDA graph as the island runtime does (the default);
+* ``epoch-run``: the same kernel, all measured cycles in one launch (``CDE.run`` without a stop target:
+  :meth:`isles.algorithms.coevolution.cde.CDE.solve`, a run outside the island runtime);
 * ``graph``: isles' CDE without the epoch kernel, the fused pair kernel (:mod:`isles.algorithms.coevolution.cuda`) and a whole
   cycle captured once as a CUDA graph and replayed (:class:`isles.algorithms.core.graph.GraphStepper`,
   as the island runtime does);
@@ -61,7 +63,7 @@ SEED_MS = {50: {"P1": (4584.8, 19800.5), "P2": (934.0, 3910.0), "P3": (866.2, 83
 def time_cycles(xp, pid: str, n: int, islands: int, cycles: int, path: str, dtype) -> float:
     """Seconds for ``cycles`` cycles of ``islands`` batched runs (after one warm-up cycle)."""
     algo = CDE(pop_size=n, gens_x=20, gens_y=20, F=0.7, CR=0.7, strategy="rand/1",
-               fused=path in ("graph", "fused"), epoch=path == "epoch")
+               fused=path in ("graph", "fused"), epoch=path.startswith("epoch"))
     ctx = Context(xp, dtype, Evaluator(PROBLEMS[pid]()), CounterRNG(xp, 0, range(islands)))
     state = algo.init(ctx)
     if xp is np:

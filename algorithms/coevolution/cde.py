@@ -394,6 +394,15 @@ class CDE(IslandAlgorithm):
         s["generation"] = state["generation"] + 1
         return s
 
+    def run(self, ctx: Context, state: State, n_generations: int) -> State:
+        """``n_generations`` cycles; with the epoch kernel and no stop target (nothing to track
+        after each cycle) all of them in one launch, else :meth:`step` after :meth:`step`, the
+        target tracked after each."""
+        plan = self.epoch_plan(ctx)
+        if plan is not None and ctx.target is None and int(n_generations) > 0:
+            return plan.step(state, int(n_generations))
+        return super().run(ctx, state, n_generations)
+
     def solve(self, ctx: Context, state: State | None = None) -> State:
         """``n_cycles`` cycles from ``state`` (or a fresh :meth:`init`), without the island runtime."""
         state = self.init(ctx) if state is None else state
