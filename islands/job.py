@@ -38,7 +38,8 @@ from isles.islands.progress import ConsoleProgress, print_summary, result_line
 from isles.islands.report import is_library
 from isles import CHECKOUT
 from isles.islands.sweep_runs import sweep_info
-from isles.islands.tracking import TrackingProcess, flatten
+from isles.islands.tracking import flatten
+from isles.islands.tracking_process import TrackingProcess
 from isles.islands.tracking_server import ray_job_copy, reach_tracking_store
 from isles.islands.user_modules import user_module_paths
 

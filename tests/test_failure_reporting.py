@@ -107,7 +107,7 @@ def test_a_failure_in_the_tracking_process_marks_the_run_failed(store):
     """The tracking process's body (in a thread here): a callback that fails ends the run
     FAILED and reports one line, instead of leaving it open for MLflow's exit hook to mark
     FINISHED."""
-    from isles.islands.tracking import _tracking_main
+    from isles.islands.tracking_process import _tracking_main
 
     parent, child = Pipe()
     body = threading.Thread(target=_tracking_main, args=(child, {"tracking_uri": store, "experiment_name": "t"},
