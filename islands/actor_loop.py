@@ -58,7 +58,7 @@ class Archipelago:
             except StopIteration as stop:
                 return records, stop.value, None, self._new_snapshot(snap0)
             except Exception as err:  # noqa: BLE001
-                err.traceback_str = traceback.format_exc()  # read by isles.islands.job.failure_line
+                err.traceback_str = traceback.format_exc()  # read by isles.app.job.failure_line
                 return records, None, err, self._new_snapshot(snap0)
             if time.perf_counter() - t0 >= budget_s:
                 return records, None, None, self._new_snapshot(snap0)

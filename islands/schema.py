@@ -15,7 +15,7 @@ ConfigStore), so the composed config is typed and closed:
 Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topology``,
 ``master``) are open here: their ``_target_`` class validates its own parameters when it is built
 (:mod:`isles.islands.build`), before Ray starts. Ranges and allowed values are checked by
-:func:`isles.islands.job.validate`, also before Ray starts, with the same one-line message form.
+:func:`isles.app.job.validate`, also before Ray starts, with the same one-line message form.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
 * artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json``
   (``x``, ``f``, ``g``, ``feasible``; where the problem cannot re-evaluate x, ``f``, ``g`` and
   ``feasible`` are null, with the run's ``run_best_f``, ``run_best_v`` and ``not_computed``, also
-  the tag ``report_not_computed``: :mod:`isles.islands.report`), ``history.csv`` (every epoch's metrics, per island too),
+  the tag ``report_not_computed``: :mod:`isles.app.report`), ``history.csv`` (every epoch's metrics, per island too),
   ``migrations.csv`` when islands migrated;
 * with ``logger.system_metrics=true``, MLflow's system metrics (``system/cpu_utilization_percentage``,
   ``system/system_memory_usage_megabytes``, ``system/gpu_N_utilization_percentage``, ...,
@@ -19,38 +19,36 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
   and are system-wide: the CPUs, memory and (through NVML) GPUs of the machine that launched
   the run, not those of a cluster's other nodes;
 * in a Hydra multirun, the tags that nest the run under its sweep's parent run
-  (:mod:`isles.islands.sweep_runs`).
+  (:mod:`isles.app.sweep_runs`).
 
-The tracker runs in a process of its own (:class:`TrackingProcess`); a run of more than
-:data:`MAX_STEPS` epochs logs every k-th epoch as metric steps (and the last), all of them in
-``history.csv``.
+The tracker runs in a process of its own (:class:`isles.app.tracking_process.TrackingProcess`);
+a run of more than :data:`isles.app.tracking_process.MAX_STEPS` epochs logs every k-th epoch as
+metric steps (and the last), all of them in ``history.csv``.
 
 Metrics are buffered and written with ``log_batch`` whenever the tracking process has nothing
 else to do (and every few seconds at the latest), so per-iteration epochs never wait on the
 tracking store and little is left to write when the run ends. The default store is MLflow's own default (``sqlite:///mlflow.db``
 in the launch directory); ``mlflow ui`` started there shows every run. A tracking server
 (``logger.tracking_uri=http://HOST:PORT``) is checked before the run starts
-(:mod:`isles.islands.tracking_server`).
+(:mod:`isles.app.tracking_server`).
 """
 from __future__ import annotations
 
 import json
 import logging
 import math
-import queue
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
 
 
 
-def _mlflow():
+def mlflow_module():
     """The ``mlflow`` module, imported on first use (it takes seconds; a run with
-    ``logger=none`` never pays for it, and with :class:`TrackingProcess` the run's own process
-    never imports it)."""
+    ``logger=none`` never pays for it, and with
+    :class:`isles.app.tracking_process.TrackingProcess` the run's own process never imports it)."""
     import mlflow  # noqa: PLC0415
 
     return mlflow
@@ -121,7 +119,7 @@ class MlflowTracker:
         problem: the problem, for the float64 report of the best solution.
         flush_s: seconds between metric flushes.
         sweep: the Hydra multirun this job belongs to
-            (:func:`isles.islands.sweep_runs.sweep_info`), or ``None``.
+            (:func:`isles.app.sweep_runs.sweep_info`), or ``None``.
     """
 
     def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, flush_s: float = 2.0,
@@ -148,10 +146,10 @@ class MlflowTracker:
         With ``system_metrics``, MLflow samples the machine's CPU, memory and GPUs in a thread
         of this process until the run ends (``MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=true`` in
         the environment turns it on too)."""
-        mlflow = _mlflow()
+        mlflow = mlflow_module()
         from mlflow.tracking import MlflowClient  # noqa: PLC0415
 
-        from isles.islands.sweep_runs import child_name, child_tags, find_or_create_parent  # noqa: PLC0415
+        from isles.app.sweep_runs import child_name, child_tags, find_or_create_parent  # noqa: PLC0415
 
         if self.cfg.get("tracking_uri"):
             mlflow.set_tracking_uri(self.cfg["tracking_uri"])
@@ -183,15 +181,15 @@ class MlflowTracker:
     def _experiment(self, name: str):
         """Set (and return) the experiment ``name``, creating it when the store lacks it; a local
         ``sqlite:`` store's new experiment keeps its artifacts beside the database
-        (:func:`isles.islands.tracking_server.local_artifact_root`), not in the launch directory
+        (:func:`isles.app.tracking_server.local_artifact_root`), not in the launch directory
         (under ``ray job submit``, Ray's temporary copy of the working directory)."""
         from urllib.parse import quote  # noqa: PLC0415
 
         from mlflow.exceptions import MlflowException  # noqa: PLC0415
 
-        from isles.islands.tracking_server import local_artifact_root  # noqa: PLC0415
+        from isles.app.tracking_server import local_artifact_root  # noqa: PLC0415
 
-        mlflow = _mlflow()
+        mlflow = mlflow_module()
         root = local_artifact_root(mlflow.get_tracking_uri())
         if root and self._client.get_experiment_by_name(name) is None:
             try:
@@ -215,7 +213,7 @@ class MlflowTracker:
         """Tags: each group's device, host, Ray node, GPUs and islands; Ray's cluster resources
         (``info["cluster_resources"]``); start-up time metric."""
         tags = group_tags(dict(enumerate(info["groups"])))
-        mlflow = _mlflow()
+        mlflow = mlflow_module()
         tags["devices"] = "; ".join(sorted({g["device"] for g in info["groups"]}))
         if info.get("cluster_resources"):  # from the run's process (this one does not import Ray)
             tags["ray.cluster_resources"] = json.dumps(info["cluster_resources"])
@@ -226,7 +224,7 @@ class MlflowTracker:
         """Tags of the restarted groups (``info["groups"]``: ``{group index: info}``) say where
         they run now; ``restarts`` counts the restarted groups."""
         self._restarts += len(info["groups"])
-        _mlflow().set_tags({**group_tags(info["groups"]), "restarts": str(self._restarts)})
+        mlflow_module().set_tags({**group_tags(info["groups"]), "restarts": str(self._restarts)})
 
     def on_epoch(self, rec: dict) -> None:
         """Buffer the epoch's metrics (step = generation); flush every ``flush_s`` seconds."""
@@ -257,14 +255,14 @@ class MlflowTracker:
     def on_end(self, result) -> None:
         """Final metrics and the artifacts (best solution, convergence plot, history, migrations).
 
-        The best solution comes first (:func:`isles.islands.report.end_report`): where the problem
+        The best solution comes first (:func:`isles.app.report.end_report`): where the problem
         cannot re-evaluate it, ``best_solution.json`` holds ``x``, the run's ``run_best_f`` and
         ``run_best_v`` and ``not_computed`` (also the tag ``report_not_computed``), and the
         ``final_best_f``, ``final_max_violation`` and ``final_feasible`` metrics are left out."""
-        from isles.islands.plots import convergence_figure  # noqa: PLC0415
-        from isles.islands.report import end_report  # noqa: PLC0415
+        from isles.app.plots import convergence_figure  # noqa: PLC0415
+        from isles.app.report import end_report  # noqa: PLC0415
 
-        mlflow = _mlflow()
+        mlflow = mlflow_module()
         self.flush()
         report = end_report(self.problem, result)
         final = {"final_evaluations": result.evaluations, "final_wall_s": result.wall_s,
@@ -296,13 +294,9 @@ class MlflowTracker:
         try:
             self.flush()
         except BaseException:
-            _mlflow().end_run(status="FAILED")  # metrics lost: never FINISHED
+            mlflow_module().end_run(status="FAILED")  # metrics lost: never FINISHED
             raise
-        _mlflow().end_run(status=status)
-
-
-#: most epochs a run logs as MLflow metric steps (a longer run logs every k-th epoch)
-MAX_STEPS = 250
+        mlflow_module().end_run(status=status)
 
 
 def history_csv(history: list) -> str:
@@ -315,210 +309,3 @@ def history_csv(history: list) -> str:
     for h in history:
         lines.append(",".join([repr(h.get(k)) for k in keys] + [repr(float(f)) for f in h["island_best_f"]]))
     return "\n".join(lines) + "\n"
-
-
-class TrackingProcess:
-    """The MLflow tracker in a process of its own, so that MLflow's imports (seconds), its store
-    and its artifacts (the convergence plot) never sit on the run's path: the run hands each
-    callback's argument to the process through a pipe and goes on; the process does what
-    :class:`MlflowTracker` does. Same arguments and callbacks as :class:`MlflowTracker`.
-
-    :meth:`start` returns at once; :attr:`run_id` waits for the process to have opened the run.
-    :meth:`end` waits for it to finish (every metric and artifact written) and raises what failed
-    there.
-    """
-
-    def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, sweep: dict | None = None):
-        self.args = (logger_cfg, params, config_yaml, problem, sweep)
-        self._conn = self._proc = None
-        self._run_id = None
-        self._error = None  # what failed in the process (one line), raised again by run_id and end()
-        self._stride, self._held = 1, None  # epochs sent as metric steps: every stride-th (on_start)
-
-    def start(self, run_id: str | None = None) -> None:
-        """Start the process, which opens the run (or continues ``run_id``, a resumed run).
-
-        The process is a fresh interpreter that imports only this module and MLflow (not the
-        run's main module, as a ``multiprocessing`` spawn would), and talks over a
-        ``multiprocessing`` pipe whose end it inherits."""
-        import multiprocessing as mp  # noqa: PLC0415
-        import os  # noqa: PLC0415
-
-        self._conn, child = mp.Pipe()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # as a spawn would
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from isles.islands.tracking import child_main; "
-             "child_main(int(sys.argv[1]))", str(child.fileno())],
-            pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
-            stdout=2)  # MLflow's "View run ... at" lines (a tracking server) go to stderr: stdout is the result
-        child.close()
-        # the sends go through a thread: the run never waits on the pipe (which fills while the
-        # process is still importing MLflow)
-        self._queue = queue.SimpleQueue()
-        self._queue.put(("args", (*self.args, run_id)))
-        self._sender = threading.Thread(target=self._pump, name="isles-mlflow-send", daemon=True)
-        self._sender.start()
-
-    def _pump(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            try:
-                self._conn.send(item)
-            except (BrokenPipeError, OSError):  # the process ended early; end() reports why
-                return
-
-    @property
-    def run_id(self) -> str | None:
-        """The MLflow run id (waits until the process has opened the run)."""
-        if self._run_id is None and self._conn is not None:
-            self._receive()
-        return self._run_id
-
-    def _receive(self) -> str:
-        """The next message's kind (``run_id``, ``done``); its value kept.
-
-        Raises:
-            RuntimeError: the process reported an error (kept: raised again by every later call),
-                or ended without a word."""
-        if self._error is None:
-            try:
-                kind, value = self._conn.recv()
-            except (EOFError, OSError):
-                kind, value = "error", "the tracking process ended early (its output above says why)"
-            if kind == "error":
-                self._error = f"MLflow tracking failed: {value}"
-            elif kind == "run_id":
-                self._run_id = value
-        if self._error is not None:
-            raise RuntimeError(self._error)
-        return kind
-
-    def _send(self, name: str, arg) -> None:
-        self._queue.put((name, arg))
-
-    def on_start(self, info: dict) -> None:
-        """Forwarded to :meth:`MlflowTracker.on_start`; sets the stride of the logged epochs."""
-        interval = int(self.args[1].get("islands.migration_interval") or 1)
-        epochs = -(-int(info.get("generations") or 1) // max(1, interval))
-        self._stride = max(1, -(-epochs // MAX_STEPS))
-        self._send("on_start", info)
-
-    def on_restart(self, info: dict) -> None:
-        """Forwarded to :meth:`MlflowTracker.on_restart`."""
-        self._send("on_restart", info)
-
-    def on_epoch(self, rec: dict) -> None:
-        """Forwarded to :meth:`MlflowTracker.on_epoch`: every epoch up to :data:`MAX_STEPS`
-        epochs a run, else every ``stride``-th one (and the last), so that MLflow's store never
-        paces the run; every epoch goes to ``history.csv`` at the end."""
-        if (int(rec["epoch"]) - 1) % self._stride == 0:
-            self._send("on_epoch", rec)
-            self._held = None
-        else:
-            self._held = rec
-
-    def on_end(self, result) -> None:
-        """Forwarded to :meth:`MlflowTracker.on_end` (after the last epoch's metrics)."""
-        if self._held is not None:
-            self._send("on_epoch", self._held)
-        self._send("on_end", result)
-
-    def end(self, status: str = "FINISHED") -> None:
-        """Close the run with ``status`` and wait for the process to finish.
-
-        Raises:
-            RuntimeError: what failed in the tracking process (one line)."""
-        if self._proc is None:
-            return
-        try:
-            self._send("end", status)
-            self._queue.put(None)
-            self._sender.join()
-            self.run_id  # noqa: B018  (an error at the start surfaces here)
-            while self._receive() != "done":
-                pass
-        finally:
-            try:
-                self._proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-            self._proc = None
-
-
-def child_main(fd: int) -> None:
-    """Entry point of :class:`TrackingProcess`'s process: the pipe's end is file descriptor
-    ``fd``; the first message holds :class:`MlflowTracker`'s arguments and the run id to continue."""
-    import signal  # noqa: PLC0415
-    from multiprocessing.connection import Connection  # noqa: PLC0415
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM are the run's process's
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    conn = Connection(fd)
-    try:
-        _, args = conn.recv()
-    except (EOFError, OSError):  # the run's process is gone before it said what to track
-        _exit_now()
-    _tracking_main(conn, *args)
-    _exit_now()
-
-
-def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id) -> None:
-    """Body of :class:`TrackingProcess`: an :class:`MlflowTracker` fed from ``conn``, until the
-    run's process ends the run. Ctrl-C and SIGTERM are for the run's process, which closes the run
-    (KILLED) through ``conn``. Whatever fails here ends the run FAILED (never FINISHED by MLflow's
-    exit hook) and is sent to the run's process as one line; a run's process that is gone
-    (its end of ``conn`` closed) ends it KILLED, quietly."""
-    tracker = None
-
-    def close(status: str) -> None:
-        """End the run with ``status`` (a run open before its id came back too): a run never
-        stays open, nor is marked FINISHED by MLflow's exit hook."""
-        try:
-            if tracker is not None:
-                tracker.end(status)
-        except Exception:  # noqa: BLE001, S110  (the run is ended below all the same)
-            pass
-        if "mlflow" in sys.modules:
-            try:
-                _mlflow().end_run(status=status)  # nothing to do when no run is open
-            except Exception:  # noqa: BLE001, S110
-                pass
-
-    try:
-        tracker = MlflowTracker(logger_cfg, params, config_yaml, problem, sweep=sweep)
-        conn.send(("run_id", tracker.start(run_id)))
-        # the convergence plot's imports (matplotlib) while the run goes on; joined before any
-        # other import of them (two threads importing one package at once can see it half-made)
-        plots = threading.Thread(target=__import__, args=("isles.islands.plots",), daemon=True)
-        plots.start()
-        while True:
-            if not conn.poll():  # idle: write the buffered metrics now, not at the run's end
-                tracker.flush()
-            name, arg = conn.recv()
-            if name in ("on_end", "end"):
-                plots.join()
-            if name == "end":
-                tracker.end(arg)  # every metric and artifact is written, the run closed
-                conn.send(("done", None))
-                return
-            getattr(tracker, name)(arg)
-    except (EOFError, BrokenPipeError):  # the run's process is gone: close the run as killed
-        close("KILLED")
-    except Exception as err:  # noqa: BLE001  (the run's process reports it, and the run is FAILED)
-        close("FAILED")
-        try:
-            conn.send(("error", f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"))
-        except OSError:  # the run's process is gone already
-            pass
-
-
-def _exit_now() -> None:
-    """End the tracking process at once, once the run is closed: MLflow, SQLAlchemy and
-    matplotlib have nothing left to write, and their exit handlers take about a second."""
-    import os  # noqa: PLC0415
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)

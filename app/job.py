@@ -6,7 +6,7 @@ as ``ValueError`` with a one-line message naming the field and the allowed value
 after it started leaves its MLflow run marked ``FAILED`` with what was logged so far, and its
 one-line report names the innermost file and line and the log file with the traceback
 (:func:`failure_line`). A finished result is always printed, whatever the end-of-run report
-cannot compute (:func:`show_result`, :mod:`isles.islands.report`).
+cannot compute (:func:`show_result`, :mod:`isles.app.report`).
 """
 from __future__ import annotations
 
@@ -27,20 +27,22 @@ from omegaconf import DictConfig, OmegaConf
 from isles.algorithms.core.backend import DEVICES, cupy_or_none, dtype_of
 from isles.algorithms.core.base import check_range
 from isles.islands import checkpoint
-from isles.islands.build import build_algorithm, build_problem, check_pairing, task_overrides, user_problem_config
+from isles.app.overrides import task_overrides, user_problem_config
+from isles.islands.build import build_algorithm, build_problem, check_pairing
 from isles.islands.migration import REPLACEMENTS
 from isles.islands.placement import check_fields, needs_ray
-from isles.islands.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
+from isles.app.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
 from isles.islands.schema import check_keys
 from isles.problems.constraints import check_handling
 from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
-from isles.islands.progress import ConsoleProgress, print_summary, result_line
-from isles.islands.report import is_library
+from isles.app.progress import ConsoleProgress, print_summary, result_line
+from isles.app.report import is_library
 from isles import CHECKOUT
-from isles.islands.sweep_runs import sweep_info
-from isles.islands.tracking import TrackingProcess, flatten
-from isles.islands.tracking_server import ray_job_copy, reach_tracking_store
-from isles.islands.user_modules import user_module_paths
+from isles.app.sweep_runs import sweep_info
+from isles.app.tracking import flatten
+from isles.app.tracking_process import TrackingProcess
+from isles.app.tracking_server import ray_job_copy, reach_tracking_store
+from isles.app.user_modules import user_module_paths
 
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
 
@@ -56,12 +58,12 @@ def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
     (and local workers find it on ``PYTHONPATH``); an installed isles must be installed on the
     cluster's nodes too (``cluster/``). A local Ray's dashboard (``ray.include_dashboard``) listens
     on ``ray.dashboard_host`` (127.0.0.1 unless the user opts in); Ray's token authentication stays
-    as Ray sets it (:mod:`isles.islands.ray_security`). A job submitted with ``ray job submit
+    as Ray sets it (:mod:`isles.app.ray_security`). A job submitted with ``ray job submit
     --working-dir .`` ships the checkout already: its working directory is not sent again.
 
     On a cluster, the user's own modules that the run's config ``cfg`` names (``_target_``) and
     that travel in neither of those go to the workers as ``py_modules``
-    (:func:`isles.islands.user_modules.user_module_paths`).
+    (:func:`isles.app.user_modules.user_module_paths`).
     """
     import ray  # noqa: PLC0415
 
@@ -97,11 +99,11 @@ def _frames(err: BaseException) -> tuple[str, list]:
 
 def _own_folders() -> tuple[str, ...]:
     """The folders of isles' own code (``isles/``, and a checkout's ``algorithms/``, ``problems/``,
-    ``islands/``), each ending in a path separator."""
+    ``islands/``, ``app/``), each ending in a path separator."""
     import isles.algorithms  # noqa: PLC0415
     import isles.problems  # noqa: PLC0415
 
-    mods = (sys.modules["isles"], isles.algorithms, isles.problems, sys.modules["isles.islands"])
+    mods = (sys.modules["isles"], isles.algorithms, isles.problems, sys.modules["isles.islands"], sys.modules["isles.app"])
     return tuple(os.path.join(os.path.dirname(os.path.realpath(m.__file__)), "") for m in mods)
 
 
@@ -253,7 +255,7 @@ def validate(cfg: dict) -> None:
             ``ray.address``, or ``ray.address=auto`` with no cluster to find (:func:`check_ray_address`); ``logger.system_metrics_interval`` <= 0,
             ``logger.system_metrics=true`` without psutil; a ``ray.dashboard_host`` that is not an IP
             address. (A tracking server that does not
-            answer is caught by :func:`isles.islands.tracking_server.reach_tracking_store` in
+            answer is caught by :func:`isles.app.tracking_server.reach_tracking_store` in
             :func:`run_job`, also before Ray starts.)
     """
     check_keys(cfg)
