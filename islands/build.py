@@ -145,7 +145,7 @@ def check_pairing(algorithm, problem, constraints_cfg=None) -> None:
     Raises:
         ValueError: a problem the algorithm's parameters do not suit
             (:meth:`isles.algorithms.core.base.IslandAlgorithm.check_problem`, e.g.
-            ``algorithm.encoding=seed002`` on a box other than ``[-1, 1]``); results of the wrong
+            an encoding that needs another box than the problem's); results of the wrong
             shape or dtype on a probe (:func:`isles.problems.base.probe_evaluation`);
             ``constraints.handling=augmented_lagrangian`` with an algorithm that is not
             a min-max algorithm; a min-max algorithm with a problem that is neither a min-max
@@ -170,7 +170,7 @@ def check_pairing(algorithm, problem, constraints_cfg=None) -> None:
             f"problem {getattr(problem, 'name', problem)!r} is a min-max problem: algorithm {name} cannot solve it; "
             "use a min-max algorithm (minmax = True)"
         )
-    algorithm.check_problem(problem)  # e.g. the GA's encoding against the problem's box
+    algorithm.check_problem(problem)  # e.g. an encoding against the problem's box
     if not is_minmax(problem):  # the first evaluation's shape check, on a probe: stops before Ray
         probe_evaluation(problem)
     if handling == "augmented_lagrangian" and not is_minmax(problem):

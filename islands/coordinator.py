@@ -7,7 +7,7 @@ data path when the islands are spread over several actors.
   (:meth:`isles.islands.group.IslandGroup.run_span`), computing each epoch's migration plan
   from the topology, the seed and the epoch (:mod:`isles.islands.planner`) and exchanging
   emigrants with its peers directly (:mod:`isles.islands.transport`); the driver hands out only
-  the first epoch's immigrants of each span. With a plug-in on the host (a master swarm across
+  the first epoch's immigrants of each span. With a plug-in on the host (a master across
   several actors) or in-process groups, the driver runs the epochs one by one (the reference path).
 * ``islands.mode=sync``, one group: the loop runs beside the islands, in this process or in the
   one actor (:mod:`isles.islands.actor_loop`), in batches of epochs on the device.
@@ -22,7 +22,7 @@ The coordinator is assembled from pieces named for what they do:
 * :mod:`isles.islands.transport`: emigrants between actors (one-sided posts to an inbox);
 * :mod:`isles.islands.sync_loop`, :mod:`isles.islands.async_loop`: the epoch loops;
 * :mod:`isles.islands.actor_loop`: the sync loop inside one actor (every island on one device);
-* :mod:`isles.islands.plugin`: the interface of the loop's plug-in (e.g. a master swarm);
+* :mod:`isles.islands.plugin`: the interface of the loop's plug-in (e.g. a master population);
 * :mod:`isles.islands.recovery`: snapshots, restarts, checkpoint compatibility;
 * :mod:`isles.islands.results`: the epoch records and the :class:`RunResult`;
 * :mod:`isles.islands.callbacks`: ``on_start``/``on_epoch``/``on_restart``/``on_end`` (MLflow
@@ -155,7 +155,7 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
 
     def _run_in_actor(self, placement, t_start: float) -> RunResult:
         """Every island in one actor (sync mode): the epoch loop itself runs in that actor
-        (:class:`Archipelago`), beside the islands and the master swarm, so a per-generation
+        (:class:`Archipelago`), beside the islands and the loop's plug-in, so a per-generation
         exchange costs no Ray round trip; the records come back in batches every
         ``REPORT_S`` seconds for the callbacks (progress, MLflow)."""
         import ray  # noqa: PLC0415

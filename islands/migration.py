@@ -1,13 +1,13 @@
 """Migration policies and routing: which individuals emigrate, which reach whom, where they land.
 
 One code path moves whole individuals (:class:`isles.algorithms.core.population.Population`: genome of
-any dtype, fitness, violation and extras such as a particle's velocity or EP's step sizes) for
+any dtype, fitness, violation and extras such as per-individual velocities or step sizes) for
 every algorithm, following pagmo 2's policies:
 
 * emigrant selection :func:`select_best`: the ``k`` best individuals of each island under Deb's
   rules;
 * routing :func:`route`: which emigrants (of islands in this group, of islands elsewhere, of the
-  master swarm) each destination island receives, with fair truncation;
+  loop's plug-in) each destination island receives, with fair truncation;
 * immigrant replacement :func:`replacement`: ``replace_worst`` overwrites the worst residents
   unconditionally; ``fair_replace`` replaces a resident only by a better immigrant (the island
   keeps the best ``N`` of residents plus immigrants, as ``pagmo::fair_replace``).
@@ -61,16 +61,16 @@ def route(inbound: dict, n_dest: int, offsets: dict, counts: dict, capacity: int
 
     The pool is the concatenation of every source's emigrants: source ``s`` has ``counts[s]``
     emigrants (best first) at pool rows ``offsets[s] .. offsets[s] + counts[s] - 1``. Sources are
-    islands (global ids) and the master swarm (id ``-1``); a source may have fewer emigrants than
-    the others (the master sends one).
+    islands (global ids) and the loop's plug-in (id ``-1``); a source may have fewer emigrants
+    than the others (the plug-in sends one).
 
     Fair truncation: a destination takes its sources' emigrants round-robin (the best emigrant of
     every source, then the second of every source, ...), in the order the sources are listed,
     and stops at ``capacity`` (its population size): when there is no room for all of them, each
     source loses its worst emigrants first and no source is dropped while another sends two.
     When there are more sources than room for one emigrant each, the list of sources is rotated
-    by ``rotate`` (callers pass the generation), so that over the run every source, the master
-    swarm included, gets in equally often instead of the last-listed ones never.
+    by ``rotate`` (callers pass the generation), so that over the run every source, the
+    plug-in included, gets in equally often instead of the last-listed ones never.
 
     Args:
         inbound: ``{destination position (0..n_dest-1): [source ids]}``.
@@ -181,7 +181,7 @@ def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound:
             offsets[gid], counts[gid] = p * k, k
         row = I * k
         for rid in sorted(remote):
-            if role not in remote[rid]:  # a source without this role (the master swarm's best)
+            if role not in remote[rid]:  # a source without this role (the plug-in's best)
                 continue
             r = remote[rid][role].conform(residents)
             c = r.shape[1]
