@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from isles import MOVED, MOVED_MODULES, moved_message, moved_module_message
 from isles.algorithms.core.base import IslandAlgorithm
+from isles.islands.schema import ConstraintsConfig, with_defaults
 from isles.problems.base import probe_evaluation
 from isles.problems.constraints import Evaluator
 from isles.problems.minmax import AugmentedLagrangian, check_payoff_shape
@@ -124,12 +125,12 @@ def build_evaluator(problem_cfg, constraints_cfg=None) -> Evaluator:
     Raises:
         ValueError: bad values, named by field (``constraints.r``, ``constraints.multiplier_bound``, ...).
     """
-    c = _plain(constraints_cfg or {})
-    handling = c.get("handling", "feasibility")
+    c = with_defaults(_plain(constraints_cfg or {}), ConstraintsConfig)
+    handling = c["handling"]
     problem = build_problem(problem_cfg)
     if handling == "augmented_lagrangian" and not is_minmax(problem):
-        problem = AugmentedLagrangian(problem, c.get("r", 1e7), c.get("multiplier_bound", 1e4))
-    return Evaluator(problem, handling, c.get("penalty", 1e6))
+        problem = AugmentedLagrangian(problem, c["r"], c["multiplier_bound"])
+    return Evaluator(problem, handling, c["penalty"])
 
 
 def is_minmax(problem) -> bool:
@@ -151,8 +152,8 @@ def check_pairing(algorithm, problem, constraints_cfg=None) -> None:
             a min-max algorithm; a min-max algorithm with a problem that is neither a min-max
             problem nor turned into one; a min-max problem with an algorithm that cannot solve it.
     """
-    c = _plain(constraints_cfg or {})
-    handling = c.get("handling", "feasibility")
+    c = with_defaults(_plain(constraints_cfg or {}), ConstraintsConfig)
+    handling = c["handling"]
     solves_minmax = bool(getattr(algorithm, "minmax", False))
     name = type(algorithm).__module__ + "." + type(algorithm).__name__
     if handling == "augmented_lagrangian" and not solves_minmax:
@@ -174,7 +175,7 @@ def check_pairing(algorithm, problem, constraints_cfg=None) -> None:
     if not is_minmax(problem):  # the first evaluation's shape check, on a probe: stops before Ray
         probe_evaluation(problem)
     if handling == "augmented_lagrangian" and not is_minmax(problem):
-        problem = AugmentedLagrangian(problem, c.get("r", 1e7), c.get("multiplier_bound", 1e4))  # validates
+        problem = AugmentedLagrangian(problem, c["r"], c["multiplier_bound"])  # validates
     if is_minmax(problem):  # the first evaluation, here on a probe: a wrong payoff shape stops before Ray
         X = ((problem.lower + problem.upper) / 2.0)[None, None, :].repeat(2, axis=1)
         Y = ((problem.y_lower + problem.y_upper) / 2.0)[None, None, :].repeat(3, axis=1)
