@@ -28,6 +28,7 @@ from isles.algorithms.core.backend import cupy_or_none
 from isles.islands import checkpoint
 from isles.app.overrides import task_overrides, user_problem_config
 from isles.islands.build import build_algorithm, build_problem, check_pairing
+from isles.islands.migration import check_n_migrants
 from isles.islands.placement import needs_ray
 from isles.app.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
 from isles.islands.schema import RayConfig, check_keys, validated, with_defaults
@@ -304,10 +305,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     # build (and validate) the island algorithm here too, so a bad value fails before Ray starts
     algorithm = build_algorithm(plain["algorithm"])
     check_pairing(algorithm, problem, plain["constraints"])
-    n_pop = algorithm.population_size()
-    k = plain["islands"]["n_migrants"]
-    if k > n_pop:
-        raise ValueError(f"islands.n_migrants={k}: allowed values are integers 1..{n_pop} (the population size)")
+    check_n_migrants(plain["islands"]["n_migrants"], algorithm.population_size())
 
     tracker = None
     if plain["logger"]["enabled"]:

@@ -44,15 +44,33 @@ def rank_order(f, v):
     return xp.take_along_axis(by_f, by_v, axis=-1)
 
 
+def check_n_migrants(k, n: int) -> None:
+    """``islands.n_migrants`` against the population size ``n`` (known once the algorithm is built).
+
+    Raises:
+        ValueError: ``k`` not an integer in ``1..n``, naming the field and the allowed values.
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+        raise ValueError(f"islands.n_migrants={k}: allowed values are integers 1..{n} (the population size)")
+
+
+def check_replacement(policy) -> None:
+    """``islands.replacement`` against :data:`REPLACEMENTS`.
+
+    Raises:
+        ValueError: an unknown policy, naming the field and the allowed values.
+    """
+    if policy not in REPLACEMENTS:
+        raise ValueError(f"islands.replacement={policy!r}: allowed values are {'|'.join(REPLACEMENTS)}")
+
+
 def select_best(f, v, k: int):
     """Emigrant indices ``(I, k)``: the ``k`` best individuals of each island (best first).
 
     Raises:
-        ValueError: ``k`` larger than the population ``N`` or below 1 (field ``islands.n_migrants``).
+        ValueError: ``k`` larger than the population ``N`` or below 1 (:func:`check_n_migrants`).
     """
-    n = f.shape[-1]
-    if not 1 <= k <= n:
-        raise ValueError(f"islands.n_migrants={k}: allowed values are integers 1..{n} (the population size)")
+    check_n_migrants(k, f.shape[-1])
     return rank_order(f, v)[:, :k]
 
 
@@ -127,10 +145,9 @@ def replacement(policy: str, residents: Population, immigrants: Population, vali
         ``order[i, j]`` of the input.
 
     Raises:
-        ValueError: unknown policy (field ``islands.replacement``).
+        ValueError: unknown policy (:func:`check_replacement`).
     """
-    if policy not in REPLACEMENTS:
-        raise ValueError(f"islands.replacement={policy!r}: allowed values are {'|'.join(REPLACEMENTS)}")
+    check_replacement(policy)
     xp = residents.xp
     K = immigrants.shape[1]
     # immigrants best-first, residents worst-first: pairing them keeps the best N of the union

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, replace
 
-from isles.algorithms.core.backend import DEVICES, cupy_or_none
+from isles.algorithms.core.backend import cupy_or_none
 
 #: ``islands.placement`` values and the Ray placement-group strategy of each
 STRATEGIES = {"spread": "SPREAD", "strict_spread": "STRICT_SPREAD", "pack": "PACK"}
@@ -74,20 +74,16 @@ def plan(n_islands: int, device: str, n_actors: int | None, resources: dict) -> 
     Args:
         n_islands: islands in the archipelago (>= 1).
         device: ``auto|cpu|gpu``.
-        n_actors: actors wanted, or ``None`` for one per GPU (GPU) / one in all (CPU; module
-            docstring).
+        n_actors: actors wanted (>= 1), or ``None`` for one per GPU (GPU) / one in all (CPU;
+            module docstring).
         resources: ``ray.cluster_resources()`` (keys ``CPU``, ``GPU``).
 
+    The values come from a checked config (:func:`isles.islands.schema.validated`); only what
+    depends on the resources is checked here.
+
     Raises:
-        ValueError: ``islands.n < 1``, ``islands.n_actors < 1``, unknown device, or
-            ``device=gpu`` on a cluster without GPUs.
+        ValueError: ``device=gpu`` on a cluster without GPUs, or more GPU actors than GPUs.
     """
-    if not isinstance(n_islands, int) or n_islands < 1:
-        raise ValueError(f"islands.n={n_islands}: allowed values are integers >= 1")
-    if device not in DEVICES:
-        raise ValueError(f"device={device!r}: allowed values are {'|'.join(DEVICES)}")
-    if n_actors is not None and (not isinstance(n_actors, int) or n_actors < 1):
-        raise ValueError(f"islands.n_actors={n_actors}: allowed values are null (auto) or integers >= 1")
     n_gpus = int(resources.get("GPU", 0))
     if device == "gpu" and n_gpus == 0:
         raise ValueError("device=gpu: no GPU is visible to Ray on this machine or cluster; allowed values here are auto|cpu")

@@ -34,7 +34,7 @@ from omegaconf import MISSING
 
 from isles.algorithms.core.backend import DEVICES, dtype_of
 from isles.algorithms.core.base import check_range
-from isles.islands.migration import REPLACEMENTS
+from isles.islands.migration import check_replacement
 from isles.islands.placement import STRATEGIES
 from isles.problems.constraints import check_handling
 
@@ -269,8 +269,7 @@ def _check_islands(isl: dict, master, address) -> None:
         check_range("islands.n_actors", isl["n_actors"], 1, integer=True)
     check_range("islands.migration_interval", isl["migration_interval"], 1, integer=True)
     check_range("islands.n_migrants", isl["n_migrants"], 1, integer=True)
-    if isl["replacement"] not in REPLACEMENTS:
-        raise ValueError(f"islands.replacement={isl['replacement']!r}: allowed values are {'|'.join(REPLACEMENTS)}")
+    check_replacement(isl["replacement"])
     if isl["mode"] not in MODES:
         raise ValueError(f"islands.mode={isl['mode']!r}: allowed values are {'|'.join(MODES)}")
     check_master(master, isl["mode"])
