@@ -3,6 +3,7 @@ and the configs, and runs the main job from an empty directory."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -70,6 +71,22 @@ def test_old_import_check_reads_tracked_files_only(tmp_path):
     (site / "bad.py").write_bytes(b"# \xff\xfe not UTF-8\nfrom problems import x\n")
     subprocess.run(["git", "-C", str(tmp_path), "add", "mine.py"], check=True)
     assert old_top_level_imports(tmp_path) == ["mine.py:2: from problems.base import Problem"]
+
+
+ALGORITHM_NAMES = re.compile(r"cmepso|epso|\bcde\b|fep|\bga\b|\bde\b|pso", re.IGNORECASE)
+
+
+def test_the_runtime_is_apart_from_the_application_and_the_algorithms():
+    """Issue 19, layout: ``islands/`` (the runtime) imports nothing of ``app/`` (the application
+    around it), names no algorithm (code, comments and docstrings), and no file of it is over
+    500 lines."""
+    for path in sorted((ROOT / "islands").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        assert len(lines) <= 500, f"{path.name}: {len(lines)} lines"
+        for n, line in enumerate(lines, 1):
+            assert not re.match(r"\s*(from|import) isles\.app\b", line), f"{path.name}:{n}: {line.strip()}"
+            assert not ALGORITHM_NAMES.search(line), f"{path.name}:{n}: {line.strip()}"
 
 
 def test_moved_modules_name_their_new_home():
