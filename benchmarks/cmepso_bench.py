@@ -109,7 +109,7 @@ def bench_job(args) -> None:
 
     from isles.islands import schema as _schema  # noqa: F401, PLC0415  (registers isles_schema)
 
-    from isles.islands.job import run_job  # noqa: PLC0415
+    from isles.app.job import run_job  # noqa: PLC0415
 
     conf = str(Path(__file__).resolve().parents[1] / "conf")
     over = ["+experiment=cmepso", f"problem={args.problem}", f"device={args.device}", "logger=none",

@@ -10,7 +10,7 @@ For every problem: runs, best, median, mean, std, worst of the final fitness (fl
 re-evaluation of each run's best), feasibility rate, and the gaps of best and median to f*.
 Prints a Markdown table. Reads every finished run of the experiment, or one sweep's: the children
 of a parent run (``--parent``), or the runs tagged ``sweep=ID`` (``--sweep``; ``latest`` is the
-sweep of the experiment's newest parent run); see ``isles/islands/sweep_runs.py``.
+sweep of the experiment's newest parent run); see ``app/sweep_runs.py``.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from isles.islands.build import build_problem  # noqa: E402
-from isles.islands.sweep_runs import PARENT_TAG, SWEEP_TAG  # noqa: E402
+from isles.app.sweep_runs import PARENT_TAG, SWEEP_TAG  # noqa: E402
 
 
 def _quoted(value: str) -> str:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from isles.islands.job import run_job  # noqa: E402
+from isles.app.job import run_job  # noqa: E402
 
 
 def run(overrides: list[str], n_actors: int):

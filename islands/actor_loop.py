@@ -13,7 +13,7 @@ class Archipelago:
     """The whole archipelago in one process: a :class:`Coordinator` with in-process island
     groups, run as one Ray actor when every island shares one device (sync mode).
 
-    The coordinator's epoch loop (migration plan, master swarm, archipelago best, checkpoints)
+    The coordinator's epoch loop (migration plan, plug-in, archipelago best, checkpoints)
     runs beside the islands, so a per-generation exchange (``migration_interval=1``)
     costs no Ray round trip; the driver pulls the epoch records in batches with
     :meth:`advance`. Same code, same random numbers, same result as the loop in the driver.
@@ -58,7 +58,7 @@ class Archipelago:
             except StopIteration as stop:
                 return records, stop.value, None, self._new_snapshot(snap0)
             except Exception as err:  # noqa: BLE001
-                err.traceback_str = traceback.format_exc()  # read by isles.islands.job.failure_line
+                err.traceback_str = traceback.format_exc()  # read by isles.app.job.failure_line
                 return records, None, err, self._new_snapshot(snap0)
             if time.perf_counter() - t0 >= budget_s:
                 return records, None, None, self._new_snapshot(snap0)

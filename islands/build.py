@@ -2,23 +2,20 @@
 
 Configs name classes with ``_target_`` (``problem._target_=my_module.MyProblem``), so a user's
 own problem or algorithm plugs in without editing isles. Instantiation goes through
-:func:`hydra.utils.instantiate`.
-
-A class named on the command line starts from its own constructor defaults: Hydra merges
-``problem._target_=my.Problem`` into the problem node that the config (an experiment's problem,
-e.g. ``fep_f5``: ``dim: 32``, ``lower: -5.12``) composed, and :func:`user_problem_config` drops the
-keys that came with that node, keeping only the ``problem.*`` keys typed on the command line.
+:func:`hydra.utils.instantiate`. The island groups build their algorithm and evaluator here, in
+their actors; the job (:mod:`isles.app.job`) builds them once more before Ray starts, so that a
+bad value fails early.
 """
 from __future__ import annotations
 
 import inspect
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from isles import MOVED, moved_message
+from isles import MOVED, MOVED_MODULES, moved_message, moved_module_message
 from isles.algorithms.core.base import IslandAlgorithm
+from isles.islands.schema import ConstraintsConfig, with_defaults
 from isles.problems.base import probe_evaluation
 from isles.problems.constraints import Evaluator
 from isles.problems.minmax import AugmentedLagrangian, check_payoff_shape
@@ -30,45 +27,6 @@ def _plain(cfg) -> dict:
     if isinstance(cfg, DictConfig):
         return OmegaConf.to_container(cfg, resolve=True)
     return dict(cfg)
-
-
-def task_overrides() -> list[str]:
-    """The command line's overrides of the running Hydra job (``hydra.overrides.task``), or ``[]``
-    outside a Hydra job (a config composed in-process)."""
-    try:
-        from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415
-
-        return list(HydraConfig.get().overrides.task)
-    except Exception:  # not started through Hydra
-        return []
-
-
-def user_problem_config(problem_cfg: dict, overrides) -> dict:
-    """The problem node to build, given the command line's ``overrides``.
-
-    When the command line names the class (``problem._target_=my.Problem``, with ``=``, ``+`` or
-    ``++``), the other keys of the composed node belong to the problem that the config had chosen
-    (an experiment's ``fep_f5``: ``dim: 32``, ``lower: -5.12``, ``upper: 5.12``): they are dropped,
-    and only the ``problem.*`` keys on the command line are kept, so the class gets its own
-    constructor defaults for the rest (or :func:`build_problem` names the missing field). Without
-    ``problem._target_`` on the command line (``problem=ackley``, an experiment's own problem,
-    ``problem.dim=10``), the node is returned unchanged.
-
-    Args:
-        problem_cfg: the composed, resolved ``problem`` node (plain dict).
-        overrides: the command line's overrides (:func:`task_overrides`), Hydra syntax.
-    """
-    given, retarget = set(), False
-    for o in OverridesParser.create().parse_overrides(list(overrides)):
-        head, _, rest = o.key_or_group.partition(".")
-        if head != "problem" or not rest or o.package is not None:
-            continue
-        key = rest.split(".")[0]
-        given.add(key)
-        retarget = retarget or (key == "_target_" and not o.is_delete())
-    if not retarget:
-        return problem_cfg
-    return {k: v for k, v in problem_cfg.items() if k in given}
 
 
 def _check_arguments(target: str, kwargs: dict) -> None:
@@ -113,6 +71,8 @@ def cannot_build(group: str, target, err: BaseException) -> str:
     missing = getattr(inner, "name", None) if isinstance(inner, ImportError) else None
     if missing is not None and missing.split(".")[0] in MOVED:
         return f"{head}: cannot import it: {moved_message(missing.split('.')[0])}"
+    if missing in MOVED_MODULES:  # e.g. isles.islands.tracking, now isles.app.tracking
+        return f"{head}: cannot import it: {moved_module_message(missing)}"
     if isinstance(inner, ModuleNotFoundError) and missing == target and "." in missing:
         module, name = missing.rsplit(".", 1)
         return f"{head}: the module {module!r} has no {name!r}"
@@ -165,12 +125,12 @@ def build_evaluator(problem_cfg, constraints_cfg=None) -> Evaluator:
     Raises:
         ValueError: bad values, named by field (``constraints.r``, ``constraints.multiplier_bound``, ...).
     """
-    c = _plain(constraints_cfg or {})
-    handling = c.get("handling", "feasibility")
+    c = with_defaults(_plain(constraints_cfg or {}), ConstraintsConfig)
+    handling = c["handling"]
     problem = build_problem(problem_cfg)
     if handling == "augmented_lagrangian" and not is_minmax(problem):
-        problem = AugmentedLagrangian(problem, c.get("r", 1e7), c.get("multiplier_bound", 1e4))
-    return Evaluator(problem, handling, c.get("penalty", 1e6))
+        problem = AugmentedLagrangian(problem, c["r"], c["multiplier_bound"])
+    return Evaluator(problem, handling, c["penalty"])
 
 
 def is_minmax(problem) -> bool:
@@ -186,14 +146,14 @@ def check_pairing(algorithm, problem, constraints_cfg=None) -> None:
     Raises:
         ValueError: a problem the algorithm's parameters do not suit
             (:meth:`isles.algorithms.core.base.IslandAlgorithm.check_problem`, e.g.
-            ``algorithm.encoding=seed002`` on a box other than ``[-1, 1]``); results of the wrong
+            an encoding that needs another box than the problem's); results of the wrong
             shape or dtype on a probe (:func:`isles.problems.base.probe_evaluation`);
             ``constraints.handling=augmented_lagrangian`` with an algorithm that is not
             a min-max algorithm; a min-max algorithm with a problem that is neither a min-max
             problem nor turned into one; a min-max problem with an algorithm that cannot solve it.
     """
-    c = _plain(constraints_cfg or {})
-    handling = c.get("handling", "feasibility")
+    c = with_defaults(_plain(constraints_cfg or {}), ConstraintsConfig)
+    handling = c["handling"]
     solves_minmax = bool(getattr(algorithm, "minmax", False))
     name = type(algorithm).__module__ + "." + type(algorithm).__name__
     if handling == "augmented_lagrangian" and not solves_minmax:
@@ -211,11 +171,11 @@ def check_pairing(algorithm, problem, constraints_cfg=None) -> None:
             f"problem {getattr(problem, 'name', problem)!r} is a min-max problem: algorithm {name} cannot solve it; "
             "use a min-max algorithm (minmax = True)"
         )
-    algorithm.check_problem(problem)  # e.g. the GA's encoding against the problem's box
+    algorithm.check_problem(problem)  # e.g. an encoding against the problem's box
     if not is_minmax(problem):  # the first evaluation's shape check, on a probe: stops before Ray
         probe_evaluation(problem)
     if handling == "augmented_lagrangian" and not is_minmax(problem):
-        problem = AugmentedLagrangian(problem, c.get("r", 1e7), c.get("multiplier_bound", 1e4))  # validates
+        problem = AugmentedLagrangian(problem, c["r"], c["multiplier_bound"])  # validates
     if is_minmax(problem):  # the first evaluation, here on a probe: a wrong payoff shape stops before Ray
         X = ((problem.lower + problem.upper) / 2.0)[None, None, :].repeat(2, axis=1)
         Y = ((problem.y_lower + problem.y_upper) / 2.0)[None, None, :].repeat(3, axis=1)

@@ -1,7 +1,7 @@
 """Checkpoints of a running archipelago: save every few epochs, resume after a crash.
 
 A checkpoint holds everything the coordinator needs to go on exactly where it stopped: each
-group's algorithm state (host arrays), the master swarm's state, the migration planned for the
+group's algorithm state (host arrays), the loop plug-in's state, the migration planned for the
 next epoch, the best so far, the history and the counters. Because every random number is a
 function of (seed, island, generation), a resumed run continues with the same numbers as an
 uninterrupted one and reaches the same result.

@@ -7,7 +7,7 @@ data path when the islands are spread over several actors.
   (:meth:`isles.islands.group.IslandGroup.run_span`), computing each epoch's migration plan
   from the topology, the seed and the epoch (:mod:`isles.islands.planner`) and exchanging
   emigrants with its peers directly (:mod:`isles.islands.transport`); the driver hands out only
-  the first epoch's immigrants of each span. With a plug-in on the host (a master swarm across
+  the first epoch's immigrants of each span. With a plug-in on the host (a master across
   several actors) or in-process groups, the driver runs the epochs one by one (the reference path).
 * ``islands.mode=sync``, one group: the loop runs beside the islands, in this process or in the
   one actor (:mod:`isles.islands.actor_loop`), in batches of epochs on the device.
@@ -22,7 +22,7 @@ The coordinator is assembled from pieces named for what they do:
 * :mod:`isles.islands.transport`: emigrants between actors (one-sided posts to an inbox);
 * :mod:`isles.islands.sync_loop`, :mod:`isles.islands.async_loop`: the epoch loops;
 * :mod:`isles.islands.actor_loop`: the sync loop inside one actor (every island on one device);
-* :mod:`isles.islands.plugin`: the interface of the loop's plug-in (e.g. a master swarm);
+* :mod:`isles.islands.plugin`: the interface of the loop's plug-in (e.g. a master population);
 * :mod:`isles.islands.recovery`: snapshots, restarts, checkpoint compatibility;
 * :mod:`isles.islands.results`: the epoch records and the :class:`RunResult`;
 * :mod:`isles.islands.callbacks`: ``on_start``/``on_epoch``/``on_restart``/``on_end`` (MLflow
@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import time
 
-from isles.algorithms.core.base import check_range
 from isles.islands import checkpoint
 from isles.islands.actor_loop import REPORT_S, Archipelago
 from isles.islands.async_loop import AsyncLoop
@@ -42,12 +41,10 @@ from isles.islands.executor import Executor
 from isles.islands.placement import actor_options, reserve
 from isles.islands.recovery import Recovery, RestartFailed, actor_died, check_resumable
 from isles.islands.results import RunResult, island_nodes
-from isles.islands.schema import with_defaults
+from isles.islands.schema import check_master, validated
 from isles.islands.sync_loop import SyncLoop
 
 __all__ = ["Coordinator", "RestartFailed", "RunResult", "stop_target"]
-
-MODES = ("sync", "async")
 
 log = logging.getLogger(__name__)
 
@@ -69,29 +66,24 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
         use_ray: start the groups as Ray actors (default) or in this process (tests, benchmarks).
 
     Raises:
-        ValueError: bad values in ``islands``/``generations``, named by field; a
-            ``checkpoint.resume`` file that does not exist, of another version, or saved under
-            another config (:func:`check_resumable`).
+        ValueError: bad values of the config's typed fields, named by field
+            (:func:`isles.islands.schema.check_values`); a ``master`` with ``islands.mode=async``;
+            island ids of the topology outside ``islands.n``; a ``checkpoint.resume`` file that
+            does not exist, of another version, or saved under another config
+            (:func:`check_resumable`).
     """
 
     def __init__(self, cfg: dict, topology, master=None, callbacks=(), use_ray: bool = True):
-        cfg = with_defaults(cfg)  # the schema's defaults for every key the config lacks
+        cfg = validated(cfg)  # the schema's defaults and checks (islands/schema.py), before any actor starts
         isl = cfg["islands"]
         self.cfg = cfg
-        self.n = check_range("islands.n", isl["n"], 1, integer=True)
-        self.generations = check_range("generations", cfg["generations"], 1, integer=True)
-        self.interval = check_range("islands.migration_interval", isl["migration_interval"], 1, integer=True)
-        self.n_migrants = check_range("islands.n_migrants", isl["n_migrants"], 1, integer=True)
+        self.n = int(isl["n"])
+        self.generations = int(cfg["generations"])
+        self.interval = int(isl["migration_interval"])
+        self.n_migrants = int(isl["n_migrants"])
         self.mode = isl["mode"]
-        if self.mode not in MODES:
-            raise ValueError(f"islands.mode={self.mode!r}: allowed values are {'|'.join(MODES)}")
-        if master is not None and self.mode != "sync":
-            raise ValueError("islands.mode=async: a master swarm needs islands.mode=sync")
+        check_master(master, self.mode)  # the plug-in object (the config's master node is checked already)
         ck = cfg["checkpoint"]
-        if ck["every"]:
-            check_range("checkpoint.every", ck["every"], 0, integer=True)
-            if not ck["path"]:
-                raise ValueError("checkpoint.path: give a file path for checkpoint.every > 0")
         self.topology = topology
         self.topology.weights(self.n)  # validates island ids now, before any actor starts
         self.master = master
@@ -99,10 +91,8 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
         self.use_ray = use_ray
         self.seed = int(cfg["seed"])
         self.target = stop_target(cfg["stop"])
-        check_range("islands.snapshot_every", isl["snapshot_every"], 0, integer=True)
-        self.max_restarts = check_range("islands.max_restarts", isl["max_restarts"], 0, integer=True)
-        self.restart_timeout_s = float(check_range("islands.restart_timeout_s", isl["restart_timeout_s"],
-                                                   0, lo_open=True))
+        self.max_restarts = int(isl["max_restarts"])
+        self.restart_timeout_s = float(isl["restart_timeout_s"])
         self.last_snapshot = None  # the latest in-memory snapshot (sync mode), see _run_sync
         self.group_infos = []  # each group's info (IslandGroup.info): where it runs now
         self._reserved = None  # the Ray placement group of the actors (placement.reserve)
@@ -156,7 +146,7 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
 
     def _run_in_actor(self, placement, t_start: float) -> RunResult:
         """Every island in one actor (sync mode): the epoch loop itself runs in that actor
-        (:class:`Archipelago`), beside the islands and the master swarm, so a per-generation
+        (:class:`Archipelago`), beside the islands and the loop's plug-in, so a per-generation
         exchange costs no Ray round trip; the records come back in batches every
         ``REPORT_S`` seconds for the callbacks (progress, MLflow)."""
         import ray  # noqa: PLC0415
@@ -198,17 +188,11 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
 
 
 def stop_target(stop: dict) -> float | None:
-    """The stop rule's target ``stop.f_target + stop.tol`` (``None`` when ``stop.f_target`` is null).
+    """The stop rule's target ``stop.f_target + stop.tol`` (``None`` when ``stop.f_target`` is null),
+    of a checked ``stop`` section (:func:`isles.islands.schema.validated`).
 
     An island reaches the target when its best individual is feasible with ``f <= target``; the
     run ends when every island has (or at ``generations``).
-
-    Raises:
-        ValueError: ``stop.f_target`` not a number, or ``stop.tol`` negative (one line naming the field).
     """
-    ft, tol = stop.get("f_target"), stop.get("tol", 0.0)
-    tol = check_range("stop.tol", 0.0 if tol is None else tol, 0)
-    if ft is None:
-        return None
-    return check_range("stop.f_target", ft) + tol
-
+    ft, tol = stop["f_target"], stop["tol"]
+    return None if ft is None else float(ft) + float(tol or 0.0)

@@ -102,7 +102,7 @@ class IslandGroup:
         Returns:
             dict of host values: ``island_ids``, ``best`` (Population ``(I, 1)``, the best
             individual of each island with its extras), ``best_x (I, D)`` (its phenotype, e.g.
-            the decoded bits of a GA), ``best_f (I,)``, ``best_v (I,)``, ``emigrants``
+            decoded bit strings), ``best_f (I,)``, ``best_v (I,)``, ``emigrants``
             (Population ``(I, k)``), ``generation``, ``evals`` (per island), ``nan_evals``
             (whole group), ``hit_generation`` (``(I,)`` int, -1 = not yet, or ``None`` without
             a stop target), ``migrations`` (list of ``(src, dst, accepted, best f moved)``),

@@ -1,13 +1,13 @@
 """Migration policies and routing: which individuals emigrate, which reach whom, where they land.
 
 One code path moves whole individuals (:class:`isles.algorithms.core.population.Population`: genome of
-any dtype, fitness, violation and extras such as a particle's velocity or EP's step sizes) for
+any dtype, fitness, violation and extras such as per-individual velocities or step sizes) for
 every algorithm, following pagmo 2's policies:
 
 * emigrant selection :func:`select_best`: the ``k`` best individuals of each island under Deb's
   rules;
 * routing :func:`route`: which emigrants (of islands in this group, of islands elsewhere, of the
-  master swarm) each destination island receives, with fair truncation;
+  loop's plug-in) each destination island receives, with fair truncation;
 * immigrant replacement :func:`replacement`: ``replace_worst`` overwrites the worst residents
   unconditionally; ``fair_replace`` replaces a resident only by a better immigrant (the island
   keeps the best ``N`` of residents plus immigrants, as ``pagmo::fair_replace``).
@@ -44,15 +44,33 @@ def rank_order(f, v):
     return xp.take_along_axis(by_f, by_v, axis=-1)
 
 
+def check_n_migrants(k, n: int) -> None:
+    """``islands.n_migrants`` against the population size ``n`` (known once the algorithm is built).
+
+    Raises:
+        ValueError: ``k`` not an integer in ``1..n``, naming the field and the allowed values.
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+        raise ValueError(f"islands.n_migrants={k}: allowed values are integers 1..{n} (the population size)")
+
+
+def check_replacement(policy) -> None:
+    """``islands.replacement`` against :data:`REPLACEMENTS`.
+
+    Raises:
+        ValueError: an unknown policy, naming the field and the allowed values.
+    """
+    if policy not in REPLACEMENTS:
+        raise ValueError(f"islands.replacement={policy!r}: allowed values are {'|'.join(REPLACEMENTS)}")
+
+
 def select_best(f, v, k: int):
     """Emigrant indices ``(I, k)``: the ``k`` best individuals of each island (best first).
 
     Raises:
-        ValueError: ``k`` larger than the population ``N`` or below 1 (field ``islands.n_migrants``).
+        ValueError: ``k`` larger than the population ``N`` or below 1 (:func:`check_n_migrants`).
     """
-    n = f.shape[-1]
-    if not 1 <= k <= n:
-        raise ValueError(f"islands.n_migrants={k}: allowed values are integers 1..{n} (the population size)")
+    check_n_migrants(k, f.shape[-1])
     return rank_order(f, v)[:, :k]
 
 
@@ -61,16 +79,16 @@ def route(inbound: dict, n_dest: int, offsets: dict, counts: dict, capacity: int
 
     The pool is the concatenation of every source's emigrants: source ``s`` has ``counts[s]``
     emigrants (best first) at pool rows ``offsets[s] .. offsets[s] + counts[s] - 1``. Sources are
-    islands (global ids) and the master swarm (id ``-1``); a source may have fewer emigrants than
-    the others (the master sends one).
+    islands (global ids) and the loop's plug-in (id ``-1``); a source may have fewer emigrants
+    than the others (the plug-in sends one).
 
     Fair truncation: a destination takes its sources' emigrants round-robin (the best emigrant of
     every source, then the second of every source, ...), in the order the sources are listed,
     and stops at ``capacity`` (its population size): when there is no room for all of them, each
     source loses its worst emigrants first and no source is dropped while another sends two.
     When there are more sources than room for one emigrant each, the list of sources is rotated
-    by ``rotate`` (callers pass the generation), so that over the run every source, the master
-    swarm included, gets in equally often instead of the last-listed ones never.
+    by ``rotate`` (callers pass the generation), so that over the run every source, the
+    plug-in included, gets in equally often instead of the last-listed ones never.
 
     Args:
         inbound: ``{destination position (0..n_dest-1): [source ids]}``.
@@ -127,10 +145,9 @@ def replacement(policy: str, residents: Population, immigrants: Population, vali
         ``order[i, j]`` of the input.
 
     Raises:
-        ValueError: unknown policy (field ``islands.replacement``).
+        ValueError: unknown policy (:func:`check_replacement`).
     """
-    if policy not in REPLACEMENTS:
-        raise ValueError(f"islands.replacement={policy!r}: allowed values are {'|'.join(REPLACEMENTS)}")
+    check_replacement(policy)
     xp = residents.xp
     K = immigrants.shape[1]
     # immigrants best-first, residents worst-first: pairing them keeps the best N of the union
@@ -181,7 +198,7 @@ def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound:
             offsets[gid], counts[gid] = p * k, k
         row = I * k
         for rid in sorted(remote):
-            if role not in remote[rid]:  # a source without this role (the master swarm's best)
+            if role not in remote[rid]:  # a source without this role (the plug-in's best)
                 continue
             r = remote[rid][role].conform(residents)
             c = r.shape[1]

@@ -21,8 +21,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, replace
 
-from isles.algorithms.core.backend import DEVICES, cupy_or_none
-from isles.algorithms.core.base import check_range
+from isles.algorithms.core.backend import cupy_or_none
 
 #: ``islands.placement`` values and the Ray placement-group strategy of each
 STRATEGIES = {"spread": "SPREAD", "strict_spread": "STRICT_SPREAD", "pack": "PACK"}
@@ -75,20 +74,16 @@ def plan(n_islands: int, device: str, n_actors: int | None, resources: dict) -> 
     Args:
         n_islands: islands in the archipelago (>= 1).
         device: ``auto|cpu|gpu``.
-        n_actors: actors wanted, or ``None`` for one per GPU (GPU) / one in all (CPU; module
-            docstring).
+        n_actors: actors wanted (>= 1), or ``None`` for one per GPU (GPU) / one in all (CPU;
+            module docstring).
         resources: ``ray.cluster_resources()`` (keys ``CPU``, ``GPU``).
 
+    The values come from a checked config (:func:`isles.islands.schema.validated`); only what
+    depends on the resources is checked here.
+
     Raises:
-        ValueError: ``islands.n < 1``, ``islands.n_actors < 1``, unknown device, or
-            ``device=gpu`` on a cluster without GPUs.
+        ValueError: ``device=gpu`` on a cluster without GPUs, or more GPU actors than GPUs.
     """
-    if not isinstance(n_islands, int) or n_islands < 1:
-        raise ValueError(f"islands.n={n_islands}: allowed values are integers >= 1")
-    if device not in DEVICES:
-        raise ValueError(f"device={device!r}: allowed values are {'|'.join(DEVICES)}")
-    if n_actors is not None and (not isinstance(n_actors, int) or n_actors < 1):
-        raise ValueError(f"islands.n_actors={n_actors}: allowed values are null (auto) or integers >= 1")
     n_gpus = int(resources.get("GPU", 0))
     if device == "gpu" and n_gpus == 0:
         raise ValueError("device=gpu: no GPU is visible to Ray on this machine or cluster; allowed values here are auto|cpu")
@@ -99,28 +94,6 @@ def plan(n_islands: int, device: str, n_actors: int | None, resources: dict) -> 
         raise ValueError(f"islands.n_actors={n_actors}: allowed values are 1..{n_gpus} (one actor per GPU)")
     n_actors = min(n_actors, n_islands)
     return Placement(groups=split(n_islands, n_actors), use_gpu=use_gpu)
-
-
-def check_fields(isl: dict, address) -> None:
-    """The placement fields of ``islands`` that need no cluster, checked before Ray starts.
-
-    Raises:
-        ValueError: ``islands.placement`` not in :data:`STRATEGIES`; ``islands.n_nodes`` not null
-            or an integer >= 1, or above 1 on a local Ray (``ray.address`` null); with
-            ``strict_spread``, ``islands.n_actors`` above ``islands.n_nodes``.
-    """
-    strategy, n_nodes, n_actors = isl.get("placement", "spread"), isl.get("n_nodes"), isl.get("n_actors")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"islands.placement={strategy!r}: allowed values are {'|'.join(STRATEGIES)}")
-    if n_nodes is None:
-        return
-    check_range("islands.n_nodes", n_nodes, 1, integer=True)
-    if not address and n_nodes > 1:
-        raise ValueError(f"islands.n_nodes={n_nodes}: a local Ray has one node; allowed values here are null or 1 "
-                         "(give ray.address of a cluster to use more)")
-    if strategy == "strict_spread" and n_actors is not None and n_actors > n_nodes:
-        raise ValueError(f"islands.n_actors={n_actors}: islands.placement=strict_spread puts one actor per node; "
-                         f"allowed values are 1..{n_nodes} (islands.n_nodes)")
 
 
 def cluster_nodes() -> list[dict]:
@@ -147,7 +120,7 @@ def plan_nodes(n_islands: int, device: str, isl: dict, nodes: list[dict]) -> Pla
     total = {k: sum(n[k] for n in nodes) for k in ("CPU", "GPU")}
     key = "GPU" if device != "cpu" and total["GPU"] >= 1 else "CPU"
     usable = [n for n in nodes if n[key] >= 1]
-    n_nodes, strategy, n_actors = isl.get("n_nodes"), isl.get("placement", "spread"), isl.get("n_actors")
+    n_nodes, strategy, n_actors = isl["n_nodes"], isl["placement"], isl["n_actors"]
     if n_nodes is not None:
         if n_nodes > len(usable):
             raise ValueError(f"islands.n_nodes={n_nodes}: the cluster has {len(usable)} nodes with a {key}; "
@@ -250,10 +223,13 @@ def needs_ray(cfg: dict) -> bool:
     """Whether a run needs Ray at all: a cluster address, async mode, or more than one island
     group on this machine. A local run whose islands share one group (one GPU; CPU islands unless
     ``islands.n_actors`` asks for more) runs in this process instead: the same code and result,
-    without Ray's seconds of start-up and shutdown, and without importing Ray."""
+    without Ray's seconds of start-up and shutdown, and without importing Ray.
+
+    Args:
+        cfg: the run config with the schema's defaults (:func:`isles.islands.schema.validated`)."""
     isl = cfg["islands"]
-    if (cfg.get("ray") or {}).get("address") or isl.get("mode", "sync") != "sync":
+    if cfg["ray"]["address"] or isl["mode"] != "sync":
         return True
-    device = cfg.get("device", "auto")
-    here = {"node_id": "local", "ip": "127.0.0.1", **local_resources((cfg.get("ray") or {}).get("num_cpus"), device)}
+    device = cfg["device"]
+    here = {"node_id": "local", "ip": "127.0.0.1", **local_resources(cfg["ray"]["num_cpus"], device)}
     return len(plan_nodes(isl["n"], device, isl, [here]).groups) > 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-#: source id of the master swarm's best in migration plans (a plug-in of the loop)
+#: source id of the loop plug-in's best in migration plans (e.g. a master population's)
 MASTER_ID = -1
 #: the salt of the migration stream of :func:`migration_edges` (apart from every other stream)
 SALT = 0x15
@@ -38,7 +38,7 @@ def group_plan(edges, island_ids, emigrants: dict, master_best=None, send_master
         island_ids: the group's islands (global ids, in its order).
         emigrants: ``{island id: Population (1, k)}`` of islands elsewhere; an edge whose source is
             elsewhere and missing here (an async group that has not reported yet) is left out.
-        master_best: the master swarm's best ``(1, 1)`` Population, or ``None`` when the group
+        master_best: the loop plug-in's best ``(1, 1)`` Population, or ``None`` when the group
             hosts the master itself; send_master: every island receives the master's best.
 
     Returns:

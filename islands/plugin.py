@@ -1,6 +1,6 @@
 """The plug-in interface of the epoch loop: code that runs on the islands' bests after every
-epoch and may send one individual back to every island (e.g. a master swarm, which lives with its
-algorithm under ``algorithms/``).
+epoch and may send one individual back to every island (e.g. a master population, which lives
+with its algorithm under ``algorithms/``).
 
 The run config's ``master`` object (instantiated from its ``_target_``) is the factory: its
 ``plugin(xp, dtype, evaluator, seed, stream, state)`` returns a :class:`LoopPlugin` on the array

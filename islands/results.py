@@ -17,7 +17,7 @@ class RunResult:
 
     Attributes:
         best_x (D,), best_f, best_v: best solution under Deb's rules (ranking pair).
-        evaluations: objective evaluations of all islands and the master swarm.
+        evaluations: objective evaluations of all islands and the loop's plug-in.
         generations: generations per island.
         wall_s: wall time of the evolution (actors already started), seconds.
         startup_s: actor start-up time, seconds.
@@ -29,7 +29,7 @@ class RunResult:
             its islands' new node); ``None`` values outside Ray.
         nan_evals: evaluations with a NaN objective or constraint.
         migrations: ``(epoch, src, dst, accepted, best f moved)`` tuples.
-        best_genome: the best individual's genome (e.g. the GA's packed ``uint32`` words), of
+        best_genome: the best individual's genome (e.g. packed ``uint32`` bit words), of
             which ``best_x`` is the phenotype.
         hit_generations: ``(n_islands,)`` int, the generation at which each island first reached
             the stop target (``stop.f_target + stop.tol``), -1 if it never did; ``None`` without

@@ -14,8 +14,13 @@ ConfigStore), so the composed config is typed and closed:
 
 Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topology``,
 ``master``) are open here: their ``_target_`` class validates its own parameters when it is built
-(:mod:`isles.islands.build`), before Ray starts. Ranges and allowed values are checked by
-:func:`isles.islands.job.validate`, also before Ray starts, with the same one-line message form.
+(:mod:`isles.islands.build`), before Ray starts.
+
+This module is the one place of the typed fields' defaults (the dataclasses below,
+:func:`with_defaults`) and of their ranges and allowed values (:func:`check_values`); the runtime
+reads a config through :func:`validated`, and the job (:func:`isles.app.job.validate`) calls it
+before Ray starts, adding only what depends on the machine (a GPU, a Ray address, psutil).
+Every error is one line naming the field as the user types it and the allowed values.
 """
 from __future__ import annotations
 
@@ -26,6 +31,15 @@ from typing import Any, Optional, get_type_hints
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from isles.algorithms.core.backend import DEVICES, dtype_of
+from isles.algorithms.core.base import check_range
+from isles.islands.migration import check_replacement
+from isles.islands.placement import STRATEGIES
+from isles.problems.constraints import check_handling
+
+#: values of ``islands.mode``: every group waits for the epoch's emigrants, or takes what has come
+MODES = ("sync", "async")
 
 
 @dataclass
@@ -200,6 +214,101 @@ def with_defaults(cfg: dict, schema=IslesConfig) -> dict:
             out[f.name] = with_defaults(value if isinstance(value, dict) else {}, sub)
         elif f.name not in out and f.default is not MISSING and f.default is not dataclasses.MISSING:
             out[f.name] = f.default
+    return out
+
+
+def check_values(cfg: dict) -> None:
+    """Check the ranges and allowed values of the typed fields of ``cfg``, a plain dict with the
+    schema's defaults (:func:`with_defaults`). Only the config is read: what depends on the
+    machine or the cluster (a visible GPU, a Ray address that answers, the cluster's nodes) and
+    on the built objects (the population size, the topology's island ids) is checked where they
+    are known.
+
+    Raises:
+        ValueError: one line naming the field as the user types it and the allowed values:
+            ``generations`` < 1, ``seed`` < 0, ``device`` or ``dtype`` unknown;
+            ``constraints.handling`` unknown, ``constraints.penalty``, ``.r`` or
+            ``.multiplier_bound`` not a finite number > 0 (also where the handling leaves them
+            unused); ``islands.n``, ``.n_actors``, ``.n_nodes``, ``.migration_interval``,
+            ``.n_migrants`` < 1, ``islands.replacement``, ``.mode`` or ``.placement`` unknown, a
+            ``master`` with ``islands.mode=async``, ``islands.n_nodes`` > 1 on a local Ray
+            (``ray.address`` null), ``islands.n_actors`` > ``islands.n_nodes`` under
+            ``strict_spread``, ``islands.snapshot_every`` or ``.max_restarts`` < 0,
+            ``islands.restart_timeout_s`` <= 0; ``checkpoint.every`` < 0, or > 0 without
+            ``checkpoint.path``; ``stop.tol`` < 0, ``stop.f_target`` not a number;
+            ``logger.system_metrics_interval`` <= 0.
+    """
+    check_range("generations", cfg["generations"], 1, integer=True)
+    check_range("seed", cfg["seed"], 0, integer=True)
+    if cfg["device"] not in DEVICES:
+        raise ValueError(f"device={cfg['device']!r}: allowed values are {'|'.join(DEVICES)}")
+    dtype_of(cfg["dtype"])
+    c = cfg["constraints"]
+    for name in ("penalty", "r", "multiplier_bound"):  # finite and > 0, also where the handling leaves them unused
+        if c[name] is not None:
+            check_range(f"constraints.{name}", c[name], 0, lo_open=True)
+    check_handling(c["handling"], c["penalty"])
+    _check_islands(cfg["islands"], cfg["master"], cfg["ray"]["address"])
+    ck = cfg["checkpoint"]
+    check_range("checkpoint.every", ck["every"], 0, integer=True)
+    if ck["every"] and not ck["path"]:
+        raise ValueError("checkpoint.path: give a file path for checkpoint.every > 0")
+    stop = cfg["stop"]
+    check_range("stop.tol", 0.0 if stop["tol"] is None else stop["tol"], 0)
+    if stop["f_target"] is not None:
+        check_range("stop.f_target", stop["f_target"])
+    if cfg["logger"]["system_metrics_interval"] is not None:
+        check_range("logger.system_metrics_interval", cfg["logger"]["system_metrics_interval"], 0, lo_open=True)
+
+
+def _check_islands(isl: dict, master, address) -> None:
+    """The ``islands`` fields of :func:`check_values` (``master``: the config's ``master`` node;
+    ``address``: ``ray.address``)."""
+    check_range("islands.n", isl["n"], 1, integer=True)
+    if isl["n_actors"] is not None:
+        check_range("islands.n_actors", isl["n_actors"], 1, integer=True)
+    check_range("islands.migration_interval", isl["migration_interval"], 1, integer=True)
+    check_range("islands.n_migrants", isl["n_migrants"], 1, integer=True)
+    check_replacement(isl["replacement"])
+    if isl["mode"] not in MODES:
+        raise ValueError(f"islands.mode={isl['mode']!r}: allowed values are {'|'.join(MODES)}")
+    check_master(master, isl["mode"])
+    strategy, n_nodes, n_actors = isl["placement"], isl["n_nodes"], isl["n_actors"]
+    if strategy not in STRATEGIES:
+        raise ValueError(f"islands.placement={strategy!r}: allowed values are {'|'.join(STRATEGIES)}")
+    if n_nodes is not None:
+        check_range("islands.n_nodes", n_nodes, 1, integer=True)
+        if not address and n_nodes > 1:
+            raise ValueError(f"islands.n_nodes={n_nodes}: a local Ray has one node; allowed values here are null or 1 "
+                             "(give ray.address of a cluster to use more)")
+        if strategy == "strict_spread" and n_actors is not None and n_actors > n_nodes:
+            raise ValueError(f"islands.n_actors={n_actors}: islands.placement=strict_spread puts one actor per node; "
+                             f"allowed values are 1..{n_nodes} (islands.n_nodes)")
+    check_range("islands.snapshot_every", isl["snapshot_every"], 0, integer=True)
+    check_range("islands.max_restarts", isl["max_restarts"], 0, integer=True)
+    check_range("islands.restart_timeout_s", isl["restart_timeout_s"], 0, lo_open=True)
+
+
+def check_master(master, mode: str) -> None:
+    """A master (the config's ``master`` node, or the loop's plug-in object) runs beside the sync
+    loop only.
+
+    Raises:
+        ValueError: ``master`` is not ``None`` and ``mode`` (``islands.mode``) is not ``sync``.
+    """
+    if master is not None and mode != "sync":
+        raise ValueError(f"islands.mode={mode}: a master (the loop's plug-in) needs islands.mode=sync")
+
+
+def validated(cfg: dict) -> dict:
+    """``cfg`` (a plain dict) with the schema's defaults (:func:`with_defaults`), its typed fields
+    checked (:func:`check_values`): what the runtime reads.
+
+    Raises:
+        ValueError: as :func:`check_values`.
+    """
+    out = with_defaults(cfg)
+    check_values(out)
     return out
 
 

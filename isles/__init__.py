@@ -1,11 +1,14 @@
 """isles: a distributed, multi-GPU island runner for evolutionary algorithms.
 
-One top-level package with three parts, each a folder of the repository mapped into it by
+One top-level package with four parts, each a folder of the repository mapped into it by
 setuptools' ``package-dir`` (``pyproject.toml``):
 
 * :mod:`isles.algorithms`: the algorithms (DE, PSO/EPSO/CMEPSO, GA, FEP, CDE) over NumPy or CuPy;
 * :mod:`isles.problems`: the problems (benchmarks, engineering designs, binary, min-max, CEC2006);
-* :mod:`isles.islands`: the island runtime (Ray actors, migration, coordinator, tracking);
+* :mod:`isles.islands`: the island runtime (Ray actors, placement, migration, planner, loops,
+  recovery, transport, the typed config schema);
+* :mod:`isles.app`: the application around the runtime (one job from a config, MLflow tracking,
+  sweeps, Ray's security defaults, console output and plots);
 * ``isles.conf``: the Hydra configs (package data), run by :func:`isles.cli.main`.
 
 From a checkout (``python run.py``, the tests, the benchmarks), the repository's folders are the
@@ -15,6 +18,7 @@ and it is added to this package's search path. Installed from a wheel, :data:`CH
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 __version__ = "0.1.0"
@@ -39,9 +43,16 @@ if CHECKOUT is not None and str(CHECKOUT) not in __path__:  # noqa: F821  (modul
 
 MOVED = {"problems": ("from problems.base import Problem", "from isles.problems.base import Problem"),
          "algorithms": ("from algorithms.de.de import DE", "from isles.algorithms.de.de import DE"),
-         "islands": ("from islands.job import run_job", "from isles.islands.job import run_job")}
+         "islands": ("from islands.coordinator import Coordinator",
+                     "from isles.islands.coordinator import Coordinator")}
 """The repository's folders that were top-level packages before isles became one package:
 ``{old name: (an old import, the same import now)}``."""
+
+MOVED_MODULES = {f"isles.islands.{name}": f"isles.app.{name}" for name in (
+    "job", "tracking", "tracking_server", "sweep_runs", "ray_security", "plots", "report", "progress",
+    "user_modules")}
+"""Modules of the application that lived in the runtime's part before (issue 19):
+``{old module: new module}``; an import of an old one is refused with one line naming the new one."""
 
 
 def moved_message(name: str) -> str:
@@ -61,3 +72,29 @@ def refuse_old_name(name: str) -> None:
     """
     if name in MOVED:
         raise ImportError(moved_message(name), name=name)
+    if name == "app":  # a part that never was top-level: the same second-copy danger
+        raise ImportError("the folder 'app' is the part isles.app: write `from isles.app.job import run_job`, "
+                          "not `from app.job import run_job`", name=name)
+
+
+def moved_module_message(name: str) -> str:
+    """One line naming the new module of the moved module ``name`` (a key of :data:`MOVED_MODULES`)."""
+    new = MOVED_MODULES[name]
+    return f"the module {name} moved to {new}: write `import {new}` (every `{name}.X` is now `{new}.X`)"
+
+
+class _MovedModules:
+    """A finder at the end of ``sys.meta_path``, asked only for modules that no other finder
+    found: an import of a moved module (:data:`MOVED_MODULES`) is refused with one line naming
+    the new module, instead of ``No module named ...``."""
+
+    @staticmethod
+    def find_spec(fullname: str, path=None, target=None):
+        """Raises ImportError for a key of :data:`MOVED_MODULES`; ``None`` (not found) otherwise."""
+        if fullname in MOVED_MODULES:
+            raise ImportError(moved_module_message(fullname), name=fullname)
+        return None
+
+
+if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
+    sys.meta_path.append(_MovedModules())

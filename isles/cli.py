@@ -21,7 +21,7 @@ import hydra
 from omegaconf import DictConfig
 
 from isles.islands.coordinator import RestartFailed
-from isles.islands.job import error_message, failure_line, is_config_error, run_job
+from isles.app.job import error_message, failure_line, is_config_error, run_job
 from isles.islands.schema import check_override_keys
 
 CONF_DIR = str(Path(__import__("isles.conf", fromlist=["_"]).__file__).resolve().parent)
@@ -33,7 +33,7 @@ def import_from_launch_directory() -> None:
     does: ``problem._target_=my_module.MyProblem`` then finds ``my_module.py`` there whichever way
     isles was started (``isles``, ``python run.py`` from a checkout, ``python -m isles``). Ray's
     workers on this machine get the same directory from Ray; on a cluster the user's modules
-    travel with the job (:mod:`isles.islands.user_modules`)."""
+    travel with the job (:mod:`isles.app.user_modules`)."""
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
@@ -43,7 +43,7 @@ def run(cfg: DictConfig) -> float:
     """Run one job and return its best fitness (Hydra's sweepers minimise it).
 
     Raises:
-        SystemExit: 2 on a bad config value (:func:`isles.islands.job.is_config_error`), 1 on a
+        SystemExit: 2 on a bad config value (:func:`isles.app.job.is_config_error`), 1 on a
             failure inside the run, a user's own ``ValueError`` included; one line on stderr.
     """
     try:

@@ -52,6 +52,10 @@ def run_cli(*args, timeout=180):
         (["+experiment=cmepso", "generations=-5"], "generations=-5: allowed values are integers >= 1"),
         (["+experiment=cmepso", "ray.address=127.0.0.1:1"], "ray.address='127.0.0.1:1': nothing answers there"),
         (["+experiment=cmepso", "islands.n=abc"], "islands.n"),
+        # the Coordinator's checks, now the schema's (issue 19): still one line, before Ray
+        (["+experiment=cmepso", "islands.mode=async"], "islands.mode=async: a master (the loop's plug-in) needs "
+                                                        "islands.mode=sync"),
+        (["+experiment=de_islands", "stop.tol=-1"], "stop.tol=-1.0: allowed values are numbers >= 0"),
     ],
 )
 def test_bad_input_one_line_error(args, needle):

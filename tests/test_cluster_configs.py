@@ -91,7 +91,7 @@ def test_launcher_config_gpu_workers_and_safe_head():
     """A CPU head and GPU workers; isles with the ``gpu`` extra on every node; the head's
     dashboard and MLflow server on 127.0.0.1; token authentication on every node, with the token
     the user's machine has; the checkout uploaded without what Ray's working_dir leaves out."""
-    from isles.islands.job import RAY_EXCLUDES
+    from isles.app.job import RAY_EXCLUDES
 
     cfg = load(CLUSTER / "aws.yaml")
     types = cfg["available_node_types"]
@@ -147,8 +147,8 @@ def test_rayjob_runs_the_main_job_on_its_own_cluster_of_the_same_spec(monkeypatc
     its cluster is the RayCluster's spec (one spec, checked equal, not two that drift). The
     cluster the entrypoint joins exists only in Kubernetes: ``ray.address=auto`` is not looked up
     here (whether this machine runs a Ray cluster is not the config's business)."""
-    from isles.islands import job
-    from isles.islands.job import validate
+    from isles.app import job
+    from isles.app.job import validate
 
     monkeypatch.setattr(job, "check_ray_address", lambda address: None)
 

@@ -41,3 +41,44 @@ def test_cmepso_defaults_are_the_papers():
     assert (a["cor"], a["sigma_g"], a["sigma"], a["c1"], a["c2"], m["c3"]) == (0.22, 0.005, 0.22, 2.05, 2.05, 2.02)
     assert c["islands"]["migration_interval"] == 1 and c["dtype"] == "float64"
     assert plain(make_cfg("+experiment=cmepso", "problem=spring"))["problem"]["_target_"].endswith("Spring")
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["islands.mode=lazy"], "islands.mode='lazy': allowed values are sync|async"),
+    (["+experiment=cmepso", "islands.mode=async"],
+     "islands.mode=async: a master (the loop's plug-in) needs islands.mode=sync"),
+    (["islands.migration_interval=0"], "islands.migration_interval=0: allowed values are integers >= 1"),
+    (["islands.snapshot_every=-1"], "islands.snapshot_every=-1: allowed values are integers >= 0"),
+    (["islands.max_restarts=-2"], "islands.max_restarts=-2: allowed values are integers >= 0"),
+    (["checkpoint.every=-1"], "checkpoint.every=-1: allowed values are integers >= 0"),
+    (["stop.tol=-1"], "stop.tol=-1.0: allowed values are numbers >= 0"),
+    (["stop.f_target=nan"], "stop.f_target=nan: allowed values are numbers"),
+    (["seed=-3"], "seed=-3: allowed values are integers >= 0"),
+])
+def test_schema_checks_fire_before_anything_starts(overrides, message, monkeypatch):
+    """Issue 19: the range checks that the Coordinator made on its own are the schema's
+    (``islands/schema.py``: :func:`check_values`), run by the job before it builds anything: no
+    Coordinator is made, no Ray and no MLflow run started; one line naming the field as typed."""
+    from isles.app import job
+
+    def started(*args, **kwargs):
+        raise AssertionError("the run started before the config was checked")
+
+    monkeypatch.setattr(job, "Coordinator", started)
+    monkeypatch.setattr(job, "init_ray", started)
+    monkeypatch.setattr(job, "TrackingProcess", started)
+    with pytest.raises(ValueError) as err:
+        job.run_job(make_cfg(*overrides, "device=cpu", "logger=none"))
+    assert str(err.value) == message
+
+
+def test_coordinator_reads_the_schemas_defaults_and_checks():
+    """The runtime reads a config through the schema (:func:`isles.islands.schema.validated`): a
+    hand-made dict gets the defaults of the keys it lacks, and a bad value the same line as the job's."""
+    from isles.islands.schema import IslandsConfig, validated
+
+    cfg = validated({"islands": {"n": 4}, "device": "cpu"})
+    assert cfg["islands"]["migration_interval"] == IslandsConfig.migration_interval
+    assert cfg["islands"]["n"] == 4 and cfg["checkpoint"]["every"] == 0
+    with pytest.raises(ValueError, match=r"^islands.mode='lazy': allowed values are sync\|async$"):
+        validated({"islands": {"mode": "lazy"}, "device": "cpu"})

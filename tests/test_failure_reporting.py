@@ -19,8 +19,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from isles.algorithms.core.base import check_range
-from isles.islands import job, tracking_server
-from isles.islands.job import run_job
+from isles.app import job, tracking_server
+from isles.app.job import run_job
 from tests.helpers import make_cfg
 from tests.test_cli import run_cli
 from tests.user_problems import FailingSphere
@@ -107,7 +107,7 @@ def test_a_failure_in_the_tracking_process_marks_the_run_failed(store):
     """The tracking process's body (in a thread here): a callback that fails ends the run
     FAILED and reports one line, instead of leaving it open for MLflow's exit hook to mark
     FINISHED."""
-    from isles.islands.tracking_process import _tracking_main
+    from isles.app.tracking_process import _tracking_main
 
     parent, child = Pipe()
     body = threading.Thread(target=_tracking_main, args=(child, {"tracking_uri": store, "experiment_name": "t"},
@@ -207,7 +207,7 @@ def test_named_stores_outside_the_copy_pass(in_ray_job_copy, tmp_path, monkeypat
 def test_a_store_named_elsewhere_keeps_its_artifacts_beside_it(tmp_path, monkeypatch):
     """A ``sqlite:`` store outside the launch directory (Ray's copy under ``ray job submit``):
     the artifacts go beside the database, not into the launch directory."""
-    from isles.islands.tracking import MlflowTracker
+    from isles.app.tracking import MlflowTracker
 
     launch, keep = tmp_path / "launch", tmp_path / "keep"
     launch.mkdir()

@@ -145,7 +145,7 @@ def test_lost_actors_not_restarted_leave_a_checkpoint_and_the_resume_command(tmp
     the last snapshot becomes a checkpoint, the error names it and the resume command, and the
     resume gives the uninterrupted result."""
     from isles.islands.coordinator import RestartFailed
-    from isles.islands.job import run_job
+    from isles.app.job import run_job
 
     whole = coordinator("islands.n_actors=2", use_ray=False).run()
 
@@ -203,7 +203,7 @@ def test_async_interrupt_checkpoints_and_resumes(ray_local, tmp_path, monkeypatc
     """Ctrl-C (or SIGTERM, which the job turns into the same interrupt) in async mode: the job
     writes every group's latest state as a checkpoint and prints the resume command; the resumed
     run ends with the uninterrupted run's counters."""
-    from isles.islands.job import run_job
+    from isles.app.job import run_job
 
     reference = coordinator(*ASYNC).run()
     publish = Coordinator._publish

@@ -5,7 +5,7 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from isles.islands.job import run_job
+from isles.app.job import run_job
 from tests.helpers import make_cfg
 
 # slow: real Ray actors and MLflow stores (CI runs them; the quick run -m "not slow" does not)
@@ -72,7 +72,7 @@ def test_async_de_islands_migrate_and_log(ray_local, store):
 
 def test_restarted_groups_retag_the_run(store):
     """After a lost actor or node, the run's tags say where the restarted group runs now."""
-    from isles.islands.tracking import MlflowTracker
+    from isles.app.tracking import MlflowTracker
 
     def info(node, pid):
         return {"device": "cpu", "host": "h", "pid": pid, "node_id": node, "node_ip": "10.0.0.1",
@@ -90,7 +90,7 @@ def test_restarted_groups_retag_the_run(store):
 def test_resuming_a_run_the_store_does_not_hold_logs_a_new_run(store, capfd):
     """A checkpoint's MLflow run written against another store (e.g. before logger.fallback_local
     switched to the local one): the resumed run is a new run, tagged with the old id."""
-    from isles.islands.tracking import MlflowTracker
+    from isles.app.tracking import MlflowTracker
 
     tracker = MlflowTracker({"tracking_uri": store, "experiment_name": "test-resume"}, {"seed": 0}, "seed: 0\n", None)
     run_id = tracker.start("0123456789abcdef0123456789abcdef")

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from isles.islands import job
-from isles.islands.job import run_job
-from isles.islands.sweep_runs import experiment_id, find_or_create_parent
+from isles.app import job
+from isles.app.job import run_job
+from isles.app.sweep_runs import experiment_id, find_or_create_parent
 from tests.helpers import make_cfg
 
 # slow: a real MLflow server (CI runs them; the quick run -m "not slow" does not)

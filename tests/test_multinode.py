@@ -1,7 +1,7 @@
 """A real multi-node Ray cluster on this machine (``ray.cluster_utils.Cluster``): a head node
 without CPUs that runs the job server, and two worker nodes of 2 CPUs and one (logical) GPU each.
 
-* DE islands run through ``ray.address`` (:func:`isles.islands.job.run_job`, the code path of
+* DE islands run through ``ray.address`` (:func:`isles.app.job.run_job`, the code path of
   ``python run.py ... ray.address=HOST:PORT``) and through ``ray job submit`` against the head
   (``python run.py ... ray.address=auto``, read back from MLflow): the island groups are placed
   on both worker nodes, migrants cross between nodes, and the result equals the in-process run of
@@ -30,7 +30,7 @@ from hydra.utils import instantiate
 
 from isles.islands import checkpoint
 from isles.islands.coordinator import Coordinator, RestartFailed
-from isles.islands.job import init_ray, run_job
+from isles.app.job import init_ray, run_job
 from isles.islands.placement import actor_options, cluster_nodes, plan_nodes, ray_location, reserve
 from tests.helpers import make_cfg, plain
 

@@ -3,6 +3,7 @@ and the configs, and runs the main job from an empty directory."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = {"isles.algorithms": "algorithms", "isles.problems": "problems", "isles.islands": "islands"}
+PARTS = {"isles.algorithms": "algorithms", "isles.problems": "problems", "isles.islands": "islands", "isles.app": "app"}
 
 
 def test_every_subpackage_is_listed():
@@ -72,6 +73,37 @@ def test_old_import_check_reads_tracked_files_only(tmp_path):
     assert old_top_level_imports(tmp_path) == ["mine.py:2: from problems.base import Problem"]
 
 
+ALGORITHM_NAMES = re.compile(r"cmepso|epso|\bcde\b|fep|\bga\b|\bde\b|pso", re.IGNORECASE)
+
+
+def test_the_runtime_is_apart_from_the_application_and_the_algorithms():
+    """Issue 19, layout: ``islands/`` (the runtime) imports nothing of ``app/`` (the application
+    around it), names no algorithm (code, comments and docstrings), and no file of it is over
+    500 lines."""
+    for path in sorted((ROOT / "islands").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        assert len(lines) <= 500, f"{path.name}: {len(lines)} lines"
+        for n, line in enumerate(lines, 1):
+            assert not re.match(r"\s*(from|import) isles\.app\b", line), f"{path.name}:{n}: {line.strip()}"
+            assert not ALGORITHM_NAMES.search(line), f"{path.name}:{n}: {line.strip()}"
+
+
+def test_moved_modules_name_their_new_home():
+    """Issue 19: the application left ``islands/`` for ``app/``; an import of an old module is one
+    ImportError line naming the new one (not ``No module named``), and ``app`` imported as a
+    top-level package from a checkout (a second copy of isles' classes) is refused the same way."""
+    for code, new in (("from isles.islands.job import run_job", "isles.app.job"),
+                      ("import isles.islands.tracking", "isles.app.tracking"),
+                      ("import app", "from isles.app.job import run_job")):
+        p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        last = p.stderr.strip().splitlines()[-1]
+        assert p.returncode != 0 and last.startswith("ImportError: ") and new in last, p.stderr
+    from isles.app.job import run_job  # the new home imports
+
+    assert callable(run_job)
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
@@ -87,7 +119,7 @@ def test_wheel_has_one_top_level_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert tops == {"isles"}
-    for must in ("isles/algorithms/de/cuda.py", "isles/islands/coordinator.py", "isles/problems/base.py",
+    for must in ("isles/algorithms/de/cuda.py", "isles/islands/coordinator.py", "isles/app/job.py", "isles/problems/base.py",
                  "isles/conf/config.yaml", "isles/conf/experiment/cmepso.yaml", "isles/cli.py"):
         assert must in names, must
     entry = [n for n in names if n.endswith("entry_points.txt")]

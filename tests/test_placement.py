@@ -4,7 +4,7 @@ starts, and how a group's place is written. The placement groups themselves run 
 multi-node cluster in ``tests/test_multinode.py``."""
 import pytest
 
-from isles.islands.job import validate
+from isles.app.job import validate
 from isles.islands.placement import STRATEGIES, needs_ray, plan_nodes, where
 from tests.helpers import make_cfg, plain
 

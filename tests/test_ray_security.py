@@ -16,19 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from isles.islands.job import validate
-from isles.islands.ray_security import AUTH_LOGGER, ENABLED_WARNING, token_notice
+from isles.app.job import validate
+from isles.app.ray_security import AUTH_LOGGER, ENABLED_WARNING, token_notice
 from tests.helpers import make_cfg, plain
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Starts a local Ray the way run.py does (islands/job.py: init_ray) with the dashboard on, then
+# Starts a local Ray the way run.py does (app/job.py: init_ray) with the dashboard on, then
 # reports where the dashboard listens, what its job API answers without and with the token, and
 # whether the dashboard's port answers on this machine's non-loopback address.
 PROBE = r"""
 import json, socket, sys, urllib.error, urllib.request
 import ray
-from isles.islands.job import init_ray
+from isles.app.job import init_ray
 
 init_ray({"num_cpus": 1, "include_dashboard": True})
 try:

@@ -5,6 +5,7 @@ from hydra.utils import instantiate
 
 from isles.islands.coordinator import Coordinator
 from isles.islands.placement import plan, split
+from isles.islands.schema import validated
 from tests.helpers import make_cfg, plain
 
 SMALL = ["problem=sphere", "problem.dim=4", "algorithm.n_particles=8", "algorithm.n_replicas=2",
@@ -24,8 +25,8 @@ def test_split_and_plan():
     assert p.groups == [list(range(10))] and not p.use_gpu
     assert plan(10, "auto", 2, {"CPU": 2}).groups == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
     assert len(plan(8, "auto", None, {"CPU": 16, "GPU": 2}).groups) == 2
-    with pytest.raises(ValueError, match="islands.n=-1"):
-        plan(-1, "cpu", None, {"CPU": 2})
+    with pytest.raises(ValueError, match="islands.n=-1"):  # the schema's check, before any plan (issue 19)
+        validated({"islands": {"n": -1}, "device": "cpu"})
     with pytest.raises(ValueError, match="device=gpu"):
         plan(4, "gpu", None, {"CPU": 2})
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from isles.islands.job import run_job  # also registers the typed schema that conf/config.yaml names
+from isles.app.job import run_job  # also registers the typed schema that conf/config.yaml names
 from tests.helpers import make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -94,7 +94,7 @@ def test_old_top_level_import_from_a_checkout_names_the_new_one():
     second copy of the base class; now one ImportError line names the new import."""
     for part, new in (("problems", "from isles.problems.base import Problem"),
                       ("algorithms", "from isles.algorithms.de.de import DE"),
-                      ("islands", "from isles.islands.job import run_job")):
+                      ("islands", "from isles.islands.coordinator import Coordinator")):
         p = run([sys.executable, "-c", f"import {part}"], cwd=ROOT)
         assert p.returncode != 0
         last = p.stderr.strip().splitlines()[-1]
@@ -134,7 +134,7 @@ def test_missing_module_is_one_line_saying_where_isles_looks(tmp_path):
 def test_user_module_paths_lists_only_the_users_code(project, monkeypatch):
     """What travels to a cluster's workers as py_modules: the user's file, not isles, not installed
     packages, not what a shipped working_dir already holds."""
-    from isles.islands.user_modules import user_module_paths
+    from isles.app.user_modules import user_module_paths
 
     monkeypatch.syspath_prepend(str(project))
     cfg = {"problem": {"_target_": "pressure_vessel.PressureVessel"},

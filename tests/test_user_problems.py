@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from isles.algorithms.core.encodings import Seed002, make_encoding
-from isles.islands.build import build_problem, user_problem_config
+from isles.app.overrides import user_problem_config
+from isles.islands.build import build_problem
 from isles.islands.coordinator import RunResult
 from isles.problems.base import ProblemShapeError, probe_evaluation
 from isles.problems.benchmarks import Rastrigin
@@ -181,3 +182,12 @@ def test_reported_violation_is_never_negative():
     """An interior point of the vessel: every g < 0, so the violation is 0 (not max g < 0)."""
     rep = feasibility_report(PressureVessel(), [1.0, 0.6, 45.0, 150.0])
     assert max(rep["g"]) < 0 and rep["max_normalised_violation"] == 0.0 and rep["feasible"]
+
+
+def test_target_in_a_moved_module_names_its_new_home():
+    """Issue 19: a ``_target_`` in a module that moved from ``isles.islands`` to ``isles.app`` is one
+    line naming the new module, not Hydra's "Are you sure that module ... is installed?"."""
+    with pytest.raises(ValueError) as err:
+        build_problem({"_target_": "isles.islands.report.Vessel"})
+    assert str(err.value).startswith("problem._target_='isles.islands.report.Vessel': cannot import it: "
+                                     "the module isles.islands.report moved to isles.app.report")

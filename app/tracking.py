@@ -11,7 +11,7 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
 * artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json``
   (``x``, ``f``, ``g``, ``feasible``; where the problem cannot re-evaluate x, ``f``, ``g`` and
   ``feasible`` are null, with the run's ``run_best_f``, ``run_best_v`` and ``not_computed``, also
-  the tag ``report_not_computed``: :mod:`isles.islands.report`), ``history.csv`` (every epoch's metrics, per island too),
+  the tag ``report_not_computed``: :mod:`isles.app.report`), ``history.csv`` (every epoch's metrics, per island too),
   ``migrations.csv`` when islands migrated;
 * with ``logger.system_metrics=true``, MLflow's system metrics (``system/cpu_utilization_percentage``,
   ``system/system_memory_usage_megabytes``, ``system/gpu_N_utilization_percentage``, ...,
@@ -19,18 +19,18 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
   and are system-wide: the CPUs, memory and (through NVML) GPUs of the machine that launched
   the run, not those of a cluster's other nodes;
 * in a Hydra multirun, the tags that nest the run under its sweep's parent run
-  (:mod:`isles.islands.sweep_runs`).
+  (:mod:`isles.app.sweep_runs`).
 
-The tracker runs in a process of its own (:class:`isles.islands.tracking_process.TrackingProcess`); a run of more than
-:data:`MAX_STEPS` epochs logs every k-th epoch as metric steps (and the last), all of them in
-``history.csv``.
+The tracker runs in a process of its own (:class:`isles.app.tracking_process.TrackingProcess`);
+a run of more than :data:`isles.app.tracking_process.MAX_STEPS` epochs logs every k-th epoch as
+metric steps (and the last), all of them in ``history.csv``.
 
 Metrics are buffered and written with ``log_batch`` whenever the tracking process has nothing
 else to do (and every few seconds at the latest), so per-iteration epochs never wait on the
 tracking store and little is left to write when the run ends. The default store is MLflow's own default (``sqlite:///mlflow.db``
 in the launch directory); ``mlflow ui`` started there shows every run. A tracking server
 (``logger.tracking_uri=http://HOST:PORT``) is checked before the run starts
-(:mod:`isles.islands.tracking_server`).
+(:mod:`isles.app.tracking_server`).
 """
 from __future__ import annotations
 
@@ -45,10 +45,10 @@ import numpy as np
 
 
 
-def _mlflow():
+def mlflow_module():
     """The ``mlflow`` module, imported on first use (it takes seconds; a run with
-    ``logger=none`` never pays for it, and with :class:`isles.islands.tracking_process.TrackingProcess` the run's own process
-    never imports it)."""
+    ``logger=none`` never pays for it, and with
+    :class:`isles.app.tracking_process.TrackingProcess` the run's own process never imports it)."""
     import mlflow  # noqa: PLC0415
 
     return mlflow
@@ -121,7 +121,7 @@ class MlflowTracker:
         problem: the problem, for the float64 report of the best solution.
         flush_s: seconds between metric flushes.
         sweep: the Hydra multirun this job belongs to
-            (:func:`isles.islands.sweep_runs.sweep_info`), or ``None``.
+            (:func:`isles.app.sweep_runs.sweep_info`), or ``None``.
     """
 
     def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, flush_s: float = 2.0,
@@ -148,10 +148,10 @@ class MlflowTracker:
         With ``system_metrics``, MLflow samples the machine's CPU, memory and GPUs in a thread
         of this process until the run ends (``MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=true`` in
         the environment turns it on too)."""
-        mlflow = _mlflow()
+        mlflow = mlflow_module()
         from mlflow.tracking import MlflowClient  # noqa: PLC0415
 
-        from isles.islands.sweep_runs import child_name, child_tags, find_or_create_parent  # noqa: PLC0415
+        from isles.app.sweep_runs import child_name, child_tags, find_or_create_parent  # noqa: PLC0415
 
         if self.cfg.get("tracking_uri"):
             mlflow.set_tracking_uri(self.cfg["tracking_uri"])
@@ -183,15 +183,15 @@ class MlflowTracker:
     def _experiment(self, name: str):
         """Set (and return) the experiment ``name``, creating it when the store lacks it; a local
         ``sqlite:`` store's new experiment keeps its artifacts beside the database
-        (:func:`isles.islands.tracking_server.local_artifact_root`), not in the launch directory
+        (:func:`isles.app.tracking_server.local_artifact_root`), not in the launch directory
         (under ``ray job submit``, Ray's temporary copy of the working directory)."""
         from urllib.parse import quote  # noqa: PLC0415
 
         from mlflow.exceptions import MlflowException  # noqa: PLC0415
 
-        from isles.islands.tracking_server import local_artifact_root  # noqa: PLC0415
+        from isles.app.tracking_server import local_artifact_root  # noqa: PLC0415
 
-        mlflow = _mlflow()
+        mlflow = mlflow_module()
         root = local_artifact_root(mlflow.get_tracking_uri())
         if root and self._client.get_experiment_by_name(name) is None:
             try:
@@ -215,7 +215,7 @@ class MlflowTracker:
         """Tags: each group's device, host, Ray node, GPUs and islands; Ray's cluster resources
         (``info["cluster_resources"]``); start-up time metric."""
         tags = group_tags(dict(enumerate(info["groups"])))
-        mlflow = _mlflow()
+        mlflow = mlflow_module()
         tags["devices"] = "; ".join(sorted({g["device"] for g in info["groups"]}))
         tags["gpu_path"] = "; ".join(sorted({g.get("gpu_path", "") for g in info["groups"]} - {""}))
         if info.get("cluster_resources"):  # from the run's process (this one does not import Ray)
@@ -227,7 +227,7 @@ class MlflowTracker:
         """Tags of the restarted groups (``info["groups"]``: ``{group index: info}``) say where
         they run now; ``restarts`` counts the restarted groups."""
         self._restarts += len(info["groups"])
-        _mlflow().set_tags({**group_tags(info["groups"]), "restarts": str(self._restarts)})
+        mlflow_module().set_tags({**group_tags(info["groups"]), "restarts": str(self._restarts)})
 
     def on_epoch(self, rec: dict) -> None:
         """Buffer the epoch's metrics (step = generation); flush every ``flush_s`` seconds."""
@@ -258,14 +258,14 @@ class MlflowTracker:
     def on_end(self, result) -> None:
         """Final metrics and the artifacts (best solution, convergence plot, history, migrations).
 
-        The best solution comes first (:func:`isles.islands.report.end_report`): where the problem
+        The best solution comes first (:func:`isles.app.report.end_report`): where the problem
         cannot re-evaluate it, ``best_solution.json`` holds ``x``, the run's ``run_best_f`` and
         ``run_best_v`` and ``not_computed`` (also the tag ``report_not_computed``), and the
         ``final_best_f``, ``final_max_violation`` and ``final_feasible`` metrics are left out."""
-        from isles.islands.plots import convergence_figure  # noqa: PLC0415
-        from isles.islands.report import end_report  # noqa: PLC0415
+        from isles.app.plots import convergence_figure  # noqa: PLC0415
+        from isles.app.report import end_report  # noqa: PLC0415
 
-        mlflow = _mlflow()
+        mlflow = mlflow_module()
         self.flush()
         report = end_report(self.problem, result)
         final = {"final_evaluations": result.evaluations, "final_wall_s": result.wall_s,
@@ -297,13 +297,9 @@ class MlflowTracker:
         try:
             self.flush()
         except BaseException:
-            _mlflow().end_run(status="FAILED")  # metrics lost: never FINISHED
+            mlflow_module().end_run(status="FAILED")  # metrics lost: never FINISHED
             raise
-        _mlflow().end_run(status=status)
-
-
-#: most epochs a run logs as MLflow metric steps (a longer run logs every k-th epoch)
-MAX_STEPS = 250
+        mlflow_module().end_run(status=status)
 
 
 def history_csv(history: list) -> str:

@@ -8,7 +8,7 @@ which every job of the sweep sees, in whichever process or node a launcher runs 
   overrides, ``sweep_fixed_keys``: the keys it sets to one value) is opened by :class:`SweepParentRun`, a Hydra callback (``conf/config.yaml``
   ``hydra.callbacks``), once in the launching process before any job starts, and closed when the
   sweep ends (``FINISHED``; ``FAILED`` if the process exits before, e.g. a job's bad config).
-* Each job's run (:class:`isles.islands.tracking.MlflowTracker`) finds the parent by its tag,
+* Each job's run (:class:`isles.app.tracking.MlflowTracker`) finds the parent by its tag,
   through the tracking store, not through memory; it opens the parent itself if none exists
   (the callback was left out, or the job logs to another experiment). Jobs that open one at the
   same time keep the oldest and delete the others.
@@ -99,7 +99,7 @@ def find_or_create_parent(client, exp_id: str, sweep_id: str, overrides: list[st
     found = _parents(client, exp_id, sweep_id)
     if found:
         return found[0].info.run_id
-    from isles.islands.tracking import git_commit  # noqa: PLC0415
+    from isles.app.tracking import git_commit  # noqa: PLC0415
 
     tags = {SWEEP_TAG: sweep_id, PARENT_TAG: "true", "git_commit": git_commit()}
     if overrides is not None:
@@ -142,7 +142,7 @@ class SweepParentRun(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         """Open the parent run (tags ``sweep``, ``sweep_parent``, ``sweep_overrides``)."""
-        from isles.islands.tracking_server import reach_tracking_store  # noqa: PLC0415
+        from isles.app.tracking_server import reach_tracking_store  # noqa: PLC0415
 
         logger = OmegaConf.to_container(config.logger, resolve=True) if "logger" in config else {}
         if not logger.get("enabled"):

@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from isles.islands.placement import where
-from isles.islands.report import end_report
+from isles.app.report import end_report
 
 
 class ConsoleProgress:
@@ -59,7 +59,7 @@ def result_line(result, problem, run_id: str | None) -> str:
     """The run's result in one line (what ``progress=false`` prints, so a finished result is
     never lost): ``isles: best f=... feasible|INFEASIBLE (float64) x=[...] evaluations ... wall ... s
     [MLflow run ...]``. Where the problem cannot re-evaluate the best x
-    (:func:`isles.islands.report.end_report`), ``f`` is the run's own, marked ``(run)``, and a
+    (:func:`isles.app.report.end_report`), ``f`` is the run's own, marked ``(run)``, and a
     second line says what was not computed and why."""
     rep = end_report(problem, result)
     x = ", ".join(f"{v:.10g}" for v in rep["x"][:6]) + (", ..." if len(rep["x"]) > 6 else "")
@@ -74,7 +74,7 @@ def result_line(result, problem, run_id: str | None) -> str:
 
 def print_summary(result, problem, run_id: str | None, console: Console | None = None) -> dict:
     """Print the end-of-run summary (float64 re-evaluation of the best) and return the report
-    (:func:`isles.islands.report.end_report`: what the problem could not re-evaluate is one line
+    (:func:`isles.app.report.end_report`: what the problem could not re-evaluate is one line
     saying why, and ``f`` is then the run's own)."""
     console = console or Console()
     rep = end_report(problem, result)

@@ -6,8 +6,8 @@ min-max problem without a closed-form worst case (``objective_known = False``) r
 ``NotImplementedError`` from ``objective``, and a user's objective may fail on one row. The
 report then keeps ``x`` and the run's own ``best_f`` and ``best_v`` (the ranking pair the
 algorithm compared), and says in one line what it could not compute and why (``not_computed``).
-The console summary (:mod:`isles.islands.progress`) and MLflow's ``best_solution.json``
-(:mod:`isles.islands.tracking`) both read it.
+The console summary (:mod:`isles.app.progress`) and MLflow's ``best_solution.json``
+(:mod:`isles.app.tracking`) both read it.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ as ``ValueError`` with a one-line message naming the field and the allowed value
 after it started leaves its MLflow run marked ``FAILED`` with what was logged so far, and its
 one-line report names the innermost file and line and the log file with the traceback
 (:func:`failure_line`). A finished result is always printed, whatever the end-of-run report
-cannot compute (:func:`show_result`, :mod:`isles.islands.report`).
+cannot compute (:func:`show_result`, :mod:`isles.app.report`).
 """
 from __future__ import annotations
 
@@ -24,24 +24,23 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from isles.algorithms.core.backend import DEVICES, cupy_or_none, dtype_of
-from isles.algorithms.core.base import check_range
+from isles.algorithms.core.backend import cupy_or_none
 from isles.islands import checkpoint
-from isles.islands.build import build_algorithm, build_problem, check_pairing, task_overrides, user_problem_config
-from isles.islands.migration import REPLACEMENTS
-from isles.islands.placement import check_fields, needs_ray
-from isles.islands.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
-from isles.islands.schema import check_keys
-from isles.problems.constraints import check_handling
+from isles.app.overrides import task_overrides, user_problem_config
+from isles.islands.build import build_algorithm, build_problem, check_pairing
+from isles.islands.migration import check_n_migrants
+from isles.islands.placement import needs_ray
+from isles.app.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
+from isles.islands.schema import RayConfig, check_keys, validated, with_defaults
 from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
-from isles.islands.progress import ConsoleProgress, print_summary, result_line
-from isles.islands.report import is_library
+from isles.app.progress import ConsoleProgress, print_summary, result_line
+from isles.app.report import is_library
 from isles import CHECKOUT
-from isles.islands.sweep_runs import sweep_info
-from isles.islands.tracking import flatten
-from isles.islands.tracking_process import TrackingProcess
-from isles.islands.tracking_server import ray_job_copy, reach_tracking_store
-from isles.islands.user_modules import user_module_paths
+from isles.app.sweep_runs import sweep_info
+from isles.app.tracking import flatten
+from isles.app.tracking_process import TrackingProcess
+from isles.app.tracking_server import ray_job_copy, reach_tracking_store
+from isles.app.user_modules import user_module_paths
 
 RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
 
@@ -57,18 +56,19 @@ def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
     (and local workers find it on ``PYTHONPATH``); an installed isles must be installed on the
     cluster's nodes too (``cluster/``). A local Ray's dashboard (``ray.include_dashboard``) listens
     on ``ray.dashboard_host`` (127.0.0.1 unless the user opts in); Ray's token authentication stays
-    as Ray sets it (:mod:`isles.islands.ray_security`). A job submitted with ``ray job submit
+    as Ray sets it (:mod:`isles.app.ray_security`). A job submitted with ``ray job submit
     --working-dir .`` ships the checkout already: its working directory is not sent again.
 
     On a cluster, the user's own modules that the run's config ``cfg`` names (``_target_``) and
     that travel in neither of those go to the workers as ``py_modules``
-    (:func:`isles.islands.user_modules.user_module_paths`).
+    (:func:`isles.app.user_modules.user_module_paths`).
     """
     import ray  # noqa: PLC0415
 
     if ray.is_initialized():
         return
-    address = ray_cfg.get("address")
+    ray_cfg = with_defaults(ray_cfg, RayConfig)  # the schema's defaults for the keys not given
+    address = ray_cfg["address"]
     if address:
         copy = ray_job_copy()  # ray job submit --working-dir: the driver runs in Ray's copy, shipped already
         env = {} if CHECKOUT is None or copy else {"working_dir": str(CHECKOUT), "excludes": RAY_EXCLUDES}
@@ -81,8 +81,8 @@ def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
         # "local": a Ray of the run's own, never the cluster a `ray start` (another user's, another
         # job's) left running on this machine, which Ray would join; RAY_ADDRESS still names one
         ray.init(address=None if os.environ.get("RAY_ADDRESS") else "local",
-                 num_cpus=ray_cfg.get("num_cpus"), include_dashboard=bool(ray_cfg.get("include_dashboard", False)),
-                 dashboard_host=ray_cfg.get("dashboard_host") or LOCAL_DASHBOARD_HOST,
+                 num_cpus=ray_cfg["num_cpus"], include_dashboard=bool(ray_cfg["include_dashboard"]),
+                 dashboard_host=ray_cfg["dashboard_host"] or LOCAL_DASHBOARD_HOST,
                  runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
                  configure_logging=True, logging_level="warning")
 
@@ -98,11 +98,11 @@ def _frames(err: BaseException) -> tuple[str, list]:
 
 def _own_folders() -> tuple[str, ...]:
     """The folders of isles' own code (``isles/``, and a checkout's ``algorithms/``, ``problems/``,
-    ``islands/``), each ending in a path separator."""
+    ``islands/``, ``app/``), each ending in a path separator."""
     import isles.algorithms  # noqa: PLC0415
     import isles.problems  # noqa: PLC0415
 
-    mods = (sys.modules["isles"], isles.algorithms, isles.problems, sys.modules["isles.islands"])
+    mods = (sys.modules["isles"], isles.algorithms, isles.problems, sys.modules["isles.islands"], sys.modules["isles.app"])
     return tuple(os.path.join(os.path.dirname(os.path.realpath(m.__file__)), "") for m in mods)
 
 
@@ -240,51 +240,35 @@ def resume_command(path: str) -> str:
     return " ".join(["python run.py", *(shlex.quote(o) for o in task), shlex.quote(f"checkpoint.resume={path}")])
 
 
-def validate(cfg: dict) -> None:
+def validate(cfg: dict) -> dict:
     """Checks that need no actor, run before Ray starts; each error is one line naming the field
-    as the user types it and the allowed values.
+    as the user types it and the allowed values. Returns ``cfg`` with the schema's defaults.
+
+    The config's own fields are checked by the schema (:func:`isles.islands.schema.check_keys`,
+    :func:`isles.islands.schema.validated`); here only what depends on this machine or the
+    cluster is added.
 
     Raises:
-        ValueError: a key the schema does not know (:func:`isles.islands.schema.check_keys`);
-            ``device``, ``dtype``, ``seed`` or ``generations`` out of range; ``device=gpu`` on a
-            machine without a GPU when no cluster address is given; ``constraints.handling``, or
-            ``constraints.penalty``, ``constraints.r`` or ``constraints.multiplier_bound`` not a
-            finite number > 0 (whether the handling uses it or not); ``islands.n_actors``, ``islands.replacement``, ``islands.placement``,
-            ``islands.n_nodes`` (:func:`isles.islands.placement.check_fields`); an unreachable
-            ``ray.address``, or ``ray.address=auto`` with no cluster to find (:func:`check_ray_address`); ``logger.system_metrics_interval`` <= 0,
-            ``logger.system_metrics=true`` without psutil; a ``ray.dashboard_host`` that is not an IP
-            address. (A tracking server that does not
-            answer is caught by :func:`isles.islands.tracking_server.reach_tracking_store` in
-            :func:`run_job`, also before Ray starts.)
+        ValueError: a key the schema does not know, or a typed field out of range
+            (:func:`isles.islands.schema.check_values`); ``device=gpu`` on a machine without a GPU
+            when no cluster address is given; an unreachable ``ray.address``, or
+            ``ray.address=auto`` with no cluster to find (:func:`check_ray_address`);
+            ``logger.system_metrics=true`` without psutil; a ``ray.dashboard_host`` that is not an
+            IP address. (A tracking server that does not answer is caught by
+            :func:`isles.app.tracking_server.reach_tracking_store` in :func:`run_job`, also before
+            Ray starts.)
     """
     check_keys(cfg)
-    check_range("generations", cfg.get("generations"), 1, integer=True)
-    c = cfg.get("constraints") or {}
-    for name in ("penalty", "r", "multiplier_bound"):  # finite and > 0, also where the handling leaves them unused
-        if c.get(name) is not None:
-            check_range(f"constraints.{name}", c[name], 0, lo_open=True)
-    check_handling(c.get("handling", "feasibility"), c.get("penalty", 1e6))
-    isl = cfg.get("islands") or {}
-    if isl.get("n_actors") is not None:
-        check_range("islands.n_actors", isl["n_actors"], 1, integer=True)
-    if isl.get("replacement", "fair_replace") not in REPLACEMENTS:
-        raise ValueError(f"islands.replacement={isl.get('replacement')!r}: allowed values are {'|'.join(REPLACEMENTS)}")
-    check_fields(isl, (cfg.get("ray") or {}).get("address"))
-    check_ray_address((cfg.get("ray") or {}).get("address"))
-    log = cfg.get("logger") or {}
-    if log.get("system_metrics_interval") is not None:
-        check_range("logger.system_metrics_interval", log["system_metrics_interval"], 0, lo_open=True)
-    if log.get("enabled") and log.get("system_metrics") and importlib.util.find_spec("psutil") is None:
+    cfg = validated(cfg)
+    check_ray_address(cfg["ray"]["address"])
+    log = cfg["logger"]
+    if log["enabled"] and log["system_metrics"] and importlib.util.find_spec("psutil") is None:
         raise ValueError("logger.system_metrics=true: MLflow's system metrics need psutil (pip install psutil)")
-    check_dashboard_host((cfg.get("ray") or {}).get("dashboard_host", LOCAL_DASHBOARD_HOST))
-    if cfg.get("device") not in DEVICES:
-        raise ValueError(f"device={cfg.get('device')!r}: allowed values are {'|'.join(DEVICES)}")
-    dtype_of(cfg.get("dtype", "float64"))
-    if cfg["device"] == "gpu" and not cfg.get("ray", {}).get("address") and cupy_or_none() is None:
+    check_dashboard_host(cfg["ray"]["dashboard_host"])
+    if cfg["device"] == "gpu" and not cfg["ray"]["address"] and cupy_or_none() is None:
         raise ValueError("device=gpu: no GPU is visible on this machine (CuPy missing or no CUDA device); "
                          "allowed values here are auto|cpu")
-    if not isinstance(cfg.get("seed"), int) or cfg["seed"] < 0:
-        raise ValueError(f"seed={cfg.get('seed')!r}: allowed values are integers >= 0")
+    return cfg
 
 
 def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, str | None]:
@@ -308,30 +292,28 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     """
     plain = OmegaConf.to_container(cfg, resolve=True)
     plain["problem"] = user_problem_config(plain.get("problem") or {}, task_overrides())  # no stale keys of another problem
-    validate(plain)
+    ck = plain.get("checkpoint") or {}
+    if ck.get("every") and not ck.get("path"):  # the default path: the job's output directory
+        plain["checkpoint"] = {**ck, "path": os.path.join(_output_dir(), "checkpoint.pkl")}
+    plain = validate(plain)
+    ck = plain["checkpoint"]
     if use_ray is None:
         use_ray = needs_ray(plain)
-    ck = plain.setdefault("checkpoint", {}) or {}
-    if ck.get("every") and not ck.get("path"):
-        ck["path"] = os.path.join(_output_dir(), "checkpoint.pkl")
     problem = build_problem(plain["problem"])
     topology = instantiate(plain["topology"])
     master = instantiate(plain["master"]) if plain.get("master") else None
     # build (and validate) the island algorithm here too, so a bad value fails before Ray starts
     algorithm = build_algorithm(plain["algorithm"])
-    check_pairing(algorithm, problem, plain.get("constraints"))
-    n_pop = algorithm.population_size()
-    k = plain["islands"].get("n_migrants", 1)
-    if not isinstance(k, int) or not 1 <= k <= n_pop:
-        raise ValueError(f"islands.n_migrants={k}: allowed values are integers 1..{n_pop} (the population size)")
+    check_pairing(algorithm, problem, plain["constraints"])
+    check_n_migrants(plain["islands"]["n_migrants"], algorithm.population_size())
 
     tracker = None
-    if plain.get("logger", {}).get("enabled", False):
+    if plain["logger"]["enabled"]:
         plain["logger"] = reach_tracking_store(plain["logger"])  # a dead tracking server: one line, before Ray
         settings = {k: v for k, v in plain.items() if k != "hydra"}  # what runs (a user's problem: its own keys)
         tracker = TrackingProcess(plain["logger"], flatten(settings), OmegaConf.to_yaml(settings), problem,
                                   sweep=sweep_info())
-    callbacks = [ConsoleProgress(problem)] if plain.get("progress", True) else []
+    callbacks = [ConsoleProgress(problem)] if plain["progress"] else []
     coordinator = Coordinator(plain, topology, master, callbacks=callbacks + ([tracker] if tracker else []),
                               use_ray=use_ray)
     if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
@@ -352,13 +334,13 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             run_id = tracker.run_id if tracker else None
         except RuntimeError:  # the tracking process failed: the checkpoint is kept all the same
             run_id = None
-        path = save_interrupted(coordinator, ck.get("path") or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
+        path = save_interrupted(coordinator, ck["path"] or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
         close(status)
         return path
 
     try:  # a Ray that fails to start fails the MLflow run (never left open, nor FINISHED)
         if use_ray:
-            init_ray(plain.get("ray", {}), plain)
+            init_ray(plain["ray"], plain)
     except BaseException as err:
         close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
         raise
@@ -401,10 +383,10 @@ def show_result(result, problem, run_id: str | None, plain: dict) -> None:
     the result is still printed as one line with the best x, the run's best f and the MLflow
     run, and one line on stderr says what failed, where, and the log file that holds the
     traceback (:func:`failure_line`)."""
-    if plain.get("quiet", False):
+    if plain["quiet"]:
         return
     try:
-        if plain.get("progress", True):
+        if plain["progress"]:
             print_summary(result, problem, run_id)
         else:
             print(result_line(result, problem, run_id), flush=True)

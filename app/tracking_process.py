@@ -1,6 +1,10 @@
-"""The MLflow tracker in a process of its own (:class:`TrackingProcess`): the run hands each
-callback's argument through a pipe and goes on; the process runs :class:`isles.islands.tracking.MlflowTracker`
-(what is tracked: :mod:`isles.islands.tracking`)."""
+"""The MLflow tracker (:class:`isles.app.tracking.MlflowTracker`) in a process of its own.
+
+MLflow's imports take seconds, and its store and artifacts (the convergence plot) take time of
+their own: :class:`TrackingProcess` hands each callback's argument to a fresh interpreter through
+a pipe and the run goes on. A run of more than :data:`MAX_STEPS` epochs sends every k-th epoch
+as a metric step (and the last); every epoch reaches ``history.csv`` at the end.
+"""
 from __future__ import annotations
 
 import queue
@@ -8,7 +12,11 @@ import subprocess
 import sys
 import threading
 
-from isles.islands.tracking import MAX_STEPS, MlflowTracker, _mlflow
+from isles.app.tracking import MlflowTracker, mlflow_module
+
+#: most epochs a run logs as MLflow metric steps (a longer run logs every k-th epoch)
+MAX_STEPS = 250
+
 
 class TrackingProcess:
     """The MLflow tracker in a process of its own, so that MLflow's imports (seconds), its store
@@ -40,7 +48,7 @@ class TrackingProcess:
         self._conn, child = mp.Pipe()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # as a spawn would
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from isles.islands.tracking_process import child_main; "
+            [sys.executable, "-c", "import sys; from isles.app.tracking_process import child_main; "
              "child_main(int(sys.argv[1]))", str(child.fileno())],
             pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
             stdout=2)  # MLflow's "View run ... at" lines (a tracking server) go to stderr: stdout is the result
@@ -175,7 +183,7 @@ def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id
             pass
         if "mlflow" in sys.modules:
             try:
-                _mlflow().end_run(status=status)  # nothing to do when no run is open
+                mlflow_module().end_run(status=status)  # nothing to do when no run is open
             except Exception:  # noqa: BLE001, S110
                 pass
 
@@ -184,7 +192,7 @@ def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id
         conn.send(("run_id", tracker.start(run_id)))
         # the convergence plot's imports (matplotlib) while the run goes on; joined before any
         # other import of them (two threads importing one package at once can see it half-made)
-        plots = threading.Thread(target=__import__, args=("isles.islands.plots",), daemon=True)
+        plots = threading.Thread(target=__import__, args=("isles.app.plots",), daemon=True)
         plots.start()
         while True:
             if not conn.poll():  # idle: write the buffered metrics now, not at the run's end

@@ -3,7 +3,7 @@
 ``logger.tracking_uri`` (or, when it is null, the ``MLFLOW_TRACKING_URI`` environment variable)
 may name an MLflow tracking server, ``http(s)://HOST:PORT``. MLflow's own HTTP client retries an
 unreachable server for minutes, and in isles it works in a process of its own
-(:class:`isles.islands.tracking_process.TrackingProcess`), so a dead server would only show at the end of
+(:class:`isles.app.tracking_process.TrackingProcess`), so a dead server would only show at the end of
 the run. :func:`reach_tracking_store` asks the server's ``/health`` endpoint first, with a short
 timeout, before Ray or any evolution starts: a server that does not answer is a one-line error,
 or, with ``logger.fallback_local=true``, the run goes to the local store instead (one line says
