@@ -14,6 +14,11 @@ the median of ``--repeats`` timed advances of ``--generations`` generations is r
 row prints: workload, path (fused|generic), us per generation (all islands), us per
 island-generation, and millions of objective evaluations per second (``I * N`` per generation).
 
+``--epoch`` times issue 18's epoch-kernel workloads: Rosenbrock D=50 N=100 at 1, 64 and 1024 islands
+with ``--kernel generation`` (one launch per generation) and ``--kernel epoch`` (one launch per
+``DE.run``, :mod:`isles.algorithms.de.epoch`), then Ackley D=1000 N=500 (too large for the epoch
+kernel: the per-generation kernel). Path ``epoch`` in a row means the epoch kernel ran.
+
 ``--all`` runs Ackley D=1000 N=500 F=0.5 CR=0.2, Griewank D=500 N=300 F=0.25 CR=0.45 and
 Rosenbrock D=50 N=100 F=0.65 CR=0.95 (seed 004 Table II), each with bin and nec, then 64 islands
 of the Rosenbrock workload, plus two reference rows (the generic CuPy path, and the fused path
@@ -78,7 +83,17 @@ def build(args):
         from isles.algorithms.de.cuda import unsupported_reason  # noqa: PLC0415
 
         raise SystemExit(f"--path fused: not available ({unsupported_reason(de.params, ctx)})")
-    return de, ctx, state, "fused" if plan is not None else "generic"
+    if plan is None:
+        return de, ctx, state, "generic"
+    if args.kernel != "auto":  # force one of the fused plan's two paths (the same results)
+        if args.kernel == "epoch" and plan.epoch is None:
+            raise SystemExit(f"--kernel epoch: not available ({plan.epoch_reason})")
+        plan.use_epoch = args.kernel == "epoch"
+        if plan.use_epoch and args.etpi:
+            from isles.algorithms.de.epoch import EpochDE  # noqa: PLC0415
+
+            plan.epoch = EpochDE(plan, plan.epoch_src, args.etpi)
+    return de, ctx, state, "epoch" if plan.use_epoch else "fused"
 
 
 def measure(args) -> dict:
@@ -87,7 +102,7 @@ def measure(args) -> dict:
     xp = ctx.xp
     gens = args.generations
     if gens is None:
-        gens = 2048 if path == "fused" and args.mode == "run" else (200 if xp is not np else 10)
+        gens = 2048 if path in ("fused", "epoch") and args.mode == "run" else (200 if xp is not np else 10)
 
     def advance(s, n):
         if args.mode == "run":
@@ -158,6 +173,14 @@ def parse(argv=None):
     p.add_argument("--dtype", default="float32")
     p.add_argument("--device", default="auto", help="auto|cpu|gpu")
     p.add_argument("--path", default="auto", help="auto|fused|generic")
+    p.add_argument("--kernel", default="auto",
+                   help="auto (the plan's timed choice) | epoch (one launch per run, algorithms/de/epoch.py) | "
+                        "generation (one launch per generation, CUDA graph)")
+    p.add_argument("--etpi", type=int, default=None,
+                   help="threads per row of the epoch kernel (default: algorithms/de/epoch.py epoch_tpi)")
+    p.add_argument("--epoch", action="store_true",
+                   help="issue 18's epoch-kernel table: Rosenbrock D=50 N=100 at 1, 64, 1024 islands and Ackley "
+                        "D=1000 N=500, each with the per-generation and the epoch kernel")
     p.add_argument("--mode", default="run", help="run (DE.run, CUDA graph) | step (DE.step loop)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--all", action="store_true", help="the issue's workloads (seed 004 Table II)")
@@ -174,9 +197,24 @@ def main(argv=None) -> int:
     xp = get_xp(args.device)
     print(f"# device: {device_name(xp)}; timer: {'CUDA events' if xp is not np else 'perf_counter'}; "
           f"median of {args.repeats}", flush=True)
-    if args.all or not args.quality:
+    if args.all or args.epoch or not args.quality:
         print(HEADER, flush=True)
-    if args.all:
+    if args.epoch:
+        base = vars(args)
+        for isl in (1, 64, 1024):
+            for kernel in ("generation", "epoch"):
+                a = argparse.Namespace(**{**base, **{k: v for k, v in TABLE_II[2].items() if k != "budget"},
+                                          "crossover": "bin", "islands": isl, "kernel": kernel,
+                                          "generations": args.generations or (256 if isl == 1024 else 2048)})
+                r = measure(a)
+                rows.append(r)
+                print(_row(r), flush=True)
+        a = argparse.Namespace(**{**base, **{k: v for k, v in TABLE_II[0].items() if k != "budget"},
+                                  "crossover": "bin", "islands": 1, "kernel": "auto"})
+        r = measure(a)
+        rows.append(r)
+        print(_row(r), flush=True)
+    elif args.all:
         base = vars(args)
         jobs = []
         for w in TABLE_II:

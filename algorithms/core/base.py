@@ -318,11 +318,13 @@ class FusedAlgorithm(IslandAlgorithm):
         return super().run(ctx, state, n)
 
     def gpu_path(self, ctx: Context) -> str:
-        """``"numpy"``, ``"fused kernel"`` (:meth:`fused_plan` applies) or ``"captured array code"``
-        (the generation of array code captured as one CUDA graph, :meth:`run`)."""
+        """``"numpy"``, ``"fused kernel"`` (:meth:`fused_plan` applies; a plan may say more in its
+        ``gpu_path``, e.g. DE's ``"epoch kernel"``) or ``"captured array code"`` (the generation of
+        array code captured as one CUDA graph, :meth:`run`)."""
         if ctx.xp is np:
             return "numpy"
-        return "fused kernel" if self.fused_plan(ctx) is not None else "captured array code"
+        plan = self.fused_plan(ctx)
+        return getattr(plan, "gpu_path", "fused kernel") if plan is not None else "captured array code"
 
     def fused_plan(self, ctx: Context):
         """The fused CUDA plan for ``ctx``, or ``None`` (NumPy, ``fused=False``, or a

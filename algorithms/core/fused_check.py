@@ -13,7 +13,8 @@ import numpy as np
 def real_objective_error(cp, problem, evaluate_fv, dtype, has_v: bool, n_points: int, seed: int) -> float:
     """Largest ``|f_kernel - f_problem| / (1 + |f_problem|)``, and the same for the violation
     against :func:`isles.problems.constraints.total_violation` of ``problem.constraints`` when the
-    objective has ``OBJ_HAS_V``; NaN counts as infinite (one host synchronisation).
+    objective has ``OBJ_HAS_V``; NaN on one side counts as infinite, on both as agreement (one
+    host synchronisation).
 
     Points: ``n_points`` uniform in the box (``numpy.random.default_rng(seed)``), and the same
     scaled towards the box centre by 1e-3 (near the optimum of the centred functions).
@@ -36,9 +37,17 @@ def real_objective_error(cp, problem, evaluate_fv, dtype, has_v: bool, n_points:
     X = cp.asarray(P, dtype=dtype)
     fk, vk = evaluate_fv(X)
     fp = cp.asarray(problem.objective(X)).astype(np.float64)
-    err = cp.abs(fk.astype(np.float64) - fp) / (1.0 + cp.abs(fp))
+    err = _rel_error(cp, fk.astype(np.float64), fp)
     if has_v:
         g = cp.asarray(problem.constraints(X), dtype=dtype)
         vp = total_violation(g, cp.asarray(problem.constraint_scale, dtype=dtype)).astype(np.float64)
-        err = cp.maximum(err, cp.abs(vk.astype(np.float64) - vp) / (1.0 + cp.abs(vp)))
-    return float(cp.nan_to_num(err, nan=np.inf).max())
+        err = cp.maximum(err, _rel_error(cp, vk.astype(np.float64), vp))
+    return float(err.max())
+
+
+def _rel_error(cp, kernel, ref):
+    """``|kernel - ref| / (1 + |ref|)``; NaN on one side only counts as infinite, NaN on both
+    sides as agreement (a problem may be undefined in part of its box: both then treat the point
+    as the worst, :mod:`isles.problems.constraints`)."""
+    err = cp.abs(kernel - ref) / (1.0 + cp.abs(ref))
+    return cp.where(cp.isnan(kernel) & cp.isnan(ref), 0.0, cp.nan_to_num(err, nan=np.inf))

@@ -111,9 +111,10 @@ def layout(dim: int) -> tuple[int, int, int, int]:
 
 
 def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound_handling: str,
-                  penalty: float | None = None) -> str:
+                  penalty: float | None = None, tail: str = "de_generation.cu") -> str:
     """CUDA source of one configuration: ``defines + DRAWS + objective.cuh + de.cu + objective +
-    de_generation.cu`` (:mod:`isles.algorithms.core.cuda_lib`).
+    tail`` (:mod:`isles.algorithms.core.cuda_lib`); ``tail`` is ``de_generation.cu`` (the
+    per-generation kernels) or ``de_epoch.cu`` (:mod:`isles.algorithms.de.epoch`).
 
     Args:
         dtype: float32 or float64 (``IS_F32``).
@@ -138,7 +139,7 @@ def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound
     if penalty is not None and macros["OBJ_HAS_V"]:
         defines["PENALTY"] = repr(float(penalty))
     return source(c_defines(defines) + DRAWS, "objective.cuh", "de.cu",
-                  "// ---- the problem's fused objective ----\n" + objective, "de_generation.cu")
+                  "// ---- the problem's fused objective ----\n" + objective, tail)
 
 
 def _objective_of(ctx) -> tuple[str | None, str | None, dict | None]:
@@ -160,14 +161,16 @@ def _objective_of(ctx) -> tuple[str | None, str | None, dict | None]:
     return src, None, macros
 
 
-def unsupported_reason(params, ctx) -> str | None:
+def unsupported_reason(params, ctx, device: bool = True) -> str | None:
     """Why ``(params, ctx)`` cannot use the fused path, or ``None`` if it can.
 
     Args:
         params: :class:`isles.algorithms.de.de.DEParams`.
         ctx: :class:`isles.algorithms.core.base.Context`.
+        device: ``False`` asks only about the configuration (not whether ``ctx`` is on CuPy): the
+            host emulations of the kernels (:class:`isles.algorithms.de.epoch.HostEpochDE`).
     """
-    reason = variation_unsupported_reason(params, ctx)
+    reason = variation_unsupported_reason(params, ctx, device)
     if reason is not None:
         return reason
     dtype = np.dtype(ctx.dtype)
@@ -188,15 +191,16 @@ def unsupported_reason(params, ctx) -> str | None:
     return None
 
 
-def variation_unsupported_reason(params, ctx) -> str | None:
+def variation_unsupported_reason(params, ctx, device: bool = True) -> str | None:
     """Why ``(params, ctx)`` cannot build its trial population with the fused kernels (whether
     or not the problem has a ``cuda_objective``), or ``None`` if it can.
 
     Args:
         params: :class:`isles.algorithms.de.de.DEParams`.
         ctx: :class:`isles.algorithms.core.base.Context`.
+        device: ``False``: whether ``ctx`` is on CuPy is not asked (:func:`unsupported_reason`).
     """
-    if getattr(ctx.xp, "__name__", "") != "cupy":
+    if device and getattr(ctx.xp, "__name__", "") != "cupy":
         return "the array module is not CuPy"
     if not params.fused:
         return "fused=False"
@@ -367,6 +371,56 @@ class FusedDE(PingPongGraph):
         self._graph = None
         self.graph_generations = GRAPH_GENERATIONS
         self.tracker = TargetTracker(cp, ctx, self.dtype) if ctx.target is not None else None
+        #: the SM-resident epoch kernel (:mod:`isles.algorithms.de.epoch`) where it applies, else
+        #: ``None`` and :attr:`epoch_reason` says why; :meth:`choose` sets :attr:`use_epoch`
+        self.epoch, self.epoch_reason, self.use_epoch, self.timings = None, None, False, None
+        if not getattr(params, "epoch", True):
+            self.epoch_reason = "algorithm.epoch=false"
+        else:
+            from isles.algorithms.de.epoch import EpochDE  # noqa: PLC0415
+
+            #: the epoch kernel's source before its layout's defines (:class:`EpochDE`)
+            self.epoch_src = kernel_source(self.dtype, self.D, self.N, objective, params.crossover,
+                                           params.bound_handling, self.penalty, tail="de_epoch.cu")
+            try:
+                self.epoch = EpochDE(self, self.epoch_src)
+            except ValueError as exc:
+                self.epoch_reason = str(exc)
+
+    @property
+    def gpu_path(self) -> str:
+        """Which kernels :meth:`run` uses, in words (the run summary, the MLflow tag ``gpu_path``):
+        ``"epoch kernel"`` (one launch per call) or ``"fused kernel"`` (one launch per generation,
+        replayed from a CUDA graph)."""
+        return "epoch kernel" if self.use_epoch else "fused kernel"
+
+    def choose(self, n: int = 64, repeats: int = 3) -> None:
+        """Time ``n`` generations of both paths on a random population (CUDA events, best of
+        ``repeats`` after a warm-up that compiles and captures) and keep the faster in
+        :attr:`use_epoch`; :attr:`timings` holds ``(per-generation, epoch)`` in us per generation.
+        Both paths give the same results, so the choice changes only the speed. One host sync."""
+        if self.epoch is None:
+            return
+        cp = self.cp
+        rs = cp.random.RandomState(20261123)  # timing only: the run's draws are counter-based
+        X = (self._lower + (self._upper - self._lower) * rs.random_sample((self.I, self.N, self.D))).astype(self.dtype)
+        f, v = self.evaluate_fv(X)
+        st = {"X": X, "f": f, "v": v, "generation": 0, "evals": 0, "nan_evals": 0}
+        times = []
+        for advance in (self._run_generations, self.epoch.run):
+            advance(st, n)  # compilation, graph capture
+            best = math.inf
+            for _ in range(repeats):
+                a, b = cp.cuda.Event(), cp.cuda.Event()
+                a.record()
+                advance(st, n)
+                b.record()
+                b.synchronize()
+                best = min(best, cp.cuda.get_elapsed_time(a, b) * 1e3 / n)
+            times.append(best)
+        self.timings = tuple(times)
+        self.use_epoch = times[1] < times[0]
+        log.info("DE: %s (per generation %.3f us, epoch kernel %.3f us per generation)", self.gpu_path, *times)
 
     # -- launches -------------------------------------------------------------------------------
     def _launch(self, src, dst, trial, ftrial, write, gen_dev, gen_off, nan):
@@ -481,8 +535,10 @@ class FusedDE(PingPongGraph):
 
 
     def run(self, state, n_generations: int):
-        """``n_generations`` generations: CUDA-graph replays plus single launches; no host sync.
-        With a stop target, ``hit_generation`` is recorded after every generation (exact).
+        """``n_generations`` generations, no host sync: one launch of the epoch kernel
+        (:attr:`use_epoch`), else CUDA-graph replays of the per-generation kernel plus single
+        launches; the same results either way. With a stop target, ``hit_generation`` is recorded
+        after every generation (exact).
 
         Returns:
             A new state (fresh arrays; the plan's ping-pong buffers are internal).
@@ -490,6 +546,12 @@ class FusedDE(PingPongGraph):
         n = int(n_generations)
         if n <= 0:
             return dict(state)
+        if self.use_epoch:
+            return self.epoch.run(state, n)
+        return self._run_generations(state, n)
+
+    def _run_generations(self, state, n: int):
+        """``n >= 1`` generations by the per-generation kernel (graph replays); a new state."""
         self._start(self._arrays(state), state["generation"])
         self._nan.fill(0)
         if self.tracker is not None:
@@ -513,5 +575,8 @@ def make_plan(de, ctx):
     ``problem.objective`` (:meth:`FusedDE.verify`, one host synchronisation). Returns ``None``
     with a log line when unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    return verified_plan("DE", "generic", unsupported_reason(de.params, ctx), lambda: FusedDE(de.params, ctx),
+    plan = verified_plan("DE", "generic", unsupported_reason(de.params, ctx), lambda: FusedDE(de.params, ctx),
                          VERIFY_RTOL, lambda p: f"{p.problem.name}, D={p.D}, TPI={p.tpi}, ITEMS={p.items}")
+    if plan is not None:
+        plan.choose()
+    return plan

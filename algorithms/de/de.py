@@ -96,6 +96,9 @@ class DEParams:
         bound_handling: ``reflect`` (default, module docstring says why), ``clip`` or ``reinit``.
         fused: use the fused CUDA kernels (:mod:`isles.algorithms.de.cuda`) where supported on CuPy;
             ``False`` forces the generic array code.
+        epoch: let the fused plan run a whole epoch in one launch (:mod:`isles.algorithms.de.epoch`,
+            one thread block per island) where the island fits one block and that is faster;
+            ``False`` keeps one launch per generation. The results are the same.
 
     Defaults ``F = 0.5, CR = 0.9`` are Storn & Price's usual starting point; seed 004's Table II
     uses (0.5, 0.2) for Ackley, (0.25, 0.45) for Griewank and (0.65, 0.95) for Rosenbrock.
@@ -111,6 +114,7 @@ class DEParams:
     crossover: str = "bin"
     bound_handling: str = "reflect"
     fused: bool = True
+    epoch: bool = True
 
     def __post_init__(self):
         if not isinstance(self.strategy, str) or self.strategy not in STRATEGIES:
@@ -126,8 +130,9 @@ class DEParams:
                 f"algorithm.bound_handling={self.bound_handling!r}: allowed values are "
                 f"{'|'.join(BOUND_HANDLINGS)}"
             )
-        if not isinstance(self.fused, (bool, np.bool_)):
-            raise ValueError(f"algorithm.fused={self.fused!r}: allowed values are true|false")
+        for name in ("fused", "epoch"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"algorithm.{name}={getattr(self, name)!r}: allowed values are true|false")
         F = check_range("algorithm.F", self.F, 0, 2, lo_open=True)
         CR = check_range("algorithm.CR", self.CR, 0, 1)
         need = N_RANDOM[self.strategy] + 1
@@ -142,6 +147,7 @@ class DEParams:
         object.__setattr__(self, "CR", CR)
         object.__setattr__(self, "pop_size", n)
         object.__setattr__(self, "fused", bool(self.fused))
+        object.__setattr__(self, "epoch", bool(self.epoch))
 
 
 def sample_indices(rng, generation: int, n: int, k: int):

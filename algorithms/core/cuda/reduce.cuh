@@ -16,10 +16,11 @@ ISLES_DEV void isles_warp_merge(T* acc, unsigned int mask, int width) {
         obj_merge(acc, other);
     }
 }
-// merge across the `nwarp` warps of the block, each merged already (isles_warp_merge), in warp
-// order through shared memory `red` (OBJ_NACC * nwarp elements); every thread returns the total
-ISLES_DEV void isles_block_merge(T* acc, T* red, int nwarp) {
-    const int w = threadIdx.x >> 5;
+// merge across the `nwarp` warps of a group of threads, each warp merged already
+// (isles_warp_merge), in warp order through shared memory `red` (OBJ_NACC * nwarp elements, one
+// region per group); `w` is the thread's warp within its group. Every thread of the block calls it
+// (one __syncthreads); every thread returns its group's total.
+ISLES_DEV void isles_group_merge(T* acc, T* red, int nwarp, int w) {
     if ((threadIdx.x & 31) == 0) {
 #pragma unroll
         for (int s = 0; s < OBJ_NACC; ++s) red[s * nwarp + w] = acc[s];
@@ -35,5 +36,7 @@ ISLES_DEV void isles_block_merge(T* acc, T* red, int nwarp) {
         obj_merge(acc, other);
     }
 }
+// the same over the whole block as one group
+ISLES_DEV void isles_block_merge(T* acc, T* red, int nwarp) { isles_group_merge(acc, red, nwarp, threadIdx.x >> 5); }
 #endif  // ISLES_HOST_EMU
 #endif  // ISLES_REDUCE_CUH

@@ -1,0 +1,232 @@
+"""The SM-resident epoch kernel of DE: every generation of an epoch of every island in one launch.
+
+:class:`isles.algorithms.de.cuda.FusedDE` runs a generation as one kernel launch replayed from a
+CUDA graph. For small islands (Rosenbrock D = 50, N = 100) that launch, not the arithmetic, is the
+cost: the kernel ends, the next begins, and each island's few thousand coordinates never fill
+the GPU. Here one thread block per island keeps the island's two populations (current and next,
+``2 N D`` elements) and their ``f, v`` in shared memory and runs all ``n`` generations of an epoch
+in one launch (``algorithms/core/cuda/de_epoch.cu``), with one ``__syncthreads`` per generation.
+
+**Same results.** The block's groups of ``TPI`` threads do per row exactly what the per-generation
+kernel's groups do (same :func:`~isles.algorithms.de.cuda.layout`, same draws, same fold order
+and merge of the problem's ``obj_term``), so ``X, f, v``, the NaN count and the stop target's
+``hit_generation`` equal :meth:`FusedDE.run`'s per-generation path bit for bit (GPU tests), and
+the trial rows equal the NumPy twin's (:mod:`isles.algorithms.de.de`) bit for bit.
+
+**Who picks it.** :func:`epoch_unsupported_reason` says where it cannot run: the two populations
+must fit one block's opt-in shared memory (227 KiB on an H100: float32 ``N D`` up to about 28,000).
+Where it can, :class:`FusedDE` times both paths once when it is built (64 generations each, CUDA
+events) and keeps the faster; the results are the same either way. ``algorithm.epoch=false``
+keeps the per-generation kernel. The path is in the run summary (``GPU path``) and the MLflow tag
+``gpu_path``.
+
+:func:`host_epoch` compiles the same source as C with ``-DISLES_HOST_EMU`` (one thread per block,
+the fold sequential over coordinates) for the CI tests on NumPy states.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from isles.algorithms.core.cuda_lib import defines as c_defines
+from isles.algorithms.core.cuda_lib import source
+
+#: shared memory one block may opt in to where the device does not say (H100/H200: 227 KiB)
+SMEM_OPTIN = 227 * 1024
+#: shared memory of one SM where the device does not say (H100/H200: 228 KiB)
+SMEM_PER_SM = 228 * 1024
+
+
+def epoch_smem_bytes(dtype, dim: int, n: int, tpi: int, nacc: int, groups: int) -> int:
+    """Bytes of dynamic shared memory of one block: two populations ``(N, D)``, their ``f, v``
+    and, for ``TPI > 32``, each group's merge scratch (``nacc * TPI / 32`` elements)."""
+    red = groups * nacc * (tpi // 32) if tpi > 32 else 0
+    return np.dtype(dtype).itemsize * (2 * int(n) * int(dim) + 4 * int(n) + red)
+
+
+def epoch_block(n: int, tpi: int, n_islands: int, smem_rows: int, n_sm: int,
+                smem_per_sm: int = SMEM_PER_SM, max_threads_sm: int = 2048) -> int:
+    """Threads per block (``EBLOCK``, a multiple of ``tpi``, the threads per row ``ETPI``, at
+    most 1024).
+
+    As many groups as the rows need, up to 1024 threads; fewer where several islands share an SM
+    (``ceil(I / SMs)`` blocks, at most what the SM's shared memory holds, ``smem_rows`` bytes
+    each): the SM's 2048 threads are split between them. The groups are balanced over the passes
+    (N = 100 rows at up to 32 groups: 4 passes of 25 groups, not 3 of 32 and one of 4), and the
+    block is whole warps (groups past the last row idle)."""
+    per_sm = max(1, min(-(-int(n_islands) // max(1, int(n_sm))), int(smem_per_sm) // max(1, int(smem_rows))))
+    cap = max(int(tpi), min(1024, int(max_threads_sm) // per_sm) // int(tpi) * int(tpi))
+    most = max(1, cap // int(tpi))
+    passes = -(-int(n) // most)
+    groups = -(-int(n) // passes)
+    return -(-groups * int(tpi) // 32) * 32  # whole warps (the shuffles and __syncwarp use full masks)
+
+
+def epoch_unsupported_reason(dtype, dim: int, n: int, tpi: int, nacc: int, optin: int = SMEM_OPTIN) -> str | None:
+    """Why the epoch kernel cannot run ``N x D`` (the smallest block's shared memory exceeds
+    ``optin`` bytes), or ``None``."""
+    need = epoch_smem_bytes(dtype, dim, n, tpi, nacc, 1)
+    if need > optin:
+        return (f"N x D = {n} x {dim}: two populations need {need} bytes of shared memory, a block "
+                f"may have {optin}")
+    return None
+
+
+def epoch_tpi(dim: int, tpi: int, n_islands: int = 1, n_sm: int = 132) -> int:
+    """Threads per row ``ETPI`` of the epoch kernel: ``TPI`` where the per-generation kernel's
+    group is wider than a warp (``D > 128``); else the power of two nearest ``D / c`` in
+    ``[1, 32]``, with ``c`` = 8 coordinates per thread where the islands leave SMs to spare (a
+    generation's latency counts) and 16 from two islands per SM on (the work counts: fewer
+    threads repeat each row's decisions). Rosenbrock D = 50 on an H100: 8 at 64 islands, 4 at
+    1024 (``benchmarks/de_bench.py --etpi``, docs/de.md)."""
+    if tpi > 32:
+        return int(tpi)
+    per = 8 if n_islands < 2 * n_sm else 16
+    e = 1
+    while e < 32 and e * per * 1.5 < dim:
+        e *= 2
+    return e
+
+
+def epoch_source(base_source: str, eblock: int, etpi: int) -> str:
+    """The epoch kernel's source: the per-generation kernel's configuration, draws, ``de.cu`` and
+    objective (``base_source``: :func:`isles.algorithms.de.cuda.kernel_source` with
+    ``tail="de_epoch.cu"``) with ``EBLOCK`` and ``ETPI``."""
+    return c_defines({"EBLOCK": int(eblock), "ETPI": int(etpi)}) + base_source
+
+
+class EpochDE:
+    """Launcher of ``de_epoch`` for one :class:`~isles.algorithms.de.cuda.FusedDE` plan.
+
+    Args:
+        plan: the :class:`FusedDE` (its configuration, keys, bounds, tracker).
+        src: :func:`isles.algorithms.de.cuda.kernel_source` with ``tail="de_epoch.cu"``.
+        etpi: threads per row (a power of two dividing ``TPI``, at most 32 when ``TPI = 32``);
+            default :func:`epoch_tpi`.
+
+    Raises:
+        ValueError: :func:`epoch_unsupported_reason` gives a reason on this device.
+    """
+
+    def __init__(self, plan, src: str, etpi: int | None = None):
+        from isles.algorithms.core.plan import module  # noqa: PLC0415
+
+        cp = plan.cp
+        self.plan, self.cp = plan, cp
+        attrs = cp.cuda.Device().attributes
+        optin = int(attrs.get("MaxSharedMemoryPerBlockOptin", SMEM_OPTIN))
+        per_sm = int(attrs.get("MaxSharedMemoryPerMultiprocessor", SMEM_PER_SM))
+        n_sm = int(attrs.get("MultiProcessorCount", 132))
+        nacc = int(plan.macros["OBJ_NACC"])
+        why = epoch_unsupported_reason(plan.dtype, plan.D, plan.N, plan.tpi, nacc, optin)
+        if why is not None:
+            raise ValueError(f"DE epoch kernel: {why}")
+        self.etpi = int(etpi) if etpi is not None else epoch_tpi(plan.D, plan.tpi, plan.I, n_sm)
+        if self.etpi < 1 or plan.tpi % self.etpi or (plan.tpi > 32 and self.etpi != plan.tpi):
+            raise ValueError(f"DE epoch kernel: ETPI={self.etpi} with TPI={plan.tpi}")
+        rows = epoch_smem_bytes(plan.dtype, plan.D, plan.N, plan.tpi, nacc, 1) + 1024  # + the block's reserve
+        e = self.etpi
+        self.block = epoch_block(plan.N, e, plan.I, rows, n_sm, per_sm)
+        self.smem = epoch_smem_bytes(plan.dtype, plan.D, plan.N, plan.tpi, nacc, self.block // e)
+        while self.smem > optin and self.block > e:  # the merge scratch of fewer groups
+            self.block -= e
+            self.smem = epoch_smem_bytes(plan.dtype, plan.D, plan.N, plan.tpi, nacc, self.block // e)
+        self.kernel = module(cp, epoch_source(src, self.block, e)).get_function("de_epoch")
+        self.kernel.max_dynamic_shared_size_bytes = self.smem
+
+    def run(self, state: dict, n: int) -> dict:
+        """``n`` generations of every island in one launch; no host sync. Returns a new state."""
+        cp, p = self.cp, self.plan
+        X, f, v = p._arrays(state)
+        Xo, fo, vo = cp.empty_like(X), cp.empty_like(f), cp.empty_like(v)
+        nan = state["nan_evals"]
+        nan = nan.copy() if isinstance(nan, cp.ndarray) and nan.dtype == np.int64 else cp.array(nan, dtype=np.int64)
+        tr = p.tracker
+        if tr is not None:
+            tr.load(state)
+        self.kernel(
+            (p.I,), (self.block,),
+            (X, f, v, Xo, fo, vo, p._keys, p._lower, p._upper, np.int64(state["generation"]), p._ctr,
+             np.int32(n), nan, tr.hit if tr is not None else p._zero,
+             tr.target if tr is not None else p.dtype.type(0), np.int32(tr is not None),
+             p._F, p._CR, p._log_cr, p._cr_case),
+            shared_mem=self.smem)
+        s = dict(state)
+        s["X"], s["f"], s["v"] = Xo, fo, vo
+        if tr is not None:
+            s["hit_generation"] = tr.hit.copy()
+        s["generation"] = state["generation"] + n
+        s["evals"] = state["evals"] + n * p.N
+        s["nan_evals"] = nan
+        return s
+
+
+# -- host emulation ----------------------------------------------------------------------------------
+class HostEpochDE:
+    """The epoch kernel's block code compiled as C for the host (``-DISLES_HOST_EMU``: one thread
+    per island, the fold sequential over coordinates), on NumPy states, for the CI tests: the
+    same decisions, trial rows, NaN/penalty rule, selection and stop target as the CUDA kernel.
+
+    Args:
+        de: a :class:`isles.algorithms.de.de.DE` (rand/1, bin or nec).
+        ctx: a NumPy :class:`isles.algorithms.core.base.Context` whose problem has a usable
+            ``cuda_objective``.
+
+    Raises:
+        ValueError: the configuration has no fused kernel (:func:`isles.algorithms.de.cuda.unsupported_reason` with ``device=False``).
+        RuntimeError: no C compiler, or the source does not compile.
+    """
+
+    def __init__(self, de, ctx):
+        from isles.algorithms.de.cuda import _cr_args, kernel_source, unsupported_reason  # noqa: PLC0415
+        from isles.problems.cuda_check import compile_c  # noqa: PLC0415
+
+        p = de.params
+        why = unsupported_reason(p, ctx, device=False)
+        if why is not None:
+            raise ValueError(f"DE epoch kernel: {why}")
+        self.ctx, self.N, self.D, self.dtype = ctx, p.pop_size, int(ctx.dim), np.dtype(ctx.dtype)
+        ev = ctx.evaluator
+        penalty = float(ev.penalty) if getattr(ev, "handling", "feasibility") == "penalty" else None
+        src = kernel_source(self.dtype, self.D, self.N, ev.problem.cuda_objective, p.crossover,
+                            p.bound_handling, penalty, tail="de_epoch.cu")
+        self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + epoch_source(src, 1, 1))
+        self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
+        self._F = p.F
+        self._CR, self._log_cr, self._cr_case = _cr_args(p, self.dtype)
+
+    def run(self, state: dict, n: int, target: float | None = None) -> dict:
+        """``n`` generations of every island from the NumPy ``state`` (the context's RNG keys,
+        device counter 0); a new state, with ``hit_generation`` when ``target`` is given.
+
+        Raises:
+            MemoryError: no memory for an island's two populations."""
+        def ptr(a):
+            return a.ctypes.data_as(ctypes.c_void_p)
+
+        c = np.ascontiguousarray
+        X, f, v = (np.array(state[k], dtype=self.dtype, order="C") for k in ("X", "f", "v"))
+        I = X.shape[0]
+        Xo, fo, vo = np.empty_like(X), np.empty_like(f), np.empty_like(v)
+        keys = c(self.ctx.rng.keys, dtype=np.uint64)
+        lo, hi = c(self.ctx.lower, dtype=self.dtype), c(self.ctx.upper, dtype=self.dtype)
+        ctr = np.zeros(1, dtype=np.uint64)
+        nan = np.zeros(1, dtype=np.uint64)
+        hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
+        T = self._T
+        rc = self.lib.de_epoch_host(
+            ctypes.c_int(I), ptr(X), ptr(f), ptr(v), ptr(Xo), ptr(fo), ptr(vo), ptr(keys), ptr(lo), ptr(hi),
+            ctypes.c_longlong(int(state["generation"])), ptr(ctr), ctypes.c_int(int(n)), ptr(nan), ptr(hit),
+            T(0 if target is None else target), ctypes.c_int(target is not None), T(self._F), T(self._CR),
+            ctypes.c_double(float(self._log_cr)), ctypes.c_int(int(self._cr_case)))
+        if rc != 0:
+            raise MemoryError("DE epoch kernel (host): no memory for an island's two populations")
+        s = dict(state)
+        s["X"], s["f"], s["v"] = Xo, fo, vo
+        if target is not None:
+            s["hit_generation"] = hit
+        s["generation"] = state["generation"] + int(n)
+        s["evals"] = state["evals"] + int(n) * self.N
+        s["nan_evals"] = np.asarray(state["nan_evals"]) + np.int64(nan[0])
+        return s
