@@ -68,22 +68,33 @@ ISLES_DEV Decisions decide_n(u64 key, long long g, int i, int npop, int dim, dou
     return d;
 }
 
-// Trial coordinate j of individual i (island row offset `base`): crossover test, mutant, bounds.
-ISLES_DEV T trial_coord_n(const T* X, isz base, const Decisions* d, u64 key, int i, int j,
-                          T xij, T Fw, T CRt, const T* lower, const T* upper, int dim) {
+// Whether trial coordinate j of individual i takes the mutant (the crossover test).
+ISLES_DEV bool takes_mutant(const Decisions* d, u64 key, int i, int j, T CRt, int dim) {
 #if XOVER == 0
-    const bool take = (j == d->j0) || (unifT(draw_bits(key, d->s_cross, (u64)i * (u64)dim + (u64)j)) < CRt);
+    return (j == d->j0) || (unifT(draw_bits(key, d->s_cross, (u64)i * (u64)dim + (u64)j)) < CRt);
 #else
+    (void)key; (void)i; (void)CRt;
     int off = j - d->j0;
     off += off < 0 ? dim : 0;
-    const bool take = off < d->L;
+    return off < d->L;
 #endif
-    if (!take) return xij;
+}
+
+// Mutant coordinate j of individual i (island row offset `base`), in the box.
+ISLES_DEV T mutant_coord(const T* X, isz base, const Decisions* d, u64 key, int i, int j,
+                         T Fw, const T* lower, const T* upper, int dim) {
     const T a = X[base + (isz)d->r0 * dim + j];
     const T b = X[base + (isz)d->r1 * dim + j];
     const T c = X[base + (isz)d->r2 * dim + j];
     T v = add_rn(a, mul_rn(Fw, sub_rn(b, c)));
     return isles_bound(BOUND, v, lower[j], upper[j], key, d->s_bound, (u64)i * (u64)dim + (u64)j);
+}
+
+// Trial coordinate j of individual i: crossover test, mutant, bounds.
+ISLES_DEV T trial_coord_n(const T* X, isz base, const Decisions* d, u64 key, int i, int j,
+                          T xij, T Fw, T CRt, const T* lower, const T* upper, int dim) {
+    if (!takes_mutant(d, key, i, j, CRt, dim)) return xij;
+    return mutant_coord(X, base, d, key, i, j, Fw, lower, upper, dim);
 }
 #define decide(key, g, i, log_cr, cr_case) decide_n((key), (g), (i), NPOP, DIM, (log_cr), (cr_case))
 #define trial_coord(X, base, d, key, i, j, xij, Fw, CRt, lower, upper) \

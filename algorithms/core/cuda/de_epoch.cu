@@ -128,7 +128,9 @@ ISLES_DEV void de_epoch_block(
                     const int j = lane + E_TPI * m + TPI * q;
                     T uj = (T)0;
                     if (act && j < DIM) {
-                        uj = trial_coord(Xc, 0, d, key, i, j, xc[j], Fw, CRt, lower, upper);
+                        // the target's coordinate is read only where the crossover keeps it
+                        uj = takes_mutant(&d, key, i, j, CRt, DIM) ? mutant_coord(Xc, 0, &d, key, i, j, Fw, lower, upper, DIM)
+                                                                  : xc[j];
 #if OBJ_NEXT
                         un[j] = uj;
 #endif
@@ -181,7 +183,11 @@ ISLES_DEV void de_epoch_block(
 #pragma unroll
                     for (int q = 0; q < ITEMS; ++q) {
                         const int j = lane + E_TPI * m + TPI * q;
+#if OBJ_NEXT
+                        if (j < DIM && !accept) un[j] = xc[j];   // the trial row is there already
+#else
                         if (j < DIM) un[j] = accept ? u[m][q] : xc[j];
+#endif
                     }
                 }
                 if (lane == 0) {
