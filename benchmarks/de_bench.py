@@ -89,10 +89,10 @@ def build(args):
         if args.kernel == "epoch" and plan.epoch is None:
             raise SystemExit(f"--kernel epoch: not available ({plan.epoch_reason})")
         plan.use_epoch = args.kernel == "epoch"
-        if plan.use_epoch and args.etpi:
+        if plan.use_epoch and (args.etpi or args.eminb):
             from isles.algorithms.de.epoch import EpochDE  # noqa: PLC0415
 
-            plan.epoch = EpochDE(plan, plan.epoch_src, args.etpi)
+            plan.epoch = EpochDE(plan, plan.epoch_src, args.etpi, args.eminb)
     return de, ctx, state, "epoch" if plan.use_epoch else "fused"
 
 
@@ -178,6 +178,8 @@ def parse(argv=None):
                         "generation (one launch per generation, CUDA graph)")
     p.add_argument("--etpi", type=int, default=None,
                    help="threads per row of the epoch kernel (default: algorithms/de/epoch.py epoch_tpi)")
+    p.add_argument("--eminb", type=int, default=None,
+                   help="blocks per SM of the epoch kernel's launch bounds (default: algorithms/de/epoch.py)")
     p.add_argument("--epoch", action="store_true",
                    help="issue 18's epoch-kernel table: Rosenbrock D=50 N=100 at 1, 64, 1024 islands and Ackley "
                         "D=1000 N=500, each with the per-generation and the epoch kernel")

@@ -122,6 +122,15 @@ def test_block_layout_balances_rows_and_fits_the_sm():
     assert epoch_block(40, 2, 1, 10_000, 132) == 96  # 40 rows of 2 threads: 80, rounded to 3 warps
 
 
+def test_blocks_per_sm_for_the_launch_bounds():
+    from isles.algorithms.de.epoch import epoch_min_blocks
+
+    assert epoch_min_blocks(416, 1024, 43_000, 132) == 4  # threads allow 4, shared memory 5, islands 8
+    assert epoch_min_blocks(800, 64, 43_000, 132) == 1  # one island per SM
+    assert epoch_min_blocks(128, 4096, 100_000, 132) == 2  # shared memory
+    assert epoch_min_blocks(1024, 1, 1_000_000, 132) == 1
+
+
 def test_threads_per_row():
     from isles.algorithms.de.epoch import epoch_tpi
 

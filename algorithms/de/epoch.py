@@ -89,11 +89,20 @@ def epoch_tpi(dim: int, tpi: int, n_islands: int = 1, n_sm: int = 132) -> int:
     return e
 
 
-def epoch_source(base_source: str, eblock: int, etpi: int) -> str:
+def epoch_min_blocks(eblock: int, n_islands: int, smem_block: int, n_sm: int,
+                     smem_per_sm: int = SMEM_PER_SM, max_threads_sm: int = 2048) -> int:
+    """Blocks one SM should hold at once (``EMINB`` of ``__launch_bounds__``, which caps the
+    registers per thread): as many as the islands per SM, the SM's threads and its shared memory
+    allow, at least 1."""
+    return max(1, min(-(-int(n_islands) // max(1, int(n_sm))), int(max_threads_sm) // int(eblock),
+                      int(smem_per_sm) // max(1, int(smem_block))))
+
+
+def epoch_source(base_source: str, eblock: int, etpi: int, min_blocks: int = 1) -> str:
     """The epoch kernel's source: the per-generation kernel's configuration, draws, ``de.cu`` and
     objective (``base_source``: :func:`isles.algorithms.de.cuda.kernel_source` with
-    ``tail="de_epoch.cu"``) with ``EBLOCK`` and ``ETPI``."""
-    return c_defines({"EBLOCK": int(eblock), "ETPI": int(etpi)}) + base_source
+    ``tail="de_epoch.cu"``) with ``EBLOCK``, ``ETPI`` and ``EMINB``."""
+    return c_defines({"EBLOCK": int(eblock), "ETPI": int(etpi), "EMINB": int(min_blocks)}) + base_source
 
 
 class EpochDE:
@@ -104,12 +113,13 @@ class EpochDE:
         src: :func:`isles.algorithms.de.cuda.kernel_source` with ``tail="de_epoch.cu"``.
         etpi: threads per row (a power of two dividing ``TPI``, at most 32 when ``TPI = 32``);
             default :func:`epoch_tpi`.
+        min_blocks: ``EMINB``; default :func:`epoch_min_blocks`.
 
     Raises:
         ValueError: :func:`epoch_unsupported_reason` gives a reason on this device.
     """
 
-    def __init__(self, plan, src: str, etpi: int | None = None):
+    def __init__(self, plan, src: str, etpi: int | None = None, min_blocks: int | None = None):
         from isles.algorithms.core.plan import module  # noqa: PLC0415
 
         cp = plan.cp
@@ -132,7 +142,9 @@ class EpochDE:
         while self.smem > optin and self.block > e:  # the merge scratch of fewer groups
             self.block -= e
             self.smem = epoch_smem_bytes(plan.dtype, plan.D, plan.N, plan.tpi, nacc, self.block // e)
-        self.kernel = module(cp, epoch_source(src, self.block, e)).get_function("de_epoch")
+        self.min_blocks = (int(min_blocks) if min_blocks is not None else
+                           epoch_min_blocks(self.block, plan.I, self.smem + 1024, n_sm, per_sm))
+        self.kernel = module(cp, epoch_source(src, self.block, e, self.min_blocks)).get_function("de_epoch")
         self.kernel.max_dynamic_shared_size_bytes = self.smem
 
     def run(self, state: dict, n: int) -> dict:

@@ -1,8 +1,9 @@
 // de_epoch.cu: the SM-resident DE epoch (algorithms/de/epoch.py, issue 18 section 2): one thread
 // block per island runs every generation of an epoch in one launch, the island's two populations
 // (current and next) and their f, v in shared memory. Assembled after de.cu and the problem's fused
-// objective, like de_generation.cu, plus the defines EBLOCK (threads per block) and ETPI (threads
-// per row: a power of two <= 32 when TPI == 32, else TPI).
+// objective, like de_generation.cu, plus the defines EBLOCK (threads per block), EMINB (blocks one
+// SM should hold: the registers per thread follow) and ETPI (threads per row: a power of two <= 32
+// when TPI == 32, else TPI).
 //
 // A generation: each group of ETPI threads takes a row (rows grp, grp + groups, ...), re-derives its
 // Decisions with decide() (same draws, generation gen0 + ctr + k), builds the trial row with
@@ -121,6 +122,11 @@ ISLES_DEV void de_epoch_block(
             // the trial coordinates of this thread's virtual lanes m (coordinates lane + ETPI m + TPI q),
             // in registers, unrolled (independent hash chains)
             T u[E_VL][ITEMS];
+#if XOVER == 0
+            // draw_bits(key, s_cross, i D + j) with the row's part of the counter hoisted: (a + b) G
+            // = a G + b G modulo 2^64, and the coordinate's part a compile-time constant
+            const u64 hrow = (key ^ d.s_cross) + ((u64)i * (u64)DIM + (u64)lane) * GOLDEN;
+#endif
 #pragma unroll
             for (int m = 0; m < E_VL; ++m) {
 #pragma unroll
@@ -129,8 +135,13 @@ ISLES_DEV void de_epoch_block(
                     T uj = (T)0;
                     if (act && j < DIM) {
                         // the target's coordinate is read only where the crossover keeps it
-                        uj = takes_mutant(&d, key, i, j, CRt, DIM) ? mutant_coord(Xc, 0, &d, key, i, j, Fw, lower, upper, DIM)
-                                                                  : xc[j];
+#if XOVER == 0
+                        const bool take = (j == d.j0)
+                            || (unifT(isles_mix64(hrow + (u64)(E_TPI * m + TPI * q) * GOLDEN)) < CRt);
+#else
+                        const bool take = takes_mutant(&d, key, i, j, CRt, DIM);
+#endif
+                        uj = take ? mutant_coord(Xc, 0, &d, key, i, j, Fw, lower, upper, DIM) : xc[j];
 #if OBJ_NEXT
                         un[j] = uj;
 #endif
@@ -238,7 +249,7 @@ int de_epoch_host(
 }
 #else
 // one block of EBLOCK threads per island; dynamic shared memory (2 N D + 4 N + groups * E_RED) T
-extern "C" __global__ void __launch_bounds__(EBLOCK)
+extern "C" __global__ void __launch_bounds__(EBLOCK, EMINB)
 de_epoch(const T* __restrict__ X, const T* __restrict__ fx, const T* __restrict__ vx,
          T* __restrict__ Xo, T* __restrict__ fo, T* __restrict__ vo, const u64* __restrict__ keys,
          const T* __restrict__ lower, const T* __restrict__ upper, const long long gen0,
