@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -54,19 +53,13 @@ def _cases():
 
 
 def measure(cp, algo, prob, islands: int, generations: int, repeats: int = 5) -> tuple[float, str]:
-    """``(us per generation, gpu_path)`` of ``algo.run`` on the GPU (CUDA events, median)."""
+    """``(us per generation, gpu_path)`` of ``algo.run`` on the GPU (CUDA events, median;
+    ``fep_bench.gpu_time``, which any algorithm's ``run`` serves)."""
+    from fep_bench import gpu_time  # noqa: PLC0415  (this folder)
+
     ctx = Context(cp, np.dtype(np.float32), Evaluator(prob), CounterRNG(cp, 0, range(islands)))
-    state = algo.init(ctx)
-    state = algo.run(ctx, state, 128)  # compile, self-check, capture
-    times = []
-    for _ in range(repeats):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        state = algo.run(ctx, state, generations)
-        b.record()
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b) * 1e3 / generations)
-    return statistics.median(times), algo.gpu_path(ctx)
+    seconds, _ = gpu_time(algo, ctx, algo.init(ctx), generations, repeats)
+    return seconds * 1e6 / generations, algo.gpu_path(ctx)
 
 
 def main(argv=None) -> int:
