@@ -29,6 +29,9 @@ from isles.islands.migration import emigrants_of, immigrate, migration_events
 from isles.islands.placement import ray_location
 
 from isles.islands.planner import MASTER_ID, group_plan, migration_edges  # MASTER_ID re-exported
+from isles.islands.exchange import NcclComm, exchange
+from isles.islands.exchange import layout as exchange_layout
+from isles.islands.exchange import plan as exchange_plan
 from isles.islands.transport import ActorTransport, Inbox
 
 
@@ -73,6 +76,7 @@ class IslandGroup:
         self._pending_events = None  # device arrays of the last migration, fetched with the summary
         self._emigrant_cache = None  # emigrants selected for the last summary (state unchanged since)
         self.inbox = Inbox()  # emigrants posted by peer groups (run_span)
+        self._nccl = None  # the groups' NCCL communicator (nccl_join), emigrants GPU to GPU in run_span
         # held by a span and by state reads and writes: the driver's load of a snapshot after an
         # aborted span waits for the span's thread to leave (post and abort do not take it)
         self._state_lock = threading.RLock()
@@ -147,34 +151,65 @@ class IslandGroup:
         with self._state_lock:
             self.inbox.start(span)
             transport = ActorTransport(route["peers"], route["index"])
+            nccl = self._nccl if route.get("nccl") else None  # emigrants GPU to GPU (islands/exchange.py)
             mine = {gid: p for p, gid in enumerate(self.island_ids)}
             where = {gid: g for g, ids in enumerate(route["groups"]) for gid in ids}
-            out, edges = [], None
+            out, edges, device_emigrants = [], None, None
             inbound, remote = first
             for j, k in enumerate(ks):
                 if j > 0:  # edges: the plan after epoch epoch0 + j, made at the end of the epoch before
-                    senders = sorted({where[src] for src, dst in edges if dst in mine and src not in mine})
-                    got = self.inbox.take(span, epoch0 + j, senders, route["timeout_s"])
+                    if nccl is not None:
+                        sends, receives = exchange_plan(edges, mine, where)
+                        got = exchange(nccl, self.xp, device_emigrants, mine, sends, receives,
+                                       exchange_layout(device_emigrants.island(0)))
+                    else:
+                        senders = sorted({where[src] for src, dst in edges if dst in mine and src not in mine})
+                        got = self.inbox.take(span, epoch0 + j, senders, route["timeout_s"])
                     inbound, remote = group_plan(edges, self.island_ids, got)
                 summary = self.run_epoch(k, inbound, remote)
                 if j < len(ks) - 1:
                     edges = migration_edges(route["topology"], route["n"], route["seed"], epoch0 + j + 1)
-                    messages: dict = {}
-                    for src, dst in edges:
-                        if src in mine and dst not in mine:
-                            messages.setdefault(where[dst], {})[src] = summary["emigrants"].island(mine[src])
-                    transport.send(span, epoch0 + j + 1, messages)
+                    if nccl is not None:
+                        device_emigrants = self._emigrant_cache
+                    else:
+                        messages: dict = {}
+                        for src, dst in edges:
+                            if src in mine and dst not in mine:
+                                messages.setdefault(where[dst], {})[src] = summary["emigrants"].island(mine[src])
+                        transport.send(span, epoch0 + j + 1, messages)
                     summary["emigrants"] = None
                 out.append(summary)
             return out
+
+    def nccl_unique_id(self):
+        """A new NCCL unique id for :meth:`nccl_join`, or ``None`` where this group cannot use NCCL
+        (NumPy, or CuPy without NCCL: :meth:`isles.islands.exchange.NcclComm.available`)."""
+        if self.xp is np or NcclComm.available() is not None:
+            return None
+        return NcclComm.unique_id()
+
+    def nccl_join(self, uid, n: int, index: int) -> None:
+        """Join the groups' NCCL communicator as rank ``index`` of ``n`` (every group at once: it
+        returns when all have joined). Replaces an earlier communicator."""
+        self.nccl_leave()
+        self._nccl = NcclComm(uid, n, index)
+
+    def nccl_leave(self) -> None:
+        """Abort and drop the NCCL communicator (a peer was lost, or a new one is formed)."""
+        comm, self._nccl = self._nccl, None
+        if comm is not None:
+            comm.abort()
 
     def post(self, span: int, epoch: int, sender: int, emigrants: dict) -> None:
         """A peer's emigrants for this group (:meth:`isles.islands.transport.Inbox.post`)."""
         self.inbox.post(span, epoch, sender, emigrants)
 
     def abort(self, span: int) -> None:
-        """Abort :meth:`run_span` up to ``span`` (a peer was lost): a waiting span raises."""
+        """Abort :meth:`run_span` up to ``span`` (a peer was lost): a waiting span raises, and a
+        receive from the lost peer over NCCL ends (the communicator is aborted; the driver forms
+        it again)."""
         self.inbox.abort(span)
+        self.nccl_leave()
 
     def _evolve(self, n_generations: int) -> None:
         """``n_generations`` generations on the device (captured-graph replays where possible),

@@ -40,6 +40,9 @@ from isles.problems.constraints import check_handling
 
 #: values of ``islands.mode``: every group waits for the epoch's emigrants, or takes what has come
 MODES = ("sync", "async")
+#: values of ``islands.transport``: how emigrants go between actors in a sync run (auto: NCCL between
+#: GPUs where CuPy has it, else the actors' inboxes; islands/exchange.py, islands/transport.py)
+TRANSPORTS = ("auto", "ray", "nccl")
 
 
 @dataclass
@@ -96,6 +99,7 @@ class IslandsConfig:
     snapshot_every: int = 10
     max_restarts: int = 3
     restart_timeout_s: float = 120.0
+    transport: str = "auto"
 
 
 @dataclass
@@ -287,6 +291,8 @@ def _check_islands(isl: dict, master, address) -> None:
     check_range("islands.snapshot_every", isl["snapshot_every"], 0, integer=True)
     check_range("islands.max_restarts", isl["max_restarts"], 0, integer=True)
     check_range("islands.restart_timeout_s", isl["restart_timeout_s"], 0, lo_open=True)
+    if isl["transport"] not in TRANSPORTS:
+        raise ValueError(f"islands.transport={isl['transport']!r}: allowed values are {'|'.join(TRANSPORTS)}")
 
 
 def check_master(master, mode: str) -> None:

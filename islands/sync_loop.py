@@ -129,6 +129,7 @@ class SyncLoop:
                 if snapshot is None or not actor_died(err) or restarts >= self.max_restarts:
                     raise
                 restarts += 1
+                self._nccl = None  # the communicator is formed again with the restarted actor
                 log.warning("an island-group actor died in epoch %d (%s); restored the snapshot of epoch %d "
                             "(restart %d of %d)", loop["epoch"] + 1, type(err).__name__, snapshot["epoch"],
                             restarts, self.max_restarts)
@@ -192,11 +193,30 @@ class SyncLoop:
             gens += ks[-1]
         first = (self._plan_migration(*loop["pending"], placement) if loop["pending"]
                  else [({}, {}) for _ in groups])
+        if self._nccl is None and self.transport != "ray" and n_epochs > 1:
+            self._nccl = self._form_nccl(groups)
         route = {"peers": list(groups), "groups": placement.groups, "topology": self.topology, "n": self.n,
-                 "seed": self.seed, "timeout_s": self.restart_timeout_s}
+                 "seed": self.seed, "timeout_s": self.restart_timeout_s, "nccl": bool(self._nccl)}
         out = self._gather([self._call(g, "run_span", span, first[i], ks, loop["epoch"], {**route, "index": i})
                             for i, g in enumerate(groups)], on_error=lambda: self._abort(groups, span))
         return [(k, {i: out[i][j] for i in range(len(groups))}) for j, k in enumerate(ks)]
+
+    def _form_nccl(self, groups) -> bool:
+        """Form the groups' NCCL communicator (:mod:`isles.islands.exchange`): one group makes the
+        unique id, every group joins at once. ``False`` where a group cannot (NumPy, or CuPy
+        without NCCL): emigrants then go through the actors' inboxes.
+
+        Raises:
+            ValueError: ``islands.transport=nccl`` and a group cannot use NCCL."""
+        uid = self._gather([self._call(groups[0], "nccl_unique_id")])[0]
+        if uid is None:
+            if self.transport == "nccl":
+                raise ValueError("islands.transport=nccl: the island groups cannot use NCCL (device=cpu, or CuPy "
+                                 "without NCCL); allowed values here are auto|ray")
+            return False
+        self._gather([self._call(g, "nccl_join", uid, len(groups), i) for i, g in enumerate(groups)])
+        log.info("emigrants between the %d actors' GPUs over NCCL", len(groups))
+        return True
 
     def _abort(self, groups, span: int) -> None:
         """Abort ``span`` in every group that is still there (a peer was lost)."""

@@ -1,0 +1,186 @@
+"""The device-to-device exchange of a sync span (islands/exchange.py) on NumPy, with an in-process
+communicator in place of NCCL: packing keeps every leaf, the plan's sends are the peers' receives,
+and groups that exchange through it run the same epochs, bit for bit, as through their inboxes."""
+import threading
+from collections import deque
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hydra.utils import instantiate
+
+from isles.algorithms.core.population import Population, PopulationRoles
+from isles.islands.coordinator import Coordinator
+from isles.islands.exchange import exchange, island_bytes, layout, pack, plan, unpack
+from isles.islands.planner import migration_edges
+from isles.islands.topology import FullyConnected, RandomGraph, Ring
+from tests.helpers import make_cfg, plain
+from tests.test_spmd import DE
+
+
+class Mailboxes:
+    """What the in-process ranks have sent, ``{(sender, receiver): deque of buffers}``."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.box: dict = {}
+
+
+class LoopbackComm:
+    """NCCL's send/recv semantics in one process: sends are queued at once, the receives of a group
+    call wait for the peer's message after the group's sends."""
+
+    def __init__(self, boxes: Mailboxes, rank: int):
+        self.boxes, self.rank, self._recvs, self.calls = boxes, rank, None, 0
+
+    @contextmanager
+    def group(self):
+        self._recvs = []
+        yield
+        for buf, peer in self._recvs:
+            with self.boxes.cond:
+                q = self.boxes.box.setdefault((peer, self.rank), deque())
+                assert self.boxes.cond.wait_for(lambda: len(q) > 0, timeout=10), "no message from the peer"
+                data = q.popleft()
+            assert data.size == buf.size, "the sender's and the receiver's plans differ"
+            buf[...] = data
+        self._recvs = None
+        self.calls += 1
+
+    def send(self, buf, peer):
+        with self.boxes.cond:
+            self.boxes.box.setdefault((self.rank, peer), deque()).append(buf.copy())
+            self.boxes.cond.notify_all()
+
+    def recv(self, buf, peer):
+        self._recvs.append((buf, peer))
+
+    def abort(self):
+        pass
+
+
+def _pop(rng, k=2, d=5, genome_dtype=np.float32, extras=True):
+    ex = {"eta": rng.random((1, k, d)), "steps": rng.integers(0, 9, (1, k, 3)).astype(np.int16)} if extras else {}
+    g = rng.integers(0, 2**32, (1, k, d), dtype=np.uint64).astype(genome_dtype) if genome_dtype != np.float32 \
+        else rng.random((1, k, d)).astype(np.float32)
+    return Population(g, rng.random((1, k)), rng.random((1, k)).astype(np.float32), ex)
+
+
+def _same(a, b):
+    la, lb = a.leaves(), b.leaves()
+    assert la.keys() == lb.keys()
+    for key in la:
+        assert la[key].dtype == lb[key].dtype and la[key].shape == lb[key].shape
+        np.testing.assert_array_equal(la[key], lb[key])
+
+
+@pytest.mark.parametrize("genome_dtype", [np.float32, np.uint32])
+def test_pack_unpack_keeps_every_leaf_and_dtype(genome_dtype):
+    rng = np.random.default_rng(0)
+    pops = [_pop(rng, genome_dtype=genome_dtype) for _ in range(3)]
+    lay = layout(pops[0])
+    buf = pack(np, pops, lay)
+    assert buf.dtype == np.uint8 and buf.size == 3 * island_bytes(lay) and island_bytes(lay) % 16 == 0
+    for a, b in zip(pops, unpack(buf, lay, 3)):
+        _same(a, b)
+    roles = PopulationRoles({"x": pops[0], "y": _pop(rng, k=1, d=2, extras=False)})
+    back = unpack(pack(np, [roles], layout(roles)), layout(roles), 1)[0]
+    assert isinstance(back, PopulationRoles) and set(back) == {"x", "y"}
+    _same(back["x"], roles["x"])
+    _same(back["y"], roles["y"])
+
+
+def test_pack_refuses_emigrants_of_another_shape():
+    rng = np.random.default_rng(1)
+    with pytest.raises(ValueError, match=r"emigrants of another shape: extras.eta is \(1, 2, 4\) float64, the layout says \(1, 2, 5\)"):
+        pack(np, [_pop(rng, d=4)], layout(_pop(rng, d=5)))
+
+
+@pytest.mark.parametrize("topology", [Ring(), FullyConnected(), RandomGraph(p=0.4)])
+def test_every_groups_sends_are_the_peers_receives_in_order(topology):
+    groups = [[0, 1, 2], [3, 4], [5, 6, 7]]
+    where = {gid: g for g, ids in enumerate(groups) for gid in ids}
+    for epoch in range(1, 6):
+        edges = migration_edges(topology, 8, 3, epoch)
+        plans = [plan(edges, {gid: p for p, gid in enumerate(ids)}, where) for ids in groups]
+        for g, (sends, _) in enumerate(plans):
+            for h, srcs in sends.items():
+                assert plans[h][1][g] == srcs  # h receives exactly g's sources for it, in the same order
+        for g, (_, receives) in enumerate(plans):
+            want = sorted({s for s, d in edges if d in groups[g] and s not in groups[g]})
+            assert sorted(s for srcs in receives.values() for s in srcs) == want
+
+
+def test_exchange_delivers_each_source_islands_emigrants():
+    rng = np.random.default_rng(2)
+    groups = [[0, 1], [2, 3], [4]]
+    where = {gid: g for g, ids in enumerate(groups) for gid in ids}
+    emig = {gid: _pop(rng) for gid in range(5)}
+    edges = migration_edges(FullyConnected(), 5, 0, 1)
+    boxes, out = Mailboxes(), {}
+
+    def rank(g):
+        mine = {gid: p for p, gid in enumerate(groups[g])}
+        sends, receives = plan(edges, mine, where)
+        stacked = Population.concat([emig[gid] for gid in groups[g]], axis=0)
+        out[g] = exchange(LoopbackComm(boxes, g), np, stacked, mine, sends, receives, layout(emig[0]))
+
+    threads = [threading.Thread(target=rank, args=(g,)) for g in range(3)]
+    [t.start() for t in threads]
+    [t.join(20) for t in threads]
+    for g, got in out.items():
+        assert sorted(got) == sorted({s for s, d in edges if d in groups[g] and s not in groups[g]})
+        for src, pop in got.items():
+            _same(pop, emig[src])
+
+
+def _groups(n_groups=2, *overrides):
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
+
+    cfg = plain(make_cfg(*DE, "islands.n=5", *overrides))
+    coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
+    ids = [[0, 1, 2], [3, 4]]
+    return [IslandGroup(coordinator._spec(i, "cpu")) for i in ids], ids, coordinator.topology
+
+
+@pytest.mark.parametrize("topology", ["ring", "fully_connected"])
+def test_a_span_over_the_exchange_equals_the_span_over_inboxes(topology):
+    """Two groups in threads run a span of 6 epochs twice: emigrants through the device exchange
+    (an in-process communicator for NCCL's) and through their inboxes; every epoch's summary is
+    the same, bit for bit."""
+    results = {}
+    for mode in ("inbox", "exchange"):
+        groups, ids, topo = _groups(2, f"topology={topology}")
+        boxes = Mailboxes()
+        peers = [SimpleNamespace(post=SimpleNamespace(remote=g.post)) for g in groups]
+        for i, g in enumerate(groups):
+            g._nccl = LoopbackComm(boxes, i) if mode == "exchange" else None
+        out = {}
+
+        def span(i):
+            route = {"peers": peers, "index": i, "groups": ids, "topology": topo, "n": 5, "seed": 0,
+                     "timeout_s": 20, "nccl": mode == "exchange"}
+            out[i] = groups[i].run_span(1, ({}, {}), [1] * 6, 0, route)
+
+        threads = [threading.Thread(target=span, args=(i,)) for i in range(2)]
+        [t.start() for t in threads]
+        [t.join(60) for t in threads]
+        assert sorted(out) == [0, 1]
+        if mode == "exchange":
+            assert all(g._nccl.calls == 5 for g in groups)  # one group call per epoch after the first
+        results[mode] = out
+    for i in range(2):
+        for a, b in zip(results["inbox"][i], results["exchange"][i]):
+            np.testing.assert_array_equal(a["best_f"], b["best_f"])
+            np.testing.assert_array_equal(a["best"].genome, b["best"].genome)
+            assert a["migrations"] == b["migrations"]
+    assert any(m for s in results["exchange"][0] for m in s["migrations"])  # emigrants were taken in
+
+
+def test_transport_is_checked_in_one_line():
+    from isles.islands.schema import check_values, with_defaults  # noqa: PLC0415
+
+    cfg = with_defaults(plain(make_cfg(*DE, "islands.transport=tcp")))
+    with pytest.raises(ValueError, match=r"^islands\.transport='tcp': allowed values are auto\|ray\|nccl$"):
+        check_values(cfg)
