@@ -127,9 +127,13 @@ class IslandGroup:
 
         Every group runs the same span: before epoch ``j > 0`` each computes the migration plan
         after epoch ``epoch0 + j`` from the topology, the seed and the epoch
-        (:func:`isles.islands.planner.migration_edges`), posts to each peer the emigrants it
-        needs and takes its own immigrants from its inbox. The result is that of the driver's
-        epoch-by-epoch loop, bit for bit.
+        (:func:`isles.islands.planner.migration_edges`) and exchanges emigrants with its peers:
+        over NCCL, GPU to GPU (``route["nccl"]`` and a communicator formed by :meth:`nccl_join`:
+        :func:`isles.islands.exchange.exchange`), else by posting to each peer what it needs and
+        taking its own immigrants from its inbox. The epochs' summaries stay on the device and
+        are fetched once, at the end of the span (:meth:`_batch_summaries`): over NCCL a span has
+        one host synchronisation. The result is that of the driver's epoch-by-epoch loop, bit for
+        bit.
 
         Args:
             span: the span's id (increasing over the run; messages of other spans are ignored).
@@ -139,10 +143,12 @@ class IslandGroup:
             epoch0: epochs finished before the span.
             route: ``peers`` (actor handles by group index), ``index`` (this group's),
                 ``groups`` (island ids of every group), ``topology``, ``n``, ``seed``,
-                ``timeout_s`` (the longest wait for a peer's emigrants).
+                ``timeout_s`` (the longest wait for a peer's emigrants), ``nccl`` (exchange over
+                the group's NCCL communicator).
 
         Returns:
-            one :meth:`run_epoch` summary per epoch; ``emigrants`` only in the last (``None`` before).
+            one :meth:`run_epoch` summary per epoch; ``emigrants`` only in the last (``None``
+            before); ``compute_s`` is the span's time divided evenly.
 
         Raises:
             isles.islands.transport.Aborted: the driver aborted the span (a peer was lost).
@@ -154,32 +160,36 @@ class IslandGroup:
             nccl = self._nccl if route.get("nccl") else None  # emigrants GPU to GPU (islands/exchange.py)
             mine = {gid: p for p, gid in enumerate(self.island_ids)}
             where = {gid: g for g, ids in enumerate(route["groups"]) for gid in ids}
-            out, edges, device_emigrants = [], None, None
+            rows, edges, sent = [], None, None
             inbound, remote = first
+            t0 = time.perf_counter()
             for j, k in enumerate(ks):
                 if j > 0:  # edges: the plan after epoch epoch0 + j, made at the end of the epoch before
                     if nccl is not None:
                         sends, receives = exchange_plan(edges, mine, where)
-                        got = exchange(nccl, self.xp, device_emigrants, mine, sends, receives,
-                                       exchange_layout(device_emigrants.island(0)))
+                        got = exchange(nccl, self.xp, sent, mine, sends, receives, exchange_layout(sent.island(0)))
                     else:
                         senders = sorted({where[src] for src, dst in edges if dst in mine and src not in mine})
                         got = self.inbox.take(span, epoch0 + j, senders, route["timeout_s"])
                     inbound, remote = group_plan(edges, self.island_ids, got)
-                summary = self.run_epoch(k, inbound, remote)
+                if inbound:
+                    self._migrate(inbound, remote or {})
+                self._evolve(k)
+                # the epoch's summary stays on the device: one host synchronisation a span (_batch_summaries)
+                best = self.algorithm.best(self.state)  # fresh arrays: a replayed graph reuses its buffers
+                rows.append(self._row(best, self.algorithm.phenotype(best.genome[:, 0]), self.state))
                 if j < len(ks) - 1:
                     edges = migration_edges(route["topology"], route["n"], route["seed"], epoch0 + j + 1)
-                    if nccl is not None:
-                        device_emigrants = self._emigrant_cache
-                    else:
-                        messages: dict = {}
+                    sent = self._emigrant_cache = self._emigrants()  # also the next migration's local sources
+                    if nccl is None:
+                        host, messages = sent.to_host(), {}
                         for src, dst in edges:
                             if src in mine and dst not in mine:
-                                messages.setdefault(where[dst], {})[src] = summary["emigrants"].island(mine[src])
+                                messages.setdefault(where[dst], {})[src] = host.island(mine[src])
                         transport.send(span, epoch0 + j + 1, messages)
-                    summary["emigrants"] = None
-                out.append(summary)
-            return out
+            self._emigrant_cache = self._emigrants()
+            emigrants = self._emigrant_cache.to_host()  # synchronises: the span's work is done
+            return self._batch_summaries(rows, emigrants, (time.perf_counter() - t0) / max(1, len(rows)))
 
     def nccl_unique_id(self):
         """A new NCCL unique id for :meth:`nccl_join`, or ``None`` where this group cannot use NCCL
