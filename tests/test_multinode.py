@@ -173,7 +173,7 @@ def test_gpu_bundles_spread_one_per_node(cluster):
             return ray_location()
 
     c, _ = cluster
-    p = plan_nodes(4, "auto", {"placement": "strict_spread", "migration_interval": 10}, cluster_nodes())
+    p = plan_nodes(4, "auto", {"placement": "strict_spread", "migration_interval": 10, "n_nodes": None, "n_actors": None}, cluster_nodes())
     assert p.use_gpu and p.bundle == {"GPU": 1} and len(p.groups) == 2
     pg = reserve(p)
     try:
