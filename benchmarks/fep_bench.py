@@ -62,6 +62,7 @@ MUS = (400, 800, 3200, 6400)
 
 
 KERNEL = "auto"  # --kernel: auto | epoch | generation
+EBLOCK = None  # --eblock: threads per block of the epoch kernel (default: algorithms/ep/epoch.py)
 
 
 def setup(device: str, fname: str, mu: int, islands: int = 1, fused: bool = True, dtype="float32", seed=0,
@@ -82,6 +83,10 @@ def setup(device: str, fname: str, mu: int, islands: int = 1, fused: bool = True
         if kernel == "epoch" and plan.epoch is None:
             raise SystemExit(f"--kernel epoch: not available ({plan.epoch_reason})")
         plan.use_epoch = kernel == "epoch"
+        if plan.use_epoch and EBLOCK:
+            from isles.algorithms.ep.epoch import EpochFEP  # noqa: PLC0415
+
+            plan.epoch = EpochFEP(plan, plan.epoch_src, EBLOCK)
     return alg, ctx, alg.init(ctx)
 
 
@@ -126,9 +131,11 @@ def main(argv=None) -> int:
     ap.add_argument("--kernel", default="auto", choices=("auto", "epoch", "generation"),
                     help="auto (the plan's timed choice) | epoch (one launch per run) | generation (three "
                          "launches per generation, graph replay)")
+    ap.add_argument("--eblock", type=int, default=None,
+                    help="threads per block of the epoch kernel (a multiple of 32; default algorithms/ep/epoch.py)")
     a = ap.parse_args(argv)
-    global KERNEL
-    KERNEL = a.kernel
+    global KERNEL, EBLOCK
+    KERNEL, EBLOCK = a.kernel, a.eblock
     only = set(a.only.split(","))
     G = a.generations
     xp = get_xp(a.device)

@@ -323,13 +323,16 @@ class FusedFEP(PingPongGraph):
         generation, replayed from a CUDA graph)."""
         return "epoch kernel" if self.use_epoch else "fused kernel"
 
-    def choose(self, n: int = 64, repeats: int = 3) -> None:
+    def choose(self, n: int | None = None, repeats: int = 3) -> None:
         """Time ``n`` generations of both paths on a random population (CUDA events, best of
         ``repeats`` after a warm-up that compiles and captures) and keep the faster in
         :attr:`use_epoch`; :attr:`timings` holds ``(per-generation, epoch)`` in us per generation.
-        Both paths give the same results, so the choice changes only the speed. One host sync."""
+        Both paths give the same results, so the choice changes only the speed. One host sync.
+        Default ``n``: one single generation plus one graph replay (``graph_generations + 1``),
+        :meth:`run`'s shape for a long call (64 would time 63 single launch sets from Python)."""
         if self.epoch is None:
             return
+        n = self.graph_generations + 1 if n is None else int(n)
         cp = self.cp
         rs = cp.random.RandomState(20261123)  # timing only: the run's draws are counter-based
         shape = (self.I, self.mu, self.n)
