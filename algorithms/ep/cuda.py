@@ -22,6 +22,12 @@ between two union buffers A and B:
   offset (thread 0), then two block-wide prefix sums over contiguous chunks (tie numbers, then
   survivor slots) and the survivors' positions ``src (I, mu)``. No sort.
 
+**Epoch kernel.** Where timed faster when the plan is built (:meth:`FusedFEP.choose`), a call's
+generations run instead as one launch of ``fep_epoch`` (one block per island calling the same
+device functions ``fep_slot``, ``fep_wins_of`` and ``fep_select_block`` between block barriers;
+:mod:`isles.algorithms.ep.epoch`), with the same results bit for bit. ``algorithm.epoch=false``
+keeps the three launches.
+
 :meth:`FusedFEP.run` captures ``GRAPH_GENERATIONS`` (64) generations plus a kernel that advances a
 device-side generation counter into a **CUDA graph** and replays it (as
 :class:`isles.algorithms.de.cuda.FusedDE`); the generation of the draws is ``gen_off + gen_dev +
