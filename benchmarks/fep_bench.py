@@ -6,6 +6,8 @@ Usage (repository root)::
     python benchmarks/fep_bench.py                      # everything below, Markdown to stdout
     python benchmarks/fep_bench.py --only big,batched   # a subset: table, big, batched, anchors
     python benchmarks/fep_bench.py --only table --device cpu --cpu-generations 20
+    python benchmarks/fep_bench.py --only epoch --generations 1024   # issue 18: epoch vs per-generation
+    python benchmarks/fep_bench.py --only big --kernel generation     # force one of the fused paths
 
 Rows:
 
@@ -22,6 +24,13 @@ Rows:
 * ``anchors``: the same f5 mu = 6400 workload as a plain CuPy FEP (``fused=False``: the array code,
   one CuPy call per operation, what a user would write) and on NumPy, per generation, with the
   ratios to the fused path measured in this call.
+* ``epoch`` (issue 18 section 2): f5 mu = 400 at 1 and 20 islands, f5 mu = 100 at 256 islands and
+  the launch floor (sphere n = 2, mu = 16, one island), each with the per-generation kernels
+  (three launches per generation, CUDA-graph replay) and the epoch kernel (one launch per
+  ``FEP.run``, :mod:`isles.algorithms.ep.epoch`), and the plan's own timed choice.
+
+``--kernel generation|epoch`` forces one of the fused plan's two paths in every GPU row (the
+same results); ``auto`` (default) keeps the plan's choice (:meth:`isles.algorithms.ep.cuda.FusedFEP.choose`).
 """
 from __future__ import annotations
 
@@ -52,11 +61,32 @@ SEED_PROBLEMS = {
 MUS = (400, 800, 3200, 6400)
 
 
-def setup(device: str, fname: str, mu: int, islands: int = 1, fused: bool = True, dtype="float32", seed=0):
-    """``(alg, ctx, state)`` of FEP on seed 003's ``fname`` (initialised)."""
+KERNEL = "auto"  # --kernel: auto | epoch | generation
+EBLOCK = None  # --eblock: threads per block of the epoch kernel (default: algorithms/ep/epoch.py)
+
+
+def setup(device: str, fname: str, mu: int, islands: int = 1, fused: bool = True, dtype="float32", seed=0,
+          kernel: str | None = None):
+    """``(alg, ctx, state)`` of FEP on seed 003's ``fname`` (or ``"launch"``: sphere n = 2),
+    initialised; on the GPU with ``kernel`` (default ``--kernel``) ``epoch`` or ``generation`` the
+    fused plan is forced onto that path.
+
+    Raises:
+        SystemExit: ``--kernel epoch`` where the plan has no epoch kernel."""
     xp = get_xp(device)
-    ctx = Context(xp, np.dtype(dtype), Evaluator(SEED_PROBLEMS[fname]()), CounterRNG(xp, seed, range(islands)))
+    prob = Sphere(2) if fname == "launch" else SEED_PROBLEMS[fname]()
+    ctx = Context(xp, np.dtype(dtype), Evaluator(prob), CounterRNG(xp, seed, range(islands)))
     alg = FEP(pop_size=mu, q=10, fused=fused)
+    kernel = KERNEL if kernel is None else kernel
+    plan = alg.fused_plan(ctx) if xp is not np and fused else None
+    if plan is not None and kernel != "auto":
+        if kernel == "epoch" and plan.epoch is None:
+            raise SystemExit(f"--kernel epoch: not available ({plan.epoch_reason})")
+        plan.use_epoch = kernel == "epoch"
+        if plan.use_epoch and EBLOCK:
+            from isles.algorithms.ep.epoch import EpochFEP  # noqa: PLC0415
+
+            plan.epoch = EpochFEP(plan, plan.epoch_src, EBLOCK)
     return alg, ctx, alg.init(ctx)
 
 
@@ -64,7 +94,8 @@ def gpu_time(alg, ctx, state, generations: int, repeats: int = 3) -> tuple[float
     """Median seconds of ``alg.run(ctx, state, generations)`` on the GPU (CUDA events), after one
     warm-up run; and the path (fused|array)."""
     cp = ctx.xp
-    path = "fused" if alg.fused_plan(ctx) is not None else "array"
+    plan = alg.fused_plan(ctx)
+    path = "array" if plan is None else ("epoch" if plan.use_epoch else "fused")
     alg.run(ctx, state, generations)  # warm-up: compile, self-check, capture
     cp.cuda.Device().synchronize()
     ts = []
@@ -97,7 +128,14 @@ def main(argv=None) -> int:
     ap.add_argument("--generations", type=int, default=2000)
     ap.add_argument("--cpu-generations", type=int, default=10)
     ap.add_argument("--anchor-generations", type=int, default=20)
+    ap.add_argument("--kernel", default="auto", choices=("auto", "epoch", "generation"),
+                    help="auto (the plan's timed choice) | epoch (one launch per run) | generation (three "
+                         "launches per generation, graph replay)")
+    ap.add_argument("--eblock", type=int, default=None,
+                    help="threads per block of the epoch kernel (a multiple of 32; default algorithms/ep/epoch.py)")
     a = ap.parse_args(argv)
+    global KERNEL, EBLOCK
+    KERNEL, EBLOCK = a.kernel, a.eblock
     only = set(a.only.split(","))
     G = a.generations
     xp = get_xp(a.device)
@@ -155,6 +193,25 @@ def main(argv=None) -> int:
         for name, per in (("fused CUDA + graph replay", fused_big), (f"plain CuPy (array code, {ga} gens)", t_arr / ga),
                           (f"NumPy on this machine's CPU ({n_cpu} gens)", t_cpu / n_cpu)):
             print(f"| {name} | {per * 1e6:.1f} | {per * 2000:.3g} s | {per / fused_big:.1f}x |", flush=True)
+    if "epoch" in only:
+        print("\n| workload (float32, q = 10) | islands | per-generation kernels us/gen | epoch kernel us/gen | "
+              "epoch us per island-gen | speed-up | plan's choice (timed at build) |")
+        print("|---|---|---|---|---|---|---|")
+        for label, fname, mu, isl in (("launch floor: sphere n=2, mu=16", "launch", 16, 1),
+                                      ("f5 Rastrigin n=32, mu=400", "f5", 400, 1),
+                                      ("f5 Rastrigin n=32, mu=400", "f5", 400, 20),
+                                      ("f5 Rastrigin n=32, mu=100", "f5", 100, 256)):
+            per = {}
+            for kernel in ("generation", "epoch"):
+                alg, ctx, st = setup("gpu", fname, mu, islands=isl, dtype=a.dtype, kernel=kernel)
+                t, _ = gpu_time(alg, ctx, st, G)
+                per[kernel] = t / G
+            plan = alg.fused_plan(ctx)
+            tg, te = plan.timings
+            choice = f"{'epoch' if te < tg else 'generation'} ({tg:.2f} / {te:.2f} us)"
+            print(f"| {label} | {isl} | {per['generation'] * 1e6:.2f} | {per['epoch'] * 1e6:.2f} | "
+                  f"{per['epoch'] / isl * 1e6:.3f} | {per['generation'] / per['epoch']:.2f}x | {choice} |", flush=True)
+        print(f"\n({G} generations per FEP.run, median of 3 after a warm-up, CUDA events)")
     return 0
 
 

@@ -22,6 +22,12 @@ between two union buffers A and B:
   offset (thread 0), then two block-wide prefix sums over contiguous chunks (tie numbers, then
   survivor slots) and the survivors' positions ``src (I, mu)``. No sort.
 
+**Epoch kernel.** Where timed faster when the plan is built (:meth:`FusedFEP.choose`), a call's
+generations run instead as one launch of ``fep_epoch`` (one block per island calling the same
+device functions ``fep_slot``, ``fep_wins_of`` and ``fep_select_block`` between block barriers;
+:mod:`isles.algorithms.ep.epoch`), with the same results bit for bit. ``algorithm.epoch=false``
+keeps the three launches.
+
 :meth:`FusedFEP.run` captures ``GRAPH_GENERATIONS`` (64) generations plus a kernel that advances a
 device-side generation counter into a **CUDA graph** and replays it (as
 :class:`isles.algorithms.de.cuda.FusedDE`); the generation of the draws is ``gen_off + gen_dev +
@@ -100,13 +106,13 @@ def select_block(n_union: int) -> int:
     return b
 
 
-def kernel_source(fep, ctx, objective: str | None = None) -> tuple[str, dict]:
+def kernel_source(fep, ctx, objective: str | None = None, tail: tuple = ()) -> tuple[str, dict]:
     """CUDA/C source of the fused FEP generation for ``(fep, ctx)`` and its configuration macros.
 
     Order: configuration, :data:`DRAWS`, ``objective.cuh``, the problem's ``cuda_objective`` (or
     ``objective``, e.g. a placeholder for the selection kernels alone, :class:`FEPSelection`), then
-    ``fep.cu`` (:mod:`isles.algorithms.core.cuda_lib`); the kernel never looks at the problem's
-    name.
+    ``fep.cu`` and the library files ``tail`` (``("fep_epoch.cu",)``: :mod:`isles.algorithms.ep.epoch`)
+    (:mod:`isles.algorithms.core.cuda_lib`); the kernel never looks at the problem's name.
 
     Raises:
         ValueError: the problem has no ``cuda_objective`` or it lacks a required macro.
@@ -124,7 +130,7 @@ def kernel_source(fep, ctx, objective: str | None = None) -> tuple[str, dict]:
     }
     if getattr(ctx.evaluator, "handling", "feasibility") == "penalty" and macros["OBJ_HAS_V"]:
         cfg["PENALTY"] = repr(float(ctx.evaluator.penalty))
-    return source(defines(cfg) + DRAWS, "objective.cuh", obj, "fep.cu"), cfg
+    return source(defines(cfg) + DRAWS, "objective.cuh", obj, "fep.cu", *tail), cfg
 
 
 def unsupported_reason(fep, ctx) -> str | None:
@@ -235,6 +241,23 @@ class HostFEP:
         s["nan_evals"] = np.asarray(state["nan_evals"]) + n_nan
         return s
 
+    def run(self, state, n: int, target: float | None = None):
+        """``n`` generations (:meth:`step` in turn): the host twin of :meth:`FusedFEP.run` on both
+        of its paths, the per-generation kernels and the epoch kernel (:mod:`isles.algorithms.ep.epoch`).
+        With ``target``, ``hit_generation (I,)`` int64 records, per island not yet hit (-1), the
+        generation count after the first generation whose survivors hold a feasible individual with
+        ``f <= target`` (``track.cu``'s rule)."""
+        s = dict(state)
+        hit = np.array(state.get("hit_generation", np.full(self.ctx.n_islands, -1)), dtype=np.int64)
+        for _ in range(int(n)):
+            s = self.step(s)
+            if target is not None:
+                found = ((np.asarray(s["v"]) <= 0) & (np.asarray(s["f"]) <= self.dtype.type(target))).any(axis=1)
+                hit = np.where((hit < 0) & found, s["generation"], hit)
+        if target is not None:
+            s["hit_generation"] = hit
+        return s
+
 
 # ---- the CuPy plan ------------------------------------------------------------------------------
 
@@ -287,6 +310,57 @@ class FusedFEP(PingPongGraph):
         self._graph = None
         self.graph_generations = GRAPH_GENERATIONS
         self.tracker = TargetTracker(cp, ctx, self.dtype) if ctx.target is not None else None
+        #: the SM-resident epoch kernel (:mod:`isles.algorithms.ep.epoch`) where it applies, else
+        #: ``None`` and :attr:`epoch_reason` says why; :meth:`choose` sets :attr:`use_epoch`
+        self.epoch, self.epoch_reason, self.use_epoch, self.timings = None, None, False, None
+        if not getattr(self.params, "epoch", True):
+            self.epoch_reason = "algorithm.epoch=false"
+        else:
+            from isles.algorithms.ep.epoch import EpochFEP  # noqa: PLC0415
+
+            #: the epoch kernel's source before its block's defines (:class:`EpochFEP`)
+            self.epoch_src = kernel_source(fep, ctx, tail=("fep_epoch.cu",))[0]
+            self.epoch = EpochFEP(self, self.epoch_src)
+
+    @property
+    def gpu_path(self) -> str:
+        """Which kernels :meth:`run` uses, in words (the run summary, the MLflow tag ``gpu_path``):
+        ``"epoch kernel"`` (one launch per call) or ``"fused kernel"`` (three launches per
+        generation, replayed from a CUDA graph)."""
+        return "epoch kernel" if self.use_epoch else "fused kernel"
+
+    def choose(self, n: int | None = None, repeats: int = 3) -> None:
+        """Time ``n`` generations of both paths on a random population (CUDA events, best of
+        ``repeats`` after a warm-up that compiles and captures) and keep the faster in
+        :attr:`use_epoch`; :attr:`timings` holds ``(per-generation, epoch)`` in us per generation.
+        Both paths give the same results, so the choice changes only the speed. One host sync.
+        Default ``n``: one single generation plus one graph replay (``graph_generations + 1``),
+        :meth:`run`'s shape for a long call (64 would time 63 single launch sets from Python)."""
+        if self.epoch is None:
+            return
+        n = self.graph_generations + 1 if n is None else int(n)
+        cp = self.cp
+        rs = cp.random.RandomState(20261123)  # timing only: the run's draws are counter-based
+        shape = (self.I, self.mu, self.n)
+        X = (self._lower + (self._upper - self._lower) * rs.random_sample(shape)).astype(self.dtype)
+        f, v = self.evaluate_fv(X)
+        st = {"X": X, "eta": cp.full(shape, self.params.eta_init, dtype=self.dtype), "f": f, "v": v,
+              "generation": 0, "evals": 0, "nan_evals": 0}
+        times = []
+        for advance in (self._run_generations, self.epoch.run):
+            advance(st, n)  # compilation, graph capture
+            best = math.inf
+            for _ in range(repeats):
+                a, b = cp.cuda.Event(), cp.cuda.Event()
+                a.record()
+                advance(st, n)
+                b.record()
+                b.synchronize()
+                best = min(best, cp.cuda.get_elapsed_time(a, b) * 1e3 / n)
+            times.append(best)
+        self.timings = tuple(times)
+        self.use_epoch = times[1] < times[0]
+        log.info("FEP: %s (per generation %.3f us, epoch kernel %.3f us per generation)", self.gpu_path, *times)
 
     def _union(self):
         cp, I, M2, n = self.cp, self.I, 2 * self.mu, self.n
@@ -370,11 +444,19 @@ class FusedFEP(PingPongGraph):
 
 
     def run(self, state, n_generations: int):
-        """``n_generations`` generations: the first as a single launch set, the rest as CUDA-graph
-        replays plus single launches; no host sync. Returns a new state (fresh arrays)."""
+        """``n_generations`` generations, no host sync: one launch of the epoch kernel
+        (:attr:`use_epoch`), else the first generation as a single launch set and the rest as
+        CUDA-graph replays plus single launches; the same results either way. Returns a new state
+        (fresh arrays)."""
         n = int(n_generations)
         if n <= 0:
             return dict(state)
+        if self.use_epoch:
+            return self.epoch.run(state, n)
+        return self._run_generations(state, n)
+
+    def _run_generations(self, state, n: int):
+        """``n >= 1`` generations by the per-generation kernels (graph replays); a new state."""
         bufs = self._buffers()
         # generation 0 of this call: parents from the state (buffer 1) -> union in buffer 0
         self._load(state, bufs[1])
@@ -466,8 +548,12 @@ def make_plan(fep, ctx):
     """A verified :class:`FusedFEP` for ``(fep, ctx)``, or ``None`` where it does not apply.
 
     Builds (compiles, cached by source) and self-checks the kernel's objective
-    (:meth:`FusedFEP.verify`, one host synchronisation). Returns ``None`` with a log line when
+    (:meth:`FusedFEP.verify`, one host synchronisation), then times the per-generation and the
+    epoch kernels and keeps the faster (:meth:`FusedFEP.choose`). Returns ``None`` with a log line when
     unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    return verified_plan("FEP", "array", unsupported_reason(fep, ctx), lambda: FusedFEP(fep, ctx), VERIFY_RTOL,
+    plan = verified_plan("FEP", "array", unsupported_reason(fep, ctx), lambda: FusedFEP(fep, ctx), VERIFY_RTOL,
                          lambda p: f"n={p.n}, mu={p.mu}, q={p.params.q}")
+    if plan is not None:
+        plan.choose()
+    return plan

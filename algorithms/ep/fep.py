@@ -118,6 +118,9 @@ class FEPParams:
         bound_handling: ``reflect`` (default), ``clip`` or ``reinit``
             (:func:`isles.algorithms.de.de.apply_bounds`).
         fused: use the fused CUDA generation (:mod:`isles.algorithms.ep.cuda`) where possible on CuPy.
+        epoch: let the fused plan run a call's generations in one launch of the SM-resident epoch
+            kernel (:mod:`isles.algorithms.ep.epoch`) where the timing at plan build finds it
+            faster (same results); ``False`` keeps the per-generation kernels.
 
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
@@ -130,6 +133,7 @@ class FEPParams:
     eta_min: float = 0.0
     bound_handling: str = "reflect"
     fused: bool = True
+    epoch: bool = True
 
     def __post_init__(self):
         n = check_range("algorithm.pop_size", self.pop_size, 2, integer=True)
@@ -147,8 +151,10 @@ class FEPParams:
         emin = check_range("algorithm.eta_min", self.eta_min, 0)
         if not isinstance(self.fused, (bool, np.bool_)):
             raise ValueError(f"algorithm.fused={self.fused!r}: allowed values are true|false")
+        if not isinstance(self.epoch, (bool, np.bool_)):
+            raise ValueError(f"algorithm.epoch={self.epoch!r}: allowed values are true|false")
         for k, val in (("pop_size", n), ("q", int(q)), ("eta_init", e0), ("eta_min", emin),
-                       ("fused", bool(self.fused))):
+                       ("fused", bool(self.fused)), ("epoch", bool(self.epoch))):
             object.__setattr__(self, k, val)
 
 

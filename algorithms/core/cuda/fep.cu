@@ -204,24 +204,15 @@ void fep_select_host(const T* f, const T* v, int* wins, int* src, const u64* key
 // ---- CUDA kernels --------------------------------------------------------------------------
 #include "reduce.cuh"
 
-// One warp per parent slot: parent copy A[src[i]] -> B[i], offspring -> B[mu + i] (module docstring).
-extern "C" __global__ void __launch_bounds__(32 * FEP_IPB)
-fep_generate(const T* __restrict__ XA, const T* __restrict__ EA, const T* __restrict__ fA,
-             const T* __restrict__ vA, const int* __restrict__ src, const int use_src,
-             T* __restrict__ XB, T* __restrict__ EB, T* __restrict__ fB, T* __restrict__ vB,
-             const u64* __restrict__ keys, const long long* __restrict__ gen_dev, const long long gen_off,
-             const u64* __restrict__ rng_ctr, unsigned long long* __restrict__ nan_count, const int total,
-             const T* __restrict__ lower, const T* __restrict__ upper, const T tau, const T taup,
-             const T eta_min)
+// The body of one parent slot i of island isl (one warp; lane = its lane): parent row p of union
+// buffer A copied to B's row i, its offspring to B's row mu + i (module docstring). Shared by
+// fep_generate (one warp per slot) and fep_epoch.cu (the block's warps over the island's slots); no
+// __restrict__ here: the epoch kernel writes in later generations what it reads now.
+ISLES_DEV void fep_slot(const int lane, const int isl, const int i, const int p, const FepSeeds s, const u64 key,
+                        const T* XA, const T* EA, const T* fA, const T* vA, T* XB, T* EB, T* fB, T* vB,
+                        unsigned long long* nan_count, const T* lower, const T* upper, const T tau,
+                        const T taup, const T eta_min)
 {
-    const int lane = threadIdx.x & 31;
-    const int gind = blockIdx.x * FEP_IPB + (threadIdx.x >> 5);
-    if (gind >= total) return;   // whole warps
-    const int isl = gind / FEP_MU, i = gind - isl * FEP_MU;
-    const int p = use_src ? src[gind] : i;
-    const u64 key = keys[isl];
-    const long long g = gen_off + gen_dev[0] + (long long)rng_ctr[0];
-    const FepSeeds s = fep_seeds(g);
     const fep_sz ubase = (fep_sz)isl * FEP_U;
     const fep_sz prow = (ubase + (fep_sz)p) * FEP_N, irow = (ubase + (fep_sz)i) * FEP_N;
     const fep_sz orow = (ubase + (fep_sz)(FEP_MU + i)) * FEP_N;
@@ -313,6 +304,24 @@ fep_generate(const T* __restrict__ XA, const T* __restrict__ EA, const T* __rest
     }
 }
 
+// One warp per parent slot: parent copy A[src[i]] -> B[i], offspring -> B[mu + i] (module docstring).
+extern "C" __global__ void __launch_bounds__(32 * FEP_IPB)
+fep_generate(const T* __restrict__ XA, const T* __restrict__ EA, const T* __restrict__ fA,
+             const T* __restrict__ vA, const int* __restrict__ src, const int use_src,
+             T* __restrict__ XB, T* __restrict__ EB, T* __restrict__ fB, T* __restrict__ vB,
+             const u64* __restrict__ keys, const long long* __restrict__ gen_dev, const long long gen_off,
+             const u64* __restrict__ rng_ctr, unsigned long long* __restrict__ nan_count, const int total,
+             const T* __restrict__ lower, const T* __restrict__ upper, const T tau, const T taup,
+             const T eta_min)
+{
+    const int gind = blockIdx.x * FEP_IPB + (threadIdx.x >> 5);
+    if (gind >= total) return;   // whole warps
+    const int isl = gind / FEP_MU, i = gind - isl * FEP_MU;
+    const long long g = gen_off + gen_dev[0] + (long long)rng_ctr[0];
+    fep_slot(threadIdx.x & 31, isl, i, use_src ? src[gind] : i, fep_seeds(g), keys[isl], XA, EA, fA, vA,
+             XB, EB, fB, vB, nan_count, lower, upper, tau, taup, eta_min);
+}
+
 // One thread per union individual: its win count.
 extern "C" __global__ void fep_wins(const T* __restrict__ f, const T* __restrict__ v, int* __restrict__ wins,
                                    const u64* __restrict__ keys, const long long* __restrict__ gen_dev,
@@ -326,9 +335,10 @@ extern "C" __global__ void fep_wins(const T* __restrict__ f, const T* __restrict
     wins[gk] = fep_wins_of(keys[isl], s.opp, k, f + (fep_sz)isl * FEP_U, v + (fep_sz)isl * FEP_U);
 }
 
-// exclusive prefix sum over the block (FEP_SBLOCK threads); *total gets the block's sum
-ISLES_DEV int fep_block_scan(int x, int* sh, int* total) {
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+// exclusive prefix sum over the block (threads tid of nthreads, whole warps, at most 1024); *total
+// gets the block's sum
+ISLES_DEV int fep_block_scan(int x, int* sh, int* total, const int tid, const int nthreads) {
+    const int lane = tid & 31, wid = tid >> 5, nw = nthreads / 32;
     int y = x;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -338,7 +348,7 @@ ISLES_DEV int fep_block_scan(int x, int* sh, int* total) {
     if (lane == 31) sh[wid] = y;
     __syncthreads();
     if (wid == 0) {
-        int a = lane < FEP_SBLOCK / 32 ? sh[lane] : 0;
+        int a = lane < nw ? sh[lane] : 0;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
             const int z = __shfl_up_sync(FULL_MASK, a, o);
@@ -348,26 +358,23 @@ ISLES_DEV int fep_block_scan(int x, int* sh, int* total) {
     }
     __syncthreads();
     const int before = (wid > 0 ? sh[32 + wid - 1] : 0) + y - x;
-    *total = sh[32 + FEP_SBLOCK / 32 - 1];
+    *total = sh[32 + nw - 1];
     __syncthreads();
     return before;
 }
 
-#define FEP_CHUNK ((FEP_U + FEP_SBLOCK - 1) / FEP_SBLOCK)
-
-// One block per island: histogram, threshold, tie numbers, survivor slots -> src (I, mu).
-extern "C" __global__ void __launch_bounds__(FEP_SBLOCK)
-fep_select(const int* __restrict__ wins, int* __restrict__ src, const u64* __restrict__ keys,
-           const long long* __restrict__ gen_dev, const long long gen_off, const u64* __restrict__ rng_ctr)
+// The selection of one island by a block (threads tid of nthreads, whole warps): the histogram of
+// the win counts w (2 mu) in hist (q + 1, shared), the threshold and tie offset (thread 0, into
+// *cut, shared), two block-wide prefix sums over contiguous chunks (tie numbers, survivor slots)
+// and the survivors' positions out (mu). Shared by fep_select and fep_epoch.cu; the survivors do
+// not depend on nthreads (the rule numbers ties and slots in the order of k).
+ISLES_DEV void fep_select_block(const int* w, int* out, int* hist, int* sh, FepCut* cut, const u64 key,
+                                const u64 s_tie, const int tid, const int nthreads)
 {
-    extern __shared__ int hist[];            // FEP_Q + 1
-    __shared__ int sh[64];
-    __shared__ FepCut cut;
-    const int isl = blockIdx.x;
-    const int* w = wins + (fep_sz)isl * FEP_U;
-    const int k0 = threadIdx.x * FEP_CHUNK;
-    const int k1 = k0 + FEP_CHUNK < FEP_U ? k0 + FEP_CHUNK : FEP_U;
-    for (int b = threadIdx.x; b <= FEP_Q; b += FEP_SBLOCK) hist[b] = 0;
+    const int chunk = (FEP_U + nthreads - 1) / nthreads;
+    const int k0 = tid * chunk < FEP_U ? tid * chunk : FEP_U;
+    const int k1 = k0 + chunk < FEP_U ? k0 + chunk : FEP_U;
+    for (int b = tid; b <= FEP_Q; b += nthreads) hist[b] = 0;
     __syncthreads();
 #if FEP_Q < 32
     {
@@ -384,38 +391,48 @@ fep_select(const int* __restrict__ wins, int* __restrict__ src, const u64* __res
             int y = h[b];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) y += __shfl_xor_sync(FULL_MASK, y, o);
-            if ((threadIdx.x & 31) == 0 && y) atomicAdd(&hist[b], y);
+            if ((tid & 31) == 0 && y) atomicAdd(&hist[b], y);
         }
     }
 #else
     for (int k = k0; k < k1; ++k) atomicAdd(&hist[w[k]], 1);
 #endif
     __syncthreads();
-    if (threadIdx.x == 0) {
-        const long long g = gen_off + gen_dev[0] + (long long)rng_ctr[0];
-        cut = fep_cut(hist, keys[isl], fep_seeds(g).tie);
-    }
+    if (tid == 0) *cut = fep_cut(hist, key, s_tie);
     __syncthreads();
-    const FepCut c = cut;
+    const FepCut c = *cut;
     int nt = 0;
     for (int k = k0; k < k1; ++k) nt += (w[k] == c.t);
     int tot;
-    int r = fep_block_scan(nt, sh, &tot);
+    int r = fep_block_scan(nt, sh, &tot, tid, nthreads);
     int ns = 0;
     for (int k = k0; k < k1; ++k) {
         const int x = w[k];
         if (x > c.t) ++ns;
         else if (x == c.t) { ns += fep_tie_keep(r, c); ++r; }
     }
-    int slot = fep_block_scan(ns, sh, &tot);
+    int slot = fep_block_scan(ns, sh, &tot, tid, nthreads);
     r -= nt;
-    int* out = src + (fep_sz)isl * FEP_MU;
     for (int k = k0; k < k1; ++k) {
         const int x = w[k];
         int keep = x > c.t;
         if (x == c.t) { keep = fep_tie_keep(r, c); ++r; }
         if (keep) out[slot++] = k;
     }
+}
+
+// One block per island: histogram, threshold, tie numbers, survivor slots -> src (I, mu).
+extern "C" __global__ void __launch_bounds__(FEP_SBLOCK)
+fep_select(const int* __restrict__ wins, int* __restrict__ src, const u64* __restrict__ keys,
+           const long long* __restrict__ gen_dev, const long long gen_off, const u64* __restrict__ rng_ctr)
+{
+    extern __shared__ int hist[];            // FEP_Q + 1
+    __shared__ int sh[64];
+    __shared__ FepCut cut;
+    const int isl = blockIdx.x;
+    const long long g = gen_off + gen_dev[0] + (long long)rng_ctr[0];
+    fep_select_block(wins + (fep_sz)isl * FEP_U, src + (fep_sz)isl * FEP_MU, hist, sh, &cut, keys[isl],
+                     fep_seeds(g).tie, threadIdx.x, FEP_SBLOCK);
 }
 
 // Objective of `rows` rows (the generation kernel's code without the NaN rule; self-check).
