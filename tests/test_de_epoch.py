@@ -15,33 +15,14 @@ import pytest
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.random import CounterRNG
 from isles.algorithms.de.de import DE
-from isles.algorithms.de.epoch import HostEpochDE, epoch_block, epoch_smem_bytes, epoch_unsupported_reason
+from isles.algorithms.core.epoch_layout import epoch_block
+from isles.algorithms.de.epoch import HostEpochDE, epoch_smem_bytes, epoch_unsupported_reason
 from isles.problems import make_problem
-from isles.problems.base import ScalableProblem
 from isles.problems.constraints import Evaluator
 from isles.problems.cuda_check import compiler
-from tests.user_problems import FusedPressureVessel
+from tests.user_problems import FusedNaNSphere, FusedPressureVessel
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
-
-
-class _NaNRosenbrockHalf(ScalableProblem):
-    """Sphere whose value is NaN where ``x_0 > 0.5`` (array code and fused source agree)."""
-
-    name = "test_nan_sphere_half"
-    default_bounds = (-1.0, 1.0)
-    cuda_objective = r"""#define OBJ_NACC 2
-#define OBJ_HAS_V 0
-#define OBJ_NEXT 0
-ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; acc[1] = (T)0; }
-ISLES_DEV void obj_merge(T* acc, const T* o) { acc[0] += o[0]; acc[1] += o[1]; }
-ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) { (void)x_next; acc[0] += x * x; if (j == 0) acc[1] += x; }
-ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[1] > (T)0.5 ? (acc[0] - acc[0]) / (acc[0] - acc[0]) : acc[0]; }
-"""
-
-    def objective(self, X):
-        f = (X * X).sum(axis=-1)
-        return np.where(X[..., 0] > 0.5, np.nan, f)
 
 
 def _ctx(prob, islands=3, seed=4, dtype=np.float64, handling="feasibility", target=None):
@@ -84,7 +65,7 @@ def test_host_epoch_constrained_user_problem(handling):
 
 
 def test_host_epoch_counts_nan_as_the_twin():
-    prob = _NaNRosenbrockHalf(dim=5)
+    prob = FusedNaNSphere(dim=5)
     algo = DE(pop_size=12, F=0.8, CR=0.9)
     st, ref = _compare(prob, algo, _ctx(prob), n=10)
     assert int(ref["nan_evals"]) > 0  # the test exercises the NaN rule
@@ -123,7 +104,7 @@ def test_block_layout_balances_rows_and_fits_the_sm():
 
 
 def test_blocks_per_sm_for_the_launch_bounds():
-    from isles.algorithms.de.epoch import epoch_min_blocks
+    from isles.algorithms.core.epoch_layout import epoch_min_blocks
 
     assert epoch_min_blocks(416, 1024, 43_000, 132) == 4  # threads allow 4, shared memory 5, islands 8
     assert epoch_min_blocks(800, 64, 43_000, 132) == 1  # one island per SM
@@ -159,7 +140,7 @@ def test_self_check_agrees_where_both_sides_are_nan():
     keeps its fused path; NaN on one side only is a disagreement."""
     from isles.algorithms.core.fused_check import real_objective_error
 
-    prob = _NaNRosenbrockHalf(dim=3)
+    prob = FusedNaNSphere(dim=3)
 
     def kernel(X, wrong=False):
         f = prob.objective(X)

@@ -20,7 +20,7 @@ from isles.algorithms.de.de import DE  # noqa: E402
 from isles.algorithms.de.epoch import HostEpochDE  # noqa: E402
 from isles.problems import make_problem  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
-from tests.test_de_epoch import _NaNRosenbrockHalf  # noqa: E402
+from tests.user_problems import FusedNaNSphere  # noqa: E402
 from tests.user_problems import FusedPressureVessel  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -82,7 +82,7 @@ def test_epoch_constrained_user_problem(handling):
 
 
 def test_epoch_nan_and_stop_target():
-    prob = _NaNRosenbrockHalf(dim=6)
+    prob = FusedNaNSphere(dim=6)
     algo = DE(pop_size=16, F=0.8, CR=0.9)
     a, b, _ = _both(prob, algo, _ctx(cp, prob, islands=6, target=1e-3), n=80)
     _assert_same(a, b)

@@ -21,7 +21,7 @@ from isles.algorithms.ep import cuda as ep_cuda
 from isles.algorithms.ep.fep import FEP
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere
 from isles.problems.constraints import Evaluator
-from tests.test_de_epoch import _NaNRosenbrockHalf
+from tests.user_problems import FusedNaNSphere
 from tests.user_problems import FusedPressureVessel
 
 pytestmark = pytest.mark.skipif(ep_cuda.host_compiler() is None, reason="no C compiler")
@@ -82,7 +82,7 @@ def test_host_epoch_constrained_user_problem(handling):
 
 
 def test_host_epoch_counts_nan_as_the_twin():
-    prob = _NaNRosenbrockHalf(dim=5)
+    prob = FusedNaNSphere(dim=5)
     st, ref = _compare(prob, FEP(pop_size=12, q=5), _ctx(prob), n=10)
     assert int(ref["nan_evals"]) > 0  # the test exercises the NaN rule
 

@@ -24,7 +24,7 @@ from isles.algorithms.ep.epoch import EpochFEP  # noqa: E402
 from isles.algorithms.ep.fep import FEP  # noqa: E402
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
-from tests.test_de_epoch import _NaNRosenbrockHalf  # noqa: E402
+from tests.user_problems import FusedNaNSphere  # noqa: E402
 from tests.user_problems import FusedPressureVessel  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -95,7 +95,7 @@ def test_epoch_constrained_user_problem(handling):
 
 
 def test_epoch_counts_nan_as_the_per_generation_kernels():
-    prob = _NaNRosenbrockHalf(dim=5)
+    prob = FusedNaNSphere(dim=5)
     a, b, _ = _both(FEP(pop_size=12, q=5), _ctx(cp, prob, 3), 20, 12)
     _assert_same(a, b)
     assert int(b["nan_evals"]) > 0

@@ -1,7 +1,7 @@
 """Problems defined outside isles, plugged in through ``problem._target_`` in tests."""
 import numpy as np
 
-from isles.problems.base import Problem
+from isles.problems.base import Problem, ScalableProblem
 
 
 class ShiftedSphere(Problem):
@@ -198,3 +198,22 @@ ISLES_DEV T obj_violation(const T* a, int n) {   // sum_i max(0, g_i / scale_i)
            + pv_pos(g3 / (T)1296000.0) + pv_pos((x4 - (T)240.0) / (T)240.0);
 }
 """
+
+
+class FusedNaNSphere(ScalableProblem):
+    """A user's sphere whose value is NaN where ``x_0 > 0.5`` (array code and fused source agree)."""
+
+    name = "test_nan_sphere_half"
+    default_bounds = (-1.0, 1.0)
+    cuda_objective = r"""#define OBJ_NACC 2
+#define OBJ_HAS_V 0
+#define OBJ_NEXT 0
+ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; acc[1] = (T)0; }
+ISLES_DEV void obj_merge(T* acc, const T* o) { acc[0] += o[0]; acc[1] += o[1]; }
+ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) { (void)x_next; acc[0] += x * x; if (j == 0) acc[1] += x; }
+ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[1] > (T)0.5 ? (acc[0] - acc[0]) / (acc[0] - acc[0]) : acc[0]; }
+"""
+
+    def objective(self, X):
+        f = (X * X).sum(axis=-1)
+        return np.where(X[..., 0] > 0.5, np.nan, f)

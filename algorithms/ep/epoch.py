@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from isles.algorithms.core.cuda_lib import defines
-from isles.algorithms.de.epoch import SMEM_PER_SM, epoch_block, epoch_min_blocks
+from isles.algorithms.core.epoch_layout import SMEM_PER_SM, epoch_block, epoch_min_blocks
 
 
 def epoch_source(base_source: str, eblock: int, min_blocks: int = 1) -> str:
