@@ -1,7 +1,10 @@
 """The launch layout of the SM-resident epoch kernels (one thread block per island, every
 generation of an epoch in one launch: :mod:`isles.algorithms.de.epoch`,
-:mod:`isles.algorithms.ep.epoch`): threads per block and blocks per SM."""
+:mod:`isles.algorithms.ep.epoch`): threads per block and blocks per SM, and the timed choice
+between a plan's per-generation path and its epoch kernel (:func:`time_paths`)."""
 from __future__ import annotations
+
+import math
 
 #: shared memory one block may opt in to where the device does not say (H100/H200: 227 KiB)
 SMEM_OPTIN = 227 * 1024
@@ -35,3 +38,22 @@ def epoch_min_blocks(eblock: int, n_islands: int, smem_block: int, n_sm: int,
     allow, at least 1."""
     return max(1, min(-(-int(n_islands) // max(1, int(n_sm))), int(max_threads_sm) // int(eblock),
                       int(smem_per_sm) // max(1, int(smem_block))))
+
+
+def time_paths(cp, advances, state: dict, n: int, repeats: int = 3) -> tuple:
+    """Microseconds per generation of each ``advance(state, n)`` in ``advances`` (CUDA events, best
+    of ``repeats`` after a warm-up that compiles and captures); one host synchronisation each.
+    The fused plans' ``choose()`` keeps the faster of their two paths with it."""
+    times = []
+    for advance in advances:
+        advance(state, n)  # compilation, graph capture
+        best = math.inf
+        for _ in range(repeats):
+            a, b = cp.cuda.Event(), cp.cuda.Event()
+            a.record()
+            advance(state, n)
+            b.record()
+            b.synchronize()
+            best = min(best, cp.cuda.get_elapsed_time(a, b) * 1e3 / n)
+        times.append(best)
+    return tuple(times)

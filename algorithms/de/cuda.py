@@ -72,6 +72,7 @@ import math
 
 import numpy as np
 
+from isles.algorithms.core.epoch_layout import time_paths
 from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.fused_check import real_objective_error
@@ -406,21 +407,9 @@ class FusedDE(PingPongGraph):
         X = (self._lower + (self._upper - self._lower) * rs.random_sample((self.I, self.N, self.D))).astype(self.dtype)
         f, v = self.evaluate_fv(X)
         st = {"X": X, "f": f, "v": v, "generation": 0, "evals": 0, "nan_evals": 0}
-        times = []
-        for advance in (self._run_generations, self.epoch.run):
-            advance(st, n)  # compilation, graph capture
-            best = math.inf
-            for _ in range(repeats):
-                a, b = cp.cuda.Event(), cp.cuda.Event()
-                a.record()
-                advance(st, n)
-                b.record()
-                b.synchronize()
-                best = min(best, cp.cuda.get_elapsed_time(a, b) * 1e3 / n)
-            times.append(best)
-        self.timings = tuple(times)
-        self.use_epoch = times[1] < times[0]
-        log.info("DE: %s (per generation %.3f us, epoch kernel %.3f us per generation)", self.gpu_path, *times)
+        self.timings = time_paths(cp, (self._run_generations, self.epoch.run), st, n, repeats)
+        self.use_epoch = self.timings[1] < self.timings[0]
+        log.info("DE: %s (per generation %.3f us, epoch kernel %.3f us per generation)", self.gpu_path, *self.timings)
 
     # -- launches -------------------------------------------------------------------------------
     def _launch(self, src, dst, trial, ftrial, write, gen_dev, gen_off, nan):

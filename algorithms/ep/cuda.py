@@ -62,6 +62,7 @@ import math
 
 import numpy as np
 
+from isles.algorithms.core.epoch_layout import time_paths
 from isles.algorithms.core.cuda_lib import defines, draw_ids, source
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph
@@ -346,21 +347,9 @@ class FusedFEP(PingPongGraph):
         f, v = self.evaluate_fv(X)
         st = {"X": X, "eta": cp.full(shape, self.params.eta_init, dtype=self.dtype), "f": f, "v": v,
               "generation": 0, "evals": 0, "nan_evals": 0}
-        times = []
-        for advance in (self._run_generations, self.epoch.run):
-            advance(st, n)  # compilation, graph capture
-            best = math.inf
-            for _ in range(repeats):
-                a, b = cp.cuda.Event(), cp.cuda.Event()
-                a.record()
-                advance(st, n)
-                b.record()
-                b.synchronize()
-                best = min(best, cp.cuda.get_elapsed_time(a, b) * 1e3 / n)
-            times.append(best)
-        self.timings = tuple(times)
-        self.use_epoch = times[1] < times[0]
-        log.info("FEP: %s (per generation %.3f us, epoch kernel %.3f us per generation)", self.gpu_path, *times)
+        self.timings = time_paths(cp, (self._run_generations, self.epoch.run), st, n, repeats)
+        self.use_epoch = self.timings[1] < self.timings[0]
+        log.info("FEP: %s (per generation %.3f us, epoch kernel %.3f us per generation)", self.gpu_path, *self.timings)
 
     def _union(self):
         cp, I, M2, n = self.cp, self.I, 2 * self.mu, self.n
