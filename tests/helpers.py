@@ -19,3 +19,19 @@ def make_cfg(*overrides: str, return_hydra_config: bool = False):
 def plain(cfg) -> dict:
     """Resolved plain-dict config."""
     return OmegaConf.to_container(cfg, resolve=True)
+
+
+def island_ctx(xp, prob, islands=3, seed=4, dtype=None, handling="feasibility", target=None):
+    """A :class:`isles.algorithms.core.base.Context` of ``islands`` islands on ``xp`` (float64 by
+    default) for ``prob``, with the evaluator's ``handling`` (penalty factor 100) and a stop
+    ``target``: the epoch-kernel tests' context."""
+    import numpy as np  # noqa: PLC0415
+
+    from isles.algorithms.core.base import Context  # noqa: PLC0415
+    from isles.algorithms.core.random import CounterRNG  # noqa: PLC0415
+    from isles.problems.constraints import Evaluator  # noqa: PLC0415
+
+    ctx = Context(xp, np.float64 if dtype is None else dtype, Evaluator(prob, handling, 100.0),
+                  CounterRNG(xp, seed, range(islands)))
+    ctx.target = target
+    return ctx

@@ -12,23 +12,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from isles.algorithms.core.base import Context
-from isles.algorithms.core.random import CounterRNG
 from isles.algorithms.de.de import DE
 from isles.algorithms.core.epoch_layout import epoch_block
 from isles.algorithms.de.epoch import HostEpochDE, epoch_smem_bytes, epoch_unsupported_reason
 from isles.problems import make_problem
-from isles.problems.constraints import Evaluator
 from isles.problems.cuda_check import compiler
+from tests.helpers import island_ctx
 from tests.user_problems import FusedNaNSphere, FusedPressureVessel
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
-
-def _ctx(prob, islands=3, seed=4, dtype=np.float64, handling="feasibility", target=None):
-    ctx = Context(np, dtype, Evaluator(prob, handling, 100.0), CounterRNG(np, seed, range(islands)))
-    ctx.target = target
-    return ctx
 
 
 def _compare(prob, algo, ctx, n=12, rtol=1e-11):
@@ -150,3 +143,7 @@ def test_self_check_agrees_where_both_sides_are_nan():
 
     assert real_objective_error(np, prob, kernel, np.float64, False, 32, seed=1) == 0.0
     assert real_objective_error(np, prob, lambda X: kernel(X, True), np.float64, False, 32, seed=1) == np.inf
+
+
+def _ctx(prob, islands=3, seed=4, **kw):
+    return island_ctx(np, prob, islands, seed, **kw)

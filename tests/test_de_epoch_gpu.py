@@ -14,22 +14,16 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 
 cp = cupy_or_skip()
 
-from isles.algorithms.core.base import Context  # noqa: E402
-from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.algorithms.de.de import DE  # noqa: E402
 from isles.algorithms.de.epoch import HostEpochDE  # noqa: E402
 from isles.problems import make_problem  # noqa: E402
-from isles.problems.constraints import Evaluator  # noqa: E402
+from tests.helpers import island_ctx  # noqa: E402
 from tests.user_problems import FusedNaNSphere  # noqa: E402
 from tests.user_problems import FusedPressureVessel  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
 
-def _ctx(xp, prob, islands=5, dtype=np.float64, handling="feasibility", target=None, seed=3):
-    ctx = Context(xp, dtype, Evaluator(prob, handling, 100.0), CounterRNG(xp, seed, range(islands)))
-    ctx.target = target
-    return ctx
 
 
 def _both(prob, algo, ctx, n=50):
@@ -127,3 +121,7 @@ def test_too_large_islands_keep_the_per_generation_kernel():
     plan = algo.fused_plan(ctx)
     assert plan.epoch is None and "shared memory" in plan.epoch_reason
     assert not plan.use_epoch
+
+
+def _ctx(xp, prob, islands=5, seed=3, **kw):
+    return island_ctx(xp, prob, islands, seed, **kw)

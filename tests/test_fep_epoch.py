@@ -15,22 +15,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from isles.algorithms.core.base import Context
-from isles.algorithms.core.random import CounterRNG
 from isles.algorithms.ep import cuda as ep_cuda
 from isles.algorithms.ep.fep import FEP
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere
-from isles.problems.constraints import Evaluator
+from tests.helpers import island_ctx
 from tests.user_problems import FusedNaNSphere
 from tests.user_problems import FusedPressureVessel
 
 pytestmark = pytest.mark.skipif(ep_cuda.host_compiler() is None, reason="no C compiler")
 
-
-def _ctx(prob, islands=3, seed=5, dtype=np.float64, handling="feasibility", target=None):
-    ctx = Context(np, dtype, Evaluator(prob, handling, 100.0), CounterRNG(np, seed, range(islands)))
-    ctx.target = target
-    return ctx
 
 
 def _compare(prob, algo, ctx, n=12, first=None):
@@ -103,3 +96,7 @@ def test_epoch_flag_is_validated_in_one_line():
         FEP(epoch="yes")
     assert FEP(epoch=False).params.epoch is False
     assert FEP().params.epoch is True
+
+
+def _ctx(prob, islands=3, seed=5, **kw):
+    return island_ctx(np, prob, islands, seed, **kw)

@@ -17,23 +17,17 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 
 cp = cupy_or_skip()
 
-from isles.algorithms.core.base import Context  # noqa: E402
-from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.algorithms.ep import cuda as ep_cuda  # noqa: E402
 from isles.algorithms.ep.epoch import EpochFEP  # noqa: E402
 from isles.algorithms.ep.fep import FEP  # noqa: E402
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere  # noqa: E402
-from isles.problems.constraints import Evaluator  # noqa: E402
+from tests.helpers import island_ctx  # noqa: E402
 from tests.user_problems import FusedNaNSphere  # noqa: E402
 from tests.user_problems import FusedPressureVessel  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
 
-def _ctx(xp, prob, islands=5, dtype=np.float64, handling="feasibility", target=None, seed=3):
-    ctx = Context(xp, dtype, Evaluator(prob, handling, 100.0), CounterRNG(xp, seed, range(islands)))
-    ctx.target = target
-    return ctx
 
 
 def _both(algo, ctx, n=50, split=30, eblock=None):
@@ -140,3 +134,7 @@ def test_plan_times_both_paths_and_reports_its_choice():
     off = FEP(pop_size=16, q=5, epoch=False)
     p2 = off.fused_plan(_ctx(cp, Sphere(2), 1))
     assert p2.epoch is None and p2.epoch_reason == "algorithm.epoch=false" and p2.gpu_path == "fused kernel"
+
+
+def _ctx(xp, prob, islands=5, seed=3, **kw):
+    return island_ctx(xp, prob, islands, seed, **kw)
