@@ -123,5 +123,5 @@ def test_too_large_islands_keep_the_per_generation_kernel():
     assert not plan.use_epoch
 
 
-def _ctx(xp, prob, islands=5, seed=3, **kw):
-    return island_ctx(xp, prob, islands, seed, **kw)
+def _ctx(xp, prob, islands=5, dtype=np.float64, **kw):
+    return island_ctx(xp, prob, islands, kw.pop("seed", 3), dtype=dtype, **kw)

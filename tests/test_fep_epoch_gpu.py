@@ -136,5 +136,5 @@ def test_plan_times_both_paths_and_reports_its_choice():
     assert p2.epoch is None and p2.epoch_reason == "algorithm.epoch=false" and p2.gpu_path == "fused kernel"
 
 
-def _ctx(xp, prob, islands=5, seed=3, **kw):
-    return island_ctx(xp, prob, islands, seed, **kw)
+def _ctx(xp, prob, islands=5, dtype=np.float64, **kw):
+    return island_ctx(xp, prob, islands, kw.pop("seed", 3), dtype=dtype, **kw)
