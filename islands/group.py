@@ -160,17 +160,15 @@ class IslandGroup:
             nccl = self._nccl if route.get("nccl") else None  # emigrants GPU to GPU (islands/exchange.py)
             mine = {gid: p for p, gid in enumerate(self.island_ids)}
             where = {gid: g for g, ids in enumerate(route["groups"]) for gid in ids}
-            rows, edges, sent = [], None, None
+            rows, edges, sent, sends, receives = [], None, None, None, None
             inbound, remote = first
             t0 = time.perf_counter()
             for j, k in enumerate(ks):
                 if j > 0:  # edges: the plan after epoch epoch0 + j, made at the end of the epoch before
                     if nccl is not None:
-                        sends, receives = exchange_plan(edges, mine, where)
                         got = exchange(nccl, self.xp, sent, mine, sends, receives, exchange_layout(sent.island(0)))
                     else:
-                        senders = sorted({where[src] for src, dst in edges if dst in mine and src not in mine})
-                        got = self.inbox.take(span, epoch0 + j, senders, route["timeout_s"])
+                        got = self.inbox.take(span, epoch0 + j, sorted(receives), route["timeout_s"])
                     inbound, remote = group_plan(edges, self.island_ids, got)
                 if inbound:
                     self._migrate(inbound, remote or {})
@@ -180,16 +178,13 @@ class IslandGroup:
                 rows.append(self._row(best, self.algorithm.phenotype(best.genome[:, 0]), self.state))
                 if j < len(ks) - 1:
                     edges = migration_edges(route["topology"], route["n"], route["seed"], epoch0 + j + 1)
+                    sends, receives = exchange_plan(edges, mine, where)  # the same for either transport
                     sent = self._emigrant_cache = self._emigrants()  # also the next migration's local sources
                     if nccl is None:
-                        host, messages = sent.to_host(), {}
-                        for src, dst in edges:
-                            if src in mine and dst not in mine:
-                                messages.setdefault(where[dst], {})[src] = host.island(mine[src])
-                        transport.send(span, epoch0 + j + 1, messages)
-            self._emigrant_cache = self._emigrants()
-            emigrants = self._emigrant_cache.to_host()  # synchronises: the span's work is done
-            return self._batch_summaries(rows, emigrants, (time.perf_counter() - t0) / max(1, len(rows)))
+                        host = sent.to_host()
+                        transport.send(span, epoch0 + j + 1,
+                                       {g: {src: host.island(mine[src]) for src in srcs} for g, srcs in sends.items()})
+            return self._end_batch(rows, t0)
 
     def nccl_unique_id(self):
         """A new NCCL unique id for :meth:`nccl_join`, or ``None`` where this group cannot use NCCL
@@ -288,10 +283,16 @@ class IslandGroup:
                 if plugin is not None:
                     plugin.after_epoch(px, best.f[:, 0], best.v[:, 0], k)
                 rows.append(self._row(best, px, self.state))
+        return self._end_batch(rows, t0)
+
+    def _end_batch(self, rows: list, t0: float) -> list:
+        """The summaries of a batch of epochs (:meth:`run_epochs`, :meth:`run_span`) begun at
+        ``t0``: the last epoch's emigrants selected and copied to the host (which synchronises:
+        the batch's work is done), then :meth:`_batch_summaries` with the compute time divided
+        evenly."""
         self._emigrant_cache = self._emigrants()
-        emigrants = self._emigrant_cache.to_host()  # synchronises: the batch's work is done
-        compute_s = (time.perf_counter() - t0) / max(1, len(rows))
-        return self._batch_summaries(rows, emigrants, compute_s)
+        emigrants = self._emigrant_cache.to_host()
+        return self._batch_summaries(rows, emigrants, (time.perf_counter() - t0) / max(1, len(rows)))
 
     def _row(self, best: Population, px, state: dict) -> dict:
         """One epoch of :meth:`run_epochs`: copies of what its summary needs (device arrays;
