@@ -1,16 +1,18 @@
 """The launch layout of the SM-resident epoch kernels (one thread block per island, every
 generation of an epoch in one launch: :mod:`isles.algorithms.de.epoch`,
 :mod:`isles.algorithms.ep.epoch`): threads per block and blocks per SM, and the timed choice
-between a plan's per-generation path and its epoch kernel (:func:`time_paths`)."""
+between a plan's per-generation path and its epoch kernel (:func:`time_paths`, :class:`EpochPaths`)."""
 from __future__ import annotations
 
+import logging
 import math
+
+log = logging.getLogger(__name__)
 
 #: shared memory one block may opt in to where the device does not say (H100/H200: 227 KiB)
 SMEM_OPTIN = 227 * 1024
 #: shared memory of one SM where the device does not say (H100/H200: 228 KiB)
 SMEM_PER_SM = 228 * 1024
-
 
 
 def epoch_block(n: int, tpi: int, n_islands: int, smem_rows: int, n_sm: int,
@@ -57,3 +59,46 @@ def time_paths(cp, advances, state: dict, n: int, repeats: int = 3) -> tuple:
             best = min(best, cp.cuda.get_elapsed_time(a, b) * 1e3 / n)
         times.append(best)
     return tuple(times)
+
+
+class EpochPaths:
+    """The two paths of a fused plan that has an epoch kernel (DE's :class:`~isles.algorithms.de.cuda.FusedDE`,
+    FEP's :class:`~isles.algorithms.ep.cuda.FusedFEP`): :meth:`run` takes the epoch kernel
+    (``self.epoch.run``) where :attr:`use_epoch` says so, else the plan's ``_run_generations``;
+    :meth:`keep_faster` times both and sets :attr:`use_epoch`. The plan sets ``epoch`` (or
+    ``None``), ``use_epoch = False`` and ``timings = None`` when it is built, and its family name
+    in ``FAMILY``."""
+
+    FAMILY = "fused"
+
+    @property
+    def gpu_path(self) -> str:
+        """Which kernels :meth:`run` uses, in words (the run summary, the MLflow tag ``gpu_path``):
+        ``"epoch kernel"`` (one launch per call) or ``"fused kernel"`` (the per-generation
+        kernels, replayed from a CUDA graph)."""
+        return "epoch kernel" if self.use_epoch else "fused kernel"
+
+    def keep_faster(self, state: dict, n: int, repeats: int) -> None:
+        """Time ``n`` generations of both paths from ``state`` (:func:`time_paths`) and keep the
+        faster in :attr:`use_epoch`; :attr:`timings` holds ``(per-generation, epoch)`` in us per
+        generation. Both paths give the same results, so the choice changes only the speed."""
+        self.timings = time_paths(self.cp, (self._run_generations, self.epoch.run), state, n, repeats)
+        self.use_epoch = self.timings[1] < self.timings[0]
+        log.info("%s: %s (per generation %.3f us, epoch kernel %.3f us per generation)", self.FAMILY,
+                 self.gpu_path, *self.timings)
+
+    def run(self, state, n_generations: int):
+        """``n_generations`` generations, no host sync: one launch of the epoch kernel
+        (:attr:`use_epoch`), else the plan's per-generation kernels (``_run_generations``: CUDA-graph
+        replays plus single launches); the same results either way. With a stop target,
+        ``hit_generation`` is recorded after every generation (exact).
+
+        Returns:
+            A new state (fresh arrays; the plan's buffers are internal).
+        """
+        n = int(n_generations)
+        if n <= 0:
+            return dict(state)
+        if self.use_epoch:
+            return self.epoch.run(state, n)
+        return self._run_generations(state, n)

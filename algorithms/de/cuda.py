@@ -72,7 +72,7 @@ import math
 
 import numpy as np
 
-from isles.algorithms.core.epoch_layout import time_paths
+from isles.algorithms.core.epoch_layout import EpochPaths
 from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.fused_check import real_objective_error
@@ -326,7 +326,7 @@ def make_variation(de, ctx):
     return DEVariation(de.params, ctx)
 
 
-class FusedDE(PingPongGraph):
+class FusedDE(EpochPaths, PingPongGraph):
     """Compiled fused DE/rand/1/{bin,nec} for one ``(params, ctx)`` (see the module docstring).
 
     Args:
@@ -336,6 +336,8 @@ class FusedDE(PingPongGraph):
     Raises:
         ValueError: the configuration is unsupported (:func:`unsupported_reason`).
     """
+
+    FAMILY = "DE"
 
     def __init__(self, params, ctx):
         cp = require_supported("fused DE", unsupported_reason(params, ctx))
@@ -388,13 +390,6 @@ class FusedDE(PingPongGraph):
             except ValueError as exc:
                 self.epoch_reason = str(exc)
 
-    @property
-    def gpu_path(self) -> str:
-        """Which kernels :meth:`run` uses, in words (the run summary, the MLflow tag ``gpu_path``):
-        ``"epoch kernel"`` (one launch per call) or ``"fused kernel"`` (one launch per generation,
-        replayed from a CUDA graph)."""
-        return "epoch kernel" if self.use_epoch else "fused kernel"
-
     def choose(self, n: int = 64, repeats: int = 3) -> None:
         """Time ``n`` generations of both paths on a random population (CUDA events, best of
         ``repeats`` after a warm-up that compiles and captures) and keep the faster in
@@ -407,9 +402,7 @@ class FusedDE(PingPongGraph):
         X = (self._lower + (self._upper - self._lower) * rs.random_sample((self.I, self.N, self.D))).astype(self.dtype)
         f, v = self.evaluate_fv(X)
         st = {"X": X, "f": f, "v": v, "generation": 0, "evals": 0, "nan_evals": 0}
-        self.timings = time_paths(cp, (self._run_generations, self.epoch.run), st, n, repeats)
-        self.use_epoch = self.timings[1] < self.timings[0]
-        log.info("DE: %s (per generation %.3f us, epoch kernel %.3f us per generation)", self.gpu_path, *self.timings)
+        self.keep_faster(st, n, repeats)
 
     # -- launches -------------------------------------------------------------------------------
     def _launch(self, src, dst, trial, ftrial, write, gen_dev, gen_off, nan):
@@ -494,11 +487,7 @@ class FusedDE(PingPongGraph):
         cp = self.cp
         src = self._arrays(state)
         dst = tuple(cp.empty_like(a) for a in src)
-        nan = state["nan_evals"]
-        if isinstance(nan, cp.ndarray) and nan.dtype == np.int64:
-            nan = nan.copy()
-        else:
-            nan = cp.array(nan, dtype=np.int64)
+        nan = self._nan_counter(state)
         self._launch(src, dst, self._dummy, self._dummy, 0, self._zero, state["generation"], nan)
         s = dict(state)
         s["X"], s["f"], s["v"] = dst
@@ -506,6 +495,14 @@ class FusedDE(PingPongGraph):
         s["evals"] = state["evals"] + self.N
         s["nan_evals"] = nan
         return s
+
+    def _nan_counter(self, state):
+        """A fresh int64 device counter holding ``state["nan_evals"]``, for a kernel to add the
+        new NaN evaluations to (:meth:`step`, the epoch kernel)."""
+        nan = state["nan_evals"]
+        if isinstance(nan, self.cp.ndarray) and nan.dtype == np.int64:
+            return nan.copy()
+        return self.cp.array(nan, dtype=np.int64)
 
     def _step(self, src, dst, k):
         """One generation ``src -> dst`` with draws of generation ``gen + k`` (:class:`PingPongGraph`)."""
@@ -522,22 +519,6 @@ class FusedDE(PingPongGraph):
             self._bufs = tuple(tuple(cp.empty(sh, dtype=self.dtype) for sh in shapes) for _ in range(2))
         return self._bufs
 
-
-    def run(self, state, n_generations: int):
-        """``n_generations`` generations, no host sync: one launch of the epoch kernel
-        (:attr:`use_epoch`), else CUDA-graph replays of the per-generation kernel plus single
-        launches; the same results either way. With a stop target, ``hit_generation`` is recorded
-        after every generation (exact).
-
-        Returns:
-            A new state (fresh arrays; the plan's ping-pong buffers are internal).
-        """
-        n = int(n_generations)
-        if n <= 0:
-            return dict(state)
-        if self.use_epoch:
-            return self.epoch.run(state, n)
-        return self._run_generations(state, n)
 
     def _run_generations(self, state, n: int):
         """``n >= 1`` generations by the per-generation kernel (graph replays); a new state."""

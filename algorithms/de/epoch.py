@@ -30,7 +30,8 @@ import ctypes
 import numpy as np
 
 from isles.algorithms.core.cuda_lib import defines as c_defines
-from isles.algorithms.core.epoch_layout import SMEM_OPTIN, SMEM_PER_SM, epoch_block, epoch_min_blocks  # noqa: F401
+from isles.algorithms.core.epoch_layout import SMEM_OPTIN, SMEM_PER_SM, epoch_block, epoch_min_blocks
+
 
 def epoch_smem_bytes(dtype, dim: int, n: int, tpi: int, nacc: int, groups: int) -> int:
     """Bytes of dynamic shared memory of one block: two populations ``(N, D)``, their ``f, v``
@@ -119,8 +120,7 @@ class EpochDE:
         cp, p = self.cp, self.plan
         X, f, v = p._arrays(state)
         Xo, fo, vo = cp.empty_like(X), cp.empty_like(f), cp.empty_like(v)
-        nan = state["nan_evals"]
-        nan = nan.copy() if isinstance(nan, cp.ndarray) and nan.dtype == np.int64 else cp.array(nan, dtype=np.int64)
+        nan = p._nan_counter(state)
         tr = p.tracker
         if tr is not None:
             tr.load(state)

@@ -62,7 +62,7 @@ import math
 
 import numpy as np
 
-from isles.algorithms.core.epoch_layout import time_paths
+from isles.algorithms.core.epoch_layout import EpochPaths
 from isles.algorithms.core.cuda_lib import defines, draw_ids, source
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph
@@ -269,7 +269,7 @@ def _kernels(cp, source: str):
     return kernels(cp, source, _NAMES)  # compiled once per device and source (algorithms/core/plan.py)
 
 
-class FusedFEP(PingPongGraph):
+class FusedFEP(EpochPaths, PingPongGraph):
     """Compiled fused FEP generation for one ``(fep, ctx)`` (see the module docstring).
 
     Args:
@@ -279,6 +279,8 @@ class FusedFEP(PingPongGraph):
     Raises:
         ValueError: the configuration is unsupported (:func:`unsupported_reason`).
     """
+
+    FAMILY = "FEP"
 
     def __init__(self, fep, ctx):
         cp = require_supported("fused FEP", unsupported_reason(fep, ctx))
@@ -323,13 +325,6 @@ class FusedFEP(PingPongGraph):
             self.epoch_src = kernel_source(fep, ctx, tail=("fep_epoch.cu",))[0]
             self.epoch = EpochFEP(self, self.epoch_src)
 
-    @property
-    def gpu_path(self) -> str:
-        """Which kernels :meth:`run` uses, in words (the run summary, the MLflow tag ``gpu_path``):
-        ``"epoch kernel"`` (one launch per call) or ``"fused kernel"`` (three launches per
-        generation, replayed from a CUDA graph)."""
-        return "epoch kernel" if self.use_epoch else "fused kernel"
-
     def choose(self, n: int | None = None, repeats: int = 3) -> None:
         """Time ``n`` generations of both paths on a random population (CUDA events, best of
         ``repeats`` after a warm-up that compiles and captures) and keep the faster in
@@ -347,9 +342,7 @@ class FusedFEP(PingPongGraph):
         f, v = self.evaluate_fv(X)
         st = {"X": X, "eta": cp.full(shape, self.params.eta_init, dtype=self.dtype), "f": f, "v": v,
               "generation": 0, "evals": 0, "nan_evals": 0}
-        self.timings = time_paths(cp, (self._run_generations, self.epoch.run), st, n, repeats)
-        self.use_epoch = self.timings[1] < self.timings[0]
-        log.info("FEP: %s (per generation %.3f us, epoch kernel %.3f us per generation)", self.gpu_path, *self.timings)
+        self.keep_faster(st, n, repeats)
 
     def _union(self):
         cp, I, M2, n = self.cp, self.I, 2 * self.mu, self.n
@@ -431,18 +424,6 @@ class FusedFEP(PingPongGraph):
             self._bufs = (self._union(), self._union())
         return self._bufs
 
-
-    def run(self, state, n_generations: int):
-        """``n_generations`` generations, no host sync: one launch of the epoch kernel
-        (:attr:`use_epoch`), else the first generation as a single launch set and the rest as
-        CUDA-graph replays plus single launches; the same results either way. Returns a new state
-        (fresh arrays)."""
-        n = int(n_generations)
-        if n <= 0:
-            return dict(state)
-        if self.use_epoch:
-            return self.epoch.run(state, n)
-        return self._run_generations(state, n)
 
     def _run_generations(self, state, n: int):
         """``n >= 1`` generations by the per-generation kernels (graph replays); a new state."""
