@@ -59,7 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_range
+from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_bool, check_range
 from isles.algorithms.core.population import Population
 from isles.algorithms.de.de import DE, DEParams, select
 from isles.problems.constraints import argbest, better
@@ -117,8 +117,7 @@ class CDEParams:
 
     def __post_init__(self):
         for name in ("fused", "epoch"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"algorithm.{name}={getattr(self, name)!r}: allowed values are true|false")
+            object.__setattr__(self, name, check_bool(f"algorithm.{name}", getattr(self, name)))
         for name in ("n_cycles", "gens_x", "gens_y"):
             object.__setattr__(self, name, check_range(f"algorithm.{name}", getattr(self, name), 1, integer=True))
         x = self.de_params("x")  # validates F, CR, strategy, crossover, bound_handling, pop_size

@@ -71,6 +71,18 @@ def check_range(
     return int(value) if integer else float(value)
 
 
+def check_bool(field: str, value) -> bool:
+    """``value`` of the switch ``field`` (e.g. ``algorithm.fused``) as a ``bool``.
+
+    Raises:
+        ValueError: ``value`` is not a bool (a YAML ``yes`` string, 1, None), one line naming the
+            field and the allowed values ``true|false``.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{field}={value!r}: allowed values are true|false")
+    return bool(value)
+
+
 def params_dict(params) -> dict:
     """The fields of a parameter dataclass as a plain dict (for logging)."""
     return {f.name: getattr(params, f.name) for f in fields(params)}

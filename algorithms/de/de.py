@@ -65,7 +65,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isles.algorithms.core.backend import array_module
-from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_range
+from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
 from isles.algorithms.de.crossover import CROSSOVERS, crossover_mask
 from isles.problems.constraints import argbest, better
 
@@ -130,9 +130,7 @@ class DEParams:
                 f"algorithm.bound_handling={self.bound_handling!r}: allowed values are "
                 f"{'|'.join(BOUND_HANDLINGS)}"
             )
-        for name in ("fused", "epoch"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"algorithm.{name}={getattr(self, name)!r}: allowed values are true|false")
+        fused, epoch = check_bool("algorithm.fused", self.fused), check_bool("algorithm.epoch", self.epoch)
         F = check_range("algorithm.F", self.F, 0, 2, lo_open=True)
         CR = check_range("algorithm.CR", self.CR, 0, 1)
         need = N_RANDOM[self.strategy] + 1
@@ -146,8 +144,8 @@ class DEParams:
         object.__setattr__(self, "F", F)
         object.__setattr__(self, "CR", CR)
         object.__setattr__(self, "pop_size", n)
-        object.__setattr__(self, "fused", bool(self.fused))
-        object.__setattr__(self, "epoch", bool(self.epoch))
+        object.__setattr__(self, "fused", fused)
+        object.__setattr__(self, "epoch", epoch)
 
 
 def sample_indices(rng, generation: int, n: int, k: int):

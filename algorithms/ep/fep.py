@@ -84,7 +84,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_range
+from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
 from isles.algorithms.core.population import Population
 from isles.algorithms.de.de import BOUND_HANDLINGS, DRAW_BOUND, apply_bounds
 from isles.problems.constraints import better
@@ -149,12 +149,9 @@ class FEPParams:
             )
         e0 = check_range("algorithm.eta_init", self.eta_init, 0, lo_open=True)
         emin = check_range("algorithm.eta_min", self.eta_min, 0)
-        if not isinstance(self.fused, (bool, np.bool_)):
-            raise ValueError(f"algorithm.fused={self.fused!r}: allowed values are true|false")
-        if not isinstance(self.epoch, (bool, np.bool_)):
-            raise ValueError(f"algorithm.epoch={self.epoch!r}: allowed values are true|false")
+        fused, epoch = check_bool("algorithm.fused", self.fused), check_bool("algorithm.epoch", self.epoch)
         for k, val in (("pop_size", n), ("q", int(q)), ("eta_init", e0), ("eta_min", emin),
-                       ("fused", bool(self.fused)), ("epoch", bool(self.epoch))):
+                       ("fused", fused), ("epoch", epoch)):
             object.__setattr__(self, k, val)
 
 

@@ -90,7 +90,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isles.algorithms.core.backend import device_constant
-from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_range
+from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
 from isles.algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding, make_encoding
 from isles.problems.constraints import better
 
@@ -191,8 +191,7 @@ class GAParams:
         b = _int_in("bits_per_variable", self.bits_per_variable, 1, MAX_BITS_PER_VARIABLE)
         nvdec = _int_in("nvdec", self.nvdec, 2, 16)
         nvbin = _int_in("nvbin", self.nvbin, 1, 16)
-        if not isinstance(self.fused, (bool, np.bool_)):
-            raise ValueError(f"algorithm.fused={self.fused!r}: allowed values are true|false")
+        fused = check_bool("algorithm.fused", self.fused)
         n_renew = int(math.floor(ren * n + 1e-9))
         if ne + n_renew >= n:
             raise ValueError(
@@ -202,7 +201,7 @@ class GAParams:
             )
         for k, val in (("pop_size", n), ("group_size", s), ("p_c", p_c), ("p_m", p_m), ("n_elite", ne),
                        ("renewal", ren), ("bits_per_variable", b), ("nvdec", nvdec), ("nvbin", nvbin),
-                       ("fused", bool(self.fused))):
+                       ("fused", fused)):
             object.__setattr__(self, k, val)
 
     @property

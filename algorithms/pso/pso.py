@@ -34,9 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 
-from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_range
+from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_bool, check_range
 from isles.problems.constraints import argbest, better
 
 # draw ids (counter RNG): each call site of a generation has its own constant id
@@ -221,9 +220,7 @@ class PSOParams:
 
     def __post_init__(self):
         check_common(self)
-        if not isinstance(self.fused, (bool, np.bool_)):
-            raise ValueError(f"algorithm.fused={self.fused!r}: allowed values are true|false")
-        object.__setattr__(self, "fused", bool(self.fused))
+        object.__setattr__(self, "fused", check_bool("algorithm.fused", self.fused))
 
 
 class PSO(IslandAlgorithm):
