@@ -160,13 +160,14 @@ class IslandGroup:
             nccl = self._nccl if route.get("nccl") else None  # emigrants GPU to GPU (islands/exchange.py)
             mine = {gid: p for p, gid in enumerate(self.island_ids)}
             where = {gid: g for g, ids in enumerate(route["groups"]) for gid in ids}
-            rows, edges, sent, sends, receives = [], None, None, None, None
+            rows, edges, sent, sends, receives, lay = [], None, None, None, None, None
             inbound, remote = first
             t0 = time.perf_counter()
             for j, k in enumerate(ks):
                 if j > 0:  # edges: the plan after epoch epoch0 + j, made at the end of the epoch before
                     if nccl is not None:
-                        got = exchange(nccl, self.xp, sent, mine, sends, receives, exchange_layout(sent.island(0)))
+                        lay = lay or exchange_layout(sent.island(0))  # the individuals' leaves: fixed for the run
+                        got = exchange(nccl, self.xp, sent, mine, sends, receives, lay)
                     else:
                         got = self.inbox.take(span, epoch0 + j, sorted(receives), route["timeout_s"])
                     inbound, remote = group_plan(edges, self.island_ids, got)

@@ -20,6 +20,7 @@ from hydra.utils import instantiate  # noqa: E402
 from isles.islands.coordinator import Coordinator  # noqa: E402
 from isles.islands.exchange import NcclComm  # noqa: E402
 from tests.helpers import make_cfg, plain  # noqa: E402
+from tests.test_exchange import assert_same_spans  # noqa: E402
 from tests.test_spmd import DE  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -61,11 +62,7 @@ def test_nccl_span_equals_the_inbox_span_on_two_gpus():
         [t.join(300) for t in threads]
         assert not errors, errors
         results[mode] = out
-    for i in range(2):
-        for a, b in zip(results["inbox"][i], results["nccl"][i]):
-            np.testing.assert_array_equal(a["best_f"], b["best_f"])
-            np.testing.assert_array_equal(a["best"].genome, b["best"].genome)
-            assert a["migrations"] == b["migrations"]
+    assert_same_spans(results["inbox"], results["nccl"])
 
 
 def test_a_run_over_two_gpu_actors_is_the_same_over_nccl(ray_local):
