@@ -2,9 +2,10 @@
 
 The epoch kernel (``algorithms/core/cuda/fep_epoch.cu``) runs the per-generation kernels' own
 device functions (``fep_slot``, ``fep_wins_of``, ``fep_select_block``) generation after generation in
-one launch; its host twin is :meth:`isles.algorithms.ep.cuda.HostFEP.run`, the same per-slot,
-per-individual and selection C code (``-DISLES_HOST_EMU``) for several generations per call with
-the stop target tracked after each. Here it must run the NumPy twin's generations (FEP, CEP,
+one launch; its host twin is :meth:`isles.algorithms.ep.cuda.HostFEP.run`, that kernel's own
+block loop (``fep_epoch_block``: ping-pong union buffers, survivors as the next parents, the stop
+target) compiled as C with one thread per block (``-DISLES_HOST_EMU``); :meth:`HostFEP.step` is
+the per-generation kernels' steps, so the two are compared as well. Here it must run the NumPy twin's generations (FEP, CEP,
 IFEP; a constrained user problem; NaN; the stop target) in one call and across calls: the same
 survivors, offspring to the math library's ulp (as ``tests/test_fep.py``), the same NaN count and
 ``hit_generation``. The GPU tests (``tests/test_fep_epoch_gpu.py``) compare the CUDA epoch kernel

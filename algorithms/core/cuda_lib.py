@@ -18,6 +18,8 @@ file                      what it holds
 ``fitness.cuh``           ``isles_better`` on ``T`` and ``isles_fix_fv``: the NaN and static-penalty
                           rule of :class:`isles.problems.constraints.Evaluator`
 ``reduce.cuh``            warp and block merges of a fused objective's accumulators (device)
+``block.cuh``             ``BLOCK_SYNC``, ``ISLES_ATOMIC_MIN``/``ISLES_ATOMIC_ADD`` of the epoch kernels'
+                          block loops, no-ops and plain updates under the one-thread host emulation
 ``encodings.cuh``         the encodings' decoder parts (``enc_field``, ``enc_decode`` per code)
 ``npsum.cuh``             sums in NumPy's pairwise order (``isles_np_sumsq``): a kernel's sum equal
                           to the NumPy twin's bit for bit

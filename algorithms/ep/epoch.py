@@ -12,8 +12,10 @@ in global memory (L2-resident), as in the per-generation path.
 **Same results.** The device functions are the per-generation kernels' own and every draw is
 counter-based on ``(key, generation, draw id, index)``, so ``X, eta, f, v``, the survivors, the NaN
 count and the stop target's ``hit_generation`` equal the per-generation path's bit for bit
-(``tests/test_fep_epoch_gpu.py``). The host twin is :meth:`isles.algorithms.ep.cuda.HostFEP.run`
-(the same per-slot, per-individual and selection C code, generation by generation).
+(``tests/test_fep_epoch_gpu.py``). The host twin is :meth:`isles.algorithms.ep.cuda.HostFEP.run`:
+the kernel's own block loop (``fep_epoch_block``) compiled as C with one thread per block
+(``block.cuh``), over ``fep.cu``'s host ``fep_slot`` and ``fep_select_block``, which keep the device
+functions' contracts (``tests/test_fep_epoch.py``, in CI).
 
 **Who picks it.** :class:`~isles.algorithms.ep.cuda.FusedFEP` times both paths once when built
 (CUDA events) and keeps the faster (:meth:`~isles.algorithms.ep.cuda.FusedFEP.choose`);

@@ -7,11 +7,12 @@
 // (PAY_KX PAY_KY pay_pair) and pair_terms_cuda (pay_terms_x pay_terms_y PAY_TRUE pay_true).
 //
 // Block work is written as strided loops over the thread index (for e = CDE_TID; e < work;
-// e += CDE_NTHR) between BLOCK_SYNC()s, so that under -DISLES_HOST_EMU the same body runs as C
+// e += CDE_NTHR) between BLOCK_SYNC()s (block.cuh), so that under -DISLES_HOST_EMU the same body runs as C
 // with one thread per block (the CI emulation). Values equal the array path's
 // (algorithms/coevolution/cde.py) to rounding: trial rows bit for bit (decide_n/trial_coord_n),
 // max/min exact, the terms summed left to right.
 #include "deb.cuh"
+#include "block.cuh"
 
 #define CDE_NMAX (CDE_NX > CDE_NY ? CDE_NX : CDE_NY)
 // a row's terms in parts (the term contract's optional PAY_TX_PARTS / PAY_TY_PARTS), spread over threads
@@ -39,16 +40,12 @@
 
 #ifdef ISLES_HOST_EMU
 #define CDE_ARCH_LANES 1
-#define BLOCK_SYNC()
 #define CDE_TID 0
 #define CDE_NTHR 1
-#define CDE_ATOMIC_INC(p) (*(p) += 1)
 #else
 #define CDE_ARCH_LANES 32
-#define BLOCK_SYNC() __syncthreads()
 #define CDE_TID ((int)threadIdx.x)
 #define CDE_NTHR CDE_NT
-#define CDE_ATOMIC_INC(p) atomicAdd((p), 1)
 #endif
 
 // the block's shared arrays (carved from one dynamic shared allocation, cde_carve)
@@ -203,7 +200,7 @@ ISLES_DEV void cde_fit(CdeShared* s, int role, const T* tx, const T* ty, T* out,
 #endif
         if (k < nout && q == 0) {
             const T v = seen ? T_INF : (role == 0 ? best : -best);
-            if (seen) CDE_ATOMIC_INC(&s->misc[0]);
+            if (seen) ISLES_ATOMIC_ADD(&s->misc[0], 1);
             out[k] = v;
             if (F) s->acc[k] = !(F[k] < v);
         }
@@ -355,13 +352,7 @@ ISLES_DEV void cde_block(int isl, unsigned char* smem, CDE_PARAMS) {
     for (int j = t; j < PAY_DX; j += CDE_NTHR) BX[(isz)isl * PAY_DX + j] = s->bx[j];
     if (t == 0) { BF[isl] = s->bfv[0]; BV[isl] = s->bfv[1]; }
 #endif
-    if (t == 0 && s->misc[0] > 0) {
-#ifdef ISLES_HOST_EMU
-        *nan_count += (unsigned long long)s->misc[0];
-#else
-        atomicAdd(nan_count, (unsigned long long)s->misc[0]);
-#endif
-    }
+    if (t == 0 && s->misc[0] > 0) ISLES_ATOMIC_ADD(nan_count, (unsigned long long)s->misc[0]);
 }
 
 // terms of rows (the self-check against pair_x / pair_y / the Evaluator): row r < nx of X -> TX,

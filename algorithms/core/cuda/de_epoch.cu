@@ -27,24 +27,21 @@
 // (ETPI 1: every virtual lane in registers, the whole merge emulated), block syncs no-ops
 // (tests/test_de_epoch.py).
 #include "fitness.cuh"
+#include "block.cuh"
 #ifdef ISLES_HOST_EMU
 #include <stdlib.h>
-#define BLOCK_SYNC() ((void)0)
 #define EGROUP_SYNC() ((void)0)
 #define E_TPI 1
 #undef ETPI
 #define ETPI 1
-#define ISLES_ATOMIC_MIN(p, v) (*(p) = (*(p) < (v) ? *(p) : (v)))
 #else
 #include "reduce.cuh"
-#define BLOCK_SYNC() __syncthreads()
 #if ETPI <= 32
 #define EGROUP_SYNC() __syncwarp()
 #else
 #define EGROUP_SYNC() __syncthreads()
 #endif
 #define E_TPI ETPI
-#define ISLES_ATOMIC_MIN(p, v) atomicMin((p), (v))
 #endif
 
 // virtual lanes per thread (module comment); the group merges' scratch (ETPI > 32), in T
@@ -221,11 +218,7 @@ ISLES_DEV void de_epoch_block(
         fo[(isz)isl * NPOP + r] = fc[r];
         vo[(isz)isl * NPOP + r] = vc[r];
     }
-#ifdef ISLES_HOST_EMU
-    *nan_count += nan_local;
-#else
-    if (nan_local) atomicAdd(nan_count, nan_local);
-#endif
+    if (nan_local) ISLES_ATOMIC_ADD(nan_count, nan_local);
     // the generation just finished counts one more (track.cu's rule)
     if (tid == 0 && use_target && *hitk < n_gen && hit[isl] < 0) hit[isl] = g0 + *hitk + 1;
 }

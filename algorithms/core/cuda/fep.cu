@@ -128,55 +128,88 @@ void fep_eval_host(const T* X, int rows, T* f, T* v, int* bad) {
     for (int r = 0; r < rows; ++r) fep_eval_row(X + (fep_sz)r * FEP_N, f + r, v + r, bad + r);
 }
 
-// offspring of every parent: X, E (I, mu, n) -> Xo, Eo (I, mu, n), fo, vo (I, mu)
-void fep_offspring_host(const T* X, const T* E, T* Xo, T* Eo, T* fo, T* vo, const u64* keys,
-                        long long g, int n_islands, const T* lower, const T* upper, T tau, T taup,
-                        T eta_min, long long* nan_count) {
-    const FepSeeds s = fep_seeds(g);
+// fep_slot's contract, one thread doing the 32 lanes' work (lane unused): parent row p of union
+// buffer A copied to B's row i, its offspring to B's row mu + i
+static void fep_slot(const int lane, const int isl, const int i, const int p, const FepSeeds s, const u64 key,
+                     const T* XA, const T* EA, const T* fA, const T* vA, T* XB, T* EB, T* fB, T* vB,
+                     unsigned long long* nan_count, const T* lower, const T* upper, const T tau, const T taup,
+                     const T eta_min)
+{
+    (void)lane;
+    const fep_sz ubase = (fep_sz)isl * FEP_U;
+    const fep_sz prow = (ubase + (fep_sz)p) * FEP_N, irow = (ubase + (fep_sz)i) * FEP_N;
+    const fep_sz orow = (ubase + (fep_sz)(FEP_MU + i)) * FEP_N;
     T xc[FEP_N], xg[FEP_N];
-    for (int isl = 0; isl < n_islands; ++isl) {
-        const u64 key = keys[isl];
-        for (int i = 0; i < FEP_MU; ++i) {
-            const fep_sz row = ((fep_sz)isl * FEP_MU + i) * FEP_N;
-            const T Ni = fep_normal(key, s.eta_i1, s.eta_i2, (u64)i);
-            for (int j = 0; j < FEP_N; ++j) {
-                const u64 idx = (u64)i * FEP_N + (u64)j;
-                const T x = X[row + j], e = E[row + j];
-                Eo[row + j] = fep_eta(e, Ni, fep_normal(key, s.eta1, s.eta2, idx), tau, taup, eta_min);
+    const T Ni = fep_normal(key, s.eta_i1, s.eta_i2, (u64)i);
+    for (int j = 0; j < FEP_N; ++j) {
+        const u64 idx = (u64)i * FEP_N + (u64)j;
+        const T x = XA[prow + j], e = EA[prow + j];
+        XB[irow + j] = x;
+        EB[irow + j] = e;
+        EB[orow + j] = fep_eta(e, Ni, fep_normal(key, s.eta1, s.eta2, idx), tau, taup, eta_min);
 #if FEP_MUT != 1
-                xc[j] = fep_move(x, e, fep_cauchy(key, s.cauchy, idx), lower[j], upper[j], key, s.bound, idx);
+        xc[j] = fep_move(x, e, fep_cauchy(key, s.cauchy, idx), lower[j], upper[j], key, s.bound, idx);
 #endif
 #if FEP_MUT == 1
-                xg[j] = fep_move(x, e, fep_normal(key, s.gauss1, s.gauss2, idx), lower[j], upper[j], key, s.bound, idx);
+        xg[j] = fep_move(x, e, fep_normal(key, s.gauss1, s.gauss2, idx), lower[j], upper[j], key, s.bound, idx);
 #elif FEP_MUT == 2
-                xg[j] = fep_move(x, e, fep_normal(key, s.gauss1, s.gauss2, idx), lower[j], upper[j], key, s.bound,
-                                 idx + (u64)FEP_MU * FEP_N);
+        xg[j] = fep_move(x, e, fep_normal(key, s.gauss1, s.gauss2, idx), lower[j], upper[j], key, s.bound,
+                         idx + (u64)FEP_MU * FEP_N);
 #endif
-            }
-            T f, v;
-            int bad;
+    }
+    T f, v;
+    int bad;
 #if FEP_MUT == 1
-            fep_eval_row(xg, &f, &v, &bad);
-            for (int j = 0; j < FEP_N; ++j) Xo[row + j] = xg[j];
+    fep_eval_row(xg, &f, &v, &bad);
+    for (int j = 0; j < FEP_N; ++j) XB[orow + j] = xg[j];
 #else
-            fep_eval_row(xc, &f, &v, &bad);
-            *nan_count += bad;
-            int use_g = 0;
+    fep_eval_row(xc, &f, &v, &bad);
+    *nan_count += bad;
+    int use_g = 0;
 #if FEP_MUT == 2
-            T f2, v2;
-            fep_eval_row(xg, &f2, &v2, &bad);
-            use_g = isles_better(f2, v2, f, v);
-            if (use_g) { f = f2; v = v2; }
+    T f2, v2;
+    fep_eval_row(xg, &f2, &v2, &bad);
+    use_g = isles_better(f2, v2, f, v);
+    if (use_g) { f = f2; v = v2; }
 #endif
-            for (int j = 0; j < FEP_N; ++j) Xo[row + j] = use_g ? xg[j] : xc[j];
+    for (int j = 0; j < FEP_N; ++j) XB[orow + j] = use_g ? xg[j] : xc[j];
 #endif
 #if FEP_MUT != 0
-            *nan_count += bad;   // the Gaussian offspring's evaluation (CEP, IFEP)
+    *nan_count += bad;   // the Gaussian offspring's evaluation (CEP, IFEP)
 #endif
-            fo[(fep_sz)isl * FEP_MU + i] = f;
-            vo[(fep_sz)isl * FEP_MU + i] = v;
-        }
+    fB[ubase + i] = fA[ubase + p];
+    vB[ubase + i] = vA[ubase + p];
+    fB[ubase + FEP_MU + i] = f;
+    vB[ubase + FEP_MU + i] = v;
+}
+
+// fep_select_block's contract in one thread (sh, cut, tid, nthreads unused): the histogram of the
+// win counts w (2 mu) in hist (q + 1), the threshold, the tie rule in the order of k -> out (mu)
+static void fep_select_block(const int* w, int* out, int* hist, int* sh, FepCut* cut, const u64 key,
+                             const u64 s_tie, const int tid, const int nthreads)
+{
+    (void)sh; (void)cut; (void)tid; (void)nthreads;
+    for (int b = 0; b <= FEP_Q; ++b) hist[b] = 0;
+    for (int k = 0; k < FEP_U; ++k) hist[w[k]] += 1;
+    const FepCut c = fep_cut(hist, key, s_tie);
+    int r = 0, slot = 0;
+    for (int k = 0; k < FEP_U; ++k) {
+        int keep = w[k] > c.t;
+        if (w[k] == c.t) { keep = fep_tie_keep(r, c); ++r; }
+        if (keep) out[slot++] = k;
     }
+}
+
+// fep_generate on the host: every island's parent slots, union buffer A -> B (parents src, or
+// rows 0..mu-1 without use_src)
+void fep_generate_host(const T* XA, const T* EA, const T* fA, const T* vA, const int* src, int use_src,
+                       T* XB, T* EB, T* fB, T* vB, const u64* keys, long long g, int n_islands, const T* lower,
+                       const T* upper, T tau, T taup, T eta_min, unsigned long long* nan_count) {
+    const FepSeeds s = fep_seeds(g);
+    for (int isl = 0; isl < n_islands; ++isl)
+        for (int i = 0; i < FEP_MU; ++i)
+            fep_slot(0, isl, i, use_src ? src[(fep_sz)isl * FEP_MU + i] : i, s, keys[isl], XA, EA, fA, vA, XB, EB,
+                     fB, vB, nan_count, lower, upper, tau, taup, eta_min);
 }
 
 // wins and survivors of every island: f, v (I, 2 mu) -> wins (I, 2 mu), src (I, mu)
@@ -184,19 +217,10 @@ void fep_select_host(const T* f, const T* v, int* wins, int* src, const u64* key
     const FepSeeds s = fep_seeds(g);
     static int hist[MAX_Q_HOST + 1];
     for (int isl = 0; isl < n_islands; ++isl) {
-        const u64 key = keys[isl];
-        const T* fi = f + (fep_sz)isl * FEP_U;
-        const T* vi = v + (fep_sz)isl * FEP_U;
         int* wi = wins + (fep_sz)isl * FEP_U;
-        for (int b = 0; b <= FEP_Q; ++b) hist[b] = 0;
-        for (int k = 0; k < FEP_U; ++k) { wi[k] = fep_wins_of(key, s.opp, k, fi, vi); hist[wi[k]] += 1; }
-        const FepCut c = fep_cut(hist, key, s.tie);
-        int r = 0, slot = 0;
-        for (int k = 0; k < FEP_U; ++k) {
-            int keep = wi[k] > c.t;
-            if (wi[k] == c.t) { keep = fep_tie_keep(r, c); ++r; }
-            if (keep) src[(fep_sz)isl * FEP_MU + slot++] = k;
-        }
+        for (int k = 0; k < FEP_U; ++k)
+            wi[k] = fep_wins_of(keys[isl], s.opp, k, f + (fep_sz)isl * FEP_U, v + (fep_sz)isl * FEP_U);
+        fep_select_block(wi, src + (fep_sz)isl * FEP_MU, hist, 0, 0, keys[isl], s.tie, 0, 1);
     }
 }
 
