@@ -1,7 +1,7 @@
 """Emigrants from GPU to GPU over NCCL (islands/exchange.py), on 2 GPUs (marked ``gpu``; skipped with
-fewer). Two island groups, one per GPU, each in a thread with its own device, run a span of epochs
-exchanging over a real NCCL communicator; every epoch equals the same span over their inboxes, bit
-for bit. And a whole run over 2 actors (Ray, one GPU each) with ``islands.transport=nccl`` equals
+fewer). Two island groups, one per GPU, each in a process of its own, run a span of epochs
+exchanging over a real NCCL communicator; every epoch equals the same span over their inboxes (two
+threads), bit for bit. And a whole run over 2 actors (Ray, one GPU each) with ``islands.transport=nccl`` equals
 ``islands.transport=ray`` and one actor."""
 import threading
 from types import SimpleNamespace
@@ -27,42 +27,70 @@ pytestmark = pytest.mark.gpu
 GPU = [o for o in DE if o != "device=cpu"] + ["device=gpu"]
 
 
-def test_nccl_span_equals_the_inbox_span_on_two_gpus():
+SPAN = (*GPU, "islands.n=5", "topology=fully_connected")
+SPAN_IDS = [[0, 1, 2], [3, 4]]
+
+
+def _span_group(i: int):
+    """Group ``i`` of :data:`SPAN_IDS` on GPU ``i`` and the route of a span (no peers yet)."""
     from isles.islands.group import IslandGroup  # noqa: PLC0415
 
-    assert NcclComm.available() is None
-    cfg = plain(make_cfg(*GPU, "islands.n=5", "topology=fully_connected"))
+    cfg = plain(make_cfg(*SPAN))
     coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
-    ids = [[0, 1, 2], [3, 4]]
-    results = {}
-    for mode in ("inbox", "nccl"):
-        groups = [None, None]
-        uid = NcclComm.unique_id()
-        out, errors = {}, []
-        ready = threading.Barrier(2)
+    route = {"peers": [None, None], "index": i, "groups": SPAN_IDS, "topology": coordinator.topology, "n": 5,
+             "seed": 0, "timeout_s": 60}
+    return IslandGroup(coordinator._spec(SPAN_IDS[i], "gpu")), route
 
-        def rank(i):
-            try:
-                with cp.cuda.Device(i):
-                    groups[i] = IslandGroup(coordinator._spec(ids[i], "gpu"))
-                    if mode == "nccl":
-                        groups[i]._nccl = NcclComm(uid, 2, i)
-                    ready.wait(60)
-                    peers = [SimpleNamespace(post=SimpleNamespace(remote=lambda *a, j=j: groups[j].post(*a)))
-                             for j in range(2)]
-                    route = {"peers": peers, "index": i, "groups": ids, "topology": coordinator.topology,
-                             "n": 5, "seed": 0, "timeout_s": 60, "nccl": mode == "nccl"}
-                    out[i] = groups[i].run_span(1, ({}, {}), [1] * 8, 0, route)
-                    cp.cuda.Device(i).synchronize()
-            except Exception as err:  # noqa: BLE001
-                errors.append(err)
 
-        threads = [threading.Thread(target=rank, args=(i,)) for i in range(2)]
-        [t.start() for t in threads]
-        [t.join(300) for t in threads]
-        assert not errors, errors
-        results[mode] = out
-    assert_same_spans(results["inbox"], results["nccl"])
+def _nccl_rank(i: int, uid, results) -> None:
+    """Rank ``i`` of the NCCL span, in a process of its own (as in an actor: an NCCL rank that
+    waits on the GPU must not hold a GIL its peer needs)."""
+    try:
+        cp.cuda.Device(i).use()
+        group, route = _span_group(i)
+        group._nccl = NcclComm(uid, 2, i)
+        results.put((i, group.run_span(1, ({}, {}), [1] * 8, 0, dict(route, nccl=True)), None))
+    except BaseException as err:  # noqa: BLE001
+        results.put((i, None, repr(err)))
+
+
+def test_nccl_span_equals_the_inbox_span_on_two_gpus():
+    """The same span of 8 epochs on 2 GPUs: over NCCL (two processes, one rank each) and over the
+    groups' inboxes (two threads of this process); every epoch the same, bit for bit."""
+    import multiprocessing as mp  # noqa: PLC0415
+
+    assert NcclComm.available() is None
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    uid = NcclComm.unique_id()
+    procs = [ctx.Process(target=_nccl_rank, args=(i, uid, queue)) for i in range(2)]
+    [p.start() for p in procs]
+    got = [queue.get(timeout=240) for _ in procs]
+    [p.join(60) for p in procs]
+    assert all(err is None for _, _, err in got), got
+    nccl = {i: out for i, out, _ in got}
+
+    groups, out, errors = [None, None], {}, []
+    ready = threading.Barrier(2)
+
+    def rank(i):
+        try:
+            with cp.cuda.Device(i):
+                groups[i], route = _span_group(i)
+                ready.wait(120)
+                route["peers"] = [SimpleNamespace(post=SimpleNamespace(remote=lambda *a, j=j: groups[j].post(*a)))
+                                  for j in range(2)]
+                out[i] = groups[i].run_span(1, ({}, {}), [1] * 8, 0, route)
+        except Exception as err:  # noqa: BLE001
+            errors.append(err)
+            ready.abort()  # the other group stops waiting
+
+    threads = [threading.Thread(target=rank, args=(i,)) for i in range(2)]
+    [t.start() for t in threads]
+    [t.join(300) for t in threads]
+    assert not errors, errors
+    assert_same_spans(out, nccl)
+    assert any(m for s in nccl[0] for m in s["migrations"])  # emigrants were taken in
 
 
 def test_a_run_over_two_gpu_actors_is_the_same_over_nccl(ray_local):
