@@ -28,7 +28,8 @@ from isles.islands.build import build_algorithm, build_evaluator
 from isles.islands.migration import emigrants_of, immigrate, migration_events
 from isles.islands.placement import ray_location
 
-from isles.islands.planner import MASTER_ID, group_plan, migration_edges  # MASTER_ID re-exported
+from isles.islands.planner import MASTER_ID, fixed_plan, group_plan, migration_edges  # MASTER_ID re-exported
+from isles.islands.span_graph import SpanGraph
 from isles.islands.exchange import NcclComm, exchange
 from isles.islands.exchange import layout as exchange_layout
 from isles.islands.exchange import plan as exchange_plan
@@ -163,7 +164,25 @@ class IslandGroup:
             rows, edges, sent, sends, receives, lay = [], None, None, None, None, None
             inbound, remote = first
             t0 = time.perf_counter()
+            done = 0  # epochs run so far (a captured span graph runs several at once)
+            fixed = nccl is not None and self.use_graph and fixed_plan(route["topology"], route["n"])
             for j, k in enumerate(ks):
+                if j < done:
+                    continue
+                m = next((i for i, x in enumerate(ks[j:]) if x != k), len(ks) - j)  # epochs like this one
+                if j >= 2 and m >= 2 and SpanGraph.fits(self, nccl, ks[j:j + m], fixed, edges, sent):
+                    # the same epoch m times: replays of one captured epoch (islands/span_graph.py);
+                    # the plan is fixed, so edges, sends and receives stay those of this epoch
+                    lay = lay or exchange_layout(sent.island(0))
+                    self._emigrant_cache = None
+                    graph = SpanGraph(self, nccl, k, edges, (mine, sends, receives, lay), sent, rows[-1]["events"])
+                    rows += graph.run(m)
+                    graph.close()
+                    done = j + m
+                    if done < len(ks):
+                        sent = self._emigrant_cache = self._emigrants()
+                    continue
+                done = j + 1
                 if j > 0:  # edges: the plan after epoch epoch0 + j, made at the end of the epoch before
                     if nccl is not None:
                         lay = lay or exchange_layout(sent.island(0))  # the individuals' leaves: fixed for the run

@@ -58,3 +58,10 @@ def group_plan(edges, island_ids, emigrants: dict, master_best=None, send_master
             inbound.setdefault(p, []).append(MASTER_ID)
         remote[MASTER_ID] = master_best
     return inbound, remote
+
+
+def fixed_plan(topology, n: int) -> bool:
+    """Whether every epoch's plan is the same: each edge of ``topology`` over ``n`` islands has
+    probability 0 or 1 (ring, fully connected, star, free form, unconnected; not ``random``)."""
+    W = np.asarray(topology.weights(int(n)))
+    return bool(np.all((W == 0) | (W == 1)))

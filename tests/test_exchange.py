@@ -161,29 +161,82 @@ def test_a_span_over_the_exchange_equals_the_span_over_inboxes(topology):
     """Two groups in threads run a span of 6 epochs twice: emigrants through the device exchange
     (an in-process communicator for NCCL's) and through their inboxes; every epoch's summary is
     the same, bit for bit."""
-    results = {}
-    for mode in ("inbox", "exchange"):
-        groups, ids, topo = _groups(2, f"topology={topology}")
-        boxes = Mailboxes()
-        peers = [SimpleNamespace(post=SimpleNamespace(remote=g.post)) for g in groups]
-        for i, g in enumerate(groups):
-            g._nccl = LoopbackComm(boxes, i) if mode == "exchange" else None
-        out = {}
+    inbox = _spans("inbox", topology, [1] * 6)
+    calls = []
+    out = _spans("exchange", topology, [1] * 6, calls)
+    assert calls == [5, 5]  # one group call per epoch after the first
+    assert_same_spans(inbox, out)
+    assert any(m for s in out[0] for m in s["migrations"])  # emigrants were taken in
 
-        def span(i):
-            route = {"peers": peers, "index": i, "groups": ids, "topology": topo, "n": 5, "seed": 0,
-                     "timeout_s": 20, "nccl": mode == "exchange"}
-            out[i] = groups[i].run_span(1, ({}, {}), [1] * 6, 0, route)
 
-        threads = [threading.Thread(target=span, args=(i,)) for i in range(2)]
-        [t.start() for t in threads]
-        [t.join(60) for t in threads]
-        assert sorted(out) == [0, 1]
-        if mode == "exchange":
-            assert all(g._nccl.calls == 5 for g in groups)  # one group call per epoch after the first
-        results[mode] = out
-    assert_same_spans(results["inbox"], results["exchange"])
-    assert any(m for s in results["exchange"][0] for m in s["migrations"])  # emigrants were taken in
+def _spans(mode, topology, ks, calls=None):
+    """``{group index: summaries}`` of one span ``ks`` of two groups in threads, emigrants through
+    their inboxes or through the in-process communicator (``mode``); ``calls`` gets each group's
+    number of communicator group calls."""
+    groups, ids, topo = _groups(2, f"topology={topology}")
+    boxes = Mailboxes()
+    peers = [SimpleNamespace(post=SimpleNamespace(remote=g.post)) for g in groups]
+    for i, g in enumerate(groups):
+        g._nccl = LoopbackComm(boxes, i) if mode == "exchange" else None
+    out = {}
+
+    def span(i):
+        route = {"peers": peers, "index": i, "groups": ids, "topology": topo, "n": 5, "seed": 0,
+                 "timeout_s": 20, "nccl": mode == "exchange"}
+        out[i] = groups[i].run_span(1, ({}, {}), list(ks), 0, route)
+
+    threads = [threading.Thread(target=span, args=(i,)) for i in range(2)]
+    [t.start() for t in threads]
+    [t.join(60) for t in threads]
+    assert sorted(out) == [0, 1]
+    if calls is not None:
+        calls.extend(g._nccl.calls for g in groups)
+    return out
+
+
+@pytest.mark.parametrize("topology,ks", [("ring", [1] * 7), ("fully_connected", [2] * 5 + [1])])
+def test_a_span_of_replayed_epochs_equals_the_plain_span(monkeypatch, topology, ks):
+    """The span graph's epoch (islands/span_graph.py; on NumPy its twin calls the epoch directly)
+    from the third epoch on, over the in-process communicator, against the plain span over the
+    inboxes: every epoch's summary the same, bit for bit (the GPU replays are checked the same
+    way in tests/test_exchange_gpu.py). With a last epoch of other generations, the graph stops
+    before it and the plain loop runs it."""
+    from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
+
+    plainly = _spans("inbox", topology, ks)
+    monkeypatch.setattr(SpanGraph, "fits", staticmethod(lambda group, nccl, ks, fixed, edges, em: nccl is not None))
+    before = SpanGraph.captures
+    replayed = _spans("exchange", topology, ks)
+    assert SpanGraph.captures - before == 2  # one captured epoch per group
+    assert_same_spans(plainly, replayed)
+    assert any(m for s in replayed[0][2:] for m in s["migrations"])  # the replayed epochs took immigrants in
+
+
+def test_span_graph_fits_only_a_fixed_plan_of_equal_epochs():
+    from isles.islands.span_graph import MAX_K, SpanGraph  # noqa: PLC0415
+
+    groups, _, topo = _groups(2)
+    g = groups[0]
+    em = g._emigrants()
+    edges = migration_edges(topo, 5, 0, 1)
+    comm = object()
+    g.use_graph = True  # as on CuPy
+    assert SpanGraph.fits(g, comm, [1, 1, 1], True, edges, em)
+    assert not SpanGraph.fits(g, None, [1, 1], True, edges, em)  # no NCCL
+    assert not SpanGraph.fits(g, comm, [1, 1], False, edges, em)  # a random topology
+    assert not SpanGraph.fits(g, comm, [1, 2], True, edges, em)  # epochs of other lengths
+    assert not SpanGraph.fits(g, comm, [MAX_K + 1] * 2, True, edges, em)
+    crowded = [(s, 0) for s in range(1, 40)]  # more sources than island 0 holds individuals
+    assert not SpanGraph.fits(g, comm, [1, 1], True, crowded, em)
+    g.use_graph = False  # NumPy, or cuda_graph=false
+    assert not SpanGraph.fits(g, comm, [1, 1], True, edges, em)
+
+
+def test_fixed_plan_tells_fixed_topologies_from_random_ones():
+    from isles.islands.planner import fixed_plan  # noqa: PLC0415
+
+    assert fixed_plan(Ring(), 6) and fixed_plan(FullyConnected(), 6)
+    assert not fixed_plan(RandomGraph(p=0.4), 6)
 
 
 def test_transport_is_checked_in_one_line():

@@ -19,6 +19,7 @@ from hydra.utils import instantiate  # noqa: E402
 
 from isles.islands.coordinator import Coordinator  # noqa: E402
 from isles.islands.exchange import NcclComm  # noqa: E402
+from isles.islands.span_graph import SpanGraph  # noqa: E402
 from tests.helpers import make_cfg, plain  # noqa: E402
 from tests.test_exchange import assert_same_spans  # noqa: E402
 from tests.test_spmd import DE  # noqa: E402
@@ -49,14 +50,16 @@ def _nccl_rank(i: int, uid, results) -> None:
         cp.cuda.Device(i).use()
         group, route = _span_group(i)
         group._nccl = NcclComm(uid, 2, i)
-        results.put((i, group.run_span(1, ({}, {}), [1] * 8, 0, dict(route, nccl=True)), None))
+        out = group.run_span(1, ({}, {}), [1] * 8, 0, dict(route, nccl=True))
+        results.put((i, out, SpanGraph.captures))
     except BaseException as err:  # noqa: BLE001
         results.put((i, None, repr(err)))
 
 
 def test_nccl_span_equals_the_inbox_span_on_two_gpus():
-    """The same span of 8 epochs on 2 GPUs: over NCCL (two processes, one rank each) and over the
-    groups' inboxes (two threads of this process); every epoch the same, bit for bit."""
+    """The same span of 8 epochs on 2 GPUs: over NCCL (two processes, one rank each; epochs 2..7
+    are replays of one captured epoch, NCCL exchange included) and over the groups' inboxes (two
+    threads of this process, no graph); every epoch the same, bit for bit."""
     import multiprocessing as mp  # noqa: PLC0415
 
     assert NcclComm.available() is None
@@ -67,7 +70,8 @@ def test_nccl_span_equals_the_inbox_span_on_two_gpus():
     [p.start() for p in procs]
     got = [queue.get(timeout=240) for _ in procs]
     [p.join(60) for p in procs]
-    assert all(err is None for _, _, err in got), got
+    assert all(out is not None for _, out, _ in got), got
+    assert [c for _, _, c in got] == [1, 1]  # epochs 2..7 replayed one captured epoch (islands/span_graph.py)
     nccl = {i: out for i, out, _ in got}
 
     groups, out, errors = [None, None], {}, []

@@ -41,6 +41,8 @@ class GraphStepper:
             counters are reset to 0 and advanced by 1 at the end of each replay.
         check: after capture, replay once and compare with the uncaptured warm-up generation,
             bit for bit (:meth:`_check_replay`); the state is restored afterwards.
+        ctr_step: generations one replay draws (``step_fn`` runs that many): the counters advance
+            by it per replay (default 1).
 
     Raises:
         ValueError: a NumPy state (nothing to capture), or a step result without some state array.
@@ -50,12 +52,12 @@ class GraphStepper:
     Between calls of :meth:`run` the counters are 0, as for plain, non-captured code.
     """
 
-    def __init__(self, step_fn, state: dict, rngs, check: bool = False):
+    def __init__(self, step_fn, state: dict, rngs, check: bool = False, ctr_step: int = 1):
         arrays = [v for v in state.values() if _is_device_array(v)]
         if not arrays:
             raise ValueError("GraphStepper needs device (CuPy) arrays in the state")
         xp = __import__("cupy")
-        self.xp, self.rngs, self.replays = xp, list(rngs), 0
+        self.xp, self.rngs, self.replays, self.ctr_step = xp, list(rngs), 0, int(ctr_step)
         # a non-blocking stream: capture must not involve the legacy default stream; work is
         # ordered against the caller's stream with events (_follow / run)
         self.stream = xp.cuda.Stream(non_blocking=True)
@@ -83,7 +85,7 @@ class GraphStepper:
                     for k, buf in self.buffers.items():
                         buf[...] = out[k]
                     for rng in self.rngs:
-                        rng.ctr += np.uint64(1)
+                        rng.ctr += np.uint64(self.ctr_step)
                 finally:
                     # a failed capture (e.g. a host synchronisation: CuPy raises) must still end
                     # it, or the stream stays in capture mode; the original error propagates
@@ -151,7 +153,7 @@ class GraphStepper:
         self._follow()
         with self.stream:
             for rng in self.rngs:
-                rng.ctr[...] = np.uint64(self.replays)
+                rng.ctr[...] = np.uint64(self.replays * self.ctr_step)
             for _ in range(int(n_generations)):
                 self.graph.launch(self.stream)
             for rng in self.rngs:
@@ -192,6 +194,28 @@ class GraphStepper:
         for rng in self.rngs:
             rng.ctr[...] = 0
         return self.state
+
+class DirectStepper:
+    """The NumPy twin of :class:`GraphStepper`: the same interface (:meth:`run`, :attr:`state`,
+    :meth:`close`), each replay a direct call of ``step_fn`` on the current state.
+
+    Args:
+        step_fn: ``state -> state`` (a new state; host ints advanced by the step itself).
+        state: flat dict of arrays and host ints.
+    """
+
+    def __init__(self, step_fn, state: dict):
+        self.step_fn, self.state = step_fn, dict(state)
+
+    def run(self, n_generations: int) -> None:
+        """``n_generations`` calls of ``step_fn``."""
+        for _ in range(int(n_generations)):
+            self.state = self.step_fn(self.state)
+
+    def close(self) -> dict:
+        """The current state."""
+        return self.state
+
 
 #: generations per captured CUDA graph of a fused plan (:class:`PingPongGraph`; even: the ping-pong
 #: ends where it began)
@@ -268,3 +292,14 @@ class PingPongGraph:
             self._step(bufs[k % 2], bufs[(k + 1) % 2], k)
             self._track_target(bufs[(k + 1) % 2], k)
         return bufs[rem % 2], rem
+
+
+def split(flat: dict, prefix: str) -> dict:
+    """The entries of a flat stepper state under ``prefix``, without it (the inverse of
+    :func:`prefixed`: several states in one :class:`GraphStepper`)."""
+    return {k[len(prefix):]: v for k, v in flat.items() if k.startswith(prefix)}
+
+
+def prefixed(d: dict, prefix: str) -> dict:
+    """``d`` with ``prefix`` before every key (one part of a flat stepper state)."""
+    return {prefix + k: v for k, v in d.items()}

@@ -12,6 +12,8 @@ from __future__ import annotations
 from isles.algorithms.core.backend import to_host
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.graph import GraphStepper
+from isles.algorithms.core.graph import prefixed as _prefixed
+from isles.algorithms.core.graph import split as _split
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import CounterRNG
 
@@ -123,13 +125,3 @@ class MasterPlugin:
         best = group.algorithm.best(group.state)
         return {**_prefixed(group.state, "s."), **_prefixed(self.state, "m."), **_prefixed(best.leaves(), "b."),
                 "r.best_x": group.algorithm.phenotype(best.genome[:, 0])}
-
-
-def _split(flat: dict, prefix: str) -> dict:
-    """The entries of ``flat`` under ``prefix``, without it."""
-    return {k[len(prefix):]: v for k, v in flat.items() if k.startswith(prefix)}
-
-
-def _prefixed(d: dict, prefix: str) -> dict:
-    """``d`` with ``prefix`` before every key."""
-    return {prefix + k: v for k, v in d.items()}

@@ -1,0 +1,144 @@
+"""The epochs of a sync span as replays of one captured CUDA graph (CuPy, emigrants over NCCL).
+
+An epoch of :meth:`isles.islands.group.IslandGroup.run_span` issues a few hundred small device
+operations from Python: the exchange of the emigrants with the peer groups
+(:func:`isles.islands.exchange.exchange`), immigration (:func:`isles.islands.migration.immigrate`),
+the generations, the islands' bests and the next emigrants (:func:`isles.islands.migration.emigrants_of`).
+At one generation per epoch that Python, not the GPU, sets the pace (about 3.5 ms per epoch on an
+H200 for tiny DE islands, ``benchmarks/epoch_overhead.py``). Where every epoch of the rest of a
+span does the same thing, :class:`SpanGraph` captures one such epoch once
+(:class:`isles.algorithms.core.graph.GraphStepper`: the NCCL send and receive are captured with
+the kernels, which NCCL supports from 2.9) and replays it: one launch per epoch, plus the copies
+of the epoch's summary row.
+
+**When** (:meth:`SpanGraph.fits`; the same answer in every group, since a captured NCCL exchange
+must be replayed by both of its ranks): CuPy with CUDA graphs on (``group.use_graph``), emigrants
+over NCCL, one population per island, a topology whose every epoch has the same plan
+(:func:`isles.islands.planner.fixed_plan`), no island with more sources than its population size
+(so the route never rotates), and the same generations per epoch, at most :data:`MAX_K`.
+
+On NumPy the same epoch function runs directly (:class:`isles.algorithms.core.graph.DirectStepper`),
+the twin that CI checks against the plain span (``tests/test_exchange.py``).
+
+**Same results.** A replay runs the operations of the plain epoch in the same order; random
+numbers are counter-based on the generation (the stepper advances the counters by the epoch's
+generations per replay), so the states, summaries and migrations equal the plain span's bit for
+bit (``tests/test_exchange_gpu.py``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from isles.algorithms.core.graph import DirectStepper, GraphStepper
+from isles.algorithms.core.graph import prefixed as _prefixed
+from isles.algorithms.core.graph import split as _split
+from isles.algorithms.core.population import Population
+from isles.islands import migration
+from isles.islands.exchange import exchange
+from isles.islands.planner import group_plan
+
+#: the most generations of one captured epoch (each is a node of the graph; beyond this the
+#: epoch's own work hides the Python of the plain path)
+MAX_K = 256
+
+
+class SpanGraph:
+    """Replays of one captured epoch of ``group``'s span (module docstring). ``SpanGraph.captures``
+    counts the epochs captured in this process (tests, benchmarks).
+
+    Args:
+        group: the :class:`isles.islands.group.IslandGroup` (its state is the epoch's input).
+        nccl: its communicator (:class:`isles.islands.exchange.NcclComm`).
+        k: generations per epoch.
+        edges: the plan of every epoch (:func:`isles.islands.planner.migration_edges`).
+        exchange_args: ``(mine, sends, receives, lay)`` of :func:`isles.islands.exchange.exchange`.
+        sent: the emigrants after the previous epoch (Population ``(I, n_migrants)``).
+        events: the previous epoch's migration events (same plan: same shapes), or ``None``.
+
+    Raises:
+        RuntimeError (or CuPy's CUDA error): the epoch cannot be captured.
+    """
+
+    captures = 0
+
+    def __init__(self, group, nccl, k: int, edges: list, exchange_args: tuple, sent: Population, events):
+        self.group, self.nccl, self.k, self.edges = group, nccl, int(k), edges
+        self.mine, self.sends, self.receives, self.lay = exchange_args
+        self.src_of = [ev[0] for ev in events or []]  # host constants of the plan
+        if group.stepper is not None:  # the generations' own graph: its state becomes plain again
+            group.state = group.stepper.close()
+            group.stepper = None
+        best = group.algorithm.best(group.state)
+        flat = {**_prefixed(group.state, "s."), **_prefixed(sent.leaves(), "e."), **_prefixed(best.leaves(), "b."),
+                "r.best_x": group.algorithm.phenotype(best.genome[:, 0])}
+        for i, (_, order, accepted, f) in enumerate(events or []):
+            flat.update({f"v{i}.order": order, f"v{i}.accepted": accepted, f"v{i}.f": f})
+        if group.xp is np:  # the NumPy twin (tests): the same epoch, called directly
+            self.stepper = DirectStepper(self._epoch, flat)
+        else:
+            self.stepper = GraphStepper(self._epoch, flat, [group.ctx.rng], ctr_step=self.k)
+        SpanGraph.captures += 1
+        # the route's device plans the graph reads (migration.plan_on_device), held while it lives
+        self._plans = list(migration._PLANS.values())
+
+    @staticmethod
+    def fits(group, nccl, ks: list, fixed: bool, edges: list, emigrants) -> bool:
+        """Whether the epochs ``ks`` (generations each) of ``group``'s span can be replays of one
+        captured epoch (module docstring); ``fixed``: :func:`isles.islands.planner.fixed_plan` of
+        the run's topology. Every argument is the same in every group (the plan is the whole
+        archipelago's), so every group answers the same."""
+        if nccl is None or not fixed or not group.use_graph or not ks or not isinstance(emigrants, Population):
+            return False
+        if len(set(ks)) != 1 or not 1 <= ks[0] <= MAX_K:
+            return False
+        indegree: dict = {}
+        for _, dst in edges:
+            indegree[dst] = indegree.get(dst, 0) + 1
+        return max(indegree.values(), default=0) <= group_population(group)
+
+    def _epoch(self, flat: dict) -> dict:
+        """One epoch over the flat state ``s.*`` (the islands), ``e.*`` (their emigrants), ``b.*``
+        and ``r.best_x`` (their bests), ``v<i>.*`` (the migration events): the plain epoch's
+        operations, in its order."""
+        g = self.group
+        a, ctx = g.algorithm, g.ctx
+        s = _split(flat, "s.")
+        sent = Population.from_leaves(_split(flat, "e."))
+        got = exchange(self.nccl, g.xp, sent, self.mine, self.sends, self.receives, self.lay)
+        inbound, remote = group_plan(self.edges, g.island_ids, got)
+        events = []
+        if inbound:
+            s, events = migration.immigrate(a, ctx, s, g.island_ids, sent, inbound, remote, g.replacement)
+        for _ in range(self.k):
+            s = a.track_target(ctx, a.step(ctx, s))
+        best = a.best(s)
+        out = {**_prefixed(s, "s."), **_prefixed(migration.emigrants_of(a, s, g.n_migrants).leaves(), "e."),
+               **_prefixed(best.leaves(), "b."), "r.best_x": a.phenotype(best.genome[:, 0])}
+        for i, (_, order, accepted, f) in enumerate(events):
+            out.update({f"v{i}.order": order, f"v{i}.accepted": accepted, f"v{i}.f": f})
+        return out
+
+    def run(self, n_epochs: int) -> list:
+        """``n_epochs`` replays, each followed by the group's row of the epoch
+        (:meth:`isles.islands.group.IslandGroup._row`: copies, since the next replay reuses the
+        buffers); no host synchronisation. Returns the rows."""
+        g = self.group
+        rows = []
+        for _ in range(int(n_epochs)):
+            self.stepper.run(1)
+            flat = self.stepper.state
+            best = Population.from_leaves({k[2:]: flat[k].copy() for k in flat if k.startswith("b.")})
+            g.state = _split(flat, "s.")
+            g._pending_events = [(src, flat[f"v{i}.order"].copy(), flat[f"v{i}.accepted"].copy(),
+                                  flat[f"v{i}.f"].copy()) for i, src in enumerate(self.src_of)] or None
+            rows.append(g._row(best, flat["r.best_x"].copy(), g.state))
+        return rows
+
+    def close(self) -> None:
+        """Stop replaying: the group's state becomes a plain state (the buffers) again."""
+        self.group.state = _split(self.stepper.close(), "s.")
+
+
+def group_population(group) -> int:
+    """Individuals per island of ``group``'s one population (the route's capacity)."""
+    return int(group.algorithm.population(group.state).shape[1])
