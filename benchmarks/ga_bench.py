@@ -210,11 +210,18 @@ def run_epoch_table(I, xp, args, log) -> str:
     lines = ["| workload | islands | per-generation us/gen | epoch us/gen | epoch/per-gen | plan keeps "
              "| choose() us/gen (per-gen, epoch) |", "|---|---|---|---|---|---|---|"]
     for name, make, params, islands in epoch_workloads(I):
+        if args.epoch_only and args.epoch_only not in name:
+            continue
         ga = I["GA"](I["GAParams"](**params))
         ctx = I["Context"](xp, dtype, I["Evaluator"](make()), I["CounterRNG"](xp, args.seed, range(islands)))
         state = ga.init(ctx)
         plan = ga.fused_plan(ctx)
         kept = plan.gpu_path
+        if args.epoch_eblock and plan.epoch is not None:
+            from isles.algorithms.ga.epoch import EpochGA  # noqa: PLC0415
+
+            plan.epoch = EpochGA(plan, plan.epoch_src, args.epoch_eblock)
+            name += f" (eblock {args.epoch_eblock})"
         times = {}
         for use in ((False, True) if plan.epoch is not None else (False,)):
             plan.use_epoch = use
@@ -345,6 +352,9 @@ def parse(argv=None):
     p.add_argument("--epoch", action="store_true",
                    help="only the epoch-kernel table (GPU): per-generation vs epoch kernel, module docstring")
     p.add_argument("--epoch-gens", type=int, default=640, help="generations per timed call of --epoch")
+    p.add_argument("--epoch-eblock", type=int, default=None,
+                   help="--epoch: threads per block of the epoch kernel (default: algorithms/ga/epoch.py)")
+    p.add_argument("--epoch-only", default=None, help="--epoch: only the rows whose workload contains this text")
     return p.parse_args(argv)
 
 

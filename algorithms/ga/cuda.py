@@ -29,6 +29,13 @@ preallocated populations, plus a kernel that advances a device-side generation c
 draws is ``gen_off + gen_dev + rng.ctr``. Neither :meth:`FusedGA.step` nor :meth:`FusedGA.run`
 synchronises with the host.
 
+**Epoch kernel.** Where timed faster when the plan is built (:meth:`FusedGA.choose`), a call's
+generations run instead as one launch of ``ga_epoch`` (one block per island calling the same
+device functions: ``ga_elite_block``, ``ga_track``, ``ga_decide``, ``ga_slot``;
+:mod:`isles.algorithms.ga.epoch`), with the same results bit for bit. ``algorithm.epoch=false``
+keeps the per-generation kernels; genomes of more than 1024 words (``TPI > 32``) have no epoch
+kernel.
+
 **Same individuals as the NumPy twin.** Draw ids, index layouts and integer arithmetic are those
 of :mod:`isles.algorithms.ga.ga` (float64 uniforms, ``floor(u N)``, the same integer mutation thresholds,
 masks by words), so under the same seed the fused path builds bit-identical genomes as long as the
