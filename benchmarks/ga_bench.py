@@ -23,6 +23,13 @@ CPU run at a tenth of the size):
   of the 100-island row is the 1-island time per generation over the batch's time per
   island-generation (what batching gains).
 
+``--epoch`` (GPU) times issue 18's GA epoch kernel (:mod:`isles.algorithms.ga.epoch`, one launch
+per ``GA.run`` call) against the per-generation kernels (graph replays) on the same plan, from the
+same state: workload B at 100 and at 1 island, small islands in a batch (Rastrigin seed002,
+``N = 64``, 1024 islands), and workload A (trap-5, 10^5 bits, ``N = 4096``), which has no epoch
+kernel (the reason is printed). CUDA events around ``plan.run(state, --epoch-gens)``, median of
+``--repeats``; the table also gives which path the plan's own timed choice keeps (``choose()``).
+
 Timing: on the GPU, CUDA events around ``GA.run`` (the fused path replays a captured CUDA graph
 of 64 generations; blocks of multiples of 64 generations) after a warm-up ``run`` that compiles,
 self-checks and captures; on the CPU, ``time.perf_counter``. A probe block sets the number of
@@ -179,6 +186,68 @@ def measure_isles(I, xp, args, workload: str, problem, params: dict, islands: in
     return row
 
 
+#: --epoch's rows: (name, problem maker, GAParams fields, islands)
+def epoch_workloads(I) -> list:
+    """The rows of ``--epoch``: ``(name, problem, GAParams fields, islands)``."""
+    w = WORKLOAD_B
+    rast = lambda: I["Rastrigin"](w["dim"], w["lower"], w["upper"])  # noqa: E731
+    seed = dict(encoding="seed002", nvdec=w["nvdec"], nvbin=w["nvbin"])
+    return [
+        ("B: Rastrigin D=2, N=2240", rast, dict(pop_size=w["pop"], **seed), w["islands"]),
+        ("B: Rastrigin D=2, N=2240", rast, dict(pop_size=w["pop"], **seed), 1),
+        ("small islands: Rastrigin D=2, N=64", rast, dict(pop_size=64, **seed), 1024),
+        ("A: trap-5, L=100,000, N=4096", lambda: I["Trap"](100000), dict(pop_size=4096, encoding="bits"), 1),
+    ]
+
+
+def run_epoch_table(I, xp, args, log) -> str:
+    """``--epoch``: per-generation kernels vs the epoch kernel on :func:`epoch_workloads` (CUDA
+    events, median of ``--repeats`` calls of ``--epoch-gens`` generations); a Markdown table of
+    microseconds per generation (of the whole batch) and the path the plan's ``choose()`` keeps."""
+    import cupy as cp  # noqa: PLC0415
+
+    dtype = I["dtype_of"](args.dtype)
+    lines = ["| workload | islands | per-generation us/gen | epoch us/gen | epoch/per-gen | plan keeps "
+             "| choose() us/gen (per-gen, epoch) |", "|---|---|---|---|---|---|---|"]
+    for name, make, params, islands in epoch_workloads(I):
+        if args.epoch_only and args.epoch_only not in name:
+            continue
+        ga = I["GA"](I["GAParams"](**params))
+        ctx = I["Context"](xp, dtype, I["Evaluator"](make()), I["CounterRNG"](xp, args.seed, range(islands)))
+        state = ga.init(ctx)
+        plan = ga.fused_plan(ctx)
+        kept = plan.gpu_path
+        if args.epoch_eblock and plan.epoch is not None:
+            from isles.algorithms.ga.epoch import EpochGA  # noqa: PLC0415
+
+            plan.epoch = EpochGA(plan, plan.epoch_src, args.epoch_eblock)
+            name += f" (eblock {args.epoch_eblock})"
+        times = {}
+        for use in ((False, True) if plan.epoch is not None else (False,)):
+            plan.use_epoch = use
+            plan.run(state, args.epoch_gens)  # warm-up: graph capture
+            ts = []
+            for _ in range(args.repeats):
+                a, b = cp.cuda.Event(), cp.cuda.Event()
+                a.record()
+                plan.run(state, args.epoch_gens)
+                b.record()
+                b.synchronize()
+                ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3 / args.epoch_gens)
+            times[use] = float(np.median(ts))
+        plan.use_epoch = kept == "epoch kernel"
+        ep = times.get(True)
+        ch = "-" if plan.timings is None else f"{plan.timings[0]:.2f}, {plan.timings[1]:.2f}"
+        row = (f"| {name} | {islands} | {times[False]:.2f} | "
+               f"{'-' if ep is None else f'{ep:.2f}'} | {'-' if ep is None else f'{ep / times[False]:.2f}'} | "
+               f"{kept} | {ch} |")
+        log(row + ("" if plan.epoch is not None else f"  (no epoch kernel: {plan.epoch_reason})"))
+        lines.append(row)
+        del plan, ga, ctx, state
+        xp.get_default_memory_pool().free_all_blocks()
+    return "\n".join(lines)
+
+
 def workload_a_params(w: dict) -> dict:
     return {"pop_size": w["pop"], "group_size": w["group_size"], "crossover": "one_point", "p_c": w["p_c"],
             "mutation": "per_bit", "p_m": w["p_m"], "n_elite": w["n_elite"], "renewal": 0.0,
@@ -280,6 +349,12 @@ def parse(argv=None):
     p.add_argument("--compile-on-cpu", action="store_true", help="also try torch.compile with --device cpu")
     p.add_argument("--no-array-ref", action="store_true", help="skip isles' array-path row on the GPU")
     p.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    p.add_argument("--epoch", action="store_true",
+                   help="only the epoch-kernel table (GPU): per-generation vs epoch kernel, module docstring")
+    p.add_argument("--epoch-gens", type=int, default=640, help="generations per timed call of --epoch")
+    p.add_argument("--epoch-eblock", type=int, default=None,
+                   help="--epoch: threads per block of the epoch kernel (default: algorithms/ga/epoch.py)")
+    p.add_argument("--epoch-only", default=None, help="--epoch: only the rows whose workload contains this text")
     return p.parse_args(argv)
 
 
@@ -299,6 +374,13 @@ def main(argv=None) -> int:
     log(f"# device: {I['device_name'](xp)}; timer: {'CUDA events' if xp is not np else 'perf_counter'}; "
         f"dtype {args.dtype}; scale {args.scale}; budget {args.budget} s x median of {args.repeats}")
     rows, ev = [], None
+    if args.epoch:
+        if xp is np:
+            _fail("--epoch needs --device gpu")
+        log(f"# --epoch: plan.run(state, {args.epoch_gens}) per call, median of {args.repeats} calls")
+        log("")
+        log(run_epoch_table(I, xp, args, log))
+        return 0
     if args.workload in ("trap", "all"):
         r, ev = run_trap(I, xp, args, log)
         rows += r

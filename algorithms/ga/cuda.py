@@ -29,6 +29,13 @@ preallocated populations, plus a kernel that advances a device-side generation c
 draws is ``gen_off + gen_dev + rng.ctr``. Neither :meth:`FusedGA.step` nor :meth:`FusedGA.run`
 synchronises with the host.
 
+**Epoch kernel.** Where timed faster when the plan is built (:meth:`FusedGA.choose`), a call's
+generations run instead as one launch of ``ga_epoch`` (one block per island calling the same
+device functions: ``ga_elite_block``, ``ga_track``, ``ga_decide``, ``ga_slot``;
+:mod:`isles.algorithms.ga.epoch`), with the same results bit for bit. ``algorithm.epoch=false``
+keeps the per-generation kernels; genomes of more than 1024 words (``TPI > 32``) have no epoch
+kernel.
+
 **Same individuals as the NumPy twin.** Draw ids, index layouts and integer arithmetic are those
 of :mod:`isles.algorithms.ga.ga` (float64 uniforms, ``floor(u N)``, the same integer mutation thresholds,
 masks by words), so under the same seed the fused path builds bit-identical genomes as long as the
@@ -68,6 +75,7 @@ import numpy as np
 
 from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.cuda_lib import defines, draw_ids, source
+from isles.algorithms.core.epoch_layout import EpochPaths
 from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph
 from isles.algorithms.core.plan import counter_kernels, elementwise, kernels, require_supported, verified_plan
 from isles.algorithms.ga.ga import (
@@ -150,12 +158,13 @@ def elite_block(n: int) -> int:
     return b
 
 
-def kernel_source(ga, ctx, tpi: int | None = None, extra: dict | None = None) -> tuple[str, dict]:
+def kernel_source(ga, ctx, tpi: int | None = None, extra: dict | None = None, tail: tuple = ()) -> tuple[str, dict]:
     """CUDA/C source of the fused generation for ``(ga, ctx)`` and its configuration macros.
 
     Order: configuration (with ``PENALTY``, the static penalty's factor, under
     ``constraints.handling=penalty``), :data:`DRAWS`, ``objective.cuh``, the problem's
-    ``cuda_objective``, the encoding's ``cuda_decode`` (real problems), then ``ga.cu``
+    ``cuda_objective``, the encoding's ``cuda_decode`` (real problems), then ``ga.cu`` and the
+    library files ``tail`` (``("ga_epoch.cu",)``: :mod:`isles.algorithms.ga.epoch`)
     (:mod:`isles.algorithms.core.cuda_lib`).
 
     ``extra`` adds or overrides macros (tuning: ``GA_MAX_ITEMS``, words per thread held in
@@ -190,7 +199,7 @@ def kernel_source(ga, ctx, tpi: int | None = None, extra: dict | None = None) ->
     parts = [defines(cfg) + DRAWS, "objective.cuh", obj]
     if real:
         parts.append(enc.cuda_decode)
-    return source(*parts, "ga.cu"), cfg
+    return source(*parts, "ga.cu", *tail), cfg
 
 
 def unsupported_reason(ga, ctx) -> str | None:
@@ -255,6 +264,9 @@ class HostGA:
 
     Same decisions, words, mutation, evaluation and elite search as the CUDA kernels; thread
     groups are emulated by loops (``obj_merge`` in thread order). Works on NumPy states.
+    ``ga.cu``'s host ``ga_elite_block`` and ``ga_slot`` keep the device functions' contracts (one
+    thread doing a block's or a group's work), so :meth:`run` runs the epoch kernel's own block
+    loop (``ga_epoch.cu``'s ``ga_epoch_block``) and :meth:`step` the per-generation kernels' steps.
 
     Args:
         ga: the :class:`isles.algorithms.ga.ga.GA`.
@@ -267,7 +279,7 @@ class HostGA:
 
     def __init__(self, ga, ctx, tpi: int | None = None):
         self.ga, self.ctx = ga, ctx
-        self.source, self.cfg = kernel_source(ga, ctx, tpi)
+        self.source, self.cfg = kernel_source(ga, ctx, tpi, tail=("ga_epoch.cu",))
         self.lib = compile_host(self.source)
         self.dtype = np.dtype(ctx.dtype)
         self.T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
@@ -328,14 +340,44 @@ class HostGA:
         return s
 
     def run(self, state, n_generations: int):
-        """``n_generations`` steps, tracking the target after each (as :meth:`FusedGA.run`)."""
-        for _ in range(int(n_generations)):
-            state = self.step(state)
-            if self.target is not None:
-                _, hit, _ = self.select(state, track=True, decide=False)
-                state = dict(state)
-                state["hit_generation"] = hit
-        return state
+        """``n_generations`` generations in one call of the epoch kernel's block loop
+        (``ga_epoch_host``), the host twin of :meth:`FusedGA.run` on both of its paths: with a stop
+        target, ``hit_generation (I,)`` int64 records, per island not yet hit (-1), the first
+        generation (the state's count) whose population's best is feasible with ``f <= target``,
+        checked on every population of the call including the first and the last. ``n = 0``
+        returns a copy of the state.
+
+        Raises:
+            ValueError: ``n_generations < 0``.
+        """
+        n = int(n_generations)
+        if n < 0:
+            raise ValueError(f"HostGA.run: n_generations={n}: allowed values are integers >= 0")
+        if n == 0:
+            return dict(state)
+        G = np.ascontiguousarray(state["genome"], dtype=np.uint32)
+        I = G.shape[0]
+        bufs = [(G.copy(), np.array(state["f"], dtype=self.dtype), np.array(state["v"], dtype=self.dtype)),
+                (np.empty_like(G), np.empty((I, self.N), self.dtype), np.empty((I, self.N), self.dtype))]
+        el = np.zeros((I, self.NEK), np.int32)
+        sel = np.zeros((I, self.N, 5), np.int32)
+        nan = np.zeros(1, np.uint64)
+        hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
+        track = int(self.target is not None)
+        tgt = self.dtype.type(self.target if track else 0.0)
+        self.lib.ga_epoch_host(
+            *map(_ptr, bufs[0]), *map(_ptr, bufs[1]), _ptr(el), _ptr(sel), _ptr(self.ctx.rng.keys),
+            ctypes.c_longlong(int(state["generation"])), _ptr(self.ctx.rng.ctr), ctypes.c_int(n), ctypes.c_int(I),
+            _ptr(nan), _ptr(hit), ctypes.c_int(track), self.T(tgt), _ptr(self.K), self.T(self.penalty),
+            ctypes.c_double(self.p_c), ctypes.c_double(self.p_m))
+        s = dict(state)
+        s["genome"], s["f"], s["v"] = bufs[n % 2]
+        s["generation"] = state["generation"] + n
+        s["evals"] = state["evals"] + n * (self.N - self.ga.params.n_elite)
+        s["nan_evals"] = np.asarray(state["nan_evals"]) + np.int64(nan[0])
+        if track:
+            s["hit_generation"] = hit
+        return s
 
 
 # ---- the CuPy plan ------------------------------------------------------------------------------
@@ -345,8 +387,11 @@ def _kernels(cp, src: str):
     return kernels(cp, src, ("ga_select", "ga_generation", "ga_eval_rows"))
 
 
-class FusedGA(PingPongGraph):
-    """Compiled fused GA generation for one ``(ga, ctx)`` (see the module docstring).
+class FusedGA(EpochPaths, PingPongGraph):
+    """Compiled fused GA generation for one ``(ga, ctx)`` (see the module docstring), with the
+    SM-resident epoch kernel (:mod:`isles.algorithms.ga.epoch`) where it applies: :attr:`epoch`
+    (or ``None``, :attr:`epoch_reason` says why), chosen by :meth:`choose`; :meth:`run` dispatches
+    (:class:`isles.algorithms.core.epoch_layout.EpochPaths`).
 
     Args:
         ga: the :class:`isles.algorithms.ga.ga.GA`.
@@ -357,6 +402,8 @@ class FusedGA(PingPongGraph):
     Raises:
         ValueError: the configuration is unsupported (:func:`unsupported_reason`).
     """
+
+    FAMILY = "GA"
 
     def __init__(self, ga, ctx, tpi: int | None = None, extra: dict | None = None):
         cp = require_supported("fused GA", unsupported_reason(ga, ctx))
@@ -397,6 +444,38 @@ class FusedGA(PingPongGraph):
         self._bufs = None
         self._graph = None
         self.graph_generations = GRAPH_GENERATIONS
+        #: the SM-resident epoch kernel (:mod:`isles.algorithms.ga.epoch`) where it applies, else
+        #: ``None`` and :attr:`epoch_reason` says why; :meth:`choose` sets :attr:`use_epoch`
+        self.epoch, self.epoch_reason, self.use_epoch, self.timings = None, None, False, None
+        from isles.algorithms.ga.epoch import EpochGA, epoch_unsupported_reason  # noqa: PLC0415
+
+        if not getattr(self.params, "epoch", True):
+            self.epoch_reason = "algorithm.epoch=false"
+        else:
+            self.epoch_reason = epoch_unsupported_reason(self.tpi, self.W)
+        if self.epoch_reason is None:
+            #: the epoch kernel's source before its block's defines (:class:`EpochGA`)
+            self.epoch_src = kernel_source(ga, ctx, tpi, extra, tail=("ga_epoch.cu",))[0]
+            self.epoch = EpochGA(self, self.epoch_src)
+
+    def choose(self, n: int | None = None, repeats: int = 3) -> None:
+        """Time ``n`` generations of both paths on a random population (CUDA events, best of
+        ``repeats`` after a warm-up that compiles and captures) and keep the faster in
+        :attr:`use_epoch`; :attr:`timings` holds ``(per-generation, epoch)`` in us per generation.
+        Both paths give the same results, so the choice changes only the speed. One host sync.
+        Default ``n``: one graph replay plus one single generation (``graph_generations + 1``),
+        :meth:`run`'s shape for a long call. A no-op without an epoch kernel."""
+        if self.epoch is None:
+            return
+        n = self.graph_generations + 1 if n is None else int(n)
+        cp = self.cp
+        rs = np.random.default_rng(20261124)  # timing only: the run's draws are counter-based
+        enc = self.ga.setup(self.ctx)
+        G = rs.integers(0, 2**32, size=(self.I, self.N, self.W), dtype=np.uint64).astype(np.uint32)
+        G = cp.asarray(G & enc.valid_mask())
+        f, v, _ = self.evaluate(G)
+        st = {"genome": G, "f": f, "v": v, "generation": 0, "evals": 0, "nan_evals": cp.zeros((), np.int64)}
+        self.keep_faster(st, n, repeats)
 
     # -- launches -------------------------------------------------------------------------------
     def _launch_select(self, src, gen_dev, gen_off, track, decide=True):
@@ -499,41 +578,51 @@ class FusedGA(PingPongGraph):
         return self._bufs
 
 
-    def run(self, state, n_generations: int):
-        """``n_generations`` generations: CUDA-graph replays plus single launches, tracking the
-        target every generation; no host sync. Returns a new state (fresh arrays)."""
-        cp = self.cp
-        n = int(n_generations)
-        if n <= 0:
-            return dict(state)
-        self._start(self._arrays(state), state["generation"])
-        track = int(self._track)
-        if track:
-            hg = state.get("hit_generation")
-            if hg is None:
-                self._hit.fill(-1)
-            else:
-                cp.copyto(self._hit, cp.asarray(hg, dtype=np.int64))
-        self._nan.fill(0)
-        fin, rem = self._advance(n)
-        if track:  # the last population
-            self._launch_select(fin, self._gen, rem, 1, decide=False)
+    def _load_hit(self, state) -> None:
+        """The state's ``hit_generation`` (or -1 everywhere) into the device's ``_hit``."""
+        hg = state.get("hit_generation")
+        if hg is None:
+            self._hit.fill(-1)
+        else:
+            self.cp.copyto(self._hit, self.cp.asarray(hg, dtype=np.int64))
+
+    def _finish(self, state, fin, n: int):
+        """New state after ``n`` generations whose last population is in buffer set ``fin``
+        (fresh copies; the NaN count and, with a target, ``hit_generation`` from the device)."""
         s = dict(state)
         s["genome"], s["f"], s["v"] = (a.copy() for a in fin)
         s["generation"] = state["generation"] + n
         s["evals"] = state["evals"] + n * (self.N - self.params.n_elite)
         s["nan_evals"] = state["nan_evals"] + self._nan
-        if track:
+        if int(self._track):
             s["hit_generation"] = self._hit.copy()
         return s
+
+    def _run_generations(self, state, n: int):
+        """``n >= 1`` generations by the per-generation kernels: CUDA-graph replays plus single
+        launches, tracking the target on every population (the last included); no host sync.
+        Returns a new state (fresh arrays)."""
+        self._start(self._arrays(state), state["generation"])
+        track = int(self._track)
+        if track:
+            self._load_hit(state)
+        self._nan.fill(0)
+        fin, rem = self._advance(n)
+        if track:  # the last population
+            self._launch_select(fin, self._gen, rem, 1, decide=False)
+        return self._finish(state, fin, n)
 
 
 def make_plan(ga, ctx):
     """A verified :class:`FusedGA` for ``(ga, ctx)``, or ``None`` where it does not apply.
 
     Builds (compiles, cached by source) and self-checks the kernel's objective against the array
-    path (:meth:`FusedGA.verify`, one host synchronisation). Returns ``None`` with a log line when
-    unsupported, and with a ``RuntimeWarning`` when the check fails.
+    path (:meth:`FusedGA.verify`, one host synchronisation), then times the per-generation and the
+    epoch kernels and keeps the faster (:meth:`FusedGA.choose`). Returns ``None`` with a log line
+    when unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    return verified_plan("GA", "array", unsupported_reason(ga, ctx), lambda: FusedGA(ga, ctx), VERIFY_RTOL,
+    plan = verified_plan("GA", "array", unsupported_reason(ga, ctx), lambda: FusedGA(ga, ctx), VERIFY_RTOL,
                          lambda p: f"L={p.L}, W={p.W}, TPI={p.tpi}, IPB={p.ipb}")
+    if plan is not None:
+        plan.choose()
+    return plan

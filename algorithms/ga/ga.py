@@ -146,6 +146,9 @@ class GAParams:
         nvdec, nvbin: ``seed002``'s digits per variable (2..16) and bits per digit (1..16).
         fused: use the fused CUDA generation (:mod:`isles.algorithms.ga.cuda`) where possible on CuPy;
             ``False`` forces the array code.
+        epoch: let the fused plan run a call's generations in one launch of the SM-resident epoch
+            kernel (:mod:`isles.algorithms.ga.epoch`) where the timing at plan build finds it
+            faster (same results); ``False`` keeps the per-generation kernels.
 
     Defaults. Seed 002 fixes only a mutation probability below 5 % (section 2.8) and the
     population sizes of its study (320-2880); isles chooses ``pop_size = 640`` (the seed's
@@ -177,6 +180,7 @@ class GAParams:
     nvdec: int = 8
     nvbin: int = 4
     fused: bool = True
+    epoch: bool = True
 
     def __post_init__(self):
         n = check_range("algorithm.pop_size", self.pop_size, 2, integer=True)
@@ -191,7 +195,7 @@ class GAParams:
         b = _int_in("bits_per_variable", self.bits_per_variable, 1, MAX_BITS_PER_VARIABLE)
         nvdec = _int_in("nvdec", self.nvdec, 2, 16)
         nvbin = _int_in("nvbin", self.nvbin, 1, 16)
-        fused = check_bool("algorithm.fused", self.fused)
+        fused, epoch = check_bool("algorithm.fused", self.fused), check_bool("algorithm.epoch", self.epoch)
         n_renew = int(math.floor(ren * n + 1e-9))
         if ne + n_renew >= n:
             raise ValueError(
@@ -201,7 +205,7 @@ class GAParams:
             )
         for k, val in (("pop_size", n), ("group_size", s), ("p_c", p_c), ("p_m", p_m), ("n_elite", ne),
                        ("renewal", ren), ("bits_per_variable", b), ("nvdec", nvdec), ("nvbin", nvbin),
-                       ("fused", fused)):
+                       ("fused", fused), ("epoch", epoch)):
             object.__setattr__(self, k, val)
 
     @property

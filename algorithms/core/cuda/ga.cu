@@ -5,6 +5,7 @@
 // problems, the encoding's enc_decode (encodings.cuh).
 #include "fitness.cuh"
 #include "ga_flips.cuh"
+#include "block.cuh"
 typedef unsigned long long ga_sz;
 
 #define GA_NWARP ((GA_TPI) > 32 ? (GA_TPI) / 32 : 1)
@@ -177,6 +178,68 @@ ISLES_DEV int ga_finish(const T* acc, T penalty, T* fo, T* vo) {
     return bad;
 }
 
+// The decisions of slot c of an island: an elite copy's row (el: the island's elite), a child's
+// (seli: the island's GASel rows, drawn by ga_decide), none for a renewal.
+ISLES_DEV GASel ga_slot_sel(int kind, int c, const int* el, const GASel* seli) {
+    GASel d;
+    d.src = 0; d.p2 = 0; d.a = 0; d.b = 0; d.mpos = -1;
+    if (kind == 0) d.src = el[c];
+    else if (kind == 1) d = seli[c];
+    return d;
+}
+
+// Thread t's words w = t, t + TPI, ... of slot c in generation g (crossover or copy or renewal,
+// then the mutation of a child): to out (the next population's row) and row (the group's staged
+// row). p1, p2: the rows of d->src and d->p2.
+ISLES_DEV void ga_slot_words(int t, int kind, const GASel* d, u64 key, long long g, int c,
+                             const unsigned int* p1, const unsigned int* p2, unsigned int* out,
+                             unsigned int* row, const u64* K) {
+    const u64 gb = ((u64)g) << 16;
+    const u64 s_mut = isles_mix64(gb + DRAW_MUTATE);
+    const u64 kfull = K[32], klast = K[ga_word_bits(GA_W - 1)];
+    const u64 iw0 = (u64)c * GA_W + (u64)t;                       // hash index of word t
+    const u64 hx0 = (key ^ isles_mix64(gb + DRAW_XMASK)) + iw0 * GOLDEN;
+    const u64 hr0 = (key ^ isles_mix64(gb + DRAW_RENEW)) + iw0 * GOLDEN;
+    const u64 hm0 = (key ^ s_mut) + 32ull * iw0 * GOLDEN;
+    const u64 hstep = (u64)GA_TPI * GOLDEN;
+#if GA_ITEMS <= GA_MAX_ITEMS
+    unsigned int x[GA_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GA_ITEMS; ++k) {      // parent words first (loads in flight) ...
+        const int w = t + k * GA_TPI;
+        x[k] = (w < GA_W) ? ga_base_word(kind, d, p1, p2, w, hx0 + (u64)k * hstep, hr0 + (u64)k * hstep) : 0u;
+    }
+    if (kind == 1) {
+#pragma unroll
+        for (int k = 0; k < GA_ITEMS; ++k) {  // ... while the mutation masks are drawn
+            const int w = t + k * GA_TPI;
+            if (w < GA_W) x[k] ^= ga_mut_word(d, key, s_mut, hm0 + 32ull * (u64)k * hstep, c, w, K, kfull, klast);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < GA_ITEMS; ++k) {
+        const int w = t + k * GA_TPI;
+        if (w < GA_W) { out[w] = x[k]; row[w] = x[k]; }
+    }
+#else
+    for (int w = t, k = 0; w < GA_W; w += GA_TPI, ++k) {
+        unsigned int xw = ga_base_word(kind, d, p1, p2, w, hx0 + (u64)k * hstep, hr0 + (u64)k * hstep);
+        if (kind == 1) xw ^= ga_mut_word(d, key, s_mut, hm0 + 32ull * (u64)k * hstep, c, w, K, kfull, klast);
+        out[w] = xw;
+        row[w] = xw;
+    }
+#endif
+}
+
+// The stop target of an island whose best (rank 0 of the elite search) is b: hit = g the first
+// time it is feasible with f <= target (IslandAlgorithm.track_target's rule)
+ISLES_DEV void ga_track(const T* fi, const T* vi, int b, long long* hit, T target, long long g) {
+    if (*hit < 0 && vi[b] <= (T)0 && fi[b] <= target) *hit = g;
+}
+
+// shared scratch of the block-wide elite search (ga_elite_block)
+typedef struct { T sf[32], sv[32]; int si[32]; T pf, pv; int pi; } GAEliteSh;
+
 #ifdef ISLES_HOST_EMU
 // ---- host emulation: the kernels' code run sequentially (tests) ----------------------------
 static void ga_group_eval(const unsigned int* row, T penalty, T* fo, T* vo, int* bad) {
@@ -189,26 +252,47 @@ static void ga_group_eval(const unsigned int* row, T penalty, T* fo, T* vo, int*
     *bad = ga_finish(tot, penalty, fo, vo);
 }
 
+// The island's elite in rank order into el[0, GA_NEK) (n_elite searches for the least (v, f, index)
+// key above the previous one): the device ga_elite_block's contract, one thread.
+static void ga_elite_block(const T* fi, const T* vi, int* el, int tid, int nthreads, GAEliteSh* sh) {
+    (void)tid; (void)nthreads; (void)sh;
+    T pf = (T)0, pv = (T)0; int pi = -1;
+    for (int e = 0; e < GA_NEK; ++e) {
+        T bf = (T)0, bv = (T)0; int bi = -1;
+        for (int i = 0; i < GA_N; ++i) {
+            if (e > 0 && !ga_key_less(pf, pv, pi, fi[i], vi[i], i)) continue;
+            if (bi < 0 || ga_key_less(fi[i], vi[i], i, bf, bv, bi)) { bf = fi[i]; bv = vi[i]; bi = i; }
+        }
+        el[e] = bi;
+        pf = bf; pv = bv; pi = bi;
+    }
+}
+
+// Slot c of the next population (the device ga_slot's contract: one thread does the group's work,
+// threads t = 0 .. TPI - 1 in turn, obj_merge in thread order)
+static void ga_slot(int c, int t, unsigned int* row, T* red, const unsigned int* Pi, const T* fi, const T* vi,
+                    const int* el, const GASel* seli, unsigned int* Pni, T* fni, T* vni, u64 key, long long g,
+                    unsigned long long* nan_count, const u64* K, T penalty) {
+    (void)t; (void)red;
+    const int kind = ga_kind(c);
+    const GASel d = ga_slot_sel(kind, c, el, seli);
+    for (int tt = 0; tt < GA_TPI; ++tt)
+        ga_slot_words(tt, kind, &d, key, g, c, Pi + (ga_sz)d.src * GA_W, Pi + (ga_sz)d.p2 * GA_W,
+                      Pni + (ga_sz)c * GA_W, row, K);
+    if (kind == 0) { fni[c] = fi[d.src]; vni[c] = vi[d.src]; return; }
+    int bad = 0;
+    ga_group_eval(row, penalty, fni + c, vni + c, &bad);
+    if (bad) *nan_count += 1;
+}
+
 // ga_select's work: elite search (and target), then the child slots' decisions
 void ga_select_host(const T* f, const T* v, int* elite, long long* hit, int track, T target,
                     long long g, int n_islands, GASel* sel, const u64* keys, double p_c, double p_m) {
     for (int isl = 0; isl < n_islands; ++isl) {
         const T* fi = f + (ga_sz)isl * GA_N;
         const T* vi = v + (ga_sz)isl * GA_N;
-        T pf = (T)0, pv = (T)0; int pi = -1;
-        for (int e = 0; e < GA_NEK; ++e) {
-            T bf = (T)0, bv = (T)0; int bi = -1;
-            for (int i = 0; i < GA_N; ++i) {
-                if (e > 0 && !ga_key_less(pf, pv, pi, fi[i], vi[i], i)) continue;
-                if (bi < 0 || ga_key_less(fi[i], vi[i], i, bf, bv, bi)) { bf = fi[i]; bv = vi[i]; bi = i; }
-            }
-            elite[isl * GA_NEK + e] = bi;
-            pf = bf; pv = bv; pi = bi;
-        }
-        if (track) {
-            const int b = elite[isl * GA_NEK];
-            if (hit[isl] < 0 && vi[b] <= (T)0 && fi[b] <= target) hit[isl] = g;
-        }
+        ga_elite_block(fi, vi, elite + isl * GA_NEK, 0, 1, 0);
+        if (track) ga_track(fi, vi, elite[isl * GA_NEK], hit + isl, target, g);
         if (sel)
             for (int c = 0; c < GA_N; ++c)
                 if (ga_kind(c) == 1) sel[(ga_sz)isl * GA_N + c] = ga_decide(keys[isl], g, c, fi, vi, p_c, p_m);
@@ -217,37 +301,12 @@ void ga_select_host(const T* f, const T* v, int* elite, long long* hit, int trac
 
 void ga_generation_host(const unsigned int* P, const T* f, const T* v, const int* elite, const GASel* sel,
                         unsigned int* Pn, T* fn, T* vn, const u64* keys, long long g,
-                        long long* nan_count, int total, const u64* K, T penalty, unsigned int* row) {
-    const u64 kfull = K[32], klast = K[ga_word_bits(GA_W - 1)];
-    const u64 gb = ((u64)g) << 16;
-    const u64 s_mut = isles_mix64(gb + DRAW_MUTATE), s_renew = isles_mix64(gb + DRAW_RENEW);
-    const u64 s_xmask = isles_mix64(gb + DRAW_XMASK);
+                        unsigned long long* nan_count, int total, const u64* K, T penalty, unsigned int* row) {
     for (int gind = 0; gind < total; ++gind) {
         const int isl = gind / GA_N, c = gind - isl * GA_N;
-        const u64 key = keys[isl];
-        const T* fi = f + (ga_sz)isl * GA_N;
-        const T* vi = v + (ga_sz)isl * GA_N;
-        const int kind = ga_kind(c);
-        GASel d = {0, 0, 0, 0, -1};
-        if (kind == 0) d.src = elite[isl * GA_NEK + c];
-        if (kind == 1) d = sel[gind];
-        const unsigned int* Pi = P + (ga_sz)isl * GA_N * GA_W;
-        const unsigned int* p1 = Pi + (ga_sz)d.src * GA_W;
-        const unsigned int* p2 = Pi + (ga_sz)d.p2 * GA_W;
-        unsigned int* out = Pn + (ga_sz)gind * GA_W;
-        for (int t = 0; t < GA_TPI; ++t)
-            for (int w = t; w < GA_W; w += GA_TPI) {
-                const u64 iw = (u64)c * GA_W + (u64)w;
-                unsigned int x = ga_base_word(kind, &d, p1, p2, w, (key ^ s_xmask) + iw * GOLDEN,
-                                              (key ^ s_renew) + iw * GOLDEN);
-                if (kind == 1) x ^= ga_mut_word(&d, key, s_mut, (key ^ s_mut) + 32ull * iw * GOLDEN, c, w, K, kfull, klast);
-                out[w] = x;
-                row[w] = x;
-            }
-        if (kind == 0) { fn[gind] = fi[d.src]; vn[gind] = vi[d.src]; continue; }
-        int bad = 0;
-        ga_group_eval(row, penalty, fn + gind, vn + gind, &bad);
-        if (bad) *nan_count += 1;
+        const ga_sz o = (ga_sz)isl * GA_N;
+        ga_slot(c, 0, row, 0, P + o * GA_W, f + o, v + o, elite + isl * GA_NEK, sel + o, Pn + o * GA_W, fn + o,
+                vn + o, keys[isl], g, nan_count, K, penalty);
     }
 }
 
@@ -298,9 +357,62 @@ ISLES_DEV void ga_warp_min(T* bf, T* bv, int* bi) {
     }
 }
 
-// Selection of a generation. Blocks [0, I): the island's elite in rank order (n_elite searches
-// for the least (v, f, index) key above the previous one) and the stop target. Blocks I...: one
-// thread per slot, the child slots' decisions (tournaments, crossover, seed mutation).
+// The island's elite in rank order into el[0, GA_NEK): n_elite block-wide searches for the least
+// (v, f, index) key above the previous one, by the block's nthreads threads (whole warps, at most
+// 1024) of index tid; every thread of the block calls it; el is complete for all of them on return.
+ISLES_DEV void ga_elite_block(const T* fi, const T* vi, int* el, int tid, int nthreads, GAEliteSh* sh) {
+    const int lane = tid & 31, wid = tid >> 5;
+    const int nw = nthreads >> 5;
+    for (int e = 0; e < GA_NEK; ++e) {
+        T bf = (T)0, bv = (T)0; int bi = -1;
+#pragma unroll 4
+        for (int i = tid; i < GA_N; i += nthreads) {
+            const T fx = fi[i], vx = vi[i];
+            if (e > 0 && !ga_key_less(sh->pf, sh->pv, sh->pi, fx, vx, i)) continue;
+            if (bi < 0 || ga_key_less(fx, vx, i, bf, bv, bi)) { bf = fx; bv = vx; bi = i; }
+        }
+        ga_warp_min(&bf, &bv, &bi);
+        if (lane == 0) { sh->sf[wid] = bf; sh->sv[wid] = bv; sh->si[wid] = bi; }
+        __syncthreads();
+        if (wid == 0) {
+            bi = lane < nw ? sh->si[lane] : -1;
+            bf = lane < nw ? sh->sf[lane] : (T)0;
+            bv = lane < nw ? sh->sv[lane] : (T)0;
+            ga_warp_min(&bf, &bv, &bi);
+            if (lane == 0) { el[e] = bi; sh->pf = bf; sh->pv = bv; sh->pi = bi; }
+        }
+        __syncthreads();
+    }
+}
+
+// Slot c of the next population by the TPI threads t of its group (row: the group's shared row,
+// red: the merge's shared scratch): words (ga_slot_words), then an elite copy keeps its (f, v),
+// another slot is evaluated (ga_group_fv) and a NaN counted; island-offset arrays (Pi, fi, vi, el,
+// seli: this generation; Pni, fni, vni: the next). Every thread of the group calls it (for TPI > 32
+// the group is the block).
+ISLES_DEV void ga_slot(int c, int t, unsigned int* row, T* red, const unsigned int* Pi, const T* fi, const T* vi,
+                       const int* el, const GASel* seli, unsigned int* Pni, T* fni, T* vni, u64 key, long long g,
+                       unsigned long long* nan_count, const u64* K, T penalty) {
+    const int kind = ga_kind(c);
+    const GASel d = ga_slot_sel(kind, c, el, seli);
+    ga_slot_words(t, kind, &d, key, g, c, Pi + (ga_sz)d.src * GA_W, Pi + (ga_sz)d.p2 * GA_W,
+                  Pni + (ga_sz)c * GA_W, row, K);
+    if (kind == 0) {   // elite copy: keeps its (f, v); uniform over the group
+        if (t == 0) { fni[c] = fi[d.src]; vni[c] = vi[d.src]; }
+        return;
+    }
+    T fo, vo;
+    const int bad = ga_group_fv(row, t, red, penalty, &fo, &vo);
+    if (t == 0) {
+        if (bad) ISLES_ATOMIC_ADD(nan_count, 1ull);
+        fni[c] = fo;
+        vni[c] = vo;
+    }
+}
+
+// Selection of a generation. Blocks [0, I): the island's elite in rank order (ga_elite_block) and
+// the stop target (ga_track). Blocks I...: one thread per slot, the child slots' decisions
+// (tournaments, crossover, seed mutation).
 extern "C" __global__ void __launch_bounds__(GA_EBLOCK)
 ga_select(const T* __restrict__ f, const T* __restrict__ v, int* __restrict__ elite,
           long long* __restrict__ hit, const int track, const T target,
@@ -317,39 +429,12 @@ ga_select(const T* __restrict__ f, const T* __restrict__ v, int* __restrict__ el
         sel[gind] = ga_decide(keys[isl], g, c, f + (ga_sz)isl * GA_N, v + (ga_sz)isl * GA_N, p_c, p_m);
         return;
     }
-    __shared__ T sf[32], sv[32];
-    __shared__ int si[32];
-    __shared__ T pf, pv;
-    __shared__ int pi;
+    __shared__ GAEliteSh sh;
     const int isl = blockIdx.x;
     const T* fi = f + (ga_sz)isl * GA_N;
     const T* vi = v + (ga_sz)isl * GA_N;
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    const int nw = GA_EBLOCK / 32;
-    for (int e = 0; e < GA_NEK; ++e) {
-        T bf = (T)0, bv = (T)0; int bi = -1;
-#pragma unroll 4
-        for (int i = threadIdx.x; i < GA_N; i += GA_EBLOCK) {
-            const T fx = fi[i], vx = vi[i];
-            if (e > 0 && !ga_key_less(pf, pv, pi, fx, vx, i)) continue;
-            if (bi < 0 || ga_key_less(fx, vx, i, bf, bv, bi)) { bf = fx; bv = vx; bi = i; }
-        }
-        ga_warp_min(&bf, &bv, &bi);
-        if (lane == 0) { sf[wid] = bf; sv[wid] = bv; si[wid] = bi; }
-        __syncthreads();
-        if (wid == 0) {
-            bi = lane < nw ? si[lane] : -1;
-            bf = lane < nw ? sf[lane] : (T)0;
-            bv = lane < nw ? sv[lane] : (T)0;
-            ga_warp_min(&bf, &bv, &bi);
-            if (lane == 0) { elite[isl * GA_NEK + e] = bi; pf = bf; pv = bv; pi = bi; }
-        }
-        __syncthreads();
-    }
-    if (track && threadIdx.x == 0) {
-        const int b = elite[isl * GA_NEK];
-        if (hit[isl] < 0 && vi[b] <= (T)0 && fi[b] <= target) hit[isl] = g;
-    }
+    ga_elite_block(fi, vi, elite + isl * GA_NEK, threadIdx.x, GA_EBLOCK, &sh);
+    if (track && threadIdx.x == 0) ga_track(fi, vi, elite[isl * GA_NEK], hit + isl, target, g);
 }
 
 // One generation of every slot of every island (module docstring): words, then the objective.
@@ -368,64 +453,10 @@ ga_generation(const unsigned int* __restrict__ P, const T* __restrict__ f, const
     const int gind = blockIdx.x * GA_IPB + grp;
     if (gind >= total) return;   // whole groups (block mode has no partial block)
     const int isl = gind / GA_N, c = gind - isl * GA_N;
-    const int kind = ga_kind(c);
-    GASel d;
-    d.src = 0; d.p2 = 0; d.a = 0; d.b = 0; d.mpos = -1;
-    if (kind == 0) d.src = elite[isl * GA_NEK + c];
-    else if (kind == 1) d = sel[gind];
-    const u64 key = keys[isl];
     const long long g = gen_off + gen_dev[0] + (long long)rng_ctr[0];
-    const unsigned int* Pi = P + (ga_sz)isl * GA_N * GA_W;
-    const unsigned int* p1 = Pi + (ga_sz)d.src * GA_W;
-    const unsigned int* p2 = Pi + (ga_sz)d.p2 * GA_W;
-    unsigned int* out = Pn + (ga_sz)gind * GA_W;
-    unsigned int* row = ga_rows + grp * GA_W;
-    const u64 gb = ((u64)g) << 16;
-    const u64 s_mut = isles_mix64(gb + DRAW_MUTATE);
-    const u64 kfull = K[32], klast = K[ga_word_bits(GA_W - 1)];
-    const u64 iw0 = (u64)c * GA_W + (u64)t;                       // hash index of word t
-    const u64 hx0 = (key ^ isles_mix64(gb + DRAW_XMASK)) + iw0 * GOLDEN;
-    const u64 hr0 = (key ^ isles_mix64(gb + DRAW_RENEW)) + iw0 * GOLDEN;
-    const u64 hm0 = (key ^ s_mut) + 32ull * iw0 * GOLDEN;
-    const u64 hstep = (u64)GA_TPI * GOLDEN;
-#if GA_ITEMS <= GA_MAX_ITEMS
-    unsigned int x[GA_ITEMS];
-#pragma unroll
-    for (int k = 0; k < GA_ITEMS; ++k) {      // parent words first (loads in flight) ...
-        const int w = t + k * GA_TPI;
-        x[k] = (w < GA_W) ? ga_base_word(kind, &d, p1, p2, w, hx0 + (u64)k * hstep, hr0 + (u64)k * hstep) : 0u;
-    }
-    if (kind == 1) {
-#pragma unroll
-        for (int k = 0; k < GA_ITEMS; ++k) {  // ... while the mutation masks are drawn
-            const int w = t + k * GA_TPI;
-            if (w < GA_W) x[k] ^= ga_mut_word(&d, key, s_mut, hm0 + 32ull * (u64)k * hstep, c, w, K, kfull, klast);
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < GA_ITEMS; ++k) {
-        const int w = t + k * GA_TPI;
-        if (w < GA_W) { out[w] = x[k]; row[w] = x[k]; }
-    }
-#else
-    for (int w = t, k = 0; w < GA_W; w += GA_TPI, ++k) {
-        unsigned int xw = ga_base_word(kind, &d, p1, p2, w, hx0 + (u64)k * hstep, hr0 + (u64)k * hstep);
-        if (kind == 1) xw ^= ga_mut_word(&d, key, s_mut, hm0 + 32ull * (u64)k * hstep, c, w, K, kfull, klast);
-        out[w] = xw;
-        row[w] = xw;
-    }
-#endif
-    if (kind == 0) {   // elite copy: keeps its (f, v); uniform over the group
-        if (t == 0) { fn[gind] = f[(ga_sz)isl * GA_N + d.src]; vn[gind] = v[(ga_sz)isl * GA_N + d.src]; }
-        return;
-    }
-    T fo, vo;
-    const int bad = ga_group_fv(row, t, red, penalty, &fo, &vo);
-    if (t == 0) {
-        if (bad) atomicAdd(nan_count, 1ull);
-        fn[gind] = fo;
-        vn[gind] = vo;
-    }
+    const ga_sz o = (ga_sz)isl * GA_N;
+    ga_slot(c, t, ga_rows + grp * GA_W, red, P + o * GA_W, f + o, v + o, elite + isl * GA_NEK, sel + o,
+            Pn + o * GA_W, fn + o, vn + o, keys[isl], g, nan_count, K, penalty);
 }
 
 // Objective of `rows` packed rows (the generation kernel's code; self-check and tests).
