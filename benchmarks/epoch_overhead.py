@@ -4,6 +4,7 @@ script prints milliseconds per epoch and the functions that take the time (cProf
 
     python benchmarks/epoch_overhead.py --device gpu     # tiny DE islands: sphere D=8, N=16, 4 islands
     python benchmarks/epoch_overhead.py --device cpu --epochs 500
+    python benchmarks/epoch_overhead.py --device gpu --span-graph  # also as replays of one captured epoch
 
 On a GPU the wall of a span includes its one host synchronisation (the summaries' copy), so the
 per-epoch figure is the loop's whole cost: launches, Python, migration and the summary.
@@ -27,6 +28,8 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=300)
     ap.add_argument("--islands", type=int, default=4)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--span-graph", action="store_true",
+                    help="GPU: also time the epochs as replays of one captured epoch (islands.span_graph)")
     a = ap.parse_args(argv)
     from hydra.utils import instantiate  # noqa: PLC0415
 
@@ -48,6 +51,17 @@ def main(argv=None) -> int:
     ms = (time.perf_counter() - t) / a.epochs * 1e3
     print(f"# {a.device}: {a.islands} DE islands (sphere D=8, N=16), ring, 1 generation per epoch: "
           f"{ms:.3f} ms per epoch", flush=True)
+    if a.span_graph:  # the same group's epochs as replays of one captured epoch (islands/span_graph.py)
+        from isles.islands.exchange import NcclComm  # noqa: PLC0415
+
+        g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
+        graph = dict(route, nccl=True, span_graph=True)
+        g.run_span(4, ({}, {}), [1] * 20, 20 + 2 * a.epochs, graph)  # warm-up
+        t = time.perf_counter()
+        g.run_span(5, ({}, {}), [1] * a.epochs, 40 + 2 * a.epochs, graph)
+        ms_g = (time.perf_counter() - t) / a.epochs * 1e3
+        print(f"# the same, islands.span_graph over a 1-rank NCCL communicator: {ms_g:.3f} ms per epoch "
+              f"({ms / ms_g:.1f}x faster)", flush=True)
     pr = cProfile.Profile()
     pr.enable()
     g.run_span(3, ({}, {}), [1] * a.epochs, 20 + a.epochs, route)

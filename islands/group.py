@@ -28,8 +28,9 @@ from isles.islands.build import build_algorithm, build_evaluator
 from isles.islands.migration import emigrants_of, immigrate, migration_events
 from isles.islands.placement import ray_location
 
-from isles.islands.planner import MASTER_ID, fixed_plan, group_plan, migration_edges  # MASTER_ID re-exported
+from isles.islands.planner import MASTER_ID, group_plan, migration_edges  # MASTER_ID re-exported
 from isles.islands.span_graph import SpanGraph
+from isles.islands.span_graph import eligible as span_graph_eligible
 from isles.islands.exchange import NcclComm, exchange
 from isles.islands.exchange import layout as exchange_layout
 from isles.islands.exchange import plan as exchange_plan
@@ -145,7 +146,8 @@ class IslandGroup:
             route: ``peers`` (actor handles by group index), ``index`` (this group's),
                 ``groups`` (island ids of every group), ``topology``, ``n``, ``seed``,
                 ``timeout_s`` (the longest wait for a peer's emigrants), ``nccl`` (exchange over
-                the group's NCCL communicator).
+                the group's NCCL communicator), ``span_graph`` (``islands.span_graph``: like epochs
+                over NCCL replay one captured epoch, :mod:`isles.islands.span_graph`).
 
         Returns:
             one :meth:`run_epoch` summary per epoch; ``emigrants`` only in the last (``None``
@@ -165,12 +167,12 @@ class IslandGroup:
             inbound, remote = first
             t0 = time.perf_counter()
             done = 0  # epochs run so far (a captured span graph runs several at once)
-            fixed = nccl is not None and self.use_graph and fixed_plan(route["topology"], route["n"])
+            graphable = nccl is not None and span_graph_eligible(self, route)
             for j, k in enumerate(ks):
                 if j < done:
                     continue
                 m = next((i for i, x in enumerate(ks[j:]) if x != k), len(ks) - j)  # epochs like this one
-                if j >= 2 and m >= 2 and SpanGraph.fits(self, nccl, ks[j:j + m], fixed, edges, sent):
+                if j >= 2 and m >= 2 and SpanGraph.fits(self, nccl, ks[j:j + m], graphable, edges, sent):
                     # the same epoch m times: replays of one captured epoch (islands/span_graph.py);
                     # the plan is fixed, so edges, sends and receives stay those of this epoch
                     lay = lay or exchange_layout(sent.island(0))

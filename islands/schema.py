@@ -100,6 +100,7 @@ class IslandsConfig:
     max_restarts: int = 3
     restart_timeout_s: float = 120.0
     transport: str = "auto"
+    span_graph: bool = False
 
 
 @dataclass

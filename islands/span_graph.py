@@ -11,11 +11,14 @@ span does the same thing, :class:`SpanGraph` captures one such epoch once
 the kernels, which NCCL supports from 2.9) and replays it: one launch per epoch, plus the copies
 of the epoch's summary row.
 
-**When** (:meth:`SpanGraph.fits`; the same answer in every group, since a captured NCCL exchange
-must be replayed by both of its ranks): CuPy with CUDA graphs on (``group.use_graph``), emigrants
-over NCCL, one population per island, a topology whose every epoch has the same plan
-(:func:`isles.islands.planner.fixed_plan`), no island with more sources than its population size
-(so the route never rotates), and the same generations per epoch, at most :data:`MAX_K`.
+**When** (:func:`eligible`, :meth:`SpanGraph.fits`; the same answer in every group, since a
+captured NCCL exchange must be replayed by both of its ranks): ``islands.span_graph=true``, CuPy
+with CUDA graphs on (``cuda_graph``), emigrants over NCCL, one population per island, a topology
+whose every epoch has the same plan (:func:`isles.islands.planner.fixed_plan`), no island with
+more sources than its population size (so the route never rotates), and the same generations per
+epoch, at most :data:`MAX_K`. The algorithm's ``step`` must not synchronise with the host (the
+fused DE, FEP and GA steps, and array code that the ``cuda_graph`` path captures, do not); where
+it does, the capture fails with CuPy's error and the run stops: set ``islands.span_graph=false``.
 
 On NumPy the same epoch function runs directly (:class:`isles.algorithms.core.graph.DirectStepper`),
 the twin that CI checks against the plain span (``tests/test_exchange.py``).
@@ -35,7 +38,7 @@ from isles.algorithms.core.graph import split as _split
 from isles.algorithms.core.population import Population
 from isles.islands import migration
 from isles.islands.exchange import exchange
-from isles.islands.planner import group_plan
+from isles.islands.planner import fixed_plan, group_plan
 
 #: the most generations of one captured epoch (each is a node of the graph; beyond this the
 #: epoch's own work hides the Python of the plain path)
@@ -82,12 +85,12 @@ class SpanGraph:
         self._plans = list(migration._PLANS.values())
 
     @staticmethod
-    def fits(group, nccl, ks: list, fixed: bool, edges: list, emigrants) -> bool:
+    def fits(group, nccl, ks: list, eligible: bool, edges: list, emigrants) -> bool:
         """Whether the epochs ``ks`` (generations each) of ``group``'s span can be replays of one
-        captured epoch (module docstring); ``fixed``: :func:`isles.islands.planner.fixed_plan` of
-        the run's topology. Every argument is the same in every group (the plan is the whole
+        captured epoch (module docstring). ``eligible``: the run's part of the answer
+        (:func:`eligible`). Every argument is the same in every group (the plan is the whole
         archipelago's), so every group answers the same."""
-        if nccl is None or not fixed or not group.use_graph or not ks or not isinstance(emigrants, Population):
+        if nccl is None or not eligible or not ks or not isinstance(emigrants, Population):
             return False
         if len(set(ks)) != 1 or not 1 <= ks[0] <= MAX_K:
             return False
@@ -137,6 +140,14 @@ class SpanGraph:
     def close(self) -> None:
         """Stop replaying: the group's state becomes a plain state (the buffers) again."""
         self.group.state = _split(self.stepper.close(), "s.")
+
+
+def eligible(group, route: dict) -> bool:
+    """The run's part of :meth:`SpanGraph.fits`: ``islands.span_graph`` on (``route["span_graph"]``),
+    emigrants over NCCL (``route["nccl"]``), CuPy with CUDA graphs on (``cuda_graph``), and a
+    topology whose plan is the same every epoch (:func:`isles.islands.planner.fixed_plan`)."""
+    return bool(route.get("span_graph") and route.get("nccl") and group.xp is not np
+                and group.ctx.cuda_graph and fixed_plan(route["topology"], route["n"]))
 
 
 def group_population(group) -> int:

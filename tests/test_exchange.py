@@ -212,24 +212,24 @@ def test_a_span_of_replayed_epochs_equals_the_plain_span(monkeypatch, topology, 
     assert any(m for s in replayed[0][2:] for m in s["migrations"])  # the replayed epochs took immigrants in
 
 
-def test_span_graph_fits_only_a_fixed_plan_of_equal_epochs():
-    from isles.islands.span_graph import MAX_K, SpanGraph  # noqa: PLC0415
+def test_span_graph_fits_only_like_epochs_of_an_eligible_run():
+    from isles.islands.span_graph import MAX_K, SpanGraph, eligible  # noqa: PLC0415
 
     groups, _, topo = _groups(2)
     g = groups[0]
     em = g._emigrants()
     edges = migration_edges(topo, 5, 0, 1)
     comm = object()
-    g.use_graph = True  # as on CuPy
     assert SpanGraph.fits(g, comm, [1, 1, 1], True, edges, em)
     assert not SpanGraph.fits(g, None, [1, 1], True, edges, em)  # no NCCL
-    assert not SpanGraph.fits(g, comm, [1, 1], False, edges, em)  # a random topology
+    assert not SpanGraph.fits(g, comm, [1, 1], False, edges, em)  # not eligible
     assert not SpanGraph.fits(g, comm, [1, 2], True, edges, em)  # epochs of other lengths
     assert not SpanGraph.fits(g, comm, [MAX_K + 1] * 2, True, edges, em)
     crowded = [(s, 0) for s in range(1, 40)]  # more sources than island 0 holds individuals
     assert not SpanGraph.fits(g, comm, [1, 1], True, crowded, em)
-    g.use_graph = False  # NumPy, or cuda_graph=false
-    assert not SpanGraph.fits(g, comm, [1, 1], True, edges, em)
+    route = {"span_graph": True, "nccl": True, "topology": topo, "n": 5}
+    assert not eligible(g, route)  # NumPy: nothing to capture
+    assert not eligible(g, dict(route, span_graph=False))
 
 
 def test_fixed_plan_tells_fixed_topologies_from_random_ones():

@@ -50,7 +50,7 @@ def _nccl_rank(i: int, uid, results) -> None:
         cp.cuda.Device(i).use()
         group, route = _span_group(i)
         group._nccl = NcclComm(uid, 2, i)
-        out = group.run_span(1, ({}, {}), [1] * 8, 0, dict(route, nccl=True))
+        out = group.run_span(1, ({}, {}), [1] * 8, 0, dict(route, nccl=True, span_graph=True))
         results.put((i, out, SpanGraph.captures))
     except BaseException as err:  # noqa: BLE001
         results.put((i, None, repr(err)))

@@ -54,3 +54,34 @@ def test_a_repeated_route_plan_is_copied_to_the_device_once():
     assert b is not a
     np.testing.assert_array_equal(cp.asnumpy(b), rows[::-1])
     assert plan_on_device(np, rows) is rows
+
+
+def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
+    """islands.span_graph on one GPU: a group of 4 DE islands on a ring (all local) over a 1-rank
+    NCCL communicator replays one captured epoch from the third epoch on (islands/span_graph.py),
+    and every epoch's summary equals the plain span's (no communicator), bit for bit. The 2-GPU
+    exchange inside the capture: tests/test_exchange_gpu.py."""
+    from isles.islands.exchange import NcclComm  # noqa: PLC0415
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
+    from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
+    from tests.test_exchange import assert_same_spans  # noqa: PLC0415
+
+    if NcclComm.available() is not None:
+        pytest.skip(NcclComm.available())
+    cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
+                         "islands.n=4", "islands.n_migrants=2", "topology=ring", "logger=none", "progress=false",
+                         "device=gpu"))
+    co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
+    route = {"peers": [None], "index": 0, "groups": [[0, 1, 2, 3]], "topology": co.topology, "n": 4, "seed": 0,
+             "timeout_s": 30, "span_graph": True}
+    out = {}
+    for mode in ("plain", "graph"):
+        g = IslandGroup(co._spec([0, 1, 2, 3], "gpu"))
+        if mode == "graph":
+            g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
+        before = SpanGraph.captures
+        out[mode] = {0: g.run_span(1, ({}, {}), [1] * 9, 0, dict(route, nccl=mode == "graph"))
+                     + g.run_span(2, ({}, {}), [3] * 5 + [1], 9, dict(route, nccl=mode == "graph"))}
+        assert SpanGraph.captures - before == (2 if mode == "graph" else 0)
+    assert_same_spans(out["plain"], out["graph"])
+    assert any(m for s in out["graph"][0][2:] for m in s["migrations"])
