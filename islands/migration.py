@@ -21,11 +21,9 @@ synchronisation.
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
-from isles.algorithms.core.backend import to_host
+from isles.algorithms.core.backend import device_constant, to_host
 from isles.algorithms.core.population import Population, PopulationRoles, by_role
 from isles.problems.constraints import better
 
@@ -162,30 +160,6 @@ def replacement(policy: str, residents: Population, immigrants: Population, vali
     return idx, imm.where(accepted, res), accepted, imm_order
 
 
-#: device copies of recent route plans (:func:`plan_on_device`), by device, dtype, shape and bytes
-_PLANS: dict = {}
-_PLANS_MAX = 64
-_PLANS_LOCK = threading.Lock()
-
-
-def plan_on_device(xp, a: np.ndarray):
-    """``a`` (a small host array of :func:`route`'s plan) in array module ``xp``, the device copy
-    reused while the plan repeats (a fixed topology repeats it every epoch), so that an epoch
-    copies no plan from the host: on CuPy such a copy goes through a pinned staging buffer and
-    can wait for the device's queued work, a host synchronisation per epoch. Read-only: callers
-    never write into the result. NumPy: ``a`` itself."""
-    if xp is np:
-        return a
-    key = (int(xp.cuda.Device().id), a.dtype.str, a.shape, a.tobytes())
-    with _PLANS_LOCK:
-        d = _PLANS.get(key)
-        if d is None:
-            if len(_PLANS) >= _PLANS_MAX:
-                _PLANS.pop(next(iter(_PLANS)))
-            d = _PLANS[key] = xp.asarray(a)
-    return d
-
-
 def emigrants_of(algorithm, state: dict, k: int):
     """The ``k`` best of every population role (:meth:`IslandAlgorithm.populations`) of ``state``:
     a :class:`Population` ``(I, k)`` for a one-population algorithm, else a :class:`PopulationRoles`."""
@@ -238,11 +212,11 @@ def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound:
             name: xp.concatenate([a.reshape((-1,) + a.shape[2:]) for a in arrays])
             for name, arrays in _stack_leaves([p.conform(residents) for p in pool]).items()
         })
-        rows_d = plan_on_device(xp, rows)
+        rows_d = device_constant(xp, rows)
         immigrants = flat.map(lambda a: a[rows_d])
         state, immigrants = algorithm.assess_immigrants(ctx, state, role, immigrants)
         residents = algorithm.populations(state)[role]
-        idx, new, accepted, order = replacement(policy, residents, immigrants, plan_on_device(xp, valid))
+        idx, new, accepted, order = replacement(policy, residents, immigrants, device_constant(xp, valid))
         state = algorithm.replace_role(ctx, state, role, idx, new)
         events.append((src_of, order, accepted, new.f))
     return state, events

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from isles.algorithms.core import backend
 from isles.algorithms.core.graph import DirectStepper, GraphStepper
 from isles.algorithms.core.graph import prefixed as _prefixed
 from isles.algorithms.core.graph import split as _split
@@ -81,8 +82,8 @@ class SpanGraph:
         else:
             self.stepper = GraphStepper(self._epoch, flat, [group.ctx.rng], ctr_step=self.k)
         SpanGraph.captures += 1
-        # the route's device plans the graph reads (migration.plan_on_device), held while it lives
-        self._plans = list(migration._PLANS.values())
+        # the route's plans the graph reads (device constants, backend.device_constant), held while it lives
+        self._plans = list(backend._CONSTANTS.values())
 
     @staticmethod
     def fits(group, nccl, ks: list, eligible: bool, edges: list, emigrants) -> bool:

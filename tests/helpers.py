@@ -35,3 +35,13 @@ def island_ctx(xp, prob, islands=3, seed=4, dtype=None, handling="feasibility", 
                   CounterRNG(xp, seed, range(islands)))
     ctx.target = target
     return ctx
+
+
+def host_run_and_steps(host, s0: dict, n: int) -> tuple:
+    """``(one, steps)``: a host twin's ``run(s0, n)`` (the epoch kernel's block loop in one call)
+    and ``n`` of its ``step`` calls (the per-generation kernels' steps) from the same state."""
+    one = host.run(dict(s0), n)
+    st = dict(s0)
+    for _ in range(n):
+        st = host.step(st)
+    return one, st

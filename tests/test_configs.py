@@ -82,3 +82,18 @@ def test_coordinator_reads_the_schemas_defaults_and_checks():
     assert cfg["islands"]["n"] == 4 and cfg["checkpoint"]["every"] == 0
     with pytest.raises(ValueError, match=r"^islands.mode='lazy': allowed values are sync\|async$"):
         validated({"islands": {"mode": "lazy"}, "device": "cpu"})
+
+
+@pytest.mark.parametrize("family", ["de", "fep", "ga"])
+def test_epoch_flag_is_validated_in_one_line(family):
+    """``algorithm.epoch`` of every family with an epoch kernel (check_bool): a one-line error
+    naming the field and the allowed values; true by default."""
+    from isles.algorithms.de.de import DE  # noqa: PLC0415
+    from isles.algorithms.ep.fep import FEP  # noqa: PLC0415
+    from isles.algorithms.ga.ga import GA  # noqa: PLC0415
+
+    cls = {"de": DE, "fep": FEP, "ga": GA}[family]
+    with pytest.raises(ValueError, match=r"^algorithm\.epoch='yes': allowed values are true\|false$"):
+        cls(epoch="yes")
+    assert cls(epoch=False).params.epoch is False
+    assert cls().params.epoch is True

@@ -122,12 +122,6 @@ def test_shared_memory_count_and_refusal():
     assert "N x D = 500 x 1000" in why and "shared memory" in why
 
 
-def test_epoch_flag_is_validated_in_one_line():
-    with pytest.raises(ValueError, match=r"^algorithm\.epoch='yes': allowed values are true\|false$"):
-        DE(epoch="yes")
-    assert DE(epoch=False).params.epoch is False
-
-
 def test_self_check_agrees_where_both_sides_are_nan():
     """A problem undefined in part of its box (NaN there in its array code and its fused source)
     keeps its fused path; NaN on one side only is a disagreement."""

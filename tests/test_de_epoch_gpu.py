@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.gpu import cupy_or_skip  # noqa: E402
+from tests.gpu import cupy_or_skip, epoch_and_per_generation  # noqa: E402
 
 cp = cupy_or_skip()
 
@@ -29,14 +29,7 @@ pytestmark = pytest.mark.gpu
 def _both(prob, algo, ctx, n=50):
     """(epoch state, per-generation state, plan) after the same ``n`` generations, split 30 + rest."""
     plan = algo.fused_plan(ctx)
-    assert plan is not None and plan.epoch is not None, plan and plan.epoch_reason
-    s0 = algo.init(ctx)
-    out = []
-    for use in (True, False):
-        plan.use_epoch = use
-        s = plan.run(dict(s0), 30)
-        out.append(plan.run(s, n - 30))
-    return out[0], out[1], plan
+    return (*epoch_and_per_generation(plan, algo.init(ctx), n, 30), plan)
 
 
 def _assert_same(a, b):

@@ -19,7 +19,7 @@ import pytest
 from isles.algorithms.ep import cuda as ep_cuda
 from isles.algorithms.ep.fep import FEP
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere
-from tests.helpers import island_ctx
+from tests.helpers import host_run_and_steps, island_ctx
 from tests.user_problems import FusedNaNSphere
 from tests.user_problems import FusedPressureVessel
 
@@ -57,11 +57,7 @@ def test_host_epoch_in_one_call_equals_steps():
     algo = FEP(pop_size=10, q=4, bound_handling="reinit")
     ctx = _ctx(prob)
     host = ep_cuda.HostFEP(algo, ctx)
-    s0 = algo.init(ctx)
-    one = host.run(dict(s0), 9)
-    st = dict(s0)
-    for _ in range(9):
-        st = host.step(st)
+    one, st = host_run_and_steps(host, algo.init(ctx), 9)
     for k in ("X", "eta", "f", "v"):
         np.testing.assert_array_equal(one[k], st[k])
     _compare(prob, algo, ctx, n=9, first=9)
@@ -90,13 +86,6 @@ def test_host_epoch_stop_target_generation_as_the_twin():
     hits = np.asarray(ref["hit_generation"])
     assert (hits > 0).any() and (hits != hits[0]).any()  # islands reach it at different generations
     np.testing.assert_array_equal(st["hit_generation"], hits)
-
-
-def test_epoch_flag_is_validated_in_one_line():
-    with pytest.raises(ValueError, match=r"^algorithm\.epoch='yes': allowed values are true\|false$"):
-        FEP(epoch="yes")
-    assert FEP(epoch=False).params.epoch is False
-    assert FEP().params.epoch is True
 
 
 def _ctx(prob, islands=3, seed=5, **kw):

@@ -13,12 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.gpu import cupy_or_skip  # noqa: E402
+from tests.gpu import cupy_or_skip, epoch_and_per_generation  # noqa: E402
 
 cp = cupy_or_skip()
 
 from isles.algorithms.ep import cuda as ep_cuda  # noqa: E402
-from isles.algorithms.ep.epoch import EpochFEP  # noqa: E402
 from isles.algorithms.ep.fep import FEP  # noqa: E402
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere  # noqa: E402
 from tests.helpers import island_ctx  # noqa: E402
@@ -34,16 +33,7 @@ def _both(algo, ctx, n=50, split=30, eblock=None):
     """(epoch state, per-generation state, plan) after the same ``n`` generations, in two calls
     (``split`` + rest) or one (``split=n``)."""
     plan = algo.fused_plan(ctx)
-    assert plan is not None and plan.epoch is not None, plan and plan.epoch_reason
-    if eblock is not None:
-        plan.epoch = EpochFEP(plan, plan.epoch_src, eblock)
-    s0 = algo.init(ctx)
-    out = []
-    for use in (True, False):
-        plan.use_epoch = use
-        s = plan.run(dict(s0), split)
-        out.append(plan.run(s, n - split) if n > split else s)
-    return out[0], out[1], plan
+    return (*epoch_and_per_generation(plan, algo.init(ctx), n, split, eblock), plan)
 
 
 def _assert_same(a, b):

@@ -23,7 +23,7 @@ from isles.algorithms.ga.epoch import MAX_EPOCH_TPI, epoch_rows_bytes, epoch_uns
 from isles.algorithms.ga.ga import GA
 from isles.problems.benchmarks import Rastrigin, Sphere
 from isles.problems.binary import Knapsack, OneMax, Trap
-from tests.helpers import island_ctx
+from tests.helpers import host_run_and_steps, island_ctx
 from tests.user_problems import FusedNaNSphere, FusedPressureVessel
 
 pytestmark = pytest.mark.skipif(ga_cuda.host_compiler() is None, reason="no C compiler")
@@ -83,10 +83,7 @@ def test_host_epoch_in_one_call_equals_steps():
     ctx = _ctx(prob)
     host = ga_cuda.HostGA(algo, ctx)
     s0 = algo.init(ctx)
-    one = host.run(dict(s0), 9)
-    st = dict(s0)
-    for _ in range(9):
-        st = host.step(st)
+    one, st = host_run_and_steps(host, s0, 9)
     _assert_same(one, st)
     assert not np.array_equal(one["genome"], s0["genome"])
     assert host.run(dict(s0), 0)["generation"] == s0["generation"]
@@ -125,13 +122,6 @@ def test_host_epoch_stop_target_generation_as_the_twin():
     hits = np.asarray(ref["hit_generation"])
     assert (hits > 0).all() and (hits <= 24).any() and (hits > 24).any()  # hit in the first call and in the second
     np.testing.assert_array_equal(st["hit_generation"], hits)
-
-
-def test_epoch_flag_is_validated_in_one_line():
-    with pytest.raises(ValueError, match=r"^algorithm\.epoch='yes': allowed values are true\|false$"):
-        GA(epoch="yes")
-    assert GA(epoch=False).params.epoch is False
-    assert GA().params.epoch is True
 
 
 def test_epoch_applies_up_to_a_warp_per_slot():

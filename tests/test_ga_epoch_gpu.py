@@ -14,12 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.gpu import cupy_or_skip  # noqa: E402
+from tests.gpu import cupy_or_skip, epoch_and_per_generation  # noqa: E402
 
 cp = cupy_or_skip()
 
 from isles.algorithms.ga import cuda as ga_cuda  # noqa: E402
-from isles.algorithms.ga.epoch import EpochGA  # noqa: E402
 from isles.algorithms.ga.ga import GA  # noqa: E402
 from isles.problems.benchmarks import Rastrigin  # noqa: E402
 from isles.problems.binary import Knapsack, OneMax, Trap  # noqa: E402
@@ -37,16 +36,7 @@ def _both(algo, ctx, n=50, split=30, eblock=None):
     """(epoch state, per-generation state, plan) after the same ``n`` generations, in two calls
     (``split`` + rest) or one (``split=n``)."""
     plan = algo.fused_plan(ctx)
-    assert plan is not None and plan.epoch is not None, plan and plan.epoch_reason
-    if eblock is not None:
-        plan.epoch = EpochGA(plan, plan.epoch_src, eblock)
-    s0 = algo.track_target(ctx, algo.init(ctx))
-    out = []
-    for use in (True, False):
-        plan.use_epoch = use
-        s = plan.run(dict(s0), split)
-        out.append(plan.run(s, n - split) if n > split else s)
-    return out[0], out[1], plan
+    return (*epoch_and_per_generation(plan, algo.track_target(ctx, algo.init(ctx)), n, split, eblock), plan)
 
 
 def _assert_same(a, b):

@@ -42,20 +42,6 @@ def test_captured_cmepso_iteration_equals_the_plain_path(monkeypatch):
     np.testing.assert_allclose(captured.history[-1]["island_best_f"], on_cpu.history[-1]["island_best_f"], rtol=1e-6)
 
 
-def test_a_repeated_route_plan_is_copied_to_the_device_once():
-    """plan_on_device: an epoch whose plan repeats reuses the device copy (no host-to-device copy,
-    which could wait for the device's queued work); another plan gets its own copy, equal to it."""
-    from isles.islands.migration import plan_on_device  # noqa: PLC0415
-
-    rows = np.arange(6, dtype=np.int64).reshape(2, 3)
-    a = plan_on_device(cp, rows)
-    assert plan_on_device(cp, rows.copy()) is a
-    b = plan_on_device(cp, rows[::-1].copy())
-    assert b is not a
-    np.testing.assert_array_equal(cp.asnumpy(b), rows[::-1])
-    assert plan_on_device(np, rows) is rows
-
-
 def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
     """islands.span_graph on one GPU: a group of 4 DE islands on a ring (all local) over a 1-rank
     NCCL communicator replays one captured epoch from the third epoch on (islands/span_graph.py),

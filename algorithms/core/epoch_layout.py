@@ -78,6 +78,22 @@ class EpochPaths:
         kernels, replayed from a CUDA graph)."""
         return "epoch kernel" if self.use_epoch else "fused kernel"
 
+    #: generations :meth:`choose` times by default (``None``: one graph replay plus one single
+    #: generation, ``graph_generations + 1``, :meth:`run`'s shape for a long call)
+    CHOOSE_N = None
+
+    def choose(self, n: int | None = None, repeats: int = 3) -> None:
+        """Time ``n`` generations of both paths on a random population (the plan's
+        ``_timing_state()``; CUDA events, best of ``repeats`` after a warm-up that compiles and
+        captures) and keep the faster in :attr:`use_epoch` (:meth:`keep_faster`). Both paths give
+        the same results, so the choice changes only the speed. One host sync. A no-op without an
+        epoch kernel."""
+        if self.epoch is None:
+            return
+        if n is None:
+            n = self.CHOOSE_N if self.CHOOSE_N is not None else self.graph_generations + 1
+        self.keep_faster(self._timing_state(), int(n), repeats)
+
     def keep_faster(self, state: dict, n: int, repeats: int) -> None:
         """Time ``n`` generations of both paths from ``state`` (:func:`time_paths`) and keep the
         faster in :attr:`use_epoch`; :attr:`timings` holds ``(per-generation, epoch)`` in us per

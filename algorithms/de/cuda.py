@@ -390,19 +390,14 @@ class FusedDE(EpochPaths, PingPongGraph):
             except ValueError as exc:
                 self.epoch_reason = str(exc)
 
-    def choose(self, n: int = 64, repeats: int = 3) -> None:
-        """Time ``n`` generations of both paths on a random population (CUDA events, best of
-        ``repeats`` after a warm-up that compiles and captures) and keep the faster in
-        :attr:`use_epoch`; :attr:`timings` holds ``(per-generation, epoch)`` in us per generation.
-        Both paths give the same results, so the choice changes only the speed. One host sync."""
-        if self.epoch is None:
-            return
-        cp = self.cp
-        rs = cp.random.RandomState(20261123)  # timing only: the run's draws are counter-based
+    CHOOSE_N = 64  # EpochPaths.choose
+
+    def _timing_state(self) -> dict:
+        """A random population for :meth:`choose` (timing only: the run's draws are counter-based)."""
+        rs = self.cp.random.RandomState(20261123)
         X = (self._lower + (self._upper - self._lower) * rs.random_sample((self.I, self.N, self.D))).astype(self.dtype)
         f, v = self.evaluate_fv(X)
-        st = {"X": X, "f": f, "v": v, "generation": 0, "evals": 0, "nan_evals": 0}
-        self.keep_faster(st, n, repeats)
+        return {"X": X, "f": f, "v": v, "generation": 0, "evals": 0, "nan_evals": 0}
 
     # -- launches -------------------------------------------------------------------------------
     def _launch(self, src, dst, trial, ftrial, write, gen_dev, gen_off, nan):

@@ -363,24 +363,15 @@ class FusedFEP(EpochPaths, PingPongGraph):
             self.epoch_src = kernel_source(fep, ctx, tail=("fep_epoch.cu",))[0]
             self.epoch = EpochFEP(self, self.epoch_src)
 
-    def choose(self, n: int | None = None, repeats: int = 3) -> None:
-        """Time ``n`` generations of both paths on a random population (CUDA events, best of
-        ``repeats`` after a warm-up that compiles and captures) and keep the faster in
-        :attr:`use_epoch`; :attr:`timings` holds ``(per-generation, epoch)`` in us per generation.
-        Both paths give the same results, so the choice changes only the speed. One host sync.
-        Default ``n``: one single generation plus one graph replay (``graph_generations + 1``),
-        :meth:`run`'s shape for a long call (64 would time 63 single launch sets from Python)."""
-        if self.epoch is None:
-            return
-        n = self.graph_generations + 1 if n is None else int(n)
+    def _timing_state(self) -> dict:
+        """A random population for :meth:`choose` (timing only: the run's draws are counter-based)."""
         cp = self.cp
-        rs = cp.random.RandomState(20261123)  # timing only: the run's draws are counter-based
+        rs = cp.random.RandomState(20261123)
         shape = (self.I, self.mu, self.n)
         X = (self._lower + (self._upper - self._lower) * rs.random_sample(shape)).astype(self.dtype)
         f, v = self.evaluate_fv(X)
-        st = {"X": X, "eta": cp.full(shape, self.params.eta_init, dtype=self.dtype), "f": f, "v": v,
-              "generation": 0, "evals": 0, "nan_evals": 0}
-        self.keep_faster(st, n, repeats)
+        return {"X": X, "eta": cp.full(shape, self.params.eta_init, dtype=self.dtype), "f": f, "v": v,
+                "generation": 0, "evals": 0, "nan_evals": 0}
 
     def _union(self):
         cp, I, M2, n = self.cp, self.I, 2 * self.mu, self.n

@@ -458,24 +458,15 @@ class FusedGA(EpochPaths, PingPongGraph):
             self.epoch_src = kernel_source(ga, ctx, tpi, extra, tail=("ga_epoch.cu",))[0]
             self.epoch = EpochGA(self, self.epoch_src)
 
-    def choose(self, n: int | None = None, repeats: int = 3) -> None:
-        """Time ``n`` generations of both paths on a random population (CUDA events, best of
-        ``repeats`` after a warm-up that compiles and captures) and keep the faster in
-        :attr:`use_epoch`; :attr:`timings` holds ``(per-generation, epoch)`` in us per generation.
-        Both paths give the same results, so the choice changes only the speed. One host sync.
-        Default ``n``: one graph replay plus one single generation (``graph_generations + 1``),
-        :meth:`run`'s shape for a long call. A no-op without an epoch kernel."""
-        if self.epoch is None:
-            return
-        n = self.graph_generations + 1 if n is None else int(n)
+    def _timing_state(self) -> dict:
+        """A random population for :meth:`choose` (timing only: the run's draws are counter-based)."""
         cp = self.cp
-        rs = np.random.default_rng(20261124)  # timing only: the run's draws are counter-based
+        rs = np.random.default_rng(20261124)
         enc = self.ga.setup(self.ctx)
         G = rs.integers(0, 2**32, size=(self.I, self.N, self.W), dtype=np.uint64).astype(np.uint32)
         G = cp.asarray(G & enc.valid_mask())
         f, v, _ = self.evaluate(G)
-        st = {"genome": G, "f": f, "v": v, "generation": 0, "evals": 0, "nan_evals": cp.zeros((), np.int64)}
-        self.keep_faster(st, n, repeats)
+        return {"genome": G, "f": f, "v": v, "generation": 0, "evals": 0, "nan_evals": cp.zeros((), np.int64)}
 
     # -- launches -------------------------------------------------------------------------------
     def _launch_select(self, src, gen_dev, gen_off, track, decide=True):
