@@ -102,30 +102,20 @@ ISLES_DEV GASel ga_decide(u64 key, long long g, int c, const T* f, const T* v, d
 // Word w of slot c before mutation: the elite row's word, the crossover of the parents' words
 // (reading only the parent words it needs), or a renewal word; hx/hr: uniform-mask/renewal hash
 // inputs (key ^ s) + (c W + w) GOLDEN.
-// a parent's word w: through the read-only data cache (ro, the per-generation kernel: nothing
-// writes the parents during the launch), else a plain load (the epoch kernel writes, in a later
-// generation of the same launch, the buffer it reads now)
-#ifdef ISLES_HOST_EMU
-#define GA_WORD(p, w, ro) ((void)(ro), (p)[w])
-#else
-#define GA_WORD(p, w, ro) ((ro) ? __ldg((p) + (w)) : (p)[w])
-#endif
 ISLES_DEV unsigned int ga_base_word(int kind, const GASel* d, const unsigned int* p1,
-                                    const unsigned int* p2, int w, u64 hx, u64 hr, const int ro) {
-    if (kind == 0) return GA_WORD(p1, w, ro);
+                                    const unsigned int* p2, int w, u64 hx, u64 hr) {
+    if (kind == 0) return p1[w];
     if (kind == 2) return (unsigned int)(isles_mix64(hr) >> 32) & ga_valid(w);
 #if GA_XOVER == 0
     const unsigned int m1 = ga_low(d->a - 32 * w);
-    return m1 == 0xffffffffu ? GA_WORD(p1, w, ro)
-         : (m1 == 0u ? GA_WORD(p2, w, ro) : ((GA_WORD(p1, w, ro) & m1) | (GA_WORD(p2, w, ro) & ~m1)));
+    return m1 == 0xffffffffu ? p1[w] : (m1 == 0u ? p2[w] : ((p1[w] & m1) | (p2[w] & ~m1)));
 #elif GA_XOVER == 1
     const unsigned int m2 = ga_low(d->b - 32 * w) & ~ga_low(d->a - 32 * w);
-    return m2 == 0u ? GA_WORD(p1, w, ro)
-         : (m2 == 0xffffffffu ? GA_WORD(p2, w, ro) : ((GA_WORD(p1, w, ro) & ~m2) | (GA_WORD(p2, w, ro) & m2)));
+    return m2 == 0u ? p1[w] : (m2 == 0xffffffffu ? p2[w] : ((p1[w] & ~m2) | (p2[w] & m2)));
 #else
-    if (!d->a) return GA_WORD(p1, w, ro);
+    if (!d->a) return p1[w];
     const unsigned int m2 = (unsigned int)(isles_mix64(hx) >> 32);
-    return (GA_WORD(p1, w, ro) & ~m2) | (GA_WORD(p2, w, ro) & m2);
+    return (p1[w] & ~m2) | (p2[w] & m2);
 #endif
     (void)hx;
 }
@@ -203,7 +193,7 @@ ISLES_DEV GASel ga_slot_sel(int kind, int c, const int* el, const GASel* seli) {
 // row). p1, p2: the rows of d->src and d->p2.
 ISLES_DEV void ga_slot_words(int t, int kind, const GASel* d, u64 key, long long g, int c,
                              const unsigned int* p1, const unsigned int* p2, unsigned int* out,
-                             unsigned int* row, const u64* K, const int ro) {
+                             unsigned int* row, const u64* K) {
     const u64 gb = ((u64)g) << 16;
     const u64 s_mut = isles_mix64(gb + DRAW_MUTATE);
     const u64 kfull = K[32], klast = K[ga_word_bits(GA_W - 1)];
@@ -217,7 +207,7 @@ ISLES_DEV void ga_slot_words(int t, int kind, const GASel* d, u64 key, long long
 #pragma unroll
     for (int k = 0; k < GA_ITEMS; ++k) {      // parent words first (loads in flight) ...
         const int w = t + k * GA_TPI;
-        x[k] = (w < GA_W) ? ga_base_word(kind, d, p1, p2, w, hx0 + (u64)k * hstep, hr0 + (u64)k * hstep, ro) : 0u;
+        x[k] = (w < GA_W) ? ga_base_word(kind, d, p1, p2, w, hx0 + (u64)k * hstep, hr0 + (u64)k * hstep) : 0u;
     }
     if (kind == 1) {
 #pragma unroll
@@ -233,7 +223,7 @@ ISLES_DEV void ga_slot_words(int t, int kind, const GASel* d, u64 key, long long
     }
 #else
     for (int w = t, k = 0; w < GA_W; w += GA_TPI, ++k) {
-        unsigned int xw = ga_base_word(kind, d, p1, p2, w, hx0 + (u64)k * hstep, hr0 + (u64)k * hstep, ro);
+        unsigned int xw = ga_base_word(kind, d, p1, p2, w, hx0 + (u64)k * hstep, hr0 + (u64)k * hstep);
         if (kind == 1) xw ^= ga_mut_word(d, key, s_mut, hm0 + 32ull * (u64)k * hstep, c, w, K, kfull, klast);
         out[w] = xw;
         row[w] = xw;
@@ -282,13 +272,13 @@ static void ga_elite_block(const T* fi, const T* vi, int* el, int tid, int nthre
 // threads t = 0 .. TPI - 1 in turn, obj_merge in thread order)
 static void ga_slot(int c, int t, unsigned int* row, T* red, const unsigned int* Pi, const T* fi, const T* vi,
                     const int* el, const GASel* seli, unsigned int* Pni, T* fni, T* vni, u64 key, long long g,
-                    unsigned long long* nan_count, const u64* K, T penalty, const int ro) {
+                    unsigned long long* nan_count, const u64* K, T penalty) {
     (void)t; (void)red;
     const int kind = ga_kind(c);
     const GASel d = ga_slot_sel(kind, c, el, seli);
     for (int tt = 0; tt < GA_TPI; ++tt)
         ga_slot_words(tt, kind, &d, key, g, c, Pi + (ga_sz)d.src * GA_W, Pi + (ga_sz)d.p2 * GA_W,
-                      Pni + (ga_sz)c * GA_W, row, K, ro);
+                      Pni + (ga_sz)c * GA_W, row, K);
     if (kind == 0) { fni[c] = fi[d.src]; vni[c] = vi[d.src]; return; }
     int bad = 0;
     ga_group_eval(row, penalty, fni + c, vni + c, &bad);
@@ -316,7 +306,7 @@ void ga_generation_host(const unsigned int* P, const T* f, const T* v, const int
         const int isl = gind / GA_N, c = gind - isl * GA_N;
         const ga_sz o = (ga_sz)isl * GA_N;
         ga_slot(c, 0, row, 0, P + o * GA_W, f + o, v + o, elite + isl * GA_NEK, sel + o, Pn + o * GA_W, fn + o,
-                vn + o, keys[isl], g, nan_count, K, penalty, 1);
+                vn + o, keys[isl], g, nan_count, K, penalty);
     }
 }
 
@@ -402,11 +392,11 @@ ISLES_DEV void ga_elite_block(const T* fi, const T* vi, int* el, int tid, int nt
 // the group is the block).
 ISLES_DEV void ga_slot(int c, int t, unsigned int* row, T* red, const unsigned int* Pi, const T* fi, const T* vi,
                        const int* el, const GASel* seli, unsigned int* Pni, T* fni, T* vni, u64 key, long long g,
-                       unsigned long long* nan_count, const u64* K, T penalty, const int ro) {
+                       unsigned long long* nan_count, const u64* K, T penalty) {
     const int kind = ga_kind(c);
     const GASel d = ga_slot_sel(kind, c, el, seli);
     ga_slot_words(t, kind, &d, key, g, c, Pi + (ga_sz)d.src * GA_W, Pi + (ga_sz)d.p2 * GA_W,
-                  Pni + (ga_sz)c * GA_W, row, K, ro);
+                  Pni + (ga_sz)c * GA_W, row, K);
     if (kind == 0) {   // elite copy: keeps its (f, v); uniform over the group
         if (t == 0) { fni[c] = fi[d.src]; vni[c] = vi[d.src]; }
         return;
@@ -466,7 +456,7 @@ ga_generation(const unsigned int* __restrict__ P, const T* __restrict__ f, const
     const long long g = gen_off + gen_dev[0] + (long long)rng_ctr[0];
     const ga_sz o = (ga_sz)isl * GA_N;
     ga_slot(c, t, ga_rows + grp * GA_W, red, P + o * GA_W, f + o, v + o, elite + isl * GA_NEK, sel + o,
-            Pn + o * GA_W, fn + o, vn + o, keys[isl], g, nan_count, K, penalty, 1);
+            Pn + o * GA_W, fn + o, vn + o, keys[isl], g, nan_count, K, penalty);
 }
 
 // Objective of `rows` packed rows (the generation kernel's code; self-check and tests).

@@ -53,7 +53,7 @@ ISLES_DEV void ga_epoch_block(
         BLOCK_SYNC();   // sel complete
         for (int c = grp; c < GA_N; c += groups)
             ga_slot(c, t, row, red, PA, fA, vA, el, seli, (odd ? P0 : P1) + o * GA_W, (odd ? f0 : f1) + o,
-                    (odd ? v0 : v1) + o, key, g, nan_count, K, penalty, 0);
+                    (odd ? v0 : v1) + o, key, g, nan_count, K, penalty);
         BLOCK_SYNC();   // the next population complete
     }
 }
