@@ -43,6 +43,7 @@ class Executor:
             "replacement": c["islands"]["replacement"],
             "target": self.target,
             "cuda_graph": c["cuda_graph"],
+            "span_graph": c["islands"]["span_graph"],
         }
 
     def _placement(self):

@@ -12,6 +12,7 @@ runtime wraps it with ``ray.remote``.
 """
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -28,13 +29,15 @@ from isles.islands.build import build_algorithm, build_evaluator
 from isles.islands.migration import emigrants_of, immigrate, migration_events
 from isles.islands.placement import ray_location
 
-from isles.islands.planner import MASTER_ID, group_plan, migration_edges  # MASTER_ID re-exported
+from isles.islands.planner import MASTER_ID, fixed_plan, group_plan, migration_edges  # MASTER_ID re-exported
+from isles.islands import span_graph
 from isles.islands.span_graph import SpanGraph
-from isles.islands.span_graph import eligible as span_graph_eligible
 from isles.islands.exchange import NcclComm, exchange
 from isles.islands.exchange import layout as exchange_layout
 from isles.islands.exchange import plan as exchange_plan
 from isles.islands.transport import ActorTransport, Inbox
+
+log = logging.getLogger(__name__)
 
 
 class IslandGroup:
@@ -74,6 +77,8 @@ class IslandGroup:
         self.use_graph = (self.xp is not np and getattr(self.algorithm, "graph_safe", False)
                           and bool(spec.get("cuda_graph", True)))
         self.stepper = None
+        #: islands.span_graph: auto | always | never (:mod:`isles.islands.span_graph`)
+        self.span_graph = spec.get("span_graph", "auto")
         self.plugin = None  # the loop's plug-in hosted beside the islands (attach)
         self._pending_events = None  # device arrays of the last migration, fetched with the summary
         self._emigrant_cache = None  # emigrants selected for the last summary (state unchanged since)
@@ -146,8 +151,8 @@ class IslandGroup:
             route: ``peers`` (actor handles by group index), ``index`` (this group's),
                 ``groups`` (island ids of every group), ``topology``, ``n``, ``seed``,
                 ``timeout_s`` (the longest wait for a peer's emigrants), ``nccl`` (exchange over
-                the group's NCCL communicator), ``span_graph`` (``islands.span_graph``: like epochs
-                over NCCL replay one captured epoch, :mod:`isles.islands.span_graph`).
+                the group's NCCL communicator; with ``islands.span_graph=always`` like epochs
+                replay one captured epoch, :mod:`isles.islands.span_graph`).
 
         Returns:
             one :meth:`run_epoch` summary per epoch; ``emigrants`` only in the last (``None``
@@ -167,17 +172,30 @@ class IslandGroup:
             inbound, remote = first
             t0 = time.perf_counter()
             done = 0  # epochs run so far (a captured span graph runs several at once)
-            graphable = nccl is not None and span_graph_eligible(self, route)
+            single = len(route["groups"]) == 1  # no peer: the plan's sources are all here
+            graphable = ((nccl is not None or single) and span_graph.eligible(self, not single)
+                         and fixed_plan(route["topology"], route["n"]))
             for j, k in enumerate(ks):
                 if j < done:
                     continue
                 m = next((i for i, x in enumerate(ks[j:]) if x != k), len(ks) - j)  # epochs like this one
-                if j >= 2 and m >= 2 and SpanGraph.fits(self, nccl, ks[j:j + m], graphable, edges, sent):
+                if graphable and single and j >= 2 and m >= 2:  # no exchange: the group's own plan
+                    got = self._span_graph(k, group_plan(edges, self.island_ids, {})[0], m, rows[-1]["events"])
+                    graphable = got is not None
+                    if got is not None:
+                        rows += got
+                        done = j + m
+                        if done < len(ks):
+                            sent = self._emigrant_cache = self._emigrants()
+                        continue
+                elif graphable and j >= 2 and m >= 2 and SpanGraph.fits(self, ks[j:j + m], True, sent,
+                                                                         span_graph.most_sources(edges)):
                     # the same epoch m times: replays of one captured epoch (islands/span_graph.py);
                     # the plan is fixed, so edges, sends and receives stay those of this epoch
                     lay = lay or exchange_layout(sent.island(0))
                     self._emigrant_cache = None
-                    graph = SpanGraph(self, nccl, k, edges, (mine, sends, receives, lay), sent, rows[-1]["events"])
+                    graph = SpanGraph(self, k, sent, rows[-1]["events"],
+                                      exchange_args=(nccl, edges, mine, sends, receives, lay))
                     rows += graph.run(m)
                     graph.close()
                     done = j + m
@@ -294,7 +312,21 @@ class IslandGroup:
             if plugin is not None:
                 plugin.leave_graph(self)
             rows = []
-            for k, inbound, remote in plans:
+            graphable = plugin is None and span_graph.eligible(self, False)
+            done = 0  # epochs run so far (a captured epoch replays several at once)
+            for j, (k, inbound, remote) in enumerate(plans):
+                if j < done:
+                    continue
+                done = j + 1
+                if graphable and j >= 1:  # epochs like the one before (same generations and plan, no master)
+                    like = [p[0] == k and p[1] == inbound and not p[2] for p in plans[j - 1:]]
+                    m = next((i for i, x in enumerate(like[1:]) if not x), len(like) - 1)
+                    got = self._span_graph(k, inbound, m, rows[-1]["events"]) if like[0] and m >= 2 else None
+                    if got is not None:
+                        rows += got
+                        done = j + m
+                        continue
+                    graphable = not like[0] or m < 2  # it did not fit or the capture failed: plain from here
                 if inbound:
                     if plugin is not None and MASTER_ID in (remote or {}) and remote[MASTER_ID] is None:
                         remote = {**remote, MASTER_ID: plugin.broadcast()}
@@ -306,6 +338,28 @@ class IslandGroup:
                     plugin.after_epoch(px, best.f[:, 0], best.v[:, 0], k)
                 rows.append(self._row(best, px, self.state))
         return self._end_batch(rows, t0)
+
+    def _span_graph(self, k: int, inbound: dict, m: int, events) -> list | None:
+        """``m`` like epochs of :meth:`run_epochs` (``k`` generations, the fixed plan ``inbound``
+        from this group's own emigrants) as replays of one captured epoch
+        (:class:`isles.islands.span_graph.SpanGraph`); their rows, or ``None`` where the plan does
+        not fit or the capture fails (logged once; the state is untouched and the caller goes on
+        with plain epochs)."""
+        sent = self._emigrant_cache or self._emigrants()
+        most = max((len(v) for v in inbound.values()), default=0)
+        if not SpanGraph.fits(self, [k] * m, True, sent, most):
+            return None
+        try:
+            graph = SpanGraph(self, k, sent, events, inbound=inbound)
+        except Exception as err:  # noqa: BLE001  (e.g. a step that synchronises: CuPy refuses it in capture)
+            log.warning("islands.span_graph: the epoch could not be captured (%s); plain epochs instead "
+                        "(islands.span_graph=never skips the attempt)", str(err).splitlines()[0] if str(err) else err)
+            self.span_graph = "never"
+            return None
+        self._emigrant_cache = None
+        rows = graph.run(m)
+        graph.close()
+        return rows
 
     def _end_batch(self, rows: list, t0: float) -> list:
         """The summaries of a batch of epochs (:meth:`run_epochs`, :meth:`run_span`) begun at

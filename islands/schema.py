@@ -43,6 +43,10 @@ MODES = ("sync", "async")
 #: values of ``islands.transport``: how emigrants go between actors in a sync run (auto: NCCL between
 #: GPUs where CuPy has it, else the actors' inboxes; islands/exchange.py, islands/transport.py)
 TRANSPORTS = ("auto", "ray", "nccl")
+#: values of ``islands.span_graph``: when a batch's like epochs replay one captured epoch on a GPU
+#: (islands/span_graph.py): auto (in-process groups, falling back to the plain epochs where the
+#: capture fails), always (also across GPU actors over NCCL), never
+SPAN_GRAPHS = ("auto", "always", "never")
 
 
 @dataclass
@@ -100,7 +104,7 @@ class IslandsConfig:
     max_restarts: int = 3
     restart_timeout_s: float = 120.0
     transport: str = "auto"
-    span_graph: bool = False
+    span_graph: str = "auto"
 
 
 @dataclass
@@ -294,6 +298,8 @@ def _check_islands(isl: dict, master, address) -> None:
     check_range("islands.restart_timeout_s", isl["restart_timeout_s"], 0, lo_open=True)
     if isl["transport"] not in TRANSPORTS:
         raise ValueError(f"islands.transport={isl['transport']!r}: allowed values are {'|'.join(TRANSPORTS)}")
+    if isl["span_graph"] not in SPAN_GRAPHS:
+        raise ValueError(f"islands.span_graph={isl['span_graph']!r}: allowed values are {'|'.join(SPAN_GRAPHS)}")
 
 
 def check_master(master, mode: str) -> None:

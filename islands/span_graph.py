@@ -47,17 +47,19 @@ MAX_K = 256
 
 
 class SpanGraph:
-    """Replays of one captured epoch of ``group``'s span (module docstring). ``SpanGraph.captures``
-    counts the epochs captured in this process (tests, benchmarks).
+    """Replays of one captured epoch of ``group``'s batch of epochs (module docstring).
+    ``SpanGraph.captures`` counts the epochs captured in this process (tests, benchmarks).
 
     Args:
         group: the :class:`isles.islands.group.IslandGroup` (its state is the epoch's input).
-        nccl: its communicator (:class:`isles.islands.exchange.NcclComm`).
         k: generations per epoch.
-        edges: the plan of every epoch (:func:`isles.islands.planner.migration_edges`).
-        exchange_args: ``(mine, sends, receives, lay)`` of :func:`isles.islands.exchange.exchange`.
         sent: the emigrants after the previous epoch (Population ``(I, n_migrants)``).
         events: the previous epoch's migration events (same plan: same shapes), or ``None``.
+        inbound: ``{destination position: [source ids]}`` of every epoch, when the group holds
+            every source itself (:meth:`~isles.islands.group.IslandGroup.run_epochs`).
+        exchange_args: ``(nccl, edges, mine, sends, receives, lay)``: the epoch's emigrants go
+            through :func:`isles.islands.exchange.exchange` and ``edges`` make the plan
+            (:meth:`~isles.islands.group.IslandGroup.run_span`); ``None``: ``inbound``.
 
     Raises:
         RuntimeError (or CuPy's CUDA error): the epoch cannot be captured.
@@ -65,9 +67,9 @@ class SpanGraph:
 
     captures = 0
 
-    def __init__(self, group, nccl, k: int, edges: list, exchange_args: tuple, sent: Population, events):
-        self.group, self.nccl, self.k, self.edges = group, nccl, int(k), edges
-        self.mine, self.sends, self.receives, self.lay = exchange_args
+    def __init__(self, group, k: int, sent: Population, events, inbound: dict | None = None,
+                 exchange_args: tuple | None = None):
+        self.group, self.k, self.inbound, self.xch = group, int(k), inbound or {}, exchange_args
         self.src_of = [ev[0] for ev in events or []]  # host constants of the plan
         if group.stepper is not None:  # the generations' own graph: its state becomes plain again
             group.state = group.stepper.close()
@@ -86,19 +88,18 @@ class SpanGraph:
         self._plans = list(backend._CONSTANTS.values())
 
     @staticmethod
-    def fits(group, nccl, ks: list, eligible: bool, edges: list, emigrants) -> bool:
-        """Whether the epochs ``ks`` (generations each) of ``group``'s span can be replays of one
-        captured epoch (module docstring). ``eligible``: the run's part of the answer
-        (:func:`eligible`). Every argument is the same in every group (the plan is the whole
-        archipelago's), so every group answers the same."""
-        if nccl is None or not eligible or not ks or not isinstance(emigrants, Population):
+    def fits(group, ks: list, eligible: bool, emigrants, most_sources: int) -> bool:
+        """Whether the epochs ``ks`` (generations each) of ``group``'s batch can be replays of one
+        captured epoch (module docstring): ``eligible`` (:func:`eligible`), one population, the
+        same generations each, at most :data:`MAX_K`, and ``most_sources`` (the most sources of
+        one destination island) within the population size, so that the route never rotates.
+        Over NCCL every argument is the same in every group (the plan is the archipelago's), so
+        every group answers the same."""
+        if not eligible or not ks or not isinstance(emigrants, Population):
             return False
         if len(set(ks)) != 1 or not 1 <= ks[0] <= MAX_K:
             return False
-        indegree: dict = {}
-        for _, dst in edges:
-            indegree[dst] = indegree.get(dst, 0) + 1
-        return max(indegree.values(), default=0) <= group_population(group)
+        return most_sources <= group_population(group)
 
     def _epoch(self, flat: dict) -> dict:
         """One epoch over the flat state ``s.*`` (the islands), ``e.*`` (their emigrants), ``b.*``
@@ -108,8 +109,11 @@ class SpanGraph:
         a, ctx = g.algorithm, g.ctx
         s = _split(flat, "s.")
         sent = Population.from_leaves(_split(flat, "e."))
-        got = exchange(self.nccl, g.xp, sent, self.mine, self.sends, self.receives, self.lay)
-        inbound, remote = group_plan(self.edges, g.island_ids, got)
+        if self.xch is not None:
+            nccl, edges, mine, sends, receives, lay = self.xch
+            inbound, remote = group_plan(edges, g.island_ids, exchange(nccl, g.xp, sent, mine, sends, receives, lay))
+        else:
+            inbound, remote = self.inbound, {}
         events = []
         if inbound:
             s, events = migration.immigrate(a, ctx, s, g.island_ids, sent, inbound, remote, g.replacement)
@@ -143,12 +147,23 @@ class SpanGraph:
         self.group.state = _split(self.stepper.close(), "s.")
 
 
-def eligible(group, route: dict) -> bool:
-    """The run's part of :meth:`SpanGraph.fits`: ``islands.span_graph`` on (``route["span_graph"]``),
-    emigrants over NCCL (``route["nccl"]``), CuPy with CUDA graphs on (``cuda_graph``), and a
-    topology whose plan is the same every epoch (:func:`isles.islands.planner.fixed_plan`)."""
-    return bool(route.get("span_graph") and route.get("nccl") and group.xp is not np
-                and group.ctx.cuda_graph and fixed_plan(route["topology"], route["n"]))
+def eligible(group, across_actors: bool) -> bool:
+    """The run's part of :meth:`SpanGraph.fits`: ``islands.span_graph`` (``group.span_graph``:
+    ``auto`` for a group that exchanges with no other actor, ``always`` also across actors over
+    NCCL), CuPy with CUDA graphs on (``cuda_graph``). A caller that replays one epoch's plan also
+    checks that the plan is fixed (:func:`isles.islands.planner.fixed_plan`)."""
+    mode = getattr(group, "span_graph", "auto")
+    if mode == "never" or (across_actors and mode != "always"):
+        return False
+    return group.xp is not np and bool(group.ctx.cuda_graph)
+
+
+def most_sources(edges) -> int:
+    """The most sources of one destination among ``edges`` ``[(src, dst)]`` (0 without edges)."""
+    indegree: dict = {}
+    for _, dst in edges:
+        indegree[dst] = indegree.get(dst, 0) + 1
+    return max(indegree.values(), default=0)
 
 
 def group_population(group) -> int:

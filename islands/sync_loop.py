@@ -196,8 +196,7 @@ class SyncLoop:
         if self._nccl is None and self.transport != "ray" and n_epochs > 1:
             self._nccl = self._form_nccl(groups)
         route = {"peers": list(groups), "groups": placement.groups, "topology": self.topology, "n": self.n,
-                 "seed": self.seed, "timeout_s": self.restart_timeout_s, "nccl": bool(self._nccl),
-                 "span_graph": bool(self.cfg["islands"]["span_graph"])}
+                 "seed": self.seed, "timeout_s": self.restart_timeout_s, "nccl": bool(self._nccl)}
         out = self._gather([self._call(g, "run_span", span, first[i], ks, loop["epoch"], {**route, "index": i})
                             for i, g in enumerate(groups)], on_error=lambda: self._abort(groups, span))
         return [(k, {i: out[i][j] for i in range(len(groups))}) for j, k in enumerate(ks)]

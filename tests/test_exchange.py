@@ -203,40 +203,15 @@ def test_a_span_of_replayed_epochs_equals_the_plain_span(monkeypatch, topology, 
     before it and the plain loop runs it."""
     from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
 
+    from isles.islands import span_graph  # noqa: PLC0415
+
     plainly = _spans("inbox", topology, ks)
-    monkeypatch.setattr(SpanGraph, "fits", staticmethod(lambda group, nccl, ks, fixed, edges, em: nccl is not None))
+    monkeypatch.setattr(span_graph, "eligible", lambda group, across: True)  # as on CuPy
     before = SpanGraph.captures
     replayed = _spans("exchange", topology, ks)
     assert SpanGraph.captures - before == 2  # one captured epoch per group
     assert_same_spans(plainly, replayed)
     assert any(m for s in replayed[0][2:] for m in s["migrations"])  # the replayed epochs took immigrants in
-
-
-def test_span_graph_fits_only_like_epochs_of_an_eligible_run():
-    from isles.islands.span_graph import MAX_K, SpanGraph, eligible  # noqa: PLC0415
-
-    groups, _, topo = _groups(2)
-    g = groups[0]
-    em = g._emigrants()
-    edges = migration_edges(topo, 5, 0, 1)
-    comm = object()
-    assert SpanGraph.fits(g, comm, [1, 1, 1], True, edges, em)
-    assert not SpanGraph.fits(g, None, [1, 1], True, edges, em)  # no NCCL
-    assert not SpanGraph.fits(g, comm, [1, 1], False, edges, em)  # not eligible
-    assert not SpanGraph.fits(g, comm, [1, 2], True, edges, em)  # epochs of other lengths
-    assert not SpanGraph.fits(g, comm, [MAX_K + 1] * 2, True, edges, em)
-    crowded = [(s, 0) for s in range(1, 40)]  # more sources than island 0 holds individuals
-    assert not SpanGraph.fits(g, comm, [1, 1], True, crowded, em)
-    route = {"span_graph": True, "nccl": True, "topology": topo, "n": 5}
-    assert not eligible(g, route)  # NumPy: nothing to capture
-    assert not eligible(g, dict(route, span_graph=False))
-
-
-def test_fixed_plan_tells_fixed_topologies_from_random_ones():
-    from isles.islands.planner import fixed_plan  # noqa: PLC0415
-
-    assert fixed_plan(Ring(), 6) and fixed_plan(FullyConnected(), 6)
-    assert not fixed_plan(RandomGraph(p=0.4), 6)
 
 
 def test_transport_is_checked_in_one_line():

@@ -43,7 +43,7 @@ def test_captured_cmepso_iteration_equals_the_plain_path(monkeypatch):
 
 
 def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
-    """islands.span_graph on one GPU: a group of 4 DE islands on a ring (all local) over a 1-rank
+    """islands.span_graph=always on one GPU: a group of 4 DE islands on a ring (all local) over a 1-rank
     NCCL communicator replays one captured epoch from the third epoch on (islands/span_graph.py),
     and every epoch's summary equals the plain span's (no communicator), bit for bit. The 2-GPU
     exchange inside the capture: tests/test_exchange_gpu.py."""
@@ -59,15 +59,39 @@ def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
                          "device=gpu"))
     co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
     route = {"peers": [None], "index": 0, "groups": [[0, 1, 2, 3]], "topology": co.topology, "n": 4, "seed": 0,
-             "timeout_s": 30, "span_graph": True}
+             "timeout_s": 30}
     out = {}
     for mode in ("plain", "graph"):
         g = IslandGroup(co._spec([0, 1, 2, 3], "gpu"))
         if mode == "graph":
             g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
+            g.span_graph = "always"  # islands.span_graph=always: over NCCL too
         before = SpanGraph.captures
         out[mode] = {0: g.run_span(1, ({}, {}), [1] * 9, 0, dict(route, nccl=mode == "graph"))
                      + g.run_span(2, ({}, {}), [3] * 5 + [1], 9, dict(route, nccl=mode == "graph"))}
         assert SpanGraph.captures - before == (2 if mode == "graph" else 0)
     assert_same_spans(out["plain"], out["graph"])
     assert any(m for s in out["graph"][0][2:] for m in s["migrations"])
+
+
+@pytest.mark.parametrize("overrides", [(), ("islands.migration_interval=3", "topology=fully_connected")])
+def test_an_in_process_run_replays_its_like_epochs_with_the_same_result(overrides):
+    """islands.span_graph=auto (the default) against never: a run of tiny DE islands in one
+    process, one (or three) generations per epoch, replays one captured epoch per batch
+    (islands/span_graph.py) and gives the same history, bit for bit."""
+    from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
+
+    def go(mode):
+        cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
+                             "islands.n=4", "islands.n_migrants=2", "generations=300", "islands.migration_interval=1",
+                             "topology=ring", "logger=none", "progress=false", "device=gpu",
+                             f"islands.span_graph={mode}", *overrides))
+        return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run()
+
+    before = SpanGraph.captures
+    auto = go("auto")
+    assert SpanGraph.captures > before
+    never = go("never")
+    assert auto.best_f == never.best_f and auto.migrations == never.migrations
+    for a, b in zip(auto.history, never.history):
+        np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])

@@ -1,0 +1,114 @@
+"""The span graph (islands/span_graph.py) on NumPy, where its epoch runs directly (the twin of the
+GPU's replays): a group's batch of like epochs through it equals the plain epochs, bit for bit; a
+failed capture falls back to the plain epochs; which batches fit. The GPU replays:
+``tests/test_runtime_gpu.py`` (one GPU), ``tests/test_exchange_gpu.py`` (NCCL, 2 GPUs); the span
+over the in-process communicator: ``tests/test_exchange.py``."""
+import logging
+
+import pytest
+from hydra.utils import instantiate
+
+from isles.islands import span_graph
+from isles.islands.coordinator import Coordinator
+from isles.islands.planner import group_plan, migration_edges
+from isles.islands.span_graph import SpanGraph
+from isles.islands.topology import FullyConnected, RandomGraph, Ring
+from tests.helpers import make_cfg, plain
+from tests.test_exchange import _groups, assert_same_spans
+from tests.test_spmd import DE
+
+
+def _batch(ks, topology="ring"):
+    """The plans of a batch of :meth:`IslandGroup.run_epochs` for one group of all 5 islands:
+    no migration before the first epoch, then the topology's (fixed) plan."""
+    cfg = plain(make_cfg(*DE, "islands.n=5", f"topology={topology}"))
+    co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
+    inbound, _ = group_plan(migration_edges(co.topology, 5, 0, 1), list(range(5)), {})
+    return co, [(ks[0], {}, {})] + [(k, inbound, {}) for k in ks[1:]]
+
+
+def _run_batch(plans, co):
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
+
+    g = IslandGroup(co._spec(list(range(5)), "cpu"))
+    return g, g.run_epochs(plans)
+
+
+@pytest.mark.parametrize("ks", [[1] * 8, [2] * 6 + [1]])
+def test_a_batch_of_like_epochs_through_the_span_graph_equals_the_plain_batch(monkeypatch, ks):
+    co, plans = _batch(ks)
+    _, plainly = _run_batch(plans, co)
+    monkeypatch.setattr(span_graph, "eligible", lambda group, across: True)  # as on CuPy
+    before = SpanGraph.captures
+    g, replayed = _run_batch(plans, co)
+    assert SpanGraph.captures - before == 1  # epochs 2.. of the like run
+    assert_same_spans({0: plainly}, {0: replayed})
+    assert any(m for s in replayed[2:] for m in s["migrations"])
+
+
+def test_a_span_of_one_group_through_the_span_graph_equals_the_plain_span(monkeypatch):
+    """One actor's span (no peer, so no exchange: the group's own plan) with islands.span_graph on,
+    against the plain span, bit for bit."""
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
+
+    co, _ = _batch([1])
+    route = {"peers": [None], "index": 0, "groups": [list(range(5))], "topology": co.topology, "n": 5, "seed": 0,
+             "timeout_s": 10}
+    out = {}
+    for mode in ("plain", "graph"):
+        if mode == "graph":
+            monkeypatch.setattr(span_graph, "eligible", lambda group, across: True)
+        before = SpanGraph.captures
+        g = IslandGroup(co._spec(list(range(5)), "cpu"))
+        out[mode] = {0: g.run_span(1, ({}, {}), [1] * 7, 0, route)}
+        assert SpanGraph.captures - before == (1 if mode == "graph" else 0)
+    assert_same_spans(out["plain"], out["graph"])
+
+
+def test_a_failed_capture_falls_back_to_the_plain_epochs(monkeypatch, caplog):
+    co, plans = _batch([1] * 6)
+    _, plainly = _run_batch(plans, co)
+    monkeypatch.setattr(span_graph, "eligible", lambda group, across: True)
+
+    def refuse(self, *a, **kw):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(SpanGraph, "__init__", refuse)
+    with caplog.at_level(logging.WARNING):
+        g, fell_back = _run_batch(plans, co)
+    assert_same_spans({0: plainly}, {0: fell_back})
+    assert g.span_graph == "never" and "could not be captured" in caplog.text
+
+
+def test_span_graph_fits_only_like_epochs_of_an_eligible_run():
+    from isles.islands.span_graph import MAX_K, SpanGraph, eligible, most_sources  # noqa: PLC0415
+
+    groups, _, topo = _groups(2)
+    g = groups[0]
+    em = g._emigrants()
+    most = most_sources(migration_edges(topo, 5, 0, 1))
+    assert most == 2  # a bidirectional ring
+    assert SpanGraph.fits(g, [1, 1, 1], True, em, most)
+    assert not SpanGraph.fits(g, [1, 1], False, em, most)  # not eligible
+    assert not SpanGraph.fits(g, [1, 2], True, em, most)  # epochs of other lengths
+    assert not SpanGraph.fits(g, [MAX_K + 1] * 2, True, em, most)
+    assert not SpanGraph.fits(g, [1, 1], True, em, 13)  # more sources than an island holds individuals (12)
+    for across in (False, True):
+        assert not eligible(g, across)  # NumPy: nothing to capture
+    g.span_graph = "never"
+    assert not eligible(g, False)
+
+
+def test_fixed_plan_tells_fixed_topologies_from_random_ones():
+    from isles.islands.planner import fixed_plan  # noqa: PLC0415
+
+    assert fixed_plan(Ring(), 6) and fixed_plan(FullyConnected(), 6)
+    assert not fixed_plan(RandomGraph(p=0.4), 6)
+
+
+def test_span_graph_is_checked_in_one_line():
+    from isles.islands.schema import check_values, with_defaults  # noqa: PLC0415
+
+    cfg = with_defaults(plain(make_cfg(*DE, "islands.span_graph=sometimes")))
+    with pytest.raises(ValueError, match=r"^islands\.span_graph='sometimes': allowed values are auto\|always\|never$"):
+        check_values(cfg)
