@@ -43,6 +43,7 @@ def main(argv=None) -> int:
     co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
     ids = list(range(a.islands))
     g = IslandGroup(co._spec(ids, a.device))
+    g.span_graph = "never"  # the plain epochs (islands.span_graph=never); --span-graph times the replays
     route = {"peers": [None], "index": 0, "groups": [ids], "topology": co.topology, "n": a.islands, "seed": 0,
              "timeout_s": 30}
     g.run_span(1, ({}, {}), [1] * 20, 0, route)  # warm-up: compilation, graph capture

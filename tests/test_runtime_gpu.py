@@ -63,6 +63,7 @@ def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
     out = {}
     for mode in ("plain", "graph"):
         g = IslandGroup(co._spec([0, 1, 2, 3], "gpu"))
+        g.span_graph = "never"  # the plain span
         if mode == "graph":
             g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
             g.span_graph = "always"  # islands.span_graph=always: over NCCL too
