@@ -4,8 +4,8 @@ An epoch of :meth:`isles.islands.group.IslandGroup.run_span` issues a few hundre
 operations from Python: the exchange of the emigrants with the peer groups
 (:func:`isles.islands.exchange.exchange`), immigration (:func:`isles.islands.migration.immigrate`),
 the generations, the islands' bests and the next emigrants (:func:`isles.islands.migration.emigrants_of`).
-At one generation per epoch that Python, not the GPU, sets the pace (about 3.5 ms per epoch on an
-H200 for tiny DE islands, ``benchmarks/epoch_overhead.py``). Where every epoch of the rest of a
+At one generation per epoch that Python, not the GPU, sets the pace (about 3.7 ms per epoch on an
+H100 for four tiny islands, ``benchmarks/epoch_overhead.py``). Where every epoch of the rest of a
 span does the same thing, :class:`SpanGraph` captures one such epoch once
 (:class:`isles.algorithms.core.graph.GraphStepper`: the NCCL send and receive are captured with
 the kernels, which NCCL supports from 2.9) and replays it: one launch per epoch, plus the copies
@@ -17,7 +17,7 @@ with CUDA graphs on (``cuda_graph``), emigrants over NCCL, one population per is
 whose every epoch has the same plan (:func:`isles.islands.planner.fixed_plan`), no island with
 more sources than its population size (so the route never rotates), and the same generations per
 epoch, at most :data:`MAX_K`. The algorithm's ``step`` must not synchronise with the host (the
-fused DE, FEP and GA steps, and array code that the ``cuda_graph`` path captures, do not); where
+families' fused steps, and array code that the ``cuda_graph`` path captures, do not); where
 it does, the capture fails with CuPy's error and the run stops: set ``islands.span_graph=false``.
 
 On NumPy the same epoch function runs directly (:class:`isles.algorithms.core.graph.DirectStepper`),
