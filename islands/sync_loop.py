@@ -78,7 +78,6 @@ class SyncLoop:
         result the same as without the failure. Records of epochs already yielded are not
         yielded again.
         """
-        plugin = self._host_plugin() if self.master else None
         ck = self.cfg["checkpoint"]
         resume = resume if resume is not None else self.resume_from
         if resume is not None:  # states are per island: any grouping (number of actors) resumes
@@ -90,6 +89,7 @@ class SyncLoop:
         every = int(self.cfg["islands"]["snapshot_every"])
         local = len(groups) == 1 and isinstance(groups[0], Local)  # every island, in this process
         hosted = self._hosts_plugin(groups)
+        plugin = self._host_plugin() if self.master is not None and not hosted else None  # else the groups'
         if hosted:  # the plug-in lives beside the islands, on their device (a replica in each actor)
             self._attach(groups, loop["master_state"])
         snapshot = self.last_snapshot = self._snapshot(groups, placement, loop) if every else None
