@@ -153,11 +153,14 @@ class IslandGroup:
                 ``groups`` (island ids of every group), ``topology``, ``n``, ``seed``,
                 ``timeout_s`` (the longest wait for a peer's emigrants), ``nccl`` (exchange over
                 the group's NCCL communicator; with ``islands.span_graph=always`` like epochs
-                replay one captured epoch, :mod:`isles.islands.span_graph`).
+                replay one captured epoch, :mod:`isles.islands.span_graph`), ``send_master``
+                (with a plug-in attached, :meth:`attach`: a replica of it runs here on every
+                island's best, :mod:`isles.islands.replica`, and its best goes to every island).
 
         Returns:
-            one :meth:`run_epoch` summary per epoch; ``emigrants`` only in the last (``None``
-            before); ``compute_s`` is the span's time divided evenly.
+            one :meth:`run_epoch` summary per epoch, with ``master`` as :meth:`run_epochs`' with a
+            plug-in; ``emigrants`` only in the last (``None`` before); ``compute_s`` is the span's
+            time divided evenly.
 
         Raises:
             isles.islands.transport.Aborted: the driver aborted the span (a peer was lost).
@@ -278,7 +281,8 @@ class IslandGroup:
     # -- the whole archipelago in this group: epochs in batches, the loop's plug-in beside ------
     def attach(self, factory, seed: int, stream: int, state: dict | None = None) -> None:
         """Host the loop's plug-in (:class:`isles.islands.plugin.LoopPlugin`, e.g. a master swarm)
-        on this group's device, beside the islands, for :meth:`run_epochs`.
+        on this group's device, beside the islands, for :meth:`run_epochs`, or a replica of it for
+        :meth:`run_span` (every group the same one).
 
         Args:
             factory: the config's ``master`` object; its ``plugin(xp, dtype, evaluator, seed,
