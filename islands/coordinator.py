@@ -7,8 +7,9 @@ data path when the islands are spread over several actors.
   (:meth:`isles.islands.group.IslandGroup.run_span`), computing each epoch's migration plan
   from the topology, the seed and the epoch (:mod:`isles.islands.planner`) and exchanging
   emigrants with its peers directly (:mod:`isles.islands.transport`); the driver hands out only
-  the first epoch's immigrants of each span. With a plug-in on the host (a master across
-  several actors) or in-process groups, the driver runs the epochs one by one (the reference path).
+  the first epoch's immigrants of each span. A plug-in (e.g. a master population) runs as an
+  identical replica in every actor, on the bests all-gathered each epoch (:mod:`isles.islands.replica`).
+  With several in-process groups the driver runs the epochs one by one (the reference path).
 * ``islands.mode=sync``, one group: the loop runs beside the islands, in this process or in the
   one actor (:mod:`isles.islands.actor_loop`), in batches of epochs on the device.
 * ``islands.mode=async``: a group that finishes its interval immediately exchanges with the

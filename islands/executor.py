@@ -67,9 +67,9 @@ class Executor:
         actor = ray.remote(IslandGroup)
         self._reserved = reserve(p)
         # sync spans (IslandGroup.run_span): a second thread takes the peers' emigrants while the
-        # first runs epochs; otherwise one thread, so that calls run in the order they were made
-        # (the async loop queues a state_dict call before a group's next epoch)
-        threads = 2 if self.mode == "sync" and self.master is None else 1
+        # first runs epochs (with or without a plug-in); otherwise one thread, so that calls run in the
+        # order they were made (the async loop queues a state_dict call before a group's next epoch)
+        threads = 2 if self.mode == "sync" else 1
         return [actor.options(**actor_options(p, self._reserved, i, self.max_restarts), max_concurrency=threads)
                 .remote(self._spec(ids, p.device)) for i, ids in enumerate(p.groups)]
 

@@ -35,6 +35,7 @@ from isles.islands.span_graph import SpanGraph
 from isles.islands.exchange import NcclComm, exchange
 from isles.islands.exchange import layout as exchange_layout
 from isles.islands.exchange import plan as exchange_plan
+from isles.islands.replica import Replica
 from isles.islands.transport import ActorTransport, Inbox
 
 log = logging.getLogger(__name__)
@@ -152,11 +153,14 @@ class IslandGroup:
                 ``groups`` (island ids of every group), ``topology``, ``n``, ``seed``,
                 ``timeout_s`` (the longest wait for a peer's emigrants), ``nccl`` (exchange over
                 the group's NCCL communicator; with ``islands.span_graph=always`` like epochs
-                replay one captured epoch, :mod:`isles.islands.span_graph`).
+                replay one captured epoch, :mod:`isles.islands.span_graph`), ``send_master``
+                (with a plug-in attached, :meth:`attach`: a replica of it runs here on every
+                island's best, :mod:`isles.islands.replica`, and its best goes to every island).
 
         Returns:
-            one :meth:`run_epoch` summary per epoch; ``emigrants`` only in the last (``None``
-            before); ``compute_s`` is the span's time divided evenly.
+            one :meth:`run_epoch` summary per epoch, with ``master`` as :meth:`run_epochs`' with a
+            plug-in; ``emigrants`` only in the last (``None`` before); ``compute_s`` is the span's
+            time divided evenly.
 
         Raises:
             isles.islands.transport.Aborted: the driver aborted the span (a peer was lost).
@@ -169,11 +173,13 @@ class IslandGroup:
             mine = {gid: p for p, gid in enumerate(self.island_ids)}
             where = {gid: g for g, ids in enumerate(route["groups"]) for gid in ids}
             rows, edges, sent, sends, receives, lay = [], None, None, None, None, None
-            inbound, remote = first
+            # the loop's plug-in: a replica here, on every island's bests (islands/replica.py)
+            replica = Replica(self, route, span, transport, nccl) if self.plugin is not None else None
+            inbound, remote = first if replica is None else (first[0], replica.fill(first[1]))
             t0 = time.perf_counter()
             done = 0  # epochs run so far (a captured span graph runs several at once)
             single = len(route["groups"]) == 1  # no peer: the plan's sources are all here
-            graphable = ((nccl is not None or single) and span_graph.eligible(self, not single)
+            graphable = (replica is None and (nccl is not None or single) and span_graph.eligible(self, not single)
                          and fixed_plan(route["topology"], route["n"]))
             for j, k in enumerate(ks):
                 if j < done:
@@ -207,23 +213,26 @@ class IslandGroup:
                     if nccl is not None:
                         lay = lay or exchange_layout(sent.island(0))  # the individuals' leaves: fixed for the run
                         got = exchange(nccl, self.xp, sent, mine, sends, receives, lay)
-                    else:
-                        got = self.inbox.take(span, epoch0 + j, sorted(receives), route["timeout_s"])
-                    inbound, remote = group_plan(edges, self.island_ids, got)
+                    else:  # with a replica, the emigrants came with the bests
+                        got = replica.got if replica else self.inbox.take(span, epoch0 + j, sorted(receives), route["timeout_s"])
+                    inbound, remote = replica.plan(edges, got) if replica else group_plan(edges, self.island_ids, got)
                 if inbound:
                     self._migrate(inbound, remote or {})
                 self._evolve(k)
                 # the epoch's summary stays on the device: one host synchronisation a span (_batch_summaries)
-                best = self.algorithm.best(self.state)  # fresh arrays: a replayed graph reuses its buffers
-                rows.append(self._row(best, self.algorithm.phenotype(best.genome[:, 0]), self.state))
+                best, posts = self.algorithm.best(self.state), None  # fresh arrays: a replayed graph reuses its buffers
                 if j < len(ks) - 1:
                     edges = migration_edges(route["topology"], route["n"], route["seed"], epoch0 + j + 1)
                     sends, receives = exchange_plan(edges, mine, where)  # the same for either transport
                     sent = self._emigrant_cache = self._emigrants()  # also the next migration's local sources
                     if nccl is None:
                         host = sent.to_host()
-                        transport.send(span, epoch0 + j + 1,
-                                       {g: {src: host.island(mine[src]) for src in srcs} for g, srcs in sends.items()})
+                        posts = {g: {src: host.island(mine[src]) for src in srcs} for g, srcs in sends.items()}
+                        if replica is None:
+                            transport.send(span, epoch0 + j + 1, posts)
+                if replica is not None:  # the plug-in's epoch on every island's best, before the row
+                    replica.after_epoch(best, k, epoch0 + j + 1, posts)
+                rows.append(self._row(best, self.algorithm.phenotype(best.genome[:, 0]), self.state))
             return self._end_batch(rows, t0)
 
     def nccl_unique_id(self):
@@ -272,7 +281,8 @@ class IslandGroup:
     # -- the whole archipelago in this group: epochs in batches, the loop's plug-in beside ------
     def attach(self, factory, seed: int, stream: int, state: dict | None = None) -> None:
         """Host the loop's plug-in (:class:`isles.islands.plugin.LoopPlugin`, e.g. a master swarm)
-        on this group's device, beside the islands, for :meth:`run_epochs`.
+        on this group's device, beside the islands, for :meth:`run_epochs`, or a replica of it for
+        :meth:`run_span` (every group the same one).
 
         Args:
             factory: the config's ``master`` object; its ``plugin(xp, dtype, evaluator, seed,
@@ -281,7 +291,8 @@ class IslandGroup:
                 (:func:`isles.islands.plugin.plugin_stream`), the same as the driver's plug-in uses.
             state: a state to continue from (:meth:`plugin_state_dict`, or the driver's), or ``None``.
         """
-        self.plugin = factory.plugin(self.xp, self.ctx.dtype, self.evaluator, seed, stream, state)
+        with self._state_lock:  # after an aborted span, once its thread has left
+            self.plugin = factory.plugin(self.xp, self.ctx.dtype, self.evaluator, seed, stream, state)
 
     def plugin_state_dict(self) -> dict | None:
         """The hosted plug-in's state as host arrays (for snapshots), or ``None``."""

@@ -4,8 +4,9 @@ with its algorithm under ``algorithms/``).
 
 The run config's ``master`` object (instantiated from its ``_target_``) is the factory: its
 ``plugin(xp, dtype, evaluator, seed, stream, state)`` returns a :class:`LoopPlugin` on the array
-module ``xp``. The loop runs it on the host beside the driver's loop, or on the device beside
-the islands when one group hosts them all; the runtime never names the algorithm.
+module ``xp``. The loop runs it on the device beside the islands when one group hosts them all,
+as an identical replica in every actor of the SPMD loop (:mod:`isles.islands.replica`), or on the
+host beside the driver's loop (several in-process groups); the runtime never names the algorithm.
 """
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 
-from isles.islands.executor import Local
 from isles.islands.placement import where
 
 log = logging.getLogger("isles.islands.coordinator")
@@ -119,8 +118,8 @@ class Recovery:
         (host arrays), the loop's variables, the seed, the grouping and the config (what
         :func:`check_resumable` compares). Histories are copied as lists (records are never
         changed after they are made)."""
-        if self.master is not None and len(groups) == 1 and isinstance(groups[0], Local):
-            loop["master_state"] = groups[0].plugin_state_dict()  # hosted by the group (run_epochs)
+        if self._hosts_plugin(groups):  # hosted by the group(s) (SyncLoop._hosts_plugin): group 0's replica
+            loop["master_state"] = self._gather([self._call(groups[0], "plugin_state_dict")])[0]
         states = self._gather([self._call(g, "state_dict") for g in groups])
         return {"seed": self.seed, "groups": placement.groups, "states": [states[i] for i in range(len(groups))],
                 "config": resumable_config(self.cfg), **loop_copy(loop)}

@@ -5,6 +5,8 @@ summary; the loop merges them (:mod:`isles.islands.results`), runs the master pl
 slaves' bests when it runs beside the loop, and plans the next migration
 (:mod:`isles.islands.planner`). With one in-process group the epochs run in batches on the
 device (:meth:`isles.islands.group.IslandGroup.run_epochs`), one host synchronisation per batch.
+Several Ray actors run spans of epochs themselves (:meth:`IslandGroup.run_span`); with a plug-in,
+each hosts an identical replica of it (:mod:`isles.islands.replica`).
 """
 from __future__ import annotations
 
@@ -40,6 +42,18 @@ class SyncLoop:
         return self.master.plugin(np, np.dtype(self.cfg["dtype"]), evaluator, self.seed,
                                   plugin_stream(self.n))
 
+    def _hosts_plugin(self, groups) -> bool:
+        """Whether the groups host the loop's plug-in rather than the driver: one in-process group
+        (beside its islands, :meth:`IslandGroup.run_epochs`), or several Ray actors (an identical
+        replica in each, :mod:`isles.islands.replica`). ``False`` without a plug-in."""
+        local = len(groups) == 1 and isinstance(groups[0], Local)
+        return self.master is not None and (local or self.use_ray)
+
+    def _attach(self, groups, state: dict | None) -> None:
+        """Attach the plug-in to every group (:meth:`IslandGroup.attach`), from ``state`` (the
+        loop's ``master_state``): the same factory, seed, stream and state in each."""
+        self._gather([self._call(g, "attach", self.master, self.seed, plugin_stream(self.n), state) for g in groups])
+
     def _plan_migration(self, epoch: int, emigrants: dict, master_best, placement):
         """Per group: ``(inbound, remote)`` for the next epoch (see :meth:`IslandGroup.run_epoch`).
 
@@ -64,7 +78,6 @@ class SyncLoop:
         result the same as without the failure. Records of epochs already yielded are not
         yielded again.
         """
-        plugin = self._host_plugin() if self.master else None
         ck = self.cfg["checkpoint"]
         resume = resume if resume is not None else self.resume_from
         if resume is not None:  # states are per island: any grouping (number of actors) resumes
@@ -75,12 +88,14 @@ class SyncLoop:
                     "pending": None, "history": [], "migrations": []}
         every = int(self.cfg["islands"]["snapshot_every"])
         local = len(groups) == 1 and isinstance(groups[0], Local)  # every island, in this process
-        if local and self.master is not None:  # the plug-in lives beside the islands, on their device
-            groups[0].attach(self.master, self.seed, plugin_stream(self.n), loop["master_state"])
+        hosted = self._hosts_plugin(groups)
+        plugin = self._host_plugin() if self.master is not None and not hosted else None  # else the groups'
+        if hosted:  # the plug-in lives beside the islands, on their device (a replica in each actor)
+            self._attach(groups, loop["master_state"])
         snapshot = self.last_snapshot = self._snapshot(groups, placement, loop) if every else None
         restarts, yielded, hits, epoch_s, span = 0, loop["epoch"], None, None, 0
-        # several Ray actors without a plug-in on the host: each runs the epochs itself (run_span)
-        spmd = self.use_ray and not local and self.master is None
+        # several Ray actors: each runs the epochs itself (run_span), a plug-in replicated in each
+        spmd = self.use_ray and not local
         t0 = time.perf_counter()
         while loop["done_gens"] < self.generations:
             try:
@@ -138,6 +153,8 @@ class SyncLoop:
                     infos = self._gather([self._call(g, "info") for g in groups])
                     self._relocated([infos[i] for i in range(len(groups))])
                 loop = loop_copy(snapshot)
+                if hosted:  # every replica (the restarted one afresh) from the snapshot's state
+                    self._attach(groups, loop["master_state"])
                 continue
         return run_result(loop["best"], loop["history"], loop["done_gens"], t0, loop["migrations"], hits)
 
@@ -157,8 +174,8 @@ class SyncLoop:
             loop["migrations"].extend((epoch, *e) for e in summaries[i]["migrations"])
         master_best, master_pop, master_evals = None, None, 0
         if self.master is not None:
-            hosted = summaries[0].get("master") if len(summaries) == 1 else None
-            if hosted is not None:  # run by the group, on its device (run_epochs)
+            hosted = summaries[0].get("master")  # every replica's is the same: group 0's is booked
+            if hosted is not None:  # run by the group(s), on their device (run_epochs, run_span)
                 mx, mf, mv, master_evals, master_nan = hosted
             else:  # the host plug-in, its state kept in the loop's variables (snapshots, restarts)
                 plugin.load_state_dict(loop["master_state"])
@@ -191,12 +208,14 @@ class SyncLoop:
         for _ in range(n_epochs):
             ks.append(min(self.interval, self.generations - gens))
             gens += ks[-1]
-        first = (self._plan_migration(*loop["pending"], placement) if loop["pending"]
+        # a plug-in's best is each actor's own replica's (MASTER_ID: None, islands/replica.py)
+        first = (self._plan_migration(*loop["pending"][:2], None, placement) if loop["pending"]
                  else [({}, {}) for _ in groups])
         if self._nccl is None and self.transport != "ray" and n_epochs > 1:
             self._nccl = self._form_nccl(groups)
         route = {"peers": list(groups), "groups": placement.groups, "topology": self.topology, "n": self.n,
-                 "seed": self.seed, "timeout_s": self.restart_timeout_s, "nccl": bool(self._nccl)}
+                 "seed": self.seed, "timeout_s": self.restart_timeout_s, "nccl": bool(self._nccl),
+                 "send_master": self.master is not None and bool(self.cfg["islands"]["master_sends_best"])}
         out = self._gather([self._call(g, "run_span", span, first[i], ks, loop["epoch"], {**route, "index": i})
                             for i, g in enumerate(groups)], on_error=lambda: self._abort(groups, span))
         return [(k, {i: out[i][j] for i in range(len(groups))}) for j, k in enumerate(ks)]

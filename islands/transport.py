@@ -8,7 +8,8 @@ second thread runs while its loop evolves); the receiver takes them from its own
 emigrants move by device copies (:meth:`isles.islands.group.IslandGroup._migrate`), never
 through a transport. Messages are keyed by ``(span, epoch, sending group)``: a span is one run of
 epochs that the driver starts (:meth:`IslandGroup.run_span`); messages of an aborted span are
-dropped.
+dropped. With the loop's plug-in replicated in every group, a message also carries the sender's
+islands' bests, keyed ``(BEST, island id)`` (:mod:`isles.islands.replica`).
 
 Between GPUs the same interface would carry device arrays over NCCL (``ray.util.collective``);
 that transport is not written yet: emigrants between actors go through host memory.

@@ -169,11 +169,13 @@ def test_a_span_over_the_exchange_equals_the_span_over_inboxes(topology):
     assert any(m for s in out[0] for m in s["migrations"])  # emigrants were taken in
 
 
-def _spans(mode, topology, ks, calls=None):
+def _spans(mode, topology, ks, calls=None, made=None, **route_extra):
     """``{group index: summaries}`` of one span ``ks`` of two groups in threads, emigrants through
     their inboxes or through the in-process communicator (``mode``); ``calls`` gets each group's
-    number of communicator group calls."""
-    groups, ids, topo = _groups(2, f"topology={topology}")
+    number of communicator group calls. ``made``: ``(groups, ids, topology)`` instead of
+    :func:`_groups`' (``topology`` unused then); ``route_extra``: more keys of the span's route."""
+    groups, ids, topo = made or _groups(2, f"topology={topology}")
+    n = sum(len(i) for i in ids)
     boxes = Mailboxes()
     peers = [SimpleNamespace(post=SimpleNamespace(remote=g.post)) for g in groups]
     for i, g in enumerate(groups):
@@ -181,14 +183,14 @@ def _spans(mode, topology, ks, calls=None):
     out = {}
 
     def span(i):
-        route = {"peers": peers, "index": i, "groups": ids, "topology": topo, "n": 5, "seed": 0,
-                 "timeout_s": 20, "nccl": mode == "exchange"}
+        route = {"peers": peers, "index": i, "groups": ids, "topology": topo, "n": n, "seed": 0,
+                 "timeout_s": 20, "nccl": mode == "exchange", **route_extra}
         out[i] = groups[i].run_span(1, ({}, {}), list(ks), 0, route)
 
-    threads = [threading.Thread(target=span, args=(i,)) for i in range(2)]
+    threads = [threading.Thread(target=span, args=(i,)) for i in range(len(groups))]
     [t.start() for t in threads]
     [t.join(60) for t in threads]
-    assert sorted(out) == [0, 1]
+    assert sorted(out) == list(range(len(groups)))
     if calls is not None:
         calls.extend(g._nccl.calls for g in groups)
     return out
@@ -220,3 +222,56 @@ def test_transport_is_checked_in_one_line():
     cfg = with_defaults(plain(make_cfg(*DE, "islands.transport=tcp")))
     with pytest.raises(ValueError, match=r"^islands\.transport='tcp': allowed values are auto\|ray\|nccl$"):
         check_values(cfg)
+
+
+def _master_groups(ids, send_master: bool):
+    """Groups ``ids`` of a scaled-down CMEPSO (5 slave swarms, ring), each with a replica of the
+    master swarm attached (the same seed, stream and state: islands/replica.py)."""
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
+    from isles.islands.plugin import plugin_stream  # noqa: PLC0415
+    from tests.test_spmd import CMEPSO  # noqa: PLC0415
+
+    cfg = plain(make_cfg(*CMEPSO, "islands.n=5", f"islands.master_sends_best={send_master}"))
+    master = instantiate(cfg["master"])
+    coordinator = Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=False)
+    groups = [IslandGroup(coordinator._spec(i, "cpu")) for i in ids]
+    for g in groups:
+        g.attach(master, coordinator.seed, plugin_stream(5), None)
+    return groups, ids, coordinator.topology
+
+
+@pytest.mark.parametrize("send_master", [False, True])
+def test_master_replicas_gather_the_bests_over_the_exchange_as_over_inboxes(monkeypatch, send_master):
+    """Two groups with master replicas run a span of 6 epochs: the bests all-gathered over the
+    in-process communicator (one more group call an epoch) and through the inboxes (with the
+    emigrants) give the same epochs and masters, bit for bit, and the same as one group of all 5
+    islands; every replica ends in the same state. The span graph stays off with a plug-in."""
+    from isles.islands import span_graph  # noqa: PLC0415
+    from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
+
+    monkeypatch.setattr(span_graph, "eligible", lambda group, across: True)  # as on CuPy: ring is a fixed plan
+    before, ks = SpanGraph.captures, [1] * 6
+    runs = {}
+    for mode in ("inbox", "exchange", "one"):
+        made = _master_groups([[0, 1, 2, 3, 4]] if mode == "one" else [[0, 1, 2], [3, 4]], send_master)
+        calls = []
+        runs[mode] = _spans("inbox" if mode == "one" else mode, None, ks, calls if mode == "exchange" else None,
+                            made=made, send_master=send_master), [g.plugin_state_dict() for g in made[0]]
+        if mode == "exchange":
+            assert calls == [6 + 5, 6 + 5]  # the bests every epoch, the emigrants after the first
+    (inbox, states), (out, states_x), (one, states_1) = runs["inbox"], runs["exchange"], runs["one"]
+    assert_same_spans(inbox, out)
+    for e in range(len(ks)):
+        for i in (0, 1):
+            for a, b in zip(inbox[i][e]["master"], one[0][e]["master"]):  # x, f, v, evaluations, NaN
+                np.testing.assert_array_equal(a, b)
+            for a, b in zip(out[i][e]["master"], one[0][e]["master"]):
+                np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(np.concatenate([inbox[0][e]["best_f"], inbox[1][e]["best_f"]]),
+                                      one[0][e]["best_f"])
+    for st in states + states_x:
+        assert sorted(st) == sorted(states_1[0])
+        for key, a in st.items():
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(states_1[0][key]))
+    assert any(m[0] == -1 for s in out[0] for m in s["migrations"]) == send_master
+    assert SpanGraph.captures == before  # no captured epoch while a plug-in is attached

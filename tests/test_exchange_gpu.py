@@ -2,7 +2,7 @@
 fewer). Two island groups, one per GPU, each in a process of its own, run a span of epochs
 exchanging over a real NCCL communicator; every epoch equals the same span over their inboxes (two
 threads), bit for bit. And a whole run over 2 actors (Ray, one GPU each) with ``islands.transport=nccl`` equals
-``islands.transport=ray`` and one actor."""
+``islands.transport=ray`` and one actor; so does CMEPSO with a replica of its master swarm in each actor."""
 import threading
 from types import SimpleNamespace
 
@@ -111,3 +111,18 @@ def test_a_run_over_two_gpu_actors_is_the_same_over_nccl(ray_local):
         assert nccl.migrations == other.migrations
         for a, b in zip(nccl.history, other.history):
             np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+
+
+def test_cmepso_over_two_gpu_actors_with_master_replicas_equals_one_actor(ray_local):
+    """CMEPSO over 2 GPU actors: a replica of the master swarm in each (islands/replica.py), the
+    slaves' bests all-gathered over NCCL every epoch; the run equals 1 actor (the master beside the
+    slaves on one GPU), bit for bit, with the master's best sent to the islands and without."""
+    from tests.test_spmd import CMEPSO, assert_same_master_runs  # noqa: PLC0415
+
+    def run(*o):
+        cfg = plain(make_cfg(*[x for x in CMEPSO if x != "device=cpu"], "device=gpu", *o))
+        return Coordinator(cfg, instantiate(cfg["topology"]), instantiate(cfg["master"])).run()
+
+    for sends in ("false", "true"):
+        nccl = run("islands.n_actors=2", "islands.transport=nccl", f"islands.master_sends_best={sends}")
+        assert_same_master_runs(nccl, run("islands.n_actors=1", f"islands.master_sends_best={sends}"))

@@ -17,9 +17,34 @@ DE = ["+experiment=de_islands", "problem=sphere", "problem.dim=6", "algorithm.po
       "progress=false", "device=cpu"]
 
 
+#: CMEPSO scaled down: 4 slave swarms and the master swarm (conf/experiment/cmepso.yaml)
+CMEPSO = ["+experiment=cmepso", "problem=sphere", "problem.dim=4", "algorithm.n_particles=8",
+          "algorithm.n_replicas=2", "master.n_particles=4", "master.n_replicas=2", "generations=12", "islands.n=4",
+          "topology=ring", "logger=none", "progress=false", "device=cpu"]
+
+
 def run(*overrides, use_ray=True):
     cfg = plain(make_cfg(*DE, *overrides))
     return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=use_ray).run()
+
+
+def run_master(*overrides, use_ray=True, callbacks=()):
+    """A scaled-down CMEPSO run (:data:`CMEPSO`) with its master swarm."""
+    cfg = plain(make_cfg(*CMEPSO, *overrides))
+    return Coordinator(cfg, instantiate(cfg["topology"]), instantiate(cfg["master"]), callbacks=callbacks,
+                       use_ray=use_ray).run()
+
+
+def assert_same_master_runs(a, b) -> None:
+    """Two CMEPSO runs, bit for bit: the result, every epoch's island bests and master best, the migrations."""
+    assert a.best_f == b.best_f and a.evaluations == b.evaluations and a.nan_evals == b.nan_evals
+    np.testing.assert_array_equal(a.best_x, b.best_x)
+    assert a.migrations == b.migrations
+    assert len(a.history) == len(b.history)
+    for x, y in zip(a.history, b.history):
+        for key in ("best_f", "best_v", "evaluations", "master_best_f", "migrations_accepted"):
+            assert x[key] == y[key], (x["epoch"], key)
+        np.testing.assert_array_equal(x["island_best_f"], y["island_best_f"])
 
 
 @pytest.mark.parametrize("topology", ["ring", "fully_connected"])
@@ -45,6 +70,41 @@ def test_spmd_actors_equal_the_driver_loop_and_in_process(ray_local, monkeypatch
             assert (a["best_f"], a["evaluations"], a["migrations_accepted"]) == \
                 (b["best_f"], b["evaluations"], b["migrations_accepted"])
             np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+
+
+@pytest.mark.parametrize("sends,interval", [("false", 1), ("true", 1), ("true", 3)])
+def test_master_replicas_in_two_actors_equal_one_actor_and_in_process(ray_local, monkeypatch, sends, interval):
+    """CMEPSO over 2 actors: each runs the spans with a replica of the master swarm (islands/replica.py),
+    the bests all-gathered through the inboxes; the run equals 1 actor and the in-process run, bit
+    for bit, and every epoch ran in a span (the driver is not in the per-epoch path)."""
+    from isles.islands import sync_loop  # noqa: PLC0415
+
+    over = [f"islands.master_sends_best={sends}", f"islands.migration_interval={interval}"]
+    spans, real = [], sync_loop.SyncLoop._run_span
+    monkeypatch.setattr(sync_loop.SyncLoop, "_run_span", lambda self, *a: spans.append(a[3]) or real(self, *a))
+    two = run_master(*over, "islands.n_actors=2")
+    monkeypatch.undo()
+    assert sum(spans) == len(two.history) == 12 // interval and max(spans) > 1
+    assert "master_best_f" in two.history[-1]
+    assert any(m[1] == -1 for m in two.migrations) == (sends == "true")  # the master's best reached the islands
+    assert_same_master_runs(two, run_master(*over, "islands.n_actors=1", use_ray=False))
+    if interval == 1:
+        assert_same_master_runs(two, run_master(*over, "islands.n_actors=1"))  # the loop in one actor
+
+
+@pytest.mark.slow
+def test_an_actor_killed_with_master_replicas_restarts_and_the_result_is_unchanged(ray_local, caplog):
+    """A lost actor's replica is attached again from the snapshot's master state (every survivor's
+    too): the run ends with the uninterrupted result."""
+    slow = ["problem._target_=tests.user_problems.SlowSphere", "+problem.delay_s=0.002", "generations=40",
+            "islands.snapshot_every=5", "islands.master_sends_best=true", "islands.migration_interval=1"]
+    reference = run_master(*slow, "islands.n_actors=1", use_ray=False)
+    kill = KillMidSpan(epoch=3)
+    with caplog.at_level("WARNING", logger="isles.islands.coordinator"):
+        result = run_master(*slow, "islands.n_actors=2", callbacks=[kill])
+    assert list(kill.restarted) == [1] and "died" in caplog.text
+    assert_same_master_runs(result, reference)
+    assert [h["epoch"] for h in result.history] == list(range(1, 41))
 
 
 def test_inbox_waits_for_every_sender_and_merges():
