@@ -15,6 +15,15 @@ SMEM_OPTIN = 227 * 1024
 SMEM_PER_SM = 228 * 1024
 
 
+def device_limits(cp) -> tuple[int, int, int]:
+    """``(SMs, shared memory of one SM, shared memory one block may opt in to)`` of the current
+    device in bytes (the H100/H200 values where the device does not say): what the epoch
+    launchers size their blocks by."""
+    attrs = cp.cuda.Device().attributes
+    return (int(attrs.get("MultiProcessorCount", 132)), int(attrs.get("MaxSharedMemoryPerMultiprocessor", SMEM_PER_SM)),
+            int(attrs.get("MaxSharedMemoryPerBlockOptin", SMEM_OPTIN)))
+
+
 def epoch_block(n: int, tpi: int, n_islands: int, smem_rows: int, n_sm: int,
                 smem_per_sm: int = SMEM_PER_SM, max_threads_sm: int = 2048) -> int:
     """Threads per block (``EBLOCK``, a multiple of ``tpi``, the threads per row ``ETPI``, at

@@ -32,6 +32,7 @@ import warnings
 import numpy as np
 
 from isles.algorithms.core.cuda_lib import source
+from isles.algorithms.core.epoch_layout import EpochPaths
 from isles.algorithms.core.graph import GraphStepper
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,9 @@ def verified_plan(family: str, fallback: str, reason: str | None, build, rtol: d
     line. Else ``plan = build()`` (compiles, cached by source) and ``plan.verify()`` (the largest
     relative error of the kernel's objective against the problem's, one host synchronisation):
     above ``rtol[plan.dtype]``, ``None`` with a ``RuntimeWarning`` ("fused <family> disabled: ...
-    using the <fallback> path"), else the plan, logged with ``describe(plan)``.
+    using the <fallback> path"), else the plan, logged with ``describe(plan)``; a plan with an
+    epoch kernel (:class:`~isles.algorithms.core.epoch_layout.EpochPaths`) has then timed both of
+    its paths and kept the faster (``plan.choose()``).
     """
     if reason is not None:
         log.info("%s: %s path (%s)", family, fallback, reason)
@@ -112,6 +115,8 @@ def verified_plan(family: str, fallback: str, reason: str | None, build, rtol: d
         )
         return None
     log.info("%s: fused CUDA path (%s)", family, describe(plan))
+    if isinstance(plan, EpochPaths):  # an epoch kernel beside the per-generation kernels: keep the faster
+        plan.choose()
     return plan
 
 

@@ -540,8 +540,5 @@ def make_plan(de, ctx):
     ``problem.objective`` (:meth:`FusedDE.verify`, one host synchronisation). Returns ``None``
     with a log line when unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    plan = verified_plan("DE", "generic", unsupported_reason(de.params, ctx), lambda: FusedDE(de.params, ctx),
+    return verified_plan("DE", "generic", unsupported_reason(de.params, ctx), lambda: FusedDE(de.params, ctx),
                          VERIFY_RTOL, lambda p: f"{p.problem.name}, D={p.D}, TPI={p.tpi}, ITEMS={p.items}")
-    if plan is not None:
-        plan.choose()
-    return plan

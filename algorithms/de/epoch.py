@@ -30,7 +30,7 @@ import ctypes
 import numpy as np
 
 from isles.algorithms.core.cuda_lib import defines as c_defines
-from isles.algorithms.core.epoch_layout import SMEM_OPTIN, SMEM_PER_SM, epoch_block, epoch_min_blocks
+from isles.algorithms.core.epoch_layout import SMEM_OPTIN, device_limits, epoch_block, epoch_min_blocks
 
 
 def epoch_smem_bytes(dtype, dim: int, n: int, tpi: int, nacc: int, groups: int) -> int:
@@ -92,10 +92,7 @@ class EpochDE:
 
         cp = plan.cp
         self.plan, self.cp = plan, cp
-        attrs = cp.cuda.Device().attributes
-        optin = int(attrs.get("MaxSharedMemoryPerBlockOptin", SMEM_OPTIN))
-        per_sm = int(attrs.get("MaxSharedMemoryPerMultiprocessor", SMEM_PER_SM))
-        n_sm = int(attrs.get("MultiProcessorCount", 132))
+        n_sm, per_sm, optin = device_limits(cp)
         nacc = int(plan.macros["OBJ_NACC"])
         why = epoch_unsupported_reason(plan.dtype, plan.D, plan.N, plan.tpi, nacc, optin)
         if why is not None:

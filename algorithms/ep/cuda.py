@@ -551,8 +551,5 @@ def make_plan(fep, ctx):
     epoch kernels and keeps the faster (:meth:`FusedFEP.choose`). Returns ``None`` with a log line when
     unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    plan = verified_plan("FEP", "array", unsupported_reason(fep, ctx), lambda: FusedFEP(fep, ctx), VERIFY_RTOL,
+    return verified_plan("FEP", "array", unsupported_reason(fep, ctx), lambda: FusedFEP(fep, ctx), VERIFY_RTOL,
                          lambda p: f"n={p.n}, mu={p.mu}, q={p.params.q}")
-    if plan is not None:
-        plan.choose()
-    return plan

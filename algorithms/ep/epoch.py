@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from isles.algorithms.core.cuda_lib import defines
-from isles.algorithms.core.epoch_layout import SMEM_PER_SM, epoch_block, epoch_min_blocks
+from isles.algorithms.core.epoch_layout import device_limits, epoch_block, epoch_min_blocks
 
 
 def epoch_source(base_source: str, eblock: int, min_blocks: int = 1) -> str:
@@ -57,9 +57,7 @@ class EpochFEP:
 
         cp = plan.cp
         self.plan, self.cp = plan, cp
-        attrs = cp.cuda.Device().attributes
-        per_sm = int(attrs.get("MaxSharedMemoryPerMultiprocessor", SMEM_PER_SM))
-        n_sm = int(attrs.get("MultiProcessorCount", 132))
+        n_sm, per_sm, _ = device_limits(cp)
         self.smem = plan.hist_smem
         rows = self.smem + 1024  # + the block's reserve
         self.block = int(eblock) if eblock is not None else epoch_block(plan.mu, 32, plan.I, rows, n_sm, per_sm)

@@ -612,8 +612,5 @@ def make_plan(ga, ctx):
     epoch kernels and keeps the faster (:meth:`FusedGA.choose`). Returns ``None`` with a log line
     when unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    plan = verified_plan("GA", "array", unsupported_reason(ga, ctx), lambda: FusedGA(ga, ctx), VERIFY_RTOL,
+    return verified_plan("GA", "array", unsupported_reason(ga, ctx), lambda: FusedGA(ga, ctx), VERIFY_RTOL,
                          lambda p: f"L={p.L}, W={p.W}, TPI={p.tpi}, IPB={p.ipb}")
-    if plan is not None:
-        plan.choose()
-    return plan

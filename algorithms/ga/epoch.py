@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from isles.algorithms.core.cuda_lib import defines
-from isles.algorithms.core.epoch_layout import SMEM_OPTIN, SMEM_PER_SM, epoch_block, epoch_min_blocks
+from isles.algorithms.core.epoch_layout import device_limits, epoch_block, epoch_min_blocks
 
 #: the largest slot group the epoch kernel runs (a group is at most one warp, so several share a block)
 MAX_EPOCH_TPI = 32
@@ -87,10 +87,8 @@ class EpochGA:
             raise ValueError(f"GA epoch kernel: {reason}")
         cp = plan.cp
         self.plan, self.cp = plan, cp
-        attrs = cp.cuda.Device().attributes
-        per_sm = int(attrs.get("MaxSharedMemoryPerMultiprocessor", SMEM_PER_SM))
-        optin = int(attrs.get("MaxSharedMemoryPerBlockOptin", SMEM_OPTIN)) - 1024
-        n_sm = int(attrs.get("MultiProcessorCount", 132))
+        n_sm, per_sm, optin = device_limits(cp)
+        optin -= 1024   # the block's static reserve
         tpi, W = plan.tpi, plan.W
         rows = epoch_rows_bytes(min(1024, plan.N * tpi), tpi, W) + 1024   # + the block's static reserve
         block = int(eblock) if eblock is not None else epoch_block(plan.N, tpi, plan.I, rows, n_sm, per_sm)
