@@ -35,6 +35,7 @@ from isles.islands.span_graph import SpanGraph
 from isles.islands.exchange import NcclComm, exchange
 from isles.islands.exchange import layout as exchange_layout
 from isles.islands.exchange import plan as exchange_plan
+from isles.islands.plugin import with_broadcast
 from isles.islands.replica import Replica
 from isles.islands.transport import ActorTransport, Inbox
 
@@ -185,8 +186,13 @@ class IslandGroup:
                 if j < done:
                     continue
                 m = next((i for i, x in enumerate(ks[j:]) if x != k), len(ks) - j)  # epochs like this one
-                if graphable and single and j >= 2 and m >= 2:  # no exchange: the group's own plan
-                    got = self._span_graph(k, group_plan(edges, self.island_ids, {})[0], m, rows[-1]["events"])
+                if graphable and j >= 2 and m >= 2:  # the same epoch m times: replays of one captured epoch
+                    if single:  # no exchange: the group's own (fixed) plan
+                        got = self._span_graph(k, m, rows[-1]["events"], inbound=group_plan(edges, self.island_ids, {})[0])
+                    else:  # the plan is fixed, so edges, sends and receives stay those of this epoch
+                        lay = lay or exchange_layout(sent.island(0))
+                        got = self._span_graph(k, m, rows[-1]["events"],
+                                               exchange_args=(nccl, edges, mine, sends, receives, lay))
                     graphable = got is not None
                     if got is not None:
                         rows += got
@@ -194,20 +200,6 @@ class IslandGroup:
                         if done < len(ks):
                             sent = self._emigrant_cache = self._emigrants()
                         continue
-                elif graphable and j >= 2 and m >= 2 and SpanGraph.fits(self, ks[j:j + m], True, sent,
-                                                                         span_graph.most_sources(edges)):
-                    # the same epoch m times: replays of one captured epoch (islands/span_graph.py);
-                    # the plan is fixed, so edges, sends and receives stay those of this epoch
-                    lay = lay or exchange_layout(sent.island(0))
-                    self._emigrant_cache = None
-                    graph = SpanGraph(self, k, sent, rows[-1]["events"],
-                                      exchange_args=(nccl, edges, mine, sends, receives, lay))
-                    rows += graph.run(m)
-                    graph.close()
-                    done = j + m
-                    if done < len(ks):
-                        sent = self._emigrant_cache = self._emigrants()
-                    continue
                 done = j + 1
                 if j > 0:  # edges: the plan after epoch epoch0 + j, made at the end of the epoch before
                     if nccl is not None:
@@ -330,17 +322,20 @@ class IslandGroup:
                     continue
                 done = j + 1
                 if graphable and j >= 1:  # epochs like the one before (same generations and plan, no master)
-                    like = [p[0] == k and p[1] == inbound and not p[2] for p in plans[j - 1:]]
-                    m = next((i for i, x in enumerate(like[1:]) if not x), len(like) - 1)
-                    got = self._span_graph(k, inbound, m, rows[-1]["events"]) if like[0] and m >= 2 else None
-                    if got is not None:
-                        rows += got
-                        done = j + m
-                        continue
-                    graphable = not like[0] or m < 2  # it did not fit or the capture failed: plain from here
+                    def like(p, k=k, inbound=inbound):
+                        return p[0] == k and p[1] == inbound and not p[2]
+
+                    m = next((i for i, p in enumerate(plans[j:]) if not like(p)), len(plans) - j)
+                    if like(plans[j - 1]) and m >= 2:
+                        got = self._span_graph(k, m, rows[-1]["events"], inbound=inbound)
+                        if got is not None:
+                            rows += got
+                            done = j + m
+                            continue
+                        graphable = False  # it did not fit or the capture failed: plain from here
                 if inbound:
-                    if plugin is not None and MASTER_ID in (remote or {}) and remote[MASTER_ID] is None:
-                        remote = {**remote, MASTER_ID: plugin.broadcast()}
+                    if plugin is not None:
+                        remote = with_broadcast(remote, plugin)
                     self._migrate(inbound, remote or {})
                 self._evolve(k)
                 best = self.algorithm.best(self.state)  # fresh arrays: a replayed graph reuses its buffers
@@ -350,23 +345,31 @@ class IslandGroup:
                 rows.append(self._row(best, px, self.state))
         return self._end_batch(rows, t0)
 
-    def _span_graph(self, k: int, inbound: dict, m: int, events) -> list | None:
-        """``m`` like epochs of :meth:`run_epochs` (``k`` generations, the fixed plan ``inbound``
-        from this group's own emigrants) as replays of one captured epoch
+    def _span_graph(self, k: int, m: int, events, inbound: dict | None = None,
+                    exchange_args: tuple | None = None) -> list | None:
+        """``m`` like epochs of ``k`` generations as replays of one captured epoch
         (:class:`isles.islands.span_graph.SpanGraph`); their rows, or ``None`` where the plan does
-        not fit or the capture fails (logged once; the state is untouched and the caller goes on
-        with plain epochs)."""
+        not fit. ``inbound``: the fixed plan from this group's own emigrants (:meth:`run_epochs`,
+        one actor's :meth:`run_span`), where a failed capture is logged once and ``None`` returned
+        too (the state is untouched: the caller goes on with plain epochs); ``exchange_args``
+        ``(nccl, edges, mine, sends, receives, lay)``: emigrants exchanged with the peers over NCCL,
+        where a failed capture raises (every peer captures the same epoch)."""
         sent = self._emigrant_cache or self._emigrants()
-        most = max((len(v) for v in inbound.values()), default=0)
+        most = (span_graph.most_sources(exchange_args[1]) if exchange_args is not None
+                else max((len(v) for v in inbound.values()), default=0))
         if not SpanGraph.fits(self, [k] * m, True, sent, most):
             return None
-        try:
-            graph = SpanGraph(self, k, sent, events, inbound=inbound)
-        except Exception as err:  # noqa: BLE001  (e.g. a step that synchronises: CuPy refuses it in capture)
-            log.warning("islands.span_graph: the epoch could not be captured (%s); plain epochs instead "
-                        "(islands.span_graph=never skips the attempt)", str(err).splitlines()[0] if str(err) else err)
-            self.span_graph = "never"
-            return None
+        if exchange_args is not None:
+            graph = SpanGraph(self, k, sent, events, exchange_args=exchange_args)
+        else:
+            try:
+                graph = SpanGraph(self, k, sent, events, inbound=inbound)
+            except Exception as err:  # noqa: BLE001  (e.g. a step that synchronises: CuPy refuses it in capture)
+                log.warning("islands.span_graph: the epoch could not be captured (%s); plain epochs instead "
+                            "(islands.span_graph=never skips the attempt)",
+                            str(err).splitlines()[0] if str(err) else err)
+                self.span_graph = "never"
+                return None
         self._emigrant_cache = None
         rows = graph.run(m)
         graph.close()

@@ -12,6 +12,17 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from isles.islands.planner import MASTER_ID
+
+def with_broadcast(remote: dict | None, plugin) -> dict | None:
+    """``remote`` (a plan's ``{source id: Population}``) with an entry ``MASTER_ID: None`` (the
+    driver's placeholder for a plug-in hosted beside the islands) set to ``plugin.broadcast()``,
+    Population ``(1, 1)``; otherwise ``remote`` itself."""
+    if remote and MASTER_ID in remote and remote[MASTER_ID] is None:
+        return {**remote, MASTER_ID: plugin.broadcast()}
+    return remote
+
+
 def plugin_stream(n_islands: int) -> int:
     """The random stream of the loop's plug-in in an archipelago of ``n_islands`` islands."""
     return int(n_islands)

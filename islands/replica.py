@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from isles.algorithms.core.population import Population
 from isles.islands.exchange import exchange, layout
-from isles.islands.planner import MASTER_ID, group_plan
+from isles.islands.planner import group_plan
+from isles.islands.plugin import with_broadcast
 
 #: the tag of an island's best in an inbox message: key ``(BEST, island id)``
 BEST = "best"
@@ -57,9 +58,7 @@ class Replica:
     def fill(self, remote: dict) -> dict:
         """``remote`` with an entry ``MASTER_ID: None`` (the driver's plan of a span's first epoch)
         set to the plug-in's best, Population ``(1, 1)``."""
-        if remote and MASTER_ID in remote and remote[MASTER_ID] is None:
-            return {**remote, MASTER_ID: self.group.plugin.broadcast()}
-        return remote
+        return with_broadcast(remote, self.group.plugin)
 
     def after_epoch(self, best: Population, k: int, epoch: int, posts: dict | None) -> None:
         """All-gather the islands' bests after ``epoch`` and run the plug-in's epoch on them.

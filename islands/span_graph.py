@@ -1,32 +1,34 @@
-"""The epochs of a sync span as replays of one captured CUDA graph (CuPy, emigrants over NCCL).
+"""A batch's like epochs as replays of one captured CUDA graph (CuPy; ``islands.span_graph``).
 
-An epoch of :meth:`isles.islands.group.IslandGroup.run_span` issues a few hundred small device
-operations from Python: the exchange of the emigrants with the peer groups
+An epoch of :meth:`isles.islands.group.IslandGroup.run_span` or
+:meth:`~isles.islands.group.IslandGroup.run_epochs` issues a few hundred small device operations
+from Python: the exchange of the emigrants with the peer groups, if any
 (:func:`isles.islands.exchange.exchange`), immigration (:func:`isles.islands.migration.immigrate`),
 the generations, the islands' bests and the next emigrants (:func:`isles.islands.migration.emigrants_of`).
 At one generation per epoch that Python, not the GPU, sets the pace (about 3.7 ms per epoch on an
-H100 for four tiny islands, ``benchmarks/epoch_overhead.py``). Where every epoch of the rest of a
-span does the same thing, :class:`SpanGraph` captures one such epoch once
-(:class:`isles.algorithms.core.graph.GraphStepper`: the NCCL send and receive are captured with
-the kernels, which NCCL supports from 2.9) and replays it: one launch per epoch, plus the copies
-of the epoch's summary row.
+H100 for four tiny islands, ``benchmarks/epoch_overhead.py``). Where the rest of a batch repeats
+one epoch, :class:`SpanGraph` captures it once (:class:`isles.algorithms.core.graph.GraphStepper`;
+over NCCL the send and receive are captured with the kernels, which NCCL supports from 2.9) and
+replays it: one launch per epoch, plus the copies of the epoch's summary row.
 
-**When** (:func:`eligible`, :meth:`SpanGraph.fits`; the same answer in every group, since a
-captured NCCL exchange must be replayed by both of its ranks): ``islands.span_graph=true``, CuPy
-with CUDA graphs on (``cuda_graph``), emigrants over NCCL, one population per island, a topology
-whose every epoch has the same plan (:func:`isles.islands.planner.fixed_plan`), no island with
-more sources than its population size (so the route never rotates), and the same generations per
-epoch, at most :data:`MAX_K`. The algorithm's ``step`` must not synchronise with the host (the
-families' fused steps, and array code that the ``cuda_graph`` path captures, do not); where
-it does, the capture fails with CuPy's error and the run stops: set ``islands.span_graph=false``.
+**When** (:func:`eligible`, :meth:`SpanGraph.fits`): ``islands.span_graph=auto`` for a group that
+exchanges with no other actor (in-process, or one actor), ``always`` also across GPU actors over
+NCCL (the same answer in every group, since a captured NCCL exchange must be replayed by both of
+its ranks); CuPy with CUDA graphs on (``cuda_graph``); one population per island; the same plan
+every epoch (:func:`isles.islands.planner.fixed_plan`, or equal plans in a batch); no island with
+more sources than its population size (so the route never rotates); the same generations per
+epoch, at most :data:`MAX_K`; no plug-in. The algorithm's ``step`` must not synchronise with the
+host (the families' fused steps, and array code that the ``cuda_graph`` path captures, do not):
+where it does, ``auto`` logs a warning and goes on with the plain epochs; across actors the
+capture's error stops the run (``islands.span_graph=never`` avoids the attempt).
 
 On NumPy the same epoch function runs directly (:class:`isles.algorithms.core.graph.DirectStepper`),
-the twin that CI checks against the plain span (``tests/test_exchange.py``).
+the twin that CI checks against the plain epochs (``tests/test_span_graph.py``, ``tests/test_exchange.py``).
 
 **Same results.** A replay runs the operations of the plain epoch in the same order; random
 numbers are counter-based on the generation (the stepper advances the counters by the epoch's
-generations per replay), so the states, summaries and migrations equal the plain span's bit for
-bit (``tests/test_exchange_gpu.py``).
+generations per replay), so the states, summaries and migrations equal the plain epochs' bit for
+bit (``tests/test_runtime_gpu.py``; over NCCL ``tests/test_exchange_gpu.py``).
 """
 from __future__ import annotations
 
