@@ -94,8 +94,8 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
         self.target = stop_target(cfg["stop"])
         self.max_restarts = int(isl["max_restarts"])
         self.restart_timeout_s = float(isl["restart_timeout_s"])
-        self.transport = isl.get("transport", "auto")  # between actors' GPUs: nccl | ray (auto: nccl where it can)
-        self._nccl = None  # the groups' NCCL communicator: None not formed, True formed, False not possible
+        self.transport = isl["transport"]  # between actors: auto | ray | nccl | channel (SyncLoop._form_links)
+        self._link = None  # the groups' links: None not formed, else "nccl", "channel" or "" (posts only)
         self.last_snapshot = None  # the latest in-memory snapshot (sync mode), see _run_sync
         self.group_infos = []  # each group's info (IslandGroup.info): where it runs now
         self._reserved = None  # the Ray placement group of the actors (placement.reserve)

@@ -32,17 +32,17 @@ from isles.islands.placement import ray_location
 from isles.islands.planner import MASTER_ID, fixed_plan, group_plan, migration_edges  # MASTER_ID re-exported
 from isles.islands import span_graph
 from isles.islands.span_graph import SpanGraph
-from isles.islands.exchange import NcclComm, exchange
+from isles.islands.exchange import exchange
 from isles.islands.exchange import layout as exchange_layout
 from isles.islands.exchange import plan as exchange_plan
 from isles.islands.plugin import with_broadcast
 from isles.islands.replica import Replica
-from isles.islands.transport import ActorTransport, Inbox
+from isles.islands.links import PeerLinks
 
 log = logging.getLogger(__name__)
 
 
-class IslandGroup:
+class IslandGroup(PeerLinks):
     """A batch of islands on one device.
 
     Args:
@@ -84,8 +84,7 @@ class IslandGroup:
         self.plugin = None  # the loop's plug-in hosted beside the islands (attach)
         self._pending_events = None  # device arrays of the last migration, fetched with the summary
         self._emigrant_cache = None  # emigrants selected for the last summary (state unchanged since)
-        self.inbox = Inbox()  # emigrants posted by peer groups (run_span)
-        self._nccl = None  # the groups' NCCL communicator (nccl_join), emigrants GPU to GPU in run_span
+        self._init_links()  # inbox, NCCL communicator, channels (islands/links.py)
         # held by a span and by state reads and writes: the driver's load of a snapshot after an
         # aborted span waits for the span's thread to leave (post and abort do not take it)
         self._state_lock = threading.RLock()
@@ -138,8 +137,9 @@ class IslandGroup:
         after epoch ``epoch0 + j`` from the topology, the seed and the epoch
         (:func:`isles.islands.planner.migration_edges`) and exchanges emigrants with its peers:
         over NCCL, GPU to GPU (``route["nccl"]`` and a communicator formed by :meth:`nccl_join`:
-        :func:`isles.islands.exchange.exchange`), else by posting to each peer what it needs and
-        taking its own immigrants from its inbox. The epochs' summaries stay on the device and
+        :func:`isles.islands.exchange.exchange`), else through the shared-memory channel of each
+        pair on one node (``route["channels"]``, :mod:`isles.islands.channels`) and by posting to
+        the other peers what they need (:mod:`isles.islands.transport`). The epochs' summaries stay on the device and
         are fetched once, at the end of the span (:meth:`_batch_summaries`): over NCCL a span has
         one host synchronisation. The result is that of the driver's epoch-by-epoch loop, bit for
         bit.
@@ -169,7 +169,7 @@ class IslandGroup:
         """
         with self._state_lock:
             self.inbox.start(span)
-            transport = ActorTransport(route["peers"], route["index"])
+            transport = self._transport(route)  # posts, or channels (islands/links.py)
             nccl = self._nccl if route.get("nccl") else None  # emigrants GPU to GPU (islands/exchange.py)
             mine = {gid: p for p, gid in enumerate(self.island_ids)}
             where = {gid: g for g, ids in enumerate(route["groups"]) for gid in ids}
@@ -180,8 +180,8 @@ class IslandGroup:
             t0 = time.perf_counter()
             done = 0  # epochs run so far (a captured span graph runs several at once)
             single = len(route["groups"]) == 1  # no peer: the plan's sources are all here
-            graphable = (replica is None and (nccl is not None or single) and span_graph.eligible(self, not single)
-                         and fixed_plan(route["topology"], route["n"]))
+            fixed = fixed_plan(route["topology"], route["n"])  # the same plan every epoch: made once
+            graphable = replica is None and (nccl is not None or single) and span_graph.eligible(self, not single) and fixed
             for j, k in enumerate(ks):
                 if j < done:
                     continue
@@ -206,7 +206,7 @@ class IslandGroup:
                         lay = lay or exchange_layout(sent.island(0))  # the individuals' leaves: fixed for the run
                         got = exchange(nccl, self.xp, sent, mine, sends, receives, lay)
                     else:  # with a replica, the emigrants came with the bests
-                        got = replica.got if replica else self.inbox.take(span, epoch0 + j, sorted(receives), route["timeout_s"])
+                        got = replica.got if replica else transport.take(span, epoch0 + j, sorted(receives), route["timeout_s"])
                     inbound, remote = replica.plan(edges, got) if replica else group_plan(edges, self.island_ids, got)
                 if inbound:
                     self._migrate(inbound, remote or {})
@@ -214,8 +214,9 @@ class IslandGroup:
                 # the epoch's summary stays on the device: one host synchronisation a span (_batch_summaries)
                 best, posts = self.algorithm.best(self.state), None  # fresh arrays: a replayed graph reuses its buffers
                 if j < len(ks) - 1:
-                    edges = migration_edges(route["topology"], route["n"], route["seed"], epoch0 + j + 1)
-                    sends, receives = exchange_plan(edges, mine, where)  # the same for either transport
+                    if edges is None or not fixed:
+                        edges = migration_edges(route["topology"], route["n"], route["seed"], epoch0 + j + 1)
+                        sends, receives = exchange_plan(edges, mine, where)  # the same for every transport
                     sent = self._emigrant_cache = self._emigrants()  # also the next migration's local sources
                     if nccl is None:
                         host = sent.to_host()
@@ -226,36 +227,6 @@ class IslandGroup:
                     replica.after_epoch(best, k, epoch0 + j + 1, posts)
                 rows.append(self._row(best, self.algorithm.phenotype(best.genome[:, 0]), self.state))
             return self._end_batch(rows, t0)
-
-    def nccl_unique_id(self):
-        """A new NCCL unique id for :meth:`nccl_join`, or ``None`` where this group cannot use NCCL
-        (NumPy, or CuPy without NCCL: :meth:`isles.islands.exchange.NcclComm.available`)."""
-        if self.xp is np or NcclComm.available() is not None:
-            return None
-        return NcclComm.unique_id()
-
-    def nccl_join(self, uid, n: int, index: int) -> None:
-        """Join the groups' NCCL communicator as rank ``index`` of ``n`` (every group at once: it
-        returns when all have joined). Replaces an earlier communicator."""
-        self.nccl_leave()
-        self._nccl = NcclComm(uid, n, index)
-
-    def nccl_leave(self) -> None:
-        """Abort and drop the NCCL communicator (a peer was lost, or a new one is formed)."""
-        comm, self._nccl = self._nccl, None
-        if comm is not None:
-            comm.abort()
-
-    def post(self, span: int, epoch: int, sender: int, emigrants: dict) -> None:
-        """A peer's emigrants for this group (:meth:`isles.islands.transport.Inbox.post`)."""
-        self.inbox.post(span, epoch, sender, emigrants)
-
-    def abort(self, span: int) -> None:
-        """Abort :meth:`run_span` up to ``span`` (a peer was lost): a waiting span raises, and a
-        receive from the lost peer over NCCL ends (the communicator is aborted; the driver forms
-        it again)."""
-        self.inbox.abort(span)
-        self.nccl_leave()
 
     def _evolve(self, n_generations: int) -> None:
         """``n_generations`` generations on the device (captured-graph replays where possible),

@@ -32,7 +32,7 @@ class Replica:
             (:meth:`IslandGroup.attach`).
         route: :meth:`IslandGroup.run_span`'s route (``groups``, ``index``, ``timeout_s``, and
             ``send_master``: every island receives the plug-in's best, ``islands.master_sends_best``).
-        span: the span's id; transport: the group's :class:`isles.islands.transport.ActorTransport`;
+        span: the span's id; transport: the group's transport (:meth:`IslandGroup._transport`: posts or channels);
         nccl: the groups' communicator (:class:`isles.islands.exchange.NcclComm`) or ``None``
             (bests through the inboxes).
     """
@@ -81,7 +81,7 @@ class Replica:
             host = best.to_host()
             mine = {(BEST, gid): host.island(p) for gid, p in self.mine.items()}
             self.transport.send(self.span, epoch, {g: {**mine, **(posts or {}).get(g, {})} for g in self.receives})
-            took = group.inbox.take(self.span, epoch, sorted(self.receives), self.timeout_s)
+            took = self.transport.take(self.span, epoch, sorted(self.receives), self.timeout_s)
             got = {key[1]: pop.to_device(xp) for key, pop in took.items() if isinstance(key, tuple)}
             self.got = {key: pop for key, pop in took.items() if not isinstance(key, tuple)}
         bests = Population.concat([best.island(self.mine[g]) if g in self.mine else got[g] for g in self.order], axis=0)

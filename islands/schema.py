@@ -41,8 +41,10 @@ from isles.problems.constraints import check_handling
 #: values of ``islands.mode``: every group waits for the epoch's emigrants, or takes what has come
 MODES = ("sync", "async")
 #: values of ``islands.transport``: how emigrants go between actors in a sync run (auto: NCCL between
-#: GPUs where CuPy has it, else the actors' inboxes; islands/exchange.py, islands/transport.py)
-TRANSPORTS = ("auto", "ray", "nccl")
+#: GPUs where CuPy has it, else shared-memory channels between the actors of one node and posts to
+#: the actors' inboxes between nodes; ray: posts only; islands/exchange.py, islands/channels.py,
+#: islands/transport.py)
+TRANSPORTS = ("auto", "ray", "nccl", "channel")
 #: values of ``islands.span_graph``: when a batch's like epochs replay one captured epoch on a GPU
 #: (islands/span_graph.py): auto (in-process groups, falling back to the plain epochs where the
 #: capture fails), always (also across GPU actors over NCCL), never

@@ -144,7 +144,7 @@ class SyncLoop:
                 if snapshot is None or not actor_died(err) or restarts >= self.max_restarts:
                     raise
                 restarts += 1
-                self._nccl = None  # the communicator is formed again with the restarted actor
+                self._link = None  # the communicator or channels are formed again with the restarted actor
                 log.warning("an island-group actor died in epoch %d (%s); restored the snapshot of epoch %d "
                             "(restart %d of %d)", loop["epoch"] + 1, type(err).__name__, snapshot["epoch"],
                             restarts, self.max_restarts)
@@ -211,30 +211,53 @@ class SyncLoop:
         # a plug-in's best is each actor's own replica's (MASTER_ID: None, islands/replica.py)
         first = (self._plan_migration(*loop["pending"][:2], None, placement) if loop["pending"]
                  else [({}, {}) for _ in groups])
-        if self._nccl is None and self.transport != "ray" and n_epochs > 1:
-            self._nccl = self._form_nccl(groups)
+        if self._link is None and n_epochs > 1:
+            self._link = self._form_links(groups)
         route = {"peers": list(groups), "groups": placement.groups, "topology": self.topology, "n": self.n,
-                 "seed": self.seed, "timeout_s": self.restart_timeout_s, "nccl": bool(self._nccl),
+                 "seed": self.seed, "timeout_s": self.restart_timeout_s, "nccl": self._link == "nccl",
+                 "channels": self._link == "channel",
                  "send_master": self.master is not None and bool(self.cfg["islands"]["master_sends_best"])}
         out = self._gather([self._call(g, "run_span", span, first[i], ks, loop["epoch"], {**route, "index": i})
                             for i, g in enumerate(groups)], on_error=lambda: self._abort(groups, span))
         return [(k, {i: out[i][j] for i in range(len(groups))}) for j, k in enumerate(ks)]
 
-    def _form_nccl(self, groups) -> bool:
-        """Form the groups' NCCL communicator (:mod:`isles.islands.exchange`): one group makes the
-        unique id, every group joins at once. ``False`` where a group cannot (NumPy, or CuPy
-        without NCCL): emigrants then go through the actors' inboxes.
+    def _form_links(self, groups) -> str:
+        """Form the groups' links for the sync spans, by ``islands.transport``: ``"nccl"`` (auto or
+        nccl: the groups' NCCL communicator where every group can join one,
+        :mod:`isles.islands.exchange`), ``"channel"`` (auto or channel: shared-memory channels
+        between the groups on one node, :mod:`isles.islands.channels`; posts between nodes),
+        ``""`` (ray, or no two groups on one node: posts to the actors' inboxes only).
 
         Raises:
             ValueError: ``islands.transport=nccl`` and a group cannot use NCCL."""
-        uid = self._gather([self._call(groups[0], "nccl_unique_id")])[0]
-        if uid is None:
+        if self.transport in ("auto", "nccl"):
+            uid = self._gather([self._call(groups[0], "nccl_unique_id")])[0]
+            if uid is not None:
+                self._gather([self._call(g, "nccl_join", uid, len(groups), i) for i, g in enumerate(groups)])
+                log.info("emigrants between the %d actors' GPUs over NCCL", len(groups))
+                return "nccl"
             if self.transport == "nccl":
                 raise ValueError("islands.transport=nccl: the island groups cannot use NCCL (device=cpu, or CuPy "
-                                 "without NCCL); allowed values here are auto|ray")
+                                 "without NCCL); allowed values here are auto|ray|channel")
+        if self.transport in ("auto", "channel") and self._form_channels(groups):
+            return "channel"
+        return ""
+
+    def _form_channels(self, groups) -> bool:
+        """Shared-memory channels between every two groups on one node: each group creates those it
+        writes (:meth:`IslandGroup.channels_make`), then each reads its own
+        (:meth:`IslandGroup.channels_join`). ``False`` where no two groups share a node."""
+        infos = self._gather([self._call(g, "info") for g in groups])
+        nodes = [infos[i].get("node_id") for i in range(len(groups))]
+        readers = [{j: (groups[j], nodes[j]) for j in range(len(groups)) if j != i and nodes[j] == nodes[i]}
+                   for i in range(len(groups))]
+        if None in nodes or not any(readers):
             return False
-        self._gather([self._call(g, "nccl_join", uid, len(groups), i) for i, g in enumerate(groups)])
-        log.info("emigrants between the %d actors' GPUs over NCCL", len(groups))
+        made = self._gather([self._call(g, "channels_make", readers[i]) for i, g in enumerate(groups)])
+        self._gather([self._call(g, "channels_join", {i: made[i][j] for i in range(len(groups)) if j in made[i]})
+                      for j, g in enumerate(groups)])
+        log.info("emigrants between the %d actors through shared-memory channels (%d pairs on one node)",
+                 len(groups), sum(map(len, readers)))
         return True
 
     def _abort(self, groups, span: int) -> None:

@@ -11,8 +11,9 @@ epochs that the driver starts (:meth:`IslandGroup.run_span`); messages of an abo
 dropped. With the loop's plug-in replicated in every group, a message also carries the sender's
 islands' bests, keyed ``(BEST, island id)`` (:mod:`isles.islands.replica`).
 
-Between GPUs the same interface would carry device arrays over NCCL (``ray.util.collective``);
-that transport is not written yet: emigrants between actors go through host memory.
+Between actors of one node, :class:`isles.islands.channels.ChannelTransport` has the same
+interface over shared-memory channels; between GPUs, :func:`isles.islands.exchange.exchange`
+moves the emigrants over NCCL, device to device.
 """
 from __future__ import annotations
 
@@ -88,16 +89,22 @@ class Inbox:
 
 
 class ActorTransport:
-    """Sends emigrants to peer groups through their Ray actor handles (one-sided posts).
+    """Sends emigrants to peer groups through their Ray actor handles (one-sided posts), and
+    takes this group's from its inbox.
 
     Args:
         peers: ``[actor handle]`` of every group, by group index (this group's own entry unused).
-        index: this group's index.
+        index: this group's index; inbox: this group's :class:`Inbox`.
     """
 
-    def __init__(self, peers: list, index: int):
+    def __init__(self, peers: list, index: int, inbox: Inbox):
         self.peers = peers
         self.index = index
+        self.inbox = inbox
+
+    def take(self, span: int, epoch: int, senders, timeout_s: float) -> dict:
+        """This group's immigrants from ``senders`` after ``epoch`` (:meth:`Inbox.take`)."""
+        return self.inbox.take(span, epoch, senders, timeout_s)
 
     def send(self, span: int, epoch: int, messages: dict) -> None:
         """Post ``messages`` ``{group index: {island id: Population}}`` after ``epoch``, without

@@ -220,7 +220,7 @@ def test_transport_is_checked_in_one_line():
     from isles.islands.schema import check_values, with_defaults  # noqa: PLC0415
 
     cfg = with_defaults(plain(make_cfg(*DE, "islands.transport=tcp")))
-    with pytest.raises(ValueError, match=r"^islands\.transport='tcp': allowed values are auto\|ray\|nccl$"):
+    with pytest.raises(ValueError, match=r"^islands\.transport='tcp': allowed values are auto\|ray\|nccl\|channel$"):
         check_values(cfg)
 
 
