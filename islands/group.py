@@ -156,7 +156,9 @@ class IslandGroup(PeerLinks):
                 the group's NCCL communicator; with ``islands.span_graph=always`` like epochs
                 replay one captured epoch, :mod:`isles.islands.span_graph`), ``send_master``
                 (with a plug-in attached, :meth:`attach`: a replica of it runs here on every
-                island's best, :mod:`isles.islands.replica`, and its best goes to every island).
+                island's best, :mod:`isles.islands.replica`, and its best goes to every island),
+                ``snapshot`` (the last summary also carries ``snapshot``: ``(state_dict(),
+                plugin_state_dict())``, saving the driver a second call for its snapshot).
 
         Returns:
             one :meth:`run_epoch` summary per epoch, with ``master`` as :meth:`run_epochs`' with a
@@ -226,7 +228,10 @@ class IslandGroup(PeerLinks):
                 if replica is not None:  # the plug-in's epoch on every island's best, before the row
                     replica.after_epoch(best, k, epoch0 + j + 1, posts)
                 rows.append(self._row(best, self.algorithm.phenotype(best.genome[:, 0]), self.state))
-            return self._end_batch(rows, t0)
+            out = self._end_batch(rows, t0)
+            if route.get("snapshot"):  # the span ends where a snapshot falls due: the state comes with it
+                out[-1]["snapshot"] = (self.state_dict(), self.plugin_state_dict())
+            return out
 
     def _evolve(self, n_generations: int) -> None:
         """``n_generations`` generations on the device (captured-graph replays where possible),

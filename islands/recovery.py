@@ -113,14 +113,20 @@ class Recovery:
             if hasattr(cb, "on_restart"):
                 cb.on_restart({"groups": moved})
 
-    def _snapshot(self, groups, placement, loop: dict) -> dict:
+    def _snapshot(self, groups, placement, loop: dict, carried: dict | None = None) -> dict:
         """Everything needed to continue from the end of ``loop["epoch"]``: every group's state
         (host arrays), the loop's variables, the seed, the grouping and the config (what
         :func:`check_resumable` compares). Histories are copied as lists (records are never
-        changed after they are made)."""
-        if self._hosts_plugin(groups):  # hosted by the group(s) (SyncLoop._hosts_plugin): group 0's replica
-            loop["master_state"] = self._gather([self._call(groups[0], "plugin_state_dict")])[0]
-        states = self._gather([self._call(g, "state_dict") for g in groups])
+        changed after they are made). ``carried``: ``{group index: (state_dict, plugin_state_dict)}``
+        that came with a span's last summaries (:meth:`IslandGroup.run_span`), else they are asked for."""
+        if carried is not None:
+            states = {i: carried[i][0] for i in range(len(groups))}
+            if self._hosts_plugin(groups):
+                loop["master_state"] = carried[0][1]
+        else:
+            if self._hosts_plugin(groups):  # hosted by the group(s) (SyncLoop._hosts_plugin): group 0's replica
+                loop["master_state"] = self._gather([self._call(groups[0], "plugin_state_dict")])[0]
+            states = self._gather([self._call(g, "state_dict") for g in groups])
         return {"seed": self.seed, "groups": placement.groups, "states": [states[i] for i in range(len(groups))],
                 "config": resumable_config(self.cfg), **loop_copy(loop)}
 
