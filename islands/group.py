@@ -157,8 +157,9 @@ class IslandGroup(PeerLinks):
                 replay one captured epoch, :mod:`isles.islands.span_graph`), ``send_master``
                 (with a plug-in attached, :meth:`attach`: a replica of it runs here on every
                 island's best, :mod:`isles.islands.replica`, and its best goes to every island),
-                ``snapshot`` (the last summary also carries ``snapshot``: ``(state_dict(),
-                plugin_state_dict())``, saving the driver a second call for its snapshot).
+                ``snapshots`` (epochs after which a snapshot falls due: their summaries carry
+                ``snapshot``, ``(state_dict(), plugin_state_dict())``, and their emigrants, so that
+                the driver's snapshot needs no call and the span need not end there).
 
         Returns:
             one :meth:`run_epoch` summary per epoch, with ``master`` as :meth:`run_epochs`' with a
@@ -184,10 +185,12 @@ class IslandGroup(PeerLinks):
             single = len(route["groups"]) == 1  # no peer: the plan's sources are all here
             fixed = fixed_plan(route["topology"], route["n"])  # the same plan every epoch: made once
             graphable = replica is None and (nccl is not None or single) and span_graph.eligible(self, not single) and fixed
+            snaps = sorted(route.get("snapshots", ()))  # epochs after which a snapshot falls due
             for j, k in enumerate(ks):
                 if j < done:
                     continue
                 m = next((i for i, x in enumerate(ks[j:]) if x != k), len(ks) - j)  # epochs like this one
+                m = min([m] + [e - epoch0 - j for e in snaps if e > epoch0 + j])  # replays end at a snapshot
                 if graphable and j >= 2 and m >= 2:  # the same epoch m times: replays of one captured epoch
                     if single:  # no exchange: the group's own (fixed) plan
                         got = self._span_graph(k, m, rows[-1]["events"], inbound=group_plan(edges, self.island_ids, {})[0])
@@ -201,6 +204,7 @@ class IslandGroup(PeerLinks):
                         done = j + m
                         if done < len(ks):
                             sent = self._emigrant_cache = self._emigrants()
+                        self._keep_snapshot(rows, epoch0 + done in snaps, sent if done < len(ks) else None)
                         continue
                 done = j + 1
                 if j > 0:  # edges: the plan after epoch epoch0 + j, made at the end of the epoch before
@@ -228,10 +232,16 @@ class IslandGroup(PeerLinks):
                 if replica is not None:  # the plug-in's epoch on every island's best, before the row
                     replica.after_epoch(best, k, epoch0 + j + 1, posts)
                 rows.append(self._row(best, self.algorithm.phenotype(best.genome[:, 0]), self.state))
-            out = self._end_batch(rows, t0)
-            if route.get("snapshot"):  # the span ends where a snapshot falls due: the state comes with it
-                out[-1]["snapshot"] = (self.state_dict(), self.plugin_state_dict())
-            return out
+                self._keep_snapshot(rows, epoch0 + j + 1 in snaps, sent if j < len(ks) - 1 else None)
+            return self._end_batch(rows, t0)
+
+    def _keep_snapshot(self, rows: list, due: bool, sent) -> None:
+        """Where a snapshot falls due after the last row's epoch (``due``), keep the group's state
+        in the row, with the hosted plug-in's and the epoch's emigrants (``sent``, device arrays;
+        ``None`` at a span's end, where the summary has them): the driver's snapshot needs no call,
+        and a span need not end there."""
+        if due:
+            rows[-1]["snapshot"] = (self.state_dict(), self.plugin_state_dict(), None if sent is None else sent.to_host())
 
     def _evolve(self, n_generations: int) -> None:
         """``n_generations`` generations on the device (captured-graph replays where possible),
@@ -392,9 +402,12 @@ class IslandGroup(PeerLinks):
         out = []
         for e, r in enumerate(rows):
             self._pending_events = r["events"]
+            kept = r.get("snapshot")  # (state, plug-in state, emigrants) where a snapshot falls due (run_span)
             s = self._summary_of(Population.from_leaves({name: a[e] for name, a in best.items()}), best_x[e],
-                                 emigrants if e == len(rows) - 1 else None, r, int(nan[e]),
+                                 emigrants if e == len(rows) - 1 else kept and kept[2], r, int(nan[e]),
                                  None if hits is None else hits[e], compute_s)
+            if kept:
+                s["snapshot"] = kept[:2]
             if "master" in r:
                 s["master"] = (mx[e].reshape(1, -1), mf[e].reshape(1), mv[e].reshape(1), r["master"][3], int(mn[e]))
             out.append(s)

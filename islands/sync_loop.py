@@ -107,10 +107,9 @@ class SyncLoop:
                 elif spmd:  # a span of epochs in every actor, emigrants from peer to peer
                     t_batch, span = time.perf_counter(), span + 1
                     n = self._batch_len(loop, epoch_s, ck)
-                    due = False
-                    if every:  # a span ends where a snapshot falls due, and brings the groups' states
-                        n = min(n, max(1, snapshot["epoch"] + every - loop["epoch"]))
-                        due = loop["epoch"] + n - snapshot["epoch"] >= every
+                    # the epochs after which snapshots fall due: the groups keep their states there
+                    first_due = max(snapshot["epoch"] + every, loop["epoch"] + 1) if every else 0
+                    due = list(range(first_due, loop["epoch"] + n + 1, every)) if every else []
                     epochs = self._run_span(groups, placement, loop, n, span, due)
                     epoch_s = (time.perf_counter() - t_batch) / len(epochs)
                 else:
@@ -134,12 +133,13 @@ class SyncLoop:
                     epoch = loop["epoch"]
                     loop["pending"] = (epoch, emigrants, master_pop)
                     last = loop["done_gens"] >= self.generations
-                    # a snapshot once `every` epochs have passed, at the end of a batch (the groups'
-                    # states are those of its last epoch)
-                    if every and j == len(epochs) - 1 and epoch - snapshot["epoch"] >= every:
-                        carried = {i: sm["snapshot"] for i, sm in summaries.items() if "snapshot" in sm}
-                        snapshot = self.last_snapshot = self._snapshot(
-                            groups, placement, loop, carried if len(carried) == len(groups) else None)
+                    # a snapshot once `every` epochs have passed: at the end of a batch (the groups'
+                    # states are those of its last epoch), or in a span after the epoch whose
+                    # summaries carry the groups' states (IslandGroup._keep_snapshot)
+                    carried = {i: sm["snapshot"] for i, sm in summaries.items() if "snapshot" in sm}
+                    carried = carried if len(carried) == len(groups) else None
+                    if every and (j == len(epochs) - 1 or carried) and epoch - snapshot["epoch"] >= every:
+                        snapshot = self.last_snapshot = self._snapshot(groups, placement, loop, carried)
                     if ck["every"] and (epoch % int(ck["every"]) == 0 or last):
                         fresh = snapshot if snapshot is not None and snapshot["epoch"] == epoch else \
                             self._snapshot(groups, placement, loop)
@@ -200,12 +200,12 @@ class SyncLoop:
         loop["history"].append(record)
         return record, emigrants, master_pop, hits
 
-    def _run_span(self, groups, placement, loop: dict, n_epochs: int, span: int, snapshot: bool = False) -> list:
+    def _run_span(self, groups, placement, loop: dict, n_epochs: int, span: int, snapshots=()) -> list:
         """The next ``n_epochs`` epochs, run by every group in its actor
         (:meth:`IslandGroup.run_span`): the driver hands out the first epoch's migration (from
         the emigrants of the span before) and collects the summaries at the end; a lost actor
-        aborts the span in the others (they stop waiting for its emigrants). ``snapshot``: the
-        span ends where a snapshot falls due (the groups' last summaries bring their states).
+        aborts the span in the others (they stop waiting for its emigrants). ``snapshots``: the
+        epochs after which snapshots fall due (those epochs' summaries bring the groups' states).
 
         Returns:
             ``[(generations, {group index: summary}), ...]``, one per epoch."""
@@ -220,7 +220,7 @@ class SyncLoop:
             self._link = self._form_links(groups)
         route = {"peers": list(groups), "groups": placement.groups, "topology": self.topology, "n": self.n,
                  "seed": self.seed, "timeout_s": self.restart_timeout_s, "nccl": self._link == "nccl",
-                 "channels": self._link == "channel", "snapshot": snapshot,
+                 "channels": self._link == "channel", "snapshots": list(snapshots),
                  "send_master": self.master is not None and bool(self.cfg["islands"]["master_sends_best"])}
         out = self._gather([self._call(g, "run_span", span, first[i], ks, loop["epoch"], {**route, "index": i})
                             for i, g in enumerate(groups)], on_error=lambda: self._abort(groups, span))

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
-from isles.islands import checkpoint
+from isles.islands import checkpoint, sync_loop
 from isles.islands.coordinator import Coordinator, RestartFailed
 from isles.app.job import init_ray, run_job
 from isles.islands.placement import actor_options, cluster_nodes, plan_nodes, ray_location, reserve
@@ -207,15 +207,15 @@ class LoseNode:
             self.epoch = None
 
 
-def test_a_lost_node_s_islands_restart_elsewhere_with_the_same_result(cluster, reference, caplog):
+def test_a_lost_node_s_islands_restart_elsewhere_with_the_same_result(cluster, reference, caplog, monkeypatch):
     c, _ = cluster
+    monkeypatch.setattr(sync_loop, "BATCH_S", 0.0)  # spans of one epoch: the node is lost with epochs left to run
     cfg = plain(make_cfg(*DE, *QUIET))
     lose = LoseNode(c, epoch=3)
     with caplog.at_level("WARNING", logger="isles.islands.coordinator"):
         result = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[lose], use_ray=True).run()
     assert lose.epoch is None  # the node was removed after epoch 3 of 8
-    # the span of epochs 3-4 brought the groups' states (a snapshot is due at 4) before the node was lost
-    assert "restored the snapshot of epoch 4" in caplog.text and "restarted on" in caplog.text
+    assert "restored the snapshot of epoch 2" in caplog.text and "restarted on" in caplog.text
     survivor = {n.node_id for n in c.worker_nodes}
     assert lose.node_id not in survivor and {result.nodes[i] for i in lose.islands} == survivor
     assert list(lose.restarted) == [1] and lose.restarted[1]["node_id"] in survivor  # told to the callbacks
@@ -223,17 +223,18 @@ def test_a_lost_node_s_islands_restart_elsewhere_with_the_same_result(cluster, r
     _assert_same_run([h["island_best_f"] for h in result.history], result.best_x, reference)
 
 
-def test_a_lost_node_with_nowhere_to_go_stops_the_run_with_its_snapshot(cluster, reference, tmp_path):
+def test_a_lost_node_with_nowhere_to_go_stops_the_run_with_its_snapshot(cluster, reference, tmp_path, monkeypatch):
     """``strict_spread`` over two workers, one lost: no node has room for its bundle, so the run
     stops within ``islands.restart_timeout_s`` with its last snapshot, which resumes to the
     uninterrupted result (the CLI writes it as a checkpoint and prints the resume command)."""
     c, _ = cluster
+    monkeypatch.setattr(sync_loop, "BATCH_S", 0.0)  # spans of one epoch, as above
     c.add_node(num_cpus=2, num_gpus=1, temp_dir=tempfile.mkdtemp(prefix="isles-node"))  # two workers again
     c.wait_for_nodes()
     cfg = plain(make_cfg(*DE, *QUIET, "islands.placement=strict_spread", "islands.restart_timeout_s=5"))
     coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[LoseNode(c, epoch=3)], use_ray=True)
     with pytest.raises(RestartFailed, match=r"islands.restart_timeout_s=5: island group\(s\) 1 lost .* "
-                                            r"islands.placement=strict_spread\); .* epoch 4$"):  # as above
+                                            r"islands.placement=strict_spread\); .* epoch 2$"):
         coordinator.run()
     path = tmp_path / "checkpoint.pkl"
     checkpoint.save(path, coordinator.last_snapshot)

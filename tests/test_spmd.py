@@ -239,3 +239,31 @@ def test_a_snapshot_load_waits_for_the_aborted_span_to_leave(monkeypatch):
     t.join(5)
     assert loaded.wait(5) and isinstance(errors[0], Aborted)
     assert group.state_dict()["generation"] == saved["generation"]  # the snapshot's state, not the span's
+
+
+def test_snapshots_fall_inside_spans_and_one_taken_there_resumes_to_the_same_run(ray_local, monkeypatch, tmp_path):
+    """A span is not cut where a snapshot falls due: the groups keep their states after that epoch
+    (IslandGroup._keep_snapshot) and the driver's snapshot needs no call; such a snapshot, saved as a
+    checkpoint, resumes in-process to the uninterrupted result."""
+    from isles.app.job import run_job  # noqa: PLC0415
+    from isles.islands import checkpoint, recovery, sync_loop  # noqa: PLC0415
+
+    spans, taken = [], []
+    real_span, real_snapshot = sync_loop.SyncLoop._run_span, recovery.Recovery._snapshot
+    monkeypatch.setattr(sync_loop.SyncLoop, "_run_span", lambda self, *a: spans.append(a[3]) or real_span(self, *a))
+    monkeypatch.setattr(recovery.Recovery, "_snapshot", lambda self, groups, placement, loop, carried=None:
+                        taken.append((loop["epoch"], carried is not None, real_snapshot(self, groups, placement, loop, carried)))
+                        or taken[-1][2])
+    overrides = ["islands.n_actors=2", "islands.snapshot_every=3", "generations=40"]
+    result = run(*overrides)
+    monkeypatch.undo()
+    assert max(spans) > 3  # spans run past the snapshot epochs
+    inside = [(e, snap) for e, carried, snap in taken if carried]
+    assert [e for e, _ in inside] == list(range(3, 41, 3))
+    assert result.history[-1]["epoch"] == 40 and 3 in [e for e, _ in inside]
+    path = tmp_path / "mid_span.pkl"
+    checkpoint.save(path, inside[2][1])  # epoch 9, inside a span
+    resumed, _ = run_job(make_cfg(*DE, *overrides[1:], f"checkpoint.resume={path}"), use_ray=False)
+    assert resumed.best_f == result.best_f and resumed.migrations == result.migrations
+    np.testing.assert_array_equal(resumed.best_x, result.best_x)
+    assert [h["island_best_f"].tolist() for h in resumed.history] == [h["island_best_f"].tolist() for h in result.history]
