@@ -9,8 +9,9 @@ one process. No evolution: each actor returns a summary-sized dict of NumPy arra
 Prints one Markdown row per transport: milliseconds per epoch (all actors called, all answers
 back) and the ratio to tasks. This is the evidence behind the docs/runtime.md's "what would close it"
 for migrations between actors. The runtime (issue 19) no longer routes emigrants through the driver:
-its actors post them to each other's inbox with one-sided actor calls (``islands/transport.py``);
-Compiled Graph channels are not used there yet.
+CPU actors of one node exchange them through Compiled Graph's shared-memory channels, one per pair
+(``islands/channels.py``), and actors on different nodes post them to each other's inbox with
+one-sided actor calls (``islands/transport.py``).
 """
 from __future__ import annotations
 

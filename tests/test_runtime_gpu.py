@@ -75,6 +75,40 @@ def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
     assert any(m for s in out["graph"][0][2:] for m in s["migrations"])
 
 
+def test_a_snapshot_inside_a_replayed_span_keeps_the_state_of_its_epoch():
+    """A snapshot due after epoch 6 of a 9-epoch span over a 1-rank NCCL communicator: the replays
+    stop at epoch 6 (IslandGroup.run_span cuts them there), the group keeps its state and that
+    epoch's emigrants in the summary, and both equal the plain span's, bit for bit."""
+    from isles.islands.exchange import NcclComm  # noqa: PLC0415
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
+    from tests.test_exchange import assert_same_spans  # noqa: PLC0415
+
+    if NcclComm.available() is not None:
+        pytest.skip(NcclComm.available())
+    cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
+                         "islands.n=4", "islands.n_migrants=2", "topology=ring", "logger=none", "progress=false",
+                         "device=gpu"))
+    co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
+    route = {"peers": [None], "index": 0, "groups": [[0, 1, 2, 3]], "topology": co.topology, "n": 4, "seed": 0,
+             "timeout_s": 30, "snapshots": [6]}
+    out = {}
+    for mode in ("plain", "graph"):
+        g = IslandGroup(co._spec([0, 1, 2, 3], "gpu"))
+        g.span_graph = "never"
+        if mode == "graph":
+            g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
+            g.span_graph = "always"
+        out[mode] = {0: g.run_span(1, ({}, {}), [1] * 9, 0, dict(route, nccl=mode == "graph"))}
+    assert_same_spans(out["plain"], out["graph"])
+    kept = {mode: out[mode][0][5] for mode in out}  # the summary of epoch 6
+    assert all("snapshot" in k and k["emigrants"] is not None for k in kept.values())
+    assert not any("snapshot" in s for mode in out for j, s in enumerate(out[mode][0]) if j != 5)
+    for key, value in kept["plain"]["snapshot"][0].items():
+        np.testing.assert_array_equal(value, kept["graph"]["snapshot"][0][key], err_msg=key)
+    for name, leaf in kept["plain"]["emigrants"].leaves().items():
+        np.testing.assert_array_equal(leaf, kept["graph"]["emigrants"].leaves()[name], err_msg=name)
+
+
 @pytest.mark.parametrize("overrides", [(), ("islands.migration_interval=3", "topology=fully_connected")])
 def test_an_in_process_run_replays_its_like_epochs_with_the_same_result(overrides):
     """islands.span_graph=auto (the default) against never: a run of tiny DE islands in one

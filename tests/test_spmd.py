@@ -267,3 +267,24 @@ def test_snapshots_fall_inside_spans_and_one_taken_there_resumes_to_the_same_run
     assert resumed.best_f == result.best_f and resumed.migrations == result.migrations
     np.testing.assert_array_equal(resumed.best_x, result.best_x)
     assert [h["island_best_f"].tolist() for h in resumed.history] == [h["island_best_f"].tolist() for h in result.history]
+
+
+def test_a_group_keeps_its_state_and_emigrants_where_a_snapshot_falls_due_inside_a_span():
+    """run_span with a snapshot due after epoch 6 of 9: that epoch's summary carries the group's
+    state and emigrants, equal to those of a group that ran 6 epochs and stopped; no other does."""
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
+
+    cfg = plain(make_cfg(*DE, "islands.n=4"))
+    co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
+    route = {"peers": [None], "index": 0, "groups": [[0, 1, 2, 3]], "topology": co.topology, "n": 4, "seed": 0,
+             "timeout_s": 30}
+    long = IslandGroup(co._spec([0, 1, 2, 3], "cpu")).run_span(1, ({}, {}), [1] * 9, 0, dict(route, snapshots=[6]))
+    short_group = IslandGroup(co._spec([0, 1, 2, 3], "cpu"))
+    short = short_group.run_span(1, ({}, {}), [1] * 6, 0, route)
+    assert [j for j, s in enumerate(long) if "snapshot" in s] == [5]
+    state, plugin_state = long[5]["snapshot"]
+    assert plugin_state is None
+    for key, value in short_group.state_dict().items():
+        np.testing.assert_array_equal(state[key], value, err_msg=key)
+    for name, leaf in short[-1]["emigrants"].leaves().items():
+        np.testing.assert_array_equal(long[5]["emigrants"].leaves()[name], leaf, err_msg=name)
