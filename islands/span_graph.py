@@ -41,7 +41,7 @@ from isles.algorithms.core.graph import split as _split
 from isles.algorithms.core.population import Population
 from isles.islands import migration
 from isles.islands.exchange import exchange
-from isles.islands.planner import fixed_plan, group_plan
+from isles.islands.planner import group_plan
 
 #: the most generations of one captured epoch (each is a node of the graph; beyond this the
 #: epoch's own work hides the Python of the plain path)

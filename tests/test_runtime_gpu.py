@@ -42,6 +42,21 @@ def test_captured_cmepso_iteration_equals_the_plain_path(monkeypatch):
     np.testing.assert_allclose(captured.history[-1]["island_best_f"], on_cpu.history[-1]["island_best_f"], rtol=1e-6)
 
 
+def one_group_of_four():
+    """``(Coordinator, route)`` of one group of 4 tiny DE islands on a GPU, on a ring, with no peer
+    (skips where CuPy has no NCCL)."""
+    from isles.islands.exchange import NcclComm  # noqa: PLC0415
+
+    if NcclComm.available() is not None:
+        pytest.skip(NcclComm.available())
+    cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
+                         "islands.n=4", "islands.n_migrants=2", "topology=ring", "logger=none", "progress=false",
+                         "device=gpu"))
+    co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
+    return co, {"peers": [None], "index": 0, "groups": [[0, 1, 2, 3]], "topology": co.topology, "n": 4, "seed": 0,
+                "timeout_s": 30}
+
+
 def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
     """islands.span_graph=always on one GPU: a group of 4 DE islands on a ring (all local) over a 1-rank
     NCCL communicator replays one captured epoch from the third epoch on (islands/span_graph.py),
@@ -52,14 +67,7 @@ def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
     from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
     from tests.test_exchange import assert_same_spans  # noqa: PLC0415
 
-    if NcclComm.available() is not None:
-        pytest.skip(NcclComm.available())
-    cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
-                         "islands.n=4", "islands.n_migrants=2", "topology=ring", "logger=none", "progress=false",
-                         "device=gpu"))
-    co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
-    route = {"peers": [None], "index": 0, "groups": [[0, 1, 2, 3]], "topology": co.topology, "n": 4, "seed": 0,
-             "timeout_s": 30}
+    co, route = one_group_of_four()
     out = {}
     for mode in ("plain", "graph"):
         g = IslandGroup(co._spec([0, 1, 2, 3], "gpu"))
@@ -83,14 +91,8 @@ def test_a_snapshot_inside_a_replayed_span_keeps_the_state_of_its_epoch():
     from isles.islands.group import IslandGroup  # noqa: PLC0415
     from tests.test_exchange import assert_same_spans  # noqa: PLC0415
 
-    if NcclComm.available() is not None:
-        pytest.skip(NcclComm.available())
-    cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
-                         "islands.n=4", "islands.n_migrants=2", "topology=ring", "logger=none", "progress=false",
-                         "device=gpu"))
-    co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
-    route = {"peers": [None], "index": 0, "groups": [[0, 1, 2, 3]], "topology": co.topology, "n": 4, "seed": 0,
-             "timeout_s": 30, "snapshots": [6]}
+    co, route = one_group_of_four()
+    route["snapshots"] = [6]
     out = {}
     for mode in ("plain", "graph"):
         g = IslandGroup(co._spec([0, 1, 2, 3], "gpu"))
