@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,14 +30,32 @@ from isles.app.job import run_job  # noqa: E402
 
 
 def run(overrides: list[str], n_actors: int):
-    """One run with ``islands.n_actors=n_actors``: ``(RunResult, seconds per steady epoch)``."""
+    """One run with ``islands.n_actors=n_actors``: ``(RunResult, seconds per steady epoch, seconds
+    per epoch the driver waits for the actors' spans or None)`` (``SyncLoop._end_span``; the rest of
+    an epoch is the driver's own books, while the next span runs)."""
+    from isles.islands import sync_loop  # noqa: PLC0415
+
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[*overrides, "logger=none", "progress=false",
                                                        f"islands.n_actors={n_actors}"])
-    result, _ = run_job(cfg)
+    spans, real = [], sync_loop.SyncLoop._end_span
+
+    def timed(self, *a, **k):
+        t = time.perf_counter()
+        out = real(self, *a, **k)
+        spans.append((len(out), time.perf_counter() - t))
+        return out
+
+    sync_loop.SyncLoop._end_span = timed
+    try:
+        result, _ = run_job(cfg)
+    finally:
+        sync_loop.SyncLoop._end_span = real
     h = result.history
     epoch_s = (h[-1]["wall_s"] - h[0]["wall_s"]) / max(1, len(h) - 1)
-    return result, epoch_s
+    steady = spans[1:]  # the first span is one epoch: compilation, graph capture
+    span_s = sum(s for _, s in steady) / sum(n for n, _ in steady) if steady else None
+    return result, epoch_s, span_s
 
 
 def main() -> None:
@@ -46,17 +65,18 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="Hydra overrides of the run")
     a = ap.parse_intermixed_args()
     print("| actors | steady evals/s | ratio | evolution wall | wall over 1 actor's | wall per epoch after the first "
-          "| best f | devices |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| of it waiting for the actors | best f | devices |")
+    print("|---|---|---|---|---|---|---|---|---|")
     base = base_wall = None
     for n in (1, a.actors):
-        result, epoch_s = run(a.overrides, n)
+        result, epoch_s, span_s = run(a.overrides, n)
         rate = result.steady_evals_per_s
         base = base or rate
         base_wall = base_wall or result.wall_s
         devices = "; ".join(sorted({f"{d}" for d in result.devices.values()}))
         print(f"| {n} | {rate / 1e6:,.2f} M | {rate / base:.2f}x | {result.wall_s:.2f} s | "
-              f"{result.wall_s / base_wall:.2f}x | {epoch_s * 1e3:.3f} ms | {result.best_f:.7g} | {devices} |", flush=True)
+              f"{result.wall_s / base_wall:.2f}x | {epoch_s * 1e3:.3f} ms | "
+              f"{'-' if span_s is None else f'{span_s * 1e3:.3f} ms'} | {result.best_f:.7g} | {devices} |", flush=True)
 
 
 if __name__ == "__main__":

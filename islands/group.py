@@ -12,8 +12,10 @@ runtime wraps it with ``ray.remote``.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import pickle
 import socket
 import threading
 import time
@@ -235,13 +237,21 @@ class IslandGroup(PeerLinks):
                 self._keep_snapshot(rows, epoch0 + j + 1 in snaps, sent if j < len(ks) - 1 else None)
             return self._end_batch(rows, t0)
 
+    def run_span_packed(self, *args) -> bytes:
+        """:meth:`run_span`'s summaries pickled into one bytes object, for the driver across Ray
+        (Ray serialises each of a span's hundreds of small arrays as a buffer of its own: tiny CPU
+        islands on 2 actors went from 0.79 to 0.76 ms an epoch)."""
+        return pickle.dumps(self.run_span(*args), protocol=pickle.HIGHEST_PROTOCOL)
+
     def _keep_snapshot(self, rows: list, due: bool, sent) -> None:
         """Where a snapshot falls due after the last row's epoch (``due``), keep the group's state
         in the row, with the hosted plug-in's and the epoch's emigrants (``sent``, device arrays;
         ``None`` at a span's end, where the summary has them): the driver's snapshot needs no call,
         and a span need not end there."""
         if due:
-            rows[-1]["snapshot"] = (self.state_dict(), self.plugin_state_dict(), None if sent is None else sent.to_host())
+            kept = (self.state_dict(), self.plugin_state_dict(), None if sent is None else sent.to_host())
+            # NumPy's host arrays are the state's own, and the span goes on: copies (CuPy's are copies already)
+            rows[-1]["snapshot"] = copy.deepcopy(kept) if self.xp is np else kept
 
     def _evolve(self, n_generations: int) -> None:
         """``n_generations`` generations on the device (captured-graph replays where possible),

@@ -11,6 +11,7 @@ each hosts an identical replica of it (:mod:`isles.islands.replica`).
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 
 import numpy as np
@@ -94,6 +95,8 @@ class SyncLoop:
             self._attach(groups, loop["master_state"])
         snapshot = self.last_snapshot = self._snapshot(groups, placement, loop) if every else None
         restarts, yielded, hits, epoch_s, span = 0, loop["epoch"], None, None, 0
+        # spans: the one started ahead (_start_ahead) and the epoch of the last snapshot scheduled
+        ahead, scheduled = None, snapshot["epoch"] if every else 0
         # several Ray actors: each runs the epochs itself (run_span), a plug-in replicated in each
         spmd = self.use_ray and not local
         t0 = time.perf_counter()
@@ -105,13 +108,17 @@ class SyncLoop:
                     epochs = [(p[0], {0: s}) for p, s in zip(plans, groups[0].run_epochs(plans))]
                     epoch_s = (time.perf_counter() - t_batch) / len(plans)
                 elif spmd:  # a span of epochs in every actor, emigrants from peer to peer
-                    t_batch, span = time.perf_counter(), span + 1
-                    n = self._batch_len(loop, epoch_s, ck)
-                    # the epochs after which snapshots fall due: the groups keep their states there
-                    first_due = max(snapshot["epoch"] + every, loop["epoch"] + 1) if every else 0
-                    due = list(range(first_due, loop["epoch"] + n + 1, every)) if every else []
-                    epochs = self._run_span(groups, placement, loop, n, span, due)
-                    epoch_s = (time.perf_counter() - t_batch) / len(epochs)
+                    if ahead is None:  # none started ahead: start this one now
+                        span += 1
+                        ahead = self._start_span(groups, placement, loop["epoch"], loop["done_gens"], loop["pending"],
+                                                 self._batch_len(loop, epoch_s, ck), span, scheduled)
+                    started, ahead = ahead, None
+                    scheduled = started[4]
+                    epochs = self._end_span(groups, started)
+                    epoch_s = (time.perf_counter() - started[3]) / len(epochs)
+                    # the next span starts before this one's books (the driver's, while the actors evolve)
+                    ahead = self._start_ahead(groups, placement, loop, epochs, epoch_s, span + 1, scheduled)
+                    span += ahead is not None
                 else:
                     k = min(self.interval, self.generations - loop["done_gens"])
                     migration = (self._plan_migration(*loop["pending"], placement) if loop["pending"]
@@ -148,6 +155,9 @@ class SyncLoop:
                 if snapshot is None or not actor_died(err) or restarts >= self.max_restarts:
                     raise
                 restarts += 1
+                if ahead is not None:  # a span started ahead waits for the lost actor: abort it
+                    self._abort(groups, ahead[0])
+                    ahead = None
                 self._link = None  # the communicator or channels are formed again with the restarted actor
                 log.warning("an island-group actor died in epoch %d (%s); restored the snapshot of epoch %d "
                             "(restart %d of %d)", loop["epoch"] + 1, type(err).__name__, snapshot["epoch"],
@@ -157,6 +167,7 @@ class SyncLoop:
                     infos = self._gather([self._call(g, "info") for g in groups])
                     self._relocated([infos[i] for i in range(len(groups))])
                 loop = loop_copy(snapshot)
+                scheduled = snapshot["epoch"]
                 if hosted:  # every replica (the restarted one afresh) from the snapshot's state
                     self._attach(groups, loop["master_state"])
                 continue
@@ -200,31 +211,60 @@ class SyncLoop:
         loop["history"].append(record)
         return record, emigrants, master_pop, hits
 
-    def _run_span(self, groups, placement, loop: dict, n_epochs: int, span: int, snapshots=()) -> list:
-        """The next ``n_epochs`` epochs, run by every group in its actor
-        (:meth:`IslandGroup.run_span`): the driver hands out the first epoch's migration (from
-        the emigrants of the span before) and collects the summaries at the end; a lost actor
-        aborts the span in the others (they stop waiting for its emigrants). ``snapshots``: the
-        epochs after which snapshots fall due (those epochs' summaries bring the groups' states).
+    def _start_span(self, groups, placement, epoch0: int, done_gens: int, pending, n_epochs: int, span: int,
+                    scheduled: int) -> tuple:
+        """Start the next ``n_epochs`` epochs in every group's actor (:meth:`IslandGroup.run_span`):
+        the driver hands out the first epoch's migration (from ``pending``, the emigrants of the
+        span before) and the epochs after which snapshots fall due (``islands.snapshot_every`` after
+        ``scheduled``, the last one scheduled; those epochs' summaries bring the groups' states).
 
         Returns:
-            ``[(generations, {group index: summary}), ...]``, one per epoch."""
-        ks, gens = [], loop["done_gens"]
+            ``(span, ks, refs, start time, the last snapshot epoch scheduled)`` for :meth:`_end_span`."""
+        ks, gens = [], done_gens
         for _ in range(n_epochs):
             ks.append(min(self.interval, self.generations - gens))
             gens += ks[-1]
+        every = int(self.cfg["islands"]["snapshot_every"])
+        due = list(range(max(scheduled + every, epoch0 + 1), epoch0 + n_epochs + 1, every)) if every else []
         # a plug-in's best is each actor's own replica's (MASTER_ID: None, islands/replica.py)
-        first = (self._plan_migration(*loop["pending"][:2], None, placement) if loop["pending"]
-                 else [({}, {}) for _ in groups])
+        first = (self._plan_migration(*pending[:2], None, placement) if pending else [({}, {}) for _ in groups])
         if self._link is None and n_epochs > 1:
             self._link = self._form_links(groups)
         route = {"peers": list(groups), "groups": placement.groups, "topology": self.topology, "n": self.n,
                  "seed": self.seed, "timeout_s": self.restart_timeout_s, "nccl": self._link == "nccl",
-                 "channels": self._link == "channel", "snapshots": list(snapshots),
+                 "channels": self._link == "channel", "snapshots": due,
                  "send_master": self.master is not None and bool(self.cfg["islands"]["master_sends_best"])}
-        out = self._gather([self._call(g, "run_span", span, first[i], ks, loop["epoch"], {**route, "index": i})
-                            for i, g in enumerate(groups)], on_error=lambda: self._abort(groups, span))
+        method = "run_span_packed" if self.use_ray else "run_span"  # one bytes object through Ray
+        refs = [self._call(g, method, span, first[i], ks, epoch0, {**route, "index": i}) for i, g in enumerate(groups)]
+        return span, ks, refs, time.perf_counter(), due[-1] if due else scheduled
+
+    def _end_span(self, groups, started: tuple) -> list:
+        """The summaries of a span begun by :meth:`_start_span`; a lost actor aborts the span in the
+        others (they stop waiting for its emigrants).
+
+        Returns:
+            ``[(generations, {group index: summary}), ...]``, one per epoch."""
+        span, ks, refs = started[:3]
+        out = self._gather(refs, on_error=lambda: self._abort(groups, span))
+        out = {i: pickle.loads(v) if isinstance(v, bytes) else v for i, v in out.items()}  # noqa: S301 (our actors')
         return [(k, {i: out[i][j] for i in range(len(groups))}) for j, k in enumerate(ks)]
+
+    def _start_ahead(self, groups, placement, loop: dict, epochs: list, epoch_s: float, span: int, scheduled: int):
+        """Start the span after ``epochs`` (a span just ended, not yet booked in ``loop``) before the
+        driver books them, so that the actors evolve while it does: its first migration comes from
+        the last epoch's emigrants, as :meth:`_epoch_done` would keep them. ``None`` (the next span
+        starts after the books) where the run ends with these epochs, every island reached the
+        stop target, or a checkpoint falls due at their end (it asks the idle groups for their state).
+        Returns :meth:`_start_span`'s handle, or ``None``."""
+        epoch, gens = loop["epoch"] + len(epochs), loop["done_gens"] + sum(k for k, _ in epochs)
+        last = epochs[-1][1]
+        every_ck = int(self.cfg["checkpoint"]["every"] or 0)
+        hit = all(s["hit_generation"] is not None and np.all(np.asarray(s["hit_generation"]) >= 0) for s in last.values())
+        if gens >= self.generations or hit or (every_ck and epoch % every_ck == 0):
+            return None
+        emigrants = {gid: s["emigrants"].island(p) for s in last.values() for p, gid in enumerate(s["island_ids"])}
+        n = self._batch_len({**loop, "epoch": epoch, "done_gens": gens}, epoch_s, self.cfg["checkpoint"])
+        return self._start_span(groups, placement, epoch, gens, (epoch, emigrants), n, span, scheduled)
 
     def _form_links(self, groups) -> str:
         """Form the groups' links for the sync spans, by ``islands.transport``: ``"nccl"`` (auto or

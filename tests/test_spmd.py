@@ -53,9 +53,9 @@ def test_spmd_actors_equal_the_driver_loop_and_in_process(ray_local, monkeypatch
     # counted in the driver: the driver's loop calls run_span on the actors (a span of several epochs)
     from isles.islands import sync_loop  # noqa: PLC0415
 
-    real = sync_loop.SyncLoop._run_span
-    monkeypatch.setattr(sync_loop.SyncLoop, "_run_span",
-                        lambda self, *a: spans.append(a[3]) or real(self, *a))
+    real = sync_loop.SyncLoop._start_span
+    monkeypatch.setattr(sync_loop.SyncLoop, "_start_span",
+                        lambda self, *a: spans.append(a[5]) or real(self, *a))
     spmd = run(f"topology={topology}", "islands.n_actors=2")
     monkeypatch.undo()
     assert max(spans) > 1  # spans of several epochs ran in the actors
@@ -80,8 +80,8 @@ def test_master_replicas_in_two_actors_equal_one_actor_and_in_process(ray_local,
     from isles.islands import sync_loop  # noqa: PLC0415
 
     over = [f"islands.master_sends_best={sends}", f"islands.migration_interval={interval}"]
-    spans, real = [], sync_loop.SyncLoop._run_span
-    monkeypatch.setattr(sync_loop.SyncLoop, "_run_span", lambda self, *a: spans.append(a[3]) or real(self, *a))
+    spans, real = [], sync_loop.SyncLoop._start_span
+    monkeypatch.setattr(sync_loop.SyncLoop, "_start_span", lambda self, *a: spans.append(a[5]) or real(self, *a))
     two = run_master(*over, "islands.n_actors=2")
     monkeypatch.undo()
     assert sum(spans) == len(two.history) == 12 // interval and max(spans) > 1
@@ -249,8 +249,8 @@ def test_snapshots_fall_inside_spans_and_one_taken_there_resumes_to_the_same_run
     from isles.islands import checkpoint, recovery, sync_loop  # noqa: PLC0415
 
     spans, taken = [], []
-    real_span, real_snapshot = sync_loop.SyncLoop._run_span, recovery.Recovery._snapshot
-    monkeypatch.setattr(sync_loop.SyncLoop, "_run_span", lambda self, *a: spans.append(a[3]) or real_span(self, *a))
+    real_span, real_snapshot = sync_loop.SyncLoop._start_span, recovery.Recovery._snapshot
+    monkeypatch.setattr(sync_loop.SyncLoop, "_start_span", lambda self, *a: spans.append(a[5]) or real_span(self, *a))
     monkeypatch.setattr(recovery.Recovery, "_snapshot", lambda self, groups, placement, loop, carried=None:
                         taken.append((loop["epoch"], carried is not None, real_snapshot(self, groups, placement, loop, carried)))
                         or taken[-1][2])
@@ -288,3 +288,30 @@ def test_a_group_keeps_its_state_and_emigrants_where_a_snapshot_falls_due_inside
         np.testing.assert_array_equal(state[key], value, err_msg=key)
     for name, leaf in short[-1]["emigrants"].leaves().items():
         np.testing.assert_array_equal(long[5]["emigrants"].leaves()[name], leaf, err_msg=name)
+
+
+def test_the_next_span_starts_before_the_driver_books_the_last_one(ray_local, monkeypatch):
+    """The driver starts span k + 1 (its first migration from span k's last emigrants) before it
+    books span k's epochs (SyncLoop._start_ahead), so the actors evolve while it does; not where
+    a checkpoint falls due at the span's end. The run is the in-process one, bit for bit."""
+    from isles.islands import sync_loop  # noqa: PLC0415
+
+    log = []
+
+    class Books:
+        def on_epoch(self, rec):
+            log.append(("booked", rec["epoch"]))
+
+    real = sync_loop.SyncLoop._start_span
+    monkeypatch.setattr(sync_loop.SyncLoop, "_start_span", lambda self, *a: log.append(("started", a[2])) or real(self, *a))
+    cfg = plain(make_cfg(*DE, "islands.n_actors=2", "generations=300"))
+    result = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[Books()], use_ray=True).run()
+    monkeypatch.undo()
+    starts = [e for kind, e in log if kind == "started"]
+    assert len(starts) >= 3
+    # span k + 1 starts at epoch E (the end of span k) before the driver has booked epoch E
+    ahead = [e for e in starts if e > 0 and log.index(("started", e)) < log.index(("booked", e))]
+    assert ahead == starts[1:]
+    reference = run("islands.n_actors=1", "generations=300", use_ray=False)
+    assert result.best_f == reference.best_f and result.migrations == reference.migrations
+    np.testing.assert_array_equal(result.best_x, reference.best_x)
