@@ -245,7 +245,8 @@ def check_values(cfg: dict) -> None:
             ``master`` with ``islands.mode=async``, ``islands.n_nodes`` > 1 on a local Ray
             (``ray.address`` null), ``islands.n_actors`` > ``islands.n_nodes`` under
             ``strict_spread``, ``islands.snapshot_every`` or ``.max_restarts`` < 0,
-            ``islands.restart_timeout_s`` <= 0; ``checkpoint.every`` < 0, or > 0 without
+            ``islands.restart_timeout_s`` <= 0, ``islands.transport=nccl`` with ``device=cpu``;
+            ``checkpoint.every`` < 0, or > 0 without
             ``checkpoint.path``; ``stop.tol`` < 0, ``stop.f_target`` not a number;
             ``logger.system_metrics_interval`` <= 0.
     """
@@ -260,6 +261,9 @@ def check_values(cfg: dict) -> None:
             check_range(f"constraints.{name}", c[name], 0, lo_open=True)
     check_handling(c["handling"], c["penalty"])
     _check_islands(cfg["islands"], cfg["master"], cfg["ray"]["address"])
+    if cfg["islands"]["transport"] == "nccl" and cfg["device"] == "cpu":
+        raise ValueError("islands.transport=nccl: NCCL joins GPUs and device=cpu; allowed values here are "
+                         "auto|ray|channel")
     ck = cfg["checkpoint"]
     check_range("checkpoint.every", ck["every"], 0, integer=True)
     if ck["every"] and not ck["path"]:

@@ -222,6 +222,9 @@ def test_transport_is_checked_in_one_line():
     cfg = with_defaults(plain(make_cfg(*DE, "islands.transport=tcp")))
     with pytest.raises(ValueError, match=r"^islands\.transport='tcp': allowed values are auto\|ray\|nccl\|channel$"):
         check_values(cfg)
+    cfg = with_defaults(plain(make_cfg(*DE, "islands.transport=nccl", "device=cpu")))
+    with pytest.raises(ValueError, match=r"^islands\.transport=nccl: .* device=cpu; allowed values here are auto\|ray\|channel$"):
+        check_values(cfg)
 
 
 def _master_groups(ids, send_master: bool):
