@@ -17,6 +17,7 @@ One cluster for the module; the node-loss tests come last, since they remove nod
 import csv
 import io
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -215,7 +216,9 @@ def test_a_lost_node_s_islands_restart_elsewhere_with_the_same_result(cluster, r
     with caplog.at_level("WARNING", logger="isles.islands.coordinator"):
         result = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[lose], use_ray=True).run()
     assert lose.epoch is None  # the node was removed after epoch 3 of 8
-    assert "restored the snapshot of epoch 2" in caplog.text and "restarted on" in caplog.text
+    # the last snapshot before the loss: epoch 2, or 4 where the span started ahead of epoch 3's books
+    # (SyncLoop._start_ahead) had ended before the node went
+    assert re.search(r"restored the snapshot of epoch [24] ", caplog.text) and "restarted on" in caplog.text
     survivor = {n.node_id for n in c.worker_nodes}
     assert lose.node_id not in survivor and {result.nodes[i] for i in lose.islands} == survivor
     assert list(lose.restarted) == [1] and lose.restarted[1]["node_id"] in survivor  # told to the callbacks
@@ -234,7 +237,7 @@ def test_a_lost_node_with_nowhere_to_go_stops_the_run_with_its_snapshot(cluster,
     cfg = plain(make_cfg(*DE, *QUIET, "islands.placement=strict_spread", "islands.restart_timeout_s=5"))
     coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[LoseNode(c, epoch=3)], use_ray=True)
     with pytest.raises(RestartFailed, match=r"islands.restart_timeout_s=5: island group\(s\) 1 lost .* "
-                                            r"islands.placement=strict_spread\); .* epoch 2$"):
+                                            r"islands.placement=strict_spread\); .* epoch [24]$"):  # as above
         coordinator.run()
     path = tmp_path / "checkpoint.pkl"
     checkpoint.save(path, coordinator.last_snapshot)
