@@ -14,6 +14,7 @@ from typing import Protocol
 
 from isles.islands.planner import MASTER_ID
 
+
 def with_broadcast(remote: dict | None, plugin) -> dict | None:
     """``remote`` (a plan's ``{source id: Population}``) with an entry ``MASTER_ID: None`` (the
     driver's placeholder for a plug-in hosted beside the islands) set to ``plugin.broadcast()``,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import pickle
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,6 +32,16 @@ log = logging.getLogger("isles.islands.coordinator")
 #: most epochs in one batch
 BATCH_S = 0.2
 MAX_BATCH = 1000
+
+
+class Span(NamedTuple):
+    """A span of epochs started in every group's actor (:meth:`SyncLoop._start_span`)."""
+
+    span: int  #: its id
+    ks: list  #: generations of each epoch
+    refs: list  #: the groups' calls (Ray object refs, or in-process results)
+    t0: float  #: when it started (``time.perf_counter()``)
+    scheduled: int  #: the epoch of the last snapshot scheduled, up to this span
 
 
 class SyncLoop:
@@ -113,9 +124,9 @@ class SyncLoop:
                         ahead = self._start_span(groups, placement, loop["epoch"], loop["done_gens"], loop["pending"],
                                                  self._batch_len(loop, epoch_s, ck), span, scheduled)
                     started, ahead = ahead, None
-                    scheduled = started[4]
+                    scheduled = started.scheduled
                     epochs = self._end_span(groups, started)
-                    epoch_s = (time.perf_counter() - started[3]) / len(epochs)
+                    epoch_s = (time.perf_counter() - started.t0) / len(epochs)
                     # the next span starts before this one's books (the driver's, while the actors evolve)
                     ahead = self._start_ahead(groups, placement, loop, epochs, epoch_s, span + 1, scheduled)
                     span += ahead is not None
@@ -156,7 +167,7 @@ class SyncLoop:
                     raise
                 restarts += 1
                 if ahead is not None:  # a span started ahead waits for the lost actor: abort it
-                    self._abort(groups, ahead[0])
+                    self._abort(groups, ahead.span)
                     ahead = None
                 self._link = None  # the communicator or channels are formed again with the restarted actor
                 log.warning("an island-group actor died in epoch %d (%s); restored the snapshot of epoch %d "
@@ -212,14 +223,14 @@ class SyncLoop:
         return record, emigrants, master_pop, hits
 
     def _start_span(self, groups, placement, epoch0: int, done_gens: int, pending, n_epochs: int, span: int,
-                    scheduled: int) -> tuple:
+                    scheduled: int) -> "Span":
         """Start the next ``n_epochs`` epochs in every group's actor (:meth:`IslandGroup.run_span`):
         the driver hands out the first epoch's migration (from ``pending``, the emigrants of the
         span before) and the epochs after which snapshots fall due (``islands.snapshot_every`` after
         ``scheduled``, the last one scheduled; those epochs' summaries bring the groups' states).
 
         Returns:
-            ``(span, ks, refs, start time, the last snapshot epoch scheduled)`` for :meth:`_end_span`."""
+            the started :class:`Span`, for :meth:`_end_span`."""
         ks, gens = [], done_gens
         for _ in range(n_epochs):
             ks.append(min(self.interval, self.generations - gens))
@@ -236,16 +247,16 @@ class SyncLoop:
                  "send_master": self.master is not None and bool(self.cfg["islands"]["master_sends_best"])}
         method = "run_span_packed" if self.use_ray else "run_span"  # one bytes object through Ray
         refs = [self._call(g, method, span, first[i], ks, epoch0, {**route, "index": i}) for i, g in enumerate(groups)]
-        return span, ks, refs, time.perf_counter(), due[-1] if due else scheduled
+        return Span(span, ks, refs, time.perf_counter(), due[-1] if due else scheduled)
 
-    def _end_span(self, groups, started: tuple) -> list:
+    def _end_span(self, groups, started: "Span") -> list:
         """The summaries of a span begun by :meth:`_start_span`; a lost actor aborts the span in the
         others (they stop waiting for its emigrants).
 
         Returns:
             ``[(generations, {group index: summary}), ...]``, one per epoch."""
-        span, ks, refs = started[:3]
-        out = self._gather(refs, on_error=lambda: self._abort(groups, span))
+        span, ks = started.span, started.ks
+        out = self._gather(started.refs, on_error=lambda: self._abort(groups, span))
         out = {i: pickle.loads(v) if isinstance(v, bytes) else v for i, v in out.items()}  # noqa: S301 (our actors')
         return [(k, {i: out[i][j] for i in range(len(groups))}) for j, k in enumerate(ks)]
 
@@ -255,14 +266,12 @@ class SyncLoop:
         the last epoch's emigrants, as :meth:`_epoch_done` would keep them. ``None`` (the next span
         starts after the books) where the run ends with these epochs, every island reached the
         stop target, or a checkpoint falls due at their end (it asks the idle groups for their state).
-        Returns :meth:`_start_span`'s handle, or ``None``."""
+        Returns the started :class:`Span`, or ``None``."""
         epoch, gens = loop["epoch"] + len(epochs), loop["done_gens"] + sum(k for k, _ in epochs)
-        last = epochs[-1][1]
         every_ck = int(self.cfg["checkpoint"]["every"] or 0)
-        hit = all(s["hit_generation"] is not None and np.all(np.asarray(s["hit_generation"]) >= 0) for s in last.values())
-        if gens >= self.generations or hit or (every_ck and epoch % every_ck == 0):
+        *_, emigrants, _, _, hits = merge_summaries(self.n, epochs[-1][1])  # as _epoch_done reads them
+        if gens >= self.generations or (hits is not None and np.all(hits >= 0)) or (every_ck and epoch % every_ck == 0):
             return None
-        emigrants = {gid: s["emigrants"].island(p) for s in last.values() for p, gid in enumerate(s["island_ids"])}
         n = self._batch_len({**loop, "epoch": epoch, "done_gens": gens}, epoch_s, self.cfg["checkpoint"])
         return self._start_span(groups, placement, epoch, gens, (epoch, emigrants), n, span, scheduled)
 
@@ -292,8 +301,7 @@ class SyncLoop:
         """Shared-memory channels between every two groups on one node: each group creates those it
         writes (:meth:`IslandGroup.channels_make`), then each reads its own
         (:meth:`IslandGroup.channels_join`). ``False`` where no two groups share a node."""
-        infos = self._gather([self._call(g, "info") for g in groups])
-        nodes = [infos[i].get("node_id") for i in range(len(groups))]
+        nodes = [info.get("node_id") for info in self.group_infos]  # where each runs now (_started, _relocated)
         readers = [{j: (groups[j], nodes[j]) for j in range(len(groups)) if j != i and nodes[j] == nodes[i]}
                    for i in range(len(groups))]
         if None in nodes or not any(readers):

@@ -170,16 +170,10 @@ def test_channels_are_not_formed_across_nodes():
     calls = []
 
     class Loop(Coordinator):
-        def __init__(self):
-            self.use_ray = False
+        def __init__(self, nodes):
+            self.use_ray, self.group_infos = False, [{"node_id": node} for node in nodes]
 
     class G:
-        def __init__(self, node):
-            self.node = node
-
-        def info(self):
-            return {"node_id": self.node}
-
         def channels_make(self, readers):
             calls.append(readers)
             return {}
@@ -187,7 +181,6 @@ def test_channels_are_not_formed_across_nodes():
         def channels_join(self, inbound):
             pass
 
-    loop = Loop()
-    assert loop._form_channels([G("a"), G("b")]) is False and calls == []
-    assert loop._form_channels([G("a"), G("b"), G("a")]) is True
+    assert Loop(["a", "b"])._form_channels([G(), G()]) is False and calls == []
+    assert Loop(["a", "b", "a"])._form_channels([G(), G(), G()]) is True
     assert [sorted(r) for r in calls] == [[2], [], [0]]
