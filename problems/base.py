@@ -17,6 +17,7 @@ documented on :class:`Problem`.
 """
 from __future__ import annotations
 
+import math
 import re
 import traceback
 from typing import Sequence
@@ -270,6 +271,24 @@ def probe_evaluation(problem) -> None:
         pass
 
 
+def positive_int(field: str, value) -> int:
+    """``int(value)`` where ``value`` is an integer >= 1 (an ``int``, or a float with an integral
+    value such as ``4.0``), for the integer fields of problems (``problem.dim``, ``problem.y_dim``,
+    ``problem.n_bits``, ``problem.k``, ...).
+
+    Args:
+        field: the field without its ``problem.`` prefix, e.g. ``"dim"``.
+
+    Raises:
+        ValueError: one line, e.g. ``problem.dim=2.5: allowed values are integers >= 1`` (also for a
+            bool, a string, NaN or infinity).
+    """
+    ok = isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not (ok and math.isfinite(float(value)) and float(value) >= 1 and float(value).is_integer()):
+        raise ValueError(f"problem.{field}={value!r}: allowed values are integers >= 1")
+    return int(value)
+
+
 def box(prefix: str, dim, lower, upper) -> tuple[int, np.ndarray, np.ndarray]:
     """A validated closed box: ``(dim, lower (dim,), upper (dim,))`` float64, each bound a
     number or one per variable.
@@ -279,12 +298,11 @@ def box(prefix: str, dim, lower, upper) -> tuple[int, np.ndarray, np.ndarray]:
             (a min-max problem's y box: ``problem.y_dim``, ``problem.y_lower``, ...).
 
     Raises:
-        ValueError: ``dim < 1``, a bound of the wrong length or not finite, or ``lower > upper``
-            somewhere (one line naming the field and the variables).
+        ValueError: ``dim`` not an integer >= 1 (:func:`positive_int`), a bound that is not a
+            number, not finite or of the wrong length, or ``lower > upper`` somewhere (one line
+            naming the field as the user types it and the allowed values).
     """
-    dim = int(dim)
-    if dim < 1:
-        raise ValueError(f"problem.{prefix}dim={dim}: must be an integer >= 1")
+    dim = positive_int(f"{prefix}dim", dim)
     lo = _bound_vector(f"{prefix}lower", lower, dim, f"{prefix}dim")
     hi = _bound_vector(f"{prefix}upper", upper, dim, f"{prefix}dim")
     bad = np.nonzero(lo > hi)[0]
@@ -295,7 +313,18 @@ def box(prefix: str, dim, lower, upper) -> tuple[int, np.ndarray, np.ndarray]:
 
 
 def _bound_vector(field: str, value, dim: int, dim_field: str = "dim") -> np.ndarray:
-    arr = np.asarray(value, dtype=np.float64)
+    """``value`` (a number or ``dim`` numbers) as a finite float64 array ``(dim,)``; a one-line
+    ``ValueError`` naming ``problem.<field>`` otherwise (a string such as ``abc``, NaN, infinity)."""
+    shown = value.tolist() if isinstance(value, np.ndarray) else value
+    allowed = "allowed values are finite numbers (one number, or one per variable)"
+    try:
+        if isinstance(value, (bool, np.bool_, str, bytes)):
+            raise TypeError(value)
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"problem.{field}={shown!r}: {allowed}") from None
+    if arr.dtype == object or not np.all(np.isfinite(arr)):
+        raise ValueError(f"problem.{field}={shown!r}: {allowed}")
     if arr.ndim == 0:
         return np.full(dim, float(arr))
     arr = arr.reshape(-1)
@@ -304,8 +333,6 @@ def _bound_vector(field: str, value, dim: int, dim_field: str = "dim") -> np.nda
             f"problem.{field} has {arr.size} entries but problem.{dim_field}={dim}: "
             f"give one bound per variable or a single number"
         )
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"problem.{field} must be finite numbers")
     return arr
 
 
