@@ -29,6 +29,8 @@ from array_api_compat import array_namespace
 from isles.problems.base import first_evaluation
 
 HANDLINGS = ("feasibility", "penalty", "augmented_lagrangian")
+#: the largest normalised violation that the float64 report counts as feasible
+FEASIBLE_TOL = 1e-6
 
 
 def total_violation(g, scale=None):
@@ -145,7 +147,7 @@ class Evaluator:
         return f, v, nan.sum()
 
 
-def feasibility_report(problem, x, tol: float = 1e-6) -> dict:
+def feasibility_report(problem, x, tol: float = FEASIBLE_TOL) -> dict:
     """Float64 host check of one solution ``x (D,)`` (``shared/problems.md`` section 0).
 
     Returns a dict with ``f``, ``g`` (list), ``max_normalised_violation`` (``max(0, g_i/scale_i)``

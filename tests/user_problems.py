@@ -217,3 +217,22 @@ ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[1] > (T)0.5 ? (
     def objective(self, X):
         f = (X * X).sum(axis=-1)
         return np.where(X[..., 0] > 0.5, np.nan, f)
+
+
+class InfiniteSphere(Problem):
+    """A user's objective that is never finite (``inf`` everywhere), with ``n_constraints``
+    constraints ``x_i - bound <= 0`` (none by default): the result's label says that ``f`` is not
+    finite, and ``INFEASIBLE`` only where a constraint is violated (issue 25)."""
+
+    name = "infinite_sphere"
+
+    def __init__(self, dim=2, n_constraints=0, bound=1.0):
+        self.n_constraints = int(n_constraints)
+        self.bound = float(bound)
+        super().__init__(dim, -1.0, 1.0)
+
+    def objective(self, X):
+        return (X ** 2).sum(axis=-1) + np.inf
+
+    def constraints(self, X):
+        return X[..., : self.n_constraints] - self.bound
