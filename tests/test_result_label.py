@@ -32,7 +32,7 @@ def test_verdict_names_what_failed(problem, x, label):
     rep = end_report(problem, _result(x))
     assert verdict(rep) == label
     line = result_line(_result(x), problem, None)
-    assert line.startswith(f"isles: best f=") and f" {label} (float64) x=[" in line, line
+    assert line.startswith("isles: best f=") and f" {label} (float64) x=[" in line, line
 
 
 def test_summary_label_without_constraints(capsys):
