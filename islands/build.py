@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from isles import MOVED, MOVED_MODULES, moved_message, moved_module_message
 from isles.algorithms.core.base import IslandAlgorithm
 from isles.islands.schema import ConstraintsConfig, with_defaults
-from isles.problems.base import probe_evaluation
+from isles.problems.base import check_n_eq, probe_evaluation
 from isles.problems.constraints import Evaluator
 from isles.problems.minmax import AugmentedLagrangian, check_payoff_shape
 
@@ -123,14 +123,17 @@ def cannot_build(group: str, target, err: BaseException) -> str:
     return f"{head}: cannot build it ({type(inner).__name__}: {text[0] if text else ''})"
 
 
-def build_problem(cfg):
-    """Instantiate the problem of config ``cfg`` (a mapping with ``_target_``).
+def build_problem(cfg, constraints_cfg=None):
+    """Instantiate the problem of config ``cfg`` (a mapping with ``_target_``), with the
+    tolerance of its equality constraints ``eq_tol`` set from ``constraints_cfg``
+    (``constraints.eq_tol``; the schema's default where ``None``).
 
     Raises:
         ValueError: no ``_target_``, a target that cannot be imported, a constructor argument
             that is missing or that the class does not take (named as ``problem.<name>``), or an
             object lacking the problem interface (``dim``, ``lower``, ``upper``, ``n_constraints``,
-            ``constraint_scale``, ``evaluate``), or bounds whose length is not ``dim``.
+            ``constraint_scale``, ``evaluate``), bounds whose length is not ``dim`` or that are not
+            finite, or an ``n_eq`` outside ``[0, n_constraints]``.
     """
     cfg = _plain(cfg)
     if "_target_" not in cfg:
@@ -157,6 +160,8 @@ def build_problem(cfg):
         if not np.all(np.isfinite(np.asarray(getattr(problem, name), dtype=np.float64))):  # a class that set it itself
             raise ValueError(f"problem.{name}={np.asarray(getattr(problem, name)).tolist()}: allowed values are "
                              "finite numbers (one number, or one per variable)")
+    check_n_eq(problem)
+    problem.eq_tol = float(with_defaults(_plain(constraints_cfg or {}), ConstraintsConfig)["eq_tol"])
     return problem
 
 
@@ -173,7 +178,7 @@ def build_evaluator(problem_cfg, constraints_cfg=None) -> Evaluator:
     """
     c = with_defaults(_plain(constraints_cfg or {}), ConstraintsConfig)
     handling = c["handling"]
-    problem = build_problem(problem_cfg)
+    problem = build_problem(problem_cfg, constraints_cfg)
     if handling == "augmented_lagrangian" and not is_minmax(problem):
         problem = AugmentedLagrangian(problem, c["r"], c["multiplier_bound"])
     return Evaluator(problem, handling, c["penalty"])
