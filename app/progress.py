@@ -98,7 +98,9 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
         gap = f"  (f* = {f_star:.10g}, gap {100 * (f - f_star) / abs(f_star):+.5f} %)"
     console.print(f"f = {f:.10g}{' (best fitness in the run)' if own else ''}{gap}")
     if rep["g"]:  # None when not computed
-        console.print("g = [" + ", ".join(f"{g:.4g}" for g in rep["g"]) + "]  (g <= 0 feasible)")
+        n_eq = rep.get("g_type", []).count("equality")
+        eqs = f"; the last {n_eq}: h = 0, |h| <= {rep['eq_tol']:g}" if n_eq else ""
+        console.print("g = [" + ", ".join(f"{g:.4g}" for g in rep["g"]) + f"]  (g <= 0 feasible{eqs})")
     if rep["feasible"] is not None:
         status = f"[green]{verdict(rep)}[/green]" if rep["feasible"] else f"[red]{verdict(rep)}[/red]"
         console.print(f"{status} (max normalised violation {rep['max_normalised_violation']:.3g}, float64)")

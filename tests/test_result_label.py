@@ -48,3 +48,11 @@ def test_run_whose_objective_is_never_finite_is_not_called_infeasible(capsys):
     run_job(cfg, use_ray=False)
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("isles: best f=")]
     assert line.startswith("isles: best f=inf f not finite (float64)"), line
+
+
+def test_summary_says_which_constraints_are_equalities(capsys):
+    from tests.user_problems import SphereOnPlane  # noqa: PLC0415
+
+    print_summary(_result([0.25, 0.25, 0.25, 0.25]), SphereOnPlane(4), None)
+    out = capsys.readouterr().out
+    assert "(g <= 0 feasible; the last 1: h = 0, |h| <= 0.0001)" in out and "feasible (max normalised" in out
