@@ -20,6 +20,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from isles.algorithms.core import precompile
 from isles.islands.coordinator import RestartFailed
 from isles.app.job import error_message, failure_line, is_config_error, run_job
 from isles.islands.schema import check_override_keys
@@ -67,7 +68,12 @@ def main() -> None:
     """The ``isles`` command: refuse an unknown key typed as ``key=value`` with one line
     (:func:`isles.islands.schema.check_override_keys`, exit status 2), make the launch directory
     importable (:func:`import_from_launch_directory`), then let Hydra compose the config and run
-    :func:`run` (once, or per job of a ``-m`` sweep)."""
+    :func:`run` (once, or per job of a ``-m`` sweep). On a GPU, the experiment's CUDA kernels
+    start compiling in parallel at once (:mod:`isles.algorithms.core.precompile`)."""
+    if os.environ.get("ISLES_RECORD_KERNELS"):  # benchmarks/record_kernels.py
+        precompile.record_to(os.environ["ISLES_RECORD_KERNELS"])
+    else:
+        precompile.start_in_background(sys.argv[1:])
     groups = {d for d in os.listdir(CONF_DIR) if os.path.isdir(os.path.join(CONF_DIR, d))}
     try:
         check_override_keys(sys.argv[1:], groups)
