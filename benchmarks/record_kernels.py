@@ -9,6 +9,10 @@ problem's array code or CuPy's version (a list made with another CuPy version is
 
     python benchmarks/record_kernels.py                       # every experiment, 4 at a time
     python benchmarks/record_kernels.py --experiment cmepso   # one (the others are kept from the file)
+    python benchmarks/record_kernels.py --tests               # also the GPU tests' list (pytest -m gpu, minutes)
+
+The GPU tests' list, ``tests-gpu``, is what ``python -m pytest -m gpu`` compiles at its start
+(``tests/conftest.py``).
 """
 from __future__ import annotations
 
@@ -46,12 +50,32 @@ def record(experiment: str, scratch: str, timeout_s: float) -> tuple[str, list |
     return experiment, calls, f"{len(calls)} kernels, {sum(c['s'] for c in calls):.1f} s of compiling"
 
 
+def record_tests(scratch: str, timeout_s: float) -> tuple[list | None, str]:
+    """The GPU tests' compilations (``python -m pytest -m gpu tests``, in this process only)."""
+    out = os.path.join(scratch, "tests-gpu.json")
+    env = {**os.environ, "CUPY_CACHE_DIR": tempfile.mkdtemp(dir=scratch), "ISLES_RECORD_KERNELS_TESTS": out,
+           "ISLES_PRECOMPILE": "0"}
+    try:
+        p = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    if not os.path.isfile(out):
+        return None, f"exit {p.returncode}: {p.stdout.strip()[-300:]}"
+    with open(out, encoding="utf-8") as fh:
+        calls = json.load(fh)
+    tail = p.stdout.strip().splitlines()[-1:] or [""]
+    return calls, f"{len(calls)} kernels, {sum(c['s'] for c in calls):.1f} s of compiling ({tail[0]})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--experiment", action="append", help="an experiment (repeatable); default: all")
     ap.add_argument("--jobs", type=int, default=4, help="experiments recorded at once")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per experiment")
     ap.add_argument("--out", type=Path, default=precompile.LIST_PATH)
+    ap.add_argument("--tests", action="store_true", help="also record the GPU tests' list (tests-gpu)")
+    ap.add_argument("--tests-timeout", type=float, default=900.0)
     args = ap.parse_args()
     import cupy  # noqa: PLC0415
 
@@ -66,6 +90,11 @@ def main() -> None:
             print(f"{name}: {message}", flush=True)
             if calls is not None:
                 records[name] = calls
+        if args.tests:
+            calls, message = record_tests(scratch, args.tests_timeout)
+            print(f"tests-gpu: {message}", flush=True)
+            if calls is not None:
+                records["tests-gpu"] = calls
     lists = precompile.merge(records, cupy.__version__)
     with gzip.open(args.out, "wt", encoding="utf-8") as fh:
         json.dump(lists, fh, separators=(",", ":"))

@@ -176,7 +176,9 @@ class Evaluator:
         if self.handling == "penalty":
             f = f + self.penalty * v
             v = xp.zeros_like(v)
-        return f, v, nan.sum()
+        # an int64 count, not a bool sum: the same number, and on CuPy a reduction it ships
+        # compiled (CuPy jit-compiles a bool sum, 3 s per shape on a fresh machine)
+        return f, v, nan.astype(xp.int64).sum()
 
 
 def feasibility_report(problem, x, tol: float = FEASIBLE_TOL) -> dict:
