@@ -181,3 +181,59 @@ class SweepParentRun(Callback):
         except Exception as err:  # noqa: BLE001  (at exit: say it, do not raise)
             print(f"isles: the sweep's parent MLflow run {run_id} was not closed ({type(err).__name__})",
                   file=sys.stderr, flush=True)
+
+
+class JobFailed(Exception):
+    """A sweep job's failure (raised by :func:`isles.cli.run` inside a multirun instead of exiting):
+    an ``Exception``, so that Hydra's launcher marks the job ``FAILED`` and the sweep goes on (an
+    Optuna sweeper tells the study the trial failed). The message is the job's one line."""
+
+
+def check_job(cfg: DictConfig) -> None:
+    """The checks :func:`isles.app.job.run_job` runs before Ray starts, on one job's composed
+    config ``cfg`` (its ``hydra`` node, if any, gives the job's overrides): the schema and the
+    machine (:func:`isles.app.job.validate`), then building the problem, topology, master and
+    algorithm and checking that they fit. Starts nothing.
+
+    Raises:
+        ValueError: one line naming the field and the allowed values, as a run would.
+    """
+    from hydra.utils import instantiate  # noqa: PLC0415
+
+    from isles.app.job import validate  # noqa: PLC0415
+    from isles.app.overrides import user_problem_config  # noqa: PLC0415
+    from isles.islands.build import build_algorithm, build_problem, check_pairing  # noqa: PLC0415
+    from isles.islands.migration import check_n_migrants  # noqa: PLC0415
+
+    overrides = list(cfg.hydra.overrides.task) if "hydra" in cfg else []
+    plain = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
+    plain["problem"] = user_problem_config(plain.get("problem") or {}, overrides)
+    plain = validate(plain)
+    problem = build_problem(plain["problem"])
+    instantiate(plain["topology"])
+    if plain.get("master"):
+        instantiate(plain["master"])
+    algorithm = build_algorithm(plain["algorithm"])
+    check_pairing(algorithm, problem, plain["constraints"])
+    check_n_migrants(plain["islands"]["n_migrants"], algorithm.population_size())
+
+
+def swept_overrides(job: list[str], command: list[str]) -> str:
+    """The overrides of one job (``job``) of the keys that the command (``command``) sweeps
+    (``algorithm.F=0.5,5`` -> ``algorithm.F=5``): what names the job; all of them if it sweeps none."""
+    swept = {key for key, is_sweep in override_keys(command) if is_sweep}
+    own = [o for o, (key, _) in zip(job, override_keys(job)) if key in swept]
+    return " ".join(own or job)
+
+
+def failed_jobs_message(failed: list[tuple[int, str, str]], n_jobs: int) -> str:
+    """The end of a sweep with failed jobs: a first line counting them, then one line per failed
+    job, ``isles: job NUM (OVERRIDES) failed: LINE``.
+
+    Args:
+        failed: ``(job number, its swept overrides, its one-line error)`` of each failed job.
+        n_jobs: how many jobs the sweep ran.
+    """
+    lines = [f"isles: error: {len(failed)} of {n_jobs} jobs of the sweep failed:"]
+    lines += [f"isles: job {num} ({overrides}) failed: {line}" for num, overrides, line in failed]
+    return "\n".join(lines)
