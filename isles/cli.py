@@ -12,7 +12,7 @@ the file and line, and where the full log is; for lost actors that could not be 
 the checkpoint is and the command that resumes). In a ``-m`` sweep a failed job does not stop the
 sweep: every job runs, each failed one prints its line, and the sweep ends with one line per failed
 job and exit status 1; a bad value in any job's config stops the sweep before its first job, exit
-status 2 (:mod:`hydra_plugins.isles_sweeper`).
+status 2 (:class:`isles.app.sweep_runs.IslesSweeper`).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 
 from isles.islands.coordinator import RestartFailed
 from isles.app.job import error_message, failure_line, is_config_error, run_job
-from isles.app.sweep_runs import JobFailed, sweep_info
+from isles.app.sweep_runs import JobFailed, sweep_info, use_isles_sweeper
 from isles.islands.schema import check_override_keys
 
 CONF_DIR = str(Path(__import__("isles.conf", fromlist=["_"]).__file__).resolve().parent)
@@ -92,15 +92,3 @@ def main() -> None:
     use_isles_sweeper()
     _hydra_run()
 
-
-def use_isles_sweeper() -> None:
-    """Make ``hydra/sweeper: basic`` (the default sweeper of a ``-m`` run) isles' own
-    (:class:`hydra_plugins.isles_sweeper.IslesSweeper`): registered with Hydra's plugins (an
-    editable install's ``hydra_plugins`` folder is not scanned) and stored in Hydra's ConfigStore
-    for this process only, so other Hydra applications keep Hydra's basic sweeper."""
-    from hydra.core.config_store import ConfigStore  # noqa: PLC0415
-    from hydra.core.plugins import Plugins  # noqa: PLC0415
-    from hydra_plugins.isles_sweeper import IslesSweeper, IslesSweeperConf  # noqa: PLC0415
-
-    Plugins.instance().register(IslesSweeper)
-    ConfigStore.instance().store(group="hydra/sweeper", name="basic", node=IslesSweeperConf, provider="isles")
