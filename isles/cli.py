@@ -48,13 +48,17 @@ def run(cfg: DictConfig) -> float:
 
     Raises:
         SystemExit: 2 on a bad config value (:func:`isles.app.job.is_config_error`), 1 on a
-            failure inside the run, a user's own ``ValueError`` included; one line on stderr.
+            failure inside the run, a user's own ``ValueError`` included, 130 on Ctrl-C (or
+            SIGTERM); one line on stderr.
         JobFailed: instead of ``SystemExit``, for a job of a ``-m`` sweep (after the same line):
             an ``Exception``, so that Hydra marks the job failed and runs the sweep's other jobs
             (``SystemExit`` would end the sweep).
     """
     try:
         result, _ = run_job(cfg)
+    except KeyboardInterrupt:  # Ctrl-C outside the run's own handlers (e.g. while a user's problem is built)
+        print("isles: interrupted", file=sys.stderr, flush=True)
+        sys.exit(130)
     except RestartFailed as err:  # lost actors with nowhere to go: the checkpoint and the resume command
         _fail(str(err), 1)
     except Exception as err:  # noqa: BLE001  (a bad value, or a failure inside an actor or a user's problem)
