@@ -7,12 +7,12 @@ import sys
 import time
 from pathlib import Path
 
+import isles.app.job as job
 import psutil
 import pytest
-
-import isles.app.job as job
-from isles import cli
 from isles.islands.coordinator import Coordinator
+
+from isles import cli
 from tests.helpers import make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
