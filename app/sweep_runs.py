@@ -325,9 +325,8 @@ class IslesSweeper:
         return returns
 
 
-
-
 def _first_line(err: BaseException) -> str:
+    """The first line of ``err``'s message, or its type's name when it has none."""
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
