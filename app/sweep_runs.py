@@ -218,7 +218,7 @@ def check_job(cfg: DictConfig) -> None:
     plain = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
     plain["problem"] = user_problem_config(plain.get("problem") or {}, overrides)
     plain = validate(plain)
-    problem = build_problem(plain["problem"])
+    problem = build_problem(plain["problem"], plain["constraints"])
     instantiate(plain["topology"])
     if plain.get("master"):
         instantiate(plain["master"])
