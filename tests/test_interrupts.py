@@ -51,7 +51,7 @@ def test_ctrl_c_while_ray_starts_is_one_line_and_130(monkeypatch, capsys):
 
 def test_ctrl_c_before_ray_is_one_line_and_130(monkeypatch, capsys):
     # e.g. while the problem is built, before run_job's own handlers
-    def interrupted(cfg):
+    def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(job, "build_problem", interrupted)
