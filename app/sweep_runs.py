@@ -316,7 +316,8 @@ class IslesSweeper:
             results = self.launcher.launch(batch, initial_job_idx=first)
             for num, r in enumerate(results, start=first):
                 if r.status == JobStatus.FAILED:  # r.return_value would raise the job's error
-                    failed.append((num, swept_overrides(list(r.overrides or []), command), _first_line(r._return_value)))
+                    overrides = swept_overrides(list(r.overrides or []), command)
+                    failed.append((num, overrides, _first_line(r._return_value)))
             first += len(batch)
             returns.append(results)
         if failed:

@@ -143,7 +143,8 @@ def test_a_missing_user_module_is_one_line(tmp_path):
         "isles: error: problem._target_='nosuchmodule.P': no module named 'nosuchmodule': run isles from the folder "
         "that holds nosuchmodule.py (or its package folder), or add that folder to PYTHONPATH"]
     p = subprocess.run([sys.executable, "run.py", "-m", "problem._target_=nosuchmodule.P", "logger=none", "device=cpu",
-                        "seed=0,1", f"hydra.sweep.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=180)
+                        "seed=0,1", f"hydra.sweep.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=180)
     assert p.returncode == 2 and p.stdout == ""
     (line,) = p.stderr.splitlines()
     assert line.startswith("isles: error: job 0 (seed=0): problem._target_='nosuchmodule.P': no module named")
