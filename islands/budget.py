@@ -1,0 +1,74 @@
+"""A budget in evaluations (``stop.max_evaluations``) as a generation limit, computed before the run.
+
+An **evaluation** is one evaluation of the problem's objective and constraints at one point x
+(one row of the population handed to ``Problem.evaluate``), in every family; the run's
+``evaluations`` sums them over all islands and the loop's plug-in (e.g. the CMEPSO master).
+A min-max problem's pair payoffs ``L(x, y)`` are counted apart (``payoff_evaluations``).
+
+Every family in isles evaluates a fixed number of points per island and generation
+(:meth:`isles.algorithms.core.base.IslandAlgorithm.evaluations_per_generation`) after a fixed
+number at initialisation (:meth:`~isles.algorithms.core.base.IslandAlgorithm.initial_evaluations`),
+so the run's count after ``g`` generations is::
+
+    n_islands * (init + g * per_generation) + g * plugin_per_generation
+
+and the first generation at which it reaches the budget is known before the run starts. The
+runtime then simply runs that many generations (``generations`` is its upper bound), which makes
+the budget exact on every path alike: in process, on several Ray actors (sync and async), in the
+GPU epoch kernels and in captured span graphs. The one exception is CDE on a connected topology:
+its immigrants are re-evaluated against their new opponents, which adds evaluations at the
+migrations that the formula leaves out (docs/budgets.md).
+"""
+from __future__ import annotations
+
+from isles.islands.build import build_algorithm
+
+
+def evaluation_counts(algorithm, master=None) -> tuple[int, int, int]:
+    """``(init, per_generation, plugin_per_generation)``: evaluations per island at
+    initialisation and per generation, and the loop plug-in's per generation (0 without one).
+
+    Raises:
+        ValueError: ``stop.max_evaluations`` with an algorithm or plug-in that does not declare
+            its evaluations per generation (one line).
+    """
+    try:
+        init = int(algorithm.initial_evaluations())
+        per = int(algorithm.evaluations_per_generation())
+        plugin = 0 if master is None else int(master.evaluations_per_generation())
+    except (NotImplementedError, AttributeError) as err:
+        raise ValueError(f"stop.max_evaluations: {err}; allowed value here is null "
+                         "(set a generation budget with generations=...)") from None
+    return init, per, plugin
+
+
+def evaluations_after(generations: int, n_islands: int, counts: tuple[int, int, int]) -> int:
+    """The run's evaluations after ``generations`` generations of ``n_islands`` islands with
+    ``counts`` (:func:`evaluation_counts`)."""
+    init, per, plugin = counts
+    return n_islands * (init + generations * per) + generations * plugin
+
+
+def budget_generations(cfg: dict, master=None) -> int:
+    """The generations a checked config (:func:`isles.islands.schema.validated`) runs: the first
+    generation at which the cumulative evaluations reach ``stop.max_evaluations``, at most
+    ``generations`` and at least 1 (a budget below the initial evaluations runs one generation);
+    ``generations`` itself when ``stop.max_evaluations`` is null.
+
+    Args:
+        cfg: the run config (``algorithm`` as its config, ``islands.n``, ``generations``, ``stop``).
+        master: the loop's plug-in factory (the config's ``master`` object) or ``None``.
+
+    Raises:
+        ValueError: as :func:`evaluation_counts`.
+    """
+    budget = cfg["stop"].get("max_evaluations")
+    generations = int(cfg["generations"])
+    if budget is None:
+        return generations
+    counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
+    n = int(cfg["islands"]["n"])
+    per_generation = evaluations_after(1, n, counts) - evaluations_after(0, n, counts)
+    left = int(budget) - evaluations_after(0, n, counts)
+    needed = max(1, -(-left // per_generation)) if per_generation > 0 else generations
+    return min(generations, needed)

@@ -1,0 +1,100 @@
+"""Budgets in evaluations (issue 25): ``stop.max_evaluations``, what ``evaluations`` counts in every
+family (evaluations of the objective and constraints at one point x; a min-max problem's pair
+payoffs apart), and the evaluations per generation documented in docs/budgets.md."""
+import numpy as np
+import pytest
+from hydra.utils import instantiate
+
+from isles.islands.budget import evaluation_counts, evaluations_after
+from isles.islands.build import build_algorithm
+from isles.islands.coordinator import Coordinator
+from isles.islands.schema import validated
+from tests.helpers import make_cfg, plain
+from tests.user_problems import PointCounter
+
+COMMON = ["logger=none", "progress=false", "device=cpu", "problem._target_=tests.user_problems.PointCounter",
+          "++problem.dim=3", "++problem.lower=-1.0", "++problem.upper=1.0"]
+
+#: one tiny run per family: (name, overrides)
+FAMILIES = {
+    "de": ["algorithm=de", "algorithm.pop_size=8", "islands.n=3", "topology=ring", "islands.migration_interval=4",
+           "generations=60"],
+    "pso": ["algorithm=pso", "algorithm.n_particles=6", "islands.n=3", "islands.migration_interval=4",
+            "generations=60"],
+    "cmepso": ["+experiment=cmepso", "algorithm.n_particles=6", "algorithm.n_replicas=2", "master.n_particles=4",
+               "master.n_replicas=2", "islands.n=3", "generations=60"],
+    "ga": ["algorithm=ga", "algorithm.pop_size=10", "algorithm.n_elite=2", "algorithm.encoding=binary",
+           "islands.n=3", "topology=ring", "islands.migration_interval=5", "generations=60"],
+    "fep": ["algorithm=fep", "algorithm.pop_size=6", "algorithm.q=3", "islands.n=3", "topology=ring",
+            "islands.migration_interval=5", "generations=60"],
+    "ifep": ["algorithm=fep", "algorithm.pop_size=6", "algorithm.q=3", "algorithm.mutation=improved", "islands.n=2",
+             "generations=60"],
+    "cde": ["+experiment=cde", "algorithm.pop_size=6", "algorithm.gens_x=3", "algorithm.gens_y=2",
+            "algorithm.n_cycles=30", "islands.n=3"],
+}
+
+
+def config(family: str, *extra: str, n_actors: int = 1) -> dict:
+    """The plain config of ``family``'s tiny run with ``extra`` overrides."""
+    return plain(make_cfg(*FAMILIES[family], *COMMON, *extra, f"islands.n_actors={n_actors}"))
+
+
+def run(family: str, *extra: str, n_actors: int = 1):
+    """``(result, points)``: the in-process run of ``family`` and the points its problem counted."""
+    cfg = config(family, *extra, n_actors=n_actors)
+    master = instantiate(cfg["master"]) if cfg.get("master") else None
+    PointCounter.points = 0
+    result = Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=False).run()
+    return result, PointCounter.points
+
+
+def per_generation(cfg: dict) -> int:
+    """The whole run's evaluations per generation from the documented formula."""
+    master = instantiate(cfg["master"]) if cfg.get("master") else None
+    counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
+    n = cfg["islands"]["n"]
+    return evaluations_after(1, n, counts) - evaluations_after(0, n, counts)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_evaluations_are_the_points_evaluated_and_match_the_formula(family):
+    """``evaluations`` is what a user's own counter sees (one per point x), and docs/budgets.md's
+    formula ``n (init + g per_generation) + g master`` gives it."""
+    result, points = run(family)
+    cfg = config(family)
+    master = instantiate(cfg["master"]) if cfg.get("master") else None
+    counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
+    assert result.evaluations == points
+    assert result.evaluations == evaluations_after(result.generations, cfg["islands"]["n"], counts)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_max_evaluations_stops_at_the_first_generation_that_reaches_it(family):
+    cfg = config(family)
+    per = per_generation(cfg)
+    budget = 7 * per + per // 2 + cfg["islands"]["n"] * build_algorithm(cfg["algorithm"]).initial_evaluations()
+    result, points = run(family, f"stop.max_evaluations={budget}")
+    assert budget <= result.evaluations < budget + per
+    assert result.evaluations == points  # the true count, as the user's own counter has it
+    assert result.generations == 8 and result.history[-1]["generation"] == 8
+
+
+@pytest.mark.parametrize("family", ["de", "fep", "cde"])
+def test_max_evaluations_is_the_same_on_two_groups(family):
+    """Several groups (each island group its own evaluations) stop at the same count as one."""
+    budget = 500
+    one, _ = run(family, f"stop.max_evaluations={budget}")
+    two, _ = run(family, f"stop.max_evaluations={budget}", n_actors=2)
+    assert two.evaluations == one.evaluations >= budget
+    assert two.generations == one.generations
+
+
+def test_max_evaluations_never_exceeds_generations():
+    result, _ = run("de", "stop.max_evaluations=100000000")
+    assert result.generations == 60
+
+
+@pytest.mark.parametrize("value", [0, -5, 2.5, "abc", True])
+def test_bad_max_evaluations_is_refused(value):
+    with pytest.raises(ValueError, match=r"^stop\.max_evaluations=.*: allowed values are integers >= 1$"):
+        validated({"stop": {"max_evaluations": value}, "device": "cpu"})
