@@ -15,9 +15,10 @@ so the run's count after ``g`` generations is::
 and the first generation at which it reaches the budget is known before the run starts. The
 runtime then simply runs that many generations (``generations`` is its upper bound), which makes
 the budget exact on every path alike: in process, on several Ray actors (sync and async), in the
-GPU epoch kernels and in captured span graphs. The one exception is CDE on a connected topology:
-its immigrants are re-evaluated against their new opponents, which adds evaluations at the
-migrations that the formula leaves out (docs/budgets.md).
+GPU epoch kernels and in captured span graphs. The one exception is an algorithm that
+re-evaluates its immigrants (:meth:`~isles.algorithms.core.base.IslandAlgorithm.assess_immigrants`)
+on a connected topology: those evaluations, at the migrations, are counted but left out of the
+formula, so the run may pass the budget by them (docs/budgets.md).
 """
 from __future__ import annotations
 

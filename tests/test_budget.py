@@ -1,14 +1,13 @@
 """Budgets in evaluations (issue 25): ``stop.max_evaluations``, what ``evaluations`` counts in every
 family (evaluations of the objective and constraints at one point x; a min-max problem's pair
 payoffs apart), and the evaluations per generation documented in docs/budgets.md."""
-import numpy as np
 import pytest
 from hydra.utils import instantiate
-
 from isles.islands.budget import evaluation_counts, evaluations_after
 from isles.islands.build import build_algorithm
 from isles.islands.coordinator import Coordinator
 from isles.islands.schema import validated
+
 from tests.helpers import make_cfg, plain
 from tests.user_problems import PointCounter
 
