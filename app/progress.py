@@ -106,6 +106,8 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
                   f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s "
                   f"(steady state {result.steady_evals_per_s:,.0f})  "
                   f"{us:.1f} us/generation (device, median epoch)  NaN evaluations {result.nan_evals}")
+    if result.payoff_evaluations:  # a min-max algorithm (CDE): its pair payoffs L(x, y), apart
+        console.print(f"payoff evaluations {result.payoff_evaluations:,} (pairs L(x, y))")
     paths = sorted({p for p in result.gpu_paths.values() if p and p != "numpy"})
     if paths:
         console.print("GPU path: " + "; ".join(paths))

@@ -97,3 +97,17 @@ def test_max_evaluations_never_exceeds_generations():
 def test_bad_max_evaluations_is_refused(value):
     with pytest.raises(ValueError, match=r"^stop\.max_evaluations=.*: allowed values are integers >= 1$"):
         validated({"stop": {"max_evaluations": value}, "device": "cpu"})
+
+
+def test_cde_counts_points_and_pair_payoffs_apart():
+    """CDE's ``evaluations`` are points x (the issue: 19,000,000 pair payoffs printed for 209,006
+    evaluations of the objective and constraints); the pairs are ``payoff_evaluations``."""
+    from isles.algorithms.coevolution.cde import cycle_payoffs  # noqa: PLC0415
+
+    result, points = run("cde")
+    algo = build_algorithm(config("cde")["algorithm"])
+    n, nx = 3, algo.params.pop_size
+    assert result.evaluations == points == n * (2 * nx + 30 * nx * (1 + 3))
+    assert result.payoff_evaluations == n * (2 * nx * nx + 30 * cycle_payoffs(algo.params))
+    assert result.history[-1]["payoff_evaluations"] == result.payoff_evaluations
+    assert "payoff_evaluations" not in run("de")[0].history[-1]
