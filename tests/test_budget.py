@@ -1,6 +1,8 @@
 """Budgets in evaluations (issue 25): ``stop.max_evaluations``, what ``evaluations`` counts in every
 family (evaluations of the objective and constraints at one point x; a min-max problem's pair
 payoffs apart), and the evaluations per generation documented in docs/budgets.md."""
+from pathlib import Path
+
 import pytest
 from hydra.utils import instantiate
 from isles.islands.budget import evaluation_counts, evaluations_after
@@ -102,7 +104,7 @@ def test_bad_max_evaluations_is_refused(value):
 def test_cde_counts_points_and_pair_payoffs_apart():
     """CDE's ``evaluations`` are points x (the issue: 19,000,000 pair payoffs printed for 209,006
     evaluations of the objective and constraints); the pairs are ``payoff_evaluations``."""
-    from isles.algorithms.coevolution.cde import cycle_payoffs  # noqa: PLC0415
+    from isles.algorithms.coevolution.cde import cycle_payoffs
 
     result, points = run("cde")
     algo = build_algorithm(config("cde")["algorithm"])
@@ -111,3 +113,60 @@ def test_cde_counts_points_and_pair_payoffs_apart():
     assert result.payoff_evaluations == n * (2 * nx * nx + 30 * cycle_payoffs(algo.params))
     assert result.history[-1]["payoff_evaluations"] == result.payoff_evaluations
     assert "payoff_evaluations" not in run("de")[0].history[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_local")
+@pytest.mark.parametrize("family, modes", [("de", ("sync", "async")), ("cmepso", ("sync",))])
+def test_max_evaluations_on_ray_actors(family, modes):
+    """The same stop on Ray actors (one actor: the archipelago's own loop; two: the SPMD loop;
+    async) as in process."""
+    budget = 777
+    ref, _ = run(family, f"stop.max_evaluations={budget}")
+    for mode, n_actors in [(m, k) for m in modes for k in (1, 2)]:
+        cfg = config(family, f"stop.max_evaluations={budget}", f"islands.mode={mode}", n_actors=n_actors)
+        master = instantiate(cfg["master"]) if cfg.get("master") else None
+        result = Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=True).run()
+        assert (result.evaluations, result.generations) == (ref.evaluations, ref.generations), (mode, n_actors)
+        assert budget <= result.evaluations < budget + per_generation(cfg)
+
+
+EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_names_say_whether_they_split_the_budget(name):
+    """``*_runs`` experiments are many independent runs (unconnected islands, no master: a budget
+    is split over them, for statistics); every other experiment is one run (or one connected
+    archipelago) that spends the whole budget on one answer. ``cde`` is one run, ``cde_runs`` 20."""
+    cfg = plain(make_cfg(f"+experiment={name}"))
+    independent = (cfg["topology"]["_target_"].endswith("Unconnected") and cfg["islands"]["n"] > 1
+                   and not cfg.get("master"))
+    assert independent == name.endswith("_runs"), (name, cfg["islands"]["n"])
+
+
+#: docs/budgets.md's table: experiment -> (islands, evaluations at initialisation per island,
+#: per island and generation, master per generation); the rows are checked against the config
+#: and the families' counts here, and each family's count against a run above.
+def budget_table() -> dict:
+    """The rows of docs/budgets.md's table of experiments, parsed: ``{name: (islands, init, per
+    generation per island, master per generation, whole run per generation)}``."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "budgets.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 6 and cells[0].startswith("+experiment="):
+            nums = [int(c.replace(",", "")) for c in cells[1:6]]
+            rows[cells[0].removeprefix("+experiment=")] = tuple(nums)
+    return rows
+
+
+def test_docs_table_covers_every_experiment_and_matches_the_counts():
+    rows = budget_table()
+    assert sorted(rows) == EXPERIMENTS
+    for name, (n, init, per, master_per, total) in rows.items():
+        cfg = plain(make_cfg(f"+experiment={name}"))
+        master = instantiate(cfg["master"]) if cfg.get("master") else None
+        counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
+        assert (n, init, per, master_per) == (cfg["islands"]["n"], *counts), name
+        assert total == evaluations_after(1, n, counts) - evaluations_after(0, n, counts), name
