@@ -60,7 +60,8 @@ class StopConfig:
 
     f_target: Optional[float] = None
     tol: float = 0.0
-    max_evaluations: Optional[int] = None
+    # Any, not int: a budget typed 1e6 is an integer too, and 2.5 or abc get check_values' one line
+    max_evaluations: Any = None
 
 
 @dataclass

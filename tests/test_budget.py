@@ -1,6 +1,8 @@
 """Budgets in evaluations (issue 25): ``stop.max_evaluations``, what ``evaluations`` counts in every
 family (evaluations of the objective and constraints at one point x; a min-max problem's pair
 payoffs apart), and the evaluations per generation documented in docs/budgets.md."""
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ from isles.islands.schema import validated
 
 from tests.helpers import make_cfg, plain
 from tests.user_problems import PointCounter
+
+ROOT = Path(__file__).resolve().parents[1]
 
 COMMON = ["logger=none", "progress=false", "device=cpu", "problem._target_=tests.user_problems.PointCounter",
           "++problem.dim=3", "++problem.lower=-1.0", "++problem.upper=1.0"]
@@ -170,3 +174,19 @@ def test_docs_table_covers_every_experiment_and_matches_the_counts():
         counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
         assert (n, init, per, master_per) == (cfg["islands"]["n"], *counts), name
         assert total == evaluations_after(1, n, counts) - evaluations_after(0, n, counts), name
+
+
+@pytest.mark.parametrize("value", ["2.5", "abc", "0"])
+def test_bad_max_evaluations_on_the_command_line_is_one_line(value):
+    """As typed: one line, exit 2, before anything runs (Hydra's typed-config error would be five)."""
+    p = subprocess.run([sys.executable, "run.py", "+experiment=de_islands", "device=cpu", "logger=none",
+                        f"stop.max_evaluations={value}"], check=False, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    shown = value if value != "abc" else repr(value)
+    assert lines == [f"isles: error: stop.max_evaluations={shown}: allowed values are integers >= 1"], p.stderr
+
+
+def test_a_budget_typed_as_1e4_is_an_integer():
+    result, _ = run("de", "stop.max_evaluations=1e4", "generations=100000")
+    assert 10000 <= result.evaluations < 10000 + 24
