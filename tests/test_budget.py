@@ -190,3 +190,15 @@ def test_bad_max_evaluations_on_the_command_line_is_one_line(value):
 def test_a_budget_typed_as_1e4_is_an_integer():
     result, _ = run("de", "stop.max_evaluations=1e4", "generations=100000")
     assert 10000 <= result.evaluations < 10000 + 24
+
+
+def test_a_budget_grows_on_resume_as_generations_do(tmp_path):
+    """A run saved on a budget resumes with a larger one (as ``generations`` may grow) and ends
+    where an uninterrupted run on the larger budget ends, to the evaluation."""
+    path = str(tmp_path / "ck.pkl")
+    full, _ = run("de", "stop.max_evaluations=900")
+    run("de", "stop.max_evaluations=400", "checkpoint.every=1", f"checkpoint.path={path}")
+    resumed, _ = run("de", "stop.max_evaluations=900", f"checkpoint.resume={path}")
+    assert 900 <= full.evaluations < 900 + 24
+    assert (resumed.evaluations, resumed.generations, resumed.best_f) == (full.evaluations, full.generations,
+                                                                          full.best_f)
