@@ -5,19 +5,41 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra.utils import instantiate
 from isles.islands.budget import evaluation_counts, evaluations_after
 from isles.islands.build import build_algorithm
 from isles.islands.coordinator import Coordinator
 from isles.islands.schema import validated
+from isles.problems.base import Problem
 
 from tests.helpers import make_cfg, plain
-from tests.user_problems import PointCounter
 
 ROOT = Path(__file__).resolve().parents[1]
 
-COMMON = ["logger=none", "progress=false", "device=cpu", "problem._target_=tests.user_problems.PointCounter",
+
+class PointCounter(Problem):
+    """A user's constrained problem that counts the points it evaluates (rows of ``X``) in the
+    class attribute ``points`` (shared by every instance of this process: the in-process groups),
+    as a user measuring an optimiser's cost would."""
+
+    name = "point_counter"
+    n_constraints = 1
+    points = 0
+
+    def __init__(self, dim=3, lower=-1.0, upper=1.0):
+        super().__init__(dim, lower, upper, f_star=0.0)
+
+    def objective(self, X):
+        type(self).points += int(np.prod(X.shape[:-1]))
+        return ((X - 0.25) ** 2).sum(axis=-1)
+
+    def constraints(self, X):
+        return (0.1 - X[..., :1])
+
+
+COMMON = ["logger=none", "progress=false", "device=cpu", "problem._target_=tests.test_budget.PointCounter",
           "++problem.dim=3", "++problem.lower=-1.0", "++problem.upper=1.0"]
 
 #: one tiny run per family: (name, overrides)

@@ -217,23 +217,3 @@ ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[1] > (T)0.5 ? (
     def objective(self, X):
         f = (X * X).sum(axis=-1)
         return np.where(X[..., 0] > 0.5, np.nan, f)
-
-
-class PointCounter(Problem):
-    """A user's constrained problem that counts the points it evaluates (rows of ``X``) in the
-    class attribute ``points`` (shared by every instance of this process: the in-process groups),
-    as a user measuring an optimiser's cost would."""
-
-    name = "point_counter"
-    n_constraints = 1
-    points = 0
-
-    def __init__(self, dim=3, lower=-1.0, upper=1.0):
-        super().__init__(dim, lower, upper, f_star=0.0)
-
-    def objective(self, X):
-        type(self).points += int(np.prod(X.shape[:-1]))
-        return ((X - 0.25) ** 2).sum(axis=-1)
-
-    def constraints(self, X):
-        return (0.1 - X[..., :1])
