@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from isles.islands.budget import evaluation_counts, evaluations_after
 from isles.islands.build import build_algorithm
 from isles.islands.coordinator import Coordinator
@@ -70,9 +70,10 @@ def run(family: str, *extra: str, n_actors: int = 1):
     """``(result, points)``: the in-process run of ``family`` and the points its problem counted."""
     cfg = config(family, *extra, n_actors=n_actors)
     master = instantiate(cfg["master"]) if cfg.get("master") else None
-    PointCounter.points = 0
+    counter = get_class(cfg["problem"]["_target_"])  # the class the run builds (the module as Hydra imports it)
+    counter.points = 0
     result = Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=False).run()
-    return result, PointCounter.points
+    return result, counter.points
 
 
 def per_generation(cfg: dict) -> int:
