@@ -19,7 +19,7 @@ class RunResult:
         best_x (D,), best_f, best_v: best solution under Deb's rules (ranking pair).
         evaluations: evaluations of the objective and constraints (one per point x) of all
             islands and the loop's plug-in (docs/budgets.md).
-        payoff_evaluations: pair payoffs ``L(x, y)`` of a min-max algorithm (CDE), 0 otherwise.
+        payoff_evaluations: pair payoffs ``L(x, y)`` of a min-max algorithm, 0 otherwise.
         generations: generations per island.
         wall_s: wall time of the evolution (actors already started), seconds.
         startup_s: actor start-up time, seconds.
