@@ -225,3 +225,24 @@ def test_a_budget_grows_on_resume_as_generations_do(tmp_path):
     assert 900 <= full.evaluations < 900 + 24
     assert (resumed.evaluations, resumed.generations, resumed.best_f) == (full.evaluations, full.generations,
                                                                           full.best_f)
+
+
+@pytest.mark.slow
+def test_mlflow_and_the_summary_report_points_and_pairs_apart(store, capsys):
+    """The job (as ``run.py`` runs it) on a budget: the result line, the summary and MLflow's
+    metrics give the true count of points, and CDE's pairs as payoff_evaluations."""
+    from mlflow.tracking import MlflowClient  # noqa: PLC0415
+
+    from isles.app.job import run_job  # noqa: PLC0415
+
+    cfg = make_cfg(*FAMILIES["cde"], *COMMON[1:], "logger=mlflow", f"logger.tracking_uri={store}",
+                   "progress=true", "stop.max_evaluations=2000", "islands.n_actors=1")
+    result, run_id = run_job(cfg, use_ray=False)
+    out = capsys.readouterr().out
+    assert 2000 <= result.evaluations < 2000 + 3 * 6 * 4 and result.generations < 30
+    assert f"evaluations {result.evaluations:,}" in out
+    assert f"payoff evaluations {result.payoff_evaluations:,}" in out
+    metrics = MlflowClient(tracking_uri=store).get_run(run_id).data.metrics
+    assert metrics["final_evaluations"] == result.evaluations
+    assert metrics["final_payoff_evaluations"] == result.payoff_evaluations
+    assert metrics["evaluations"] == result.evaluations and metrics["payoff_evaluations"] == result.payoff_evaluations
