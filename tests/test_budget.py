@@ -231,9 +231,8 @@ def test_a_budget_grows_on_resume_as_generations_do(tmp_path):
 def test_mlflow_and_the_summary_report_points_and_pairs_apart(store, capsys):
     """The job (as ``run.py`` runs it) on a budget: the result line, the summary and MLflow's
     metrics give the true count of points, and CDE's pairs as payoff_evaluations."""
-    from mlflow.tracking import MlflowClient  # noqa: PLC0415
-
-    from isles.app.job import run_job  # noqa: PLC0415
+    from isles.app.job import run_job
+    from mlflow.tracking import MlflowClient
 
     cfg = make_cfg(*FAMILIES["cde"], *COMMON[1:], "logger=mlflow", f"logger.tracking_uri={store}",
                    "progress=true", "stop.max_evaluations=2000", "islands.n_actors=1")
