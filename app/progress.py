@@ -31,7 +31,9 @@ class ConsoleProgress:
         for i, g in enumerate(info["groups"]):
             ids = g["island_ids"]
             self.console.print(f"group {i}: islands {ids[0]}..{ids[-1]} on {where(g)}")
-        self.console.print(f"actors ready in {info['startup_s']:.1f} s; {info['generations']} generations")
+        budget = info.get("max_evaluations")  # the generations that reach it (islands/budget.py)
+        self.console.print(f"actors ready in {info['startup_s']:.1f} s; {info['generations']} generations"
+                           + (f" (stop.max_evaluations={int(budget):,})" if budget is not None else ""))
         self.total = info["generations"]
         if self.console.is_terminal:
             self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

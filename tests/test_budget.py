@@ -239,6 +239,7 @@ def test_mlflow_and_the_summary_report_points_and_pairs_apart(store, capsys):
     result, run_id = run_job(cfg, use_ray=False)
     out = capsys.readouterr().out
     assert 2000 <= result.evaluations < 2000 + 3 * 6 * 4 and result.generations < 30
+    assert f"; {result.generations} generations (stop.max_evaluations=2,000)" in out
     assert f"evaluations {result.evaluations:,}" in out
     assert f"payoff evaluations {result.payoff_evaluations:,}" in out
     metrics = MlflowClient(tracking_uri=store).get_run(run_id).data.metrics
