@@ -22,7 +22,11 @@ formula, so the run may pass the budget by them (docs/budgets.md).
 """
 from __future__ import annotations
 
+from hydra.utils import instantiate
+from omegaconf import OmegaConf, open_dict
+
 from isles.islands.build import build_algorithm
+from isles.islands.schema import check_keys, validated
 
 
 def evaluation_counts(algorithm, master=None) -> tuple[int, int, int]:
@@ -73,3 +77,30 @@ def budget_generations(cfg: dict, master=None) -> int:
     left = int(budget) - evaluations_after(0, n, counts)
     needed = max(1, -(-left // per_generation)) if per_generation > 0 else generations
     return min(generations, needed)
+
+
+def with_budget(cfg):
+    """The composed config ``cfg`` (an OmegaConf ``DictConfig``, before resolution) with
+    ``generations`` set to :func:`budget_generations` where ``stop.max_evaluations`` is set, so
+    that what interpolates ``${generations}`` follows the budget (PSO's and EPSO's
+    ``max_iterations``: the inertia schedule then spans the run that the budget buys) and MLflow
+    records the generations that run; ``cfg`` itself otherwise.
+
+    Raises:
+        ValueError: a key the schema does not know or a bad value (as
+            :func:`isles.islands.schema.check_keys` and :func:`~isles.islands.schema.validated`),
+            and as :func:`budget_generations`.
+    """
+    if OmegaConf.select(cfg, "stop.max_evaluations") is None:
+        return cfg
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    check_keys(plain)
+    plain = validated(plain)
+    master = instantiate(plain["master"]) if plain.get("master") else None
+    generations = budget_generations(plain, master)
+    if generations == plain["generations"]:
+        return cfg
+    out = cfg.copy()
+    with open_dict(out):
+        out.generations = generations
+    return out

@@ -246,3 +246,16 @@ def test_mlflow_and_the_summary_report_points_and_pairs_apart(store, capsys):
     assert metrics["final_evaluations"] == result.evaluations
     assert metrics["final_payoff_evaluations"] == result.payoff_evaluations
     assert metrics["evaluations"] == result.evaluations and metrics["payoff_evaluations"] == result.payoff_evaluations
+
+
+def test_schedules_that_read_generations_span_the_budget():
+    """``run.py`` sets ``generations`` to the budget's before ``${generations}`` resolves: PSO's
+    inertia schedule (``max_iterations``) spans the run the budget buys; a value set by hand stays."""
+    from isles.islands.budget import with_budget
+
+    over = [*FAMILIES["pso"], *COMMON, "generations=100000", "stop.max_evaluations=1000"]
+    c = plain(with_budget(make_cfg(*over)))
+    assert c["generations"] == c["algorithm"]["max_iterations"] == -(-(1000 - 18) // 18)  # 3 islands of 6
+    c = plain(with_budget(make_cfg(*over, "algorithm.max_iterations=500")))
+    assert (c["generations"], c["algorithm"]["max_iterations"]) == (55, 500)
+    assert plain(with_budget(make_cfg(*FAMILIES["pso"], *COMMON)))["generations"] == 60  # no budget: as composed
