@@ -71,7 +71,7 @@ class RecordLog:
         for item in items:
             self.append(item)
 
-    def copy(self) -> "RecordLog":
+    def copy(self) -> RecordLog:
         """A copy (the items themselves are shared: records are never changed after they are made)."""
         new = RecordLog(tail=self.tail, sample=self.sample, tally=self.tally)
         new.total, new.tallied, new.stride, new._thinned = self.total, self.tallied, self.stride, self._thinned
@@ -79,7 +79,7 @@ class RecordLog:
         return new
 
     @classmethod
-    def of(cls, items, tally: int | None = None) -> "RecordLog":
+    def of(cls, items, tally: int | None = None) -> RecordLog:
         """``items`` as a :class:`RecordLog`: a copy of a log, or a log of a list's items (a
         checkpoint written before the logs were bounded)."""
         return items.copy() if isinstance(items, RecordLog) else cls(items, tally=tally)

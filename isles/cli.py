@@ -68,6 +68,10 @@ def main() -> None:
     (:func:`isles.islands.schema.check_override_keys`, exit status 2), make the launch directory
     importable (:func:`import_from_launch_directory`), then let Hydra compose the config and run
     :func:`run` (once, or per job of a ``-m`` sweep)."""
+    if sys.argv[1:2] == ["show"]:  # isles show PATH: a run's best_solution.json (isles/show.py)
+        from isles.show import main as show  # noqa: PLC0415
+
+        sys.exit(show(sys.argv[2:]))
     groups = {d for d in os.listdir(CONF_DIR) if os.path.isdir(os.path.join(CONF_DIR, d))}
     try:
         check_override_keys(sys.argv[1:], groups)

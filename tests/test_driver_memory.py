@@ -2,6 +2,7 @@
 records and migrations in bounded logs (:class:`isles.islands.results.RecordLog`), and the job
 writes every epoch to ``history.csv`` and ``migrations.csv`` as it is made."""
 import csv
+import itertools
 import tracemalloc
 
 import pytest
@@ -61,7 +62,7 @@ def test_record_log_keeps_everything_up_to_its_bound_then_a_sample_and_the_tail(
     kept = [i for i, _ in log]
     assert kept[-5:] == [95, 96, 97, 98, 99] and kept[0] == 0 and len(kept) <= 9
     sampled = kept[:-5]
-    assert len(sampled) >= 2 and {b - a for a, b in zip(sampled, sampled[1:])} == {log.stride}  # evenly thinned
+    assert len(sampled) >= 2 and {b - a for a, b in itertools.pairwise(sampled)} == {log.stride}  # evenly thinned
     assert log.total == 100 and log.tallied == 50
     copy = log.copy()
     copy.append((100, 1))
@@ -72,15 +73,17 @@ def test_record_log_keeps_everything_up_to_its_bound_then_a_sample_and_the_tail(
 def test_job_writes_every_epoch_and_migration_as_it_goes(tmp_path, monkeypatch):
     """``run_job`` appends every epoch's record to ``history.csv`` and every migration to
     ``migrations.csv`` in the job's output directory, also beyond what the loop keeps."""
-    from isles.app.job import run_job  # noqa: PLC0415
+    from isles.app import job  # noqa: PLC0415
 
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(job, "_run_folder", lambda: str(tmp_path))  # as in a Hydra job's output folder
     epochs = LOG_TAIL + LOG_SAMPLE + 300
-    result, _ = run_job(make_cfg(*TINY, f"generations={epochs}", "quiet=true"), use_ray=False)
-    rows = list(csv.DictReader(open(tmp_path / "history.csv")))
+    result, _ = job.run_job(make_cfg(*TINY, f"generations={epochs}", "quiet=true"), use_ray=False)
+    with open(tmp_path / "history.csv") as fh:
+        rows = list(csv.DictReader(fh))
     assert [int(r["epoch"]) for r in rows] == list(range(1, epochs + 1))
     assert float(rows[-1]["best_f"]) == result.history[-1]["best_f"] and len(result.history) < epochs
-    moves = list(csv.DictReader(open(tmp_path / "migrations.csv")))
+    with open(tmp_path / "migrations.csv") as fh:
+        moves = list(csv.DictReader(fh))
     assert len(moves) == result.migration_count == 8 * (epochs - 1)
     assert sum(int(m["accepted"]) for m in moves) == result.migrations_accepted
     assert result.history_path == str(tmp_path / "history.csv")
