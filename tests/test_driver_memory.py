@@ -87,3 +87,17 @@ def test_job_writes_every_epoch_and_migration_as_it_goes(tmp_path, monkeypatch):
     assert len(moves) == result.migration_count == 8 * (epochs - 1)
     assert sum(int(m["accepted"]) for m in moves) == result.migrations_accepted
     assert result.history_path == str(tmp_path / "history.csv")
+
+
+def test_a_checkpoint_of_before_the_logs_resumes_into_bounded_logs():
+    """A checkpoint saved with plain lists (before the logs were bounded) resumes into
+    :class:`RecordLog` s that count what it held."""
+    from isles.islands.recovery import LOOP_KEYS, loop_copy  # noqa: PLC0415
+
+    saved = dict.fromkeys(LOOP_KEYS) | {"history": [{"epoch": 1}, {"epoch": 2}],
+                                         "migrations": [(2, 0, 1, 1, 0.5), (2, 1, 0, 0, None)]}
+    loop = loop_copy(saved)
+    assert isinstance(loop["history"], RecordLog) and [h["epoch"] for h in loop["history"]] == [1, 2]
+    assert loop["migrations"].total == 2 and loop["migrations"].tallied == 1
+    loop["history"].append({"epoch": 3})
+    assert len(saved["history"]) == 2  # a copy
