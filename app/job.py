@@ -307,7 +307,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     ck = plain["checkpoint"]
     if use_ray is None:
         use_ray = needs_ray(plain)
-    problem = build_problem(plain["problem"])
+    problem = build_problem(plain["problem"], plain["constraints"])  # constraints.eq_tol: the report's equalities
     topology = instantiate(plain["topology"])
     master = instantiate(plain["master"]) if plain.get("master") else None
     # build (and validate) the island algorithm here too, so a bad value fails before Ray starts
