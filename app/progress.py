@@ -132,8 +132,12 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
         words = np.asarray(result.best_genome).reshape(-1)
         hexs = " ".join(f"{int(w):08x}" for w in words[:8]) + (" ..." if words.size > 8 else "")
         console.print(f"best genome ({words.size} words, hex): {hexs}  decoded above as x")
-    if result.migration_count:
-        console.print(f"migrations: {result.migration_count} transfers, {result.migrations_accepted} immigrants accepted")
+    # every migration's totals (the result keeps only a bounded log of them)
+    count, accepted = getattr(result, "migration_count", 0), getattr(result, "migrations_accepted", 0)
+    if not count and result.migrations:  # a result made without the loops' totals: what it holds
+        count, accepted = len(result.migrations), sum(m[3] for m in result.migrations)
+    if count:
+        console.print(f"migrations: {count} transfers, {accepted} immigrants accepted")
     if path:
         console.print(f"best solution (full precision): {path}  (python -m isles show {path})", markup=False,
                       highlight=False, soft_wrap=True)

@@ -31,8 +31,8 @@ def _value(v) -> str:
 
 def solution_table(file: str, record: dict) -> Table:
     """The record of ``best_solution.json`` (:func:`isles.app.report.solution_record`) as a rich
-    table: the scalar fields first (``f``, ``feasible``, ..., ``not_computed``), then ``g``, then
-    ``x1``..``xD`` at full precision."""
+    table: the scalar fields first (``f``, ``feasible``, ..., ``not_computed``), then ``g`` (an
+    equality constraint's row marked ``h = 0``), then ``x1``..``xD`` at full precision."""
     table = Table(title=f"best solution: {file}", show_header=True)
     table.add_column("field")
     table.add_column("value", justify="right", overflow="fold")
@@ -41,11 +41,13 @@ def solution_table(file: str, record: dict) -> Table:
     if problem:
         table.add_row("problem", str(problem))
     for key in ("f", "feasible", "max_normalised_violation", "in_bounds", "run_best_f", "run_best_v",
-                "evaluations", "generations", "seed", "not_computed"):
+                "eq_tol", "evaluations", "generations", "seed", "not_computed"):
         if key in record and (record[key] is not None or key in ("f", "feasible")):
             table.add_row(key, _value(record[key]))
-    for i, g in enumerate(record.get("g") or []):
-        table.add_row(f"g{i + 1}", _value(g))
+    types = record.get("g_type") or []
+    for i, g in enumerate(record.get("g") or []):  # an equality's value is h (feasible: |h| <= eq_tol)
+        eq = i < len(types) and types[i] == "equality"
+        table.add_row(f"g{i + 1} (h = 0)" if eq else f"g{i + 1}", _value(g))
     if record.get("genome_words_hex"):
         table.add_row("genome (hex words)", " ".join(record["genome_words_hex"]))
     for i, x in enumerate(record["x"]):

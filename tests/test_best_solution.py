@@ -100,3 +100,15 @@ def test_the_command_line_names_the_file_and_shows_it(tmp_path):
                            text=True, timeout=60, env={**os.environ, "COLUMNS": "200"}, check=False)
     assert shown.returncode == 0, shown.stderr
     assert all(repr(v) in shown.stdout for v in best["x"]) and "x20" in shown.stdout
+
+
+def test_show_marks_equality_constraints(tmp_path):
+    """An equality constraint's row says ``h = 0`` (its value is h), with the tolerance."""
+    record = {"x": [0.1, 0.2], "f": 1.5, "g": [-0.5, 3e-5], "g_type": ["inequality", "equality"], "eq_tol": 1e-4,
+              "feasible": True, "evaluations": 10, "seed": 0, "config": None}
+    (tmp_path / "best_solution.json").write_text(json.dumps(record))
+    console = Console(record=True, width=200)
+    assert show_main([str(tmp_path)], console=console) == 0
+    lines = console.export_text().splitlines()
+    assert any("g2 (h = 0)" in ln and "3e-05" in ln for ln in lines)
+    assert any("g1 " in ln and "-0.5" in ln for ln in lines) and any("eq_tol" in ln and "0.0001" in ln for ln in lines)
