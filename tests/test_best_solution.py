@@ -58,11 +58,16 @@ def test_the_file_is_written_when_the_report_cannot_evaluate_x(tmp_path, monkeyp
 
 @pytest.mark.slow  # MLflow's tracking process: about 10 s
 def test_mlflow_logs_the_same_record(tmp_path, monkeypatch, store):
-    """MLflow's ``best_solution.json`` artifact is the record written into the output folder."""
+    """MLflow's ``best_solution.json`` artifact is the record written into the output folder, and
+    its ``history.csv`` the file appended as the epochs were made."""
     _in_folder(monkeypatch, tmp_path / "out")
-    _, run_id = run_job(make_cfg(*DIM20[:-1], f"logger.tracking_uri={store}"), use_ray=False)
-    logged = json.loads(Path(MlflowClient(store).download_artifacts(run_id, "best_solution.json")).read_text())
+    _, run_id = run_job(make_cfg(*DIM20[:-1], "islands.migration_interval=1", f"logger.tracking_uri={store}"),
+                        use_ray=False)
+    client = MlflowClient(store)
+    logged = json.loads(Path(client.download_artifacts(run_id, "best_solution.json")).read_text())
     assert logged == json.loads((tmp_path / "out" / "best_solution.json").read_text())
+    history = Path(client.download_artifacts(run_id, "history.csv")).read_text()
+    assert history == (tmp_path / "out" / "history.csv").read_text() and history.count("\n") == 1 + 5  # header, 5 epochs
 
 
 def test_show_prints_every_variable_at_full_precision(tmp_path, monkeypatch):
