@@ -10,7 +10,7 @@ import time
 from isles.islands import checkpoint
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.recovery import actor_died, resumable_config
-from isles.islands.results import RecordLog, best_of, epoch_record, merge_summaries, run_result
+from isles.islands.results import RecordLog, best_of, epoch_record, merge_summaries, migration_log, run_result
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -44,12 +44,12 @@ class AsyncLoop:
             loop = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
                     for k, v in resume["async"].items()}
             loop["history"] = RecordLog.of(resume["async"]["history"])  # a list: a checkpoint of before the logs
-            loop["migrations"] = RecordLog.of(resume["async"]["migrations"], tally=3)
+            loop["migrations"] = migration_log(resume["async"]["migrations"])
             parts = [{"state": st, "gens": g, "summary": loop["summaries"].get(i)}
                      for i, (st, g) in enumerate(zip(resume["states"], loop["gens"]))]
         else:
             loop = {"summaries": {}, "store": {}, "gens": [0] * len(groups), "history": RecordLog(),
-                    "migrations": RecordLog(tally=3),
+                    "migrations": migration_log(),
                     "best": None, "completions": 0, "epochs": [0] * len(groups)}
             parts = [None] * len(groups)
         summaries, store, gens = loop["summaries"], loop["store"], loop["gens"]

@@ -98,6 +98,13 @@ class RecordLog:
         return self.to_list()[i]
 
 
+def migration_log(items=()) -> RecordLog:
+    """A :class:`RecordLog` of ``(epoch, src, dst, accepted, best f moved)`` migrations that
+    tallies the immigrants accepted (:attr:`RecordLog.tallied`): a copy of a log, or a log of
+    ``items`` (a checkpoint's list of before the logs)."""
+    return RecordLog.of(items, tally=3)
+
+
 @dataclass
 class RunResult:
     """What a finished run hands back (host values).

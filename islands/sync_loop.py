@@ -24,7 +24,7 @@ from isles.islands.executor import Local
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.plugin import plugin_stream
 from isles.islands.recovery import actor_died, loop_copy
-from isles.islands.results import RecordLog, best_of, epoch_record, merge_summaries, run_result
+from isles.islands.results import RecordLog, best_of, epoch_record, merge_summaries, migration_log, run_result
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -97,7 +97,7 @@ class SyncLoop:
             loop = loop_copy(resume)
         else:
             loop = {"done_gens": 0, "epoch": 0, "best": None, "master_state": None,
-                    "pending": None, "history": RecordLog(), "migrations": RecordLog(tally=3)}
+                    "pending": None, "history": RecordLog(), "migrations": migration_log()}
         every = int(self.cfg["islands"]["snapshot_every"])
         local = len(groups) == 1 and isinstance(groups[0], Local)  # every island, in this process
         hosted = self._hosts_plugin(groups)
