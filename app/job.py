@@ -36,6 +36,7 @@ from isles.islands.schema import RayConfig, check_keys, validated, with_defaults
 from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
 from isles.app.progress import ConsoleProgress, print_summary, result_line
 from isles.app.report import is_library
+from isles.app.run_files import HistoryFiles, SolutionFile
 from isles import CHECKOUT
 from isles.app.sweep_runs import sweep_info
 from isles.app.tracking import flatten
@@ -148,13 +149,20 @@ def failure_line(err: BaseException) -> str:
 
 
 def _output_dir() -> str:
-    """The job's Hydra output directory, or the working directory outside Hydra."""
+    """The job's Hydra output directory (:func:`_run_folder`), or the working directory outside Hydra."""
+    return _run_folder() or os.getcwd()
+
+
+def _run_folder() -> str | None:
+    """The job's Hydra output directory, where it writes ``best_solution.json``, ``history.csv``
+    and ``migrations.csv`` (:mod:`isles.app.run_files`); ``None`` outside Hydra (``run_job``
+    called as a library function: the record stays in the result)."""
     try:
         from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415
 
         return HydraConfig.get().runtime.output_dir
-    except Exception:
-        return os.getcwd()
+    except Exception:  # noqa: BLE001  (no Hydra run)
+        return None
 
 
 def check_ray_address(address, timeout_s: float = 10.0) -> None:
@@ -316,6 +324,11 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         tracker = TrackingProcess(plain["logger"], flatten(settings), OmegaConf.to_yaml(settings), problem,
                                   sweep=sweep_info())
     callbacks = [ConsoleProgress(problem)] if plain["progress"] else []
+    # the output folder's best_solution.json, history.csv and migrations.csv (before MLflow, which logs them)
+    folder = _run_folder()
+    history = HistoryFiles(folder, resumed=bool(ck["resume"])) if folder else None
+    callbacks = [SolutionFile(problem, {k: v for k, v in plain.items() if k != "hydra"}, folder),
+                 *([history] if history else []), *callbacks]
     coordinator = Coordinator(plain, topology, master, callbacks=callbacks + ([tracker] if tracker else []),
                               use_ray=use_ray)
     if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
@@ -372,6 +385,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         close("FAILED")
         raise
     finally:
+        if history:  # what the epochs made is on disk, whatever ended the run
+            history.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     try:  # the result is shown whatever MLflow or the report cannot do; then MLflow closes the run
@@ -391,9 +406,9 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
 def show_result(result, problem, run_id: str | None, plain: dict) -> None:
     """Print the run's result: the summary (``progress``), one line (``progress=false``), or
     nothing (``quiet``). Never raises: when the summary fails (whatever it could not compute),
-    the result is still printed as one line with the best x, the run's best f and the MLflow
-    run, and one line on stderr says what failed, where, and the log file that holds the
-    traceback (:func:`failure_line`)."""
+    the result is still printed as one line with the best x, the run's best f, the
+    ``best_solution.json`` written (the full x) and the MLflow run, and one line on stderr says
+    what failed, where, and the log file that holds the traceback (:func:`failure_line`)."""
     if plain["quiet"]:
         return
     try:
@@ -404,6 +419,7 @@ def show_result(result, problem, run_id: str | None, plain: dict) -> None:
     except Exception as err:  # noqa: BLE001  (a finished result is never lost)
         x = ", ".join(f"{float(v):.10g}" for v in np.asarray(result.best_x).reshape(-1))
         print(f"isles: best f={float(result.best_f):.10g} (run) x=[{x}] evaluations={result.evaluations}"
+              + (f" solution={result.solution_path}" if result.solution_path else "")
               + (f" mlflow_run={run_id}" if run_id else ""), flush=True)
         print(f"isles: the end-of-run summary failed: {failure_line(err)}", file=sys.stderr, flush=True)
     for warning in result.warnings:  # e.g. no individual ever had a finite objective

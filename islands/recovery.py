@@ -11,6 +11,7 @@ import logging
 import time
 
 from isles.islands.placement import where
+from isles.islands.results import RecordLog, migration_log
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -31,9 +32,10 @@ RESUME_FREE_KEYS = ("islands.n_actors", "islands.n_nodes", "islands.placement", 
 
 
 def loop_copy(src: dict) -> dict:
-    """The loop variables of ``src`` (a loop dict or a snapshot), lists copied."""
+    """The loop variables of ``src`` (a loop dict or a snapshot), its logs copied (bounded:
+    :class:`isles.islands.results.RecordLog`; the lists of a checkpoint of before them too)."""
     out = {k: src[k] for k in LOOP_KEYS}
-    out["history"], out["migrations"] = list(out["history"]), list(out["migrations"])
+    out["history"], out["migrations"] = RecordLog.of(out["history"]), migration_log(out["migrations"])
     return out
 
 

@@ -88,6 +88,10 @@ def main() -> None:
     importable (:func:`import_from_launch_directory`), then let Hydra compose the config and run
     :func:`run` (once, or per job of a ``-m`` sweep). On a GPU, the experiment's CUDA kernels
     start compiling in parallel at once (:mod:`isles.algorithms.core.precompile`)."""
+    if sys.argv[1:2] == ["show"]:  # isles show PATH: a run's best_solution.json (isles/show.py)
+        from isles.show import main as show  # noqa: PLC0415
+
+        sys.exit(show(sys.argv[2:]))
     if os.environ.get("ISLES_RECORD_KERNELS"):  # benchmarks/record_kernels.py
         precompile.record_to(os.environ["ISLES_RECORD_KERNELS"])
     else:

@@ -18,8 +18,11 @@ def _argv(args) -> list[str]:
 
 
 def _runs_isles(args: list[str]) -> bool:
-    """Whether a command line starts an isles run (``run.py``, ``-m isles`` or the ``isles`` command)."""
+    """Whether a command line starts an isles run (``run.py``, ``-m isles`` or the ``isles`` command;
+    not ``isles show PATH``, which prints a saved result)."""
     names = [Path(a).name for a in args]
+    if "show" in args[1:4]:
+        return False
     return "run.py" in names or "isles" in names[:1] or any(a == "-m" and b == "isles" for a, b in zip(args, args[1:]))
 
 

@@ -121,7 +121,7 @@ def test_sigterm_checkpoints_and_the_resume_gives_the_uninterrupted_result(tmp_p
     out_res, err_res = resume.communicate(timeout=300)
     assert resume.returncode == 0, err_res[-2000:]
     (line_res,) = [ln for ln in out_res.splitlines() if ln.startswith("isles: best f=")]
-    strip = lambda ln: re.sub(r" (wall|mlflow_run)=\S+", "", ln)  # noqa: E731
+    strip = lambda ln: re.sub(r" (wall|solution|mlflow_run)=\S+", "", ln)  # noqa: E731
     assert strip(line_res) == strip(line_full)  # the same best f, x and evaluations
     assert f"mlflow_run={killed.info.run_id}" in line_res  # resumed into the same MLflow run
     assert client.get_run(killed.info.run_id).info.status == "FINISHED"
