@@ -19,6 +19,7 @@ import socket
 import sys
 import threading
 import traceback
+from contextlib import nullcontext
 
 import numpy as np
 from hydra.utils import instantiate
@@ -30,6 +31,7 @@ from isles.app.overrides import task_overrides, user_problem_config
 from isles.islands.build import build_algorithm, build_problem, check_pairing
 from isles.islands.migration import check_n_migrants
 from isles.islands.placement import needs_ray
+from isles.app.local_ray import local_ray
 from isles.app.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
 from isles.islands.schema import RayConfig, check_keys, validated, with_defaults
 from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
@@ -80,11 +82,14 @@ def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
         path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
         # "local": a Ray of the run's own, never the cluster a `ray start` (another user's, another
         # job's) left running on this machine, which Ray would join; RAY_ADDRESS still names one
-        ray.init(address=None if os.environ.get("RAY_ADDRESS") else "local",
-                 num_cpus=ray_cfg["num_cpus"], include_dashboard=bool(ray_cfg["include_dashboard"]),
-                 dashboard_host=ray_cfg["dashboard_host"] or LOCAL_DASHBOARD_HOST,
-                 runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
-                 configure_logging=True, logging_level="warning")
+        joins = bool(os.environ.get("RAY_ADDRESS"))  # Ray's own variable names a cluster: Ray joins it
+        # a Ray of the run's own: on 127.0.0.1 only, its processes in a session of their own (local_ray.py)
+        with nullcontext() if joins else local_ray():
+            ray.init(address=None if joins else "local",
+                     num_cpus=ray_cfg["num_cpus"], include_dashboard=bool(ray_cfg["include_dashboard"]),
+                     dashboard_host=ray_cfg["dashboard_host"] or LOCAL_DASHBOARD_HOST,
+                     runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
+                     configure_logging=True, logging_level="warning")
 
 
 def _frames(err: BaseException) -> tuple[str, list]:
