@@ -259,9 +259,10 @@ def validate(cfg: dict) -> dict:
             when no cluster address is given; an unreachable ``ray.address``, or
             ``ray.address=auto`` with no cluster to find (:func:`check_ray_address`);
             ``logger.system_metrics=true`` without psutil; a ``ray.dashboard_host`` that is not an
-            IP address. (A tracking server that does not answer is caught by
-            :func:`isles.app.tracking_server.reach_tracking_store` in :func:`run_job`, also before
-            Ray starts.)
+            IP address; a ``checkpoint.path`` that cannot be written
+            (:func:`isles.islands.checkpoint.check_path`). (A tracking server that does not answer
+            is caught by :func:`isles.app.tracking_server.reach_tracking_store` in :func:`run_job`,
+            also before Ray starts.)
     """
     check_keys(cfg)
     cfg = validated(cfg)
@@ -270,6 +271,8 @@ def validate(cfg: dict) -> dict:
     if log["enabled"] and log["system_metrics"] and importlib.util.find_spec("psutil") is None:
         raise ValueError("logger.system_metrics=true: MLflow's system metrics need psutil (pip install psutil)")
     check_dashboard_host(cfg["ray"]["dashboard_host"])
+    if cfg["checkpoint"]["path"]:  # a save would fail at the first checkpoint, or at an interrupt
+        checkpoint.check_path(cfg["checkpoint"]["path"])
     if cfg["device"] == "gpu" and not cfg["ray"]["address"] and cupy_or_none() is None:
         raise ValueError("device=gpu: no GPU is visible on this machine (CuPy missing or no CUDA device); "
                          "allowed values here are auto|cpu")
@@ -333,15 +336,21 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             except Exception:  # noqa: BLE001, S110
                 pass
 
-    def stop_with_checkpoint(status: str) -> str | None:
-        """The last snapshot as a checkpoint (its path, or ``None``), and the MLflow run closed."""
+    def stop_with_checkpoint(status: str) -> tuple[str | None, str]:
+        """The last snapshot as a checkpoint, and the MLflow run closed: the checkpoint's path
+        (``None``: no snapshot, or the save failed) and what to say about it."""
         try:
             run_id = tracker.run_id if tracker else None
         except RuntimeError:  # the tracking process failed: the checkpoint is kept all the same
             run_id = None
-        path = save_interrupted(coordinator, ck["path"] or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
+        target = ck["path"] or os.path.join(_output_dir(), "checkpoint.pkl")
+        try:
+            path = save_interrupted(coordinator, target, run_id)
+            note = f"checkpoint {path}" if path else "no snapshot to save (islands.snapshot_every=0)"
+        except OSError as err:  # e.g. a full disk: the stop is still reported as what it is
+            path, note = None, f"the checkpoint could not be written to {target} ({err.strerror or err})"
         close(status)
-        return path
+        return path, note
 
     try:  # a Ray that fails to start fails the MLflow run (never left open, nor FINISHED)
         if use_ray:
@@ -353,15 +362,14 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     try:
         result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
-        path = stop_with_checkpoint("KILLED")
-        print(f"isles: interrupted after epoch {coordinator.published_epoch}; "
-              + (f"checkpoint {path}; resume with:\n  {resume_command(path)}" if path else
-                 "no snapshot to save (islands.snapshot_every=0)"), file=sys.stderr, flush=True)
+        path, note = stop_with_checkpoint("KILLED")
+        print(f"isles: interrupted after epoch {coordinator.published_epoch}; {note}"
+              + (f"; resume with:\n  {resume_command(path)}" if path else ""), file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     except RestartFailed as err:  # lost actors with nowhere to go: keep what the run has done
-        path = stop_with_checkpoint("FAILED")
-        raise RestartFailed(f"{err}; checkpoint {path}; once the cluster has room, resume with: "
-                            f"{resume_command(path)}" if path else str(err)) from None
+        path, note = stop_with_checkpoint("FAILED")
+        raise RestartFailed(f"{err}; {note}; once the cluster has room, resume with: "
+                            f"{resume_command(path)}" if path else f"{err}; {note}") from None
     except BaseException:
         close("FAILED")
         raise

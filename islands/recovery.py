@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
+from isles.islands.checkpoint import generations_done
 from isles.islands.placement import where
 
 log = logging.getLogger("isles.islands.coordinator")
@@ -56,10 +57,12 @@ def resumable_config(cfg: dict) -> dict:
 
 
 def check_resumable(data: dict, cfg: dict, path: str) -> None:
-    """Refuse to resume a checkpoint under a different config.
+    """Refuse to resume a checkpoint under a different config, or with fewer ``generations``
+    than the checkpoint's run has done (its result would be printed as this run's).
 
     Raises:
-        ValueError: one line naming the fields that differ, with both values.
+        ValueError: one line naming the fields that differ, with both values; or naming
+            ``generations`` and the checkpoint's generation.
     """
     saved, now = data.get("config", {}), resumable_config(cfg)
     diff = sorted(k for k in set(saved) | set(now) if saved.get(k, "<unset>") != now.get(k, "<unset>"))
@@ -67,6 +70,10 @@ def check_resumable(data: dict, cfg: dict, path: str) -> None:
         shown = "; ".join(f"{k}: saved {saved.get(k, '<unset>')!r}, now {now.get(k, '<unset>')!r}" for k in diff[:6])
         raise ValueError(f"checkpoint.resume={path!r}: the config differs from the saved run ({shown}); "
                          "resume with the saved values, or start a new run")
+    done = generations_done(data)
+    if int(cfg["generations"]) < done:
+        raise ValueError(f"generations={cfg['generations']}: the checkpoint (checkpoint.resume={path!r}) is at "
+                         f"generation {done}; allowed values are >= {done}")
 
 
 def while_restarting(call, timeout_s: float = 120.0):
