@@ -249,7 +249,7 @@ def test_sigterm_to_the_whole_process_group_stops_cleanly_and_resumes(tmp_path):
             pass
         os.killpg(run.pid, signal.SIGTERM)
         t0 = time.monotonic()
-        out, err = run.communicate(timeout=60)
+        _, err = run.communicate(timeout=60)
         stop_s = time.monotonic() - t0
     finally:
         if run.poll() is None:
@@ -266,7 +266,7 @@ def test_sigterm_to_the_whole_process_group_stops_cleanly_and_resumes(tmp_path):
     cmd = re.search(r"resume with:\n  (python run.py .*)", err).group(1)
     assert f"checkpoint.resume={path}" in cmd
     resume = _cli(shlex.split(cmd)[2:], tmp_path)
-    out_res, err_res = resume.communicate(timeout=300)
+    _, err_res = resume.communicate(timeout=300)
     assert resume.returncode == 0, err_res[-2000:]
     finished = client.get_run(killed.info.run_id)
     assert finished.info.status == "FINISHED"
