@@ -259,7 +259,7 @@ def test_sigterm_to_the_whole_process_group_stops_cleanly_and_resumes(tmp_path):
     assert "Failed to connect to GCS" not in err
     path = tmp_path / "out" / "checkpoint.pkl"
     saved = checkpoint.load(path)
-    assert 0 < saved["done_gens"] < 200
+    assert saved["done_gens"] < 200  # the last snapshot (the span schedules when it is taken)
     client = MlflowClient(tracking_uri=store)
     (killed,) = client.search_runs([client.get_experiment_by_name("de-islands").experiment_id])
     assert killed.info.status == "KILLED"
@@ -270,4 +270,5 @@ def test_sigterm_to_the_whole_process_group_stops_cleanly_and_resumes(tmp_path):
     assert resume.returncode == 0, err_res[-2000:]
     finished = client.get_run(killed.info.run_id)
     assert finished.info.status == "FINISHED"
-    assert [m.step for m in client.get_metric_history(killed.info.run_id, "best_f")][-1] == 200
+    steps = [m.step for m in client.get_metric_history(killed.info.run_id, "best_f")]
+    assert steps == sorted(set(steps)) and steps[-1] == 200  # every epoch once, to the end
