@@ -336,21 +336,15 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             except Exception:  # noqa: BLE001, S110
                 pass
 
-    def stop_with_checkpoint(status: str) -> tuple[str | None, str]:
-        """The last snapshot as a checkpoint, and the MLflow run closed: the checkpoint's path
-        (``None``: no snapshot, or the save failed) and what to say about it."""
+    def stop_with_checkpoint(status: str) -> str | None:
+        """The last snapshot as a checkpoint (its path, or ``None``), and the MLflow run closed."""
         try:
             run_id = tracker.run_id if tracker else None
         except RuntimeError:  # the tracking process failed: the checkpoint is kept all the same
             run_id = None
-        target = ck["path"] or os.path.join(_output_dir(), "checkpoint.pkl")
-        try:
-            path = save_interrupted(coordinator, target, run_id)
-            note = f"checkpoint {path}" if path else "no snapshot to save (islands.snapshot_every=0)"
-        except OSError as err:  # e.g. a full disk: the stop is still reported as what it is
-            path, note = None, f"the checkpoint could not be written to {target} ({err.strerror or err})"
+        path = save_interrupted(coordinator, ck["path"] or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
         close(status)
-        return path, note
+        return path
 
     try:  # a Ray that fails to start fails the MLflow run (never left open, nor FINISHED)
         if use_ray:
@@ -362,14 +356,15 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     try:
         result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
-        path, note = stop_with_checkpoint("KILLED")
-        print(f"isles: interrupted after epoch {coordinator.published_epoch}; {note}"
-              + (f"; resume with:\n  {resume_command(path)}" if path else ""), file=sys.stderr, flush=True)
+        path = stop_with_checkpoint("KILLED")
+        print(f"isles: interrupted after epoch {coordinator.published_epoch}; "
+              + (f"checkpoint {path}; resume with:\n  {resume_command(path)}" if path else
+                 "no snapshot to save (islands.snapshot_every=0)"), file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     except RestartFailed as err:  # lost actors with nowhere to go: keep what the run has done
-        path, note = stop_with_checkpoint("FAILED")
-        raise RestartFailed(f"{err}; {note}; once the cluster has room, resume with: "
-                            f"{resume_command(path)}" if path else f"{err}; {note}") from None
+        path = stop_with_checkpoint("FAILED")
+        raise RestartFailed(f"{err}; checkpoint {path}; once the cluster has room, resume with: "
+                            f"{resume_command(path)}" if path else str(err)) from None
     except BaseException:
         close("FAILED")
         raise
