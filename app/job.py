@@ -307,7 +307,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     ck = plain["checkpoint"]
     if use_ray is None:
         use_ray = needs_ray(plain)
-    problem = build_problem(plain["problem"])
+    problem = build_problem(plain["problem"], plain["constraints"])  # constraints.eq_tol: the report's equalities
     topology = instantiate(plain["topology"])
     master = instantiate(plain["master"]) if plain.get("master") else None
     # build (and validate) the island algorithm here too, so a bad value fails before Ray starts
@@ -349,17 +349,26 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     try:  # a Ray that fails to start fails the MLflow run (never left open, nor FINISHED)
         if use_ray:
             init_ray(plain["ray"], plain)
-    except BaseException as err:
-        close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) while Ray starts: nothing has run, nothing to save
+        close("KILLED")
+        print("isles: interrupted while Ray was starting; nothing had run, so there is nothing to save",
+              file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+    except BaseException:
+        close("FAILED")
         raise
     previous = _sigterm_as_interrupt()  # after ray.init, which installs a SIGTERM handler of its own
     try:
         result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
-        path = stop_with_checkpoint("KILLED")
-        print(f"isles: interrupted after epoch {coordinator.published_epoch}; "
-              + (f"checkpoint {path}; resume with:\n  {resume_command(path)}" if path else
-                 "no snapshot to save (islands.snapshot_every=0)"), file=sys.stderr, flush=True)
+        try:
+            path = stop_with_checkpoint("KILLED")
+            saved = (f"checkpoint {path}; resume with:\n  {resume_command(path)}" if path else
+                     "no snapshot to save (islands.snapshot_every=0)")
+        except Exception as err:  # noqa: BLE001  (an unwritable checkpoint.path: still the interrupt line)
+            close("KILLED")
+            saved = f"the checkpoint could not be written: {type(err).__name__}: {error_message(err)}"
+        print(f"isles: interrupted after epoch {coordinator.published_epoch}; {saved}", file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     except RestartFailed as err:  # lost actors with nowhere to go: keep what the run has done
         path = stop_with_checkpoint("FAILED")

@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from isles.islands.placement import where
-from isles.app.report import end_report
+from isles.app.report import end_report, verdict
 
 
 class ConsoleProgress:
@@ -57,8 +57,9 @@ class ConsoleProgress:
 
 def result_line(result, problem, run_id: str | None) -> str:
     """The run's result in one line (what ``progress=false`` prints, so a finished result is
-    never lost): ``isles: best f=... feasible|INFEASIBLE (float64) x=[...] evaluations ... wall ... s
-    [MLflow run ...]``. Where the problem cannot re-evaluate the best x
+    never lost): ``isles: best f=... LABEL (float64) x=[...] evaluations ... wall ... s
+    [MLflow run ...]``, LABEL as :func:`isles.app.report.verdict` (``feasible``, ``f not finite``,
+    ``INFEASIBLE (f not finite)`` or ``INFEASIBLE``). Where the problem cannot re-evaluate the best x
     (:func:`isles.app.report.end_report`), ``f`` is the run's own, marked ``(run)``, and a
     second line says what was not computed and why."""
     rep = end_report(problem, result)
@@ -66,7 +67,7 @@ def result_line(result, problem, run_id: str | None) -> str:
     if rep.get("not_computed"):
         head = f"isles: best f={rep['run_best_f']:.10g} (run)"
     else:
-        head = f"isles: best f={rep['f']:.10g} {'feasible' if rep['feasible'] else 'INFEASIBLE'} (float64)"
+        head = f"isles: best f={rep['f']:.10g} {verdict(rep)} (float64)"
     line = f"{head} x=[{x}] evaluations={result.evaluations} wall={result.wall_s:.2f}s"
     line += f" mlflow_run={run_id}" if run_id else ""
     return line + (f"\nisles: not computed: {rep['not_computed']}" if rep.get("not_computed") else "")
@@ -97,9 +98,11 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
         gap = f"  (f* = {f_star:.10g}, gap {100 * (f - f_star) / abs(f_star):+.5f} %)"
     console.print(f"f = {f:.10g}{' (best fitness in the run)' if own else ''}{gap}")
     if rep["g"]:  # None when not computed
-        console.print("g = [" + ", ".join(f"{g:.4g}" for g in rep["g"]) + "]  (g <= 0 feasible)")
+        n_eq = rep.get("g_type", []).count("equality")
+        eqs = f"; the last {n_eq}: h = 0, |h| <= {rep['eq_tol']:g}" if n_eq else ""
+        console.print("g = [" + ", ".join(f"{g:.4g}" for g in rep["g"]) + f"]  (g <= 0 feasible{eqs})")
     if rep["feasible"] is not None:
-        status = "[green]feasible[/green]" if rep["feasible"] else "[red]INFEASIBLE[/red]"
+        status = f"[green]{verdict(rep)}[/green]" if rep["feasible"] else f"[red]{verdict(rep)}[/red]"
         console.print(f"{status} (max normalised violation {rep['max_normalised_violation']:.3g}, float64)")
     us = sorted(h["us_per_generation"] for h in result.history)[len(result.history) // 2]
     console.print(f"evaluations {result.evaluations:,}  wall time {result.wall_s:.2f} s "

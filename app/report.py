@@ -15,7 +15,7 @@ import traceback
 
 import numpy as np
 
-from isles.problems.constraints import feasibility_report
+from isles.problems.constraints import FEASIBLE_TOL, feasibility_report
 
 
 def end_report(problem, result) -> dict:
@@ -42,6 +42,25 @@ def end_report(problem, result) -> dict:
         return {"x": x.tolist(), "f": None, "g": None, "max_normalised_violation": None, "in_bounds": in_bounds,
                 "feasible": None, "run_best_f": float(result.best_f), "run_best_v": float(result.best_v),
                 "not_computed": f"float64 f, g and feasibility of the best x: {type(err).__name__}: {message}{where}"}
+
+
+def verdict(rep: dict) -> str:
+    """The label of a computed report (:func:`end_report` with ``feasible`` not ``None``):
+
+    * ``feasible``: inside the box, every constraint holds and ``f`` is finite;
+    * ``f not finite``: inside the box and every constraint holds (or there are none), but ``f``
+      is NaN or infinite: no objective value was finite, which is not a matter of constraints;
+    * ``INFEASIBLE (f not finite)``: a constraint or the box is violated and ``f`` is not finite;
+    * ``INFEASIBLE``: a constraint or the box is violated.
+    """
+    if rep["feasible"]:
+        return "feasible"
+    finite = rep["f"] is not None and bool(np.isfinite(rep["f"]))
+    holds = bool(rep["in_bounds"]) and rep["max_normalised_violation"] is not None \
+        and rep["max_normalised_violation"] <= FEASIBLE_TOL
+    if not finite:
+        return "f not finite" if holds else "INFEASIBLE (f not finite)"
+    return "INFEASIBLE"
 
 
 def is_library(path: str) -> bool:

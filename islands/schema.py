@@ -68,6 +68,7 @@ class ConstraintsConfig:
     penalty: float = 1.0e6
     r: float = 1.0e7
     multiplier_bound: float = 1.0e4
+    eq_tol: float = 1.0e-4
 
 
 @dataclass
@@ -240,7 +241,7 @@ def check_values(cfg: dict) -> None:
             ``generations`` < 1, ``seed`` < 0, ``device`` or ``dtype`` unknown;
             ``constraints.handling`` unknown, ``constraints.penalty``, ``.r`` or
             ``.multiplier_bound`` not a finite number > 0 (also where the handling leaves them
-            unused); ``islands.n``, ``.n_actors``, ``.n_nodes``, ``.migration_interval``,
+            unused); ``constraints.eq_tol`` not a finite number >= 0; ``islands.n``, ``.n_actors``, ``.n_nodes``, ``.migration_interval``,
             ``.n_migrants`` < 1, ``islands.replacement``, ``.mode`` or ``.placement`` unknown, a
             ``master`` with ``islands.mode=async``, ``islands.n_nodes`` > 1 on a local Ray
             (``ray.address`` null), ``islands.n_actors`` > ``islands.n_nodes`` under
@@ -260,6 +261,7 @@ def check_values(cfg: dict) -> None:
         if c[name] is not None:
             check_range(f"constraints.{name}", c[name], 0, lo_open=True)
     check_handling(c["handling"], c["penalty"])
+    check_range("constraints.eq_tol", c["eq_tol"], 0)
     _check_islands(cfg["islands"], cfg["master"], cfg["ray"]["address"])
     if cfg["islands"]["transport"] == "nccl" and cfg["device"] == "cpu":
         raise ValueError("islands.transport=nccl: NCCL joins GPUs and device=cpu; allowed values here are "

@@ -324,5 +324,5 @@ def test_minmax_y_box_is_checked_like_the_x_box():
         MinMaxProblem(2, -1.0, 1.0, 2, [0.0, 1.0], [1.0, 0.0])
     with pytest.raises(ValueError, match=r"problem.y_lower has 3 entries but problem.y_dim=2"):
         MinMaxProblem(2, -1.0, 1.0, 2, [0.0, 0.0, 0.0], 1.0)
-    with pytest.raises(ValueError, match=r"problem.y_dim=0: must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"problem.y_dim=0: allowed values are integers >= 1"):
         MinMaxProblem(2, -1.0, 1.0, 0, 0.0, 1.0)

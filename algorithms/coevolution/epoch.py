@@ -214,7 +214,7 @@ def terms_error(problem, kernel_terms, X, Y, xp) -> float:
     """Largest ``|a - b| / (1 + |b|)`` between the kernel's terms of ``X, Y`` (``kernel_terms(X, Y)
     -> (TX, TY, TF, TV)``) and the problem's array code (``pair_x``, ``pair_y``, and the objective
     and total violation where ``objective_known``); NaN counts as infinite."""
-    from isles.problems.constraints import total_violation  # noqa: PLC0415
+    from isles.problems.constraints import equalities, total_violation  # noqa: PLC0415
 
     TX, TY, TF, TV = kernel_terms(X, Y)
     pairs = [(TX, problem.pair_x(X)), (TY, problem.pair_y(Y))]
@@ -222,7 +222,7 @@ def terms_error(problem, kernel_terms, X, Y, xp) -> float:
         f = problem.objective(X)
         g = problem.constraints(X) if problem.n_constraints else xp.zeros(X.shape[:-1] + (0,), dtype=X.dtype)
         scale = xp.asarray(problem.constraint_scale, dtype=X.dtype) if problem.n_constraints else None
-        pairs += [(TF, f), (TV, total_violation(xp.asarray(g, dtype=X.dtype), scale))]
+        pairs += [(TF, f), (TV, total_violation(xp.asarray(g, dtype=X.dtype), scale, *equalities(problem)))]
     err = 0.0
     for a, b in pairs:
         a = xp.asarray(a, dtype=xp.float64)
