@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from isles.algorithms.core.backend import cupy_or_none
 from isles.islands import checkpoint
 from isles.app.overrides import task_overrides, user_problem_config
+from isles.islands.budget import with_budget
 from isles.islands.build import build_algorithm, build_problem, check_pairing
 from isles.islands.migration import check_n_migrants
 from isles.islands.placement import needs_ray
@@ -298,6 +299,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         SystemExit: 130 after Ctrl-C or SIGTERM (checkpoint written, resume command printed).
         Exception: whatever failed inside the run (a user's objective, an actor).
     """
+    cfg = with_budget(cfg)  # stop.max_evaluations as generations, before ${generations} resolves (islands/budget.py)
     plain = OmegaConf.to_container(cfg, resolve=True)
     plain["problem"] = user_problem_config(plain.get("problem") or {}, task_overrides())  # no stale keys of another problem
     ck = plain.get("checkpoint") or {}

@@ -31,7 +31,9 @@ class ConsoleProgress:
         for i, g in enumerate(info["groups"]):
             ids = g["island_ids"]
             self.console.print(f"group {i}: islands {ids[0]}..{ids[-1]} on {where(g)}")
-        self.console.print(f"actors ready in {info['startup_s']:.1f} s; {info['generations']} generations")
+        budget = info.get("max_evaluations")  # the generations that reach it (islands/budget.py)
+        self.console.print(f"actors ready in {info['startup_s']:.1f} s; {info['generations']} generations"
+                           + (f" (stop.max_evaluations={int(budget):,})" if budget is not None else ""))
         self.total = info["generations"]
         if self.console.is_terminal:
             self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -109,6 +111,8 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
                   f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s "
                   f"(steady state {result.steady_evals_per_s:,.0f})  "
                   f"{us:.1f} us/generation (device, median epoch)  NaN evaluations {result.nan_evals}")
+    if result.payoff_evaluations:  # a min-max algorithm (CDE): its pair payoffs L(x, y), apart
+        console.print(f"payoff evaluations {result.payoff_evaluations:,} (pairs L(x, y))")
     paths = sorted({p for p in result.gpu_paths.values() if p and p != "numpy"})
     if paths:
         console.print("GPU path: " + "; ".join(paths))

@@ -4,7 +4,8 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
 
 * parameters: the resolved config, flattened (``algorithm.c1``, ``islands.n``, ...);
 * metrics, per epoch (step = generation): ``best_f``, ``best_v`` (total violation of the best),
-  ``best_feasible_f``, ``evaluations``, ``evals_per_s``, ``wall_s``, ``us_per_generation``
+  ``best_feasible_f``, ``evaluations`` (of the objective and constraints; a min-max
+  algorithm's pair payoffs as ``payoff_evaluations``), ``evals_per_s``, ``wall_s``, ``us_per_generation``
   (synchronized device time of the slowest group), ``nan_evaluations``,
   ``migrations_accepted``, ``master_best_f``, and ``island_XX_best_f`` per island;
 * tags: device, host, Ray node and GPU ids of every island group, Ray cluster resources, git commit;
@@ -236,7 +237,7 @@ class MlflowTracker:
         step, ts = int(rec["generation"]), int(time.time() * 1000)
         values = {k: rec[k] for k in ("best_f", "best_v", "best_feasible_f", "evaluations", "evals_per_s",
                                       "wall_s", "nan_evaluations", "us_per_generation",
-                                      "migrations_accepted", "islands_at_target") if k in rec}
+                                      "migrations_accepted", "islands_at_target", "payoff_evaluations") if k in rec}
         if "master_best_f" in rec:
             values["master_best_f"] = rec["master_best_f"]
         for i, f in enumerate(rec["island_best_f"]):
@@ -272,6 +273,8 @@ class MlflowTracker:
                  "final_evals_per_s": result.evaluations / max(result.wall_s, 1e-12),
                  "final_steady_evals_per_s": result.steady_evals_per_s,
                  "final_us_per_generation": _median([h["us_per_generation"] for h in result.history])}
+        if result.payoff_evaluations:  # a min-max algorithm's pair payoffs, apart from evaluations
+            final["final_payoff_evaluations"] = result.payoff_evaluations
         if report.get("not_computed"):
             mlflow.set_tag("report_not_computed", report["not_computed"][:5000])
         else:

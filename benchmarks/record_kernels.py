@@ -75,11 +75,13 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per experiment")
     ap.add_argument("--out", type=Path, default=precompile.LIST_PATH)
     ap.add_argument("--tests", action="store_true", help="also record the GPU tests' list (tests-gpu)")
+    ap.add_argument("--no-experiments", action="store_true", help="record no experiment (with --tests: that list alone)")
     ap.add_argument("--tests-timeout", type=float, default=900.0)
     args = ap.parse_args()
     import cupy  # noqa: PLC0415
 
-    names = args.experiment or sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
+    names = [] if args.no_experiments else (
+        args.experiment or sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")))
     old = precompile.load_lists(args.out) if args.out.is_file() else {}
     records = {}
     if old.get("cupy") == cupy.__version__:  # the experiments not recorded now keep their lists

@@ -10,7 +10,7 @@ import time
 from isles.islands import checkpoint
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.recovery import actor_died, resumable_config
-from isles.islands.results import best_of, epoch_record, merge_summaries, run_result
+from isles.islands.results import best_of, epoch_record, merge_summaries, payoff_total, run_result
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -128,7 +128,7 @@ class AsyncLoop:
             best = loop["best"] = best_of([(bx, bf, bv, bg)] + ([loop["best"]] if loop["best"] else []))
             done_gen = min(summaries[j]["generation"] if j in summaries else 0 for j in range(len(groups)))
             record = epoch_record(completions, done_gen, t0, evals, nan, best, bf, bv, None, [s],
-                                  s["generation"] - prev_gen, hits)
+                                  s["generation"] - prev_gen, hits, payoff_total(summaries))
             history.append(record)
             yield record
             settle()

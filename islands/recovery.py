@@ -28,7 +28,7 @@ LOOP_KEYS = ("done_gens", "epoch", "best", "master_state", "pending", "history",
 #: config sections that may change between a run and its resume (where and how it runs, not what)
 RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph")
 RESUME_FREE_KEYS = ("islands.n_actors", "islands.n_nodes", "islands.placement", "islands.snapshot_every",
-                    "islands.max_restarts", "islands.restart_timeout_s", "generations")
+                    "islands.max_restarts", "islands.restart_timeout_s", "generations", "stop.max_evaluations")
 
 
 def loop_copy(src: dict) -> dict:
@@ -40,7 +40,7 @@ def loop_copy(src: dict) -> dict:
 
 def resumable_config(cfg: dict) -> dict:
     """The flattened config that a resume must repeat: everything but where and how the run
-    runs (:data:`RESUME_FREE`, :data:`RESUME_FREE_KEYS`); ``generations`` may grow."""
+    runs (:data:`RESUME_FREE`, :data:`RESUME_FREE_KEYS`); ``generations`` and ``stop.max_evaluations`` may grow."""
     flat = {}
 
     def walk(d, prefix):

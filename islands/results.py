@@ -17,7 +17,9 @@ class RunResult:
 
     Attributes:
         best_x (D,), best_f, best_v: best solution under Deb's rules (ranking pair).
-        evaluations: objective evaluations of all islands and the loop's plug-in.
+        evaluations: evaluations of the objective and constraints (one per point x) of all
+            islands and the loop's plug-in (docs/budgets.md).
+        payoff_evaluations: pair payoffs ``L(x, y)`` of a min-max algorithm, 0 otherwise.
         generations: generations per island.
         wall_s: wall time of the evolution (actors already started), seconds.
         startup_s: actor start-up time, seconds.
@@ -53,6 +55,7 @@ class RunResult:
     migrations: list = field(default_factory=list)
     best_genome: np.ndarray | None = None
     hit_generations: np.ndarray | None = None
+    payoff_evaluations: int = 0
 
     @property
     def warnings(self) -> list[str]:
@@ -94,7 +97,8 @@ def run_result(best, history: list, generations: int, t0: float, migrations: lis
                      evaluations=history[-1]["evaluations"], generations=generations,
                      wall_s=time.perf_counter() - t0, startup_s=0.0, history=history,
                      nan_evals=history[-1]["nan_evaluations"], migrations=migrations,
-                     best_genome=best[3][0], hit_generations=hits)
+                     best_genome=best[3][0], hit_generations=hits,
+                     payoff_evaluations=history[-1].get("payoff_evaluations", 0))
 
 
 def merge_summaries(n: int, summaries: dict):
@@ -124,9 +128,16 @@ def merge_summaries(n: int, summaries: dict):
     return bx, bf, bv, bg, emigrants, evals, nan, hits
 
 
+def payoff_total(summaries: dict) -> int:
+    """Pair payoffs of all islands (a min-max algorithm's ``payoff_evals`` per island) of the
+    latest group summaries ``{group index: summary}``."""
+    return sum(s.get("payoff_evals", 0) * len(s["island_ids"]) for s in summaries.values())
+
+
 def epoch_record(epoch, generation, t0, evals, nan, best, bf, bv, master_best, summaries, epoch_gens,
-                 hits=None) -> dict:
-    """The epoch's metrics; ``summaries`` are the group summaries that arrived for it."""
+                 hits=None, payoff_evals: int = 0) -> dict:
+    """The epoch's metrics; ``summaries`` are the group summaries that arrived for it;
+    ``payoff_evals`` (:func:`payoff_total`) is recorded as ``payoff_evaluations`` where > 0."""
     wall = time.perf_counter() - t0
     compute = max(s["compute_s"] for s in summaries)
     feasible = bv <= 0
@@ -147,6 +158,8 @@ def epoch_record(epoch, generation, t0, evals, nan, best, bf, bv, master_best, s
         "island_best_f": bf.copy(),
         "island_best_v": bv.copy(),
     }
+    if payoff_evals:
+        rec["payoff_evaluations"] = int(payoff_evals)
     if master_best is not None:
         rec["master_best_f"] = float(master_best[1][0])
     if hits is not None:

@@ -53,11 +53,15 @@ SPAN_GRAPHS = ("auto", "always", "never")
 
 @dataclass
 class StopConfig:
-    """Stop rule beside the generation budget: an island reaches the target when its best is
-    feasible with ``f <= f_target + tol``; the run ends when every island has."""
+    """Stop rules beside the generation budget: an island reaches the target when its best is
+    feasible with ``f <= f_target + tol``; the run ends when every island has. ``max_evaluations``:
+    the run ends at the first generation at which its evaluations of the objective and
+    constraints (all islands and the master) reach it (:mod:`isles.islands.budget`)."""
 
     f_target: Optional[float] = None
     tol: float = 0.0
+    # Any, not int: a budget typed 1e6 is an integer too, and 2.5 or abc get check_values' one line
+    max_evaluations: Any = None
 
 
 @dataclass
@@ -248,7 +252,8 @@ def check_values(cfg: dict) -> None:
             ``strict_spread``, ``islands.snapshot_every`` or ``.max_restarts`` < 0,
             ``islands.restart_timeout_s`` <= 0, ``islands.transport=nccl`` with ``device=cpu``;
             ``checkpoint.every`` < 0, or > 0 without
-            ``checkpoint.path``; ``stop.tol`` < 0, ``stop.f_target`` not a number;
+            ``checkpoint.path``; ``stop.tol`` < 0, ``stop.f_target`` not a number,
+            ``stop.max_evaluations`` not null nor an integer >= 1;
             ``logger.system_metrics_interval`` <= 0.
     """
     check_range("generations", cfg["generations"], 1, integer=True)
@@ -274,6 +279,8 @@ def check_values(cfg: dict) -> None:
     check_range("stop.tol", 0.0 if stop["tol"] is None else stop["tol"], 0)
     if stop["f_target"] is not None:
         check_range("stop.f_target", stop["f_target"])
+    if stop["max_evaluations"] is not None:
+        check_range("stop.max_evaluations", stop["max_evaluations"], 1, integer=True)
     if cfg["logger"]["system_metrics_interval"] is not None:
         check_range("logger.system_metrics_interval", cfg["logger"]["system_metrics_interval"], 0, lo_open=True)
 

@@ -24,7 +24,7 @@ from isles.islands.executor import Local
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.plugin import plugin_stream
 from isles.islands.recovery import actor_died, loop_copy
-from isles.islands.results import best_of, epoch_record, merge_summaries, run_result
+from isles.islands.results import best_of, epoch_record, merge_summaries, payoff_total, run_result
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -218,7 +218,7 @@ class SyncLoop:
                 + ([best] if best else []))
         best = loop["best"] = best_of(cand)
         record = epoch_record(epoch, loop["done_gens"], t0, evals + master_evals, nan, best, bf, bv,
-                              master_best, list(summaries.values()), k, hits)
+                              master_best, list(summaries.values()), k, hits, payoff_total(summaries))
         loop["history"].append(record)
         return record, emigrants, master_pop, hits
 

@@ -275,6 +275,17 @@ class AugmentedLagrangian(MinMaxProblem):
         g = as_inequalities(xp.asarray(g, dtype=X.dtype), self.n_eq, self.eq_tol) / self._scales[key]
         return f, g
 
+    @staticmethod
+    def true_of_terms(terms):
+        """The Evaluator's ``(f, v)`` (:class:`isles.problems.constraints.Evaluator`) from
+        :meth:`x_terms`' ``(f, g / scale)``, without evaluating the problem again: NaN ``f`` as
+        ``+inf``, ``v = sum_i max(0, g_i / scale_i)`` (``inf`` where NaN), the same operations."""
+        from isles.problems.constraints import total_violation  # noqa: PLC0415
+
+        f, g = terms
+        xp = array_namespace(f)
+        return xp.where(xp.isnan(f), xp.inf, f), total_violation(g)
+
     @property
     def pair_cuda(self) -> str:
         """CUDA source of one pair's payoff (the fused CDE kernel's contract,

@@ -39,6 +39,7 @@ import warnings
 
 import numpy as np
 
+from isles.algorithms.coevolution.cde import cycle_evaluations, cycle_payoffs
 from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.de.crossover import DRAW_CROSS, DRAW_START
@@ -205,7 +206,8 @@ class EpochCDE:
             s["bx"], s["bf"], s["bv"] = bx, bf, bv
         p = self.params
         s["generation"] = state["generation"] + n_cycles
-        s["evals"] = state["evals"] + n_cycles * (2 + p.gens_x + p.gens_y) * lay["nx"] * lay["ny"]
+        s["evals"] = state["evals"] + n_cycles * cycle_evaluations(p)
+        s["pair_evals"] = state.get("pair_evals", 0) + n_cycles * cycle_payoffs(p)
         s["nan_evals"] = state["nan_evals"] + nan.astype(np.int64)
         return s
 
@@ -324,6 +326,7 @@ class _HostEpoch:
         if has_true:
             s["bx"], s["bf"], s["bv"] = bx, bf, bv
         s["generation"] = state["generation"] + n_cycles
-        s["evals"] = state["evals"] + n_cycles * (2 + p.gens_x + p.gens_y) * lay["nx"] * lay["ny"]
+        s["evals"] = state["evals"] + n_cycles * cycle_evaluations(p)
+        s["pair_evals"] = state.get("pair_evals", 0) + n_cycles * cycle_payoffs(p)
         s["nan_evals"] = state["nan_evals"] + np.int64(nan[0])
         return s
