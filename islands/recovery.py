@@ -72,8 +72,12 @@ def check_resumable(data: dict, cfg: dict, path: str) -> None:
                          "resume with the saved values, or start a new run")
     done = generations_done(data)
     if int(cfg["generations"]) < done:
-        raise ValueError(f"generations={cfg['generations']}: the checkpoint (checkpoint.resume={path!r}) is at "
-                         f"generation {done}; allowed values are >= {done}")
+        budget = (cfg.get("stop") or {}).get("max_evaluations")
+        field = f"generations={cfg['generations']}" if budget is None else \
+            f"stop.max_evaluations={budget} (a budget of {cfg['generations']} generations)"
+        raise ValueError(f"{field}: the checkpoint (checkpoint.resume={path!r}) is at generation {done}; allowed "
+                         f"values are {'>= ' if budget is None else 'budgets of >= '}{done}"
+                         f"{'' if budget is None else ' generations'}")
 
 
 def while_restarting(call, timeout_s: float = 120.0):

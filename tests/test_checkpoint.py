@@ -60,6 +60,10 @@ def test_resume_with_fewer_generations_than_saved_is_refused(saved, monkeypatch)
         assert one_line(err) == (f"generations={gens}: the checkpoint (checkpoint.resume={str(saved)!r}) is at "
                                  "generation 100; allowed values are >= 100")
     assert not (saved.parent / "mlflow.db").exists()  # no MLflow run opened
+    with pytest.raises(ValueError) as err:  # a budget in evaluations: named as the user gave it
+        job.run_job(make_cfg(*SMALL, f"checkpoint.resume={saved}", "stop.max_evaluations=200"))
+    assert one_line(err).startswith("stop.max_evaluations=200 (a budget of ")
+    assert one_line(err).endswith("is at generation 100; allowed values are budgets of >= 100 generations")
     monkeypatch.undo()
     more = job.run_job(make_cfg(*SMALL, f"checkpoint.resume={saved}", "generations=120", "quiet=true"),
                        use_ray=False)[0]
