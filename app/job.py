@@ -19,6 +19,7 @@ import socket
 import sys
 import threading
 import traceback
+from contextlib import nullcontext
 
 import numpy as np
 from hydra.utils import instantiate
@@ -31,6 +32,7 @@ from isles.islands.budget import with_budget
 from isles.islands.build import build_algorithm, build_problem, check_pairing
 from isles.islands.migration import check_n_migrants
 from isles.islands.placement import needs_ray
+from isles.app.local_ray import local_ray
 from isles.app.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
 from isles.islands.schema import RayConfig, check_keys, validated, with_defaults
 from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
@@ -82,11 +84,14 @@ def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
         path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
         # "local": a Ray of the run's own, never the cluster a `ray start` (another user's, another
         # job's) left running on this machine, which Ray would join; RAY_ADDRESS still names one
-        ray.init(address=None if os.environ.get("RAY_ADDRESS") else "local",
-                 num_cpus=ray_cfg["num_cpus"], include_dashboard=bool(ray_cfg["include_dashboard"]),
-                 dashboard_host=ray_cfg["dashboard_host"] or LOCAL_DASHBOARD_HOST,
-                 runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
-                 configure_logging=True, logging_level="warning")
+        joins = bool(os.environ.get("RAY_ADDRESS"))  # Ray's own variable names a cluster: Ray joins it
+        # a Ray of the run's own: on 127.0.0.1 only, its processes in a session of their own (local_ray.py)
+        with nullcontext() if joins else local_ray():
+            ray.init(address=None if joins else "local",
+                     num_cpus=ray_cfg["num_cpus"], include_dashboard=bool(ray_cfg["include_dashboard"]),
+                     dashboard_host=ray_cfg["dashboard_host"] or LOCAL_DASHBOARD_HOST,
+                     runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
+                     configure_logging=True, logging_level="warning")
 
 
 def _frames(err: BaseException) -> tuple[str, list]:
@@ -263,9 +268,10 @@ def validate(cfg: dict) -> dict:
             when no cluster address is given; an unreachable ``ray.address``, or
             ``ray.address=auto`` with no cluster to find (:func:`check_ray_address`);
             ``logger.system_metrics=true`` without psutil; a ``ray.dashboard_host`` that is not an
-            IP address. (A tracking server that does not answer is caught by
-            :func:`isles.app.tracking_server.reach_tracking_store` in :func:`run_job`, also before
-            Ray starts.)
+            IP address; a ``checkpoint.path`` that cannot be written
+            (:func:`isles.islands.checkpoint.check_path`). (A tracking server that does not answer
+            is caught by :func:`isles.app.tracking_server.reach_tracking_store` in :func:`run_job`,
+            also before Ray starts.)
     """
     check_keys(cfg)
     cfg = validated(cfg)
@@ -274,6 +280,8 @@ def validate(cfg: dict) -> dict:
     if log["enabled"] and log["system_metrics"] and importlib.util.find_spec("psutil") is None:
         raise ValueError("logger.system_metrics=true: MLflow's system metrics need psutil (pip install psutil)")
     check_dashboard_host(cfg["ray"]["dashboard_host"])
+    if cfg["checkpoint"]["path"]:  # a save would fail at the first checkpoint, or at an interrupt
+        checkpoint.check_path(cfg["checkpoint"]["path"])
     if cfg["device"] == "gpu" and not cfg["ray"]["address"] and cupy_or_none() is None:
         raise ValueError("device=gpu: no GPU is visible on this machine (CuPy missing or no CUDA device); "
                          "allowed values here are auto|cpu")

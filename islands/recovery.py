@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
+from isles.islands.checkpoint import generations_done
 from isles.islands.placement import where
 from isles.islands.results import RecordLog, migration_log
 
@@ -58,10 +59,12 @@ def resumable_config(cfg: dict) -> dict:
 
 
 def check_resumable(data: dict, cfg: dict, path: str) -> None:
-    """Refuse to resume a checkpoint under a different config.
+    """Refuse to resume a checkpoint under a different config, or with fewer ``generations``
+    than the checkpoint's run has done (its result would be printed as this run's).
 
     Raises:
-        ValueError: one line naming the fields that differ, with both values.
+        ValueError: one line naming the fields that differ, with both values; or naming
+            ``generations`` and the checkpoint's generation.
     """
     saved, now = data.get("config", {}), resumable_config(cfg)
     diff = sorted(k for k in set(saved) | set(now) if saved.get(k, "<unset>") != now.get(k, "<unset>"))
@@ -69,6 +72,14 @@ def check_resumable(data: dict, cfg: dict, path: str) -> None:
         shown = "; ".join(f"{k}: saved {saved.get(k, '<unset>')!r}, now {now.get(k, '<unset>')!r}" for k in diff[:6])
         raise ValueError(f"checkpoint.resume={path!r}: the config differs from the saved run ({shown}); "
                          "resume with the saved values, or start a new run")
+    done = generations_done(data)
+    if int(cfg["generations"]) < done:
+        budget = (cfg.get("stop") or {}).get("max_evaluations")
+        field = f"generations={cfg['generations']}" if budget is None else \
+            f"stop.max_evaluations={budget} (a budget of {cfg['generations']} generations)"
+        raise ValueError(f"{field}: the checkpoint (checkpoint.resume={path!r}) is at generation {done}; allowed "
+                         f"values are {'>= ' if budget is None else 'budgets of >= '}{done}"
+                         f"{'' if budget is None else ' generations'}")
 
 
 def while_restarting(call, timeout_s: float = 120.0):

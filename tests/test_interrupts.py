@@ -60,16 +60,21 @@ def test_ctrl_c_before_ray_is_one_line_and_130(monkeypatch, capsys):
 
 
 def test_ctrl_c_with_an_unwritable_checkpoint_still_says_interrupted(monkeypatch, capsys, tmp_path):
-    # the snapshot cannot be written where checkpoint.path says: the interrupt line says so
+    # the snapshot cannot be written where checkpoint.path says: the interrupt line says so (a path
+    # unwritable from the start is refused before the run, tests/test_checkpoint.py: here its
+    # folder becomes a file while the run goes)
     run = Coordinator.run
+    folder = tmp_path / "folder"
 
     def interrupted(self):
         run(self)
+        folder.rmdir()
+        folder.write_text("")  # under a file: never writable
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Coordinator, "run", interrupted)
-    (tmp_path / "file").write_text("")
-    path = tmp_path / "file" / "checkpoint.pkl"  # under a file: never writable
+    folder.mkdir()
+    path = folder / "checkpoint.pkl"
     cfg = make_cfg(*TWO_GROUPS, "islands.n_actors=1", "islands.snapshot_every=1", f"checkpoint.path={path}")
     assert exit_status(cfg) == 130
     line = interrupted_line(capsys.readouterr().err)
