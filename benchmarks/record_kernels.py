@@ -50,8 +50,9 @@ def record(experiment: str, scratch: str, timeout_s: float) -> tuple[str, list |
     return experiment, calls, f"{len(calls)} kernels, {sum(c['s'] for c in calls):.1f} s of compiling"
 
 
-def record_tests(scratch: str, timeout_s: float) -> tuple[list | None, str]:
-    """The GPU tests' compilations (``python -m pytest -m gpu tests``, in this process only)."""
+def record_tests(scratch: str, timeout_s: float, log: Path | None = None) -> tuple[list | None, str]:
+    """The GPU tests' compilations (``python -m pytest -m gpu tests``, in this process only);
+    pytest's output goes to ``log`` where given."""
     out = os.path.join(scratch, "tests-gpu.json")
     env = {**os.environ, "CUPY_CACHE_DIR": tempfile.mkdtemp(dir=scratch), "ISLES_RECORD_KERNELS_TESTS": out,
            "ISLES_PRECOMPILE": "0"}
@@ -60,6 +61,8 @@ def record_tests(scratch: str, timeout_s: float) -> tuple[list | None, str]:
                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return None, "timed out"
+    if log is not None:
+        log.write_text(p.stdout + p.stderr, encoding="utf-8")
     if not os.path.isfile(out):
         return None, f"exit {p.returncode}: {p.stdout.strip()[-300:]}"
     with open(out, encoding="utf-8") as fh:
@@ -77,6 +80,7 @@ def main() -> None:
     ap.add_argument("--tests", action="store_true", help="also record the GPU tests' list (tests-gpu)")
     ap.add_argument("--no-experiments", action="store_true", help="record no experiment (with --tests: that list alone)")
     ap.add_argument("--tests-timeout", type=float, default=900.0)
+    ap.add_argument("--tests-log", type=Path, help="write the GPU tests' output here")
     args = ap.parse_args()
     import cupy  # noqa: PLC0415
 
@@ -93,7 +97,7 @@ def main() -> None:
             if calls is not None:
                 records[name] = calls
         if args.tests:
-            calls, message = record_tests(scratch, args.tests_timeout)
+            calls, message = record_tests(scratch, args.tests_timeout, args.tests_log)
             print(f"tests-gpu: {message}", flush=True)
             if calls is not None:
                 records["tests-gpu"] = calls
