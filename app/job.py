@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from isles.algorithms.core.backend import cupy_or_none
 from isles.islands import checkpoint
-from isles.app.overrides import task_overrides, user_problem_config
+from isles.app.overrides import job_overrides, task_overrides, user_problem_config
 from isles.islands.budget import with_budget
 from isles.islands.build import build_algorithm, build_problem, check_pairing
 from isles.islands.migration import check_n_migrants
@@ -291,6 +291,12 @@ def validate(cfg: dict) -> dict:
 def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, str | None]:
     """Run the experiment described by ``cfg``; return the result and the MLflow run id.
 
+    ``cfg``: a Hydra job's config, or one composed in-process; with its ``hydra`` node
+    (``compose(..., return_hydra_config=True)``), which records the overrides: a class named by
+    ``problem._target_=...`` then gets only the ``problem.*`` keys typed with it, as in a Hydra job
+    (:func:`isles.app.overrides.job_overrides`; without that node, nothing says which keys were
+    typed and the composed problem node is built as it is).
+
     ``use_ray``: ``None`` (default) starts Ray only when the run needs it
     (:func:`isles.islands.placement.needs_ray`: a cluster address, async mode, or several island
     groups); ``True`` always, ``False`` never (everything in this process).
@@ -308,8 +314,9 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         Exception: whatever failed inside the run (a user's objective, an actor).
     """
     cfg = with_budget(cfg)  # stop.max_evaluations as generations, before ${generations} resolves (islands/budget.py)
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    plain["problem"] = user_problem_config(plain.get("problem") or {}, task_overrides())  # no stale keys of another problem
+    plain = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
+    # no stale keys of another problem (the Hydra job's overrides, or those cfg's own hydra node records)
+    plain["problem"] = user_problem_config(plain.get("problem") or {}, job_overrides(cfg))
     ck = plain.get("checkpoint") or {}
     if ck.get("every") and not ck.get("path"):  # the default path: the job's output directory
         plain["checkpoint"] = {**ck, "path": os.path.join(_output_dir(), "checkpoint.pkl")}

@@ -35,6 +35,7 @@ from isles.problems.base import ScalableProblem
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere
 from isles.problems.constraints import Evaluator, better
 from tests.helpers import make_cfg, plain
+from tests.user_problems import G11
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -192,6 +193,23 @@ def test_best_individual_survives_and_fitness_never_worse():
         assert (b <= best).all()  # the best wins all q tournaments: (mu + mu) selection keeps it
         best = b
         assert np.allclose(prob.objective(s["X"]), s["f"])
+
+
+@pytest.mark.parametrize("box", [(-1.0, 1.0), (-5.12, 5.12)])
+def test_every_generation_stays_in_the_box_of_the_problem_it_was_given(box):
+    """Issue 25's 'FEP returned x outside the box' (G11, mu = 30, q = 5, 300 generations): FEP
+    keeps every parent of every generation inside the box of the problem it was given. Given G11
+    with fep_f5's +-5.12 (what an in-process composition of ``+experiment=fep`` handed it before
+    the fix in ``app/overrides.py``; ``tests/test_user_problems.py`` tests that) seed 0 ends at
+    x = (1.51, 2.28): inside that box, outside G11's own [-1, 1]. The defect was the box FEP was
+    given, not FEP's bound handling. A guard: it passes on the old code too."""
+    prob = G11(lower=box[0], upper=box[1])
+    ctx = _ctx(prob, streams=range(4), seed=0)
+    alg = FEP(pop_size=30, q=5)
+    s = alg.init(ctx)
+    for _ in range(300):
+        s = alg.step(ctx, s)
+        assert (s["X"] >= box[0]).all() and (s["X"] <= box[1]).all()
 
 
 @pytest.mark.parametrize("mutation", ["cauchy", "gaussian", "improved"])

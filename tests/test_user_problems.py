@@ -11,15 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hydra import compose, initialize_config_dir
 
 from isles.algorithms.core.encodings import Seed002, make_encoding
-from isles.app.overrides import user_problem_config
+from isles.app.job import run_job
+from isles.app.overrides import job_overrides, user_problem_config
 from isles.islands.build import build_problem
 from isles.islands.coordinator import RunResult
 from isles.problems.base import ProblemShapeError, probe_evaluation
 from isles.problems.benchmarks import Rastrigin
 from isles.problems.constraints import Evaluator, feasibility_report
-from tests.helpers import make_cfg, plain
+from tests.helpers import CONF, make_cfg, plain
 from tests.user_designs import (
     PressureVessel,
     ThreeBarTruss,
@@ -27,6 +29,7 @@ from tests.user_designs import (
     TrussComplex,
     TrussFourColumns,
 )
+from tests.user_problems import G11
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["device=cpu", "logger=none", "progress=false"]
@@ -113,6 +116,39 @@ def test_missing_or_unknown_constructor_argument_is_named():
     with pytest.raises(ValueError, match=r"^problem.dim=3: tests.user_designs.ThreeBarTruss takes no parameter 'dim' "
                                          r"\(its parameters: none\)$"):
         build_problem({"_target_": "tests.user_designs.ThreeBarTruss", "dim": 3})
+
+
+G11_FEP = ["+experiment=fep", "problem._target_=tests.user_problems.G11", "++problem.dim=2", "algorithm.pop_size=30",
+           "algorithm.q=5", "generations=300", *FAST]
+
+
+def test_a_config_composed_in_process_runs_a_users_class_in_its_own_box():
+    """The reported 'FEP leaves the box' run, composed in-process (``make_cfg``, as the tests and a
+    script calling Hydra's ``compose`` do) then ``run_job``: nothing outside a Hydra job said which
+    problem keys were typed, so fep_f5's ``lower=-5.12, upper=5.12`` reached G11 (box [-1, 1]) and
+    FEP, keeping every individual in +-5.12 as its bound handling should, returned x = (1.5116,
+    2.2850) (``in_bounds=False`` for G11). Now G11 gets its own box, and the same x as ``run.py``."""
+    cfg = make_cfg(*G11_FEP)
+    result, _ = run_job(cfg, use_ray=False)
+    rep = feasibility_report(G11(), result.best_x)
+    assert rep["in_bounds"] and rep["feasible"], rep
+    assert plain(cfg)["problem"] == {"_target_": "tests.user_problems.G11", "dim": 2}
+    p = run_cli(*G11_FEP)
+    assert p.returncode == 0, p.stderr[-3000:]
+    np.testing.assert_allclose(result.best_x, result_x(p.stdout), rtol=1e-9)
+
+
+def test_run_job_reads_the_overrides_from_the_configs_hydra_node():
+    """``run_job`` on a config composed with ``return_hydra_config=True`` (the node records the
+    overrides; before, it was refused while resolving ``hydra.sweep.subdir``) builds the user's
+    class without the experiment's bounds."""
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=G11_FEP, return_hydra_config=True)
+    assert cfg.problem.lower == -5.12  # what Hydra composed: fep_f5's keys under G11's target
+    result, _ = run_job(cfg, use_ray=False)
+    assert np.all(np.abs(result.best_x) <= 1.0), result.best_x
+    np.testing.assert_array_equal(result.best_x, run_job(make_cfg(*G11_FEP), use_ray=False)[0].best_x)
+    assert job_overrides(cfg) == G11_FEP
 
 
 # ---- 3. shapes checked at the first evaluation --------------------------------------------------------
