@@ -11,8 +11,8 @@ problem's array code or CuPy's version (a list made with another CuPy version is
     python benchmarks/record_kernels.py --experiment cmepso   # one (the others are kept from the file)
     python benchmarks/record_kernels.py --tests               # also the GPU tests' list (pytest -m gpu, minutes)
 
-The GPU tests' list, ``tests-gpu``, is what ``python -m pytest -m gpu`` compiles at its start
-(``tests/conftest.py``).
+The GPU tests' list, ``tests-gpu`` in ``tests/data/gpu_test_kernels.json.gz`` (``--tests-out``), is
+what ``python -m pytest -m gpu`` compiles at its start (``tests/conftest.py``).
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+TESTS_LIST = ROOT / "tests" / "data" / "gpu_test_kernels.json.gz"
 
 from isles.algorithms.core import precompile  # noqa: E402
 
@@ -81,6 +82,7 @@ def main() -> None:
     ap.add_argument("--no-experiments", action="store_true", help="record no experiment (with --tests: that list alone)")
     ap.add_argument("--tests-timeout", type=float, default=900.0)
     ap.add_argument("--tests-log", type=Path, help="write the GPU tests' output here")
+    ap.add_argument("--tests-out", type=Path, default=TESTS_LIST, help="the GPU tests' kernel list file")
     args = ap.parse_args()
     import cupy  # noqa: PLC0415
 
@@ -90,6 +92,8 @@ def main() -> None:
     records = {}
     if old.get("cupy") == cupy.__version__:  # the experiments not recorded now keep their lists
         for name, idx in old.get("experiments", {}).items():
+            if name == "tests-gpu":  # kept in its own file (--tests-out)
+                continue
             records[name] = [{"entry": old["kernels"][i], "s": old["seconds"][i]} for i in idx]
     with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(args.jobs) as pool:
         for name, calls, message in pool.map(lambda n: record(n, scratch, args.timeout), names):
@@ -100,12 +104,17 @@ def main() -> None:
             calls, message = record_tests(scratch, args.tests_timeout, args.tests_log)
             print(f"tests-gpu: {message}", flush=True)
             if calls is not None:
-                records["tests-gpu"] = calls
-    lists = precompile.merge(records, cupy.__version__)
-    with gzip.open(args.out, "wt", encoding="utf-8") as fh:
+                write(args.tests_out, precompile.merge({"tests-gpu": calls}, cupy.__version__))
+    if names:
+        write(args.out, precompile.merge(records, cupy.__version__))
+
+
+def write(path: Path, lists: dict) -> None:
+    """Write a kernel lists file (gzip JSON) and say what it holds."""
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
         json.dump(lists, fh, separators=(",", ":"))
-    print(f"{args.out}: {len(lists['kernels'])} distinct kernels of {len(lists['experiments'])} experiments, "
-          f"{args.out.stat().st_size / 1024:.0f} KiB")
+    print(f"{path}: {len(lists['kernels'])} distinct kernels of {len(lists['experiments'])} lists, "
+          f"{path.stat().st_size / 1024:.0f} KiB")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,8 @@ def cpu_tests_name_their_device(request, monkeypatch):
 
 def pytest_sessionstart(session):
     """GPU test runs (``-m gpu``) compile the CUDA kernels the GPU tests use in worker processes
-    at once (kernel list ``tests-gpu``, :mod:`isles.algorithms.core.precompile`), so that a fresh
+    at once (kernel list ``tests-gpu`` of ``tests/data/gpu_test_kernels.json.gz``,
+    :mod:`isles.algorithms.core.precompile`), so that a fresh
     machine's empty kernel cache costs seconds, not minutes; ``ISLES_RECORD_KERNELS_TESTS=PATH``
     records that list instead (``benchmarks/record_kernels.py --tests``)."""
     from isles.algorithms.core import precompile  # noqa: PLC0415
@@ -71,7 +72,7 @@ def pytest_sessionstart(session):
     if os.environ.get("ISLES_RECORD_KERNELS_TESTS"):
         precompile.record_to(os.environ["ISLES_RECORD_KERNELS_TESTS"])
     elif "gpu" in (session.config.option.markexpr or "").replace("not gpu", ""):
-        precompile.start("tests-gpu")
+        precompile.start("tests-gpu", Path(__file__).parent / "data" / "gpu_test_kernels.json.gz")
 
 
 @pytest.fixture(scope="module")
