@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 
-from isles.app.tracking import MlflowTracker, mlflow_module
+from isles.app.tracking import MlflowTracker, mlflow_module, run_source
 
 #: most epochs a run logs as MLflow metric steps (a longer run logs every k-th epoch)
 MAX_STEPS = 250
@@ -30,7 +30,7 @@ class TrackingProcess:
     """
 
     def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, sweep: dict | None = None):
-        self.args = (logger_cfg, params, config_yaml, problem, sweep)
+        self.args = (logger_cfg, params, config_yaml, problem, sweep, run_source())  # the run's command line
         self._conn = self._proc = None
         self._run_id = None
         self._error = None  # what failed in the process (one line), raised again by run_id and end()
@@ -165,7 +165,7 @@ def child_main(fd: int) -> None:
     _exit_now()
 
 
-def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id) -> None:
+def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, source, run_id) -> None:
     """Body of :class:`TrackingProcess`: an :class:`MlflowTracker` fed from ``conn``, until the
     run's process ends the run. Ctrl-C and SIGTERM are for the run's process, which closes the run
     (KILLED) through ``conn``. Whatever fails here ends the run FAILED (never FINISHED by MLflow's
@@ -188,7 +188,7 @@ def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id
                 pass
 
     try:
-        tracker = MlflowTracker(logger_cfg, params, config_yaml, problem, sweep=sweep)
+        tracker = MlflowTracker(logger_cfg, params, config_yaml, problem, sweep=sweep, source=source)
         conn.send(("run_id", tracker.start(run_id)))
         # the convergence plot's imports (matplotlib) while the run goes on; joined before any
         # other import of them (two threads importing one package at once can see it half-made)

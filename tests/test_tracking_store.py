@@ -8,12 +8,17 @@ of a parallel sweep or two terminals do. Without the lock of
 (``duplicate column name: step``, ``table ... already exists``) and runs are lost.
 """
 import multiprocessing as mp
+import os
+import re
+import subprocess
+import sys
 import traceback
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from isles.app.tracking import MlflowTracker
+from isles.app.tracking import MlflowTracker, default_run_name, prepare_sqlite_store, run_source
 
 # slow: each repetition creates a fresh store (MLflow's migrations take seconds)
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
@@ -59,3 +64,66 @@ def test_runs_started_at_once_in_a_fresh_folder_are_all_recorded(tmp_path):
         later_id = later.start()
         later.end("FINISHED")
         assert client.get_run(later_id).info.status == "FINISHED"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_run_says_what_ran_in_mlflow(tmp_path):
+    """As users launch it: the run is named for what ran, MLflow's source tags name ``run.py`` and
+    the commit, the description holds the command line, and the experiment opens as model
+    training (MLflow's ``mlflow.experimentKind``), not in the GenAI view."""
+    store = f"sqlite:///{tmp_path}/mlflow.db"
+    args = ["+experiment=cmepso", "generations=3", "islands.n=2", "algorithm.n_particles=6", "seed=7",
+            "progress=false", "device=cpu", f"logger.tracking_uri={store}", f"hydra.run.dir={tmp_path}/out"]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    p = subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    (run_id,) = re.findall(r"mlflow_run=(\w+)", p.stdout)
+    client = MlflowClient(tracking_uri=store)
+    run = client.get_run(run_id)
+    assert run.info.run_name == "cmepso-welded_beam-s7"
+    tags = run.data.tags
+    assert tags["mlflow.source.name"] == "run.py" and tags["mlflow.source.type"] == "LOCAL"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert tags["mlflow.source.git.commit"] == head == tags["git_commit"]
+    assert tags["mlflow.note.content"] == "Command:\n\n    python run.py " + " ".join(args) + "\n"
+    exp = client.get_experiment(run.info.experiment_id)
+    assert exp.name == "cmepso" and exp.tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_run_name_and_kind_set_by_hand_stay(tmp_path):
+    """``logger.run_name`` names the run; an experiment whose kind was set by hand keeps it."""
+    store = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(tracking_uri=store)
+    prepare_sqlite_store(store)
+    exp_id = client.create_experiment("mine", tags={"mlflow.experimentKind": "genai_development"})
+    tracker = MlflowTracker({"tracking_uri": store, "experiment_name": "mine", "run_name": "my run"},
+                            {"seed": 3}, "seed: 3\n", None,
+                            source={"name": "isles", "command": "isles +experiment=de seed=3", "experiment": "de",
+                                    "overrides": []})
+    run_id = tracker.start()
+    tracker.end("FINISHED")
+    run = client.get_run(run_id)
+    assert run.info.run_name == "my run" and run.data.tags["mlflow.source.name"] == "isles"
+    assert client.get_experiment(exp_id).tags["mlflow.experimentKind"] == "genai_development"
+
+
+@pytest.mark.parametrize(("argv", "name", "command"), [
+    (["run.py", "+experiment=cmepso", "problem.dim=3"], "run.py", "python run.py +experiment=cmepso problem.dim=3"),
+    (["/venv/bin/isles", "+experiment=de", "logger.run_name=a b"], "isles", "isles +experiment=de 'logger.run_name=a b'"),
+    (["/src/isles/isles/__main__.py", "seed=1"], "isles", "python -m isles seed=1"),
+])
+def test_run_source_names_the_command(argv, name, command):
+    source = run_source(argv)
+    assert (source["name"], source["command"]) == (name, command)
+
+
+def test_default_run_name_falls_back_to_the_algorithm():
+    from isles.problems.engineering import Spring
+
+    params = {"seed": 2, "logger.experiment_name": "isles", "algorithm._target_": "isles.algorithms.de.DE",
+              "problem._target_": "isles.problems.engineering.Spring"}
+    assert default_run_name(params, Spring(), {"experiment": None}) == "de-spring-s2"
+    assert default_run_name(params, None, {"experiment": "de_islands"}) == "de_islands-spring-s2"
