@@ -277,8 +277,11 @@ class MlflowTracker:
         self._client = None
         self._restarts = 0
 
-    def start(self, run_id: str | None = None) -> str:
+    def start(self, run_id: str | None = None, opened=None) -> str:
         """Open the run, log parameters, tags and the config; return the run id.
+
+        ``opened``: called with the run id as soon as the run exists, before its parameters
+        and config are logged.
 
         ``run_id``: continue that run (a resumed run: its parameters and config are logged
         already, and stay as they were); when the store does not hold it (a checkpoint written
@@ -305,6 +308,8 @@ class MlflowTracker:
             mlflow.set_system_metrics_sampling_interval(float(self.cfg["system_metrics_interval"]))
         if run_id and self._has_run(run_id):
             self.run_id = mlflow.start_run(run_id=run_id, log_system_metrics=system_metrics).info.run_id
+            if opened:
+                opened(self.run_id)
             mlflow.set_tags({"resumed": "true"})
             return self.run_id
         exp = self._experiment(self.cfg.get("experiment_name") or "isles")
@@ -320,6 +325,8 @@ class MlflowTracker:
         run = mlflow.start_run(run_name=name or default_run_name(self.params, self.problem, self.source), tags=tags,
                                log_system_metrics=system_metrics)
         self.run_id = run.info.run_id
+        if opened:
+            opened(self.run_id)
         mlflow.log_params({k: str(v)[:6000] for k, v in self.params.items()})
         mlflow.log_text(self.config_yaml, "config.yaml")
         return self.run_id

@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 
 from isles.islands.coordinator import RestartFailed
 from isles.app.job import error_message, failure_line, is_config_error, run_job
+from isles.app.tracking_process import prestart
 from isles.islands.schema import check_override_keys
 
 CONF_DIR = str(Path(__import__("isles.conf", fromlist=["_"]).__file__).resolve().parent)
@@ -75,4 +76,5 @@ def main() -> None:
         print(f"isles: error: {err}", file=sys.stderr)
         sys.exit(2)
     import_from_launch_directory()
+    prestart(sys.argv[1:])  # MLflow's start-up overlaps Hydra's and the run's (isles.app.tracking_process)
     _hydra_run()
