@@ -76,7 +76,8 @@ class TrackingProcess:
     """
 
     def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, sweep: dict | None = None):
-        self.args = (logger_cfg, params, config_yaml, problem, sweep, run_source())  # the run's command line
+        self.args = (logger_cfg, params, config_yaml, problem, sweep)
+        self._source = run_source()  # the run's command line (the tracking process's is "-c")
         self._conn = self._proc = None
         self._run_id = None
         self._error = None  # what failed in the process (one line), raised again by run_id and end()
@@ -94,7 +95,7 @@ class TrackingProcess:
         # the sends go through a thread: the run never waits on the pipe (which fills while the
         # process is still importing MLflow)
         self._queue = queue.SimpleQueue()
-        self._queue.put(("args", (*self.args, run_id)))
+        self._queue.put(("args", (*self.args, run_id, self._source)))
         self._sender = threading.Thread(target=self._pump, name="isles-mlflow-send", daemon=True)
         self._sender.start()
 
@@ -217,12 +218,13 @@ def _preimport() -> None:
             pass
 
 
-def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, source, run_id) -> None:
+def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id, source=None) -> None:
     """Body of :class:`TrackingProcess`: an :class:`MlflowTracker` fed from ``conn``, until the
     run's process ends the run. Ctrl-C and SIGTERM are for the run's process, which closes the run
     (KILLED) through ``conn``. Whatever fails here ends the run FAILED (never FINISHED by MLflow's
     exit hook) and is sent to the run's process as one line; a run's process that is gone
-    (its end of ``conn`` closed) ends it KILLED, quietly."""
+    (its end of ``conn`` closed) ends it KILLED, quietly. ``source``: what launched the run
+    (:func:`isles.app.tracking.run_source`, sent by the run's process; default: this one's).
     tracker = None
 
     def close(status: str) -> None:
