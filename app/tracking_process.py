@@ -224,7 +224,7 @@ def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id
     (KILLED) through ``conn``. Whatever fails here ends the run FAILED (never FINISHED by MLflow's
     exit hook) and is sent to the run's process as one line; a run's process that is gone
     (its end of ``conn`` closed) ends it KILLED, quietly. ``source``: what launched the run
-    (:func:`isles.app.tracking.run_source`, sent by the run's process; default: this one's).
+    (:func:`isles.app.tracking.run_source`, sent by the run's process; default: this one's)."""
     tracker = None
 
     def close(status: str) -> None:
