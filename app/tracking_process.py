@@ -207,15 +207,19 @@ def child_main(fd: int) -> None:
 
 def _preimport() -> None:
     """Import what opening a run needs (seconds): MLflow, its client, its SQL store and the
-    schema check's alembic, and what MLflow's ``start_run`` imports (IPython, where installed)."""
+    schema check's alembic scripts, and what MLflow's ``start_run`` imports (IPython and
+    GitPython for its run context, where installed)."""
     import importlib  # noqa: PLC0415
 
-    for name in ("mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store", "alembic.script",
-                 "IPython"):
+    for name in ("mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store", "IPython", "git"):
         try:
             importlib.import_module(name)
-        except ImportError:  # IPython, or a store MLflow cannot import: opening the run says why
+        except ImportError:  # IPython or GitPython missing, or a store MLflow cannot import: opening the run says why
             pass
+    try:  # the schema check of every SQL store reads alembic's scripts (imports them the first time)
+        importlib.import_module("mlflow.store.db.utils")._get_latest_schema_revision()
+    except Exception:  # noqa: BLE001, S110  (opening the store checks it again, and says what fails)
+        pass
 
 
 def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id, source=None) -> None:

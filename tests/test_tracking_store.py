@@ -127,3 +127,31 @@ def test_default_run_name_falls_back_to_the_algorithm():
               "problem._target_": "isles.problems.engineering.Spring"}
     assert default_run_name(params, Spring(), {"experiment": None}) == "de-spring-s2"
     assert default_run_name(params, None, {"experiment": "de_islands"}) == "de_islands-spring-s2"
+
+
+@pytest.mark.parametrize(("argv", "started"), [
+    (["+experiment=cmepso", "device=cpu"], True),
+    (["+experiment=cmepso", "logger=none"], False),
+    (["+experiment=cmepso", "logger.enabled=false"], False),
+    (["-m", "+experiment=cmepso", "seed=0,1"], False),  # a sweep's jobs may run in other processes
+    (["--cfg", "job"], False),
+])
+def test_the_command_line_starts_the_tracking_process_before_hydra(argv, started, monkeypatch):
+    """``prestart`` (called by the command line before Hydra composes the config) starts the
+    tracking process for one run that tracks, and the run's ``TrackingProcess`` takes that one:
+    MLflow's imports overlap the run's start-up instead of following it (issue 25 §4)."""
+    from isles.app import tracking_process
+
+    monkeypatch.setattr(tracking_process, "_prestarted", None)
+    assert tracking_process.prestart(argv) is started
+    if not started:
+        assert tracking_process._prestarted is None
+        return
+    proc, _ = tracking_process._prestarted
+    assert proc.poll() is None and tracking_process.prestart(argv) is False  # one at a time
+    tracker = tracking_process.TrackingProcess({"tracking_uri": "sqlite:///unused.db"}, {}, "", None)
+    monkeypatch.setattr(tracker, "_pump", lambda: None)  # nothing sent: the process is only taken
+    tracker.start()
+    assert tracker._proc is proc and tracking_process._prestarted is None
+    tracker._conn.close()  # the process finds its pipe closed and ends, quietly
+    assert proc.wait(timeout=120) == 0
