@@ -196,6 +196,9 @@ def child_main(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM are the run's process's
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     conn = Connection(fd)
+    # MLflow's start_run imports IPython (0.4 s) only to look for a Databricks notebook's dbutils,
+    # and takes an ImportError as "none": this process is never a notebook
+    sys.modules.setdefault("IPython", None)
     _preimport()  # while the run's process composes its config (prestart) or starts its run
     try:
         _, args = conn.recv()
@@ -207,14 +210,13 @@ def child_main(fd: int) -> None:
 
 def _preimport() -> None:
     """Import what opening a run needs (seconds): MLflow, its client, its SQL store and the
-    schema check's alembic scripts, and what MLflow's ``start_run`` imports (IPython and
-    GitPython for its run context, where installed)."""
+    schema check's alembic scripts, and GitPython (MLflow's git run context), where installed."""
     import importlib  # noqa: PLC0415
 
-    for name in ("mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store", "IPython", "git"):
+    for name in ("mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store", "git"):
         try:
             importlib.import_module(name)
-        except ImportError:  # IPython or GitPython missing, or a store MLflow cannot import: opening the run says why
+        except ImportError:  # GitPython missing, or a store MLflow cannot import: opening the run says why
             pass
     try:  # the schema check of every SQL store reads alembic's scripts (imports them the first time)
         importlib.import_module("mlflow.store.db.utils")._get_latest_schema_revision()
