@@ -19,6 +19,7 @@ import socket
 import sys
 import threading
 import traceback
+from contextlib import nullcontext
 
 import numpy as np
 from hydra.utils import instantiate
@@ -27,14 +28,17 @@ from omegaconf import DictConfig, OmegaConf
 from isles.algorithms.core.backend import cupy_or_none
 from isles.islands import checkpoint
 from isles.app.overrides import task_overrides, user_problem_config
+from isles.islands.budget import with_budget
 from isles.islands.build import build_algorithm, build_problem, check_pairing
 from isles.islands.migration import check_n_migrants
 from isles.islands.placement import needs_ray
+from isles.app.local_ray import local_ray
 from isles.app.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
 from isles.islands.schema import RayConfig, check_keys, validated, with_defaults
 from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
 from isles.app.progress import ConsoleProgress, print_summary, result_line
 from isles.app.report import is_library
+from isles.app.run_files import HistoryFiles, SolutionFile
 from isles import CHECKOUT
 from isles.app.sweep_runs import sweep_info
 from isles.app.tracking import flatten
@@ -80,11 +84,14 @@ def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
         path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
         # "local": a Ray of the run's own, never the cluster a `ray start` (another user's, another
         # job's) left running on this machine, which Ray would join; RAY_ADDRESS still names one
-        ray.init(address=None if os.environ.get("RAY_ADDRESS") else "local",
-                 num_cpus=ray_cfg["num_cpus"], include_dashboard=bool(ray_cfg["include_dashboard"]),
-                 dashboard_host=ray_cfg["dashboard_host"] or LOCAL_DASHBOARD_HOST,
-                 runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
-                 configure_logging=True, logging_level="warning")
+        joins = bool(os.environ.get("RAY_ADDRESS"))  # Ray's own variable names a cluster: Ray joins it
+        # a Ray of the run's own: on 127.0.0.1 only, its processes in a session of their own (local_ray.py)
+        with nullcontext() if joins else local_ray():
+            ray.init(address=None if joins else "local",
+                     num_cpus=ray_cfg["num_cpus"], include_dashboard=bool(ray_cfg["include_dashboard"]),
+                     dashboard_host=ray_cfg["dashboard_host"] or LOCAL_DASHBOARD_HOST,
+                     runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
+                     configure_logging=True, logging_level="warning")
 
 
 def _frames(err: BaseException) -> tuple[str, list]:
@@ -147,13 +154,20 @@ def failure_line(err: BaseException) -> str:
 
 
 def _output_dir() -> str:
-    """The job's Hydra output directory, or the working directory outside Hydra."""
+    """The job's Hydra output directory (:func:`_run_folder`), or the working directory outside Hydra."""
+    return _run_folder() or os.getcwd()
+
+
+def _run_folder() -> str | None:
+    """The job's Hydra output directory, where it writes ``best_solution.json``, ``history.csv``
+    and ``migrations.csv`` (:mod:`isles.app.run_files`); ``None`` outside Hydra (``run_job``
+    called as a library function: the record stays in the result)."""
     try:
         from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415
 
         return HydraConfig.get().runtime.output_dir
-    except Exception:
-        return os.getcwd()
+    except Exception:  # noqa: BLE001  (no Hydra run)
+        return None
 
 
 def check_ray_address(address, timeout_s: float = 10.0) -> None:
@@ -254,9 +268,10 @@ def validate(cfg: dict) -> dict:
             when no cluster address is given; an unreachable ``ray.address``, or
             ``ray.address=auto`` with no cluster to find (:func:`check_ray_address`);
             ``logger.system_metrics=true`` without psutil; a ``ray.dashboard_host`` that is not an
-            IP address. (A tracking server that does not answer is caught by
-            :func:`isles.app.tracking_server.reach_tracking_store` in :func:`run_job`, also before
-            Ray starts.)
+            IP address; a ``checkpoint.path`` that cannot be written
+            (:func:`isles.islands.checkpoint.check_path`). (A tracking server that does not answer
+            is caught by :func:`isles.app.tracking_server.reach_tracking_store` in :func:`run_job`,
+            also before Ray starts.)
     """
     check_keys(cfg)
     cfg = validated(cfg)
@@ -265,6 +280,8 @@ def validate(cfg: dict) -> dict:
     if log["enabled"] and log["system_metrics"] and importlib.util.find_spec("psutil") is None:
         raise ValueError("logger.system_metrics=true: MLflow's system metrics need psutil (pip install psutil)")
     check_dashboard_host(cfg["ray"]["dashboard_host"])
+    if cfg["checkpoint"]["path"]:  # a save would fail at the first checkpoint, or at an interrupt
+        checkpoint.check_path(cfg["checkpoint"]["path"])
     if cfg["device"] == "gpu" and not cfg["ray"]["address"] and cupy_or_none() is None:
         raise ValueError("device=gpu: no GPU is visible on this machine (CuPy missing or no CUDA device); "
                          "allowed values here are auto|cpu")
@@ -290,6 +307,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         SystemExit: 130 after Ctrl-C or SIGTERM (checkpoint written, resume command printed).
         Exception: whatever failed inside the run (a user's objective, an actor).
     """
+    cfg = with_budget(cfg)  # stop.max_evaluations as generations, before ${generations} resolves (islands/budget.py)
     plain = OmegaConf.to_container(cfg, resolve=True)
     plain["problem"] = user_problem_config(plain.get("problem") or {}, task_overrides())  # no stale keys of another problem
     ck = plain.get("checkpoint") or {}
@@ -299,7 +317,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     ck = plain["checkpoint"]
     if use_ray is None:
         use_ray = needs_ray(plain)
-    problem = build_problem(plain["problem"])
+    problem = build_problem(plain["problem"], plain["constraints"])  # constraints.eq_tol: the report's equalities
     topology = instantiate(plain["topology"])
     master = instantiate(plain["master"]) if plain.get("master") else None
     # build (and validate) the island algorithm here too, so a bad value fails before Ray starts
@@ -314,6 +332,11 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         tracker = TrackingProcess(plain["logger"], flatten(settings), OmegaConf.to_yaml(settings), problem,
                                   sweep=sweep_info())
     callbacks = [ConsoleProgress(problem)] if plain["progress"] else []
+    # the output folder's best_solution.json, history.csv and migrations.csv (before MLflow, which logs them)
+    folder = _run_folder()
+    history = HistoryFiles(folder, resumed=bool(ck["resume"])) if folder else None
+    callbacks = [SolutionFile(problem, {k: v for k, v in plain.items() if k != "hydra"}, folder),
+                 *([history] if history else []), *callbacks]
     coordinator = Coordinator(plain, topology, master, callbacks=callbacks + ([tracker] if tracker else []),
                               use_ray=use_ray)
     if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
@@ -341,17 +364,26 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     try:  # a Ray that fails to start fails the MLflow run (never left open, nor FINISHED)
         if use_ray:
             init_ray(plain["ray"], plain)
-    except BaseException as err:
-        close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) while Ray starts: nothing has run, nothing to save
+        close("KILLED")
+        print("isles: interrupted while Ray was starting; nothing had run, so there is nothing to save",
+              file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+    except BaseException:
+        close("FAILED")
         raise
     previous = _sigterm_as_interrupt()  # after ray.init, which installs a SIGTERM handler of its own
     try:
         result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
-        path = stop_with_checkpoint("KILLED")
-        print(f"isles: interrupted after epoch {coordinator.published_epoch}; "
-              + (f"checkpoint {path}; resume with:\n  {resume_command(path)}" if path else
-                 "no snapshot to save (islands.snapshot_every=0)"), file=sys.stderr, flush=True)
+        try:
+            path = stop_with_checkpoint("KILLED")
+            saved = (f"checkpoint {path}; resume with:\n  {resume_command(path)}" if path else
+                     "no snapshot to save (islands.snapshot_every=0)")
+        except Exception as err:  # noqa: BLE001  (an unwritable checkpoint.path: still the interrupt line)
+            close("KILLED")
+            saved = f"the checkpoint could not be written: {type(err).__name__}: {error_message(err)}"
+        print(f"isles: interrupted after epoch {coordinator.published_epoch}; {saved}", file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     except RestartFailed as err:  # lost actors with nowhere to go: keep what the run has done
         path = stop_with_checkpoint("FAILED")
@@ -361,6 +393,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         close("FAILED")
         raise
     finally:
+        if history:  # what the epochs made is on disk, whatever ended the run
+            history.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     try:  # the result is shown whatever MLflow or the report cannot do; then MLflow closes the run
@@ -380,9 +414,9 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
 def show_result(result, problem, run_id: str | None, plain: dict) -> None:
     """Print the run's result: the summary (``progress``), one line (``progress=false``), or
     nothing (``quiet``). Never raises: when the summary fails (whatever it could not compute),
-    the result is still printed as one line with the best x, the run's best f and the MLflow
-    run, and one line on stderr says what failed, where, and the log file that holds the
-    traceback (:func:`failure_line`)."""
+    the result is still printed as one line with the best x, the run's best f, the
+    ``best_solution.json`` written (the full x) and the MLflow run, and one line on stderr says
+    what failed, where, and the log file that holds the traceback (:func:`failure_line`)."""
     if plain["quiet"]:
         return
     try:
@@ -393,6 +427,7 @@ def show_result(result, problem, run_id: str | None, plain: dict) -> None:
     except Exception as err:  # noqa: BLE001  (a finished result is never lost)
         x = ", ".join(f"{float(v):.10g}" for v in np.asarray(result.best_x).reshape(-1))
         print(f"isles: best f={float(result.best_f):.10g} (run) x=[{x}] evaluations={result.evaluations}"
+              + (f" solution={result.solution_path}" if result.solution_path else "")
               + (f" mlflow_run={run_id}" if run_id else ""), flush=True)
         print(f"isles: the end-of-run summary failed: {failure_line(err)}", file=sys.stderr, flush=True)
     for warning in result.warnings:  # e.g. no individual ever had a finite objective

@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from isles.islands.placement import where
-from isles.app.report import end_report
+from isles.app.report import end_report, verdict
 
 
 class ConsoleProgress:
@@ -31,7 +31,9 @@ class ConsoleProgress:
         for i, g in enumerate(info["groups"]):
             ids = g["island_ids"]
             self.console.print(f"group {i}: islands {ids[0]}..{ids[-1]} on {where(g)}")
-        self.console.print(f"actors ready in {info['startup_s']:.1f} s; {info['generations']} generations")
+        budget = info.get("max_evaluations")  # the generations that reach it (islands/budget.py)
+        self.console.print(f"actors ready in {info['startup_s']:.1f} s; {info['generations']} generations"
+                           + (f" (stop.max_evaluations={int(budget):,})" if budget is not None else ""))
         self.total = info["generations"]
         if self.console.is_terminal:
             self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -55,19 +57,28 @@ class ConsoleProgress:
             self.progress.stop()
 
 
+def _report(problem, result) -> dict:
+    """The run's ``best_solution.json`` record where the job made it (``result.solution``), else
+    :func:`isles.app.report.end_report` of the best x."""
+    return result.solution if getattr(result, "solution", None) is not None else end_report(problem, result)
+
+
 def result_line(result, problem, run_id: str | None) -> str:
     """The run's result in one line (what ``progress=false`` prints, so a finished result is
-    never lost): ``isles: best f=... feasible|INFEASIBLE (float64) x=[...] evaluations ... wall ... s
-    [MLflow run ...]``. Where the problem cannot re-evaluate the best x
+    never lost): ``isles: best f=... LABEL (float64) x=[...] evaluations ... wall ... s
+    [solution=PATH] [mlflow_run=...]``, LABEL as :func:`isles.app.report.verdict` (``feasible``,
+    ``f not finite``, ``INFEASIBLE (f not finite)`` or ``INFEASIBLE``); x is cut to 6 variables,
+    the full x is in the ``best_solution.json`` named. Where the problem cannot re-evaluate the best x
     (:func:`isles.app.report.end_report`), ``f`` is the run's own, marked ``(run)``, and a
     second line says what was not computed and why."""
-    rep = end_report(problem, result)
+    rep = _report(problem, result)
     x = ", ".join(f"{v:.10g}" for v in rep["x"][:6]) + (", ..." if len(rep["x"]) > 6 else "")
     if rep.get("not_computed"):
         head = f"isles: best f={rep['run_best_f']:.10g} (run)"
     else:
-        head = f"isles: best f={rep['f']:.10g} {'feasible' if rep['feasible'] else 'INFEASIBLE'} (float64)"
+        head = f"isles: best f={rep['f']:.10g} {verdict(rep)} (float64)"
     line = f"{head} x=[{x}] evaluations={result.evaluations} wall={result.wall_s:.2f}s"
+    line += f" solution={result.solution_path}" if getattr(result, "solution_path", None) else ""
     line += f" mlflow_run={run_id}" if run_id else ""
     return line + (f"\nisles: not computed: {rep['not_computed']}" if rep.get("not_computed") else "")
 
@@ -77,7 +88,8 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
     (:func:`isles.app.report.end_report`: what the problem could not re-evaluate is one line
     saying why, and ``f`` is then the run's own)."""
     console = console or Console()
-    rep = end_report(problem, result)
+    rep = _report(problem, result)
+    path = getattr(result, "solution_path", None)
     table = Table(title=f"best solution: {problem.name}", show_header=True)
     table.add_column("variable")
     table.add_column("value", justify="right")
@@ -85,7 +97,7 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
     for i, x in enumerate(shown):
         table.add_row(f"x{i + 1}", f"{x:.10g}")
     if len(shown) < len(rep["x"]):
-        table.add_row("...", f"({len(rep['x']) - len(shown)} more: best_solution.json in MLflow)")
+        table.add_row("...", f"({len(rep['x']) - len(shown)} more: {path or 'best_solution.json in MLflow'})")
     console.print(table)
     own = rep.get("not_computed") is not None  # the problem could not re-evaluate x: the run's f
     if own:
@@ -97,15 +109,19 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
         gap = f"  (f* = {f_star:.10g}, gap {100 * (f - f_star) / abs(f_star):+.5f} %)"
     console.print(f"f = {f:.10g}{' (best fitness in the run)' if own else ''}{gap}")
     if rep["g"]:  # None when not computed
-        console.print("g = [" + ", ".join(f"{g:.4g}" for g in rep["g"]) + "]  (g <= 0 feasible)")
+        n_eq = rep.get("g_type", []).count("equality")
+        eqs = f"; the last {n_eq}: h = 0, |h| <= {rep['eq_tol']:g}" if n_eq else ""
+        console.print("g = [" + ", ".join(f"{g:.4g}" for g in rep["g"]) + f"]  (g <= 0 feasible{eqs})")
     if rep["feasible"] is not None:
-        status = "[green]feasible[/green]" if rep["feasible"] else "[red]INFEASIBLE[/red]"
+        status = f"[green]{verdict(rep)}[/green]" if rep["feasible"] else f"[red]{verdict(rep)}[/red]"
         console.print(f"{status} (max normalised violation {rep['max_normalised_violation']:.3g}, float64)")
     us = sorted(h["us_per_generation"] for h in result.history)[len(result.history) // 2]
     console.print(f"evaluations {result.evaluations:,}  wall time {result.wall_s:.2f} s "
                   f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s "
                   f"(steady state {result.steady_evals_per_s:,.0f})  "
                   f"{us:.1f} us/generation (device, median epoch)  NaN evaluations {result.nan_evals}")
+    if result.payoff_evaluations:  # a min-max algorithm (CDE): its pair payoffs L(x, y), apart
+        console.print(f"payoff evaluations {result.payoff_evaluations:,} (pairs L(x, y))")
     paths = sorted({p for p in result.gpu_paths.values() if p and p != "numpy"})
     if paths:
         console.print("GPU path: " + "; ".join(paths))
@@ -120,9 +136,15 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
         words = np.asarray(result.best_genome).reshape(-1)
         hexs = " ".join(f"{int(w):08x}" for w in words[:8]) + (" ..." if words.size > 8 else "")
         console.print(f"best genome ({words.size} words, hex): {hexs}  decoded above as x")
-    if result.migrations:
-        accepted = sum(m[3] for m in result.migrations)
-        console.print(f"migrations: {len(result.migrations)} transfers, {accepted} immigrants accepted")
+    # every migration's totals (the result keeps only a bounded log of them)
+    count, accepted = getattr(result, "migration_count", 0), getattr(result, "migrations_accepted", 0)
+    if not count and result.migrations:  # a result made without the loops' totals: what it holds
+        count, accepted = len(result.migrations), sum(m[3] for m in result.migrations)
+    if count:
+        console.print(f"migrations: {count} transfers, {accepted} immigrants accepted")
+    if path:
+        console.print(f"best solution (full precision): {path}  (python -m isles show {path})", markup=False,
+                      highlight=False, soft_wrap=True)
     if run_id:
         console.print(f"MLflow run {run_id}  (review: mlflow ui, then open http://127.0.0.1:5000)")
     sys.stdout.flush()

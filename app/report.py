@@ -6,8 +6,9 @@ min-max problem without a closed-form worst case (``objective_known = False``) r
 ``NotImplementedError`` from ``objective``, and a user's objective may fail on one row. The
 report then keeps ``x`` and the run's own ``best_f`` and ``best_v`` (the ranking pair the
 algorithm compared), and says in one line what it could not compute and why (``not_computed``).
-The console summary (:mod:`isles.app.progress`) and MLflow's ``best_solution.json``
-(:mod:`isles.app.tracking`) both read it.
+The record of ``best_solution.json`` (:func:`solution_record`) is built on it, once per run: the
+job writes it into its output folder (:mod:`isles.app.run_files`), MLflow logs the same record
+(:mod:`isles.app.tracking`), and the console summary (:mod:`isles.app.progress`) prints it.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import traceback
 
 import numpy as np
 
-from isles.problems.constraints import feasibility_report
+from isles.problems.constraints import FEASIBLE_TOL, feasibility_report
 
 
 def end_report(problem, result) -> dict:
@@ -44,7 +45,50 @@ def end_report(problem, result) -> dict:
                 "not_computed": f"float64 f, g and feasibility of the best x: {type(err).__name__}: {message}{where}"}
 
 
+def verdict(rep: dict) -> str:
+    """The label of a computed report (:func:`end_report` with ``feasible`` not ``None``):
+
+    * ``feasible``: inside the box, every constraint holds and ``f`` is finite;
+    * ``f not finite``: inside the box and every constraint holds (or there are none), but ``f``
+      is NaN or infinite: no objective value was finite, which is not a matter of constraints;
+    * ``INFEASIBLE (f not finite)``: a constraint or the box is violated and ``f`` is not finite;
+    * ``INFEASIBLE``: a constraint or the box is violated.
+    """
+    if rep["feasible"]:
+        return "feasible"
+    finite = rep["f"] is not None and bool(np.isfinite(rep["f"]))
+    holds = bool(rep["in_bounds"]) and rep["max_normalised_violation"] is not None \
+        and rep["max_normalised_violation"] <= FEASIBLE_TOL
+    if not finite:
+        return "f not finite" if holds else "INFEASIBLE (f not finite)"
+    return "INFEASIBLE"
+
+
 def is_library(path: str) -> bool:
     """Whether the source file ``path`` belongs to an installed package or the standard library
     (not to a user's code, nor to isles run from a checkout)."""
     return "site-packages" in path or "/lib/python" in path
+
+
+def genome_report(result) -> dict:
+    """The best genome for ``best_solution.json`` when it is not the phenotype itself: packed
+    ``uint32`` words (a GA) as hexadecimal strings, word 0 first, bit 0 of a word its lowest."""
+    g = result.best_genome
+    if g is None or np.asarray(g).dtype != np.uint32:
+        return {}
+    return {"genome_words_hex": [f"{int(w):08x}" for w in np.asarray(g).reshape(-1)]}
+
+
+def solution_record(problem, result, config: dict | None = None) -> dict:
+    """The record of ``best_solution.json``, the one the run's output folder and MLflow hold:
+    :func:`end_report` (``x`` (D,) at full precision, ``f``, ``g``, ``max_normalised_violation``,
+    ``in_bounds``, ``feasible``; or, where the problem cannot re-evaluate x, ``None`` for those it
+    could not compute, the run's ``run_best_f`` and ``run_best_v`` and ``not_computed``), the
+    genome when it is not x (:func:`genome_report`), ``evaluations`` (objective evaluations of the
+    run), ``generations`` (per island), ``seed`` and the run's resolved ``config`` (``None``
+    without one). Never raises for what the problem cannot compute."""
+    record = {**end_report(problem, result), **genome_report(result),
+              "evaluations": int(result.evaluations), "generations": int(result.generations)}
+    record["seed"] = None if config is None else config.get("seed")
+    record["config"] = config
+    return record

@@ -4,18 +4,21 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
 
 * parameters: the resolved config, flattened (``algorithm.c1``, ``islands.n``, ...);
 * metrics, per epoch (step = generation): ``best_f``, ``best_v`` (total violation of the best),
-  ``best_feasible_f``, ``evaluations``, ``evals_per_s``, ``wall_s``, ``us_per_generation``
+  ``best_feasible_f``, ``evaluations`` (of the objective and constraints; a min-max
+  algorithm's pair payoffs as ``payoff_evaluations``), ``evals_per_s``, ``wall_s``, ``us_per_generation``
   (synchronized device time of the slowest group), ``nan_evaluations``,
   ``migrations_accepted``, ``master_best_f``, and ``island_XX_best_f`` per island;
 * the run's name: ``logger.run_name``, else what ran (``cmepso-welded_beam-s0``); its description:
   the command line; MLflow's source tags (``mlflow.source.name`` ``run.py`` or ``isles``,
   ``mlflow.source.git.commit``); the experiment's tag ``mlflow.experimentKind`` (model training);
 * tags: device, host, Ray node and GPU ids of every island group, Ray cluster resources, git commit;
-* artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json``
-  (``x``, ``f``, ``g``, ``feasible``; where the problem cannot re-evaluate x, ``f``, ``g`` and
-  ``feasible`` are null, with the run's ``run_best_f``, ``run_best_v`` and ``not_computed``, also
-  the tag ``report_not_computed``: :mod:`isles.app.report`), ``history.csv`` (every epoch's metrics, per island too),
-  ``migrations.csv`` when islands migrated;
+* artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json`` (the record
+  the job writes into its output folder too, :func:`isles.app.report.solution_record`: ``x``,
+  ``f``, ``g``, ``feasible``, ``evaluations``, ``seed``, ``config``; where the problem cannot
+  re-evaluate x, ``f``, ``g`` and ``feasible`` are null, with the run's ``run_best_f``,
+  ``run_best_v`` and ``not_computed``, also the tag ``report_not_computed``), ``history.csv``
+  (every epoch's metrics, per island too) and ``migrations.csv`` when islands migrated: the files
+  the job appended to as the epochs were made (:mod:`isles.app.run_files`);
 * with ``logger.system_metrics=true``, MLflow's system metrics (``system/cpu_utilization_percentage``,
   ``system/system_memory_usage_megabytes``, ``system/gpu_N_utilization_percentage``, ...,
   every ``logger.system_metrics_interval`` seconds). They are sampled in the tracking process,
@@ -45,7 +48,7 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+from isles.app.run_files import MIGRATION_HEADER, history_header, history_row, migration_row
 
 
 
@@ -101,15 +104,6 @@ def prepare_sqlite_store(uri: str | None) -> str | None:
         if not db_utils._all_tables_exist(engine):
             db_utils._initialize_tables(engine)
     return path
-
-
-def genome_report(result) -> dict:
-    """The best genome for ``best_solution.json`` when it is not the phenotype itself: packed
-    ``uint32`` words (a GA) as hexadecimal strings, word 0 first, bit 0 of a word its lowest."""
-    g = result.best_genome
-    if g is None or np.asarray(g).dtype != np.uint32:
-        return {}
-    return {"genome_words_hex": [f"{int(w):08x}" for w in np.asarray(g).reshape(-1)]}
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -393,7 +387,7 @@ class MlflowTracker:
         step, ts = int(rec["generation"]), int(time.time() * 1000)
         values = {k: rec[k] for k in ("best_f", "best_v", "best_feasible_f", "evaluations", "evals_per_s",
                                       "wall_s", "nan_evaluations", "us_per_generation",
-                                      "migrations_accepted", "islands_at_target") if k in rec}
+                                      "migrations_accepted", "islands_at_target", "payoff_evaluations") if k in rec}
         if "master_best_f" in rec:
             values["master_best_f"] = rec["master_best_f"]
         for i, f in enumerate(rec["island_best_f"]):
@@ -420,31 +414,38 @@ class MlflowTracker:
         ``run_best_v`` and ``not_computed`` (also the tag ``report_not_computed``), and the
         ``final_best_f``, ``final_max_violation`` and ``final_feasible`` metrics are left out."""
         from isles.app.plots import convergence_figure  # noqa: PLC0415
-        from isles.app.report import end_report  # noqa: PLC0415
+        from isles.app.report import solution_record  # noqa: PLC0415
 
         mlflow = mlflow_module()
         self.flush()
-        report = end_report(self.problem, result)
+        # the job's record (written in its output folder too), else made here the same way
+        report = result.solution if result.solution is not None else solution_record(self.problem, result)
         final = {"final_evaluations": result.evaluations, "final_wall_s": result.wall_s,
                  "final_evals_per_s": result.evaluations / max(result.wall_s, 1e-12),
                  "final_steady_evals_per_s": result.steady_evals_per_s,
                  "final_us_per_generation": _median([h["us_per_generation"] for h in result.history])}
+        if result.payoff_evaluations:  # a min-max algorithm's pair payoffs, apart from evaluations
+            final["final_payoff_evaluations"] = result.payoff_evaluations
         if report.get("not_computed"):
             mlflow.set_tag("report_not_computed", report["not_computed"][:5000])
         else:
             final.update({"final_best_f": report["f"], "final_max_violation": report["max_normalised_violation"],
                           "final_feasible": float(report["feasible"])})
-        report.update(genome_report(result))
         mlflow.log_dict(report, "best_solution.json")  # the result first: nothing after it can lose it
         mlflow.log_metrics(final)
         if result.hit_generations is not None:
             mlflow.log_metrics({f"island_{i:02d}_hit_generation": float(g) for i, g in enumerate(result.hit_generations)})
-        fig = convergence_figure(result.history, self.problem)
+        fig = convergence_figure(result.history, self.problem)  # the kept records: bounded, evenly thinned
         mlflow.log_figure(fig, "convergence.png")
-        mlflow.log_text(history_csv(result.history), "history.csv")
-        if result.migrations:
-            lines = ["epoch,src,dst,accepted,best_f_moved"]
-            lines += [",".join("" if x is None else str(x) for x in m) for m in result.migrations]
+        # every epoch and migration: the files the job wrote as they were made, else what the result kept
+        if result.history_path and os.path.isfile(result.history_path):
+            mlflow.log_artifact(result.history_path)
+        else:
+            mlflow.log_text(history_csv(result.history), "history.csv")
+        if result.migrations_path and os.path.isfile(result.migrations_path):
+            mlflow.log_artifact(result.migrations_path)
+        elif result.migrations:
+            lines = [MIGRATION_HEADER] + [migration_row(m) for m in result.migrations]
             mlflow.log_text("\n".join(lines) + "\n", "migrations.csv")
 
     def end(self, status: str = "FINISHED") -> None:
@@ -460,12 +461,8 @@ class MlflowTracker:
 
 
 def history_csv(history: list) -> str:
-    """Every epoch's record as CSV text: the scalar metrics, then ``island_XX_best_f``."""
-    keys = [k for k in ("epoch", "generation", "wall_s", "evaluations", "best_f", "best_v", "best_feasible_f",
-                        "master_best_f", "nan_evaluations", "migrations_accepted", "us_per_generation")
-            if history and k in history[0]]
-    n = len(history[0]["island_best_f"]) if history else 0
-    lines = [",".join(keys + [f"island_{i:02d}_best_f" for i in range(n)])]
-    for h in history:
-        lines.append(",".join([repr(h.get(k)) for k in keys] + [repr(float(f)) for f in h["island_best_f"]]))
-    return "\n".join(lines) + "\n"
+    """Epoch records as ``history.csv`` text (:func:`isles.app.run_files.history_row`)."""
+    if not history:
+        return "\n"
+    keys, header = history_header(history[0])
+    return "\n".join([",".join(header)] + [history_row(h, keys) for h in history]) + "\n"

@@ -16,12 +16,17 @@ Ray nor Optuna. Prints one Markdown table (medians).
     python benchmarks/job_bench.py --experiment de_islands --case "device=cpu logger=none"
 
     python benchmarks/job_bench.py --case "device=gpu" --case "device=gpu logger=none"
+    python benchmarks/job_bench.py --cold --case "device=gpu logger=none"   # every run with an empty kernel cache
+
+``--cold`` gives every process an empty CuPy kernel cache (``CUPY_CACHE_DIR``, a fresh folder
+each), as on a fresh GPU machine; without it the runs share one cache, warmed by the first run.
     taskset -c 0,1 python benchmarks/job_bench.py --case "ray.num_cpus=2"   # a 2-core machine
     git worktree add /tmp/old HEAD~5 && python benchmarks/job_bench.py --baseline /tmp/old --repeats 5
 """
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import statistics
@@ -37,14 +42,17 @@ ROOT = Path(__file__).resolve().parents[1]
 WATCHED = ("ray", "optuna", "mlflow", "cupy")
 
 
-def run_once(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py") -> tuple[float, float, str]:
-    """One process of ``run_py``: ``(whole-process seconds, evolution seconds, result line)``.
+def run_once(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py",
+             cold: bool = False) -> tuple[float, float, str]:
+    """One process of ``run_py``: ``(whole-process seconds, evolution seconds, result line)``;
+    ``cold``: with an empty CuPy kernel cache of its own (``CUPY_CACHE_DIR``).
 
     Raises:
         SystemExit: the run failed (its stderr's tail is shown)."""
     cmd = [sys.executable, str(run_py), f"+experiment={experiment}", "progress=false", *shlex.split(case)]
+    env = {**os.environ, "CUPY_CACHE_DIR": tempfile.mkdtemp(dir=cwd)} if cold else None
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
     whole = time.perf_counter() - t0
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("isles: best f=")), None)
     if p.returncode != 0 or line is None:
@@ -67,6 +75,7 @@ def main() -> None:
     ap.add_argument("--experiment", default="cmepso")
     ap.add_argument("--case", action="append", help="overrides of one case (repeatable); default: none")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--cold", action="store_true", help="every process with an empty CuPy kernel cache")
     ap.add_argument("--baseline", type=Path, help="another checkout (e.g. a `git worktree` of an older "
                     "commit): its run.py runs each case too, interleaved with this one's, side by side")
     args = ap.parse_args()
@@ -78,18 +87,19 @@ def main() -> None:
     for case in cases:
         with tempfile.TemporaryDirectory() as scratch:
             cwds = {v: tempfile.mkdtemp(dir=scratch) for v in versions}
-            first = {v: run_once(args.experiment, case, cwds[v], r) for v, r in versions.items()}
+            first = {v: run_once(args.experiment, case, cwds[v], r, args.cold) for v, r in versions.items()}
             mods = {v: imported(args.experiment, case, cwds[v], r) for v, r in versions.items()}
             runs = {v: [] for v in versions}
             for _ in range(args.repeats):  # interleaved: the machine's drift hits every version alike
                 for v, r in versions.items():
-                    runs[v].append(run_once(args.experiment, case, cwds[v], r))
+                    runs[v].append(run_once(args.experiment, case, cwds[v], r, args.cold))
         for v in versions:
             whole = statistics.median(r[0] for r in runs[v])
             evo = statistics.median(r[1] for r in runs[v])
             rows.append((v, case or "(defaults)", first[v][0], whole, evo, mods[v], runs[v][-1][2]))
             print(f"{v}, {case or '(defaults)'}: first {first[v][0]:.2f} s, whole {whole:.2f} s, "
                   f"evolution {evo:.2f} s, imports {mods[v]}", flush=True)
+    print(f"\n{'cold (an empty kernel cache each run)' if args.cold else 'warm kernel cache'}:")
     print(f"\n| version | `+experiment={args.experiment}` overrides | first run, whole process s | whole process s "
           f"(median of {args.repeats}) | evolution s | start-up s (whole - evolution) | imports of "
           f"{'/'.join(WATCHED)} | result |")

@@ -10,7 +10,8 @@ import time
 from isles.islands import checkpoint
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.recovery import actor_died, resumable_config
-from isles.islands.results import best_of, epoch_record, merge_summaries, run_result
+from isles.islands.results import (RecordLog, best_of, epoch_record, merge_summaries, migration_log, payoff_total,
+                                         run_result)
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -43,10 +44,13 @@ class AsyncLoop:
             self._load_groups(groups, resume["states"])
             loop = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
                     for k, v in resume["async"].items()}
+            loop["history"] = RecordLog.of(resume["async"]["history"])  # a list: a checkpoint of before the logs
+            loop["migrations"] = migration_log(resume["async"]["migrations"])
             parts = [{"state": st, "gens": g, "summary": loop["summaries"].get(i)}
                      for i, (st, g) in enumerate(zip(resume["states"], loop["gens"]))]
         else:
-            loop = {"summaries": {}, "store": {}, "gens": [0] * len(groups), "history": [], "migrations": [],
+            loop = {"summaries": {}, "store": {}, "gens": [0] * len(groups), "history": RecordLog(),
+                    "migrations": migration_log(),
                     "best": None, "completions": 0, "epochs": [0] * len(groups)}
             parts = [None] * len(groups)
         summaries, store, gens = loop["summaries"], loop["store"], loop["gens"]
@@ -83,7 +87,7 @@ class AsyncLoop:
                 return self.last_snapshot
             loop_now = {**loop, "gens": [p["gens"] for p in parts],
                         "summaries": {i: p["summary"] for i, p in enumerate(parts) if p["summary"] is not None},
-                        "store": dict(store), "history": list(history), "migrations": list(migrations)}
+                        "store": dict(store), "history": history.copy(), "migrations": migrations.copy()}
             self.last_snapshot = {"seed": self.seed, "groups": placement.groups, "mode": "async",
                                   "states": [p["state"] for p in parts], "config": resumable_config(self.cfg),
                                   "epoch": loop["completions"], "async": loop_now}
@@ -123,12 +127,13 @@ class AsyncLoop:
             completions = loop["completions"]
             for p, gid in enumerate(s["island_ids"]):
                 store[gid] = s["emigrants"].island(p)
-            migrations.extend((completions, *e) for e in s["migrations"])
+            moved = [(completions, *e) for e in s["migrations"]]
+            migrations.extend(moved)
             bx, bf, bv, bg, _, evals, nan, hits = merge_summaries(self.n, summaries)
             best = loop["best"] = best_of([(bx, bf, bv, bg)] + ([loop["best"]] if loop["best"] else []))
             done_gen = min(summaries[j]["generation"] if j in summaries else 0 for j in range(len(groups)))
             record = epoch_record(completions, done_gen, t0, evals, nan, best, bf, bv, None, [s],
-                                  s["generation"] - prev_gen, hits)
+                                  s["generation"] - prev_gen, hits, payoff_total(summaries), moved)
             history.append(record)
             yield record
             settle()

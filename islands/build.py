@@ -9,14 +9,16 @@ bad value fails early.
 from __future__ import annotations
 
 import inspect
+import math
 
+import numpy as np
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from isles import MOVED, MOVED_MODULES, moved_message, moved_module_message
 from isles.algorithms.core.base import IslandAlgorithm
 from isles.islands.schema import ConstraintsConfig, with_defaults
-from isles.problems.base import probe_evaluation
+from isles.problems.base import check_n_eq, probe_evaluation
 from isles.problems.constraints import Evaluator
 from isles.problems.minmax import AugmentedLagrangian, check_payoff_shape
 
@@ -53,6 +55,44 @@ def _check_arguments(target: str, kwargs: dict) -> None:
             raise ValueError(f"problem.{name} is missing: {target} requires it (add ++problem.{name}=VALUE)")
 
 
+def _integer_parameters(target: str) -> set:
+    """The constructor parameters of ``target`` that take integers: annotated ``int`` (or
+    ``Optional[int]``), or with an ``int`` default (not a bool); empty when ``target`` cannot be
+    imported or has no signature."""
+    try:
+        params = inspect.signature(get_object(target)).parameters
+    except Exception:  # noqa: BLE001  (not importable: build_problem reports it)
+        return set()
+    out = set()
+    for name, p in params.items():
+        ann = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
+        ann = ann.replace(" ", "")
+        default_int = isinstance(p.default, int) and not isinstance(p.default, bool)
+        if ann in ("int", "int|None", "Optional[int]", "None|int") or default_int:
+            out.add(name)
+    return out
+
+
+def _check_integers(target: str, kwargs: dict) -> None:
+    """Refuse a value that is not an integer for an integer parameter of ``target``
+    (:func:`_integer_parameters`), e.g. ``problem.seed=2.5`` that the constructor would truncate.
+    An integral float (``4.0``) and ``None`` pass; the class checks the range itself.
+
+    Raises:
+        ValueError: ``problem.seed=2.5: allowed values are integers`` (``integers >= 1`` for
+            ``dim`` and ``y_dim``, the numbers of variables of the problem interface).
+    """
+    for name in sorted(_integer_parameters(target) & set(kwargs)):
+        value = kwargs[name]
+        if value is None:
+            continue
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok = ok and math.isfinite(float(value)) and float(value).is_integer()
+        if not ok:
+            at_least = " >= 1" if name in ("dim", "y_dim") else ""
+            raise ValueError(f"problem.{name}={value!r}: allowed values are integers{at_least}")
+
+
 def cannot_build(group: str, target, err: BaseException) -> str:
     """One line for a ``_target_`` that Hydra could not instantiate: the innermost error of the
     chain (Hydra's own message says "Are you sure that module ... is installed?" whatever the cause).
@@ -83,26 +123,32 @@ def cannot_build(group: str, target, err: BaseException) -> str:
     return f"{head}: cannot build it ({type(inner).__name__}: {text[0] if text else ''})"
 
 
-def build_problem(cfg):
-    """Instantiate the problem of config ``cfg`` (a mapping with ``_target_``).
+def build_problem(cfg, constraints_cfg=None):
+    """Instantiate the problem of config ``cfg`` (a mapping with ``_target_``), with the
+    tolerance of its equality constraints ``eq_tol`` set from ``constraints_cfg``
+    (``constraints.eq_tol``; the schema's default where ``None``).
 
     Raises:
         ValueError: no ``_target_``, a target that cannot be imported, a constructor argument
             that is missing or that the class does not take (named as ``problem.<name>``), or an
             object lacking the problem interface (``dim``, ``lower``, ``upper``, ``n_constraints``,
-            ``constraint_scale``, ``evaluate``), or bounds whose length is not ``dim``.
+            ``constraint_scale``, ``evaluate``), bounds whose length is not ``dim`` or that are not
+            finite, or an ``n_eq`` outside ``[0, n_constraints]``.
     """
     cfg = _plain(cfg)
     if "_target_" not in cfg:
         raise ValueError("problem._target_ is missing: name a Problem class, e.g. isles.problems.engineering.WeldedBeam")
-    _check_arguments(cfg["_target_"], {k: v for k, v in cfg.items() if k != "_target_"})
+    kwargs = {k: v for k, v in cfg.items() if k != "_target_"}
+    _check_arguments(cfg["_target_"], kwargs)
     try:
         problem = instantiate(cfg, _convert_="all")
     except Exception as err:  # hydra wraps the cause; surface the first line
         cause = err.__cause__ or err
-        if isinstance(cause, ValueError):
+        if isinstance(cause, ValueError):  # the class's own check of its values
             raise cause from None
+        _check_integers(cfg["_target_"], kwargs)  # e.g. np.zeros(2.5) raised TypeError: name the field
         raise ValueError(cannot_build("problem", cfg["_target_"], err)) from None
+    _check_integers(cfg["_target_"], kwargs)  # a value the class took and truncated (int(2.5) == 2)
     missing = [a for a in PROBLEM_ATTRIBUTES if not hasattr(problem, a)]
     if missing:
         raise ValueError(
@@ -111,6 +157,11 @@ def build_problem(cfg):
     for name in ("lower", "upper"):
         if len(getattr(problem, name)) != problem.dim:
             raise ValueError(f"problem.{name} has {len(getattr(problem, name))} entries but problem.dim={problem.dim}")
+        if not np.all(np.isfinite(np.asarray(getattr(problem, name), dtype=np.float64))):  # a class that set it itself
+            raise ValueError(f"problem.{name}={np.asarray(getattr(problem, name)).tolist()}: allowed values are "
+                             "finite numbers (one number, or one per variable)")
+    check_n_eq(problem)
+    problem.eq_tol = float(with_defaults(_plain(constraints_cfg or {}), ConstraintsConfig)["eq_tol"])
     return problem
 
 
@@ -127,7 +178,7 @@ def build_evaluator(problem_cfg, constraints_cfg=None) -> Evaluator:
     """
     c = with_defaults(_plain(constraints_cfg or {}), ConstraintsConfig)
     handling = c["handling"]
-    problem = build_problem(problem_cfg)
+    problem = build_problem(problem_cfg, constraints_cfg)
     if handling == "augmented_lagrangian" and not is_minmax(problem):
         problem = AugmentedLagrangian(problem, c["r"], c["multiplier_bound"])
     return Evaluator(problem, handling, c["penalty"])

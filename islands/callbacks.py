@@ -24,6 +24,7 @@ class Callbacks:
         startup_s = time.perf_counter() - t_start
         self.group_infos = list(infos)
         info = {"groups": infos, "startup_s": startup_s, "n_islands": self.n, "generations": self.generations,
+                "max_evaluations": self.cfg["stop"].get("max_evaluations"),  # generations is its limit then
                 "cluster_resources": cluster_resources() if self.use_ray else None}
         for cb in self.callbacks:
             if hasattr(cb, "on_start"):

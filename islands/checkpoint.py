@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,30 +25,100 @@ VERSION = 2  # 2: the next migration is kept per island ("pending"), states regr
 
 
 def save(path: str | os.PathLike, payload: dict) -> Path:
-    """Write ``payload`` (plain Python and NumPy data) to ``path`` atomically; return the path."""
+    """Write ``payload`` (plain Python and NumPy data) to ``path`` atomically; return the path.
+
+    The data goes to a temporary file beside ``path``, is flushed to the disk, and then replaces
+    ``path`` in one step: an interrupted save (a signal, a full disk, a lost node) leaves the
+    previous checkpoint whole, never a truncated one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as fh:
-        pickle.dump({"version": VERSION, **payload}, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump({"version": VERSION, **payload}, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
+
+
+def check_path(path: str | os.PathLike) -> None:
+    """Refuse a ``checkpoint.path`` that a save could not write, before the run (a save makes
+    the missing folders and writes a temporary file beside the checkpoint,
+    :func:`save`).
+
+    Raises:
+        ValueError: one line naming ``checkpoint.path``: an existing folder, a parent that is a
+            file, or a folder where this process cannot create a file (and why).
+    """
+    path = Path(path)
+    field = f"checkpoint.path={str(path)!r}"
+    if path.is_dir():
+        raise ValueError(f"{field}: is a folder; allowed values are file paths in a folder you can write")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:  # the folders a save would make
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"{field}: {str(folder)!r} is a file, not a folder; allowed values are file paths "
+                         "in a folder you can write")
+    try:  # as save does: a temporary file in the folder
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ValueError(f"{field}: cannot write in {str(folder)!r} ({err.strerror or err}); allowed values "
+                         "are file paths in a folder you can write") from None
 
 
 def load(path: str | os.PathLike) -> dict:
     """Read a checkpoint written by :func:`save`.
 
     Raises:
-        ValueError: no such file (field ``checkpoint.resume``) or another checkpoint version.
+        ValueError: one line naming ``checkpoint.resume`` and what the file is: missing, a
+            folder, unreadable, empty, truncated (a pickle that ends early), not an isles
+            checkpoint (another file, or a pickle of something else), or a checkpoint of another
+            version.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"checkpoint.resume={str(path)!r}: no such file")
-    with open(path, "rb") as fh:
-        data = pickle.load(fh)
-    if data.get("version") != VERSION:
-        raise ValueError(f"checkpoint.resume={str(path)!r}: version {data.get('version')}, this isles reads {VERSION}")
+    field = f"checkpoint.resume={str(path)!r}"
+    if not path.exists():
+        raise ValueError(f"{field}: no such file")
+    if path.is_dir():
+        raise ValueError(f"{field}: is a folder, not an isles checkpoint")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1)
+            fh.seek(0)
+            # every checkpoint starts as a pickle of protocol >= 2 does: anything else is not unpickled
+            data = pickle.load(fh) if head == pickle.PROTO else None
+    except OSError as err:
+        raise ValueError(f"{field}: cannot be read ({err.strerror or err})") from None
+    except Exception as err:  # noqa: BLE001  (whatever unpickling a broken or foreign pickle raises)
+        if isinstance(err, EOFError) or "truncated" in str(err):
+            raise ValueError(f"{field}: truncated (the file ends before the checkpoint does); "
+                             "resume from an earlier checkpoint or start a new run") from None
+        raise ValueError(f"{field}: not an isles checkpoint ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else 'unreadable'})") from None
+    if not head:
+        raise ValueError(f"{field}: an empty file, not an isles checkpoint")
+    if head != pickle.PROTO:
+        raise ValueError(f"{field}: not an isles checkpoint (not a pickle file)")
+    if not isinstance(data, dict) or "version" not in data:
+        raise ValueError(f"{field}: not an isles checkpoint (a pickle of {type(data).__name__})")
+    if data["version"] != VERSION:
+        raise ValueError(f"{field}: version {data['version']}, this isles reads {VERSION}")
     return data
+
+
+def generations_done(data: dict) -> int:
+    """The generations a checkpoint's run has done: the sync loop's ``done_gens``, or in async
+    mode the most any group has done (``async.gens``)."""
+    if data.get("mode") == "async":
+        return int(max(data["async"]["gens"]))
+    return int(data["done_gens"])
 
 
 def regroup(states: list, old_groups: list, new_groups: list) -> list:

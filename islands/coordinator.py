@@ -37,6 +37,7 @@ import time
 from isles.islands import checkpoint
 from isles.islands.actor_loop import REPORT_S, Archipelago
 from isles.islands.async_loop import AsyncLoop
+from isles.islands.budget import budget_generations
 from isles.islands.callbacks import Callbacks
 from isles.islands.executor import Executor
 from isles.islands.placement import actor_options, reserve
@@ -59,7 +60,9 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
             ``islands`` (``n``, ``n_actors``, ``migration_interval``, ``n_migrants``,
             ``replacement``, ``mode``, ``master_sends_best``), ``generations``, ``seed``,
             ``device``, ``dtype``, and optionally ``checkpoint`` (``every`` epochs, ``path``,
-            ``resume`` = path of a checkpoint to continue from; sync mode).
+            ``resume`` = path of a checkpoint to continue from; sync mode), ``stop``
+            (``f_target``, ``tol``, ``max_evaluations``: turned into ``generations`` here,
+            :func:`isles.islands.budget.budget_generations`).
         topology: a :class:`isles.islands.topology.Topology`.
         master: the loop's plug-in factory (the config's ``master`` object, :mod:`isles.islands.plugin`) or ``None``.
         callbacks: objects with optional ``on_start``, ``on_epoch``, ``on_restart`` (island
@@ -71,11 +74,14 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
             (:func:`isles.islands.schema.check_values`); a ``master`` with ``islands.mode=async``;
             island ids of the topology outside ``islands.n``; a ``checkpoint.resume`` file that
             does not exist, of another version, or saved under another config
-            (:func:`check_resumable`).
+            (:func:`check_resumable`); ``stop.max_evaluations`` with an algorithm that does not
+            declare its evaluations per generation.
     """
 
     def __init__(self, cfg: dict, topology, master=None, callbacks=(), use_ray: bool = True):
         cfg = validated(cfg)  # the schema's defaults and checks (islands/schema.py), before any actor starts
+        # stop.max_evaluations: the generations that reach it, known before the run (islands/budget.py)
+        cfg["generations"] = budget_generations(cfg, master)
         isl = cfg["islands"]
         self.cfg = cfg
         self.n = int(isl["n"])

@@ -7,10 +7,14 @@ of either; :meth:`Executor._gather` collects the results with ``ray.wait`` as th
 """
 from __future__ import annotations
 
+import threading
 import time
 
 from isles.islands.group import IslandGroup
 from isles.islands.placement import actor_options, cluster_nodes, local_resources, plan, plan_nodes, reserve
+
+RELEASE_WAIT_S = 5.0
+"""How long :meth:`Executor._release` waits for Ray to remove the placement group, in seconds."""
 
 
 class Local:
@@ -73,12 +77,18 @@ class Executor:
         return [actor.options(**actor_options(p, self._reserved, i, self.max_restarts), max_concurrency=threads)
                 .remote(self._spec(ids, p.device)) for i, ids in enumerate(p.groups)]
 
-    def _release(self) -> None:
-        """Give the placement group back to Ray (after the actors are killed)."""
+    def _release(self, wait_s: float = RELEASE_WAIT_S) -> None:
+        """Give the placement group back to Ray (after the actors are killed), waiting at most
+        ``wait_s`` seconds: Ray's call waits for the GCS, which a signal to every process of a
+        job (Slurm's ``scancel``) may have stopped; the driver then goes on to its checkpoint
+        instead of waiting until Ray ends the process (60 s, exit 1)."""
         if self._reserved is not None:
             from ray.util.placement_group import remove_placement_group  # noqa: PLC0415
 
-            remove_placement_group(self._reserved)
+            release = threading.Thread(target=remove_placement_group, args=(self._reserved,),
+                                       name="isles-release", daemon=True)
+            release.start()
+            release.join(wait_s)
             self._reserved = None
 
     def _gather(self, calls: list, deadline: float | None = None, on_error=None) -> dict:

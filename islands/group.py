@@ -386,6 +386,7 @@ class IslandGroup(PeerLinks):
         plug-in's best and counters (``master``)."""
         xp, hit = self.xp, state.get("hit_generation")
         row = {"best": best, "best_x": px, "generation": int(state["generation"]), "evals": int(state["evals"]),
+               "pair_evals": int(state.get("pair_evals", 0)),
                "nan_evals": xp.array(state["nan_evals"], copy=True),
                "hit_generation": None if hit is None else xp.array(hit, copy=True),
                "events": self._pending_events}
@@ -466,6 +467,7 @@ class IslandGroup(PeerLinks):
             "emigrants": emigrants,
             "generation": int(state["generation"]),
             "evals": int(state["evals"]),
+            "payoff_evals": int(state.get("pair_evals", 0)),  # a min-max algorithm's pair payoffs per island
             "nan_evals": nan_evals,
             "hit_generation": hit_generation,
             "migrations": self._migration_events(),

@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 import time
 
+from isles.islands.checkpoint import generations_done
 from isles.islands.placement import where
+from isles.islands.results import RecordLog, migration_log
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -27,19 +29,20 @@ LOOP_KEYS = ("done_gens", "epoch", "best", "master_state", "pending", "history",
 #: config sections that may change between a run and its resume (where and how it runs, not what)
 RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph")
 RESUME_FREE_KEYS = ("islands.n_actors", "islands.n_nodes", "islands.placement", "islands.snapshot_every",
-                    "islands.max_restarts", "islands.restart_timeout_s", "generations")
+                    "islands.max_restarts", "islands.restart_timeout_s", "generations", "stop.max_evaluations")
 
 
 def loop_copy(src: dict) -> dict:
-    """The loop variables of ``src`` (a loop dict or a snapshot), lists copied."""
+    """The loop variables of ``src`` (a loop dict or a snapshot), its logs copied (bounded:
+    :class:`isles.islands.results.RecordLog`; the lists of a checkpoint of before them too)."""
     out = {k: src[k] for k in LOOP_KEYS}
-    out["history"], out["migrations"] = list(out["history"]), list(out["migrations"])
+    out["history"], out["migrations"] = RecordLog.of(out["history"]), migration_log(out["migrations"])
     return out
 
 
 def resumable_config(cfg: dict) -> dict:
     """The flattened config that a resume must repeat: everything but where and how the run
-    runs (:data:`RESUME_FREE`, :data:`RESUME_FREE_KEYS`); ``generations`` may grow."""
+    runs (:data:`RESUME_FREE`, :data:`RESUME_FREE_KEYS`); ``generations`` and ``stop.max_evaluations`` may grow."""
     flat = {}
 
     def walk(d, prefix):
@@ -56,10 +59,12 @@ def resumable_config(cfg: dict) -> dict:
 
 
 def check_resumable(data: dict, cfg: dict, path: str) -> None:
-    """Refuse to resume a checkpoint under a different config.
+    """Refuse to resume a checkpoint under a different config, or with fewer ``generations``
+    than the checkpoint's run has done (its result would be printed as this run's).
 
     Raises:
-        ValueError: one line naming the fields that differ, with both values.
+        ValueError: one line naming the fields that differ, with both values; or naming
+            ``generations`` and the checkpoint's generation.
     """
     saved, now = data.get("config", {}), resumable_config(cfg)
     diff = sorted(k for k in set(saved) | set(now) if saved.get(k, "<unset>") != now.get(k, "<unset>"))
@@ -67,6 +72,14 @@ def check_resumable(data: dict, cfg: dict, path: str) -> None:
         shown = "; ".join(f"{k}: saved {saved.get(k, '<unset>')!r}, now {now.get(k, '<unset>')!r}" for k in diff[:6])
         raise ValueError(f"checkpoint.resume={path!r}: the config differs from the saved run ({shown}); "
                          "resume with the saved values, or start a new run")
+    done = generations_done(data)
+    if int(cfg["generations"]) < done:
+        budget = (cfg.get("stop") or {}).get("max_evaluations")
+        field = f"generations={cfg['generations']}" if budget is None else \
+            f"stop.max_evaluations={budget} (a budget of {cfg['generations']} generations)"
+        raise ValueError(f"{field}: the checkpoint (checkpoint.resume={path!r}) is at generation {done}; allowed "
+                         f"values are {'>= ' if budget is None else 'budgets of >= '}{done}"
+                         f"{'' if budget is None else ' generations'}")
 
 
 def while_restarting(call, timeout_s: float = 120.0):

@@ -1,14 +1,108 @@
-"""What a run hands back: the :class:`RunResult`, the epoch records given to the callbacks, and the
-merge of the island groups' summaries into island-ordered arrays (host values)."""
+"""What a run hands back: the :class:`RunResult`, the epoch records given to the callbacks, the
+bounded logs the loops keep them in (:class:`RecordLog`), and the merge of the island groups'
+summaries into island-ordered arrays (host values)."""
 from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from isles.problems.constraints import argbest
+
+
+#: items a :class:`RecordLog` keeps whole at the end of a run (the latest), and the most it keeps
+#: of the items before them (an evenly thinned sample, the first included)
+LOG_TAIL = 500
+LOG_SAMPLE = 500
+
+
+class RecordLog:
+    """A run's per-epoch items (epoch records, or migration tuples) as the loops keep them in
+    memory: bounded whatever the number of epochs. Every item is kept up to
+    ``tail + sample`` items; after that the latest ``tail`` items are kept whole and the items
+    before them are thinned to an even sample of at most ``sample`` items (every ``stride``-th,
+    the first item included; ``stride`` doubles each time the sample fills). Every item is handed
+    to the callbacks as it is made (the job writes them to ``history.csv`` and ``migrations.csv``,
+    :mod:`isles.app.history_files`); this log is what the end-of-run summary and the convergence
+    plot read.
+
+    Args:
+        tail: items kept whole at the end (:data:`LOG_TAIL`).
+        sample: most items kept of those before the tail (:data:`LOG_SAMPLE`; >= 2).
+        tally: index of an int field summed over every item ever appended (:attr:`tallied`),
+            e.g. 3, a migration's ``accepted``; ``None`` for none.
+
+    Attributes:
+        total: items ever appended (kept or not).
+        tallied: the sum of field ``tally`` over every item ever appended (0 without ``tally``).
+    """
+
+    def __init__(self, items=(), tail: int = LOG_TAIL, sample: int = LOG_SAMPLE, tally: int | None = None):
+        self.tail, self.sample, self.tally = int(tail), max(2, int(sample)), tally
+        self.total = self.tallied = 0
+        self.stride = 1  # of the thinned sample
+        self._thinned = 0  # items that left the tail (the sample keeps every stride-th of them)
+        self._sampled: list = []
+        self._recent: deque = deque()
+        self.extend(items)
+
+    def append(self, item) -> None:
+        """Add ``item`` (the latest)."""
+        self.total += 1
+        if self.tally is not None:
+            self.tallied += int(item[self.tally])
+        self._recent.append(item)
+        if self.total <= self.tail + self.sample:  # every item kept so far
+            return
+        while len(self._recent) > self.tail:
+            old = self._recent.popleft()
+            if self._thinned % self.stride == 0:
+                self._sampled.append(old)
+            self._thinned += 1
+            if len(self._sampled) > self.sample:  # every other one: the same rule with twice the stride
+                self._sampled = self._sampled[::2]
+                self.stride *= 2
+
+    def extend(self, items) -> None:
+        """Add ``items`` in order."""
+        for item in items:
+            self.append(item)
+
+    def copy(self) -> RecordLog:
+        """A copy (the items themselves are shared: records are never changed after they are made)."""
+        new = RecordLog(tail=self.tail, sample=self.sample, tally=self.tally)
+        new.total, new.tallied, new.stride, new._thinned = self.total, self.tallied, self.stride, self._thinned
+        new._sampled, new._recent = list(self._sampled), deque(self._recent)
+        return new
+
+    @classmethod
+    def of(cls, items, tally: int | None = None) -> RecordLog:
+        """``items`` as a :class:`RecordLog`: a copy of a log, or a log of a list's items (a
+        checkpoint written before the logs were bounded)."""
+        return items.copy() if isinstance(items, RecordLog) else cls(items, tally=tally)
+
+    def to_list(self) -> list:
+        """The kept items, oldest first."""
+        return self._sampled + list(self._recent)
+
+    def __iter__(self):
+        return iter(self.to_list())
+
+    def __len__(self) -> int:
+        return len(self._sampled) + len(self._recent)
+
+    def __getitem__(self, i):
+        return self.to_list()[i]
+
+
+def migration_log(items=()) -> RecordLog:
+    """A :class:`RecordLog` of ``(epoch, src, dst, accepted, best f moved)`` migrations that
+    tallies the immigrants accepted (:attr:`RecordLog.tallied`): a copy of a log, or a log of
+    ``items`` (a checkpoint's list of before the logs)."""
+    return RecordLog.of(items, tally=3)
 
 
 @dataclass
@@ -17,18 +111,28 @@ class RunResult:
 
     Attributes:
         best_x (D,), best_f, best_v: best solution under Deb's rules (ranking pair).
-        evaluations: objective evaluations of all islands and the loop's plug-in.
+        evaluations: evaluations of the objective and constraints (one per point x) of all
+            islands and the loop's plug-in (docs/budgets.md).
+        payoff_evaluations: pair payoffs ``L(x, y)`` of a min-max algorithm, 0 otherwise.
         generations: generations per island.
         wall_s: wall time of the evolution (actors already started), seconds.
         startup_s: actor start-up time, seconds.
-        history: one dict per epoch (the records given to ``on_epoch``).
+        history: the epoch records given to ``on_epoch``, as a :class:`RecordLog` keeps them:
+            every epoch's up to ``LOG_TAIL + LOG_SAMPLE`` epochs, else an even sample of the
+            earlier epochs (the first included) and the latest ``LOG_TAIL`` epochs whole.
         devices: ``{island id: device name}``.
         gpu_paths: ``{island id: the algorithm's path on its device}`` (``algorithm.gpu_path``:
             e.g. ``"epoch kernel (shared memory)"``, ``"fused kernel"``, ``"graph"``, ``"numpy"``).
         nodes: ``{island id: Ray node id}`` where each island ran at the end (after a lost node,
             its islands' new node); ``None`` values outside Ray.
         nan_evals: evaluations with a NaN objective or constraint.
-        migrations: ``(epoch, src, dst, accepted, best f moved)`` tuples.
+        migrations: ``(epoch, src, dst, accepted, best f moved)`` tuples, kept as ``history``.
+        epochs: epochs run (all of them, whatever ``history`` keeps).
+        migration_count, migrations_accepted: transfers and immigrants accepted, all of them.
+        history_path, migrations_path: ``history.csv`` and ``migrations.csv``, every epoch's
+            record and every migration (:mod:`isles.app.history_files`), where the job wrote them.
+        solution: the ``best_solution.json`` record (:func:`isles.app.report.solution_record`),
+            and ``solution_path`` where it was written, once the job made them.
         best_genome: the best individual's genome (e.g. packed ``uint32`` bit words), of
             which ``best_x`` is the phenotype.
         hit_generations: ``(n_islands,)`` int, the generation at which each island first reached
@@ -53,6 +157,14 @@ class RunResult:
     migrations: list = field(default_factory=list)
     best_genome: np.ndarray | None = None
     hit_generations: np.ndarray | None = None
+    payoff_evaluations: int = 0
+    epochs: int = 0
+    migration_count: int = 0
+    migrations_accepted: int = 0
+    history_path: str | None = None
+    migrations_path: str | None = None
+    solution: dict | None = None
+    solution_path: str | None = None
 
     @property
     def warnings(self) -> list[str]:
@@ -87,14 +199,19 @@ def best_of(candidates):
     return x[i:i + 1], f[i:i + 1], v[i:i + 1], g[i:i + 1]
 
 
-def run_result(best, history: list, generations: int, t0: float, migrations: list, hits=None) -> RunResult:
-    """The :class:`RunResult` of a loop: its best (:func:`best_of`), records, generations per
-    island, start ``t0`` (``time.perf_counter()``), migrations and stop-target generations."""
+def run_result(best, history: RecordLog, generations: int, t0: float, migrations: RecordLog,
+               hits=None) -> RunResult:
+    """The :class:`RunResult` of a loop: its best (:func:`best_of`), records and migrations
+    (:class:`RecordLog`), generations per island, start ``t0`` (``time.perf_counter()``) and
+    stop-target generations."""
+    last = history[-1]
     return RunResult(best_x=best[0][0], best_f=float(best[1][0]), best_v=float(best[2][0]),
-                     evaluations=history[-1]["evaluations"], generations=generations,
-                     wall_s=time.perf_counter() - t0, startup_s=0.0, history=history,
-                     nan_evals=history[-1]["nan_evaluations"], migrations=migrations,
-                     best_genome=best[3][0], hit_generations=hits)
+                     evaluations=last["evaluations"], generations=generations,
+                     wall_s=time.perf_counter() - t0, startup_s=0.0, history=history.to_list(),
+                     nan_evals=last["nan_evaluations"], migrations=migrations.to_list(),
+                     best_genome=best[3][0], hit_generations=hits, epochs=history.total,
+                     migration_count=migrations.total, migrations_accepted=migrations.tallied,
+                     payoff_evaluations=last.get("payoff_evaluations", 0))
 
 
 def merge_summaries(n: int, summaries: dict):
@@ -124,9 +241,18 @@ def merge_summaries(n: int, summaries: dict):
     return bx, bf, bv, bg, emigrants, evals, nan, hits
 
 
+def payoff_total(summaries: dict) -> int:
+    """Pair payoffs of all islands (a min-max algorithm's ``payoff_evals`` per island) of the
+    latest group summaries ``{group index: summary}``."""
+    return sum(s.get("payoff_evals", 0) * len(s["island_ids"]) for s in summaries.values())
+
+
 def epoch_record(epoch, generation, t0, evals, nan, best, bf, bv, master_best, summaries, epoch_gens,
-                 hits=None) -> dict:
-    """The epoch's metrics; ``summaries`` are the group summaries that arrived for it."""
+                 hits=None, payoff_evals: int = 0, moved=()) -> dict:
+    """The epoch's metrics; ``summaries`` are the group summaries that arrived for it;
+    ``payoff_evals`` (:func:`payoff_total`) is recorded as ``payoff_evaluations`` where > 0;
+    ``moved`` the epoch's migrations, ``(epoch, src, dst, accepted, best f moved)`` tuples (the
+    record's ``migrations``, which the job appends to ``migrations.csv`` as they are made)."""
     wall = time.perf_counter() - t0
     compute = max(s["compute_s"] for s in summaries)
     feasible = bv <= 0
@@ -146,7 +272,10 @@ def epoch_record(epoch, generation, t0, evals, nan, best, bf, bv, master_best, s
         "migrations_accepted": sum(m[2] for s in summaries for m in s["migrations"]),
         "island_best_f": bf.copy(),
         "island_best_v": bv.copy(),
+        "migrations": list(moved),
     }
+    if payoff_evals:
+        rec["payoff_evaluations"] = int(payoff_evals)
     if master_best is not None:
         rec["master_best_f"] = float(master_best[1][0])
     if hits is not None:

@@ -53,11 +53,15 @@ SPAN_GRAPHS = ("auto", "always", "never")
 
 @dataclass
 class StopConfig:
-    """Stop rule beside the generation budget: an island reaches the target when its best is
-    feasible with ``f <= f_target + tol``; the run ends when every island has."""
+    """Stop rules beside the generation budget: an island reaches the target when its best is
+    feasible with ``f <= f_target + tol``; the run ends when every island has. ``max_evaluations``:
+    the run ends at the first generation at which its evaluations of the objective and
+    constraints (all islands and the master) reach it (:mod:`isles.islands.budget`)."""
 
     f_target: Optional[float] = None
     tol: float = 0.0
+    # Any, not int: a budget typed 1e6 is an integer too, and 2.5 or abc get check_values' one line
+    max_evaluations: Any = None
 
 
 @dataclass
@@ -68,6 +72,7 @@ class ConstraintsConfig:
     penalty: float = 1.0e6
     r: float = 1.0e7
     multiplier_bound: float = 1.0e4
+    eq_tol: float = 1.0e-4
 
 
 @dataclass
@@ -240,14 +245,15 @@ def check_values(cfg: dict) -> None:
             ``generations`` < 1, ``seed`` < 0, ``device`` or ``dtype`` unknown;
             ``constraints.handling`` unknown, ``constraints.penalty``, ``.r`` or
             ``.multiplier_bound`` not a finite number > 0 (also where the handling leaves them
-            unused); ``islands.n``, ``.n_actors``, ``.n_nodes``, ``.migration_interval``,
+            unused); ``constraints.eq_tol`` not a finite number >= 0; ``islands.n``, ``.n_actors``, ``.n_nodes``, ``.migration_interval``,
             ``.n_migrants`` < 1, ``islands.replacement``, ``.mode`` or ``.placement`` unknown, a
             ``master`` with ``islands.mode=async``, ``islands.n_nodes`` > 1 on a local Ray
             (``ray.address`` null), ``islands.n_actors`` > ``islands.n_nodes`` under
             ``strict_spread``, ``islands.snapshot_every`` or ``.max_restarts`` < 0,
             ``islands.restart_timeout_s`` <= 0, ``islands.transport=nccl`` with ``device=cpu``;
             ``checkpoint.every`` < 0, or > 0 without
-            ``checkpoint.path``; ``stop.tol`` < 0, ``stop.f_target`` not a number;
+            ``checkpoint.path``; ``stop.tol`` < 0, ``stop.f_target`` not a number,
+            ``stop.max_evaluations`` not null nor an integer >= 1;
             ``logger.system_metrics_interval`` <= 0.
     """
     check_range("generations", cfg["generations"], 1, integer=True)
@@ -260,6 +266,7 @@ def check_values(cfg: dict) -> None:
         if c[name] is not None:
             check_range(f"constraints.{name}", c[name], 0, lo_open=True)
     check_handling(c["handling"], c["penalty"])
+    check_range("constraints.eq_tol", c["eq_tol"], 0)
     _check_islands(cfg["islands"], cfg["master"], cfg["ray"]["address"])
     if cfg["islands"]["transport"] == "nccl" and cfg["device"] == "cpu":
         raise ValueError("islands.transport=nccl: NCCL joins GPUs and device=cpu; allowed values here are "
@@ -272,6 +279,8 @@ def check_values(cfg: dict) -> None:
     check_range("stop.tol", 0.0 if stop["tol"] is None else stop["tol"], 0)
     if stop["f_target"] is not None:
         check_range("stop.f_target", stop["f_target"])
+    if stop["max_evaluations"] is not None:
+        check_range("stop.max_evaluations", stop["max_evaluations"], 1, integer=True)
     if cfg["logger"]["system_metrics_interval"] is not None:
         check_range("logger.system_metrics_interval", cfg["logger"]["system_metrics_interval"], 0, lo_open=True)
 

@@ -24,7 +24,8 @@ from isles.islands.executor import Local
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.plugin import plugin_stream
 from isles.islands.recovery import actor_died, loop_copy
-from isles.islands.results import best_of, epoch_record, merge_summaries, run_result
+from isles.islands.results import (RecordLog, best_of, epoch_record, merge_summaries, migration_log, payoff_total,
+                                         run_result)
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -97,7 +98,7 @@ class SyncLoop:
             loop = loop_copy(resume)
         else:
             loop = {"done_gens": 0, "epoch": 0, "best": None, "master_state": None,
-                    "pending": None, "history": [], "migrations": []}
+                    "pending": None, "history": RecordLog(), "migrations": migration_log()}
         every = int(self.cfg["islands"]["snapshot_every"])
         local = len(groups) == 1 and isinstance(groups[0], Local)  # every island, in this process
         hosted = self._hosts_plugin(groups)
@@ -196,8 +197,8 @@ class SyncLoop:
         loop["epoch"] = epoch = loop["epoch"] + 1
         bx, bf, bv, bg, emigrants, evals, nan, hits = merge_summaries(self.n, summaries)
         D = bx.shape[1]
-        for i in sorted(summaries):
-            loop["migrations"].extend((epoch, *e) for e in summaries[i]["migrations"])
+        moved = [(epoch, *e) for i in sorted(summaries) for e in summaries[i]["migrations"]]
+        loop["migrations"].extend(moved)
         master_best, master_pop, master_evals = None, None, 0
         if self.master is not None:
             hosted = summaries[0].get("master")  # every replica's is the same: group 0's is booked
@@ -218,7 +219,7 @@ class SyncLoop:
                 + ([best] if best else []))
         best = loop["best"] = best_of(cand)
         record = epoch_record(epoch, loop["done_gens"], t0, evals + master_evals, nan, best, bf, bv,
-                              master_best, list(summaries.values()), k, hits)
+                              master_best, list(summaries.values()), k, hits, payoff_total(summaries), moved)
         loop["history"].append(record)
         return record, emigrants, master_pop, hits
 

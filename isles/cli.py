@@ -9,7 +9,10 @@ Examples::
 The configs are ``isles.conf`` (the repository's ``conf/``, shipped as package data). Exit status:
 0 done, 2 a bad config value (one line naming the field), 1 a failure inside a run (one line with
 the file and line, and where the full log is; for lost actors that could not be restarted, where
-the checkpoint is and the command that resumes).
+the checkpoint is and the command that resumes). In a ``-m`` sweep a failed job does not stop the
+sweep: every job runs, each failed one prints its line, and the sweep ends with one line per failed
+job and exit status 1; a bad value in any job's config stops the sweep before its first job, exit
+status 2 (:class:`isles.app.sweep_runs.IslesSweeper`).
 """
 from __future__ import annotations
 
@@ -20,8 +23,10 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from isles.algorithms.core import precompile
 from isles.islands.coordinator import RestartFailed
 from isles.app.job import error_message, failure_line, is_config_error, run_job
+from isles.app.sweep_runs import JobFailed, sweep_info, use_isles_sweeper
 from isles.app.tracking_process import prestart
 from isles.islands.schema import check_override_keys
 
@@ -45,20 +50,34 @@ def run(cfg: DictConfig) -> float:
 
     Raises:
         SystemExit: 2 on a bad config value (:func:`isles.app.job.is_config_error`), 1 on a
-            failure inside the run, a user's own ``ValueError`` included; one line on stderr.
+            failure inside the run, a user's own ``ValueError`` included, 130 on Ctrl-C (or
+            SIGTERM); one line on stderr.
+        JobFailed: instead of ``SystemExit``, for a job of a ``-m`` sweep (after the same line):
+            an ``Exception``, so that Hydra marks the job failed and runs the sweep's other jobs
+            (``SystemExit`` would end the sweep).
     """
     try:
         result, _ = run_job(cfg)
+    except KeyboardInterrupt:  # Ctrl-C outside the run's own handlers (e.g. while a user's problem is built)
+        print("isles: interrupted", file=sys.stderr, flush=True)
+        sys.exit(130)
     except RestartFailed as err:  # lost actors with nowhere to go: the checkpoint and the resume command
-        print(f"isles: error: {err}", file=sys.stderr)
-        sys.exit(1)
+        _fail(str(err), 1)
     except Exception as err:  # noqa: BLE001  (a bad value, or a failure inside an actor or a user's problem)
         if is_config_error(err):
-            print(f"isles: error: {error_message(err)}", file=sys.stderr)
-            sys.exit(2)
-        print(f"isles: error: {failure_line(err)}", file=sys.stderr)
-        sys.exit(1)
+            _fail(error_message(err), 2)
+        _fail(failure_line(err), 1)
     return result.best_f
+
+
+def _fail(line: str, status: int):
+    """Print ``isles: error: LINE`` and exit with ``status``; in a sweep job, raise :class:`JobFailed`."""
+    sweep = sweep_info()
+    if sweep is None:
+        print(f"isles: error: {line}", file=sys.stderr)
+        sys.exit(status)
+    print(f"isles: error: job {sweep['job']}: {line}", file=sys.stderr, flush=True)
+    raise JobFailed(line)
 
 
 _hydra_run = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(run)
@@ -68,7 +87,16 @@ def main() -> None:
     """The ``isles`` command: refuse an unknown key typed as ``key=value`` with one line
     (:func:`isles.islands.schema.check_override_keys`, exit status 2), make the launch directory
     importable (:func:`import_from_launch_directory`), then let Hydra compose the config and run
-    :func:`run` (once, or per job of a ``-m`` sweep)."""
+    :func:`run` (once, or per job of a ``-m`` sweep). On a GPU, the experiment's CUDA kernels
+    start compiling in parallel at once (:mod:`isles.algorithms.core.precompile`)."""
+    if sys.argv[1:2] == ["show"]:  # isles show PATH: a run's best_solution.json (isles/show.py)
+        from isles.show import main as show  # noqa: PLC0415
+
+        sys.exit(show(sys.argv[2:]))
+    if os.environ.get("ISLES_RECORD_KERNELS"):  # benchmarks/record_kernels.py
+        precompile.record_to(os.environ["ISLES_RECORD_KERNELS"])
+    else:
+        precompile.start_in_background(sys.argv[1:])
     groups = {d for d in os.listdir(CONF_DIR) if os.path.isdir(os.path.join(CONF_DIR, d))}
     try:
         check_override_keys(sys.argv[1:], groups)
@@ -77,4 +105,6 @@ def main() -> None:
         sys.exit(2)
     import_from_launch_directory()
     prestart(sys.argv[1:])  # MLflow's start-up overlaps Hydra's and the run's (isles.app.tracking_process)
+    use_isles_sweeper()
     _hydra_run()
+

@@ -6,7 +6,10 @@ live in the same array module (found with ``array_api_compat.array_namespace``; 
 imports nothing from ``algorithms``):
 
 * ``objective(X) -> f`` of shape ``(...)``;
-* ``constraints(X) -> g`` of shape ``(..., m)``, feasible where every ``g <= 0``.
+* ``constraints(X) -> g`` of shape ``(..., m)``, feasible where every ``g <= 0``; a problem
+  with equality constraints declares ``n_eq``: the last ``n_eq`` of the ``m`` columns are
+  equalities ``h(x) = 0``, satisfied where ``|h| <= eq_tol`` (pagmo's ``get_nec``/``get_nic``,
+  with the equalities last).
 
 Bounds are closed boxes ``lower <= x <= upper`` (host NumPy arrays of shape ``(D,)``). This is
 pygmo's user-defined-problem interface, batched. A user's own problem subclasses :class:`Problem`
@@ -17,6 +20,7 @@ documented on :class:`Problem`.
 """
 from __future__ import annotations
 
+import math
 import re
 import traceback
 from typing import Sequence
@@ -37,7 +41,15 @@ class Problem:
     Attributes:
         name: short id, e.g. ``"welded_beam"``.
         dim: number of decision variables ``D`` (bit problems: ``D = n_bits``).
-        n_constraints: number of inequality constraints ``m`` (bounds not counted).
+        n_constraints: number of constraints ``m`` (bounds not counted), inequalities and
+            equalities together.
+        n_eq: how many of them are equalities ``h(x) = 0``: the **last** ``n_eq`` columns of
+            ``constraints(X)`` (default 0; ``0 <= n_eq <= m``). An equality counts as the
+            inequality ``|h| - eq_tol <= 0`` wherever a violation is computed
+            (:func:`isles.problems.constraints.as_inequalities`).
+        eq_tol: the tolerance of the equalities (default ``1e-4``, the CEC 2006/2010
+            convention); a run sets it from ``constraints.eq_tol``
+            (:func:`isles.islands.build.build_problem`).
         lower, upper: float64 arrays of shape ``(D,)``, the closed box (bit problems: 0 and 1).
         f_star: known optimum value, or ``None``.
         constraint_scale: float64 array ``(m,)`` dividing ``g`` before violations are summed
@@ -78,7 +90,10 @@ class Problem:
     * ``ISLES_DEV T obj_final(const T* acc, int n)``: ``f`` from the fully merged accumulators;
       ``n = D`` (real) or ``n_bits`` (bits);
     * if ``OBJ_HAS_V``: ``ISLES_DEV T obj_violation(const T* acc, int n)``, the total normalised
-      violation ``sum_i max(0, g_i / scale_i)`` (``isles.problems.constraints.total_violation``).
+      violation ``sum_i max(0, g_i / scale_i)`` (``isles.problems.constraints.total_violation``),
+      where an equality ``h`` (``n_eq``) contributes ``max(0, (|h| - eq_tol) / scale_i)``, with
+      the problem's ``eq_tol`` baked into the source (kernels check the value against
+      ``total_violation`` and run the array path where it differs, e.g. a raw ``h``).
 
     Real genomes (``genome == "real"``) additionally define ``#define OBJ_NEXT 0|1`` and
     ``ISLES_DEV void obj_term(T* acc, T x, T x_next, int j)``, which folds coordinate ``j`` in
@@ -106,7 +121,9 @@ class Problem:
     * ``#define ROW_M m``: the number of constraints (``n_constraints``);
     * ``ISLES_DEV T row_objective(const T* x)``: ``f``;
     * ``ISLES_DEV T row_constraint(const T* x, int i)``: ``g_i`` for ``i`` in ``[0, m)``, raw
-      (before ``constraint_scale``), ``<= 0`` feasible (when ``m >= 1``).
+      (before ``constraint_scale``), ``<= 0`` feasible (when ``m >= 1``); for the last ``n_eq``
+      values of ``i`` the equality's raw ``h_i`` (the kernel that includes it turns it into
+      ``|h_i| - eq_tol``, as the array code does).
 
     One thread evaluates one row. Written with ``add_rn``/``mul_rn``... in the array code's order
     it agrees with ``objective``/``constraints`` to rounding (``pow`` where NumPy calls it).
@@ -115,11 +132,14 @@ class Problem:
 
     Raises:
         ValueError: the bounds do not match ``dim`` (field ``problem.lower``/``problem.upper``),
-            or ``lower > upper`` somewhere, or ``dim < 1``.
+            or ``lower > upper`` somewhere, or ``dim < 1``, or ``n_eq`` is not an integer in
+            ``[0, n_constraints]``.
     """
 
     name: str = "problem"
     n_constraints: int = 0
+    n_eq: int = 0
+    eq_tol: float = 1e-4
     genome: str = "real"
     cuda_objective: str | None = None
     cuda_row: str | None = None
@@ -142,6 +162,7 @@ class Problem:
                 f"problem.constraint_scale has {scale.size} entries: must have n_constraints={m}"
             )
         self.constraint_scale = scale
+        check_n_eq(self)
 
     # -- to override ---------------------------------------------------------------------------
     def objective(self, X):
@@ -170,11 +191,12 @@ class Problem:
         return self.objective(X), self.constraints(X)
 
     def describe(self) -> dict:
-        """Plain-data description for logs: name, dim, m, bounds, f*."""
+        """Plain-data description for logs: name, dim, m, n_eq, bounds, f*."""
         return {
             "name": self.name,
             "dim": self.dim,
             "n_constraints": self.n_constraints,
+            "n_eq": self.n_eq,
             "lower": self.lower.tolist(),
             "upper": self.upper.tolist(),
             "f_star": self.f_star,
@@ -270,6 +292,39 @@ def probe_evaluation(problem) -> None:
         pass
 
 
+def check_n_eq(problem) -> int:
+    """``problem.n_eq`` (0 where the problem does not declare it), checked against
+    ``problem.n_constraints``.
+
+    Raises:
+        ValueError: ``MyProblem.n_eq=3: allowed values are integers 0..n_constraints=2``.
+    """
+    n_eq, m = getattr(problem, "n_eq", 0), int(problem.n_constraints)
+    ok = isinstance(n_eq, (int, np.integer)) and not isinstance(n_eq, (bool, np.bool_)) and 0 <= n_eq <= m
+    if not ok:
+        raise ValueError(f"{type(problem).__name__}.n_eq={n_eq!r}: allowed values are integers "
+                         f"0..n_constraints={m} (the last n_eq constraints are equalities h = 0)")
+    return int(n_eq)
+
+
+def positive_int(field: str, value) -> int:
+    """``int(value)`` where ``value`` is an integer >= 1 (an ``int``, or a float with an integral
+    value such as ``4.0``), for the integer fields of problems (``problem.dim``, ``problem.y_dim``,
+    ``problem.n_bits``, ``problem.k``, ...).
+
+    Args:
+        field: the field without its ``problem.`` prefix, e.g. ``"dim"``.
+
+    Raises:
+        ValueError: one line, e.g. ``problem.dim=2.5: allowed values are integers >= 1`` (also for a
+            bool, a string, NaN or infinity).
+    """
+    ok = isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not (ok and math.isfinite(float(value)) and float(value) >= 1 and float(value).is_integer()):
+        raise ValueError(f"problem.{field}={value!r}: allowed values are integers >= 1")
+    return int(value)
+
+
 def box(prefix: str, dim, lower, upper) -> tuple[int, np.ndarray, np.ndarray]:
     """A validated closed box: ``(dim, lower (dim,), upper (dim,))`` float64, each bound a
     number or one per variable.
@@ -279,12 +334,11 @@ def box(prefix: str, dim, lower, upper) -> tuple[int, np.ndarray, np.ndarray]:
             (a min-max problem's y box: ``problem.y_dim``, ``problem.y_lower``, ...).
 
     Raises:
-        ValueError: ``dim < 1``, a bound of the wrong length or not finite, or ``lower > upper``
-            somewhere (one line naming the field and the variables).
+        ValueError: ``dim`` not an integer >= 1 (:func:`positive_int`), a bound that is not a
+            number, not finite or of the wrong length, or ``lower > upper`` somewhere (one line
+            naming the field as the user types it and the allowed values).
     """
-    dim = int(dim)
-    if dim < 1:
-        raise ValueError(f"problem.{prefix}dim={dim}: must be an integer >= 1")
+    dim = positive_int(f"{prefix}dim", dim)
     lo = _bound_vector(f"{prefix}lower", lower, dim, f"{prefix}dim")
     hi = _bound_vector(f"{prefix}upper", upper, dim, f"{prefix}dim")
     bad = np.nonzero(lo > hi)[0]
@@ -295,7 +349,18 @@ def box(prefix: str, dim, lower, upper) -> tuple[int, np.ndarray, np.ndarray]:
 
 
 def _bound_vector(field: str, value, dim: int, dim_field: str = "dim") -> np.ndarray:
-    arr = np.asarray(value, dtype=np.float64)
+    """``value`` (a number or ``dim`` numbers) as a finite float64 array ``(dim,)``; a one-line
+    ``ValueError`` naming ``problem.<field>`` otherwise (a string such as ``abc``, NaN, infinity)."""
+    shown = value.tolist() if isinstance(value, np.ndarray) else value
+    allowed = "allowed values are finite numbers (one number, or one per variable)"
+    try:
+        if isinstance(value, (bool, np.bool_, str, bytes)):
+            raise TypeError(value)
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"problem.{field}={shown!r}: {allowed}") from None
+    if arr.dtype == object or not np.all(np.isfinite(arr)):
+        raise ValueError(f"problem.{field}={shown!r}: {allowed}")
     if arr.ndim == 0:
         return np.full(dim, float(arr))
     arr = arr.reshape(-1)
@@ -304,8 +369,6 @@ def _bound_vector(field: str, value, dim: int, dim_field: str = "dim") -> np.nda
             f"problem.{field} has {arr.size} entries but problem.{dim_field}={dim}: "
             f"give one bound per variable or a single number"
         )
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"problem.{field} must be finite numbers")
     return arr
 
 

@@ -24,7 +24,7 @@ import math
 import numpy as np
 from array_api_compat import array_namespace
 
-from isles.problems.base import Problem
+from isles.problems.base import Problem, positive_int
 
 __all__ = ["OneMax", "Trap", "Knapsack", "KNAPSACK_KINDS", "knapsack_optimum"]
 
@@ -38,15 +38,6 @@ _ACC1 = r"""#define OBJ_NACC 1
 ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; }
 ISLES_DEV void obj_merge(T* acc, const T* other) { acc[0] += other[0]; }
 """
-
-
-def _positive_int(field: str, value) -> int:
-    """``int(value)`` if it is an integer >= 1, else a one-line ``ValueError`` naming ``field``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float, np.floating)):
-        raise ValueError(f"problem.{field}={value!r}: allowed values are integers >= 1")
-    if not (float(value) >= 1 and float(value) == math.floor(float(value))):
-        raise ValueError(f"problem.{field}={value!r}: allowed values are integers >= 1")
-    return int(value)
 
 
 class BitProblem(Problem):
@@ -64,7 +55,7 @@ class BitProblem(Problem):
     genome = "bits"
 
     def __init__(self, n_bits: int, f_star=None, constraint_scale=None, field: str = "n_bits"):
-        n = _positive_int(field, n_bits)
+        n = positive_int(field, n_bits)
         self.n_bits = n
         super().__init__(n, 0.0, 1.0, f_star=f_star, constraint_scale=constraint_scale)
 
@@ -136,10 +127,10 @@ class Trap(BitProblem):
     name = "trap5"
 
     def __init__(self, n_bits: int = 100, k: int = 5):
-        kk = _positive_int("k", k)
+        kk = positive_int("k", k)
         if not 2 <= kk <= 32:
             raise ValueError(f"problem.k={k!r}: allowed values are integers in [2, 32]")
-        n = _positive_int("n_bits", n_bits)
+        n = positive_int("n_bits", n_bits)
         if n % kk:
             raise ValueError(f"problem.n_bits={n_bits!r}: allowed values are multiples of problem.k={kk}")
         self.k = kk
@@ -190,8 +181,8 @@ def knapsack_instance(n_items: int, kind: str = "uncorrelated", seed: int = 0, R
         ValueError: unknown ``kind`` (the message lists :data:`KNAPSACK_KINDS`), ``n_items`` or
             ``R`` not an integer >= 1.
     """
-    n = _positive_int("n_items", n_items)
-    R = _positive_int("R", R)
+    n = positive_int("n_items", n_items)
+    R = positive_int("R", R)
     if kind not in KNAPSACK_KINDS:
         raise ValueError(f"problem.kind={kind!r}: allowed values are {'|'.join(KNAPSACK_KINDS)}")
     rng = np.random.default_rng(seed)

@@ -25,8 +25,11 @@ __all__ = ["G01", "G07", "G09", "G10"]
 
 def _columns(xp, cols):
     """``g (..., m)`` from ``m`` arrays of shape ``(...)``, written column by column into one
-    allocation (``xp.stack`` of many arrays makes CuPy copy a pointer table from the host, which
-    a CUDA-graph capture does not allow)."""
+    allocation: one copy kernel per column, captured in a CUDA graph for any ``m``. CuPy's
+    ``xp.stack`` does the same for up to 8 arrays (the README's example stacks 4), but joins more
+    than 8 small arrays with one kernel that reads a table of their addresses copied from the host
+    (``_concatenate_single_kernel``), which a capture must not contain (docs/user_problems.md;
+    ``tests/test_user_problem_gpu.py`` checks both cases on a GPU)."""
     out = xp.empty(cols[0].shape + (len(cols),), dtype=cols[0].dtype)
     for i, c in enumerate(cols):
         out[..., i] = c

@@ -29,16 +29,49 @@ from array_api_compat import array_namespace
 from isles.problems.base import first_evaluation
 
 HANDLINGS = ("feasibility", "penalty", "augmented_lagrangian")
+#: the largest normalised violation that the float64 report counts as feasible
+FEASIBLE_TOL = 1e-6
+#: the default tolerance of an equality constraint ``|h| <= eq_tol`` (``constraints.eq_tol``; CEC 2006/2010)
+EQ_TOL = 1e-4
 
 
-def total_violation(g, scale=None):
-    """Total normalised violation ``v = sum_i max(0, g_i/scale_i)`` of shape ``g.shape[:-1]``.
+def as_inequalities(g, n_eq: int = 0, eq_tol: float = EQ_TOL):
+    """Constraint values ``g (..., m)`` as inequalities ``<= 0``: the last ``n_eq`` columns are
+    equalities ``h = 0`` and become ``|h| - eq_tol`` (the CEC 2006/2010 convention), the others
+    are returned as they are. The one place where an equality is turned into an inequality: the
+    violation (:func:`total_violation`), the float64 report (:func:`feasibility_report`) and the
+    augmented Lagrangian (:class:`isles.problems.minmax.AugmentedLagrangian`, also its CUDA terms)
+    all go through it or its CUDA twin. No host synchronisation (a copy and a slice assignment on
+    CuPy); ``g`` itself is returned when ``n_eq == 0``.
+    """
+    n_eq = int(n_eq)
+    if n_eq == 0 or g.shape[-1] == 0:
+        return g
+    xp = array_namespace(g)
+    m = g.shape[-1]
+    out = xp.asarray(g, copy=True)
+    out[..., m - n_eq:] = xp.abs(g[..., m - n_eq:]) - eq_tol
+    return out
+
+
+def equalities(problem) -> tuple[int, float]:
+    """``(n_eq, eq_tol)`` of ``problem``: its number of equality constraints (the last ``n_eq``
+    of its ``n_constraints``; 0 for a problem that declares none) and their tolerance
+    (``constraints.eq_tol``, :data:`EQ_TOL` by default)."""
+    return int(getattr(problem, "n_eq", 0) or 0), float(getattr(problem, "eq_tol", EQ_TOL))
+
+
+def total_violation(g, scale=None, n_eq: int = 0, eq_tol: float = EQ_TOL):
+    """Total normalised violation ``v = sum_i max(0, g_i/scale_i)`` of shape ``g.shape[:-1]``,
+    where the last ``n_eq`` columns are equalities and count as ``g_i = |h_i| - eq_tol``
+    (:func:`as_inequalities`).
 
     NaN constraint values give ``v = inf``. With no constraints (``m = 0``) ``v = 0``.
     """
     xp = array_namespace(g)
     if g.shape[-1] == 0:
         return xp.zeros(g.shape[:-1], dtype=g.dtype)
+    g = as_inequalities(g, n_eq, eq_tol)
     if scale is not None:
         g = g / xp.asarray(scale, dtype=g.dtype)
     v = xp.maximum(g, 0).sum(axis=-1)
@@ -136,34 +169,45 @@ class Evaluator:
             self._checked = True
         f = xp.asarray(f, dtype=dtype)
         g = xp.asarray(g, dtype=dtype)
-        v = total_violation(g, self._scale(xp, g.dtype) if g.shape[-1] else None)
+        n_eq, eq_tol = equalities(self.problem)
+        v = total_violation(g, self._scale(xp, g.dtype) if g.shape[-1] else None, n_eq, eq_tol)
         nan = xp.isnan(f) | xp.isinf(v)
         f = xp.where(xp.isnan(f), xp.inf, f)
         if self.handling == "penalty":
             f = f + self.penalty * v
             v = xp.zeros_like(v)
-        return f, v, nan.sum()
+        # an int64 count, not a bool sum: the same number, and on CuPy a reduction it ships
+        # compiled (CuPy jit-compiles a bool sum, 3 s per shape on a fresh machine)
+        return f, v, nan.astype(xp.int64).sum()
 
 
-def feasibility_report(problem, x, tol: float = 1e-6) -> dict:
+def feasibility_report(problem, x, tol: float = FEASIBLE_TOL) -> dict:
     """Float64 host check of one solution ``x (D,)`` (``shared/problems.md`` section 0).
 
-    Returns a dict with ``f``, ``g`` (list), ``max_normalised_violation`` (``max(0, g_i/scale_i)``
-    over ``i``: 0 where every constraint holds, NaN where a ``g_i`` is NaN), ``in_bounds`` and
-    ``feasible`` (every ``g_i/scale_i <= tol``, inside the box, and a finite ``f``).
+    Returns a dict with ``f``, ``g`` (list: the raw constraint values, equalities as ``h``),
+    ``g_type`` (per constraint ``"inequality"`` for ``g <= 0`` or ``"equality"`` for ``h = 0``),
+    ``eq_tol`` (only where the problem has equalities), ``max_normalised_violation``
+    (``max(0, g_i/scale_i)`` over ``i``, an equality counting as ``g_i = |h_i| - eq_tol``
+    (:func:`as_inequalities`): 0 where every constraint holds, NaN where a ``g_i`` is NaN),
+    ``in_bounds`` and ``feasible`` (every ``g_i/scale_i <= tol``, inside the box, and a finite ``f``).
     """
     x = np.asarray(x, dtype=np.float64).reshape(1, -1)
     f, g = problem.evaluate(x)
     f = float(np.asarray(f).reshape(-1)[0])
     g = np.asarray(g, dtype=np.float64).reshape(-1)
-    gn = g / problem.constraint_scale if g.size else g
+    n_eq, eq_tol = equalities(problem)
+    gn = as_inequalities(g, n_eq, eq_tol) / problem.constraint_scale if g.size else g
     max_v = float(np.maximum(gn.max(), 0.0)) if g.size else 0.0  # a violation: 0 where every g <= 0, NaN stays
     in_bounds = bool(np.all(x[0] >= problem.lower) and np.all(x[0] <= problem.upper))
-    return {
+    rep = {
         "x": x[0].tolist(),
         "f": f,
         "g": g.tolist(),
+        "g_type": ["inequality"] * (g.size - n_eq) + ["equality"] * n_eq,
         "max_normalised_violation": max_v,
         "in_bounds": in_bounds,
         "feasible": bool(in_bounds and max_v <= tol and np.isfinite(f)),
     }
+    if n_eq:
+        rep["eq_tol"] = eq_tol
+    return rep

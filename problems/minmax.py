@@ -19,13 +19,15 @@ opponents.
 
 The **augmented Lagrangian** (:class:`AugmentedLagrangian`) turns any constrained problem
 (``f``, ``g <= 0``; a built-in one or a user's) into a min-max problem with y = the multipliers
-``mu >= 0`` (seed 000 eqs. 6-7 after Tahk & Sun 2000; the problem interface has no equality
-constraints, so eq. 6's free-sign ``lambda`` and ``r h^2`` terms do not arise)::
+``mu >= 0`` (seed 000 eqs. 6-7 after Tahk & Sun 2000). An equality ``h = 0`` (a problem's
+``n_eq``) enters as the inequality ``|h| - eq_tol <= 0``
+(:func:`isles.problems.constraints.as_inequalities`, the same as every violation), so eq. 6's
+free-sign ``lambda`` and ``r h^2`` terms do not arise::
 
     L(x, mu) = f(x) + sum_i p_i,   p_i = mu_i g_i + r g_i^2   if g_i >= -mu_i / (2r)
                                          = -mu_i^2 / (4r)     otherwise
 
-with ``g_i`` the constraint normalised by its scale (``Problem.constraint_scale``). This is the
+with ``g_i`` the constraint (as an inequality) normalised by its scale (``Problem.constraint_scale``). This is the
 standard, continuous form (Rockafellar's ``(max(0, mu + 2 r g)^2 - mu^2) / (4r)``). Seed 000's
 eq. 7 prints the switch at ``g >= +mu/(2r)``: a sign error that makes ``p`` jump by ``mu^2/r`` at
 the switch (``shared/problems.md`` section 7.1).
@@ -38,6 +40,7 @@ import numpy as np
 from array_api_compat import array_namespace
 
 from isles.problems.base import Problem, box
+from isles.problems.constraints import as_inequalities, equalities
 
 __all__ = ["MinMaxProblem", "SaddleP1", "AugmentedLagrangian", "al_penalty", "check_payoff_shape"]
 
@@ -200,8 +203,8 @@ class AugmentedLagrangian(MinMaxProblem):
     """A constrained problem as the min-max problem of its augmented Lagrangian (seed 000 eq. 6).
 
     x is the problem's variable vector (same box), y the multipliers ``mu in [0, mu_max]^m`` of
-    the ``m`` inequality constraints. ``payoff(X, MU) = f(x) + sum_i p(g_i(x)/scale_i, mu_i)``
-    (:func:`al_penalty`). ``objective``/``constraints`` are the wrapped problem's, so that
+    the ``m`` constraints (an equality as ``|h| - eq_tol <= 0``).
+    ``payoff(X, MU) = f(x) + sum_i p(g_i(x)/scale_i, mu_i)`` (:func:`al_penalty`). ``objective``/``constraints`` are the wrapped problem's, so that
     results, feasibility and Deb's rules use the real objective (``objective_known``).
 
     Args:
@@ -231,12 +234,22 @@ class AugmentedLagrangian(MinMaxProblem):
         self.base = problem
         self.name = f"{getattr(problem, 'name', type(problem).__name__)}"
         self.n_constraints = m
+        self.n_eq = equalities(problem)[0]
         self.r = float(r)
         self.multiplier_bound = float(multiplier_bound)
         self._scales: dict = {}
         super().__init__(problem.dim, problem.lower, problem.upper, m, 0.0, float(multiplier_bound),
                          f_star=getattr(problem, "f_star", None),
                          constraint_scale=getattr(problem, "constraint_scale", None))
+
+    @property
+    def eq_tol(self) -> float:
+        """The wrapped problem's equality tolerance (``constraints.eq_tol``)."""
+        return equalities(self.base)[1]
+
+    @eq_tol.setter
+    def eq_tol(self, value: float) -> None:
+        self.base.eq_tol = float(value)
 
     def objective(self, X):
         """The wrapped problem's ``f`` of shape ``X.shape[:-1]``."""
@@ -251,15 +264,27 @@ class AugmentedLagrangian(MinMaxProblem):
         return self.payoff_terms(self.x_terms(X), Y)
 
     def x_terms(self, X):
-        """``(f (..., Nx), g / scale (..., Nx, m))`` of ``X (..., Nx, D)``, in ``X``'s dtype."""
+        """``(f (..., Nx), g / scale (..., Nx, m))`` of ``X (..., Nx, D)``, in ``X``'s dtype, the
+        equalities as ``|h| - eq_tol`` (:func:`isles.problems.constraints.as_inequalities`)."""
         xp = array_namespace(X)
         f, g = self.base.evaluate(X)
         f = xp.asarray(f, dtype=X.dtype)
         key = (xp.__name__, str(X.dtype))
         if key not in self._scales:  # device copy made once (no host-to-device copy in a CUDA graph)
             self._scales[key] = xp.asarray(self.constraint_scale, dtype=X.dtype)
-        g = xp.asarray(g, dtype=X.dtype) / self._scales[key]
+        g = as_inequalities(xp.asarray(g, dtype=X.dtype), self.n_eq, self.eq_tol) / self._scales[key]
         return f, g
+
+    @staticmethod
+    def true_of_terms(terms):
+        """The Evaluator's ``(f, v)`` (:class:`isles.problems.constraints.Evaluator`) from
+        :meth:`x_terms`' ``(f, g / scale)``, without evaluating the problem again: NaN ``f`` as
+        ``+inf``, ``v = sum_i max(0, g_i / scale_i)`` (``inf`` where NaN), the same operations."""
+        from isles.problems.constraints import total_violation  # noqa: PLC0415
+
+        f, g = terms
+        xp = array_namespace(f)
+        return xp.where(xp.isnan(f), xp.inf, f), total_violation(g)
 
     @property
     def pair_cuda(self) -> str:
@@ -288,7 +313,9 @@ ISLES_DEV T pay_pair(const T* tx, const T* ty) {
         """The term contract (:attr:`MinMaxProblem.pair_terms_cuda`) from the wrapped problem's
         per-row code (``cuda_row``, :class:`isles.problems.base.Problem`): :meth:`pair_x`'s and
         :meth:`pair_y`'s terms (scales and ``r`` baked in) and the true ``(f, v)``; ``None`` when
-        the wrapped problem has no ``cuda_row`` (a user's problem: the CDE runs its graph path)."""
+        the wrapped problem has no ``cuda_row`` (a user's problem: the CDE runs its graph path).
+        The last ``n_eq`` values of ``row_constraint`` are equalities ``h``, turned into
+        ``|h| - eq_tol`` here (``AL_NEQ``, ``AL_EQ_TOL`` baked in), as :meth:`x_terms` does."""
         row = getattr(self.base, "cuda_row", None)
         if row is None:
             return None
@@ -297,13 +324,17 @@ ISLES_DEV T pay_pair(const T* tx, const T* ty) {
 #if ROW_M != AL_M
 #error "cuda_row: ROW_M differs from n_constraints"
 #endif
+#define AL_NEQ {self.n_eq}
+#define AL_EQ_TOL ((T){self.eq_tol!r})
 #define PAY_TX_PARTS (1 + AL_M)
 ISLES_DEV void pay_terms_x_part(const T* x, T* tx, int part) {{
     const T sc[AL_M] = {{{scales}}};
     if (part == 0) {{
         tx[0] = row_objective(x);
     }} else {{
-        const T g = div_rn(row_constraint(x, part - 1), sc[part - 1]);
+        T raw = row_constraint(x, part - 1);
+        if (part - 1 >= AL_M - AL_NEQ) raw = sub_rn(t_abs(raw), AL_EQ_TOL);  /* an equality: |h| - eq_tol */
+        const T g = div_rn(raw, sc[part - 1]);
         tx[part] = g;
         tx[AL_M + part] = mul_rn(AL_R, g);
     }}

@@ -1,5 +1,6 @@
 """Put the repository root on ``sys.path`` so tests import ``problems``/``algorithms`` uninstalled,
 and keep CPU tests from picking a GPU by chance (issue 16 §3)."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,11 @@ def _argv(args) -> list[str]:
 
 
 def _runs_isles(args: list[str]) -> bool:
-    """Whether a command line starts an isles run (``run.py``, ``-m isles`` or the ``isles`` command)."""
+    """Whether a command line starts an isles run (``run.py``, ``-m isles`` or the ``isles`` command;
+    not ``isles show PATH``, which prints a saved result)."""
     names = [Path(a).name for a in args]
+    if "show" in args[1:4]:
+        return False
     return "run.py" in names or "isles" in names[:1] or any(a == "-m" and b == "isles" for a, b in zip(args, args[1:]))
 
 
@@ -55,6 +59,19 @@ def cpu_tests_name_their_device(request, monkeypatch):
 
     monkeypatch.setattr(Coordinator, "__init__", coordinator)
     monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+
+
+def pytest_sessionstart(session):
+    """GPU test runs (``-m gpu``) compile the CUDA kernels the GPU tests use in worker processes
+    at once (kernel list ``tests-gpu``, :mod:`isles.algorithms.core.precompile`), so that a fresh
+    machine's empty kernel cache costs seconds, not minutes; ``ISLES_RECORD_KERNELS_TESTS=PATH``
+    records that list instead (``benchmarks/record_kernels.py --tests``)."""
+    from isles.algorithms.core import precompile  # noqa: PLC0415
+
+    if os.environ.get("ISLES_RECORD_KERNELS_TESTS"):
+        precompile.record_to(os.environ["ISLES_RECORD_KERNELS_TESTS"])
+    elif "gpu" in (session.config.option.markexpr or "").replace("not gpu", ""):
+        precompile.start("tests-gpu")
 
 
 @pytest.fixture(scope="module")

@@ -127,7 +127,7 @@ def test_cycle_fitness_semantics(strategy):
     np.testing.assert_array_equal(s0["f"], L0.max(-1))     # x minimises max over P2
     np.testing.assert_array_equal(s0["fy"], -L0.min(-2))   # y maximises min over P1 (stored negated)
     # the x phase leaves Y frozen and never worsens an x against it
-    s1 = algo._evolve(ctx, algo.refresh(ctx, s0, "x"), "x", 0, 3)
+    s1, _ = algo._evolve(ctx, algo.refresh(ctx, s0, "x")[0], "x", 0, 3)
     np.testing.assert_array_equal(s1["Y"], s0["Y"])
     assert np.all(s1["f"] <= s0["f"])
     np.testing.assert_array_equal(s1["f"], p.payoff(s1["X"], s1["Y"]).max(-1))
@@ -135,7 +135,8 @@ def test_cycle_fitness_semantics(strategy):
     s = algo.step(ctx, s0)
     L = p.payoff(s["X"], s["Y"])
     np.testing.assert_array_equal(s["fy"], -L.min(-2))
-    assert s["generation"] == 1 and s["evals"] == s0["evals"] + 2 * 8 * 6 + 3 * 8 * 6 + 2 * 6 * 8
+    assert s["generation"] == 1 and s["evals"] == s0["evals"] + 8 * (1 + 3)  # x rows: the refresh, 3 x generations
+    assert s["pair_evals"] == s0["pair_evals"] + 2 * 8 * 6 + 3 * 8 * 6 + 2 * 6 * 8  # pair payoffs
     assert np.all(s["Y"] >= 0) and np.all(s["Y"] <= 10.0)
     assert np.all(s["X"] >= p.lower) and np.all(s["X"] <= p.upper)
 
@@ -146,8 +147,8 @@ def test_x_generation_is_des_generation():
     p = AugmentedLagrangian(G07(), r=1e3, multiplier_bound=10.0)
     ctx = ctx_of(p, 2, seed=4)
     algo = CDE(pop_size=7, gens_x=1, gens_y=1, strategy="best/1", F=0.6, CR=0.8)
-    s0 = algo.refresh(ctx, algo.init(ctx), "x")
-    s1 = algo._evolve(ctx, s0, "x", 0, 1)
+    s0, _ = algo.refresh(ctx, algo.init(ctx), "x")
+    s1, _ = algo._evolve(ctx, s0, "x", 0, 1)
     g = 1 + s0["generation"]  # counter of DE generation k = 0 of cycle 0
     X = s0["X"]
     r = sample_indices(ctx.rng, g, 7, 2)
@@ -324,5 +325,5 @@ def test_minmax_y_box_is_checked_like_the_x_box():
         MinMaxProblem(2, -1.0, 1.0, 2, [0.0, 1.0], [1.0, 0.0])
     with pytest.raises(ValueError, match=r"problem.y_lower has 3 entries but problem.y_dim=2"):
         MinMaxProblem(2, -1.0, 1.0, 2, [0.0, 0.0, 0.0], 1.0)
-    with pytest.raises(ValueError, match=r"problem.y_dim=0: must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"problem.y_dim=0: allowed values are integers >= 1"):
         MinMaxProblem(2, -1.0, 1.0, 0, 0.0, 1.0)

@@ -49,7 +49,7 @@ def test_host_epoch_equals_numpy_cycles(pid, crossover):
         np.testing.assert_array_equal(st[k], ref[k], err_msg=k)
     for k in ("f", "fy", "bf", "bv"):
         np.testing.assert_allclose(st[k], ref[k], rtol=1e-11, atol=1e-12, err_msg=k)
-    assert (st["generation"], st["evals"]) == (ref["generation"], ref["evals"])
+    assert (st["generation"], st["evals"], st["pair_evals"]) == (ref["generation"], ref["evals"], ref["pair_evals"])
     assert int(st["nan_evals"]) == int(ref["nan_evals"])
 
 

@@ -131,3 +131,20 @@ def test_cde_runs_as_typed():
                 "ray.num_cpus=1", "device=cpu")
     assert p.returncode == 0, p.stderr[-3000:]
     assert "g07" in p.stdout and "f* = 24.30620907" in p.stdout
+
+
+def test_a_missing_user_module_is_one_line(tmp_path):
+    # issue 25: Hydra's own 3-line "[ERROR] ... Are you sure that module ... is installed?" came first
+    # (Hydra's log, on stdout); the same in a sweep's check of every job before the first starts
+    p = run_cli("problem._target_=nosuchmodule.P", "logger=none", "device=cpu")
+    assert p.returncode == 2
+    assert p.stdout == ""  # Hydra's log lines go to stdout
+    assert p.stderr.splitlines() == [
+        "isles: error: problem._target_='nosuchmodule.P': no module named 'nosuchmodule': run isles from the folder "
+        "that holds nosuchmodule.py (or its package folder), or add that folder to PYTHONPATH"]
+    p = subprocess.run([sys.executable, "run.py", "-m", "problem._target_=nosuchmodule.P", "logger=none", "device=cpu",
+                        "seed=0,1", f"hydra.sweep.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=180)
+    assert p.returncode == 2 and p.stdout == ""
+    (line,) = p.stderr.splitlines()
+    assert line.startswith("isles: error: job 0 (seed=0): problem._target_='nosuchmodule.P': no module named")

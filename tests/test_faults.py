@@ -121,7 +121,7 @@ def test_sigterm_checkpoints_and_the_resume_gives_the_uninterrupted_result(tmp_p
     out_res, err_res = resume.communicate(timeout=300)
     assert resume.returncode == 0, err_res[-2000:]
     (line_res,) = [ln for ln in out_res.splitlines() if ln.startswith("isles: best f=")]
-    strip = lambda ln: re.sub(r" (wall|mlflow_run)=\S+", "", ln)  # noqa: E731
+    strip = lambda ln: re.sub(r" (wall|solution|mlflow_run)=\S+", "", ln)  # noqa: E731
     assert strip(line_res) == strip(line_full)  # the same best f, x and evaluations
     assert f"mlflow_run={killed.info.run_id}" in line_res  # resumed into the same MLflow run
     assert client.get_run(killed.info.run_id).info.status == "FINISHED"
@@ -224,3 +224,51 @@ def test_async_interrupt_checkpoints_and_resumes(ray_local, tmp_path, monkeypatc
     assert saved["mode"] == "async" and 0 < sum(saved["async"]["gens"]) < 240 and saved["published_epoch"] == 7
     resumed = coordinator(*ASYNC, f"checkpoint.resume={path}").run()
     assert (resumed.generations, resumed.evaluations) == (120, reference.evaluations)
+
+
+def test_sigterm_to_the_whole_process_group_stops_cleanly_and_resumes(tmp_path):
+    """``timeout``, Slurm's ``scancel`` and ``kill -- -PGID`` signal every process of the run's
+    process group. The local Ray runs in a session of its own (app/local_ray.py), so the signal
+    reaches the driver only: it exits 130 within seconds with a checkpoint, the resume line and
+    its MLflow run KILLED (before: Ray's processes died first, the driver waited 60 s for the GCS
+    and exited 1, MLflow FAILED, nothing saved). The resume goes on to the run's end."""
+    import re
+    import shlex
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    store = f"sqlite:///{tmp_path}/mlflow.db"
+    args = [*[a for a in DE if a not in ("logger=none", "progress=false", "+problem.delay_s=0.004")],
+            "+problem.delay_s=0.01", "generations=200", "islands.n_actors=2", "ray.num_cpus=2",
+            f"logger.tracking_uri={store}", f"hydra.run.dir={tmp_path}/out"]
+    run = _cli(args, tmp_path, start_new_session=True)  # its own group: the test's group is not signalled
+    try:
+        lines = (ln for ln in run.stdout if ln.startswith("generation "))
+        for _ in zip(range(2), lines):  # two progress lines: the actors are evolving, a snapshot is kept
+            pass
+        os.killpg(run.pid, signal.SIGTERM)
+        t0 = time.monotonic()
+        _, err = run.communicate(timeout=60)
+        stop_s = time.monotonic() - t0
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 130, err[-2000:]
+    assert stop_s < 15, f"stopped {stop_s:.1f} s after the signal"
+    assert "Failed to connect to GCS" not in err
+    path = tmp_path / "out" / "checkpoint.pkl"
+    saved = checkpoint.load(path)
+    assert saved["done_gens"] < 200  # the last snapshot (the span schedules when it is taken)
+    client = MlflowClient(tracking_uri=store)
+    (killed,) = client.search_runs([client.get_experiment_by_name("de-islands").experiment_id])
+    assert killed.info.status == "KILLED"
+    cmd = re.search(r"resume with:\n  (python run.py .*)", err).group(1)
+    assert f"checkpoint.resume={path}" in cmd
+    resume = _cli(shlex.split(cmd)[2:], tmp_path)
+    _, err_res = resume.communicate(timeout=300)
+    assert resume.returncode == 0, err_res[-2000:]
+    finished = client.get_run(killed.info.run_id)
+    assert finished.info.status == "FINISHED"
+    steps = [m.step for m in client.get_metric_history(killed.info.run_id, "best_f")]
+    assert steps == sorted(set(steps)) and steps[-1] == 200  # every epoch once, to the end

@@ -1,7 +1,8 @@
-"""Tests of the built-in problems against ``shared/reference/problems.json`` and ``problems.md``.
+"""Tests of the built-in problems against the reference data ``tests/data/problems.json``.
 
-The reference file is looked up at ``<repo>/shared/reference`` or ``<repo>/../shared/reference``
-(CI clones the repository with ``shared/`` beside it).
+The file is a copy of the project's verified reference (``shared/reference/problems.json`` of the
+steering repository, made by its ``tools/verify_problems.py`` from ``shared/problems.md``; see
+``tests/data/README.md``), kept in the repository so that a fresh clone runs these tests.
 """
 from __future__ import annotations
 
@@ -26,13 +27,13 @@ SCALABLE = {"sphere", "rastrigin", "ackley", "griewank", "rosenbrock", "schwefel
 DEFAULT_SETTING_DIFFERS = {"rosenbrock"}
 
 
+REFERENCE = ROOT / "tests" / "data" / "problems.json"
+
+
 def _reference() -> dict:
-    for base in (ROOT / "shared", ROOT.parent / "shared"):
-        path = base / "reference" / "problems.json"
-        if path.is_file():
-            data = json.loads(path.read_text())
-            return {p["id"]: p for p in data["problems"]}
-    pytest.skip("shared/reference/problems.json not found beside or inside the repository")
+    """The reference problems by id (``tests/data/problems.json``)."""
+    data = json.loads(REFERENCE.read_text())
+    return {p["id"]: p for p in data["problems"]}
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ warning at every start."""
 from __future__ import annotations
 
 import io
+import ipaddress
 import json
 import logging
 import os
@@ -26,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # reports where the dashboard listens, what its job API answers without and with the token, and
 # whether the dashboard's port answers on this machine's non-loopback address.
 PROBE = r"""
-import json, socket, sys, urllib.error, urllib.request
-import ray
+import json, os, socket, sys, urllib.error, urllib.request
+import psutil, ray
 from isles.app.job import init_ray
 
 init_ray({"num_cpus": 1, "include_dashboard": True})
@@ -44,23 +45,48 @@ try:
 
     token = open(sys.argv[1]).read().strip()
     node_ip = ray.util.get_node_ip_address()
-    try:
-        socket.create_connection((node_ip, port), 10).close()
-        outside = "answers"
-    except OSError:
-        outside = "refused"
-    print(json.dumps({"url": url, "node_ip": node_ip, "outside": outside,
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:  # this machine's address towards the network (a UDP "connect" sends nothing)
+        udp.connect(("192.0.2.1", 9))
+        outside_ip = udp.getsockname()[0]
+    except OSError:  # no route: loopback only
+        outside_ip = "127.0.0.1"
+    finally:
+        udp.close()
+    gcs_port = int(ray.get_runtime_context().gcs_address.rsplit(":", 1)[1])
+    answers = []
+    for p in (port, gcs_port):
+        try:
+            socket.create_connection((outside_ip, p), 10).close()
+            answers.append(p)
+        except OSError:
+            pass
+    outside = "answers" if answers else "refused"
+    worker = ray.get(ray.remote(lambda: os.getpid()).remote())  # a worker process too
+    ray_pids = {os.getpid()} | {c.pid for c in psutil.Process().children(recursive=True)}
+    listening = sorted({(psutil.Process(c.pid).name(), c.laddr.ip) for c in psutil.net_connections(kind="inet")
+                        if c.status == psutil.CONN_LISTEN and c.pid in ray_pids})
+    print(json.dumps({"url": url, "node_ip": node_ip, "outside_ip": outside_ip, "outside": outside,
+                      "worker_found": worker in ray_pids, "listening": listening,
                       "without_token": status({}), "with_token": status({"Authorization": f"Bearer {token}"})}))
 finally:
     ray.shutdown()
 """
 
 
+def _loopback(ip: str) -> bool:
+    """Whether ``ip`` is a loopback address (an IPv4-mapped one, ``::ffff:127.0.0.1``, too)."""
+    addr = ipaddress.ip_address(ip)
+    return addr.is_loopback or bool(getattr(addr, "ipv4_mapped", None) and addr.ipv4_mapped.is_loopback)
+
+
 @pytest.mark.slow  # starts Ray with its dashboard
 def test_local_ray_is_its_own_on_loopback_with_token_auth_and_one_notice_line(tmp_path):
     """A local run's Ray (RAY_AUTH_MODE unset, a fresh home), on a machine where ``ray start`` left
     a cluster's address behind (Ray's ``ray_current_cluster`` file, here naming nothing): the run
-    starts a Ray of its own instead of joining it; the dashboard listens on 127.0.0.1 only; its job
+    starts a Ray of its own instead of joining it; every socket that the driver and its Ray's
+    processes listen on (GCS, raylet, agents, workers, dashboard) is on loopback, and neither the
+    dashboard nor the GCS answers on the machine's reachable address; the dashboard's job
     API refuses a request without the token (401) and accepts one with it; stderr has isles' one
     line naming the token's file instead of Ray's warning; the token file is readable by its owner
     only."""
@@ -78,8 +104,14 @@ def test_local_ray_is_its_own_on_loopback_with_token_auth_and_one_notice_line(tm
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["url"].startswith("127.0.0.1:")
+    # every listening socket of the driver and the Ray processes it started (GCS, raylet, agents, a
+    # worker) is on loopback: none on 0.0.0.0, ::, or the machine's reachable address
+    names = {name for name, _ in out["listening"]}
+    assert out["worker_found"] and {"gcs_server", "raylet"} <= names, out["listening"]
+    assert all(_loopback(ip) for _, ip in out["listening"]), out["listening"]
     assert out["without_token"] == 401 and out["with_token"] == 200
-    if out["node_ip"] != "127.0.0.1":
+    assert out["node_ip"] == "127.0.0.1"  # the node's address, which Ray hands to its processes
+    if out["outside_ip"] != "127.0.0.1":  # neither the dashboard nor the GCS answers from outside
         assert out["outside"] == "refused"
     assert ENABLED_WARNING not in p.stderr
     notices = [ln for ln in p.stderr.splitlines() if "token authentication" in ln.lower()]

@@ -117,3 +117,103 @@ def test_ray_launcher_runs_a_sweep_on_a_multi_node_cluster(ray_cluster, tmp_path
     # the same islands give the same result however they are grouped (counter-based random numbers)
     alone, _ = run_job(make_cfg(*TINY, "islands.n_actors=1", "quiet=true"), use_ray=False)
     assert [f for _, f in jobs] == pytest.approx([alone.best_f] * 2, rel=1e-9)
+
+
+#: a user's problem that raises in its objective when ``fail`` is true (written into a test's tmp_path)
+MAYBE_FAILS = '''
+from isles.problems.base import Problem
+
+
+class MaybeFails(Problem):
+    """Sphere whose objective raises when ``fail`` is true (or a number >= ``threshold``)."""
+
+    name = "maybe_fails"
+
+    def __init__(self, dim=2, fail=False, threshold=0.5):
+        super().__init__(dim, -1.0, 1.0)
+        self.fail = float(fail) >= threshold
+
+    def objective(self, X):
+        if self.fail:
+            raise RuntimeError("asked to fail")
+        return (X ** 2).sum(axis=-1)
+'''
+#: a sweep job small enough for seconds: one island, three generations, in the driver's process
+MINI = ["problem._target_=maybe_fails.MaybeFails", "generations=3", "islands.n=1", "progress=false", "device=cpu"]
+
+
+def run_user_sweep(tmp_path: Path, *overrides: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python run.py -m OVERRIDES`` with :data:`MAYBE_FAILS` importable (``maybe_fails.py`` in
+    ``tmp_path``, on ``PYTHONPATH``), the sweep's folders in ``tmp_path/sweep``."""
+    (tmp_path / "maybe_fails.py").write_text(MAYBE_FAILS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.run([sys.executable, "run.py", "-m", *overrides, f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_a_failed_job_does_not_stop_the_sweep(tmp_path):
+    # issue 25: job 1 raised SystemExit, which Hydra's launcher does not catch: job 2 never ran
+    p = run_user_sweep(tmp_path, *MINI, "logger=none", "++problem.fail=false,true,false")
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert len(RESULT.findall(p.stdout)) == 2, p.stdout  # jobs 0 and 2 ran to their result
+    assert (tmp_path / "sweep" / "2" / ".hydra" / "config.yaml").is_file()
+    assert job_config(tmp_path / "sweep", 2).problem.fail is False
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("isles:")]
+    assert errors[0].startswith("isles: error: job 1: RuntimeError: asked to fail at ")  # when it failed
+    assert errors[1:] == [  # at the end: one line per failed job
+        "isles: error: 1 of 3 jobs of the sweep failed:",
+        f"isles: job 1 (++problem.fail=True) failed: {errors[0].removeprefix('isles: error: job 1: ')}"]
+    assert "maybe_fails.py:" in errors[-1] and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow  # three MLflow runs and their parent
+def test_failed_sweep_jobs_are_failed_in_mlflow(tmp_path):
+    from mlflow.tracking import MlflowClient  # noqa: PLC0415
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    p = run_user_sweep(tmp_path, *MINI, f"logger.tracking_uri={store}", "logger.experiment_name=fails",
+                       "++problem.fail=true,false,true")
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert [ln.split(" failed:")[0] for ln in p.stderr.splitlines() if ln.startswith("isles: job ")] == [
+        "isles: job 0 (++problem.fail=True)", "isles: job 2 (++problem.fail=True)"]
+    client = MlflowClient(tracking_uri=store)
+    runs = client.search_runs([client.get_experiment_by_name("fails").experiment_id])
+    jobs = {r.data.tags["sweep_job"]: r.info.status for r in runs if "sweep_job" in r.data.tags}
+    assert jobs == {"0": "FAILED", "1": "FINISHED", "2": "FAILED"}
+    (parent,) = [r for r in runs if r.data.tags.get("sweep_parent") == "true"]
+    assert parent.info.status == "FAILED"  # a sweep with failed jobs
+
+
+def test_a_bad_value_stops_the_sweep_before_its_first_job(tmp_path):
+    # issue 25: job 0 ran, then job 1 failed on algorithm.F=5
+    p = run_sweep("+experiment=de_islands", "logger=none", "generations=3", "device=cpu", "algorithm.F=0.5,5,0.6",
+                  f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=120)
+    assert p.returncode == 2, p.stderr[-3000:]
+    assert p.stderr.strip().splitlines() == [
+        "isles: error: job 1 (algorithm.F=5): algorithm.F=5: allowed values are numbers > 0 and <= 2; "
+        "no job of the sweep was started"]
+    assert not RESULT.search(p.stdout) and not (tmp_path / "sweep").exists()
+
+
+def test_a_bad_user_problem_value_stops_the_sweep_before_its_first_job(tmp_path):
+    # build_problem's check (the class's own arguments), run on every job before the first starts
+    p = run_user_sweep(tmp_path, *MINI, "logger=none", "++problem.dim=2,0")
+    assert p.returncode == 2, p.stderr[-3000:]
+    (line,) = p.stderr.strip().splitlines()
+    assert line.startswith("isles: error: job 1 (++problem.dim=0): problem.dim=0"), line
+    assert not RESULT.search(p.stdout)
+
+
+@pytest.mark.slow  # an Optuna search of whole runs
+def test_optuna_search_goes_on_after_a_failed_trial(tmp_path):
+    # with the sampler's seed 0, the trials draw problem.fail = 0.60, 0.65, 0.96, 0.53: trial 2 fails
+    p = run_user_sweep(tmp_path, *MINI, "logger=none", "hparams_search=de_optuna", "algorithm=de",
+                       "algorithm.pop_size=10", "++problem.threshold=0.9", "++problem.fail=interval(0.0,1.0)",
+                       "hydra.sweeper.n_trials=4")
+    assert p.returncode == 0, p.stderr[-3000:]
+    fails = [job_config(tmp_path / "sweep", i).problem.fail >= 0.9 for i in range(4)]
+    assert fails.count(True) == 1 and len(RESULT.findall(p.stdout)) == 3, (fails, p.stdout)
+    failed = fails.index(True)
+    assert f"isles: error: job {failed}: RuntimeError: asked to fail" in p.stderr
+    result = OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml")
+    assert result.best_params["++problem.fail"] < 0.9  # the failed trial was told to Optuna as failed

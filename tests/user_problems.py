@@ -1,5 +1,6 @@
 """Problems defined outside isles, plugged in through ``problem._target_`` in tests."""
 import numpy as np
+from array_api_compat import array_namespace
 
 from isles.problems.base import Problem, ScalableProblem
 
@@ -217,3 +218,119 @@ ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[1] > (T)0.5 ? (
     def objective(self, X):
         f = (X * X).sum(axis=-1)
         return np.where(X[..., 0] > 0.5, np.nan, f)
+
+
+class InfiniteSphere(Problem):
+    """A user's objective that is never finite (``inf`` everywhere), with ``n_constraints``
+    constraints ``x_i - bound <= 0`` (none by default): the result's label says that ``f`` is not
+    finite, and ``INFEASIBLE`` only where a constraint is violated (issue 25)."""
+
+    name = "infinite_sphere"
+
+    def __init__(self, dim=2, n_constraints=0, bound=1.0):
+        self.n_constraints = int(n_constraints)
+        self.bound = float(bound)
+        super().__init__(dim, -1.0, 1.0)
+
+    def objective(self, X):
+        return (X ** 2).sum(axis=-1) + np.inf
+
+    def constraints(self, X):
+        return X[..., : self.n_constraints] - self.bound
+
+
+class G11(Problem):
+    """A user's problem with an equality constraint: CEC 2006 g11 (Liang et al. 2006), D = 2::
+
+        min f = x1^2 + (x2 - 1)^2   s.t.   h = x1^2 - x2 = 0,   -1 <= x1, x2 <= 1
+
+    f* = 0.7499 (CEC 2006, within eq_tol = 1e-4) at x = (+-1/sqrt(2), 1/2). ``n_eq = 1``: the
+    one constraint column is the equality ``h``. CEC writes ``h = x2 - x1^2``; the sign is
+    flipped here so that ``h <= 0`` (what a raw ``h`` meant before equalities) holds at the
+    unconstrained optimum (0, 1), f = 0: a solver that reads ``h`` as an inequality finds f = 0. ``cuda_row`` is the per-row contract (raw ``h``;
+    the kernel turns it into ``|h| - eq_tol``), the array code's operations in the same order.
+    """
+
+    name = "g11"
+    n_constraints = 1
+    n_eq = 1
+
+    cuda_row = r"""
+#define ROW_M 1
+ISLES_DEV T row_objective(const T* x) {
+    const T d = sub_rn(x[1], (T)1.0);
+    return add_rn(mul_rn(x[0], x[0]), mul_rn(d, d));
+}
+ISLES_DEV T row_constraint(const T* x, int i) {
+    (void)i;
+    return sub_rn(mul_rn(x[0], x[0]), x[1]);
+}
+"""
+
+    def __init__(self, dim=2, lower=-1.0, upper=1.0):
+        if dim != 2:
+            raise ValueError(f"problem.dim={dim}: G11 has 2 variables")
+        super().__init__(dim, lower, upper, f_star=0.7499)
+
+    def objective(self, X):
+        d = X[..., 1] - 1.0
+        return X[..., 0] * X[..., 0] + d * d
+
+    def constraints(self, X):
+        return (X[..., 0] * X[..., 0] - X[..., 1])[..., None]
+
+
+class SphereOnPlane(Problem):
+    """A user's problem whose objective and equality are sums over the coordinates, carried as a
+    fused objective (``cuda_objective``)::
+
+        min f = sum x_i^2   s.t.   g = x_1 - 0.9 <= 0,   h = sum x_i - 1 = 0,   -1 <= x_i <= 1
+
+    f* = 1/D at x_i = 1/D (g holds for D >= 2). ``n_eq = 1`` (the last column, ``h``);
+    ``obj_violation`` adds ``max(0, |h| - eq_tol)`` with the instance's ``eq_tol`` baked in, as
+    the contract asks.
+    """
+
+    name = "sphere_on_plane"
+    n_constraints = 2
+    n_eq = 1
+
+    def __init__(self, dim=8, lower=-1.0, upper=1.0):
+        super().__init__(dim, lower, upper, f_star=1.0 / dim)
+
+    def objective(self, X):
+        return (X * X).sum(axis=-1)
+
+    def constraints(self, X):
+        xp = array_namespace(X)
+        out = xp.empty(X.shape[:-1] + (2,), dtype=X.dtype)
+        out[..., 0] = X[..., 0] - 0.9
+        out[..., 1] = X.sum(axis=-1) - 1.0
+        return out
+
+    @property
+    def cuda_objective(self) -> str:
+        """acc = (sum x^2, sum x, x_1); ``eq_tol`` baked in as ``SOP_EQ_TOL``."""
+        return f"#define SOP_EQ_TOL ((T){float(self.eq_tol)!r})\n" + r"""
+#define OBJ_NACC 3
+#define OBJ_HAS_V 1
+#define OBJ_NEXT 0
+ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; acc[1] = (T)0; acc[2] = (T)0; }
+ISLES_DEV void obj_merge(T* acc, const T* o) {
+    acc[0] = add_rn(acc[0], o[0]); acc[1] = add_rn(acc[1], o[1]); acc[2] = add_rn(acc[2], o[2]);
+}
+ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) {
+    (void)x_next;
+    acc[0] = add_rn(acc[0], mul_rn(x, x));
+    acc[1] = add_rn(acc[1], x);
+    if (j == 0) acc[2] = x;
+}
+ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[0]; }
+ISLES_DEV T obj_violation(const T* acc, int n) {
+    (void)n;
+    const T g = sub_rn(acc[2], (T)0.9);
+    const T h = sub_rn(t_abs(sub_rn(acc[1], (T)1.0)), SOP_EQ_TOL);
+    const T vg = g > (T)0 ? g : (T)0, vh = h > (T)0 ? h : (T)0;
+    return add_rn(vg, vh);
+}
+"""

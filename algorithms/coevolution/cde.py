@@ -51,7 +51,14 @@ replayed with the device counter ``ctr`` added to every counter therefore draws 
 ``c + ctr``'s numbers (:mod:`isles.algorithms.core.graph`), so NumPy and CuPy runs draw the same numbers.
 
 The runtime's ``generations`` counts **cycles** for CDE (one :meth:`CDE.step` is one cycle); the
-experiments set ``generations: ${algorithm.n_cycles}``. ``state["evals"]`` counts pair payoffs.
+experiments set ``generations: ${algorithm.n_cycles}``.
+
+**Counts** (per island, host ints; docs/budgets.md): ``state["evals"]`` counts evaluations of
+the problem's objective and constraints at one x (for a min-max problem, of its x terms): ``2 Nx``
+at initialisation (the Evaluator's checked first evaluation, then the terms), ``Nx (1 + gens_x)``
+per cycle (:func:`cycle_evaluations`); P2's phase pays none (P1's terms are kept through the
+selections). ``state["pair_evals"]`` counts pair payoffs ``L(x, y)`` (:func:`cycle_payoffs`), the
+run's ``payoff_evaluations``. Re-assessed immigrants add theirs at a migration.
 """
 from __future__ import annotations
 
@@ -144,6 +151,19 @@ class CDEParams:
             if role == "y" and msg.startswith("algorithm.pop_size="):
                 msg = "algorithm.pop_size_y=" + msg[len("algorithm.pop_size="):]
             raise ValueError(msg) from None
+
+
+def cycle_evaluations(params: CDEParams) -> int:
+    """x rows whose objective and constraints (a min-max problem's x terms) are evaluated per
+    island and cycle: ``Nx (1 + gens_x)``, the refresh of P1 and every trial of P1. P2's phase
+    reuses P1's terms (x is frozen), and a y is no point of the problem's objective."""
+    return params.pop_size * (1 + params.gens_x)
+
+
+def cycle_payoffs(params: CDEParams) -> int:
+    """Pair payoffs ``L(x, y)`` per island and cycle: ``(2 + gens_x + gens_y) Nx Ny`` (the two
+    refreshes, and each trial against the whole opposing population)."""
+    return (2 + params.gens_x + params.gens_y) * params.pop_size * params.pop_size_y
 
 
 class _Side:
@@ -291,12 +311,36 @@ class CDE(IslandAlgorithm):
         nan = xp.isnan(fit)
         return xp.where(nan, xp.inf, fit), nan.sum()
 
-    def _true(self, ctx: Context, X):
-        """Objective and violation ``(f, v) (I, N)`` of x rows for the result, or ``None``."""
-        if not getattr(self.problem_of(ctx), "objective_known", False):
+    def _true(self, ctx: Context, X, terms=None):
+        """Objective and violation ``(f, v) (I, N)`` of x rows for the result, or ``None``; from
+        ``terms`` (``x_terms(X)``) where the problem derives them (:meth:`_x_terms`), without a
+        second evaluation."""
+        p = self.problem_of(ctx)
+        if not getattr(p, "objective_known", False):
             return None
+        if terms is not None and hasattr(p, "true_of_terms"):
+            return p.true_of_terms(terms)
         f, v, _ = ctx.evaluator(X, ctx.dtype)
         return f, v
+
+    def _x_terms(self, ctx: Context, X):
+        """``problem.x_terms(X)`` on the array path (the objective and constraints of every row of
+        ``X``, once), or ``None`` where the fused pair kernel computes its own terms (CuPy,
+        ``fused=True``) or the problem has no ``x_terms``."""
+        p = self.problem_of(ctx)
+        if getattr(self, "_fused_cache", (None, None))[1] is not None or not hasattr(p, "x_terms"):
+            return None
+        return p.x_terms(X)
+
+    @staticmethod
+    def _keep_terms(xp, terms, new, acc):
+        """The x terms after a selection: ``new``'s rows where ``acc (I, N)``, else ``terms``'s
+        (arrays ``(I, N, ...)`` or a tuple of them)."""
+        if terms is None or new is None:
+            return None
+        if isinstance(terms, tuple):
+            return tuple(CDE._keep_terms(xp, a, b, acc) for a, b in zip(terms, new))
+        return xp.where(acc.reshape(acc.shape + (1,) * (terms.ndim - 2)), new, terms)
 
     @staticmethod
     def _archive(xp, state: State, X, fv) -> State:
@@ -328,19 +372,41 @@ class CDE(IslandAlgorithm):
         X = ctx.uniform_in_box(0, 0, nx)
         sy = sides["y"]
         Y = sy.lower + ctx.rng.uniform(0, DRAW_INIT_Y, (ny, p.y_dim), ctx.dtype) * (sy.upper - sy.lower)
-        f, n1 = self.pair_fitness(ctx, X, Y, "x", generic=True)  # first evaluation: payoff shape checked
-        fy, n2 = self.pair_fitness(ctx, X, Y, "y", generic=True)
+        true = self._true(ctx, X)  # the Evaluator's checked first evaluation (Nx)
+        terms = p.x_terms(X) if hasattr(p, "x_terms") else None  # Nx
+        f, n1 = self.pair_fitness(ctx, X, Y, "x", terms, generic=True)  # payoff shape checked
+        fy, n2 = self.pair_fitness(ctx, X, Y, "y", terms, generic=True)
         self.fused_pairs(ctx, X, Y)  # CuPy: build and self-check the fused kernel now
         self.epoch_plan(ctx)  # CuPy: build and self-check the epoch kernel now
         zx = xp.zeros_like(f)
         state = {
             "X": X, "f": f, "v": zx, "Y": Y, "fy": fy, "vy": xp.zeros_like(fy),
-            "generation": 0, "evals": 2 * nx * ny, "nan_evals": xp.asarray(n1 + n2, dtype=xp.int64),
+            "generation": 0, "evals": self.initial_evaluations(), "pair_evals": 2 * nx * ny,
+            "nan_evals": xp.asarray(n1 + n2, dtype=xp.int64),
         }
-        return self._archive(xp, state, X, self._true(ctx, X))
+        return self._archive(xp, state, X, true)
 
-    def _evolve(self, ctx: Context, state: State, role: str, k0: int, n_gens: int) -> State:
-        """``n_gens`` DE generations of population ``role`` against the frozen other one."""
+    def initial_evaluations(self) -> int:
+        """``2 Nx`` x rows per island at :meth:`init` (module docstring, "Counts")."""
+        return 2 * self.params.pop_size
+
+    def evaluations_per_generation(self) -> int:
+        """:func:`cycle_evaluations`: ``Nx (1 + gens_x)`` x rows per island and cycle."""
+        return cycle_evaluations(self.params)
+
+    def _evolve(self, ctx: Context, state: State, role: str, k0: int, n_gens: int, terms=None):
+        """``n_gens`` DE generations of population ``role`` against the frozen other one
+        (``state["evals"]`` is counted by :meth:`step`, ``pair_evals`` here).
+
+        Args:
+            terms: the x terms of ``state["X"]`` (:meth:`_x_terms`) or ``None``. Role x: kept
+                through the selections (each trial's terms are evaluated once, for its fitness and
+                the result archive); role y: P1's terms for the whole phase (recomputed where
+                ``None``).
+
+        Returns:
+            ``(state, terms)``: the new state and the x terms of its ``X`` (``None`` where unknown).
+        """
         xp = ctx.xp
         side = self._sides(ctx)[role]
         keys = ("X", "f", "v") if role == "x" else ("Y", "fy", "vy")
@@ -350,8 +416,7 @@ class CDE(IslandAlgorithm):
         s = dict(state)
         n_other = other.shape[1]
         p = self.problem_of(ctx)
-        terms = None
-        if role == "y":  # P1 is frozen: its per-x terms once for the whole phase
+        if role == "y" and terms is None:  # P1 is frozen: its per-x terms once for the whole phase
             if self.fused_pairs(ctx, state["X"], state["Y"]) is not None:
                 terms = p.pair_x(other)
             elif hasattr(p, "x_terms"):
@@ -360,24 +425,36 @@ class CDE(IslandAlgorithm):
             sub["generation"] = 1 + state["generation"] + k * COUNTER_STRIDE
             U = self.de[role].trial(side, sub)
             if role == "x":
-                fu, n_nan = self.pair_fitness(ctx, U, other, "x")
-                s = self._archive(xp, s, U, self._true(ctx, U))
+                tu = self._x_terms(ctx, U)
+                fu, n_nan = self.pair_fitness(ctx, U, other, "x", tu)
+                s = self._archive(xp, s, U, self._true(ctx, U, tu))
+                terms = self._keep_terms(xp, terms, tu, ~better(sub["f"], sub["v"], fu, xp.zeros_like(fu)))
             else:
                 fu, n_nan = self.pair_fitness(ctx, other, U, "y", terms)
             sub = select(xp, sub, U, fu, xp.zeros_like(fu), n_nan)
         s[keys[0]], s[keys[1]], s[keys[2]] = sub["X"], sub["f"], sub["v"]
         s["nan_evals"] = sub["nan_evals"]
-        s["evals"] = state["evals"] + n_gens * sub["X"].shape[1] * n_other
-        return s
+        s["pair_evals"] = state.get("pair_evals", 0) + n_gens * sub["X"].shape[1] * n_other
+        return s, (terms if role == "x" else None)
 
-    def refresh(self, ctx: Context, state: State, role: str) -> State:
-        """Fitness of population ``role`` re-evaluated against the current opponents."""
-        fit, n_nan = self.pair_fitness(ctx, state["X"], state["Y"], role)
+    def refresh(self, ctx: Context, state: State, role: str, terms=None):
+        """Fitness of population ``role`` re-evaluated against the current opponents.
+
+        Args:
+            terms: the x terms of ``state["X"]`` where known (no evaluation), else ``None``: they
+                are evaluated (``Nx`` rows, counted in ``state["evals"]`` by the caller).
+
+        Returns:
+            ``(state, terms)``: the new state and the x terms of its ``X`` (``None`` where unknown).
+        """
         s = dict(state)
+        if terms is None:
+            terms = self._x_terms(ctx, state["X"])
+        fit, n_nan = self.pair_fitness(ctx, state["X"], state["Y"], role, terms)
         s["f" if role == "x" else "fy"] = fit
         s["nan_evals"] = state["nan_evals"] + n_nan
-        s["evals"] = state["evals"] + state["X"].shape[1] * state["Y"].shape[1]
-        return s
+        s["pair_evals"] = state.get("pair_evals", 0) + state["X"].shape[1] * state["Y"].shape[1]
+        return s, terms
 
     def step(self, ctx: Context, state: State) -> State:
         """One cycle of every island (seed 000 Algorithm 1 lines 3-12); no host synchronisation.
@@ -386,11 +463,12 @@ class CDE(IslandAlgorithm):
         if plan is not None:
             return plan.step(state)
         p = self.params
-        s = self.refresh(ctx, state, "x")
-        s = self._evolve(ctx, s, "x", 0, p.gens_x)
-        s = self.refresh(ctx, s, "y")
-        s = self._evolve(ctx, s, "y", p.gens_x, p.gens_y)
+        s, terms = self.refresh(ctx, state, "x")
+        s, terms = self._evolve(ctx, s, "x", 0, p.gens_x, terms)
+        s, terms = self.refresh(ctx, s, "y", terms)
+        s, _ = self._evolve(ctx, s, "y", p.gens_x, p.gens_y, terms)
         s["generation"] = state["generation"] + 1
+        s["evals"] = state["evals"] + cycle_evaluations(p)
         return s
 
     def run(self, ctx: Context, state: State, n_generations: int) -> State:
@@ -439,14 +517,18 @@ class CDE(IslandAlgorithm):
             ``(state, immigrants)`` with fresh fitness (violation 0, as the residents').
         """
         xp = ctx.xp
-        s = self.refresh(ctx, state, role)
+        s, terms = self.refresh(ctx, state, role)
         G = xp.asarray(immigrants.genome, dtype=ctx.dtype)
         if role == "x":
-            fit, n_nan = self.pair_fitness(ctx, G, s["Y"], "x")
-            s = self._archive(xp, s, G, self._true(ctx, G))
+            tg = self._x_terms(ctx, G)
+            fit, n_nan = self.pair_fitness(ctx, G, s["Y"], "x", tg)
+            s = self._archive(xp, s, G, self._true(ctx, G, tg))
+            s["pair_evals"] = s["pair_evals"] + G.shape[1] * s["Y"].shape[1]
         else:
-            fit, n_nan = self.pair_fitness(ctx, s["X"], G, "y")
+            fit, n_nan = self.pair_fitness(ctx, s["X"], G, "y", terms)
+            s["pair_evals"] = s["pair_evals"] + G.shape[1] * s["X"].shape[1]
         s["nan_evals"] = s["nan_evals"] + n_nan
+        s["evals"] = s["evals"] + s["X"].shape[1] + (G.shape[1] if role == "x" else 0)  # the refresh, x immigrants
         fresh = Population(G, fit, xp.zeros_like(fit), dict(immigrants.extras))
         return s, fresh
 

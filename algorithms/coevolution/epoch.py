@@ -39,6 +39,7 @@ import warnings
 
 import numpy as np
 
+from isles.algorithms.coevolution.cde import cycle_evaluations, cycle_payoffs
 from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.de.crossover import DRAW_CROSS, DRAW_START
@@ -205,7 +206,8 @@ class EpochCDE:
             s["bx"], s["bf"], s["bv"] = bx, bf, bv
         p = self.params
         s["generation"] = state["generation"] + n_cycles
-        s["evals"] = state["evals"] + n_cycles * (2 + p.gens_x + p.gens_y) * lay["nx"] * lay["ny"]
+        s["evals"] = state["evals"] + n_cycles * cycle_evaluations(p)
+        s["pair_evals"] = state.get("pair_evals", 0) + n_cycles * cycle_payoffs(p)
         s["nan_evals"] = state["nan_evals"] + nan.astype(np.int64)
         return s
 
@@ -214,7 +216,7 @@ def terms_error(problem, kernel_terms, X, Y, xp) -> float:
     """Largest ``|a - b| / (1 + |b|)`` between the kernel's terms of ``X, Y`` (``kernel_terms(X, Y)
     -> (TX, TY, TF, TV)``) and the problem's array code (``pair_x``, ``pair_y``, and the objective
     and total violation where ``objective_known``); NaN counts as infinite."""
-    from isles.problems.constraints import total_violation  # noqa: PLC0415
+    from isles.problems.constraints import equalities, total_violation  # noqa: PLC0415
 
     TX, TY, TF, TV = kernel_terms(X, Y)
     pairs = [(TX, problem.pair_x(X)), (TY, problem.pair_y(Y))]
@@ -222,7 +224,7 @@ def terms_error(problem, kernel_terms, X, Y, xp) -> float:
         f = problem.objective(X)
         g = problem.constraints(X) if problem.n_constraints else xp.zeros(X.shape[:-1] + (0,), dtype=X.dtype)
         scale = xp.asarray(problem.constraint_scale, dtype=X.dtype) if problem.n_constraints else None
-        pairs += [(TF, f), (TV, total_violation(xp.asarray(g, dtype=X.dtype), scale))]
+        pairs += [(TF, f), (TV, total_violation(xp.asarray(g, dtype=X.dtype), scale, *equalities(problem)))]
     err = 0.0
     for a, b in pairs:
         a = xp.asarray(a, dtype=xp.float64)
@@ -324,6 +326,7 @@ class _HostEpoch:
         if has_true:
             s["bx"], s["bf"], s["bv"] = bx, bf, bv
         s["generation"] = state["generation"] + n_cycles
-        s["evals"] = state["evals"] + n_cycles * (2 + p.gens_x + p.gens_y) * lay["nx"] * lay["ny"]
+        s["evals"] = state["evals"] + n_cycles * cycle_evaluations(p)
+        s["pair_evals"] = state.get("pair_evals", 0) + n_cycles * cycle_payoffs(p)
         s["nan_evals"] = state["nan_evals"] + np.int64(nan[0])
         return s

@@ -184,6 +184,22 @@ class IslandAlgorithm:
         """Individuals per island ``N`` (what migration may select from)."""
         raise NotImplementedError
 
+    def initial_evaluations(self) -> int:
+        """Evaluations of the objective and constraints per island by :meth:`init` (host int;
+        what ``state["evals"]`` starts at). Default: :meth:`population_size`."""
+        return int(self.population_size())
+
+    def evaluations_per_generation(self) -> int:
+        """Evaluations of the objective and constraints per island and generation (host int;
+        what :meth:`step` adds to ``state["evals"]``). A family whose count is deterministic
+        declares it, so that ``stop.max_evaluations`` becomes a generation limit before the run
+        (:mod:`isles.islands.budget`).
+
+        Raises:
+            NotImplementedError: the algorithm does not declare it (a user's algorithm may).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not declare evaluations_per_generation()")
+
     def check_problem(self, problem) -> None:
         """Refuse a problem this algorithm's parameters do not suit, before any island starts
         (:func:`isles.islands.build.check_pairing`). Default: every problem suits.

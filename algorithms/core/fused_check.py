@@ -12,8 +12,8 @@ import numpy as np
 
 def real_objective_error(cp, problem, evaluate_fv, dtype, has_v: bool, n_points: int, seed: int) -> float:
     """Largest ``|f_kernel - f_problem| / (1 + |f_problem|)``, and the same for the violation
-    against :func:`isles.problems.constraints.total_violation` of ``problem.constraints`` when the
-    objective has ``OBJ_HAS_V``; NaN on one side counts as infinite, on both as agreement (one
+    against :func:`isles.problems.constraints.total_violation` of ``problem.constraints`` (its
+    equalities as ``|h| - eq_tol``) when the objective has ``OBJ_HAS_V``; NaN on one side counts as infinite, on both as agreement (one
     host synchronisation).
 
     Points: ``n_points`` uniform in the box (``numpy.random.default_rng(seed)``), and the same
@@ -27,7 +27,7 @@ def real_objective_error(cp, problem, evaluate_fv, dtype, has_v: bool, n_points:
         dtype: the plan's float dtype.
         has_v: whether the kernel computes the violation.
     """
-    from isles.problems.constraints import total_violation  # noqa: PLC0415
+    from isles.problems.constraints import equalities, total_violation  # noqa: PLC0415
 
     rs = np.random.default_rng(seed)
     lo, hi = problem.lower, problem.upper
@@ -40,7 +40,8 @@ def real_objective_error(cp, problem, evaluate_fv, dtype, has_v: bool, n_points:
     err = _rel_error(cp, fk.astype(np.float64), fp)
     if has_v:
         g = cp.asarray(problem.constraints(X), dtype=dtype)
-        vp = total_violation(g, cp.asarray(problem.constraint_scale, dtype=dtype)).astype(np.float64)
+        vp = total_violation(g, cp.asarray(problem.constraint_scale, dtype=dtype),
+                             *equalities(problem)).astype(np.float64)
         err = cp.maximum(err, _rel_error(cp, vk.astype(np.float64), vp))
     return float(err.max())
 

@@ -321,6 +321,10 @@ class DE(FusedAlgorithm):
 
 
 
+    def evaluations_per_generation(self) -> int:
+        """``N``: every trial vector is evaluated once (:func:`select`)."""
+        return int(self.params.pop_size)
+
     def population_size(self) -> int:
         """``N = pop_size``."""
         return self.params.pop_size

@@ -279,6 +279,10 @@ class FEP(FusedAlgorithm):
         """``mu = pop_size``."""
         return self.params.pop_size
 
+    def evaluations_per_generation(self) -> int:
+        """:meth:`evals_per_generation` (the interface's name)."""
+        return self.evals_per_generation()
+
     def evals_per_generation(self) -> int:
         """Objective evaluations per island and generation: ``mu`` (``2 mu`` for IFEP)."""
         p = self.params

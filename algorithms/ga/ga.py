@@ -439,6 +439,10 @@ class GA(FusedAlgorithm):
         self.encoding: Encoding | None = None
         self._enc_key = None
 
+    def evaluations_per_generation(self) -> int:
+        """``N - n_elite``: every slot but the elite ones is evaluated."""
+        return int(self.params.pop_size - self.params.n_elite)
+
     def population_size(self) -> int:
         """``N = pop_size``."""
         return self.params.pop_size

@@ -38,6 +38,14 @@ class MasterSwarm:
         self.epso = EPSO(dc_replace(params, **overrides) if overrides else params)
         self.params = self.epso.params
 
+    def initial_evaluations(self) -> int:
+        """0: the master starts from the slaves' evaluated bests (:meth:`init`)."""
+        return 0
+
+    def evaluations_per_generation(self) -> int:
+        """``n_particles (1 + n_replicas)`` per master generation (one per slave generation)."""
+        return self.epso.evaluations_per_generation()
+
     @classmethod
     def like(cls, slaves: EPSO, n_particles: int = 10, c3: float = 2.02) -> "MasterSwarm":
         """A master with the slaves' parameters except ``n_particles`` and ``c3`` (seed 001 sec. 6)."""

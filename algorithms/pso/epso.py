@@ -76,6 +76,10 @@ class EPSO(PSO):
     name = "epso"
     Params = EPSOParams
 
+    def evaluations_per_generation(self) -> int:
+        """``N (1 + R)``: each particle's original move and its ``R`` replicas."""
+        return int(self.params.n_particles * (1 + self.params.n_replicas))
+
     def init(self, ctx: Context) -> State:
         """Initial swarm (:meth:`PSO.init`, ``N`` evals per island) with an unset attractor."""
         s = super().init(ctx)

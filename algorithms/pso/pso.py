@@ -238,6 +238,10 @@ class PSO(IslandAlgorithm):
     name = "pso"
     Params = PSOParams
 
+    def evaluations_per_generation(self) -> int:
+        """``n_particles``: every particle's new position is evaluated once."""
+        return int(self.params.n_particles)
+
     def population_size(self) -> int:
         """``N = n_particles``."""
         return self.params.n_particles

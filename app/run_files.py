@@ -1,0 +1,166 @@
+"""What a run writes into its output folder (Hydra's ``outputs/DATE/TIME``), with or without MLflow:
+
+* ``history.csv``: every epoch's record, one row each, appended as the epochs are made
+  (:class:`HistoryFiles`; the loops keep only a bounded log of them in memory,
+  :class:`isles.islands.results.RecordLog`);
+* ``migrations.csv``: every migration, ``epoch,src,dst,accepted,best_f_moved``, appended likewise;
+* ``best_solution.json``: the best solution at the end (:class:`SolutionFile`; the record of
+  :func:`isles.app.report.solution_record`, which MLflow's artifact of the same name is too).
+
+``python -m isles show PATH`` prints a ``best_solution.json`` (:mod:`isles.show`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+#: the scalar metrics of an epoch record that ``history.csv`` holds, in this order (those present)
+HISTORY_KEYS = ("epoch", "generation", "wall_s", "evaluations", "best_f", "best_v", "best_feasible_f",
+                "master_best_f", "nan_evaluations", "migrations_accepted", "us_per_generation")
+MIGRATION_HEADER = "epoch,src,dst,accepted,best_f_moved"
+SOLUTION_FILE = "best_solution.json"
+
+
+def history_header(record: dict) -> tuple[list, list]:
+    """``(keys, header)`` of ``history.csv`` for records like ``record``: the scalar metrics of
+    :data:`HISTORY_KEYS` it has, then ``island_XX_best_f`` per island."""
+    keys = [k for k in HISTORY_KEYS if k in record]
+    return keys, keys + [f"island_{i:02d}_best_f" for i in range(len(record["island_best_f"]))]
+
+
+def history_row(record: dict, keys: list) -> str:
+    """One ``history.csv`` line (no newline) of ``record``: ``keys``' values, then the island bests
+    (``repr``: every float at full precision)."""
+    return ",".join([repr(record.get(k)) for k in keys] + [repr(float(f)) for f in record["island_best_f"]])
+
+
+def migration_row(migration: tuple) -> str:
+    """One ``migrations.csv`` line (no newline) of ``(epoch, src, dst, accepted, best f moved)``."""
+    return ",".join("" if v is None else str(v) for v in migration)
+
+
+class HistoryFiles:
+    """Callback: appends every epoch's record to ``history.csv`` and its migrations to
+    ``migrations.csv`` in ``folder`` as the epochs are made (buffered, written out every
+    ``flush_s`` seconds and at the end), so that the driver keeps no epoch it has handed on.
+    ``migrations.csv`` is made at the first migration. A resumed run appends to the files it finds.
+
+    ``on_end`` closes them and names them in the result (``history_path``, ``migrations_path``);
+    :meth:`close` closes them after a failure or an interrupt (what was made is on disk).
+    """
+
+    def __init__(self, folder: str, resumed: bool = False, flush_s: float = 1.0):
+        self.folder, self.flush_s = folder, flush_s
+        self.mode = "a" if resumed else "w"
+        self.history = self.migrations = None
+        self._keys, self._last_flush = None, time.monotonic()
+
+    def _open(self, name: str, header: str):
+        path = os.path.join(self.folder, name)
+        fh = open(path, self.mode, encoding="utf-8")  # noqa: SIM115  (closed by close())
+        if fh.tell() == 0:
+            fh.write(header + "\n")
+        return fh
+
+    def on_epoch(self, rec: dict) -> None:
+        """Append the epoch's row and its migrations."""
+        if self.history is None:
+            os.makedirs(self.folder, exist_ok=True)
+            self._keys, header = history_header(rec)
+            self.history = self._open("history.csv", ",".join(header))
+        self.history.write(history_row(rec, self._keys) + "\n")
+        moved = rec.get("migrations") or ()
+        if moved and self.migrations is None:
+            self.migrations = self._open("migrations.csv", MIGRATION_HEADER)
+        for m in moved:
+            self.migrations.write(migration_row(m) + "\n")
+        if time.monotonic() - self._last_flush > self.flush_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write out what is buffered."""
+        for fh in (self.history, self.migrations):
+            if fh is not None:
+                fh.flush()
+        self._last_flush = time.monotonic()
+
+    def on_end(self, result) -> None:
+        """Close the files; name them in ``result`` (``history_path``, ``migrations_path``)."""
+        self.close()
+        if self.history is not None:
+            result.history_path = self.history.name
+        if self.migrations is not None:
+            result.migrations_path = self.migrations.name
+
+    def close(self) -> None:
+        """Close the files (again: nothing)."""
+        for fh in (self.history, self.migrations):
+            if fh is not None and not fh.closed:
+                fh.close()
+
+
+class SolutionFile:
+    """Callback: at the end, the record of the best solution
+    (:func:`isles.app.report.solution_record`: x, f, g, feasible, evaluations, seed, config;
+    what the problem could not re-evaluate is marked ``not_computed``) kept in the result
+    (``solution``, which MLflow's ``best_solution.json`` is too) and written to
+    ``best_solution.json`` in ``folder`` (``solution_path``). It never fails the run: a file that
+    cannot be written is one warning line on stderr. A callback placed before the MLflow tracker.
+
+    Args:
+        problem: the run's problem.
+        config: the run's resolved config (plain dict), kept in the record.
+        folder: the run's output folder, or ``None`` (the record is kept, no file written).
+    """
+
+    def __init__(self, problem, config: dict, folder: str | None):
+        self.problem, self.config, self.folder = problem, config, folder
+
+    def on_end(self, result) -> None:
+        """Make the record, keep it in ``result.solution``, write it (``result.solution_path``)."""
+        from isles.app.report import solution_record  # noqa: PLC0415
+
+        result.solution = solution_record(self.problem, result, self.config)
+        if self.folder is None:
+            return
+        try:
+            result.solution_path = write_solution(result.solution, self.folder)
+        except (OSError, TypeError, ValueError) as err:
+            print(f"isles: warning: {SOLUTION_FILE} not written in {self.folder}: {type(err).__name__}: {err}",
+                  file=sys.stderr, flush=True)
+
+
+def write_solution(record: dict, folder: str) -> str:
+    """Write ``record`` as ``folder/best_solution.json`` (atomically: a temporary file, then a
+    rename; floats at full precision); return its path."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, SOLUTION_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(record, fh, indent=2, default=str)
+        fh.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_solution(path: str) -> tuple[str, dict]:
+    """``(file, record)`` of ``path``: a ``best_solution.json``, or a run's output folder that holds one.
+
+    Raises:
+        ValueError: one line: no such file or folder, no ``best_solution.json`` in the folder, or
+            a file that is not a JSON object with ``x``.
+    """
+    file = os.path.join(path, SOLUTION_FILE) if os.path.isdir(path) else path
+    if not os.path.isfile(file):
+        where = f"the folder {path!r} holds no {SOLUTION_FILE}" if os.path.isdir(path) else f"no such file or folder: {path!r}"
+        raise ValueError(f"show {path}: {where}; give a run's {SOLUTION_FILE} or its output folder (outputs/DATE/TIME)")
+    try:
+        with open(file, encoding="utf-8") as fh:
+            record = json.load(fh)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"show {path}: {file} is not a readable {SOLUTION_FILE} ({type(err).__name__})") from None
+    if not isinstance(record, dict) or "x" not in record:
+        raise ValueError(f"show {path}: {file} is not a {SOLUTION_FILE} of isles (no 'x')")
+    return file, record

@@ -1,0 +1,199 @@
+"""Checkpoints refused before the run (issue 25): a resume with fewer generations than the
+checkpoint has done, a ``checkpoint.path`` that cannot be written, and a ``checkpoint.resume``
+that is not a whole isles checkpoint each give one line naming the field, before Ray starts and
+before MLflow opens a run; a save never leaves a broken or half-written file behind."""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from isles.app import job
+from isles.islands import checkpoint
+from isles.islands.coordinator import Coordinator
+
+from tests.helpers import make_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# a small run in this process (no Ray): 100 generations of 10 epochs
+SMALL = ["+experiment=de_islands", "problem=sphere", "problem.dim=4", "algorithm.pop_size=8", "islands.n=2",
+         "islands.migration_interval=10", "generations=100", "logger=none", "progress=false", "device=cpu"]
+
+
+def nothing_starts(monkeypatch):
+    """Make Ray's start and MLflow's run fail the test if the job reaches them."""
+    def started(*args, **kwargs):
+        raise AssertionError("Ray or MLflow started before the checkpoint was checked")
+
+    monkeypatch.setattr(job, "init_ray", started)
+    monkeypatch.setattr(job.TrackingProcess, "start", started)
+
+
+def one_line(err) -> str:
+    msg = str(err.value)
+    assert "\n" not in msg and job.is_config_error(err.value)
+    return msg
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    """A checkpoint of ``SMALL`` at its end, generation 100 (``checkpoint.every=2``)."""
+    path = tmp_path_factory.mktemp("ck") / "ck.pkl"
+    result, _ = job.run_job(make_cfg(*SMALL, "checkpoint.every=2", f"checkpoint.path={path}", "quiet=true"),
+                            use_ray=False)
+    assert result.generations == 100 and checkpoint.load(path)["done_gens"] == 100
+    return path
+
+
+def test_resume_with_fewer_generations_than_saved_is_refused(saved, monkeypatch):
+    """Before: the resume with generations=30 printed the generation-100 result as its own and
+    exited 0 (MLflow recording generations=30)."""
+    nothing_starts(monkeypatch)
+    for gens in (30, 99):
+        with pytest.raises(ValueError) as err:
+            job.run_job(make_cfg(*SMALL, f"checkpoint.resume={saved}", f"generations={gens}", "logger=mlflow",
+                                 f"logger.tracking_uri=sqlite:///{saved.parent}/mlflow.db"))
+        assert one_line(err) == (f"generations={gens}: the checkpoint (checkpoint.resume={str(saved)!r}) is at "
+                                 "generation 100; allowed values are >= 100")
+    assert not (saved.parent / "mlflow.db").exists()  # no MLflow run opened
+    with pytest.raises(ValueError) as err:  # a budget in evaluations: named as the user gave it
+        job.run_job(make_cfg(*SMALL, f"checkpoint.resume={saved}", "stop.max_evaluations=200"))
+    assert one_line(err).startswith("stop.max_evaluations=200 (a budget of ")
+    assert one_line(err).endswith("is at generation 100; allowed values are budgets of >= 100 generations")
+    monkeypatch.undo()
+    more = job.run_job(make_cfg(*SMALL, f"checkpoint.resume={saved}", "generations=120", "quiet=true"),
+                       use_ray=False)[0]
+    assert more.generations == 120  # a larger budget goes on
+
+
+def test_an_interrupted_run_resumed_with_fewer_generations_than_it_reached(tmp_path, monkeypatch):
+    """The checkpoint an interrupt leaves (its last snapshot) bounds the resume's budget too."""
+    publish = Coordinator._publish
+
+    def interrupt_at_7(self, record):
+        publish(self, record)
+        if record["epoch"] == 7:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Coordinator, "_publish", interrupt_at_7)
+    path = tmp_path / "ck.pkl"
+    with pytest.raises(SystemExit):
+        job.run_job(make_cfg(*SMALL, "islands.snapshot_every=1", f"checkpoint.path={path}"), use_ray=False)
+    monkeypatch.undo()
+    done = checkpoint.load(path)["done_gens"]
+    assert 10 <= done <= 70  # the last snapshot before the interrupt (in this process: at a batch's end)
+    nothing_starts(monkeypatch)
+    with pytest.raises(ValueError) as err:
+        job.run_job(make_cfg(*SMALL, f"checkpoint.resume={path}", f"generations={done - 5}"))
+    assert one_line(err).startswith(f"generations={done - 5}: the checkpoint") and one_line(err).endswith(
+        f"is at generation {done}; allowed values are >= {done}")
+
+
+def test_generations_done_of_an_async_checkpoint_is_the_most_any_group_did():
+    assert checkpoint.generations_done({"mode": "async", "async": {"gens": [60, 70, 50]}}) == 70
+    assert checkpoint.generations_done({"done_gens": 40}) == 40
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda p: p.mkdir(), "is a folder; allowed values are file paths in a folder you can write"),
+    (lambda p: None, None),  # written by the save
+])
+def test_checkpoint_path_is_a_folder(tmp_path, make, says):
+    path = tmp_path / "ck.pkl"
+    make(path)
+    if says is None:
+        checkpoint.check_path(path)
+        return
+    with pytest.raises(ValueError) as err:
+        checkpoint.check_path(path)
+    assert one_line(err) == f"checkpoint.path={str(path)!r}: {says}"
+
+
+def test_unwritable_checkpoint_path_is_refused_before_anything_starts(tmp_path, monkeypatch):
+    """Before: the run evolved and died at its first save (``NotADirectoryError``), exit 1."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    nothing_starts(monkeypatch)
+    for path, says in [(blocker / "sub" / "ck.pkl", f"{str(blocker)!r} is a file, not a folder"),
+                       (Path("/sys/isles-ck.pkl"), "cannot write in '/sys'")]:
+        if path.parent == Path("/sys") and os.access("/sys", os.W_OK) and _writable("/sys"):
+            continue  # a machine whose /sys takes files: nothing unwritable to try there
+        for every in (2, 0):  # 0: an interrupt would write there
+            with pytest.raises(ValueError) as err:
+                job.run_job(make_cfg(*SMALL, f"checkpoint.every={every}", f"checkpoint.path={path}"))
+            assert one_line(err).startswith(f"checkpoint.path={str(path)!r}: {says}")
+            assert one_line(err).endswith("allowed values are file paths in a folder you can write")
+
+
+def _writable(folder: str) -> bool:
+    try:
+        with open(os.path.join(folder, ".isles-probe"), "wb"):
+            pass
+        os.unlink(os.path.join(folder, ".isles-probe"))
+        return True
+    except OSError:
+        return False
+
+
+def _cases(saved: Path, tmp: Path) -> list:
+    """(file, what the refusal says) for files that are not a whole isles checkpoint."""
+    data = saved.read_bytes()
+    files = {
+        "truncated.pkl": (data[: len(data) // 2], "truncated (the file ends before the checkpoint does)"),
+        "cut-early.pkl": (data[:40], "truncated (the file ends before the checkpoint does)"),
+        "empty.pkl": (b"", "an empty file, not an isles checkpoint"),
+        "notes.txt": (b"hello, this is not a pickle\n", "not an isles checkpoint (not a pickle file)"),
+        "list.pkl": (pickle.dumps([1, 2, 3]), "not an isles checkpoint (a pickle of list)"),
+        "dict.pkl": (pickle.dumps({"a": 1}), "not an isles checkpoint (a pickle of dict)"),
+    }
+    out = []
+    for name, (content, says) in files.items():
+        (tmp / name).write_bytes(content)
+        out.append((tmp / name, says))
+    out.append((tmp, "is a folder, not an isles checkpoint"))
+    out.append((tmp / "missing.pkl", "no such file"))
+    return out
+
+
+def test_resume_from_a_broken_or_foreign_file_is_one_line_before_anything_starts(saved, tmp_path, monkeypatch):
+    """Before: ``UnpicklingError``/``EOFError`` reported as a crash inside isles (exit 1)."""
+    nothing_starts(monkeypatch)
+    for path, says in _cases(saved, tmp_path):
+        with pytest.raises(ValueError) as err:
+            job.run_job(make_cfg(*SMALL, f"checkpoint.resume={path}"))
+        assert one_line(err).startswith(f"checkpoint.resume={str(path)!r}: {says}"), (path, str(err.value))
+
+
+def test_cli_exits_2_with_one_line_for_a_truncated_resume_and_an_unwritable_path(saved, tmp_path):
+    """What the user sees: ``isles: error: ...`` alone on stderr, exit status 2."""
+    cut = tmp_path / "cut.pkl"
+    cut.write_bytes(saved.read_bytes()[:100])
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for override, line in [(f"checkpoint.resume={cut}", f"isles: error: checkpoint.resume={str(cut)!r}: truncated"),
+                           (f"checkpoint.path={blocker}/ck.pkl", f"isles: error: checkpoint.path='{blocker}/ck.pkl': ")]:
+        p = subprocess.run([sys.executable, str(ROOT / "run.py"), *SMALL, "checkpoint.every=2", override,
+                            f"hydra.run.dir={tmp_path}/out"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           check=False)
+        assert p.returncode == 2, p.stderr[-2000:]
+        assert p.stderr.strip().startswith(line) and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_failed_save_keeps_the_previous_checkpoint_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    path = tmp_path / "ck.pkl"
+    checkpoint.save(path, {"done_gens": 10, "note": "first"})
+
+    def dump_half(obj, fh, protocol=None):  # the save is cut off half-way (a full disk, a signal)
+        fh.write(pickle.dumps(obj, protocol=protocol)[:20])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.pickle, "dump", dump_half)
+    with pytest.raises(OSError):
+        checkpoint.save(path, {"done_gens": 20, "note": "second"})
+    monkeypatch.undo()
+    assert checkpoint.load(path)["note"] == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.pkl"]

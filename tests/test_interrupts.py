@@ -1,0 +1,108 @@
+"""Ctrl-C at any moment of a run (issue 25): one line saying ``interrupted`` and exit status 130,
+never a traceback: while Ray starts, and when the checkpoint of an interrupted run cannot be written."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import isles.app.job as job
+import psutil
+import pytest
+from isles.islands.coordinator import Coordinator
+
+from isles import cli
+from tests.helpers import make_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+#: a run of two island groups (Ray starts for it), small enough for seconds
+TWO_GROUPS = ["+experiment=de_islands", "islands.n=2", "islands.n_actors=2", "algorithm.pop_size=10", "problem.dim=5",
+              "generations=20", "logger=none", "progress=false", "device=cpu"]
+
+
+def exit_status(cfg):
+    """How :func:`isles.cli.run` ends on ``cfg``: the ``SystemExit`` code, or the other exception
+    (a ``KeyboardInterrupt`` that escaped: Python's traceback for the user)."""
+    try:
+        cli.run(cfg)
+    except SystemExit as stop:
+        return stop.code
+    except BaseException as err:  # noqa: BLE001
+        return err
+    return None
+
+
+def interrupted_line(err: str) -> str:
+    """The one line of ``err`` (a run's stderr), asserting that it is all there is."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_ctrl_c_while_ray_starts_is_one_line_and_130(monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(job, "init_ray", interrupted)
+    assert exit_status(make_cfg(*TWO_GROUPS)) == 130
+    assert interrupted_line(capsys.readouterr().err).startswith("isles: interrupted while Ray was starting")
+
+
+def test_ctrl_c_before_ray_is_one_line_and_130(monkeypatch, capsys):
+    # e.g. while the problem is built, before run_job's own handlers
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(job, "build_problem", interrupted)
+    assert exit_status(make_cfg(*TWO_GROUPS)) == 130
+    assert interrupted_line(capsys.readouterr().err) == "isles: interrupted"
+
+
+def test_ctrl_c_with_an_unwritable_checkpoint_still_says_interrupted(monkeypatch, capsys, tmp_path):
+    # the snapshot cannot be written where checkpoint.path says: the interrupt line says so (a path
+    # unwritable from the start is refused before the run, tests/test_checkpoint.py: here its
+    # folder becomes a file while the run goes)
+    run = Coordinator.run
+    folder = tmp_path / "folder"
+
+    def interrupted(self):
+        run(self)
+        folder.rmdir()
+        folder.write_text("")  # under a file: never writable
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Coordinator, "run", interrupted)
+    folder.mkdir()
+    path = folder / "checkpoint.pkl"
+    cfg = make_cfg(*TWO_GROUPS, "islands.n_actors=1", "islands.snapshot_every=1", f"checkpoint.path={path}")
+    assert exit_status(cfg) == 130
+    line = interrupted_line(capsys.readouterr().err)
+    assert line.startswith("isles: interrupted after epoch ") and "the checkpoint could not be written: " in line
+
+
+def descendants_named(pid: int, name: str) -> bool:
+    """Whether a process below ``pid`` has ``name`` in its command line."""
+    try:
+        return any(name in " ".join(p.cmdline()) for p in psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.slow  # starts a local Ray
+def test_sigint_while_ray_starts_is_one_line_and_130():
+    # as in a terminal: SIGINT to the run's whole process group, once Ray's GCS has been spawned
+    p = subprocess.Popen([sys.executable, "run.py", *TWO_GROUPS], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not descendants_named(p.pid, "gcs_server") and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.05)
+        assert p.poll() is None, p.communicate()
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, err
+    assert "isles: interrupted" in interrupted_line(err) and "isles: best f=" not in out
