@@ -46,7 +46,7 @@ from isles.app.tracking_process import TrackingProcess
 from isles.app.tracking_server import ray_job_copy, reach_tracking_store
 from isles.app.user_modules import user_module_paths
 
-RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlartifacts", ".devbundle", "*.egg-info"]
+RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlflow.db.lock", "mlartifacts", ".devbundle", "*.egg-info"]
 
 
 @token_notice()  # Ray's warning that token authentication is on becomes one line (ray_security.py)

@@ -163,6 +163,9 @@ class SweepParentRun(Callback):
         try:
             from mlflow.tracking import MlflowClient  # noqa: PLC0415
 
+            from isles.app.tracking import prepare_sqlite_store  # noqa: PLC0415
+
+            prepare_sqlite_store(logger.get("tracking_uri"))  # a local store made once, under its lock
             client = MlflowClient(tracking_uri=logger.get("tracking_uri"))
             exp_id = experiment_id(client, logger.get("experiment_name") or "isles")
             overrides = list(config.hydra.overrides.task)

@@ -8,6 +8,9 @@ One MLflow run per job, in the experiment ``logger.experiment_name``:
   algorithm's pair payoffs as ``payoff_evaluations``), ``evals_per_s``, ``wall_s``, ``us_per_generation``
   (synchronized device time of the slowest group), ``nan_evaluations``,
   ``migrations_accepted``, ``master_best_f``, and ``island_XX_best_f`` per island;
+* the run's name: ``logger.run_name``, else what ran (``cmepso-welded_beam-s0``); its description:
+  the command line; MLflow's source tags (``mlflow.source.name`` ``run.py`` or ``isles``,
+  ``mlflow.source.git.commit``); the experiment's tag ``mlflow.experimentKind`` (model training);
 * tags: device, host, Ray node and GPU ids of every island group, Ray cluster resources, git commit;
 * artifacts: ``config.yaml`` (resolved), ``convergence.png``, ``best_solution.json`` (the record
   the job writes into its output folder too, :func:`isles.app.report.solution_record`: ``x``,
@@ -58,6 +61,51 @@ def mlflow_module():
     return mlflow
 
 
+def prepare_sqlite_store(uri: str | None) -> str | None:
+    """Create and upgrade a local SQLite tracking store once, under a file lock, before any run
+    opens it.
+
+    MLflow creates a fresh database's tables and runs its migrations in whichever process opens
+    the store first, with no lock (``SqlAlchemyStore.__init__``): two runs started at once in a
+    folder without ``mlflow.db`` (a parallel sweep, two terminals) race, and lose their records
+    (``duplicate column name: step``, ``table ... already exists``, alembic's ``Online migration
+    expected to match one row``) or leave the database half-migrated. Here the process that holds
+    an exclusive ``fcntl.flock`` on ``<database>.lock`` (beside the database) creates the tables
+    and runs the migrations (MLflow's own ``_initialize_tables``) on MLflow's cached engine; the
+    others wait, then find every table there. Without ``fcntl`` (Windows) nothing is locked, as
+    in MLflow's own ``_safe_initialize_tables``.
+
+    Args:
+        uri: the tracking URI (``None``: MLflow's current one).
+
+    Returns:
+        the database's path, or ``None`` for a store that is not a SQLite file (nothing done).
+    """
+    from mlflow.store.db import utils as db_utils  # noqa: PLC0415
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore  # noqa: PLC0415
+
+    from isles.app.tracking_server import local_store_path  # noqa: PLC0415
+
+    uri = uri or mlflow_module().get_tracking_uri()
+    if not uri.startswith("sqlite:"):
+        return None
+    path = local_store_path(uri)
+    if path is None:  # sqlite:///:memory: and the like
+        return None
+    try:
+        import fcntl  # noqa: PLC0415
+    except ImportError:  # Windows: MLflow's own unlocked creation
+        fcntl = None
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".lock", "a") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        engine = SqlAlchemyStore._get_or_create_engine(uri)  # MLflow's cached engine: its stores reuse it
+        if not db_utils._all_tables_exist(engine):
+            db_utils._initialize_tables(engine)
+    return path
+
+
 def flatten(d: dict, prefix: str = "") -> dict:
     """``{"a": {"b": 1}} -> {"a.b": 1}``; lists become their string form."""
     out = {}
@@ -101,6 +149,94 @@ def git_commit() -> str:
         return "unknown"
 
 
+#: MLflow's experiment tag that picks the UI's view of an experiment (MLflow 3: without it an
+#: experiment of runs without models may open in the GenAI view, "Evaluation runs", Traces, Judges)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+#: its value for model training: the runs table and the metric charts
+EXPERIMENT_KIND = "custom_model_development"
+
+
+def run_source(argv: list[str] | None = None) -> dict:
+    """What launched the run, for MLflow's source tags and the run's description; called in the
+    run's own process (the tracking process's command line is ``-c``).
+
+    Args:
+        argv: the command line (default ``sys.argv``).
+
+    Returns:
+        ``{"name": "run.py" | "isles" | the script's file name, "command": the command line as a
+        user types it again (``python run.py +experiment=cmepso device=cpu``, ``isles ...``,
+        ``python -m isles ...``), "experiment": the Hydra choice ``+experiment=NAME`` or ``None``,
+        "overrides": a sweep's job's own overrides (``[]`` outside a Hydra multirun)}``.
+    """
+    import shlex  # noqa: PLC0415
+
+    from isles.app.overrides import task_overrides  # noqa: PLC0415
+
+    argv = list(sys.argv if argv is None else argv) or [""]
+    path = argv[0].replace("\\", "/")
+    script = path.rsplit("/", 1)[-1]
+    if path.endswith("isles/__main__.py"):
+        name, head = "isles", ["python", "-m", "isles"]
+    elif script in ("isles", "isles.exe"):
+        name, head = "isles", ["isles"]
+    elif script.endswith(".py"):
+        name, head = script, ["python", script if script == "run.py" else path]
+    else:
+        name, head = script or "python", [path or "python"]
+    experiment, multirun = None, False
+    try:
+        from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415
+        from hydra.types import RunMode  # noqa: PLC0415
+
+        hydra = HydraConfig.get()
+        experiment, multirun = hydra.runtime.choices.get("experiment"), hydra.mode == RunMode.MULTIRUN
+    except Exception:  # noqa: BLE001, S110  (not started through Hydra)
+        pass
+    return {"name": name, "command": " ".join([*head, *(shlex.quote(a) for a in argv[1:])]),
+            "experiment": experiment, "overrides": task_overrides() if multirun else []}
+
+
+def default_run_name(params: dict, problem, source: dict) -> str:
+    """A run's name that says what ran: ``EXPERIMENT-PROBLEM-sSEED`` (``cmepso-welded_beam-s0``).
+
+    EXPERIMENT is Hydra's ``+experiment`` choice, else ``logger.experiment_name`` unless it is the
+    default ``isles``, else the algorithm's class; PROBLEM the problem's ``name``, else its
+    class; SEED the config's ``seed``."""
+    def leaf(target) -> str:
+        return str(target or "").rsplit(".", 1)[-1].lower()
+
+    experiment = source.get("experiment") or (
+        params.get("logger.experiment_name") if params.get("logger.experiment_name") not in (None, "", "isles")
+        else leaf(params.get("algorithm._target_")) or "isles")
+    name = getattr(problem, "name", None) or leaf(params.get("problem._target_")) or "problem"
+    return f"{experiment}-{name}-s{params.get('seed', 0)}"[:250]
+
+
+def source_tags(source: dict) -> dict:
+    """MLflow's own source tags and description of a run launched by ``source`` (:func:`run_source`):
+    ``mlflow.source.name``, ``mlflow.source.type`` (``LOCAL``), ``mlflow.source.git.commit`` (when
+    the checkout is known; also the tag ``git_commit``, kept for the readers of earlier runs) and
+    ``mlflow.note.content``, the run's description: the command line (and a sweep job's own
+    overrides)."""
+    from mlflow.utils.mlflow_tags import (  # noqa: PLC0415
+        MLFLOW_GIT_COMMIT,
+        MLFLOW_RUN_NOTE,
+        MLFLOW_SOURCE_NAME,
+        MLFLOW_SOURCE_TYPE,
+    )
+
+    note = f"Command:\n\n    {source['command']}\n"
+    if source.get("overrides"):
+        note += f"\nThis job of the sweep:\n\n    {' '.join(source['overrides'])}\n"
+    commit = git_commit()
+    tags = {MLFLOW_SOURCE_NAME: source["name"], MLFLOW_SOURCE_TYPE: "LOCAL", MLFLOW_RUN_NOTE: note,
+            "git_commit": commit}
+    if commit != "unknown":
+        tags[MLFLOW_GIT_COMMIT] = commit
+    return tags
+
+
 def _median(values: list) -> float:
     return float(sorted(values)[len(values) // 2]) if values else math.nan
 
@@ -117,12 +253,14 @@ class MlflowTracker:
         flush_s: seconds between metric flushes.
         sweep: the Hydra multirun this job belongs to
             (:func:`isles.app.sweep_runs.sweep_info`), or ``None``.
+        source: what launched the run (:func:`run_source`; default: this process's command line).
     """
 
     def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, flush_s: float = 2.0,
-                 sweep: dict | None = None):
+                 sweep: dict | None = None, source: dict | None = None):
         self.cfg = logger_cfg
         self.sweep = sweep
+        self.source = source or run_source()
         self.params = params
         self.config_yaml = config_yaml
         self.problem = problem
@@ -133,13 +271,19 @@ class MlflowTracker:
         self._client = None
         self._restarts = 0
 
-    def start(self, run_id: str | None = None) -> str:
+    def start(self, run_id: str | None = None, opened=None) -> str:
         """Open the run, log parameters, tags and the config; return the run id.
+
+        ``opened``: called with the run id as soon as the run exists, before its parameters
+        and config are logged.
 
         ``run_id``: continue that run (a resumed run: its parameters and config are logged
         already, and stay as they were); when the store does not hold it (a checkpoint written
         against another store, or ``logger.fallback_local``), a new run tagged
         ``resumed_from_run``, with one line on stderr. A sweep's job is nested under the sweep's parent run.
+        A new run is named ``logger.run_name``, else what ran (:func:`default_run_name`; a
+        sweep's job: its number and values), with MLflow's source tags and the command line as
+        its description (:func:`source_tags`).
         With ``system_metrics``, MLflow samples the machine's CPU, memory and GPUs in a thread
         of this process until the run ends (``MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=true`` in
         the environment turns it on too)."""
@@ -150,6 +294,7 @@ class MlflowTracker:
 
         if self.cfg.get("tracking_uri"):
             mlflow.set_tracking_uri(self.cfg["tracking_uri"])
+        prepare_sqlite_store(mlflow.get_tracking_uri())  # two runs at once never race to create it
         self._client = MlflowClient()
         system_metrics = True if self.cfg.get("system_metrics") else None  # None: MLflow's env variable
         logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # not its start/stop lines
@@ -157,6 +302,8 @@ class MlflowTracker:
             mlflow.set_system_metrics_sampling_interval(float(self.cfg["system_metrics_interval"]))
         if run_id and self._has_run(run_id):
             self.run_id = mlflow.start_run(run_id=run_id, log_system_metrics=system_metrics).info.run_id
+            if opened:
+                opened(self.run_id)
             mlflow.set_tags({"resumed": "true"})
             return self.run_id
         exp = self._experiment(self.cfg.get("experiment_name") or "isles")
@@ -168,10 +315,13 @@ class MlflowTracker:
         if self.sweep:
             parent = find_or_create_parent(self._client, exp.experiment_id, self.sweep["id"])
             tags, name = {**tags, **child_tags(parent, self.sweep)}, name or child_name(self._client, parent, self.sweep)
-        run = mlflow.start_run(run_name=name, tags=tags, log_system_metrics=system_metrics)
+        tags = {**source_tags(self.source), **tags}  # MLflow's own (source.name would read "-c")
+        run = mlflow.start_run(run_name=name or default_run_name(self.params, self.problem, self.source), tags=tags,
+                               log_system_metrics=system_metrics)
         self.run_id = run.info.run_id
+        if opened:
+            opened(self.run_id)
         mlflow.log_params({k: str(v)[:6000] for k, v in self.params.items()})
-        mlflow.set_tags({"git_commit": git_commit()})
         mlflow.log_text(self.config_yaml, "config.yaml")
         return self.run_id
 
@@ -179,7 +329,10 @@ class MlflowTracker:
         """Set (and return) the experiment ``name``, creating it when the store lacks it; a local
         ``sqlite:`` store's new experiment keeps its artifacts beside the database
         (:func:`isles.app.tracking_server.local_artifact_root`), not in the launch directory
-        (under ``ray job submit``, Ray's temporary copy of the working directory)."""
+        (under ``ray job submit``, Ray's temporary copy of the working directory). An experiment
+        without :data:`EXPERIMENT_KIND_TAG` is tagged model training (:data:`EXPERIMENT_KIND`), so
+        that MLflow's UI opens it on the runs table and charts, not the GenAI view; a kind set
+        by hand stays."""
         from urllib.parse import quote  # noqa: PLC0415
 
         from mlflow.exceptions import MlflowException  # noqa: PLC0415
@@ -193,7 +346,10 @@ class MlflowTracker:
                 self._client.create_experiment(name, artifact_location=f"{root}/{quote(name, safe='')}")
             except MlflowException:  # created meanwhile (another job of a sweep)
                 pass
-        return mlflow.set_experiment(name)
+        exp = mlflow.set_experiment(name)
+        if EXPERIMENT_KIND_TAG not in exp.tags:
+            self._client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        return exp
 
     def _has_run(self, run_id: str) -> bool:
         """Whether the tracking store holds the run ``run_id``."""

@@ -4,6 +4,11 @@ MLflow's imports take seconds, and its store and artifacts (the convergence plot
 their own: :class:`TrackingProcess` hands each callback's argument to a fresh interpreter through
 a pipe and the run goes on. A run of more than :data:`MAX_STEPS` epochs sends every k-th epoch
 as a metric step (and the last); every epoch reaches ``history.csv`` at the end.
+
+The command line starts the process before Hydra composes the config (:func:`prestart`), and the
+process imports MLflow and its SQL store before it learns what to track: MLflow's start-up
+(about 4 s: its imports, the store's schema check, the run's creation) overlaps the run's own
+(the config, Ray, CuPy's compilation) instead of following it.
 """
 from __future__ import annotations
 
@@ -12,10 +17,51 @@ import subprocess
 import sys
 import threading
 
-from isles.app.tracking import MlflowTracker, mlflow_module
+from isles.app.tracking import MlflowTracker, mlflow_module, run_source
 
 #: most epochs a run logs as MLflow metric steps (a longer run logs every k-th epoch)
 MAX_STEPS = 250
+
+
+_prestarted: tuple | None = None  # (process, pipe end) started by prestart(), not yet taken
+
+
+def _spawn() -> tuple:
+    """A fresh interpreter running :func:`child_main`, and this side's end of its pipe. It imports
+    only this module and MLflow (not the run's main module, as a ``multiprocessing`` spawn would),
+    with this process's ``sys.path``, and talks over a ``multiprocessing`` pipe whose end it
+    inherits."""
+    import multiprocessing as mp  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    conn, child = mp.Pipe()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # as a spawn would
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from isles.app.tracking_process import child_main; "
+         "child_main(int(sys.argv[1]))", str(child.fileno())],
+        pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
+        stdout=2)  # MLflow's "View run ... at" lines (a tracking server) go to stderr: stdout is the result
+    child.close()
+    return proc, conn
+
+
+def prestart(argv: list[str]) -> bool:
+    """Start the tracking process now, before Hydra composes the config, when the command line
+    ``argv`` (its arguments, without the program) is one run's overrides that do not turn MLflow
+    off: no ``logger=none`` or ``logger.enabled=false``, no flag (``-m``, ``--cfg``, ``--help``:
+    a sweep's jobs may run in other processes). The first :meth:`TrackingProcess.start` of this
+    process takes it; one never taken (a bad config value) ends when this process does.
+    Call it after ``sys.path`` holds the launch directory (a user's problem is unpickled there).
+
+    Returns:
+        whether a process was started.
+    """
+    global _prestarted
+    off = {"logger=none", "logger.enabled=false", "logger.enabled=False", "++logger.enabled=false"}
+    if _prestarted is not None or any(a.startswith("-") or a.strip() in off for a in argv):
+        return False
+    _prestarted = _spawn()
+    return True
 
 
 class TrackingProcess:
@@ -31,32 +77,25 @@ class TrackingProcess:
 
     def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, sweep: dict | None = None):
         self.args = (logger_cfg, params, config_yaml, problem, sweep)
+        self._source = run_source()  # the run's command line (the tracking process's is "-c")
         self._conn = self._proc = None
         self._run_id = None
         self._error = None  # what failed in the process (one line), raised again by run_id and end()
         self._stride, self._held = 1, None  # epochs sent as metric steps: every stride-th (on_start)
 
     def start(self, run_id: str | None = None) -> None:
-        """Start the process, which opens the run (or continues ``run_id``, a resumed run).
-
-        The process is a fresh interpreter that imports only this module and MLflow (not the
-        run's main module, as a ``multiprocessing`` spawn would), and talks over a
-        ``multiprocessing`` pipe whose end it inherits."""
-        import multiprocessing as mp  # noqa: PLC0415
-        import os  # noqa: PLC0415
-
-        self._conn, child = mp.Pipe()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # as a spawn would
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from isles.app.tracking_process import child_main; "
-             "child_main(int(sys.argv[1]))", str(child.fileno())],
-            pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
-            stdout=2)  # MLflow's "View run ... at" lines (a tracking server) go to stderr: stdout is the result
-        child.close()
+        """Start the process, which opens the run (or continues ``run_id``, a resumed run): the one
+        :func:`prestart` started, when it is still alive, else a new one (:func:`_spawn`)."""
+        global _prestarted
+        taken, _prestarted = _prestarted, None
+        if taken is not None and taken[0].poll() is None:
+            self._proc, self._conn = taken
+        else:
+            self._proc, self._conn = _spawn()
         # the sends go through a thread: the run never waits on the pipe (which fills while the
         # process is still importing MLflow)
         self._queue = queue.SimpleQueue()
-        self._queue.put(("args", (*self.args, run_id)))
+        self._queue.put(("args", (*self.args, run_id, self._source)))
         self._sender = threading.Thread(target=self._pump, name="isles-mlflow-send", daemon=True)
         self._sender.start()
 
@@ -157,6 +196,10 @@ def child_main(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM are the run's process's
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     conn = Connection(fd)
+    # MLflow's start_run imports IPython (0.4 s) only to look for a Databricks notebook's dbutils,
+    # and takes an ImportError as "none": this process is never a notebook
+    sys.modules.setdefault("IPython", None)
+    _preimport()  # while the run's process composes its config (prestart) or starts its run
     try:
         _, args = conn.recv()
     except (EOFError, OSError):  # the run's process is gone before it said what to track
@@ -165,12 +208,29 @@ def child_main(fd: int) -> None:
     _exit_now()
 
 
-def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id) -> None:
+def _preimport() -> None:
+    """Import what opening a run needs (seconds): MLflow, its client, its SQL store and the
+    schema check's alembic scripts, and GitPython (MLflow's git run context), where installed."""
+    import importlib  # noqa: PLC0415
+
+    for name in ("mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store", "git"):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # GitPython missing, or a store MLflow cannot import: opening the run says why
+            pass
+    try:  # the schema check of every SQL store reads alembic's scripts (imports them the first time)
+        importlib.import_module("mlflow.store.db.utils")._get_latest_schema_revision()
+    except Exception:  # noqa: BLE001, S110  (opening the store checks it again, and says what fails)
+        pass
+
+
+def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id, source=None) -> None:
     """Body of :class:`TrackingProcess`: an :class:`MlflowTracker` fed from ``conn``, until the
     run's process ends the run. Ctrl-C and SIGTERM are for the run's process, which closes the run
     (KILLED) through ``conn``. Whatever fails here ends the run FAILED (never FINISHED by MLflow's
     exit hook) and is sent to the run's process as one line; a run's process that is gone
-    (its end of ``conn`` closed) ends it KILLED, quietly."""
+    (its end of ``conn`` closed) ends it KILLED, quietly. ``source``: what launched the run
+    (:func:`isles.app.tracking.run_source`, sent by the run's process; default: this one's)."""
     tracker = None
 
     def close(status: str) -> None:
@@ -188,8 +248,9 @@ def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id
                 pass
 
     try:
-        tracker = MlflowTracker(logger_cfg, params, config_yaml, problem, sweep=sweep)
-        conn.send(("run_id", tracker.start(run_id)))
+        tracker = MlflowTracker(logger_cfg, params, config_yaml, problem, sweep=sweep, source=source)
+        # the run's id goes back as soon as the run exists (the result line waits for it)
+        tracker.start(run_id, opened=lambda rid: conn.send(("run_id", rid)))
         # the convergence plot's imports (matplotlib) while the run goes on; joined before any
         # other import of them (two threads importing one package at once can see it half-made)
         plots = threading.Thread(target=__import__, args=("isles.app.plots",), daemon=True)

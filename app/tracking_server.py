@@ -9,8 +9,10 @@ timeout, before Ray or any evolution starts: a server that does not answer is a 
 or, with ``logger.fallback_local=true``, the run goes to the local store instead (one line says
 where).
 
-Other URIs (``sqlite:///...``, ``file:...``, ``databricks``, ...) are MLflow's to open and are
-not probed. A local store (MLflow's default ``mlflow.db``, a relative ``sqlite:`` or ``file:`` path)
+Other URIs (``sqlite:///...``, ``file:...``, ``databricks``, ...) are not probed, but checked
+(:func:`check_store_uri`): a scheme MLflow has no store for, a local store that cannot be written,
+and a ``file:`` store (or plain path) that MLflow 3 refuses unless ``MLFLOW_ALLOW_FILE_STORE=true``
+are one-line errors before the run. A local store (MLflow's default ``mlflow.db``, a relative ``sqlite:`` or ``file:`` path)
 inside Ray's temporary copy of a job's working directory (``ray job submit --working-dir``) is
 refused before the run starts: Ray deletes that copy with its session (:func:`check_not_in_ray_copy`).
 Imports nothing from MLflow (seconds), only the standard library.
@@ -154,12 +156,94 @@ def local_artifact_root(uri: str | None) -> str | None:
     return Path(os.path.dirname(path), "mlruns").as_uri()
 
 
+#: the schemes of MLflow's own tracking stores (``postgresql+psycopg2`` counts as ``postgresql``);
+#: a plugin's scheme (entry point group ``mlflow.tracking_store``) is accepted too
+MLFLOW_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "file", "databricks",
+                  "databricks-uc", "uc")
+ALLOWED_STORES = ("sqlite:///PATH/mlflow.db (a folder you can write), http(s)://HOST:PORT (a tracking server), "
+                  "postgresql://, mysql://, mssql://, databricks, or logger=none")
+
+
+def _plugin_schemes() -> set:
+    """Schemes of tracking stores that installed packages add to MLflow (entry point group
+    ``mlflow.tracking_store``)."""
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    try:
+        return {ep.name for ep in entry_points(group="mlflow.tracking_store")}
+    except Exception:  # noqa: BLE001  (broken metadata: only MLflow's own schemes)
+        return set()
+
+
+def _mlflow_refuses_file_stores() -> bool:
+    """Whether the installed MLflow (3 and later) refuses a ``file:`` store: unless
+    ``MLFLOW_ALLOW_FILE_STORE`` is ``true`` or ``1`` (MLflow's own reading of it)."""
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() in ("true", "1"):
+        return False
+    try:
+        return int(version("mlflow").split(".")[0]) >= 3
+    except (PackageNotFoundError, ValueError):
+        return False
+
+
+def unwritable(path: str, folder: bool) -> str | None:
+    """Why a local store at ``path`` (a database file, or with ``folder`` a ``file:`` store's
+    folder) cannot be written, in a few words, or ``None`` when it can (what is missing of the
+    path is made by MLflow). Takes the path's nearest part that exists."""
+    if os.path.exists(path):
+        if folder != os.path.isdir(path):
+            return f"{path} is a {'file' if folder else 'folder'}, not a {'folder' if folder else 'file'}"
+        return None if os.access(path, os.W_OK) else f"{path} is not writable"
+    parent = os.path.dirname(path)
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"{parent} is a file, not a folder"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"cannot create anything in {parent}"
+
+
+def check_store_uri(logger_cfg: dict) -> None:
+    """Check, before the run, that MLflow can open the tracking store that ``logger.tracking_uri``
+    (or ``MLFLOW_TRACKING_URI``, or MLflow's default ``mlflow.db``) names, without importing MLflow:
+    a scheme MLflow knows (its own or a plugin's); a local store (``sqlite:``, ``file:``, a plain
+    path) whose file or folder can be written; a ``file:`` store or plain path only where MLflow
+    takes one (MLflow 3 refuses them unless ``MLFLOW_ALLOW_FILE_STORE=true``). A tracking server
+    is probed by :func:`reach_tracking_store`.
+
+    Raises:
+        ValueError: one line naming ``logger.tracking_uri``, what is wrong, and the allowed values.
+    """
+    uri, named = tracking_uri_of(logger_cfg)
+    named = named or "logger.tracking_uri=null (MLflow's default store, mlflow.db in the working directory)"
+    scheme = urlsplit(uri).scheme.lower() if uri else "sqlite"
+    if uri in ("databricks", "databricks-uc", "uc"):
+        return
+    if len(scheme) == 1:  # a Windows drive letter: a plain path
+        scheme = ""
+    base = scheme.split("+")[0]
+    if base and base not in MLFLOW_SCHEMES and base not in _plugin_schemes():
+        raise ValueError(f"{named}: MLflow has no tracking store for the scheme {scheme!r}; allowed values are "
+                         + ALLOWED_STORES)
+    file_store = base in ("", "file")
+    if file_store and _mlflow_refuses_file_stores():
+        raise ValueError(f"{named}: MLflow 3 refuses a file store (a file: URI or a plain path) unless "
+                         "MLFLOW_ALLOW_FILE_STORE=true is set in the environment; set it, or use "
+                         "sqlite:///PATH/mlflow.db (MLflow's default) or a tracking server http(s)://HOST:PORT")
+    path = local_store_path(uri) if base in ("", "file", "sqlite") else None
+    reason = unwritable(path, folder=file_store) if path else None
+    if reason:
+        raise ValueError(f"{named}: nothing can be written there ({reason}); allowed values are " + ALLOWED_STORES)
+
+
 def reach_tracking_store(logger_cfg: dict, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
     """The logger config to run with, after checking that its tracking server answers.
 
-    A local store inside Ray's temporary copy of a job's working directory is refused
-    (:func:`check_not_in_ray_copy`), also after a fallback. A URI that is not ``http(s)://``
-    passes unchanged. A server that does not answer within
+    A store MLflow cannot open or write (:func:`check_store_uri`: an unknown scheme, a path that
+    cannot be written, a ``file:`` store MLflow refuses) and a local store inside Ray's temporary
+    copy of a job's working directory (:func:`check_not_in_ray_copy`) are refused, also after a
+    fallback. Any other URI that is not ``http(s)://`` passes unchanged. A server that does not answer within
     ``timeout_s`` seconds is an error, or, with ``logger.fallback_local=true``, is replaced by
     :func:`local_store_uri` with one line on stderr saying where the run goes.
 
@@ -175,6 +259,7 @@ def reach_tracking_store(logger_cfg: dict, timeout_s: float = PROBE_TIMEOUT_S) -
     """
     uri, named = tracking_uri_of(logger_cfg)
     if not uri or urlsplit(uri).scheme not in ("http", "https"):
+        check_store_uri(logger_cfg)
         check_not_in_ray_copy(logger_cfg)
         return logger_cfg
     reason = probe(uri, timeout_s)
@@ -185,6 +270,7 @@ def reach_tracking_store(logger_cfg: dict, timeout_s: float = PROBE_TIMEOUT_S) -
                          "(mlflow server --host 127.0.0.1 --port PORT), fix the URI, or set "
                          "logger.fallback_local=true to log to the local store instead")
     local = local_store_uri()
+    check_store_uri({**logger_cfg, "tracking_uri": local})
     check_not_in_ray_copy({**logger_cfg, "tracking_uri": local})
     print(f"isles: the MLflow server {uri} does not answer ({reason}); this run goes to the local store "
           f"{local} (logger.fallback_local=true)", file=sys.stderr, flush=True)

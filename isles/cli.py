@@ -27,6 +27,7 @@ from isles.algorithms.core import precompile
 from isles.islands.coordinator import RestartFailed
 from isles.app.job import error_message, failure_line, is_config_error, run_job
 from isles.app.sweep_runs import JobFailed, sweep_info, use_isles_sweeper
+from isles.app.tracking_process import prestart
 from isles.islands.schema import check_override_keys
 
 CONF_DIR = str(Path(__import__("isles.conf", fromlist=["_"]).__file__).resolve().parent)
@@ -103,6 +104,7 @@ def main() -> None:
         print(f"isles: error: {err}", file=sys.stderr)
         sys.exit(2)
     import_from_launch_directory()
+    prestart(sys.argv[1:])  # MLflow's start-up overlaps Hydra's and the run's (isles.app.tracking_process)
     use_isles_sweeper()
     _hydra_run()
 
