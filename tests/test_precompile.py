@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,39 @@ def test_stop_hands_out_nothing_more(cache, monkeypatch):
     assert pre.wait(10)
     assert [_ask(c) for c in calls] == [("module", c["source"]) for c in calls]
     assert pre.compiled <= 1
+
+
+def test_end_kills_busy_workers(cache, monkeypatch):
+    monkeypatch.setenv("STAND_IN_DELAY", "5")
+    pre = precompile.Precompiler(stand_in, [_call("slow")], workers=1, compiler_module="tests.precompile_stand_in").install()
+    pre.end()
+    assert all(p.poll() is not None for p in pre.procs)
+
+
+def test_a_cache_that_holds_the_list_is_not_precompiled(tmp_path, monkeypatch):
+    lists = tmp_path / "lists.json.gz"
+    tmp_path = tmp_path / "cache"
+    tmp_path.mkdir()
+    assert not precompile.cache_holds(tmp_path / "missing", 1)
+    for i in range(3):
+        (tmp_path / f"{i}.cubin").write_bytes(b"x")
+    assert precompile.cache_holds(tmp_path, 3) and not precompile.cache_holds(tmp_path, 4)
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))
+    assert precompile.cache_dir() == tmp_path
+    with gzip.open(lists, "wt") as fh:
+        json.dump(precompile.merge({"x": [{"entry": {"source": str(i)}, "s": 0.1} for i in range(3)]}, "0"), fh)
+    touched = []
+
+    class Spy(types.ModuleType):
+        def __getattr__(self, name):
+            touched.append(name)
+            raise AttributeError(name)
+
+    monkeypatch.setitem(sys.modules, "cupy", Spy("cupy"))
+    assert precompile.start("x", lists) is None  # a warm cache: nothing starts, CuPy not asked
+    assert touched == []
+    (tmp_path / "2.cubin").unlink()
+    assert precompile.start("x", lists) is None and touched  # a cold one: CuPy asked (a stand-in here)
 
 
 def test_a_recorded_kernel_is_replayed_with_this_machines_paths():

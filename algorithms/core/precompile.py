@@ -245,6 +245,19 @@ class Precompiler:
             except OSError:
                 pass
 
+    def end(self) -> None:
+        """Stop (:meth:`stop`) and end the workers now (at the run's exit: a worker killed while
+        it compiles leaves at most a temporary file in the cache, which CuPy ignores)."""
+        self.stop()
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            try:
+                proc.wait(5)
+                proc.stdout.close()
+            except Exception:  # noqa: BLE001, S110  (at exit)
+                pass
+
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the workers to end; whether all did within ``timeout`` seconds."""
         import subprocess  # noqa: PLC0415
@@ -341,16 +354,41 @@ def pool_size() -> int:
     return max(1, min(12, cpus - 1))
 
 
+def cache_dir() -> Path:
+    """CuPy's kernel cache folder: ``CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache``."""
+    return Path(os.environ.get("CUPY_CACHE_DIR") or Path.home() / ".cupy" / "kernel_cache")
+
+
+def cache_holds(folder: Path, n: int) -> bool:
+    """Whether CuPy's kernel cache ``folder`` holds ``n`` kernels or more (a machine that has
+    run isles on its GPU before). Then nothing is precompiled: the workers would only load what
+    is there, and a run that waits for them is slower than one that loads the kernels itself
+    (one H100: the main job's warm start 4.1 s, 7.8 s with workers). A cache of other kernels
+    that happens to be as large leaves the run compiling in line, as CuPy does."""
+    try:
+        with os.scandir(folder) as entries:
+            count = 0
+            for entry in entries:
+                count += entry.is_file()
+                if count >= n:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
 def start(experiment: str | None, path: Path = LIST_PATH) -> Precompiler | None:
     """Compile the kernel list of ``experiment`` in worker processes (:class:`Precompiler`) for
-    the current CUDA device; ``None`` (nothing started) where there is no list for it, no
-    GPU, another CuPy version, or ``ISLES_PRECOMPILE=0``. Never raises."""
+    the current CUDA device; ``None`` (nothing started) where there is no list for it, CuPy's
+    kernel cache holds as many kernels already (:func:`cache_holds`), no GPU, another CuPy
+    version, or ``ISLES_PRECOMPILE=0``. The workers are ended when this process exits.
+    Never raises."""
     if not experiment or os.environ.get("ISLES_PRECOMPILE", "1") == "0":
         return None
     try:
         lists = load_lists(path)
         indices = lists.get("experiments", {}).get(experiment)
-        if not indices:
+        if not indices or cache_holds(cache_dir(), len(indices)):
             return None
         import cupy  # noqa: PLC0415
         from cupy.cuda import compiler  # noqa: PLC0415
@@ -366,6 +404,9 @@ def start(experiment: str | None, path: Path = LIST_PATH) -> Precompiler | None:
                  for i in order_of(indices, lists.get("seconds"))]
         pre = Precompiler(compiler, calls, pool_size()).install()
         _ACTIVE.append(pre)
+        import atexit  # noqa: PLC0415
+
+        atexit.register(pre.end)
         if os.environ.get("ISLES_PRECOMPILE_STATS"):  # benchmarks: what the workers did, at exit
             import atexit  # noqa: PLC0415
             import sys  # noqa: PLC0415
