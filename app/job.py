@@ -20,6 +20,7 @@ import sys
 import threading
 import traceback
 from contextlib import nullcontext
+from typing import Any, NamedTuple
 
 import numpy as np
 from hydra.utils import instantiate
@@ -288,6 +289,46 @@ def validate(cfg: dict) -> dict:
     return cfg
 
 
+class Prepared(NamedTuple):
+    """A job's config checked and built before Ray starts (:func:`prepare`)."""
+
+    plain: dict  # the resolved config with the schema's defaults
+    problem: Any
+    topology: Any
+    master: Any  # None without a master swarm
+    algorithm: Any  # the island algorithm, built to validate it (the groups build their own)
+
+
+def prepare(cfg: DictConfig) -> Prepared:
+    """Everything a job checks and builds before Ray starts, for a run (:func:`run_job`) and for
+    each job of a sweep before its first job starts (:func:`isles.app.sweep_runs.check_job`):
+    ``stop.max_evaluations`` as generations (:func:`isles.islands.budget.with_budget`), the
+    problem's keys as typed (``cfg``'s own ``hydra`` node, or the running job's overrides), the
+    default checkpoint path, :func:`validate`, then the problem, topology, master and algorithm
+    built and checked against each other. Starts nothing.
+
+    Raises:
+        ValueError: one line naming the field and the allowed values.
+    """
+    run_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])  # a sweep's job config has hydra's node
+    run_cfg = with_budget(run_cfg)  # stop.max_evaluations as generations, before ${generations} resolves (islands/budget.py)
+    plain = OmegaConf.to_container(run_cfg, resolve=True)
+    # no stale keys of another problem (the Hydra job's overrides, or those cfg's own hydra node records)
+    plain["problem"] = user_problem_config(plain.get("problem") or {}, job_overrides(cfg))
+    ck = plain.get("checkpoint") or {}
+    if ck.get("every") and not ck.get("path"):  # the default path: the job's output directory
+        plain["checkpoint"] = {**ck, "path": os.path.join(_output_dir(), "checkpoint.pkl")}
+    plain = validate(plain)
+    problem = build_problem(plain["problem"], plain["constraints"])  # constraints.eq_tol: the report's equalities
+    topology = instantiate(plain["topology"])
+    master = instantiate(plain["master"]) if plain.get("master") else None
+    # build (and validate) the island algorithm here too, so a bad value fails before Ray starts
+    algorithm = build_algorithm(plain["algorithm"])
+    check_pairing(algorithm, problem, plain["constraints"])
+    check_n_migrants(plain["islands"]["n_migrants"], algorithm.population_size())
+    return Prepared(plain, problem, topology, master, algorithm)
+
+
 def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, str | None]:
     """Run the experiment described by ``cfg``; return the result and the MLflow run id.
 
@@ -313,24 +354,10 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         SystemExit: 130 after Ctrl-C or SIGTERM (checkpoint written, resume command printed).
         Exception: whatever failed inside the run (a user's objective, an actor).
     """
-    cfg = with_budget(cfg)  # stop.max_evaluations as generations, before ${generations} resolves (islands/budget.py)
-    plain = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
-    # no stale keys of another problem (the Hydra job's overrides, or those cfg's own hydra node records)
-    plain["problem"] = user_problem_config(plain.get("problem") or {}, job_overrides(cfg))
-    ck = plain.get("checkpoint") or {}
-    if ck.get("every") and not ck.get("path"):  # the default path: the job's output directory
-        plain["checkpoint"] = {**ck, "path": os.path.join(_output_dir(), "checkpoint.pkl")}
-    plain = validate(plain)
+    plain, problem, topology, master, _ = prepare(cfg)
     ck = plain["checkpoint"]
     if use_ray is None:
         use_ray = needs_ray(plain)
-    problem = build_problem(plain["problem"], plain["constraints"])  # constraints.eq_tol: the report's equalities
-    topology = instantiate(plain["topology"])
-    master = instantiate(plain["master"]) if plain.get("master") else None
-    # build (and validate) the island algorithm here too, so a bad value fails before Ray starts
-    algorithm = build_algorithm(plain["algorithm"])
-    check_pairing(algorithm, problem, plain["constraints"])
-    check_n_migrants(plain["islands"]["n_migrants"], algorithm.population_size())
 
     tracker = None
     if plain["logger"]["enabled"]:

@@ -202,32 +202,16 @@ class JobFailed(Exception):
 
 
 def check_job(cfg: DictConfig) -> None:
-    """The checks :func:`isles.app.job.run_job` runs before Ray starts, on one job's composed
-    config ``cfg`` (its ``hydra`` node, if any, gives the job's overrides): the schema and the
-    machine (:func:`isles.app.job.validate`), then building the problem, topology, master and
-    algorithm and checking that they fit. Starts nothing.
+    """The checks :func:`isles.app.job.run_job` runs before Ray starts
+    (:func:`isles.app.job.prepare`), on one job's composed config ``cfg`` (its ``hydra`` node, if
+    any, gives the job's overrides). Starts nothing.
 
     Raises:
         ValueError: one line naming the field and the allowed values, as a run would.
     """
-    from hydra.utils import instantiate  # noqa: PLC0415
+    from isles.app.job import prepare  # noqa: PLC0415  (job imports this module)
 
-    from isles.app.job import validate  # noqa: PLC0415
-    from isles.app.overrides import user_problem_config  # noqa: PLC0415
-    from isles.islands.build import build_algorithm, build_problem, check_pairing  # noqa: PLC0415
-    from isles.islands.migration import check_n_migrants  # noqa: PLC0415
-
-    overrides = list(cfg.hydra.overrides.task) if "hydra" in cfg else []
-    plain = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
-    plain["problem"] = user_problem_config(plain.get("problem") or {}, overrides)
-    plain = validate(plain)
-    problem = build_problem(plain["problem"], plain["constraints"])
-    instantiate(plain["topology"])
-    if plain.get("master"):
-        instantiate(plain["master"])
-    algorithm = build_algorithm(plain["algorithm"])
-    check_pairing(algorithm, problem, plain["constraints"])
-    check_n_migrants(plain["islands"]["n_migrants"], algorithm.population_size())
+    prepare(cfg)
 
 
 def swept_overrides(job: list[str], command: list[str]) -> str:

@@ -195,6 +195,16 @@ def test_a_bad_value_stops_the_sweep_before_its_first_job(tmp_path):
     assert not RESULT.search(p.stdout) and not (tmp_path / "sweep").exists()
 
 
+def test_a_bad_budget_stops_the_sweep_before_its_first_job(tmp_path):
+    # the sweep's check is the run's own (app/job.prepare): stop.max_evaluations included
+    p = run_sweep("+experiment=de_islands", "logger=none", "device=cpu", "stop.max_evaluations=5000,2.5",
+                  f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=120)
+    assert p.returncode == 2, p.stderr[-3000:]
+    (line,) = p.stderr.strip().splitlines()
+    assert line.startswith("isles: error: job 1 (stop.max_evaluations=2.5): stop.max_evaluations=2.5"), line
+    assert not RESULT.search(p.stdout) and not (tmp_path / "sweep").exists()
+
+
 def test_a_bad_user_problem_value_stops_the_sweep_before_its_first_job(tmp_path):
     # build_problem's check (the class's own arguments), run on every job before the first starts
     p = run_user_sweep(tmp_path, *MINI, "logger=none", "++problem.dim=2,0")
