@@ -53,3 +53,19 @@ def host_run_and_steps(host, s0: dict, n: int) -> tuple:
     for _ in range(n):
         st = host.step(st)
     return one, st
+
+
+def interrupt_at(monkeypatch, epoch: int) -> None:
+    """Make the coordinator raise ``KeyboardInterrupt`` (Ctrl-C) once it has published ``epoch``
+    (undo with ``monkeypatch.undo()``)."""
+    from isles.islands.coordinator import Coordinator  # noqa: PLC0415
+
+    publish = Coordinator._publish
+
+    def publish_then_interrupt(self, record):
+        publish(self, record)
+        if record["epoch"] == epoch:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Coordinator, "_publish", publish_then_interrupt)
+

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from isles.app import job
 from isles.islands import checkpoint
-from isles.islands.coordinator import Coordinator
 
-from tests.helpers import make_cfg
+from tests.helpers import interrupt_at, make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,14 +71,7 @@ def test_resume_with_fewer_generations_than_saved_is_refused(saved, monkeypatch)
 
 def test_an_interrupted_run_resumed_with_fewer_generations_than_it_reached(tmp_path, monkeypatch):
     """The checkpoint an interrupt leaves (its last snapshot) bounds the resume's budget too."""
-    publish = Coordinator._publish
-
-    def interrupt_at_7(self, record):
-        publish(self, record)
-        if record["epoch"] == 7:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Coordinator, "_publish", interrupt_at_7)
+    interrupt_at(monkeypatch, 7)
     path = tmp_path / "ck.pkl"
     with pytest.raises(SystemExit):
         job.run_job(make_cfg(*SMALL, "islands.snapshot_every=1", f"checkpoint.path={path}"), use_ray=False)

@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 
 from isles.islands import checkpoint
 from isles.islands.coordinator import Coordinator
-from tests.helpers import make_cfg, plain
+from tests.helpers import interrupt_at, make_cfg, plain
 
 # slow: real Ray actors killed and restarted, runs interrupted and resumed (CI runs them; the quick run -m "not slow" does not)
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
@@ -206,14 +206,7 @@ def test_async_interrupt_checkpoints_and_resumes(ray_local, tmp_path, monkeypatc
     from isles.app.job import run_job
 
     reference = coordinator(*ASYNC).run()
-    publish = Coordinator._publish
-
-    def interrupt_at_7(self, record):
-        publish(self, record)
-        if record["epoch"] == 7:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Coordinator, "_publish", interrupt_at_7)
+    interrupt_at(monkeypatch, 7)
     path = tmp_path / "async.pkl"
     with pytest.raises(SystemExit) as stop:
         run_job(make_cfg(*DE, *ASYNC, f"checkpoint.path={path}"), use_ray=True)
