@@ -190,8 +190,8 @@ class Precompiler:
                         self.pending.remove(i)
                 if mine:
                     self.taken += 1
-                else:
-                    self.done[i].wait()
+                else:  # a worker has it; one that hangs is not waited for beyond WAIT_S
+                    self.done[i].wait(WAIT_S)
                     self.waited += 1
             return original(*args, **kwargs)
 
@@ -223,7 +223,7 @@ class Precompiler:
                 if not answer:  # the worker died: the run compiles what is left itself
                     break
                 i = None
-        except (OSError, ValueError) as err:
+        except Exception as err:  # noqa: BLE001  (a broken pipe, a worker gone: the run compiles the rest)
             log.debug("precompile: a worker failed (%s)", err)
         finally:
             if i is not None:
@@ -329,6 +329,10 @@ def wants_gpu(argv: list[str]) -> bool:
             return False
     return not any(a in ("-m", "--multirun") for a in argv)
 
+
+WAIT_S = 120.0
+"""The longest the run waits for a kernel a worker compiles before it compiles it itself (the
+slowest kernel recorded took 3.3 s)."""
 
 WORKER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='isles_precompile_worker')['worker'](sys.argv[2])"
 """The code a worker process runs (``python -c WORKER PATH_OF_THIS_FILE COMPILER_MODULE``)."""
