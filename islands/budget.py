@@ -2,7 +2,7 @@
 
 An **evaluation** is one evaluation of the problem's objective and constraints at one point x
 (one row of the population handed to ``Problem.evaluate``), in every family; the run's
-``evaluations`` sums them over all islands and the loop's plug-in (e.g. the CMEPSO master).
+``evaluations`` sums them over all islands and the loop's plug-in (e.g. a master swarm).
 A min-max problem's pair payoffs ``L(x, y)`` are counted apart (``payoff_evaluations``).
 
 Every family in isles evaluates a fixed number of points per island and generation
@@ -82,8 +82,8 @@ def budget_generations(cfg: dict, master=None) -> int:
 def with_budget(cfg):
     """The composed config ``cfg`` (an OmegaConf ``DictConfig``, before resolution) with
     ``generations`` set to :func:`budget_generations` where ``stop.max_evaluations`` is set, so
-    that what interpolates ``${generations}`` follows the budget (PSO's and EPSO's
-    ``max_iterations``: the inertia schedule then spans the run that the budget buys) and MLflow
+    that what interpolates ``${generations}`` follows the budget (an algorithm's schedule over
+    ``max_iterations`` then spans the run that the budget buys) and MLflow
     records the generations that run; ``cfg`` itself otherwise.
 
     Raises:

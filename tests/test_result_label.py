@@ -15,7 +15,8 @@ from tests.user_problems import InfiniteSphere, ShiftedSphere
 def _result(x, f=np.inf, v=0.0):
     return SimpleNamespace(best_x=np.asarray(x, dtype=np.float64), best_f=f, best_v=v, evaluations=10, wall_s=0.1,
                            history=[{"us_per_generation": 1.0}], startup_s=0.0, steady_evals_per_s=1.0, nan_evals=0,
-                           gpu_paths={}, hit_generations=None, best_genome=None, migrations=[])
+                           gpu_paths={}, hit_generations=None, best_genome=None, migrations=[],
+                           payoff_evaluations=0)
 
 
 @pytest.mark.parametrize(
