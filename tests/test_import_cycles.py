@@ -72,8 +72,9 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Each strongly connected component of more than one module (Tarjan), as a sorted list, and
-    within it one shortest circle through its first module, e.g. ``[a, b, a]``."""
+    """The import circles: for each strongly connected component of more than one module (Tarjan),
+    a shortest circle through each of its modules, e.g. ``[a, b, a]``, without repeats (a circle
+    found from another of its modules is the same circle)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -104,12 +105,20 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     for v in sorted(graph):
         if v not in index:
             visit(v)
-    return [_circle(graph, comp) for comp in sorted(comps)]
+    found: list[list[str]] = []
+    seen: set[frozenset[str]] = set()
+    for comp in sorted(comps):
+        for start in comp:
+            circle = _circle(graph, start, set(comp))
+            if frozenset(circle) not in seen:
+                seen.add(frozenset(circle))
+                found.append(circle)
+    return found
 
 
-def _circle(graph: dict[str, set[str]], comp: list[str]) -> list[str]:
-    """A shortest circle from ``comp[0]`` back to itself inside ``comp`` (breadth first)."""
-    start, inside = comp[0], set(comp)
+def _circle(graph: dict[str, set[str]], start: str, inside: set[str]) -> list[str]:
+    """A shortest circle from ``start`` back to itself through the modules ``inside`` (breadth
+    first)."""
     paths = {start: [start]}
     queue = [start]
     while queue:
@@ -120,7 +129,7 @@ def _circle(graph: dict[str, set[str]], comp: list[str]) -> list[str]:
             if w not in paths:
                 paths[w] = paths[v] + [w]
                 queue.append(w)
-    return comp  # unreachable for a strongly connected component
+    return [start]  # unreachable inside a strongly connected component
 
 
 def test_the_graph_sees_the_package():
@@ -135,6 +144,8 @@ def test_cycles_finds_a_circle():
     """The cycle finder reports a circle of three and ignores a chain."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c", "a"]]
+    graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"b"}}  # two circles through b
+    assert cycles(graph) == [["a", "b", "a"], ["c", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
