@@ -150,11 +150,16 @@ def use_isles_sweeper() -> None:
     import types  # noqa: PLC0415
     from dataclasses import make_dataclass  # noqa: PLC0415
 
-    import hydra_plugins  # noqa: F401, PLC0415  (the namespace package of Hydra's plugins)
     from hydra.core.config_store import ConfigStore  # noqa: PLC0415
     from hydra.core.plugins import Plugins  # noqa: PLC0415
 
     plugins = Plugins.instance()  # scans Hydra's plugins first (see IslesSweeper)
+    try:
+        import hydra_plugins  # noqa: F401, PLC0415  (the namespace package of Hydra's plugins)
+    except ImportError:  # no Hydra plugin installed (pip install isles without extras): an empty one
+        namespace = types.ModuleType("hydra_plugins")
+        namespace.__path__ = []
+        sys.modules["hydra_plugins"] = namespace
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper, BasicSweeperConf  # noqa: PLC0415
 
     module_name, class_name = PLUGIN_NAME.rsplit(".", 1)

@@ -200,6 +200,11 @@ def child_main(fd: int) -> None:
     # and takes an ImportError as "none": this process is never a notebook
     sys.modules.setdefault("IPython", None)
     _preimport()  # while the run's process composes its config (prestart) or starts its run
+    # MLflow's INFO lines ("Creating initial MLflow database tables...", "Experiment ... does not
+    # exist. Creating a new experiment.") would land in the middle of the run's progress
+    import logging  # noqa: PLC0415
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
     try:
         _, args = conn.recv()
     except (EOFError, OSError):  # the run's process is gone before it said what to track

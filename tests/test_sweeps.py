@@ -227,3 +227,18 @@ def test_optuna_search_goes_on_after_a_failed_trial(tmp_path):
     assert f"isles: error: job {failed}: RuntimeError: asked to fail" in p.stderr
     result = OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml")
     assert result.best_params["++problem.fail"] < 0.9  # the failed trial was told to Optuna as failed
+
+
+def test_runs_and_sweeps_without_any_hydra_plugin_installed(tmp_path):
+    """``pip install -e .`` (no extras) has no ``hydra_plugins`` package: isles' sweeper must not
+    need one (the README's first command failed on a fresh clone with ModuleNotFoundError)."""
+    code = ("import runpy, sys; sys.modules['hydra_plugins'] = None; sys.argv = ['run.py'] + sys.argv[1:]; "
+            "runpy.run_path(%r, run_name='__main__')" % str(ROOT / "run.py"))
+    for args in (["+experiment=cmepso", "device=cpu", "logger=none", "generations=3", "progress=false"],
+                 ["-m", "+experiment=cmepso", "device=cpu", "logger=none", "generations=3", "progress=false",
+                  "seed=1,2", f"hydra.sweep.dir={tmp_path / 'sweep'}"]):
+        p = subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120, check=False)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert len(RESULT.findall(p.stdout)) == (2 if "-m" in args else 1), p.stdout
+

@@ -80,6 +80,7 @@ def test_a_run_says_what_ran_in_mlflow(tmp_path):
     p = subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
                        env=env)
     assert p.returncode == 0, p.stderr[-2000:]
+    assert "INFO mlflow" not in p.stdout + p.stderr  # MLflow's own INFO lines stay out of the run's output
     (run_id,) = re.findall(r"mlflow_run=(\w+)", p.stdout)
     client = MlflowClient(tracking_uri=store)
     run = client.get_run(run_id)
