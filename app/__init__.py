@@ -1,6 +1,7 @@
 """isles' application around the island runtime: one job from a config (:mod:`isles.app.job`),
 its MLflow tracking (:mod:`isles.app.tracking`, :mod:`isles.app.tracking_process`,
-:mod:`isles.app.tracking_server`), sweeps (:mod:`isles.app.sweep_runs`), Ray's security defaults
+:mod:`isles.app.tracking_server`), sweeps (:mod:`isles.app.sweeper`, their
+MLflow runs :mod:`isles.app.sweep_runs`), Ray's security defaults
 (:mod:`isles.app.ray_security`), what a person sees (:mod:`isles.app.progress`,
 :mod:`isles.app.report`, :mod:`isles.app.plots`) and the user's modules shipped to a cluster
 (:mod:`isles.app.user_modules`).

@@ -301,7 +301,7 @@ class Prepared(NamedTuple):
 
 def prepare(cfg: DictConfig) -> Prepared:
     """Everything a job checks and builds before Ray starts, for a run (:func:`run_job`) and for
-    each job of a sweep before its first job starts (:func:`isles.app.sweep_runs.check_job`):
+    each job of a sweep before its first job starts (:func:`isles.app.sweeper.check_job`):
     ``stop.max_evaluations`` as generations (:func:`isles.islands.budget.with_budget`), the
     problem's keys as typed (``cfg``'s own ``hydra`` node, or the running job's overrides), the
     default checkpoint path, :func:`validate`, then the problem, topology, master and algorithm

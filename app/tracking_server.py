@@ -115,6 +115,52 @@ def local_store_path(uri: str | None) -> str | None:
     return None
 
 
+def prepare_sqlite_store(uri: str | None) -> str | None:
+    """Create and upgrade a local SQLite tracking store once, under a file lock, before any run
+    opens it.
+
+    MLflow creates a fresh database's tables and runs its migrations in whichever process opens
+    the store first, with no lock (``SqlAlchemyStore.__init__``): two runs started at once in a
+    folder without ``mlflow.db`` (a parallel sweep, two terminals) race, and lose their records
+    (``duplicate column name: step``, ``table ... already exists``, alembic's ``Online migration
+    expected to match one row``) or leave the database half-migrated. Here the process that holds
+    an exclusive ``fcntl.flock`` on ``<database>.lock`` (beside the database) creates the tables
+    and runs the migrations (MLflow's own ``_initialize_tables``) on MLflow's cached engine; the
+    others wait, then find every table there. Without ``fcntl`` (Windows) nothing is locked, as
+    in MLflow's own ``_safe_initialize_tables``.
+
+    Args:
+        uri: the tracking URI (``None``: MLflow's current one).
+
+    Returns:
+        the database's path, or ``None`` for a store that is not a SQLite file (nothing done).
+    """
+    from mlflow.store.db import utils as db_utils  # noqa: PLC0415
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore  # noqa: PLC0415
+
+    if not uri:
+        import mlflow  # noqa: PLC0415  (isles.app.tracking.mlflow_module: imported on first use)
+
+        uri = mlflow.get_tracking_uri()
+    if not uri.startswith("sqlite:"):
+        return None
+    path = local_store_path(uri)
+    if path is None:  # sqlite:///:memory: and the like
+        return None
+    try:
+        import fcntl  # noqa: PLC0415
+    except ImportError:  # Windows: MLflow's own unlocked creation
+        fcntl = None
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".lock", "a") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        engine = SqlAlchemyStore._get_or_create_engine(uri)  # MLflow's cached engine: its stores reuse it
+        if not db_utils._all_tables_exist(engine):
+            db_utils._initialize_tables(engine)
+    return path
+
+
 def check_not_in_ray_copy(logger_cfg: dict, copy: str | None = None) -> None:
     """Refuse a local MLflow store inside Ray's temporary copy of a job's working directory.
 

@@ -19,17 +19,18 @@ class Archipelago:
     :meth:`advance`. Same code, same random numbers, same result as the loop in the driver.
 
     Args:
+        coordinator: the class of the coordinator to run here,
+            :class:`isles.islands.coordinator.Coordinator` (its driver passes it, so that this
+            module imports nothing of the coordinator, which starts this class).
         cfg, topology, master: as :class:`Coordinator`.
         device: ``cpu`` or ``gpu``, the placement's device.
         resume_from: the driver's :attr:`Coordinator.resume_from` (read and checked there).
     """
 
-    def __init__(self, cfg: dict, topology, master, device: str, resume_from: dict | None = None):
-        from isles.islands.coordinator import Coordinator  # noqa: PLC0415  (it starts this class)
-
+    def __init__(self, coordinator: type, cfg: dict, topology, master, device: str, resume_from: dict | None = None):
         ck = {**cfg["checkpoint"], "resume": None}
         cfg = {**cfg, "device": device, "islands": {**cfg["islands"], "n_actors": 1}, "checkpoint": ck}
-        self.coordinator = Coordinator(cfg, topology, master, use_ray=False)
+        self.coordinator = coordinator(cfg, topology, master, use_ray=False)
         self.coordinator.resume_from = resume_from
         self.placement = self.coordinator._placement()
         self.groups = self.coordinator._start_groups(self.placement)

@@ -162,7 +162,7 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
 
         self._reserved = reserve(placement)
         actor = ray.remote(Archipelago).options(**actor_options(placement, self._reserved, 0, self.max_restarts)).remote(
-            self.cfg, self.topology, self.master, placement.device, self.resume_from)
+            Coordinator, self.cfg, self.topology, self.master, placement.device, self.resume_from)
         try:
             infos = ray.get(actor.info.remote())
             startup_s = self._started(infos, t_start)

@@ -41,6 +41,21 @@ CHECKOUT: Path | None = _checkout()
 if CHECKOUT is not None and str(CHECKOUT) not in __path__:  # noqa: F821  (module __path__)
     __path__.append(str(CHECKOUT))  # noqa: F821
 
+
+def git_commit() -> str:
+    """The checkout's HEAD commit, or ``"unknown"`` (an installed wheel, or no git); the tag
+    ``git_commit`` of a run and of a sweep's parent run (:mod:`isles.app.tracking`,
+    :mod:`isles.app.sweep_runs`)."""
+    import subprocess  # noqa: PLC0415
+
+    if CHECKOUT is None:
+        return "unknown"
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=CHECKOUT, capture_output=True, text=True,
+                              timeout=5).stdout.strip() or "unknown"
+    except Exception:
+        return "unknown"
+
 MOVED = {"problems": ("from problems.base import Problem", "from isles.problems.base import Problem"),
          "algorithms": ("from algorithms.de.de import DE", "from isles.algorithms.de.de import DE"),
          "islands": ("from islands.coordinator import Coordinator",

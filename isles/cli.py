@@ -12,7 +12,7 @@ the file and line, and where the full log is; for lost actors that could not be 
 the checkpoint is and the command that resumes). In a ``-m`` sweep a failed job does not stop the
 sweep: every job runs, each failed one prints its line, and the sweep ends with one line per failed
 job and exit status 1; a bad value in any job's config stops the sweep before its first job, exit
-status 2 (:class:`isles.app.sweep_runs.IslesSweeper`).
+status 2 (:class:`isles.app.sweeper.IslesSweeper`).
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from omegaconf import DictConfig
 from isles.algorithms.core import precompile
 from isles.islands.coordinator import RestartFailed
 from isles.app.job import error_message, failure_line, is_config_error, run_job
-from isles.app.sweep_runs import JobFailed, sweep_info, use_isles_sweeper
+from isles.app.sweep_runs import sweep_info
+from isles.app.sweeper import JobFailed, use_isles_sweeper
 from isles.app.tracking_process import prestart
 from isles.islands.schema import check_override_keys
 

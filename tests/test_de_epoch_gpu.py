@@ -15,7 +15,7 @@ from tests.gpu import cupy_or_skip, epoch_and_per_generation  # noqa: E402
 cp = cupy_or_skip()
 
 from isles.algorithms.de.de import DE  # noqa: E402
-from isles.algorithms.de.epoch import HostEpochDE  # noqa: E402
+from isles.algorithms.de.host_epoch import HostEpochDE  # noqa: E402
 from isles.problems import make_problem  # noqa: E402
 from tests.helpers import island_ctx  # noqa: E402
 from tests.user_problems import FusedNaNSphere  # noqa: E402

@@ -66,6 +66,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from isles.algorithms.coevolution.counts import (  # noqa: F401  (cycle_payoffs: a public name of this module)
+    COUNTER_STRIDE, DRAW_INIT_Y, cycle_evaluations, cycle_payoffs)
 from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_bool, check_range
 from isles.algorithms.core.population import Population
 from isles.algorithms.de.de import DE, DEParams, select
@@ -74,8 +76,6 @@ from isles.problems.minmax import check_payoff_shape
 
 #: roles of the two populations (migration keys)
 ROLES = ("x", "y")
-DRAW_INIT_Y = 5
-COUNTER_STRIDE = 1 << 24  # counter distance between DE generations k and k + 1 of one cycle
 
 
 @dataclass(frozen=True)
@@ -151,19 +151,6 @@ class CDEParams:
             if role == "y" and msg.startswith("algorithm.pop_size="):
                 msg = "algorithm.pop_size_y=" + msg[len("algorithm.pop_size="):]
             raise ValueError(msg) from None
-
-
-def cycle_evaluations(params: CDEParams) -> int:
-    """x rows whose objective and constraints (a min-max problem's x terms) are evaluated per
-    island and cycle: ``Nx (1 + gens_x)``, the refresh of P1 and every trial of P1. P2's phase
-    reuses P1's terms (x is frozen), and a y is no point of the problem's objective."""
-    return params.pop_size * (1 + params.gens_x)
-
-
-def cycle_payoffs(params: CDEParams) -> int:
-    """Pair payoffs ``L(x, y)`` per island and cycle: ``(2 + gens_x + gens_y) Nx Ny`` (the two
-    refreshes, and each trial against the whole opposing population)."""
-    return (2 + params.gens_x + params.gens_y) * params.pop_size * params.pop_size_y
 
 
 class _Side:

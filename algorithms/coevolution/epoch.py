@@ -39,7 +39,7 @@ import warnings
 
 import numpy as np
 
-from isles.algorithms.coevolution.cde import cycle_evaluations, cycle_payoffs
+from isles.algorithms.coevolution.counts import COUNTER_STRIDE, cycle_evaluations, cycle_payoffs
 from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.de.crossover import DRAW_CROSS, DRAW_START
@@ -115,8 +115,6 @@ def _pay_k(problem) -> tuple[int, int]:
 def kernel_source(params, problem, dtype, lay: dict) -> str:
     """Full source: configuration, draw ids, ``objective.cuh``, ``de.cu``, the problem's
     ``pair_cuda`` and ``pair_terms_cuda``, ``cde_epoch.cu`` (:mod:`isles.algorithms.core.cuda_lib`)."""
-    from isles.algorithms.coevolution.cde import COUNTER_STRIDE  # noqa: PLC0415  (cde imports this module)
-
     d = {"IS_F32": int(np.dtype(dtype) == np.float32), "XOVER": XOVER_IDS[params.crossover],
          "BOUND": BOUND_IDS[params.bound_handling], "PAY_DX": lay["dx"], "PAY_DY": lay["dy"],
          "CDE_NX": lay["nx"], "CDE_NY": lay["ny"], "CDE_GX": params.gens_x, "CDE_GY": params.gens_y,

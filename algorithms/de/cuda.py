@@ -169,7 +169,7 @@ def unsupported_reason(params, ctx, device: bool = True) -> str | None:
         params: :class:`isles.algorithms.de.de.DEParams`.
         ctx: :class:`isles.algorithms.core.base.Context`.
         device: ``False`` asks only about the configuration (not whether ``ctx`` is on CuPy): the
-            host emulations of the kernels (:class:`isles.algorithms.de.epoch.HostEpochDE`).
+            host emulations of the kernels (:class:`isles.algorithms.de.host_epoch.HostEpochDE`).
     """
     reason = variation_unsupported_reason(params, ctx, device)
     if reason is not None:

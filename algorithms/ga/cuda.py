@@ -78,7 +78,7 @@ from isles.algorithms.core.cuda_lib import defines, draw_ids, source
 from isles.algorithms.core.epoch_layout import EpochPaths
 from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph
 from isles.algorithms.core.plan import counter_kernels, elementwise, kernels, require_supported, verified_plan
-from isles.algorithms.ga.ga import (
+from isles.algorithms.ga.draws import (
     CROSSOVERS,
     DRAW_CUT,
     DRAW_MUTATE,
@@ -94,7 +94,7 @@ from isles.problems.cuda_check import compile_c, compiler
 MAX_TPI = 256
 VERIFY_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
 
-#: the draw ids of the counter RNG (algorithms/ga/ga.py), injected into the kernels
+#: the draw ids of the counter RNG (algorithms/ga/draws.py), injected into the kernels
 DRAWS = draw_ids(DRAW_SELECT=DRAW_SELECT, DRAW_XOVER=DRAW_XOVER, DRAW_CUT=DRAW_CUT, DRAW_XMASK=DRAW_XMASK,
                  DRAW_MUTATE=DRAW_MUTATE, DRAW_RENEW=DRAW_RENEW)
 

@@ -26,7 +26,8 @@ sees the bits. Fitness ``f`` and violation ``v`` (Deb's rules rank ``(v, f)``,
 ``(seed, island, generation g, draw id, element index)`` with ``g = state["generation"]`` (the
 generations completed before this one). Index layouts are per island block, ``c`` is the absolute
 slot in ``[0, N)``, ``W`` words, ``L`` bits, ``S = group_size``; ``u`` means the float64 uniform
-``(z >> 11) 2^-53`` of hash ``z``, a *word* means ``uint32(z >> 32)``:
+``(z >> 11) 2^-53`` of hash ``z``, a *word* means ``uint32(z >> 32)``; the ids live in
+:mod:`isles.algorithms.ga.draws`, which the kernels import too:
 
 ============== ==== ======================================= =========================================
 draw           id   index                                   use
@@ -92,20 +93,13 @@ import numpy as np
 from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
 from isles.algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding, make_encoding
+from isles.algorithms.ga.draws import (CROSSOVERS, DRAW_CUT, DRAW_INIT, DRAW_MUTATE, DRAW_RENEW, DRAW_SELECT,
+                                       DRAW_XMASK, DRAW_XOVER, flip_thresholds)
 from isles.problems.constraints import better
 
 log = logging.getLogger(__name__)
 
-CROSSOVERS = ("one_point", "two_point", "uniform")
 MUTATIONS = ("per_bit", "seed")
-
-DRAW_INIT = 0
-DRAW_SELECT = 1
-DRAW_XOVER = 2
-DRAW_CUT = 3
-DRAW_XMASK = 4
-DRAW_MUTATE = 5
-DRAW_RENEW = 6
 
 #: default p_m of mutation="seed" (one bit per child with this probability; seed 2.8: "< 5 %")
 SEED_P_M = 0.04
@@ -305,22 +299,6 @@ def crossover(rng, generation: int, G1, G2, start: int, stop: int, kind: str, p_
     else:
         raise ValueError(f"algorithm.crossover={kind!r}: allowed values are {'|'.join(CROSSOVERS)}")
     return xp.where(do[..., None], child, G1)
-
-
-def flip_thresholds(p_m: float) -> np.ndarray:
-    """The per-bit mutation's integer thresholds ``K (33,)`` uint64: ``K_m = ceil((1 - q_m) 2^53)``
-    with ``q_m = (1 - p_m)^m`` in float64 (``m = 0..32``), computed exactly (rationals). A draw
-    ``z`` says "the gap is at least ``m``" iff ``(z >> 11) >= K_m``, i.e. iff
-    ``1 - u <= q_m`` for its uniform ``u``. Computed on the host once, shared by NumPy, CuPy and
-    the CUDA kernel."""
-    from fractions import Fraction  # noqa: PLC0415
-
-    a = 1.0 - float(p_m)
-    out = []
-    for m in range(33):
-        q = Fraction(a ** m)
-        out.append(math.ceil((1 - q) * (1 << 53)))
-    return np.array(out, dtype=np.uint64)
 
 
 def word_bits(n_bits: int) -> np.ndarray:

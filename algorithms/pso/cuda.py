@@ -65,13 +65,13 @@ import numpy as np
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.plan import function
 from isles.algorithms.core.random import _MASK
-from isles.algorithms.pso.pso import DRAW_COR, DRAW_R1, DRAW_R2
+from isles.algorithms.pso.draws import DRAW_COR, DRAW_R1, DRAW_R2
 
 BLOCK = 256  # threads per block of every kernel
 MAX_GRID = 16384  # blocks of a grid-stride loop
 COR_MODE_IDS = {"overshoot": 0, "range": 1}
 
-#: the draw ids of the counter RNG (algorithms/pso/pso.py), injected into the kernels
+#: the draw ids of the counter RNG (algorithms/pso/draws.py), injected into the kernels
 DRAWS = draw_ids(DRAW_R1=DRAW_R1, DRAW_R2=DRAW_R2, DRAW_COR=DRAW_COR)
 
 

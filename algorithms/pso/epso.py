@@ -31,8 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from isles.algorithms.core.base import Context, State, check_range
-from isles.algorithms.pso.pso import (DRAW_COR, DRAW_R1, DRAW_R2, DRAW_R3, PSO, PSOParams, boundary_correction,
-                            clamp_velocity, inertia_weight, update_bests, vmax_schedule)
+from isles.algorithms.pso.draws import DRAW_COR, DRAW_R1, DRAW_R2, DRAW_R3
+from isles.algorithms.pso.pso import (PSO, PSOParams, boundary_correction, clamp_velocity, inertia_weight, update_bests,
+                                      vmax_schedule)
 from isles.problems.constraints import argbest
 
 DRAW_NW, DRAW_NC1, DRAW_NC2, DRAW_NC3, DRAW_NG = 20, 21, 22, 23, 24

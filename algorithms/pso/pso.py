@@ -36,11 +36,8 @@ from dataclasses import dataclass
 
 
 from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_bool, check_range
+from isles.algorithms.pso.draws import DRAW_COR, DRAW_INIT_V, DRAW_INIT_X, DRAW_R1, DRAW_R2
 from isles.problems.constraints import argbest, better
-
-# draw ids (counter RNG): each call site of a generation has its own constant id
-DRAW_INIT_X, DRAW_INIT_V = 0, 1
-DRAW_R1, DRAW_R2, DRAW_R3, DRAW_COR = 10, 11, 12, 13
 
 
 def inertia_weight(k: int, i_max: int, w_max: float, w_min: float) -> float:

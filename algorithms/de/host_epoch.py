@@ -1,0 +1,82 @@
+"""The DE epoch kernel's host emulation (:class:`HostEpochDE`), for the CI tests on NumPy states.
+
+It needs both the kernel source of :mod:`isles.algorithms.de.cuda` and the epoch configuration of
+:mod:`isles.algorithms.de.epoch`; living apart from both, it ties neither to the other (the
+per-generation plan :class:`isles.algorithms.de.cuda.FusedDE` builds the epoch kernel
+:class:`isles.algorithms.de.epoch.EpochDE`, and the epoch module imports nothing of the plan).
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from isles.algorithms.de.cuda import _cr_args, kernel_source, unsupported_reason
+from isles.algorithms.de.epoch import epoch_source
+from isles.problems.cuda_check import compile_c
+
+
+class HostEpochDE:
+    """The epoch kernel's block code compiled as C for the host (``-DISLES_HOST_EMU``: one thread
+    per island, the fold sequential over coordinates), on NumPy states, for the CI tests: the
+    same decisions, trial rows, NaN/penalty rule, selection and stop target as the CUDA kernel.
+
+    Args:
+        de: a :class:`isles.algorithms.de.de.DE` (rand/1, bin or nec).
+        ctx: a NumPy :class:`isles.algorithms.core.base.Context` whose problem has a usable
+            ``cuda_objective``.
+
+    Raises:
+        ValueError: the configuration has no fused kernel (:func:`isles.algorithms.de.cuda.unsupported_reason` with ``device=False``).
+        RuntimeError: no C compiler, or the source does not compile.
+    """
+
+    def __init__(self, de, ctx):
+        p = de.params
+        why = unsupported_reason(p, ctx, device=False)
+        if why is not None:
+            raise ValueError(f"DE epoch kernel: {why}")
+        self.ctx, self.N, self.D, self.dtype = ctx, p.pop_size, int(ctx.dim), np.dtype(ctx.dtype)
+        ev = ctx.evaluator
+        penalty = float(ev.penalty) if getattr(ev, "handling", "feasibility") == "penalty" else None
+        src = kernel_source(self.dtype, self.D, self.N, ev.problem.cuda_objective, p.crossover,
+                            p.bound_handling, penalty, tail="de_epoch.cu")
+        self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + epoch_source(src, 1, 1))
+        self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
+        self._F = p.F
+        self._CR, self._log_cr, self._cr_case = _cr_args(p, self.dtype)
+
+    def run(self, state: dict, n: int, target: float | None = None) -> dict:
+        """``n`` generations of every island from the NumPy ``state`` (the context's RNG keys,
+        device counter 0); a new state, with ``hit_generation`` when ``target`` is given.
+
+        Raises:
+            MemoryError: no memory for an island's two populations."""
+        def ptr(a):
+            return a.ctypes.data_as(ctypes.c_void_p)
+
+        c = np.ascontiguousarray
+        X, f, v = (np.array(state[k], dtype=self.dtype, order="C") for k in ("X", "f", "v"))
+        I = X.shape[0]
+        Xo, fo, vo = np.empty_like(X), np.empty_like(f), np.empty_like(v)
+        keys = c(self.ctx.rng.keys, dtype=np.uint64)
+        lo, hi = c(self.ctx.lower, dtype=self.dtype), c(self.ctx.upper, dtype=self.dtype)
+        ctr = np.zeros(1, dtype=np.uint64)
+        nan = np.zeros(1, dtype=np.uint64)
+        hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
+        T = self._T
+        rc = self.lib.de_epoch_host(
+            ctypes.c_int(I), ptr(X), ptr(f), ptr(v), ptr(Xo), ptr(fo), ptr(vo), ptr(keys), ptr(lo), ptr(hi),
+            ctypes.c_longlong(int(state["generation"])), ptr(ctr), ctypes.c_int(int(n)), ptr(nan), ptr(hit),
+            T(0 if target is None else target), ctypes.c_int(target is not None), T(self._F), T(self._CR),
+            ctypes.c_double(float(self._log_cr)), ctypes.c_int(int(self._cr_case)))
+        if rc != 0:
+            raise MemoryError("DE epoch kernel (host): no memory for an island's two populations")
+        s = dict(state)
+        s["X"], s["f"], s["v"] = Xo, fo, vo
+        if target is not None:
+            s["hit_generation"] = hit
+        s["generation"] = state["generation"] + int(n)
+        s["evals"] = state["evals"] + int(n) * self.N
+        s["nan_evals"] = np.asarray(state["nan_evals"]) + np.int64(nan[0])
+        return s
