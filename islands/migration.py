@@ -28,7 +28,9 @@ import numpy as np
 from isles.algorithms.core.backend import device_constant, to_host
 from isles.algorithms.core.population import Population, PopulationRoles, by_role
 from isles.islands import policies
-from isles.islands.policies import check_n_migrants, rank_order, replacement_policy, selection_policy  # noqa: F401  (re-exported)
+
+# re-exported: app/job.py and the tests import them from here
+from isles.islands.policies import check_n_migrants, rank_order, replacement_policy, selection_policy  # noqa: F401
 
 #: the names of the built-in replacements (:data:`isles.islands.policies.REPLACEMENTS`)
 REPLACEMENTS = tuple(policies.REPLACEMENTS)

@@ -146,7 +146,7 @@ class FairReplace(_Stateless, Replacement):
 
 
 class ReplaceWorst(_Stateless, Replacement):
-    """Immigrants overwrite the worst residents unconditionally (``pagmo::replace_worst``)."""
+    """Immigrants overwrite the worst residents unconditionally (pagmo 1's ``worst_r_policy``)."""
 
     def replace(self, residents: Population, immigrants: Population, valid):
         """As :meth:`Replacement.replace`: every real immigrant replaces one of the worst
@@ -177,14 +177,14 @@ def _build(field: str, value, names: dict, method: str, signature: str):
         raise ValueError(f"{field}={value!r}: {allowed}")
     if "_target_" not in value:
         raise ValueError(f"{field}={dict(value)}: {allowed}")
-    from hydra.utils import instantiate  # noqa: PLC0415  (Hydra's import is slow; only for _target_)
-    from omegaconf import OmegaConf  # noqa: PLC0415
+    from hydra.utils import instantiate  # here: only a _target_ needs Hydra
+    from omegaconf import OmegaConf
 
     target = value["_target_"]
     plain = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else dict(value)
     try:
         policy = instantiate(plain, _convert_="all")
-    except Exception as err:  # noqa: BLE001  (hydra wraps the cause: name the innermost one)
+    except Exception as err:  # noqa: BLE001  (Hydra wraps the cause: name the innermost one)
         inner = err
         while inner.__cause__ is not None:
             inner = inner.__cause__
@@ -192,7 +192,7 @@ def _build(field: str, value, names: dict, method: str, signature: str):
         raise ValueError(f"{field}._target_={target!r}: cannot build it ({type(inner).__name__}: "
                          f"{text[0] if text else ''})") from None
     if not callable(getattr(policy, method, None)):
-        raise ValueError(f"{field}._target_={target!r}: {type(policy).__name__} has no method {method}(); {allowed}")
+        raise ValueError(f"{field}._target_={target!r}: {type(policy).__name__} has no method {method}(); {allowed}")  # noqa: TRY004
     return policy
 
 
