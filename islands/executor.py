@@ -45,6 +45,7 @@ class Executor:
             "dtype": c["dtype"],
             "n_migrants": self.n_migrants,
             "replacement": c["islands"]["replacement"],
+            "selection": c["islands"]["selection"],
             "target": self.target,
             "cuda_graph": c["cuda_graph"],
             "span_graph": c["islands"]["span_graph"],

@@ -29,6 +29,7 @@ from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import CounterRNG
 from isles.islands.build import build_algorithm, build_evaluator
 from isles.islands.migration import emigrants_of, immigrate, migration_events
+from isles.islands.policies import replacement_policy, selection_policy
 from isles.islands.placement import ray_location
 
 from isles.islands.planner import MASTER_ID, fixed_plan, group_plan, migration_edges  # MASTER_ID re-exported
@@ -52,7 +53,8 @@ class IslandGroup(PeerLinks):
             (``handling``, ``penalty``), ``algorithm`` (config with ``_target_``),
             ``island_ids`` (global ids of this group's islands), ``seed``, ``device``
             (``auto|cpu|gpu``), ``dtype`` (``float32|float64``), ``n_migrants`` (``k``) and
-            ``replacement`` (``fair_replace|replace_worst``), ``target`` (stop rule
+            ``replacement`` and ``selection`` (the migration policies: a name, ``{_target_: ...}``
+            or a policy object, :mod:`isles.islands.policies`), ``target`` (stop rule
             ``stop.f_target + stop.tol`` or ``None``, :class:`isles.algorithms.core.base.Context`), ``cuda_graph`` (replay captured
             generations on CuPy, default true).
 
@@ -67,7 +69,9 @@ class IslandGroup(PeerLinks):
         self.evaluator = build_evaluator(spec["problem"], spec.get("constraints"))
         self.algorithm = build_algorithm(spec["algorithm"])
         self.n_migrants = int(spec.get("n_migrants", 1))
-        self.replacement = spec.get("replacement", "fair_replace")
+        #: the migration policies (islands.replacement, islands.selection; islands/policies.py)
+        self.replacement = replacement_policy(spec.get("replacement", "fair_replace"))
+        self.selection = selection_policy(spec.get("selection", "select_best"))
         self.ctx = Context(
             xp=self.xp,
             dtype=dtype_of(spec.get("dtype", "float64")),
@@ -427,7 +431,7 @@ class IslandGroup(PeerLinks):
     # ------------------------------------------------------------------------------------------
     def _emigrants(self):
         """The emigrants of this group's islands (:func:`isles.islands.migration.emigrants_of`)."""
-        return emigrants_of(self.algorithm, self.state, self.n_migrants)
+        return emigrants_of(self.algorithm, self.state, self.n_migrants, self.selection)
 
     def _migrate(self, inbound: dict, remote: dict) -> None:
         """Immigrants in (:func:`isles.islands.migration.immigrate`), on the device; the events

@@ -1,16 +1,18 @@
-"""Migration policies and routing: which individuals emigrate, which reach whom, where they land.
+"""Migration routing, and the policies applied to an island group: which individuals emigrate,
+which reach whom, where they land.
 
 One code path moves whole individuals (:class:`isles.algorithms.core.population.Population`: genome of
 any dtype, fitness, violation and extras such as per-individual velocities or step sizes) for
-every algorithm, following pagmo 2's policies:
+every algorithm, following pagmo 2's policies, which are objects (:mod:`isles.islands.policies`):
 
-* emigrant selection :func:`select_best`: the ``k`` best individuals of each island under Deb's
-  rules;
+* emigrant selection (``islands.selection``): e.g. :class:`~isles.islands.policies.SelectBest`,
+  the ``k`` best individuals of each island under Deb's rules (:func:`select_best`);
 * routing :func:`route`: which emigrants (of islands in this group, of islands elsewhere, of the
   loop's plug-in) each destination island receives, with fair truncation;
-* immigrant replacement :func:`replacement`: ``replace_worst`` overwrites the worst residents
-  unconditionally; ``fair_replace`` replaces a resident only by a better immigrant (the island
-  keeps the best ``N`` of residents plus immigrants, as ``pagmo::fair_replace``).
+* immigrant replacement (``islands.replacement``): ``replace_worst`` overwrites the worst
+  residents unconditionally; ``fair_replace`` replaces a resident only by a better immigrant
+  (the island keeps the best ``N`` of residents plus immigrants, as ``pagmo::fair_replace``);
+  or a user's class (:func:`replacement`).
 
 :func:`emigrants_of` and :func:`immigrate` apply these to an island group's state (one code
 path for every algorithm and population role); :func:`migration_events` reports what moved.
@@ -25,53 +27,44 @@ import numpy as np
 
 from isles.algorithms.core.backend import device_constant, to_host
 from isles.algorithms.core.population import Population, PopulationRoles, by_role
-from isles.problems.constraints import better
+from isles.islands import policies
 
-REPLACEMENTS = ("fair_replace", "replace_worst")
+# re-exported: app/job.py and the tests import them from here
+from isles.islands.policies import check_n_migrants, rank_order, replacement_policy, selection_policy  # noqa: F401
+
+#: the names of the built-in replacements (:data:`isles.islands.policies.REPLACEMENTS`)
+REPLACEMENTS = tuple(policies.REPLACEMENTS)
 PAD = -2  # source id of a padding slot in route()'s src_of
 
 
-def _xp(a):
-    return __import__("cupy") if type(a).__module__.startswith("cupy") else np
-
-
-def rank_order(f, v):
-    """Indices ``(I, N)`` sorting each island best-first under Deb's rules (stable, lexicographic (v, f))."""
-    xp = _xp(f)
-    by_f = xp.argsort(f, axis=-1, kind="stable")
-    v_sorted = xp.take_along_axis(v, by_f, axis=-1)
-    by_v = xp.argsort(v_sorted, axis=-1, kind="stable")
-    return xp.take_along_axis(by_f, by_v, axis=-1)
-
-
-def check_n_migrants(k, n: int) -> None:
-    """``islands.n_migrants`` against the population size ``n`` (known once the algorithm is built).
-
-    Raises:
-        ValueError: ``k`` not an integer in ``1..n``, naming the field and the allowed values.
-    """
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
-        raise ValueError(f"islands.n_migrants={k}: allowed values are integers 1..{n} (the population size)")
-
-
 def check_replacement(policy) -> None:
-    """``islands.replacement`` against :data:`REPLACEMENTS`.
+    """``islands.replacement``: a name of :data:`REPLACEMENTS` or ``{_target_: ...}``
+    (:func:`isles.islands.policies.replacement_policy`).
 
     Raises:
-        ValueError: an unknown policy, naming the field and the allowed values.
+        ValueError: one line naming the field and the allowed values.
     """
-    if policy not in REPLACEMENTS:
-        raise ValueError(f"islands.replacement={policy!r}: allowed values are {'|'.join(REPLACEMENTS)}")
+    replacement_policy(policy)
+
+
+def check_selection(policy) -> None:
+    """``islands.selection``: ``select_best`` or ``{_target_: ...}``
+    (:func:`isles.islands.policies.selection_policy`).
+
+    Raises:
+        ValueError: one line naming the field and the allowed values.
+    """
+    selection_policy(policy)
 
 
 def select_best(f, v, k: int):
-    """Emigrant indices ``(I, k)``: the ``k`` best individuals of each island (best first).
+    """Emigrant indices ``(I, k)``: the ``k`` best individuals of each island (best first;
+    :class:`isles.islands.policies.SelectBest`).
 
     Raises:
         ValueError: ``k`` larger than the population ``N`` or below 1 (:func:`check_n_migrants`).
     """
-    check_n_migrants(k, f.shape[-1])
-    return rank_order(f, v)[:, :k]
+    return policies.SelectBest().select(f, v, k)
 
 
 def route(inbound: dict, n_dest: int, offsets: dict, counts: dict, capacity: int, rotate: int = 0):
@@ -128,43 +121,39 @@ def route(inbound: dict, n_dest: int, offsets: dict, counts: dict, capacity: int
     return rows, src_of, valid
 
 
-def replacement(policy: str, residents: Population, immigrants: Population, valid):
-    """Where immigrants go.
+def replacement(policy, residents: Population, immigrants: Population, valid):
+    """Where immigrants go: ``policy.replace(residents, immigrants, valid)``
+    (:meth:`isles.islands.policies.Replacement.replace`).
 
     Args:
-        policy: ``"fair_replace"`` or ``"replace_worst"``.
+        policy: a replacement policy object, or a config value of ``islands.replacement``
+            (``"fair_replace"``, ``"replace_worst"``, ``{_target_: ...}``;
+            :func:`isles.islands.policies.replacement_policy`).
         residents: the islands' population ``(I, N)``.
         immigrants: ``(I, K)`` with the residents' leaves (:meth:`Population.conform`), ``K <= N``.
         valid: ``(I, K)`` bool, real immigrants (padding is False).
 
     Returns:
         ``(idx (I, K), new (I, K) Population, accepted (I, K), order (I, K))``: write ``new`` at
-        ``idx`` (distinct per island: the ``K`` worst residents, worst first); where an immigrant
-        is not accepted the resident is written back unchanged; ``order`` is the permutation
-        applied to the immigrants (best first), so ``accepted[i, j]`` refers to immigrant
-        ``order[i, j]`` of the input.
+        ``idx`` (distinct per island; the built-ins: the ``K`` worst residents, worst first); where
+        an immigrant is not accepted the resident is written back unchanged; ``order`` is the
+        permutation applied to the immigrants (best first), so ``accepted[i, j]`` refers to
+        immigrant ``order[i, j]`` of the input.
 
     Raises:
-        ValueError: unknown policy (:func:`check_replacement`).
+        ValueError: an unknown policy (:func:`check_replacement`).
     """
-    check_replacement(policy)
-    xp = residents.xp
-    K = immigrants.shape[1]
-    # immigrants best-first, residents worst-first: pairing them keeps the best N of the union
-    imm_order = rank_order(xp.where(valid, immigrants.f, xp.inf), xp.where(valid, immigrants.v, xp.inf))
-    imm = immigrants.take(imm_order)
-    valid = xp.take_along_axis(valid, imm_order, axis=1)
-    idx = rank_order(residents.f, residents.v)[:, ::-1][:, :K]
-    res = residents.take(idx)
-    accepted = valid if policy == "replace_worst" else valid & better(imm.f, imm.v, res.f, res.v)
-    return idx, imm.where(accepted, res), accepted, imm_order
+    return replacement_policy(policy).replace(residents, immigrants, valid)
 
 
-def emigrants_of(algorithm, state: dict, k: int):
-    """The ``k`` best of every population role (:meth:`IslandAlgorithm.populations`) of ``state``:
-    a :class:`Population` ``(I, k)`` for a one-population algorithm, else a :class:`PopulationRoles`."""
+def emigrants_of(algorithm, state: dict, k: int, selection=None):
+    """The ``k`` emigrants of every population role (:meth:`IslandAlgorithm.populations`) of
+    ``state``, chosen by ``selection`` (a policy with ``select(f, v, k)``; ``None``: the ``k`` best,
+    :class:`isles.islands.policies.SelectBest`): a :class:`Population` ``(I, k)`` for a
+    one-population algorithm, else a :class:`PopulationRoles`."""
+    selection = policies.SelectBest() if selection is None else selection
     pops = algorithm.populations(state)
-    out = {r: p.take(select_best(p.f, p.v, k)) for r, p in pops.items()}
+    out = {r: p.take(selection.select(p.f, p.v, k)) for r, p in pops.items()}
     return out[None] if list(out) == [None] else PopulationRoles(out)
 
 
@@ -180,7 +169,8 @@ def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound:
             (:func:`emigrants_of`), sources for islands of the same group.
         inbound: ``{destination position: [source ids]}``; remote: ``{source id: Population
             (1, k)}`` of islands elsewhere and of the master (id ``-1``, one individual).
-        policy: ``islands.replacement``.
+        policy: the replacement policy (:func:`replacement`), e.g. the group's built from
+            ``islands.replacement``.
 
     Returns:
         ``(state, events)``: the new state and one ``(src_of, order, accepted, f_new)`` per role

@@ -34,7 +34,7 @@ from omegaconf import MISSING
 
 from isles.algorithms.core.backend import DEVICES, dtype_of
 from isles.algorithms.core.base import check_range
-from isles.islands.migration import check_replacement
+from isles.islands.policies import replacement_policy, selection_policy
 from isles.islands.placement import STRATEGIES
 from isles.problems.constraints import check_handling
 
@@ -104,7 +104,9 @@ class IslandsConfig:
     placement: str = "spread"
     migration_interval: int = 10
     n_migrants: int = 1
-    replacement: str = "fair_replace"
+    # Any, not str: a built-in's name or {_target_: a class, ...} (islands/policies.py, check_values)
+    replacement: Any = "fair_replace"
+    selection: Any = "select_best"
     mode: str = "sync"
     master_sends_best: bool = False
     snapshot_every: int = 10
@@ -246,7 +248,8 @@ def check_values(cfg: dict) -> None:
             ``constraints.handling`` unknown, ``constraints.penalty``, ``.r`` or
             ``.multiplier_bound`` not a finite number > 0 (also where the handling leaves them
             unused); ``constraints.eq_tol`` not a finite number >= 0; ``islands.n``, ``.n_actors``, ``.n_nodes``, ``.migration_interval``,
-            ``.n_migrants`` < 1, ``islands.replacement``, ``.mode`` or ``.placement`` unknown, a
+            ``.n_migrants`` < 1, ``islands.replacement``, ``.selection`` (a name or a
+            ``_target_`` that cannot be built), ``.mode`` or ``.placement`` unknown, a
             ``master`` with ``islands.mode=async``, ``islands.n_nodes`` > 1 on a local Ray
             (``ray.address`` null), ``islands.n_actors`` > ``islands.n_nodes`` under
             ``strict_spread``, ``islands.snapshot_every`` or ``.max_restarts`` < 0,
@@ -293,7 +296,8 @@ def _check_islands(isl: dict, master, address) -> None:
         check_range("islands.n_actors", isl["n_actors"], 1, integer=True)
     check_range("islands.migration_interval", isl["migration_interval"], 1, integer=True)
     check_range("islands.n_migrants", isl["n_migrants"], 1, integer=True)
-    check_replacement(isl["replacement"])
+    replacement_policy(isl["replacement"])  # built once here, before Ray: a bad one is one line
+    selection_policy(isl["selection"])
     if isl["mode"] not in MODES:
         raise ValueError(f"islands.mode={isl['mode']!r}: allowed values are {'|'.join(MODES)}")
     check_master(master, isl["mode"])

@@ -122,7 +122,7 @@ class SpanGraph:
         for _ in range(self.k):
             s = a.track_target(ctx, a.step(ctx, s))
         best = a.best(s)
-        out = {**_prefixed(s, "s."), **_prefixed(migration.emigrants_of(a, s, g.n_migrants).leaves(), "e."),
+        out = {**_prefixed(s, "s."), **_prefixed(migration.emigrants_of(a, s, g.n_migrants, g.selection).leaves(), "e."),
                **_prefixed(best.leaves(), "b."), "r.best_x": a.phenotype(best.genome[:, 0])}
         for i, (_, order, accepted, f) in enumerate(events):
             out.update({f"v{i}.order": order, f"v{i}.accepted": accepted, f"v{i}.f": f})

@@ -1,0 +1,41 @@
+"""GPU: a user's migration policies (tests/migration_policies.py) run on CuPy arrays inside the
+captured span graph (islands/span_graph.py), with the plain epochs' result bit for bit, and
+choose what they say they choose. ``python -m pytest -m gpu tests/test_migration_policies_gpu.py``."""
+import numpy as np
+import pytest
+from hydra.utils import instantiate
+
+from tests.gpu import cupy_or_skip  # noqa: E402
+
+cp = cupy_or_skip()
+pytestmark = pytest.mark.gpu
+
+from isles.islands.coordinator import Coordinator  # noqa: E402
+from tests.helpers import make_cfg, plain  # noqa: E402
+
+REJECT = "islands.replacement={_target_: tests.migration_policies.RejectAll}"
+WORST = "islands.selection={_target_: tests.migration_policies.SelectWorst}"
+
+
+def go(*overrides):
+    cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
+                         "islands.n=4", "islands.n_migrants=2", "generations=200", "islands.migration_interval=1",
+                         "topology=ring", "logger=none", "progress=false", *overrides))
+    return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run()
+
+
+def test_user_policies_inside_the_captured_span_graph_equal_the_plain_epochs():
+    from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
+
+    before = SpanGraph.captures
+    auto = go(REJECT, WORST, "device=gpu", "islands.span_graph=auto")
+    assert SpanGraph.captures > before  # the policies ran inside a captured epoch
+    never = go(REJECT, WORST, "device=gpu", "islands.span_graph=never")
+    assert auto.best_f == never.best_f and auto.migrations == never.migrations
+    for a, b in zip(auto.history, never.history, strict=True):
+        np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+    assert auto.migration_count > 0 and auto.migrations_accepted == 0  # RejectAll was used on the GPU
+    alone = go("topology=unconnected", "device=gpu", "islands.span_graph=never")
+    np.testing.assert_array_equal(auto.history[-1]["island_best_f"], alone.history[-1]["island_best_f"])
+    worst = go(WORST, "device=gpu")  # SelectWorst with fair_replace: another run than select_best's
+    assert worst.best_f != go("device=gpu").best_f
