@@ -31,7 +31,6 @@ from isles.islands.build import build_algorithm, build_evaluator
 from isles.islands.migration import emigrants_of, immigrate, migration_events
 from isles.islands.policies import replacement_policy, selection_policy
 from isles.islands.placement import ray_location
-
 from isles.islands.planner import MASTER_ID, fixed_plan, group_plan, migration_edges  # MASTER_ID re-exported
 from isles.islands import span_graph
 from isles.islands.span_graph import SpanGraph
@@ -69,7 +68,6 @@ class IslandGroup(PeerLinks):
         self.evaluator = build_evaluator(spec["problem"], spec.get("constraints"))
         self.algorithm = build_algorithm(spec["algorithm"])
         self.n_migrants = int(spec.get("n_migrants", 1))
-        #: the migration policies (islands.replacement, islands.selection; islands/policies.py)
         self.replacement = replacement_policy(spec.get("replacement", "fair_replace"))
         self.selection = selection_policy(spec.get("selection", "select_best"))
         self.ctx = Context(
