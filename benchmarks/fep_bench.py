@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     xp = get_xp(a.device)
     print(f"device: {device_name(xp)}; dtype {a.dtype}; q = 10, N = 32\n", flush=True)
     if "table" in only:
-        print(f"| mu | " + " | ".join(f"{f} s/run" for f in SEED_PROBLEMS) + " | path |")
+        print("| mu | " + " | ".join(f"{f} s/run" for f in SEED_PROBLEMS) + " | path |")
         print("|---|" + "---|" * (len(SEED_PROBLEMS) + 1))
         for mu in MUS:
             cells, paths = [], set()

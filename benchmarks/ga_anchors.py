@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 

@@ -31,7 +31,7 @@ from isles.islands.build import build_algorithm, build_evaluator
 from isles.islands.migration import emigrants_of, immigrate, migration_events
 from isles.islands.policies import replacement_policy, selection_policy
 from isles.islands.placement import ray_location
-from isles.islands.planner import MASTER_ID, fixed_plan, group_plan, migration_edges  # MASTER_ID re-exported
+from isles.islands.planner import MASTER_ID, fixed_plan, group_plan, migration_edges  # noqa: F401  (MASTER_ID re-exported)
 from isles.islands import span_graph
 from isles.islands.span_graph import SpanGraph
 from isles.islands.exchange import exchange

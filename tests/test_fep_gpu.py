@@ -17,7 +17,6 @@ cp = cupy_or_skip()
 
 from isles.algorithms.core.base import Context  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
-from isles.algorithms.ep import cuda as ep_cuda  # noqa: E402
 from isles.algorithms.ep.fep import FEP, select_survivors, tournament_wins  # noqa: E402
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
