@@ -5,6 +5,7 @@ nothing, and the kernel lists travel between machines. The GPU side is tests/tes
 from __future__ import annotations
 
 import gzip
+import importlib.machinery
 import json
 import sys
 import types
@@ -123,7 +124,9 @@ def test_a_cache_that_holds_the_list_is_not_precompiled(tmp_path, monkeypatch):
             touched.append(name)
             raise AttributeError(name)
 
-    monkeypatch.setitem(sys.modules, "cupy", Spy("cupy"))
+    spy = Spy("cupy")
+    spy.__spec__ = importlib.machinery.ModuleSpec("cupy", None)  # found, as an installed CuPy is
+    monkeypatch.setitem(sys.modules, "cupy", spy)
     assert precompile.start("x", lists) is None  # a warm cache: nothing starts, CuPy not asked
     assert touched == []
     (tmp_path / "2.cubin").unlink()

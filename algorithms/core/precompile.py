@@ -24,10 +24,14 @@ as before (the failure is logged at DEBUG level). ``ISLES_PRECOMPILE=0`` turns i
 """
 from __future__ import annotations
 
+import atexit
 import gzip
+import importlib.util
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -155,7 +159,6 @@ class Precompiler:
 
     def __init__(self, compiler, calls: list[dict], workers: int, command: list[str] | None = None,
                  compiler_module: str = "cupy.cuda.compiler"):
-        import sys  # noqa: PLC0415
 
         self.compiler = compiler
         self.original = compiler._compile_with_cache_cuda
@@ -177,7 +180,6 @@ class Precompiler:
 
     def install(self) -> Precompiler:
         """Wrap the compile step and start the workers; returns ``self``."""
-        import subprocess  # noqa: PLC0415
 
         original = self.original
 
@@ -260,7 +262,6 @@ class Precompiler:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the workers to end; whether all did within ``timeout`` seconds."""
-        import subprocess  # noqa: PLC0415
 
         end = None if timeout is None else time.monotonic() + timeout
         for proc in self.procs:
@@ -276,7 +277,6 @@ def worker(compiler_module: str = "cupy.cuda.compiler") -> None:
     runs ``compiler_module._compile_with_cache_cuda`` on it (which writes the kernel into the
     cache before it loads it, so a worker needs no CUDA context), answers ``ok`` or ``failed``."""
     import importlib  # noqa: PLC0415
-    import sys  # noqa: PLC0415
 
     compiler = importlib.import_module(compiler_module)
     for line in sys.stdin:
@@ -337,7 +337,6 @@ slowest kernel recorded took 3.3 s)."""
 WORKER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='isles_precompile_worker')['worker'](sys.argv[2])"
 """The code a worker process runs (``python -c WORKER PATH_OF_THIS_FILE COMPILER_MODULE``)."""
 
-_ACTIVE: list = []
 
 
 def order_of(indices: list[int], seconds: list | None, slow: float = 1.0) -> list[int]:
@@ -390,6 +389,8 @@ def start(experiment: str | None, path: Path = LIST_PATH) -> Precompiler | None:
     if not experiment or os.environ.get("ISLES_PRECOMPILE", "1") == "0":
         return None
     try:
+        if importlib.util.find_spec("cupy") is None:  # a machine without CuPy reads no list
+            return None
         lists = load_lists(path)
         indices = lists.get("experiments", {}).get(experiment)
         if not indices or cache_holds(cache_dir(), len(indices)):
@@ -407,14 +408,8 @@ def start(experiment: str | None, path: Path = LIST_PATH) -> Precompiler | None:
         calls = [{**from_portable(lists["kernels"][i], paths, headers), "arch": arch}
                  for i in order_of(indices, lists.get("seconds"))]
         pre = Precompiler(compiler, calls, pool_size()).install()
-        _ACTIVE.append(pre)
-        import atexit  # noqa: PLC0415
-
         atexit.register(pre.end)
         if os.environ.get("ISLES_PRECOMPILE_STATS"):  # benchmarks: what the workers did, at exit
-            import atexit  # noqa: PLC0415
-            import sys  # noqa: PLC0415
-
             atexit.register(lambda: print(f"isles: precompile {experiment}: {len(calls)} kernels listed, "
                                           f"{pre.compiled} compiled by {len(pre.procs)} workers, the run "
                                           f"waited for {pre.waited} and compiled {pre.taken} itself",
@@ -430,9 +425,7 @@ def start_in_background(argv: list[str]) -> threading.Thread | None:
     own (importing CuPy takes a second, which the run's own start-up overlaps); ``None`` where
     the command line names no experiment or cannot use a GPU here (:func:`wants_gpu`)."""
     experiment = experiment_of(argv)
-    if experiment is None or not wants_gpu(argv) or os.environ.get("ISLES_PRECOMPILE", "1") == "0":
-        return None
-    if not LIST_PATH.is_file():
+    if experiment is None or not wants_gpu(argv):
         return None
     t = threading.Thread(target=start, args=(experiment,), name="isles-precompile", daemon=True)
     t.start()
@@ -473,7 +466,6 @@ class Recorder:
 def record_to(path: str) -> Recorder | None:
     """Record this process' compilations into ``path`` at exit (``ISLES_RECORD_KERNELS=path``);
     ``None`` without CuPy."""
-    import atexit  # noqa: PLC0415
 
     try:
         import cupy  # noqa: PLC0415
