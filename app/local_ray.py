@@ -23,6 +23,7 @@ Source: ``ray._private.services.start_ray_process`` (Ray 2.60), which starts eve
 a node through ``ConsolePopen``, and ``get_node_ip_address``, which returns the loopback address
 when ``ray_constants.ENABLE_RAY_CLUSTER`` is false.
 """
+
 from __future__ import annotations
 
 import sys

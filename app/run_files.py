@@ -9,6 +9,7 @@
 
 ``python -m isles show PATH`` prints a ``best_solution.json`` (:mod:`isles.show`).
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,19 @@ import sys
 import time
 
 #: the scalar metrics of an epoch record that ``history.csv`` holds, in this order (those present)
-HISTORY_KEYS = ("epoch", "generation", "wall_s", "evaluations", "best_f", "best_v", "best_feasible_f",
-                "master_best_f", "nan_evaluations", "migrations_accepted", "us_per_generation")
+HISTORY_KEYS = (
+    "epoch",
+    "generation",
+    "wall_s",
+    "evaluations",
+    "best_f",
+    "best_v",
+    "best_feasible_f",
+    "master_best_f",
+    "nan_evaluations",
+    "migrations_accepted",
+    "us_per_generation",
+)
 MIGRATION_HEADER = "epoch,src,dst,accepted,best_f_moved"
 SOLUTION_FILE = "best_solution.json"
 
@@ -128,8 +140,11 @@ class SolutionFile:
         try:
             result.solution_path = write_solution(result.solution, self.folder)
         except (OSError, TypeError, ValueError) as err:
-            print(f"isles: warning: {SOLUTION_FILE} not written in {self.folder}: {type(err).__name__}: {err}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"isles: warning: {SOLUTION_FILE} not written in {self.folder}: {type(err).__name__}: {err}",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def write_solution(record: dict, folder: str) -> str:
@@ -154,7 +169,11 @@ def read_solution(path: str) -> tuple[str, dict]:
     """
     file = os.path.join(path, SOLUTION_FILE) if os.path.isdir(path) else path
     if not os.path.isfile(file):
-        where = f"the folder {path!r} holds no {SOLUTION_FILE}" if os.path.isdir(path) else f"no such file or folder: {path!r}"
+        where = (
+            f"the folder {path!r} holds no {SOLUTION_FILE}"
+            if os.path.isdir(path)
+            else f"no such file or folder: {path!r}"
+        )
         raise ValueError(f"show {path}: {where}; give a run's {SOLUTION_FILE} or its output folder (outputs/DATE/TIME)")
     try:
         with open(file, encoding="utf-8") as fh:

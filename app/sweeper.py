@@ -5,6 +5,7 @@ job's config before the first job starts (:func:`check_job`, the checks of
 The sweep's MLflow runs (a parent run, a child run per job) are :mod:`isles.app.sweep_runs`; this
 module runs the jobs and imports that one, never the other way round.
 """
+
 from __future__ import annotations
 
 import sys
@@ -96,8 +97,12 @@ class IslesSweeper:
             try:
                 check_job(cfg)
             except ValueError as err:
-                print(f"isles: error: job {num} ({swept_overrides(list(overrides), command)}): {_first_line(err)}; "
-                      "no job of the sweep was started", file=sys.stderr, flush=True)
+                print(
+                    f"isles: error: job {num} ({swept_overrides(list(overrides), command)}): {_first_line(err)}; "
+                    "no job of the sweep was started",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 raise SystemExit(2) from None
 
     def sweep(self, arguments: list[str]) -> Any:
@@ -110,8 +115,9 @@ class IslesSweeper:
             SystemExit: 1 after the last job when some failed, after one line per failed job.
         """
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        self.overrides = self.split_arguments(parser.parse_overrides(self._parse_config() + list(arguments)),
-                                              self.max_batch_size)
+        self.overrides = self.split_arguments(
+            parser.parse_overrides(self._parse_config() + list(arguments)), self.max_batch_size
+        )
         self._first_job = 0
         for batch in self.overrides:  # every job checked before the first starts
             self.validate_batch_is_legal(batch)

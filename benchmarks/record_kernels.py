@@ -14,6 +14,7 @@ problem's array code or CuPy's version (a list made with another CuPy version is
 The GPU tests' list, ``tests-gpu`` in ``tests/data/gpu_test_kernels.json.gz`` (``--tests-out``), is
 what ``python -m pytest -m gpu`` compiles at its start (``tests/conftest.py``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,10 +37,20 @@ from isles.algorithms.core import precompile  # noqa: E402
 def record(experiment: str, scratch: str, timeout_s: float) -> tuple[str, list | None, str]:
     """One experiment's compilations ``(name, [{"entry", "s"}, ...] or None, message)``."""
     out = os.path.join(scratch, f"{experiment}.json")
-    env = {**os.environ, "CUPY_CACHE_DIR": tempfile.mkdtemp(dir=scratch), "ISLES_RECORD_KERNELS": out,
-           "ISLES_PRECOMPILE": "0"}
-    cmd = [sys.executable, str(ROOT / "run.py"), f"+experiment={experiment}", "device=gpu", "logger=none",
-           "progress=false"]
+    env = {
+        **os.environ,
+        "CUPY_CACHE_DIR": tempfile.mkdtemp(dir=scratch),
+        "ISLES_RECORD_KERNELS": out,
+        "ISLES_PRECOMPILE": "0",
+    }
+    cmd = [
+        sys.executable,
+        str(ROOT / "run.py"),
+        f"+experiment={experiment}",
+        "device=gpu",
+        "logger=none",
+        "progress=false",
+    ]
     try:
         p = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -55,11 +66,21 @@ def record_tests(scratch: str, timeout_s: float, log: Path | None = None) -> tup
     """The GPU tests' compilations (``python -m pytest -m gpu tests``, in this process only);
     pytest's output goes to ``log`` where given."""
     out = os.path.join(scratch, "tests-gpu.json")
-    env = {**os.environ, "CUPY_CACHE_DIR": tempfile.mkdtemp(dir=scratch), "ISLES_RECORD_KERNELS_TESTS": out,
-           "ISLES_PRECOMPILE": "0"}
+    env = {
+        **os.environ,
+        "CUPY_CACHE_DIR": tempfile.mkdtemp(dir=scratch),
+        "ISLES_RECORD_KERNELS_TESTS": out,
+        "ISLES_PRECOMPILE": "0",
+    }
     try:
-        p = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests"],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+        p = subprocess.run(
+            [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired:
         return None, "timed out"
     if log is not None:
@@ -79,15 +100,20 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per experiment")
     ap.add_argument("--out", type=Path, default=precompile.LIST_PATH)
     ap.add_argument("--tests", action="store_true", help="also record the GPU tests' list (tests-gpu)")
-    ap.add_argument("--no-experiments", action="store_true", help="record no experiment (with --tests: that list alone)")
+    ap.add_argument(
+        "--no-experiments", action="store_true", help="record no experiment (with --tests: that list alone)"
+    )
     ap.add_argument("--tests-timeout", type=float, default=900.0)
     ap.add_argument("--tests-log", type=Path, help="write the GPU tests' output here")
     ap.add_argument("--tests-out", type=Path, default=TESTS_LIST, help="the GPU tests' kernel list file")
     args = ap.parse_args()
     import cupy  # noqa: PLC0415
 
-    names = [] if args.no_experiments else (
-        args.experiment or sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")))
+    names = (
+        []
+        if args.no_experiments
+        else (args.experiment or sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")))
+    )
     old = precompile.load_lists(args.out) if args.out.is_file() else {}
     records = {}
     if old.get("cupy") == cupy.__version__:  # the experiments not recorded now keep their lists
@@ -113,8 +139,10 @@ def write(path: Path, lists: dict) -> None:
     """Write a kernel lists file (gzip JSON) and say what it holds."""
     with gzip.open(path, "wt", encoding="utf-8") as fh:
         json.dump(lists, fh, separators=(",", ":"))
-    print(f"{path}: {len(lists['kernels'])} distinct kernels of {len(lists['experiments'])} lists, "
-          f"{path.stat().st_size / 1024:.0f} KiB")
+    print(
+        f"{path}: {len(lists['kernels'])} distinct kernels of {len(lists['experiments'])} lists, "
+        f"{path.stat().st_size / 1024:.0f} KiB"
+    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ re-evaluates its immigrants (:meth:`~isles.algorithms.core.base.IslandAlgorithm.
 on a connected topology: those evaluations, at the migrations, are counted but left out of the
 formula, so the run may pass the budget by them (docs/budgets.md).
 """
+
 from __future__ import annotations
 
 from hydra.utils import instantiate
@@ -42,8 +43,9 @@ def evaluation_counts(algorithm, master=None) -> tuple[int, int, int]:
         per = int(algorithm.evaluations_per_generation())
         plugin = 0 if master is None else int(master.evaluations_per_generation())
     except (NotImplementedError, AttributeError) as err:
-        raise ValueError(f"stop.max_evaluations: {err}; allowed value here is null "
-                         "(set a generation budget with generations=...)") from None
+        raise ValueError(
+            f"stop.max_evaluations: {err}; allowed value here is null (set a generation budget with generations=...)"
+        ) from None
     return init, per, plugin
 
 

@@ -19,6 +19,7 @@ without host synchronisation (no ``float()``, ``.item()``, boolean-mask indexing
 depend on the data). Policies are plain picklable objects (the island groups build them from the
 config in their actors; an object given in a group's spec crosses Ray by pickle).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -189,8 +190,9 @@ def _build(field: str, value, names: dict, method: str, signature: str):
         while inner.__cause__ is not None:
             inner = inner.__cause__
         text = str(inner).strip().splitlines()
-        raise ValueError(f"{field}._target_={target!r}: cannot build it ({type(inner).__name__}: "
-                         f"{text[0] if text else ''})") from None
+        raise ValueError(
+            f"{field}._target_={target!r}: cannot build it ({type(inner).__name__}: {text[0] if text else ''})"
+        ) from None
     if not callable(getattr(policy, method, None)):
         raise ValueError(f"{field}._target_={target!r}: {type(policy).__name__} has no method {method}(); {allowed}")  # noqa: TRY004
     return policy

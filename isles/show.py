@@ -6,6 +6,7 @@ round-trip form of the float), with f, the constraints, feasibility, evaluations
 the run's end-of-run report could not compute is printed as it was marked (``not_computed``).
 Exit status: 0, or 2 with one line when PATH holds no ``best_solution.json``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -40,8 +41,19 @@ def solution_table(file: str, record: dict) -> Table:
     problem = (config.get("problem") or {}).get("_target_") if isinstance(config, dict) else None
     if problem:
         table.add_row("problem", str(problem))
-    for key in ("f", "feasible", "max_normalised_violation", "in_bounds", "run_best_f", "run_best_v",
-                "eq_tol", "evaluations", "generations", "seed", "not_computed"):
+    for key in (
+        "f",
+        "feasible",
+        "max_normalised_violation",
+        "in_bounds",
+        "run_best_f",
+        "run_best_v",
+        "eq_tol",
+        "evaluations",
+        "generations",
+        "seed",
+        "not_computed",
+    ):
         if key in record and (record[key] is not None or key in ("f", "feasible")):
             table.add_row(key, _value(record[key]))
     types = record.get("g_type") or []

@@ -2,6 +2,7 @@
 ``islands.replacement={_target_: tests.migration_policies.RejectAll}``,
 ``islands.selection={_target_: tests.migration_policies.SelectWorst}``. Each is one class with one
 method of array code over ``xp`` (NumPy or CuPy), without host synchronisation."""
+
 from isles.islands.policies import Replacement, Selection, rank_order, worst_first
 
 

@@ -1,6 +1,7 @@
 """A stand-in for CuPy's ``cupy.cuda.compiler`` in tests/test_precompile.py: its compile step
 "compiles" a kernel by writing a file named by the source into ``$STAND_IN_CACHE`` (after
 ``$STAND_IN_DELAY`` seconds), or loads it where the file is there already."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,9 +19,19 @@ def in_cache(call: dict) -> bool:
     return os.path.isfile(_path(call["source"]))
 
 
-def _compile_with_cache_cuda(source, options, arch, extra_source=None, backend="nvrtc",
-                             enable_cooperative_groups=False, name_expressions=None, log_stream=None,
-                             cache_in_memory=False, jitify=False, to_ltoir=False):
+def _compile_with_cache_cuda(
+    source,
+    options,
+    arch,
+    extra_source=None,
+    backend="nvrtc",
+    enable_cooperative_groups=False,
+    name_expressions=None,
+    log_stream=None,
+    cache_in_memory=False,
+    jitify=False,
+    to_ltoir=False,
+):
     path = _path(source)
     if os.path.isfile(path):
         CALLS.append((source, "loaded"))

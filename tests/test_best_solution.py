@@ -1,6 +1,7 @@
 """Every run writes ``best_solution.json`` into its output folder, with or without MLflow, and
 ``python -m isles show PATH`` prints it (issue 25): the result line prints 6 variables to 10
 digits, the file holds every variable at full precision."""
+
 import json
 import os
 import subprocess
@@ -21,8 +22,17 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 ROOT = Path(__file__).resolve().parents[1]
 
 #: a 20-variable answer: more than the result line's 6 variables
-DIM20 = ("algorithm=de", "problem=sphere", "problem.dim=20", "algorithm.pop_size=8", "islands.n=2",
-         "generations=5", "device=cpu", "progress=false", "logger=none")
+DIM20 = (
+    "algorithm=de",
+    "problem=sphere",
+    "problem.dim=20",
+    "algorithm.pop_size=8",
+    "islands.n=2",
+    "generations=5",
+    "device=cpu",
+    "progress=false",
+    "logger=none",
+)
 
 
 def _in_folder(monkeypatch, folder: Path) -> None:
@@ -61,13 +71,16 @@ def test_mlflow_logs_the_same_record(tmp_path, monkeypatch, store):
     """MLflow's ``best_solution.json`` artifact is the record written into the output folder, and
     its ``history.csv`` the file appended as the epochs were made."""
     _in_folder(monkeypatch, tmp_path / "out")
-    _, run_id = run_job(make_cfg(*DIM20[:-1], "islands.migration_interval=1", f"logger.tracking_uri={store}"),
-                        use_ray=False)
+    _, run_id = run_job(
+        make_cfg(*DIM20[:-1], "islands.migration_interval=1", f"logger.tracking_uri={store}"), use_ray=False
+    )
     client = MlflowClient(store)
     logged = json.loads(Path(client.download_artifacts(run_id, "best_solution.json")).read_text())
     assert logged == json.loads((tmp_path / "out" / "best_solution.json").read_text())
     history = Path(client.download_artifacts(run_id, "history.csv")).read_text()
-    assert history == (tmp_path / "out" / "history.csv").read_text() and history.count("\n") == 1 + 5  # header, 5 epochs
+    assert (
+        history == (tmp_path / "out" / "history.csv").read_text() and history.count("\n") == 1 + 5
+    )  # header, 5 epochs
 
 
 def test_show_prints_every_variable_at_full_precision(tmp_path, monkeypatch):
@@ -94,23 +107,45 @@ def test_the_command_line_names_the_file_and_shows_it(tmp_path):
     """The real command: ``run.py ... logger=none`` writes the file into its Hydra folder and names
     it on the result line; ``python -m isles show FOLDER`` prints the full x."""
     out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "run.py", *DIM20, f"hydra.run.dir={out}"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=180, check=False)
+    done = subprocess.run(
+        [sys.executable, "run.py", *DIM20, f"hydra.run.dir={out}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("isles: best f=")]
     assert line.endswith(f" solution={out / 'best_solution.json'}")
     best = json.loads((out / "best_solution.json").read_text())
     assert len(best["x"]) == 20 and (out / "history.csv").is_file()
-    shown = subprocess.run([sys.executable, "-m", "isles", "show", str(out)], cwd=ROOT, capture_output=True,
-                           text=True, timeout=60, env={**os.environ, "COLUMNS": "200"}, check=False)
+    shown = subprocess.run(
+        [sys.executable, "-m", "isles", "show", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+        check=False,
+    )
     assert shown.returncode == 0, shown.stderr
     assert all(repr(v) in shown.stdout for v in best["x"]) and "x20" in shown.stdout
 
 
 def test_show_marks_equality_constraints(tmp_path):
     """An equality constraint's row says ``h = 0`` (its value is h), with the tolerance."""
-    record = {"x": [0.1, 0.2], "f": 1.5, "g": [-0.5, 3e-5], "g_type": ["inequality", "equality"], "eq_tol": 1e-4,
-              "feasible": True, "evaluations": 10, "seed": 0, "config": None}
+    record = {
+        "x": [0.1, 0.2],
+        "f": 1.5,
+        "g": [-0.5, 3e-5],
+        "g_type": ["inequality", "equality"],
+        "eq_tol": 1e-4,
+        "feasible": True,
+        "evaluations": 10,
+        "seed": 0,
+        "config": None,
+    }
     (tmp_path / "best_solution.json").write_text(json.dumps(record))
     console = Console(record=True, width=200)
     assert show_main([str(tmp_path)], console=console) == 0

@@ -1,6 +1,7 @@
 """Budgets in evaluations (issue 25): ``stop.max_evaluations``, what ``evaluations`` counts in every
 family (evaluations of the objective and constraints at one point x; a min-max problem's pair
 payoffs apart), and the evaluations per generation documented in docs/budgets.md."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -36,28 +37,80 @@ class PointCounter(Problem):
         return ((X - 0.25) ** 2).sum(axis=-1)
 
     def constraints(self, X):
-        return (0.1 - X[..., :1])
+        return 0.1 - X[..., :1]
 
 
-COMMON = ["logger=none", "progress=false", "device=cpu", "problem._target_=tests.test_budget.PointCounter",
-          "++problem.dim=3", "++problem.lower=-1.0", "++problem.upper=1.0"]
+COMMON = [
+    "logger=none",
+    "progress=false",
+    "device=cpu",
+    "problem._target_=tests.test_budget.PointCounter",
+    "++problem.dim=3",
+    "++problem.lower=-1.0",
+    "++problem.upper=1.0",
+]
 
 #: one tiny run per family: (name, overrides)
 FAMILIES = {
-    "de": ["algorithm=de", "algorithm.pop_size=8", "islands.n=3", "topology=ring", "islands.migration_interval=4",
-           "generations=60"],
-    "pso": ["algorithm=pso", "algorithm.n_particles=6", "islands.n=3", "islands.migration_interval=4",
-            "generations=60"],
-    "cmepso": ["+experiment=cmepso", "algorithm.n_particles=6", "algorithm.n_replicas=2", "master.n_particles=4",
-               "master.n_replicas=2", "islands.n=3", "generations=60"],
-    "ga": ["algorithm=ga", "algorithm.pop_size=10", "algorithm.n_elite=2", "algorithm.encoding=binary",
-           "islands.n=3", "topology=ring", "islands.migration_interval=5", "generations=60"],
-    "fep": ["algorithm=fep", "algorithm.pop_size=6", "algorithm.q=3", "islands.n=3", "topology=ring",
-            "islands.migration_interval=5", "generations=60"],
-    "ifep": ["algorithm=fep", "algorithm.pop_size=6", "algorithm.q=3", "algorithm.mutation=improved", "islands.n=2",
-             "generations=60"],
-    "cde": ["+experiment=cde", "algorithm.pop_size=6", "algorithm.gens_x=3", "algorithm.gens_y=2",
-            "algorithm.n_cycles=30", "islands.n=3"],
+    "de": [
+        "algorithm=de",
+        "algorithm.pop_size=8",
+        "islands.n=3",
+        "topology=ring",
+        "islands.migration_interval=4",
+        "generations=60",
+    ],
+    "pso": [
+        "algorithm=pso",
+        "algorithm.n_particles=6",
+        "islands.n=3",
+        "islands.migration_interval=4",
+        "generations=60",
+    ],
+    "cmepso": [
+        "+experiment=cmepso",
+        "algorithm.n_particles=6",
+        "algorithm.n_replicas=2",
+        "master.n_particles=4",
+        "master.n_replicas=2",
+        "islands.n=3",
+        "generations=60",
+    ],
+    "ga": [
+        "algorithm=ga",
+        "algorithm.pop_size=10",
+        "algorithm.n_elite=2",
+        "algorithm.encoding=binary",
+        "islands.n=3",
+        "topology=ring",
+        "islands.migration_interval=5",
+        "generations=60",
+    ],
+    "fep": [
+        "algorithm=fep",
+        "algorithm.pop_size=6",
+        "algorithm.q=3",
+        "islands.n=3",
+        "topology=ring",
+        "islands.migration_interval=5",
+        "generations=60",
+    ],
+    "ifep": [
+        "algorithm=fep",
+        "algorithm.pop_size=6",
+        "algorithm.q=3",
+        "algorithm.mutation=improved",
+        "islands.n=2",
+        "generations=60",
+    ],
+    "cde": [
+        "+experiment=cde",
+        "algorithm.pop_size=6",
+        "algorithm.gens_x=3",
+        "algorithm.gens_y=2",
+        "algorithm.n_cycles=30",
+        "islands.n=3",
+    ],
 }
 
 
@@ -167,8 +220,9 @@ def test_experiment_names_say_whether_they_split_the_budget(name):
     is split over them, for statistics); every other experiment is one run (or one connected
     archipelago) that spends the whole budget on one answer. ``cde`` is one run, ``cde_runs`` 20."""
     cfg = plain(make_cfg(f"+experiment={name}"))
-    independent = (cfg["topology"]["_target_"].endswith("Unconnected") and cfg["islands"]["n"] > 1
-                   and not cfg.get("master"))
+    independent = (
+        cfg["topology"]["_target_"].endswith("Unconnected") and cfg["islands"]["n"] > 1 and not cfg.get("master")
+    )
     assert independent == name.endswith("_runs"), (name, cfg["islands"]["n"])
 
 
@@ -202,8 +256,21 @@ def test_docs_table_covers_every_experiment_and_matches_the_counts():
 @pytest.mark.parametrize("value", ["2.5", "abc", "0"])
 def test_bad_max_evaluations_on_the_command_line_is_one_line(value):
     """As typed: one line, exit 2, before anything runs (Hydra's typed-config error would be five)."""
-    p = subprocess.run([sys.executable, "run.py", "+experiment=de_islands", "device=cpu", "logger=none",
-                        f"stop.max_evaluations={value}"], check=False, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "run.py",
+            "+experiment=de_islands",
+            "device=cpu",
+            "logger=none",
+            f"stop.max_evaluations={value}",
+        ],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert p.returncode == 2, p.stderr
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     shown = value if value != "abc" else repr(value)
@@ -223,8 +290,11 @@ def test_a_budget_grows_on_resume_as_generations_do(tmp_path):
     run("de", "stop.max_evaluations=400", "checkpoint.every=1", f"checkpoint.path={path}")
     resumed, _ = run("de", "stop.max_evaluations=900", f"checkpoint.resume={path}")
     assert 900 <= full.evaluations < 900 + 24
-    assert (resumed.evaluations, resumed.generations, resumed.best_f) == (full.evaluations, full.generations,
-                                                                          full.best_f)
+    assert (resumed.evaluations, resumed.generations, resumed.best_f) == (
+        full.evaluations,
+        full.generations,
+        full.best_f,
+    )
 
 
 @pytest.mark.slow
@@ -234,8 +304,15 @@ def test_mlflow_and_the_summary_report_points_and_pairs_apart(store, capsys):
     from isles.app.job import run_job
     from mlflow.tracking import MlflowClient
 
-    cfg = make_cfg(*FAMILIES["cde"], *COMMON[1:], "logger=mlflow", f"logger.tracking_uri={store}",
-                   "progress=true", "stop.max_evaluations=2000", "islands.n_actors=1")
+    cfg = make_cfg(
+        *FAMILIES["cde"],
+        *COMMON[1:],
+        "logger=mlflow",
+        f"logger.tracking_uri={store}",
+        "progress=true",
+        "stop.max_evaluations=2000",
+        "islands.n_actors=1",
+    )
     result, run_id = run_job(cfg, use_ray=False)
     out = capsys.readouterr().out
     assert 2000 <= result.evaluations < 2000 + 3 * 6 * 4 and result.generations < 30

@@ -2,6 +2,7 @@
 checkpoint has done, a ``checkpoint.path`` that cannot be written, and a ``checkpoint.resume``
 that is not a whole isles checkpoint each give one line naming the field, before Ray starts and
 before MLflow opens a run; a save never leaves a broken or half-written file behind."""
+
 from __future__ import annotations
 
 import os
@@ -19,12 +20,23 @@ from tests.helpers import interrupt_at, make_cfg
 ROOT = Path(__file__).resolve().parents[1]
 
 # a small run in this process (no Ray): 100 generations of 10 epochs
-SMALL = ["+experiment=de_islands", "problem=sphere", "problem.dim=4", "algorithm.pop_size=8", "islands.n=2",
-         "islands.migration_interval=10", "generations=100", "logger=none", "progress=false", "device=cpu"]
+SMALL = [
+    "+experiment=de_islands",
+    "problem=sphere",
+    "problem.dim=4",
+    "algorithm.pop_size=8",
+    "islands.n=2",
+    "islands.migration_interval=10",
+    "generations=100",
+    "logger=none",
+    "progress=false",
+    "device=cpu",
+]
 
 
 def nothing_starts(monkeypatch):
     """Make Ray's start and MLflow's run fail the test if the job reaches them."""
+
     def started(*args, **kwargs):
         raise AssertionError("Ray or MLflow started before the checkpoint was checked")
 
@@ -42,8 +54,9 @@ def one_line(err) -> str:
 def saved(tmp_path_factory) -> Path:
     """A checkpoint of ``SMALL`` at its end, generation 100 (``checkpoint.every=2``)."""
     path = tmp_path_factory.mktemp("ck") / "ck.pkl"
-    result, _ = job.run_job(make_cfg(*SMALL, "checkpoint.every=2", f"checkpoint.path={path}", "quiet=true"),
-                            use_ray=False)
+    result, _ = job.run_job(
+        make_cfg(*SMALL, "checkpoint.every=2", f"checkpoint.path={path}", "quiet=true"), use_ray=False
+    )
     assert result.generations == 100 and checkpoint.load(path)["done_gens"] == 100
     return path
 
@@ -54,18 +67,28 @@ def test_resume_with_fewer_generations_than_saved_is_refused(saved, monkeypatch)
     nothing_starts(monkeypatch)
     for gens in (30, 99):
         with pytest.raises(ValueError) as err:
-            job.run_job(make_cfg(*SMALL, f"checkpoint.resume={saved}", f"generations={gens}", "logger=mlflow",
-                                 f"logger.tracking_uri=sqlite:///{saved.parent}/mlflow.db"))
-        assert one_line(err) == (f"generations={gens}: the checkpoint (checkpoint.resume={str(saved)!r}) is at "
-                                 "generation 100; allowed values are >= 100")
+            job.run_job(
+                make_cfg(
+                    *SMALL,
+                    f"checkpoint.resume={saved}",
+                    f"generations={gens}",
+                    "logger=mlflow",
+                    f"logger.tracking_uri=sqlite:///{saved.parent}/mlflow.db",
+                )
+            )
+        assert one_line(err) == (
+            f"generations={gens}: the checkpoint (checkpoint.resume={str(saved)!r}) is at "
+            "generation 100; allowed values are >= 100"
+        )
     assert not (saved.parent / "mlflow.db").exists()  # no MLflow run opened
     with pytest.raises(ValueError) as err:  # a budget in evaluations: named as the user gave it
         job.run_job(make_cfg(*SMALL, f"checkpoint.resume={saved}", "stop.max_evaluations=200"))
     assert one_line(err).startswith("stop.max_evaluations=200 (a budget of ")
     assert one_line(err).endswith("is at generation 100; allowed values are budgets of >= 100 generations")
     monkeypatch.undo()
-    more = job.run_job(make_cfg(*SMALL, f"checkpoint.resume={saved}", "generations=120", "quiet=true"),
-                       use_ray=False)[0]
+    more = job.run_job(make_cfg(*SMALL, f"checkpoint.resume={saved}", "generations=120", "quiet=true"), use_ray=False)[
+        0
+    ]
     assert more.generations == 120  # a larger budget goes on
 
 
@@ -82,7 +105,8 @@ def test_an_interrupted_run_resumed_with_fewer_generations_than_it_reached(tmp_p
     with pytest.raises(ValueError) as err:
         job.run_job(make_cfg(*SMALL, f"checkpoint.resume={path}", f"generations={done - 5}"))
     assert one_line(err).startswith(f"generations={done - 5}: the checkpoint") and one_line(err).endswith(
-        f"is at generation {done}; allowed values are >= {done}")
+        f"is at generation {done}; allowed values are >= {done}"
+    )
 
 
 def test_generations_done_of_an_async_checkpoint_is_the_most_any_group_did():
@@ -90,10 +114,13 @@ def test_generations_done_of_an_async_checkpoint_is_the_most_any_group_did():
     assert checkpoint.generations_done({"done_gens": 40}) == 40
 
 
-@pytest.mark.parametrize("make, says", [
-    (lambda p: p.mkdir(), "is a folder; allowed values are file paths in a folder you can write"),
-    (lambda p: None, None),  # written by the save
-])
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda p: p.mkdir(), "is a folder; allowed values are file paths in a folder you can write"),
+        (lambda p: None, None),  # written by the save
+    ],
+)
 def test_checkpoint_path_is_a_folder(tmp_path, make, says):
     path = tmp_path / "ck.pkl"
     make(path)
@@ -110,8 +137,10 @@ def test_unwritable_checkpoint_path_is_refused_before_anything_starts(tmp_path, 
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     nothing_starts(monkeypatch)
-    for path, says in [(blocker / "sub" / "ck.pkl", f"{str(blocker)!r} is a file, not a folder"),
-                       (Path("/sys/isles-ck.pkl"), "cannot write in '/sys'")]:
+    for path, says in [
+        (blocker / "sub" / "ck.pkl", f"{str(blocker)!r} is a file, not a folder"),
+        (Path("/sys/isles-ck.pkl"), "cannot write in '/sys'"),
+    ]:
         if path.parent == Path("/sys") and os.access("/sys", os.W_OK) and _writable("/sys"):
             continue  # a machine whose /sys takes files: nothing unwritable to try there
         for every in (2, 0):  # 0: an interrupt would write there
@@ -166,11 +195,25 @@ def test_cli_exits_2_with_one_line_for_a_truncated_resume_and_an_unwritable_path
     cut.write_bytes(saved.read_bytes()[:100])
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    for override, line in [(f"checkpoint.resume={cut}", f"isles: error: checkpoint.resume={str(cut)!r}: truncated"),
-                           (f"checkpoint.path={blocker}/ck.pkl", f"isles: error: checkpoint.path='{blocker}/ck.pkl': ")]:
-        p = subprocess.run([sys.executable, str(ROOT / "run.py"), *SMALL, "checkpoint.every=2", override,
-                            f"hydra.run.dir={tmp_path}/out"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                           check=False)
+    for override, line in [
+        (f"checkpoint.resume={cut}", f"isles: error: checkpoint.resume={str(cut)!r}: truncated"),
+        (f"checkpoint.path={blocker}/ck.pkl", f"isles: error: checkpoint.path='{blocker}/ck.pkl': "),
+    ]:
+        p = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "run.py"),
+                *SMALL,
+                "checkpoint.every=2",
+                override,
+                f"hydra.run.dir={tmp_path}/out",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert p.returncode == 2, p.stderr[-2000:]
         assert p.stderr.strip().startswith(line) and len(p.stderr.strip().splitlines()) == 1, p.stderr
 

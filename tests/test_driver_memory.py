@@ -1,6 +1,7 @@
 """The driver's memory stays bounded however many epochs a run has (issue 25): the loop keeps its
 records and migrations in bounded logs (:class:`isles.islands.results.RecordLog`), and the job
 writes every epoch to ``history.csv`` and ``migrations.csv`` as it is made."""
+
 import csv
 import itertools
 import tracemalloc
@@ -13,8 +14,18 @@ from isles.islands.results import LOG_SAMPLE, LOG_TAIL, RecordLog
 from tests.helpers import make_cfg, plain
 
 # tiny epochs: 4 DE islands of 8 individuals in 2-D, an exchange on a ring every generation
-TINY = ["algorithm=de", "problem=sphere", "problem.dim=2", "algorithm.pop_size=8", "islands.n=4",
-        "islands.migration_interval=1", "topology=ring", "logger=none", "progress=false", "device=cpu"]
+TINY = [
+    "algorithm=de",
+    "problem=sphere",
+    "problem.dim=2",
+    "algorithm.pop_size=8",
+    "islands.n=4",
+    "islands.migration_interval=1",
+    "topology=ring",
+    "logger=none",
+    "progress=false",
+    "device=cpu",
+]
 
 
 class TracedMemory:
@@ -94,8 +105,10 @@ def test_a_checkpoint_of_before_the_logs_resumes_into_bounded_logs():
     :class:`RecordLog` s that count what it held."""
     from isles.islands.recovery import LOOP_KEYS, loop_copy  # noqa: PLC0415
 
-    saved = dict.fromkeys(LOOP_KEYS) | {"history": [{"epoch": 1}, {"epoch": 2}],
-                                         "migrations": [(2, 0, 1, 1, 0.5), (2, 1, 0, 0, None)]}
+    saved = dict.fromkeys(LOOP_KEYS) | {
+        "history": [{"epoch": 1}, {"epoch": 2}],
+        "migrations": [(2, 0, 1, 1, 0.5), (2, 1, 0, 0, None)],
+    }
     loop = loop_copy(saved)
     assert isinstance(loop["history"], RecordLog) and [h["epoch"] for h in loop["history"]] == [1, 2]
     assert loop["migrations"].total == 2 and loop["migrations"].tallied == 1

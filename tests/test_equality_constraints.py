@@ -3,6 +3,7 @@ constraint columns), ``constraints.eq_tol`` (default 1e-4) is their tolerance, a
 counts an equality as the inequality ``|h| - eq_tol <= 0`` (``as_inequalities``, one place): the
 Evaluator of every family, the float64 report (``best_solution.json``), the augmented Lagrangian
 and its CUDA terms (host twin here), and a fused ``cuda_objective`` (host twin here)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,9 @@ def test_as_inequalities_touches_only_the_last_n_eq_columns():
     out = as_inequalities(g, 2, 1e-4)
     np.testing.assert_allclose(out, [[-0.5, 0.3 - 1e-4, 1e-4], [0.1, 1e-5 - 1e-4, 2e-4]], rtol=1e-12)
     assert as_inequalities(g, 0, 1e-4) is g and g[0, 1] == -0.3  # no copy without equalities, g unchanged
-    np.testing.assert_allclose(total_violation(g, np.array([1.0, 2.0, 1.0]), 2, 1e-4),
-                               [(0.3 - 1e-4) / 2 + 1e-4, 0.1 + 2e-4], rtol=1e-12)
+    np.testing.assert_allclose(
+        total_violation(g, np.array([1.0, 2.0, 1.0]), 2, 1e-4), [(0.3 - 1e-4) / 2 + 1e-4, 0.1 + 2e-4], rtol=1e-12
+    )
 
 
 def test_n_eq_is_checked():
@@ -80,8 +82,15 @@ def test_report_shows_h_and_says_which_are_equalities():
 def test_g11_is_solved_within_eq_tol(experiment, extra, capsys):
     """Each family reaches CEC 2006 g11's optimum (0.7499 within eq_tol) with |h| <= eq_tol; a
     raw h read as h <= 0 would give f = 0 at (0, 1)."""
-    cfg = make_cfg(f"+experiment={experiment}", f"problem._target_={G11_TARGET}", "++problem.dim=2",
-                   "device=cpu", "progress=false", "logger=none", *extra)
+    cfg = make_cfg(
+        f"+experiment={experiment}",
+        f"problem._target_={G11_TARGET}",
+        "++problem.dim=2",
+        "device=cpu",
+        "progress=false",
+        "logger=none",
+        *extra,
+    )
     result, _ = run_job(cfg, use_ray=False)
     rep = feasibility_report(G11(), result.best_x)
     assert rep["feasible"] and abs(rep["g"][0]) <= EQ_TOL * (1 + 1e-9), rep

@@ -5,6 +5,7 @@ The import graph is built from the source with :mod:`ast`, not by importing: eve
 import in a function still ties the two modules together), relative imports included. Module
 names map to the repository's folders through ``[tool.setuptools] package-dir`` of
 ``pyproject.toml`` (``isles.algorithms`` -> ``algorithms/``, ...)."""
+
 from __future__ import annotations
 
 import ast

@@ -1,5 +1,6 @@
 """Ctrl-C at any moment of a run (issue 25): one line saying ``interrupted`` and exit status 130,
 never a traceback: while Ray starts, and when the checkpoint of an interrupted run cannot be written."""
+
 import os
 import signal
 import subprocess
@@ -17,8 +18,17 @@ from tests.helpers import make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
 #: a run of two island groups (Ray starts for it), small enough for seconds
-TWO_GROUPS = ["+experiment=de_islands", "islands.n=2", "islands.n_actors=2", "algorithm.pop_size=10", "problem.dim=5",
-              "generations=20", "logger=none", "progress=false", "device=cpu"]
+TWO_GROUPS = [
+    "+experiment=de_islands",
+    "islands.n=2",
+    "islands.n_actors=2",
+    "algorithm.pop_size=10",
+    "problem.dim=5",
+    "generations=20",
+    "logger=none",
+    "progress=false",
+    "device=cpu",
+]
 
 
 def exit_status(cfg):
@@ -92,8 +102,14 @@ def descendants_named(pid: int, name: str) -> bool:
 @pytest.mark.slow  # starts a local Ray
 def test_sigint_while_ray_starts_is_one_line_and_130():
     # as in a terminal: SIGINT to the run's whole process group, once Ray's GCS has been spawned
-    p = subprocess.Popen([sys.executable, "run.py", *TWO_GROUPS], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "run.py", *TWO_GROUPS],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not descendants_named(p.pid, "gcs_server") and time.monotonic() < deadline and p.poll() is None:

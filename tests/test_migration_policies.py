@@ -1,6 +1,7 @@
 """Migration policies as objects (issue 26 item 3): the built-ins behind their config names, a
 user's policy (tests/migration_policies.py) plugged in through the config in real runs, in-process
 and in 2 Ray actors, and bad values refused in one line before Ray."""
+
 import pickle
 import subprocess
 import sys
@@ -30,9 +31,20 @@ from tests.migration_policies import RejectAll, SelectWorst
 ROOT = Path(__file__).resolve().parents[1]
 REJECT = "islands.replacement={_target_: tests.migration_policies.RejectAll}"
 WORST = "islands.selection={_target_: tests.migration_policies.SelectWorst}"
-DE = ["+experiment=de_islands", "problem=sphere", "problem.dim=4", "algorithm.pop_size=8", "generations=12",
-      "islands.n=4", "islands.migration_interval=2", "islands.n_migrants=2", "topology=ring", "logger=none",
-      "progress=false", "device=cpu"]
+DE = [
+    "+experiment=de_islands",
+    "problem=sphere",
+    "problem.dim=4",
+    "algorithm.pop_size=8",
+    "generations=12",
+    "islands.n=4",
+    "islands.migration_interval=2",
+    "islands.n_migrants=2",
+    "topology=ring",
+    "logger=none",
+    "progress=false",
+    "device=cpu",
+]
 
 
 def run(*overrides, use_ray=False):
@@ -55,8 +67,11 @@ def test_config_names_map_to_the_builtin_classes_and_policies_pickle():
 
 def test_builtin_objects_equal_the_named_policies_bit_for_bit():
     rs = np.random.default_rng(3)
-    res = Population(rs.random((3, 6, 2)), rs.integers(0, 4, (3, 6)).astype(float),
-                     np.where(rs.random((3, 6)) < 0.3, rs.random((3, 6)), 0.0))
+    res = Population(
+        rs.random((3, 6, 2)),
+        rs.integers(0, 4, (3, 6)).astype(float),
+        np.where(rs.random((3, 6)) < 0.3, rs.random((3, 6)), 0.0),
+    )
     imm = Population(rs.random((3, 4, 2)), rs.integers(0, 4, (3, 4)).astype(float), np.zeros((3, 4)))
     valid = rs.random((3, 4)) < 0.7
     for name, cls in (("fair_replace", FairReplace), ("replace_worst", ReplaceWorst)):
@@ -71,10 +86,15 @@ def test_builtin_objects_equal_the_named_policies_bit_for_bit():
 
 
 def test_a_selection_policy_from_the_config_chooses_the_emigrants():
-    spec = {"problem": {"_target_": "isles.problems.benchmarks.Sphere", "dim": 3},
-            "algorithm": {"_target_": "isles.algorithms.de.de.DE", "pop_size": 6},
-            "island_ids": [0, 1], "seed": 0, "device": "cpu", "n_migrants": 2,
-            "selection": {"_target_": "tests.migration_policies.SelectWorst"}}
+    spec = {
+        "problem": {"_target_": "isles.problems.benchmarks.Sphere", "dim": 3},
+        "algorithm": {"_target_": "isles.algorithms.de.de.DE", "pop_size": 6},
+        "island_ids": [0, 1],
+        "seed": 0,
+        "device": "cpu",
+        "n_migrants": 2,
+        "selection": {"_target_": "tests.migration_policies.SelectWorst"},
+    }
     g = IslandGroup(spec)
     pop = g.algorithm.population(g.state)
     worst = np.take_along_axis(pop.f, rank_order(pop.f, pop.v)[:, ::-1][:, :2], axis=1)
@@ -108,17 +128,31 @@ def test_user_policies_in_two_ray_actors_equal_the_in_process_run(ray_local):
     np.testing.assert_array_equal(two.history[-1]["island_best_f"], one.history[-1]["island_best_f"])
 
 
-@pytest.mark.parametrize("value, needle", [
-    ("swap", ("islands.replacement='swap': allowed values are fair_replace|replace_worst or {_target_: a class "
-              "with replace(residents, immigrants, valid)}")),
-    ({"size": 1}, "islands.replacement={'size': 1}: allowed values are fair_replace|replace_worst"),
-    ({"_target_": "tests.migration_policies.NoMethod"},
-     "islands.replacement._target_='tests.migration_policies.NoMethod': NoMethod has no method replace()"),
-    ({"_target_": "tests.migration_policies.Missing"},
-     "islands.replacement._target_='tests.migration_policies.Missing': cannot build it"),
-    ({"_target_": "tests.migration_policies.NoMethod", "width": 2},
-     "islands.replacement._target_='tests.migration_policies.NoMethod': cannot build it (TypeError"),
-])
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        (
+            "swap",
+            (
+                "islands.replacement='swap': allowed values are fair_replace|replace_worst or {_target_: a class "
+                "with replace(residents, immigrants, valid)}"
+            ),
+        ),
+        ({"size": 1}, "islands.replacement={'size': 1}: allowed values are fair_replace|replace_worst"),
+        (
+            {"_target_": "tests.migration_policies.NoMethod"},
+            "islands.replacement._target_='tests.migration_policies.NoMethod': NoMethod has no method replace()",
+        ),
+        (
+            {"_target_": "tests.migration_policies.Missing"},
+            "islands.replacement._target_='tests.migration_policies.Missing': cannot build it",
+        ),
+        (
+            {"_target_": "tests.migration_policies.NoMethod", "width": 2},
+            "islands.replacement._target_='tests.migration_policies.NoMethod': cannot build it (TypeError",
+        ),
+    ],
+)
 def test_bad_replacement_is_one_line(value, needle):
     with pytest.raises(ValueError) as err:
         validated({"islands": {"replacement": value}, "device": "cpu"})
@@ -126,13 +160,24 @@ def test_bad_replacement_is_one_line(value, needle):
 
 
 def test_bad_selection_is_one_line_before_ray():
-    with pytest.raises(ValueError, match=r"islands.selection='select_worst': allowed values are select_best or "
-                                         r"\{_target_: a class with select\(f, v, k\)\}"):
+    with pytest.raises(
+        ValueError,
+        match=r"islands.selection='select_worst': allowed values are select_best or "
+        r"\{_target_: a class with select\(f, v, k\)\}",
+    ):
         validated({"islands": {"selection": "select_worst"}, "device": "cpu"})
-    p = subprocess.run([sys.executable, "run.py", *DE, "islands.selection={_target_: tests.migration_policies.NoMethod}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
+    p = subprocess.run(
+        [sys.executable, "run.py", *DE, "islands.selection={_target_: tests.migration_policies.NoMethod}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert p.returncode == 2
-    assert p.stderr.strip().splitlines()[-1] == ("isles: error: islands.selection._target_="
-                                                "'tests.migration_policies.NoMethod': NoMethod has no method select(); "
-                                                "allowed values are select_best or {_target_: a class with select(f, v, k)}")
+    assert p.stderr.strip().splitlines()[-1] == (
+        "isles: error: islands.selection._target_="
+        "'tests.migration_policies.NoMethod': NoMethod has no method select(); "
+        "allowed values are select_best or {_target_: a class with select(f, v, k)}"
+    )
     assert "Traceback" not in p.stderr and "Ray" not in p.stderr + p.stdout

@@ -1,6 +1,7 @@
 """GPU: a user's migration policies (tests/migration_policies.py) run on CuPy arrays inside the
 captured span graph (islands/span_graph.py), with the plain epochs' result bit for bit, and
 choose what they say they choose. ``python -m pytest -m gpu tests/test_migration_policies_gpu.py``."""
+
 import numpy as np
 import pytest
 from hydra.utils import instantiate
@@ -18,9 +19,22 @@ WORST = "islands.selection={_target_: tests.migration_policies.SelectWorst}"
 
 
 def go(*overrides):
-    cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
-                         "islands.n=4", "islands.n_migrants=2", "generations=200", "islands.migration_interval=1",
-                         "topology=ring", "logger=none", "progress=false", *overrides))
+    cfg = plain(
+        make_cfg(
+            "+experiment=de_islands",
+            "problem=sphere",
+            "problem.dim=8",
+            "algorithm.pop_size=16",
+            "islands.n=4",
+            "islands.n_migrants=2",
+            "generations=200",
+            "islands.migration_interval=1",
+            "topology=ring",
+            "logger=none",
+            "progress=false",
+            *overrides,
+        )
+    )
     return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run()
 
 

@@ -2,6 +2,7 @@
 for CuPy's compile step (tests/precompile_stand_in.py): worker processes fill the cache, the run
 waits for what they compile and compiles itself what they have not started, a dead worker costs
 nothing, and the kernel lists travel between machines. The GPU side is tests/test_precompile_gpu.py."""
+
 from __future__ import annotations
 
 import gzip
@@ -20,9 +21,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _call(source: str) -> dict:
-    return {"source": source, "options": ("-I/x/include", "--std=c++17"), "arch": "90", "extra_source": None,
-            "backend": "nvrtc", "enable_cooperative_groups": False, "name_expressions": None, "log_stream": None,
-            "cache_in_memory": False, "jitify": False, "to_ltoir": False}
+    return {
+        "source": source,
+        "options": ("-I/x/include", "--std=c++17"),
+        "arch": "90",
+        "extra_source": None,
+        "backend": "nvrtc",
+        "enable_cooperative_groups": False,
+        "name_expressions": None,
+        "log_stream": None,
+        "cache_in_memory": False,
+        "jitify": False,
+        "to_ltoir": False,
+    }
 
 
 @pytest.fixture
@@ -100,7 +111,9 @@ def test_stop_hands_out_nothing_more(cache, monkeypatch):
 
 def test_end_kills_busy_workers(cache, monkeypatch):
     monkeypatch.setenv("STAND_IN_DELAY", "5")
-    pre = precompile.Precompiler(stand_in, [_call("slow")], workers=1, compiler_module="tests.precompile_stand_in").install()
+    pre = precompile.Precompiler(
+        stand_in, [_call("slow")], workers=1, compiler_module="tests.precompile_stand_in"
+    ).install()
     pre.end()
     assert all(p.poll() is not None for p in pre.procs)
 
@@ -135,8 +148,13 @@ def test_a_cache_that_holds_the_list_is_not_precompiled(tmp_path, monkeypatch):
 
 def test_a_recorded_kernel_is_replayed_with_this_machines_paths():
     headers = "/* cupy headers */"
-    call = {**_call("k"), "arch": None, "options": ("-I/old/site/cupy/_core/include", "-I/usr/cuda/include"),
-            "extra_source": headers, "name_expressions": ("f<1>",)}
+    call = {
+        **_call("k"),
+        "arch": None,
+        "options": ("-I/old/site/cupy/_core/include", "-I/usr/cuda/include"),
+        "extra_source": headers,
+        "name_expressions": ("f<1>",),
+    }
     entry = precompile.to_portable(call, {"{cupy_dir}": "/old/site/cupy", "{cuda_path}": "/usr/cuda"}, headers)
     assert entry["options"] == ["-I{cupy_dir}/_core/include", "-I{cuda_path}/include"]
     assert entry["extra_source"] == precompile.HEADERS and "/old" not in json.dumps(entry)
@@ -150,22 +168,30 @@ def test_a_recorded_kernel_is_replayed_with_this_machines_paths():
 
 def test_merge_keeps_each_kernel_once_in_its_order_of_first_use():
     a, b, c = ({"source": s} for s in "abc")
-    lists = precompile.merge({"x": [{"entry": a, "s": 0.1}, {"entry": b, "s": 2.0}, {"entry": a, "s": 0.3}],
-                              "y": [{"entry": c, "s": 0.2}, {"entry": b, "s": 3.0}]}, "14.2.0")
+    lists = precompile.merge(
+        {
+            "x": [{"entry": a, "s": 0.1}, {"entry": b, "s": 2.0}, {"entry": a, "s": 0.3}],
+            "y": [{"entry": c, "s": 0.2}, {"entry": b, "s": 3.0}],
+        },
+        "14.2.0",
+    )
     assert lists["kernels"] == [a, b, c] and lists["seconds"] == [0.3, 3.0, 0.2]
     assert lists["experiments"] == {"x": [0, 1], "y": [2, 1]}
     # slow kernels first, longest first; then the run's order of first use
     assert precompile.order_of([0, 2, 1, 3], [0.1, 3.0, 0.2, 1.5]) == [1, 3, 0, 2]
 
 
-@pytest.mark.parametrize(("argv", "experiment", "gpu"), [
-    (["+experiment=cmepso"], "cmepso", True),
-    (["++experiment=fep", "device=cpu"], "fep", False),
-    (["-m", "+experiment=de_islands", "seed=1,2"], "de_islands", False),
-    (["+experiment=cde,fep"], None, True),
-    (["+experiment=ga", "ray.address=auto"], "ga", False),
-    (["seed=3"], None, True),
-])
+@pytest.mark.parametrize(
+    ("argv", "experiment", "gpu"),
+    [
+        (["+experiment=cmepso"], "cmepso", True),
+        (["++experiment=fep", "device=cpu"], "fep", False),
+        (["-m", "+experiment=de_islands", "seed=1,2"], "de_islands", False),
+        (["+experiment=cde,fep"], None, True),
+        (["+experiment=ga", "ray.address=auto"], "ga", False),
+        (["seed=3"], None, True),
+    ],
+)
 def test_the_command_line_says_what_to_precompile(argv, experiment, gpu):
     assert precompile.experiment_of(argv) == experiment
     assert precompile.wants_gpu(argv) is gpu

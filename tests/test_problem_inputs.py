@@ -1,5 +1,6 @@
 """Bad problem values typed on the command line (issue 25): one line naming the field as typed and
 the allowed values, exit status 2, before Ray starts; integer fields of every problem class."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -20,21 +21,48 @@ FINITE = "allowed values are finite numbers (one number, or one per variable)"
         ({"_target_": "isles.problems.benchmarks.Sphere", "upper": float("inf")}, f"problem.upper=inf: {FINITE}"),
         ({"_target_": "isles.problems.benchmarks.Sphere", "lower": float("-inf")}, f"problem.lower=-inf: {FINITE}"),
         ({"_target_": "isles.problems.benchmarks.Sphere", "lower": "abc"}, f"problem.lower='abc': {FINITE}"),
-        ({"_target_": "isles.problems.benchmarks.Sphere", "dim": 3, "upper": [1, "x", 2]},
-         f"problem.upper=[1, 'x', 2]: {FINITE}"),
-        ({"_target_": "isles.problems.benchmarks.Sphere", "dim": 3, "lower": [0, float("nan"), 0]},
-         f"problem.lower=[0, nan, 0]: {FINITE}"),
+        (
+            {"_target_": "isles.problems.benchmarks.Sphere", "dim": 3, "upper": [1, "x", 2]},
+            f"problem.upper=[1, 'x', 2]: {FINITE}",
+        ),
+        (
+            {"_target_": "isles.problems.benchmarks.Sphere", "dim": 3, "lower": [0, float("nan"), 0]},
+            f"problem.lower=[0, nan, 0]: {FINITE}",
+        ),
         ({"_target_": "tests.user_problems.ShiftedSphere", "lower": float("nan")}, f"problem.lower=nan: {FINITE}"),
         # integer fields: int(2.5) == 2 ran a 2-variable problem
-        ({"_target_": "isles.problems.benchmarks.Sphere", "dim": 2.5}, "problem.dim=2.5: allowed values are integers >= 1"),
-        ({"_target_": "isles.problems.benchmarks.Sphere", "dim": True}, "problem.dim=True: allowed values are integers >= 1"),
-        ({"_target_": "isles.problems.benchmarks.Rastrigin", "dim": float("nan")},
-         "problem.dim=nan: allowed values are integers >= 1"),
-        ({"_target_": "tests.user_problems.ShiftedSphere", "dim": 2.5}, "problem.dim=2.5: allowed values are integers >= 1"),
-        ({"_target_": "isles.problems.minmax.SaddleP1", "dim": 2.5}, "problem.dim=2.5: allowed values are integers >= 1"),
-        ({"_target_": "isles.problems.binary.Knapsack", "n_items": 10.5}, "problem.n_items=10.5: allowed values are integers >= 1"),
-        ({"_target_": "isles.problems.binary.Knapsack", "n_items": 10, "seed": 2.5}, "problem.seed=2.5: allowed values are integers"),
-        ({"_target_": "isles.problems.binary.Knapsack", "n_items": 10, "R": 100.5}, "problem.R=100.5: allowed values are integers"),
+        (
+            {"_target_": "isles.problems.benchmarks.Sphere", "dim": 2.5},
+            "problem.dim=2.5: allowed values are integers >= 1",
+        ),
+        (
+            {"_target_": "isles.problems.benchmarks.Sphere", "dim": True},
+            "problem.dim=True: allowed values are integers >= 1",
+        ),
+        (
+            {"_target_": "isles.problems.benchmarks.Rastrigin", "dim": float("nan")},
+            "problem.dim=nan: allowed values are integers >= 1",
+        ),
+        (
+            {"_target_": "tests.user_problems.ShiftedSphere", "dim": 2.5},
+            "problem.dim=2.5: allowed values are integers >= 1",
+        ),
+        (
+            {"_target_": "isles.problems.minmax.SaddleP1", "dim": 2.5},
+            "problem.dim=2.5: allowed values are integers >= 1",
+        ),
+        (
+            {"_target_": "isles.problems.binary.Knapsack", "n_items": 10.5},
+            "problem.n_items=10.5: allowed values are integers >= 1",
+        ),
+        (
+            {"_target_": "isles.problems.binary.Knapsack", "n_items": 10, "seed": 2.5},
+            "problem.seed=2.5: allowed values are integers",
+        ),
+        (
+            {"_target_": "isles.problems.binary.Knapsack", "n_items": 10, "R": 100.5},
+            "problem.R=100.5: allowed values are integers",
+        ),
     ],
 )
 def test_bad_problem_value_is_one_line_naming_the_field(cfg, message):
@@ -61,9 +89,23 @@ def test_integral_floats_still_pass():
     ],
 )
 def test_cli_refuses_before_ray(override, message):
-    p = subprocess.run([sys.executable, "run.py", "+experiment=de_islands", "device=cpu", "logger=none",
-                        "generations=2", "islands.n_actors=2", override],
-                       cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "run.py",
+            "+experiment=de_islands",
+            "device=cpu",
+            "logger=none",
+            "generations=2",
+            "islands.n_actors=2",
+            override,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert p.returncode == 2, p.stderr[-2000:]
     assert p.stderr.strip().splitlines() == [message], p.stderr[-2000:]
     assert "Ray" not in p.stdout + p.stderr and "group 0" not in p.stdout

@@ -3,6 +3,7 @@ layout after ``git clone ... isles && pip install -e isles``. Python's ``-m`` pu
 on ``sys.path``, where the checkout (no ``__init__.py`` at its top) is a namespace package
 ``isles``; an editable install's finder comes after Python's own, so the namespace hid the package
 (``cannot import name 'refuse_old_name' from 'isles' (unknown location)``)."""
+
 import os
 import subprocess
 import sys
@@ -31,7 +32,8 @@ def editable_install(site: Path) -> None:
         "import sys\nimport isles_test_finder as f\nf.install()\n"
         "sys.meta_path.remove(f._EditableFinder)\n"
         "sys.meta_path.insert(next(i for i, m in enumerate(sys.meta_path) if getattr(m, '__name__', '') == "
-        "'PathFinder') + 1, f._EditableFinder)\n")
+        "'PathFinder') + 1, f._EditableFinder)\n"
+    )
 
 
 def test_python_m_isles_beside_a_checkout_named_isles(tmp_path):
@@ -40,16 +42,47 @@ def test_python_m_isles_beside_a_checkout_named_isles(tmp_path):
     work.mkdir()
     (work / "isles").symlink_to(ROOT, target_is_directory=True)  # git clone ... isles
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
-    p = subprocess.run([sys.executable, "-m", "isles", "+experiment=cmepso", "generations=5", "logger=none",
-                        "progress=false", "device=cpu"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "isles",
+            "+experiment=cmepso",
+            "generations=5",
+            "logger=none",
+            "progress=false",
+            "device=cpu",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert "isles: best f=" in p.stdout and "feasible" in p.stdout
     # the package came from the checkout through the install, the user's modules still from here
-    (work / "here_problem.py").write_text("from isles.problems.base import Problem\n\n\nclass P(Problem):\n"
-                                          "    def __init__(self):\n        super().__init__(2, -1.0, 1.0)\n\n"
-                                          "    def objective(self, X):\n        return (X ** 2).sum(axis=-1)\n")
-    p = subprocess.run([sys.executable, "-m", "isles", "problem._target_=here_problem.P", "generations=5",
-                        "islands.n=1", "logger=none", "progress=false", "device=cpu"], cwd=work, env=env,
-                       capture_output=True, text=True, timeout=120)
+    (work / "here_problem.py").write_text(
+        "from isles.problems.base import Problem\n\n\nclass P(Problem):\n"
+        "    def __init__(self):\n        super().__init__(2, -1.0, 1.0)\n\n"
+        "    def objective(self, X):\n        return (X ** 2).sum(axis=-1)\n"
+    )
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "isles",
+            "problem._target_=here_problem.P",
+            "generations=5",
+            "islands.n=1",
+            "logger=none",
+            "progress=false",
+            "device=cpu",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0 and "isles: best f=" in p.stdout, p.stderr[-3000:]
-

@@ -1,5 +1,6 @@
 """The result's label (issue 25): ``INFEASIBLE`` only where a constraint or the box is violated;
 a run whose objective was never finite says ``f not finite`` (app/report.py ``verdict``)."""
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,19 +14,31 @@ from tests.user_problems import InfiniteSphere, ShiftedSphere
 
 
 def _result(x, f=np.inf, v=0.0):
-    return SimpleNamespace(best_x=np.asarray(x, dtype=np.float64), best_f=f, best_v=v, evaluations=10, wall_s=0.1,
-                           history=[{"us_per_generation": 1.0}], startup_s=0.0, steady_evals_per_s=1.0, nan_evals=0,
-                           gpu_paths={}, hit_generations=None, best_genome=None, migrations=[],
-                           payoff_evaluations=0)
+    return SimpleNamespace(
+        best_x=np.asarray(x, dtype=np.float64),
+        best_f=f,
+        best_v=v,
+        evaluations=10,
+        wall_s=0.1,
+        history=[{"us_per_generation": 1.0}],
+        startup_s=0.0,
+        steady_evals_per_s=1.0,
+        nan_evals=0,
+        gpu_paths={},
+        hit_generations=None,
+        best_genome=None,
+        migrations=[],
+        payoff_evaluations=0,
+    )
 
 
 @pytest.mark.parametrize(
     "problem, x, label",
     [
-        (InfiniteSphere(2), [0.0, 0.0], "f not finite"),                           # no constraints
-        (InfiniteSphere(2, n_constraints=1), [0.0, 0.0], "f not finite"),          # the constraint holds
+        (InfiniteSphere(2), [0.0, 0.0], "f not finite"),  # no constraints
+        (InfiniteSphere(2, n_constraints=1), [0.0, 0.0], "f not finite"),  # the constraint holds
         (InfiniteSphere(2, n_constraints=1, bound=-0.5), [0.0, 0.0], "INFEASIBLE (f not finite)"),
-        (ShiftedSphere(2), [0.0, 0.5], "INFEASIBLE"),                              # g = 0.25 - x1 > 0
+        (ShiftedSphere(2), [0.0, 0.5], "INFEASIBLE"),  # g = 0.25 - x1 > 0
         (ShiftedSphere(2), [0.5, 0.5], "feasible"),
     ],
 )
@@ -43,9 +56,17 @@ def test_summary_label_without_constraints(capsys):
 
 
 def test_run_whose_objective_is_never_finite_is_not_called_infeasible(capsys):
-    cfg = make_cfg("+experiment=de_islands", "problem._target_=tests.user_problems.InfiniteSphere", "++problem.dim=2",
-                   "generations=3", "islands.n=2", "algorithm.pop_size=8", "device=cpu", "progress=false",
-                   "logger=none")
+    cfg = make_cfg(
+        "+experiment=de_islands",
+        "problem._target_=tests.user_problems.InfiniteSphere",
+        "++problem.dim=2",
+        "generations=3",
+        "islands.n=2",
+        "algorithm.pop_size=8",
+        "device=cpu",
+        "progress=false",
+        "logger=none",
+    )
     run_job(cfg, use_ray=False)
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("isles: best f=")]
     assert line.startswith("isles: best f=inf f not finite (float64)"), line

@@ -7,6 +7,7 @@ of a parallel sweep or two terminals do. Without the lock of
 :func:`isles.app.tracking.prepare_sqlite_store`, MLflow's schema creation races with itself
 (``duplicate column name: step``, ``table ... already exists``) and runs are lost.
 """
+
 import multiprocessing as mp
 import os
 import re
@@ -31,8 +32,9 @@ def _open_and_log(uri: str, seed: int, barrier, results) -> None:
     """One run's tracking: open the store and the run once every process is ready, log, close."""
     try:
         barrier.wait(timeout=120)
-        tracker = MlflowTracker({"tracking_uri": uri, "experiment_name": "race"}, {"seed": seed},
-                                f"seed: {seed}\n", None)
+        tracker = MlflowTracker(
+            {"tracking_uri": uri, "experiment_name": "race"}, {"seed": seed}, f"seed: {seed}\n", None
+        )
         run_id = tracker.start()
         tracker._client.log_metric(run_id, "seed", float(seed))
         tracker.end("FINISHED")
@@ -74,11 +76,21 @@ def test_a_run_says_what_ran_in_mlflow(tmp_path):
     the commit, the description holds the command line, and the experiment opens as model
     training (MLflow's ``mlflow.experimentKind``), not in the GenAI view."""
     store = f"sqlite:///{tmp_path}/mlflow.db"
-    args = ["+experiment=cmepso", "generations=3", "islands.n=2", "algorithm.n_particles=6", "seed=7",
-            "progress=false", "device=cpu", f"logger.tracking_uri={store}", f"hydra.run.dir={tmp_path}/out"]
+    args = [
+        "+experiment=cmepso",
+        "generations=3",
+        "islands.n=2",
+        "algorithm.n_particles=6",
+        "seed=7",
+        "progress=false",
+        "device=cpu",
+        f"logger.tracking_uri={store}",
+        f"hydra.run.dir={tmp_path}/out",
+    ]
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    p = subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-                       env=env)
+    p = subprocess.run(
+        [sys.executable, "run.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False, env=env
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert "INFO mlflow" not in p.stdout + p.stderr  # MLflow's own INFO lines stay out of the run's output
     (run_id,) = re.findall(r"mlflow_run=(\w+)", p.stdout)
@@ -87,7 +99,9 @@ def test_a_run_says_what_ran_in_mlflow(tmp_path):
     assert run.info.run_name == "cmepso-welded_beam-s7"
     tags = run.data.tags
     assert tags["mlflow.source.name"] == "run.py" and tags["mlflow.source.type"] == "LOCAL"
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
     assert tags["mlflow.source.git.commit"] == head == tags["git_commit"]
     assert tags["mlflow.note.content"] == "Command:\n\n    python run.py " + " ".join(args) + "\n"
     exp = client.get_experiment(run.info.experiment_id)
@@ -100,10 +114,13 @@ def test_run_name_and_kind_set_by_hand_stay(tmp_path):
     client = MlflowClient(tracking_uri=store)
     prepare_sqlite_store(store)
     exp_id = client.create_experiment("mine", tags={"mlflow.experimentKind": "genai_development"})
-    tracker = MlflowTracker({"tracking_uri": store, "experiment_name": "mine", "run_name": "my run"},
-                            {"seed": 3}, "seed: 3\n", None,
-                            source={"name": "isles", "command": "isles +experiment=de seed=3", "experiment": "de",
-                                    "overrides": []})
+    tracker = MlflowTracker(
+        {"tracking_uri": store, "experiment_name": "mine", "run_name": "my run"},
+        {"seed": 3},
+        "seed: 3\n",
+        None,
+        source={"name": "isles", "command": "isles +experiment=de seed=3", "experiment": "de", "overrides": []},
+    )
     run_id = tracker.start()
     tracker.end("FINISHED")
     run = client.get_run(run_id)
@@ -111,11 +128,18 @@ def test_run_name_and_kind_set_by_hand_stay(tmp_path):
     assert client.get_experiment(exp_id).tags["mlflow.experimentKind"] == "genai_development"
 
 
-@pytest.mark.parametrize(("argv", "name", "command"), [
-    (["run.py", "+experiment=cmepso", "problem.dim=3"], "run.py", "python run.py +experiment=cmepso problem.dim=3"),
-    (["/venv/bin/isles", "+experiment=de", "logger.run_name=a b"], "isles", "isles +experiment=de 'logger.run_name=a b'"),
-    (["/src/isles/isles/__main__.py", "seed=1"], "isles", "python -m isles seed=1"),
-])
+@pytest.mark.parametrize(
+    ("argv", "name", "command"),
+    [
+        (["run.py", "+experiment=cmepso", "problem.dim=3"], "run.py", "python run.py +experiment=cmepso problem.dim=3"),
+        (
+            ["/venv/bin/isles", "+experiment=de", "logger.run_name=a b"],
+            "isles",
+            "isles +experiment=de 'logger.run_name=a b'",
+        ),
+        (["/src/isles/isles/__main__.py", "seed=1"], "isles", "python -m isles seed=1"),
+    ],
+)
 def test_run_source_names_the_command(argv, name, command):
     source = run_source(argv)
     assert (source["name"], source["command"]) == (name, command)
@@ -124,19 +148,26 @@ def test_run_source_names_the_command(argv, name, command):
 def test_default_run_name_falls_back_to_the_algorithm():
     from isles.problems.engineering import Spring
 
-    params = {"seed": 2, "logger.experiment_name": "isles", "algorithm._target_": "isles.algorithms.de.DE",
-              "problem._target_": "isles.problems.engineering.Spring"}
+    params = {
+        "seed": 2,
+        "logger.experiment_name": "isles",
+        "algorithm._target_": "isles.algorithms.de.DE",
+        "problem._target_": "isles.problems.engineering.Spring",
+    }
     assert default_run_name(params, Spring(), {"experiment": None}) == "de-spring-s2"
     assert default_run_name(params, None, {"experiment": "de_islands"}) == "de_islands-spring-s2"
 
 
-@pytest.mark.parametrize(("argv", "started"), [
-    (["+experiment=cmepso", "device=cpu"], True),
-    (["+experiment=cmepso", "logger=none"], False),
-    (["+experiment=cmepso", "logger.enabled=false"], False),
-    (["-m", "+experiment=cmepso", "seed=0,1"], False),  # a sweep's jobs may run in other processes
-    (["--cfg", "job"], False),
-])
+@pytest.mark.parametrize(
+    ("argv", "started"),
+    [
+        (["+experiment=cmepso", "device=cpu"], True),
+        (["+experiment=cmepso", "logger=none"], False),
+        (["+experiment=cmepso", "logger.enabled=false"], False),
+        (["-m", "+experiment=cmepso", "seed=0,1"], False),  # a sweep's jobs may run in other processes
+        (["--cfg", "job"], False),
+    ],
+)
 def test_the_command_line_starts_the_tracking_process_before_hydra(argv, started, monkeypatch):
     """``prestart`` (called by the command line before Hydra composes the config) starts the
     tracking process for one run that tracks, and the run's ``TrackingProcess`` takes that one:

@@ -2,6 +2,7 @@
 NumPy (the violation, a captured generation, the fused DE plan's self-check and selection), and
 what ``xp.stack`` does under CUDA-graph capture. Run on a GPU machine:
 ``python -m pytest -m gpu tests/test_user_problem_gpu.py``."""
+
 import warnings
 
 import numpy as np
@@ -25,8 +26,10 @@ from tests.user_problems import G11, SphereOnPlane  # noqa: E402
 
 def _pair(problem, streams=(0, 3)):
     ev = Evaluator(problem)
-    return (Context(np, np.float64, ev, CounterRNG(np, 9, list(streams))),
-            Context(cp, np.float64, ev, CounterRNG(cp, 9, list(streams))))
+    return (
+        Context(np, np.float64, ev, CounterRNG(np, 9, list(streams))),
+        Context(cp, np.float64, ev, CounterRNG(cp, 9, list(streams))),
+    )
 
 
 def _same(sn, sc, genome="X"):
@@ -81,6 +84,7 @@ def test_fused_de_with_an_equality_passes_its_check_and_selects_as_numpy():
 def test_fused_source_with_a_raw_h_is_refused():
     """A cuda_objective that adds a raw h (not |h| - eq_tol) disagrees with the array code: the
     fused plan is refused and the array path runs (a wrong source never changes results)."""
+
     class RawH(SphereOnPlane):
         @property
         def cuda_objective(self):

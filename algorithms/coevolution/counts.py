@@ -2,6 +2,7 @@
 (:mod:`isles.algorithms.coevolution.epoch`) share: the draw id of y's initialisation, the counter
 stride between the DE generations of one cycle, and the evaluations and pair payoffs one cycle
 costs. One module that both import, so that neither imports the other for them."""
+
 from __future__ import annotations
 
 DRAW_INIT_Y = 5

@@ -22,6 +22,7 @@ compile step this wraps, no GPU, ``device=cpu``, or a failure of any kind leaves
 as before (the failure is logged at DEBUG level). ``ISLES_PRECOMPILE=0`` turns it off;
 ``ISLES_PRECOMPILE_STATS=1`` prints what the workers did when the run ends.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -45,12 +46,31 @@ HEADERS = "{cupy_headers}"
 """Placeholder of CuPy's header text, the ``extra_source`` CuPy adds to the cache key of the
 kernels it generates (``cupy._core.core._get_header_source()``)."""
 
-ARGS = ("source", "options", "arch", "extra_source", "backend", "enable_cooperative_groups",
-        "name_expressions", "log_stream", "cache_in_memory", "jitify", "to_ltoir")
+ARGS = (
+    "source",
+    "options",
+    "arch",
+    "extra_source",
+    "backend",
+    "enable_cooperative_groups",
+    "name_expressions",
+    "log_stream",
+    "cache_in_memory",
+    "jitify",
+    "to_ltoir",
+)
 """The parameters of CuPy's compile step ``cupy.cuda.compiler._compile_with_cache_cuda``, in order."""
 
-KEPT = ("source", "options", "extra_source", "backend", "enable_cooperative_groups", "name_expressions",
-        "jitify", "to_ltoir")
+KEPT = (
+    "source",
+    "options",
+    "extra_source",
+    "backend",
+    "enable_cooperative_groups",
+    "name_expressions",
+    "jitify",
+    "to_ltoir",
+)
 """The parameters that choose the compiled kernel, recorded in a kernel list; ``arch`` (the
 device's, when CuPy is not told), ``log_stream`` and ``cache_in_memory`` are not."""
 
@@ -90,11 +110,16 @@ def to_portable(call: dict, paths: dict, headers: str | None) -> dict | None:
         return text
 
     names = call.get("name_expressions")
-    return {"source": call["source"], "options": [portable(o) for o in call.get("options") or ()],
-            "extra_source": None if extra is None else HEADERS, "backend": call.get("backend", "nvrtc"),
-            "enable_cooperative_groups": bool(call.get("enable_cooperative_groups", False)),
-            "name_expressions": None if names is None else list(names),
-            "jitify": bool(call.get("jitify", False)), "to_ltoir": bool(call.get("to_ltoir", False))}
+    return {
+        "source": call["source"],
+        "options": [portable(o) for o in call.get("options") or ()],
+        "extra_source": None if extra is None else HEADERS,
+        "backend": call.get("backend", "nvrtc"),
+        "enable_cooperative_groups": bool(call.get("enable_cooperative_groups", False)),
+        "name_expressions": None if names is None else list(names),
+        "jitify": bool(call.get("jitify", False)),
+        "to_ltoir": bool(call.get("to_ltoir", False)),
+    }
 
 
 def from_portable(entry: dict, paths: dict, headers: str | None) -> dict:
@@ -105,12 +130,19 @@ def from_portable(entry: dict, paths: dict, headers: str | None) -> dict:
             o = o.replace(name, path or "")
         options.append(o)
     names = entry.get("name_expressions")
-    return {"source": entry["source"], "options": tuple(options), "arch": None,
-            "extra_source": headers if entry.get("extra_source") == HEADERS else None,
-            "backend": entry.get("backend", "nvrtc"),
-            "enable_cooperative_groups": entry.get("enable_cooperative_groups", False),
-            "name_expressions": None if names is None else tuple(names), "log_stream": None,
-            "cache_in_memory": False, "jitify": entry.get("jitify", False), "to_ltoir": entry.get("to_ltoir", False)}
+    return {
+        "source": entry["source"],
+        "options": tuple(options),
+        "arch": None,
+        "extra_source": headers if entry.get("extra_source") == HEADERS else None,
+        "backend": entry.get("backend", "nvrtc"),
+        "enable_cooperative_groups": entry.get("enable_cooperative_groups", False),
+        "name_expressions": None if names is None else tuple(names),
+        "log_stream": None,
+        "cache_in_memory": False,
+        "jitify": entry.get("jitify", False),
+        "to_ltoir": entry.get("to_ltoir", False),
+    }
 
 
 def machine_paths(cupy) -> dict:
@@ -157,8 +189,14 @@ class Precompiler:
         compiler_module: the module the workers compile through (their ``compiler``).
     """
 
-    def __init__(self, compiler, calls: list[dict], workers: int, command: list[str] | None = None,
-                 compiler_module: str = "cupy.cuda.compiler"):
+    def __init__(
+        self,
+        compiler,
+        calls: list[dict],
+        workers: int,
+        command: list[str] | None = None,
+        compiler_module: str = "cupy.cuda.compiler",
+    ):
 
         self.compiler = compiler
         self.original = compiler._compile_with_cache_cuda
@@ -200,8 +238,14 @@ class Precompiler:
         compile_step.__wrapped__ = original
         self.compiler._compile_with_cache_cuda = compile_step
         for _ in range(min(self.n_workers, len(self.calls))):
-            proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, text=True, bufsize=1)
+            proc = subprocess.Popen(
+                self.command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                bufsize=1,
+            )
             self.procs.append(proc)
             threading.Thread(target=self._feed, args=(proc,), name="isles-precompile", daemon=True).start()
         return self
@@ -338,7 +382,6 @@ WORKER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='isles_precomp
 """The code a worker process runs (``python -c WORKER PATH_OF_THIS_FILE COMPILER_MODULE``)."""
 
 
-
 def order_of(indices: list[int], seconds: list | None, slow: float = 1.0) -> list[int]:
     """The order the workers take an experiment's kernels ``indices`` (in its order of first
     use) in: those that took ``slow`` seconds or more when recorded first, longest first (they
@@ -405,15 +448,22 @@ def start(experiment: str | None, path: Path = LIST_PATH) -> Precompiler | None:
             return None
         arch = compiler._get_arch()  # the run's device's; the workers need no device of their own
         paths, headers = machine_paths(cupy), header_source(cupy)
-        calls = [{**from_portable(lists["kernels"][i], paths, headers), "arch": arch}
-                 for i in order_of(indices, lists.get("seconds"))]
+        calls = [
+            {**from_portable(lists["kernels"][i], paths, headers), "arch": arch}
+            for i in order_of(indices, lists.get("seconds"))
+        ]
         pre = Precompiler(compiler, calls, pool_size()).install()
         atexit.register(pre.end)
         if os.environ.get("ISLES_PRECOMPILE_STATS"):  # benchmarks: what the workers did, at exit
-            atexit.register(lambda: print(f"isles: precompile {experiment}: {len(calls)} kernels listed, "
-                                          f"{pre.compiled} compiled by {len(pre.procs)} workers, the run "
-                                          f"waited for {pre.waited} and compiled {pre.taken} itself",
-                                          file=sys.stderr, flush=True))
+            atexit.register(
+                lambda: print(
+                    f"isles: precompile {experiment}: {len(calls)} kernels listed, "
+                    f"{pre.compiled} compiled by {len(pre.procs)} workers, the run "
+                    f"waited for {pre.waited} and compiled {pre.taken} itself",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            )
         return pre
     except Exception as err:  # noqa: BLE001  (an optimisation: CuPy compiles as before)
         log.debug("precompile: not started (%s)", err)

@@ -5,6 +5,7 @@ It needs both the kernel source of :mod:`isles.algorithms.de.cuda` and the epoch
 per-generation plan :class:`isles.algorithms.de.cuda.FusedDE` builds the epoch kernel
 :class:`isles.algorithms.de.epoch.EpochDE`, and the epoch module imports nothing of the plan).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -39,8 +40,16 @@ class HostEpochDE:
         self.ctx, self.N, self.D, self.dtype = ctx, p.pop_size, int(ctx.dim), np.dtype(ctx.dtype)
         ev = ctx.evaluator
         penalty = float(ev.penalty) if getattr(ev, "handling", "feasibility") == "penalty" else None
-        src = kernel_source(self.dtype, self.D, self.N, ev.problem.cuda_objective, p.crossover,
-                            p.bound_handling, penalty, tail="de_epoch.cu")
+        src = kernel_source(
+            self.dtype,
+            self.D,
+            self.N,
+            ev.problem.cuda_objective,
+            p.crossover,
+            p.bound_handling,
+            penalty,
+            tail="de_epoch.cu",
+        )
         self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + epoch_source(src, 1, 1))
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
         self._F = p.F
@@ -52,6 +61,7 @@ class HostEpochDE:
 
         Raises:
             MemoryError: no memory for an island's two populations."""
+
         def ptr(a):
             return a.ctypes.data_as(ctypes.c_void_p)
 
@@ -66,10 +76,28 @@ class HostEpochDE:
         hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
         T = self._T
         rc = self.lib.de_epoch_host(
-            ctypes.c_int(I), ptr(X), ptr(f), ptr(v), ptr(Xo), ptr(fo), ptr(vo), ptr(keys), ptr(lo), ptr(hi),
-            ctypes.c_longlong(int(state["generation"])), ptr(ctr), ctypes.c_int(int(n)), ptr(nan), ptr(hit),
-            T(0 if target is None else target), ctypes.c_int(target is not None), T(self._F), T(self._CR),
-            ctypes.c_double(float(self._log_cr)), ctypes.c_int(int(self._cr_case)))
+            ctypes.c_int(I),
+            ptr(X),
+            ptr(f),
+            ptr(v),
+            ptr(Xo),
+            ptr(fo),
+            ptr(vo),
+            ptr(keys),
+            ptr(lo),
+            ptr(hi),
+            ctypes.c_longlong(int(state["generation"])),
+            ptr(ctr),
+            ctypes.c_int(int(n)),
+            ptr(nan),
+            ptr(hit),
+            T(0 if target is None else target),
+            ctypes.c_int(target is not None),
+            T(self._F),
+            T(self._CR),
+            ctypes.c_double(float(self._log_cr)),
+            ctypes.c_int(int(self._cr_case)),
+        )
         if rc != 0:
             raise MemoryError("DE epoch kernel (host): no memory for an island's two populations")
         s = dict(state)

@@ -3,6 +3,7 @@
 generation has its own constant id), the crossover names (a name's index is the kernels'
 ``GA_XOVER``) and the per-bit mutation's integer thresholds. One module that both import, so that
 neither imports the other for them."""
+
 from __future__ import annotations
 
 import math
@@ -31,6 +32,6 @@ def flip_thresholds(p_m: float) -> np.ndarray:
     a = 1.0 - float(p_m)
     out = []
     for m in range(33):
-        q = Fraction(a ** m)
+        q = Fraction(a**m)
         out.append(math.ceil((1 - q) * (1 << 53)))
     return np.array(out, dtype=np.uint64)

@@ -2,6 +2,7 @@
 site of a generation has its own constant id. One module that the NumPy code
 (:mod:`isles.algorithms.pso.pso`, :mod:`isles.algorithms.pso.epso`) and the fused kernels
 (:mod:`isles.algorithms.pso.cuda`) both import, so that neither imports the other for them."""
+
 from __future__ import annotations
 
 DRAW_INIT_X, DRAW_INIT_V = 0, 1
