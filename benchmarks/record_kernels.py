@@ -2,7 +2,7 @@
 
 Runs ``python run.py +experiment=NAME device=gpu logger=none progress=false`` for each experiment
 (default: every ``conf/experiment/*.yaml``), each with an empty CuPy kernel cache of its own and
-``ISLES_RECORD_KERNELS`` set (:func:`isles.algorithms.core.precompile.record_to`), and writes the
+``ISLES_RECORD_KERNELS`` set (:func:`isles.algorithms.core.kernel_lists.record_to`), and writes the
 kernel lists file ``algorithms/core/kernels.json.gz`` that :func:`isles.algorithms.core.precompile.start`
 compiles in parallel when a run starts. Run it on a GPU machine after a change to a kernel, a
 problem's array code or CuPy's version (a list made with another CuPy version is not used)::
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 TESTS_LIST = ROOT / "tests" / "data" / "gpu_test_kernels.json.gz"
 
-from isles.algorithms.core import precompile  # noqa: E402
+from isles.algorithms.core import kernel_lists  # noqa: E402
 
 
 def record(experiment: str, scratch: str, timeout_s: float) -> tuple[str, list | None, str]:
@@ -98,7 +98,7 @@ def main() -> None:
     ap.add_argument("--experiment", action="append", help="an experiment (repeatable); default: all")
     ap.add_argument("--jobs", type=int, default=4, help="experiments recorded at once")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per experiment")
-    ap.add_argument("--out", type=Path, default=precompile.LIST_PATH)
+    ap.add_argument("--out", type=Path, default=kernel_lists.LIST_PATH)
     ap.add_argument("--tests", action="store_true", help="also record the GPU tests' list (tests-gpu)")
     ap.add_argument(
         "--no-experiments", action="store_true", help="record no experiment (with --tests: that list alone)"
@@ -114,7 +114,7 @@ def main() -> None:
         if args.no_experiments
         else (args.experiment or sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")))
     )
-    old = precompile.load_lists(args.out) if args.out.is_file() else {}
+    old = kernel_lists.load_lists(args.out) if args.out.is_file() else {}
     records = {}
     if old.get("cupy") == cupy.__version__:  # the experiments not recorded now keep their lists
         for name, idx in old.get("experiments", {}).items():
@@ -130,9 +130,9 @@ def main() -> None:
             calls, message = record_tests(scratch, args.tests_timeout, args.tests_log)
             print(f"tests-gpu: {message}", flush=True)
             if calls is not None:
-                write(args.tests_out, precompile.merge({"tests-gpu": calls}, cupy.__version__))
+                write(args.tests_out, kernel_lists.merge({"tests-gpu": calls}, cupy.__version__))
     if names:
-        write(args.out, precompile.merge(records, cupy.__version__))
+        write(args.out, kernel_lists.merge(records, cupy.__version__))
 
 
 def write(path: Path, lists: dict) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from isles.algorithms.core import precompile
+from isles.algorithms.core import kernel_lists, precompile
 from isles.islands.coordinator import RestartFailed
 from isles.app.job import error_message, failure_line, is_config_error, run_job
 from isles.app.sweep_runs import sweep_info
@@ -95,7 +95,7 @@ def main() -> None:
 
         sys.exit(show(sys.argv[2:]))
     if os.environ.get("ISLES_RECORD_KERNELS"):  # benchmarks/record_kernels.py
-        precompile.record_to(os.environ["ISLES_RECORD_KERNELS"])
+        kernel_lists.record_to(os.environ["ISLES_RECORD_KERNELS"])
     else:
         precompile.start_in_background(sys.argv[1:])
     groups = {d for d in os.listdir(CONF_DIR) if os.path.isdir(os.path.join(CONF_DIR, d))}

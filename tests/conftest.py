@@ -67,10 +67,10 @@ def pytest_sessionstart(session):
     :mod:`isles.algorithms.core.precompile`), so that a fresh
     machine's empty kernel cache costs seconds, not minutes; ``ISLES_RECORD_KERNELS_TESTS=PATH``
     records that list instead (``benchmarks/record_kernels.py --tests``)."""
-    from isles.algorithms.core import precompile  # noqa: PLC0415
+    from isles.algorithms.core import kernel_lists, precompile  # noqa: PLC0415
 
     if os.environ.get("ISLES_RECORD_KERNELS_TESTS"):
-        precompile.record_to(os.environ["ISLES_RECORD_KERNELS_TESTS"])
+        kernel_lists.record_to(os.environ["ISLES_RECORD_KERNELS_TESTS"])
     elif "gpu" in (session.config.option.markexpr or "").replace("not gpu", ""):
         precompile.start("tests-gpu", Path(__file__).parent / "data" / "gpu_test_kernels.json.gz")
 

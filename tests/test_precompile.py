@@ -13,7 +13,7 @@ import types
 from pathlib import Path
 
 import pytest
-from isles.algorithms.core import precompile
+from isles.algorithms.core import kernel_lists, precompile
 
 from tests import precompile_stand_in as stand_in
 
@@ -129,7 +129,7 @@ def test_a_cache_that_holds_the_list_is_not_precompiled(tmp_path, monkeypatch):
     monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))
     assert precompile.cache_dir() == tmp_path
     with gzip.open(lists, "wt") as fh:
-        json.dump(precompile.merge({"x": [{"entry": {"source": str(i)}, "s": 0.1} for i in range(3)]}, "0"), fh)
+        json.dump(kernel_lists.merge({"x": [{"entry": {"source": str(i)}, "s": 0.1} for i in range(3)]}, "0"), fh)
     touched = []
 
     class Spy(types.ModuleType):
@@ -155,20 +155,20 @@ def test_a_recorded_kernel_is_replayed_with_this_machines_paths():
         "extra_source": headers,
         "name_expressions": ("f<1>",),
     }
-    entry = precompile.to_portable(call, {"{cupy_dir}": "/old/site/cupy", "{cuda_path}": "/usr/cuda"}, headers)
+    entry = kernel_lists.to_portable(call, {"{cupy_dir}": "/old/site/cupy", "{cuda_path}": "/usr/cuda"}, headers)
     assert entry["options"] == ["-I{cupy_dir}/_core/include", "-I{cuda_path}/include"]
-    assert entry["extra_source"] == precompile.HEADERS and "/old" not in json.dumps(entry)
-    back = precompile.from_portable(entry, {"{cupy_dir}": "/new/cupy", "{cuda_path}": "/opt/cuda"}, "/* new */")
+    assert entry["extra_source"] == kernel_lists.HEADERS and "/old" not in json.dumps(entry)
+    back = kernel_lists.from_portable(entry, {"{cupy_dir}": "/new/cupy", "{cuda_path}": "/opt/cuda"}, "/* new */")
     assert back["options"] == ("-I/new/cupy/_core/include", "-I/opt/cuda/include")
     assert back["extra_source"] == "/* new */" and back["name_expressions"] == ("f<1>",)
     # another extra source, or an explicit arch, cannot be replayed on another machine
-    assert precompile.to_portable({**call, "extra_source": "other"}, {}, headers) is None
-    assert precompile.to_portable({**call, "arch": "80"}, {}, headers) is None
+    assert kernel_lists.to_portable({**call, "extra_source": "other"}, {}, headers) is None
+    assert kernel_lists.to_portable({**call, "arch": "80"}, {}, headers) is None
 
 
 def test_merge_keeps_each_kernel_once_in_its_order_of_first_use():
     a, b, c = ({"source": s} for s in "abc")
-    lists = precompile.merge(
+    lists = kernel_lists.merge(
         {
             "x": [{"entry": a, "s": 0.1}, {"entry": b, "s": 2.0}, {"entry": a, "s": 0.3}],
             "y": [{"entry": c, "s": 0.2}, {"entry": b, "s": 3.0}],
@@ -199,7 +199,7 @@ def test_the_command_line_says_what_to_precompile(argv, experiment, gpu):
 
 def test_every_experiment_has_a_kernel_list():
     """benchmarks/record_kernels.py on a GPU machine records a new experiment's list."""
-    with gzip.open(precompile.LIST_PATH, "rt") as fh:
+    with gzip.open(kernel_lists.LIST_PATH, "rt") as fh:
         lists = json.load(fh)
     names = {p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")}
     assert names <= set(lists["experiments"]), sorted(names - set(lists["experiments"]))

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from isles.algorithms.core import precompile
+from isles.algorithms.core import kernel_lists
 
 from tests.gpu import cupy_or_skip
 
@@ -45,7 +45,7 @@ def test_precompiled_cold_run_equals_the_plain_one(tmp_path):
     plain, _, _ = _cold_run(tmp_path, "plain", precompiled=False)
     pre, stderr, cache = _cold_run(tmp_path, "pre", precompiled=True)
     assert pre == plain
-    listed = len(precompile.load_lists()["experiments"]["de_islands"])
+    listed = len(kernel_lists.load_lists()["experiments"]["de_islands"])
     stats = re.search(
         r"isles: precompile de_islands: (\d+) kernels listed, (\d+) compiled by \d+ workers, "
         r"the run waited for (\d+) and compiled (\d+) itself",

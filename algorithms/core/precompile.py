@@ -6,11 +6,8 @@ thread that launches it, then keeps it in its kernel cache (``~/.cupy/kernel_cac
 ``CUPY_CACHE_DIR``). With an empty cache the main job compiles about 100 kernels, about 25 s of
 NVRTC in line with the run (one H100; ``benchmarks/job_bench.py --cold``).
 
-A **kernel list** is the ordered list of the compilations one run asks CuPy for: the arguments
-of CuPy's compile step (source, options, backend, name expressions, ...), with this machine's
-install paths and CuPy's own header text written as placeholders, and the seconds each took.
-isles ships the lists of its experiments (``kernels.json.gz`` beside this file, made on a GPU
-machine by ``python benchmarks/record_kernels.py``). :func:`start` compiles the list of the
+isles ships the experiments' kernel lists (:mod:`isles.algorithms.core.kernel_lists`).
+:func:`start` compiles the list of the
 experiment being started in worker processes (:class:`Precompiler`), the slowest kernels first,
 while the run composes its config, builds its problem and starts Ray and MLflow; CuPy's compile
 step is wrapped so that a kernel the run asks for while a worker compiles it waits for that
@@ -26,7 +23,6 @@ as before (the failure is logged at DEBUG level). ``ISLES_PRECOMPILE=0`` turns i
 from __future__ import annotations
 
 import atexit
-import gzip
 import importlib.util
 import json
 import logging
@@ -37,131 +33,17 @@ import threading
 import time
 from pathlib import Path
 
+from isles.algorithms.core.kernel_lists import (
+    LIST_PATH,
+    _bound,
+    _key,
+    from_portable,
+    header_source,
+    load_lists,
+    machine_paths,
+)
+
 log = logging.getLogger(__name__)
-
-LIST_PATH = Path(__file__).resolve().parent / "kernels.json.gz"
-"""The kernel lists shipped with isles (package data)."""
-
-HEADERS = "{cupy_headers}"
-"""Placeholder of CuPy's header text, the ``extra_source`` CuPy adds to the cache key of the
-kernels it generates (``cupy._core.core._get_header_source()``)."""
-
-ARGS = (
-    "source",
-    "options",
-    "arch",
-    "extra_source",
-    "backend",
-    "enable_cooperative_groups",
-    "name_expressions",
-    "log_stream",
-    "cache_in_memory",
-    "jitify",
-    "to_ltoir",
-)
-"""The parameters of CuPy's compile step ``cupy.cuda.compiler._compile_with_cache_cuda``, in order."""
-
-KEPT = (
-    "source",
-    "options",
-    "extra_source",
-    "backend",
-    "enable_cooperative_groups",
-    "name_expressions",
-    "jitify",
-    "to_ltoir",
-)
-"""The parameters that choose the compiled kernel, recorded in a kernel list; ``arch`` (the
-device's, when CuPy is not told), ``log_stream`` and ``cache_in_memory`` are not."""
-
-
-def _bound(args: tuple, kwargs: dict) -> dict:
-    """The call's arguments by name (:data:`ARGS`)."""
-    return {**dict(zip(ARGS, args)), **kwargs}
-
-
-def _key(call: dict) -> tuple:
-    """What identifies one compilation of a kernel list: the :data:`KEPT` arguments, hashable
-    (``arch``: the workers are given the device's, which the run's CuPy leaves ``None``)."""
-    return tuple(tuple(v) if isinstance(v, list) else v for v in (call.get(k) for k in KEPT))
-
-
-def placeholders(paths: dict) -> list[tuple[str, str]]:
-    """``[(path, placeholder), ...]`` of ``paths`` (``{placeholder: path}``), longest path first,
-    so that a path inside another is replaced after it; empty paths are left out."""
-    return sorted(((p, k) for k, p in paths.items() if p), key=lambda t: -len(t[0]))
-
-
-def to_portable(call: dict, paths: dict, headers: str | None) -> dict | None:
-    """One compilation as a kernel list records it: the :data:`KEPT` arguments with this
-    machine's paths (``paths``, :func:`machine_paths`) in the options as placeholders and
-    CuPy's header text as :data:`HEADERS`; ``None`` for a call that cannot be replayed elsewhere
-    (another ``extra_source``, an explicit ``arch``)."""
-    if call.get("arch") is not None:
-        return None
-    extra = call.get("extra_source")
-    if extra is not None and extra != headers:
-        return None
-    subs = placeholders(paths)
-
-    def portable(text: str) -> str:
-        for path, name in subs:
-            text = text.replace(path, name)
-        return text
-
-    names = call.get("name_expressions")
-    return {
-        "source": call["source"],
-        "options": [portable(o) for o in call.get("options") or ()],
-        "extra_source": None if extra is None else HEADERS,
-        "backend": call.get("backend", "nvrtc"),
-        "enable_cooperative_groups": bool(call.get("enable_cooperative_groups", False)),
-        "name_expressions": None if names is None else list(names),
-        "jitify": bool(call.get("jitify", False)),
-        "to_ltoir": bool(call.get("to_ltoir", False)),
-    }
-
-
-def from_portable(entry: dict, paths: dict, headers: str | None) -> dict:
-    """The compile step's arguments of a recorded kernel (:func:`to_portable`) on this machine."""
-    options = []
-    for o in entry["options"]:
-        for name, path in paths.items():
-            o = o.replace(name, path or "")
-        options.append(o)
-    names = entry.get("name_expressions")
-    return {
-        "source": entry["source"],
-        "options": tuple(options),
-        "arch": None,
-        "extra_source": headers if entry.get("extra_source") == HEADERS else None,
-        "backend": entry.get("backend", "nvrtc"),
-        "enable_cooperative_groups": entry.get("enable_cooperative_groups", False),
-        "name_expressions": None if names is None else tuple(names),
-        "log_stream": None,
-        "cache_in_memory": False,
-        "jitify": entry.get("jitify", False),
-        "to_ltoir": entry.get("to_ltoir", False),
-    }
-
-
-def machine_paths(cupy) -> dict:
-    """``{placeholder: path}`` of the install paths that CuPy writes into compile options:
-    CuPy's package folder and its CUDA path."""
-    try:
-        cuda = cupy.cuda.get_cuda_path() or ""
-    except Exception:  # noqa: BLE001
-        cuda = ""
-    return {"{cupy_dir}": os.path.dirname(os.path.abspath(cupy.__file__)), "{cuda_path}": cuda}
-
-
-def header_source(cupy) -> str | None:
-    """CuPy's header text (the ``extra_source`` of its generated kernels), or ``None`` where this
-    CuPy does not expose it."""
-    try:
-        return cupy._core.core._get_header_source()
-    except Exception:  # noqa: BLE001
-        return None
 
 
 class Precompiler:
@@ -209,7 +91,7 @@ class Precompiler:
             self.index.setdefault(_key(call), i)
         # -c, not the file as a script: a script's folder goes first on sys.path, and this one
         # holds random.py
-        self.command = command or [sys.executable, "-c", WORKER, str(Path(__file__).resolve()), compiler_module]
+        self.command = command or [sys.executable, "-c", WORKER, str(WORKER_FILE), compiler_module]
         self.n_workers = max(1, int(workers))
         self.procs: list = []
         self.compiled = 0  # kernels the workers compiled
@@ -316,43 +198,6 @@ class Precompiler:
         return True
 
 
-def worker(compiler_module: str = "cupy.cuda.compiler") -> None:
-    """A worker process of :class:`Precompiler`: reads one compile call a line (JSON) on stdin,
-    runs ``compiler_module._compile_with_cache_cuda`` on it (which writes the kernel into the
-    cache before it loads it, so a worker needs no CUDA context), answers ``ok`` or ``failed``."""
-    import importlib  # noqa: PLC0415
-
-    compiler = importlib.import_module(compiler_module)
-    for line in sys.stdin:
-        call = json.loads(line)
-        call["options"] = tuple(call["options"])
-        if call.get("name_expressions") is not None:
-            call["name_expressions"] = tuple(call["name_expressions"])
-        try:
-            compiler._compile_with_cache_cuda(**call)
-            answer = "ok"
-        except Exception:  # noqa: BLE001  (a module load without a context, after the cache file is written)
-            answer = "ok" if compiled_in_cache(compiler, call) else "failed"
-        sys.stdout.write(answer + "\n")
-        sys.stdout.flush()
-
-
-def compiled_in_cache(compiler, call: dict) -> bool:
-    """Whether the kernel of ``call`` is in the cache (a stand-in compiler may say so with its
-    own ``in_cache(call)``; CuPy's step is assumed to have saved it where it got to the load)."""
-    check = getattr(compiler, "in_cache", None)
-    return bool(check(call)) if check is not None else True
-
-
-def load_lists(path: Path = LIST_PATH) -> dict:
-    """The kernel lists file: ``{"cupy": version, "kernels": [entry, ...], "seconds": [...],
-    "experiments": {name: [index, ...]}}``; ``{}`` where there is none."""
-    if not path.is_file():
-        return {}
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return json.load(fh)
-
-
 def experiment_of(argv: list[str]) -> str | None:
     """The experiment a command line starts (``+experiment=NAME``, ``experiment=NAME``,
     ``++experiment=NAME``), or ``None`` (none, or a sweep over several)."""
@@ -378,8 +223,12 @@ WAIT_S = 120.0
 """The longest the run waits for a kernel a worker compiles before it compiles it itself (the
 slowest kernel recorded took 3.3 s)."""
 
+WORKER_FILE = Path(__file__).resolve().parent / "precompile_worker.py"
+"""The worker's file (:mod:`isles.algorithms.core.precompile_worker`)."""
+
 WORKER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='isles_precompile_worker')['worker'](sys.argv[2])"
-"""The code a worker process runs (``python -c WORKER PATH_OF_THIS_FILE COMPILER_MODULE``)."""
+"""The code a worker process runs (``python -c WORKER PATH COMPILER_MODULE``, PATH the file of
+:mod:`isles.algorithms.core.precompile_worker`)."""
 
 
 def order_of(indices: list[int], seconds: list | None, slow: float = 1.0) -> list[int]:
@@ -480,69 +329,3 @@ def start_in_background(argv: list[str]) -> threading.Thread | None:
     t = threading.Thread(target=start, args=(experiment,), name="isles-precompile", daemon=True)
     t.start()
     return t
-
-
-class Recorder:
-    """Records every call of CuPy's compile step in this process (for
-    ``benchmarks/record_kernels.py``): :meth:`install` wraps it, :attr:`calls` holds
-    ``(portable entry, seconds)`` in call order, calls that cannot be replayed left out."""
-
-    def __init__(self, compiler, paths: dict, headers: str | None):
-        self.compiler, self.paths, self.headers = compiler, paths, headers
-        self.original = compiler._compile_with_cache_cuda
-        self.calls: list[tuple[dict, float]] = []
-
-    def install(self) -> Recorder:
-        """Wrap the compile step; returns ``self``."""
-        original = self.original
-
-        def compile_step(*args, **kwargs):
-            t0 = time.perf_counter()
-            result = original(*args, **kwargs)
-            entry = to_portable(_bound(args, kwargs), self.paths, self.headers)
-            if entry is not None:
-                self.calls.append((entry, time.perf_counter() - t0))
-            return result
-
-        self.compiler._compile_with_cache_cuda = compile_step
-        return self
-
-    def save(self, path: str) -> None:
-        """Write the recorded calls as JSON: ``[{"entry": ..., "s": seconds}, ...]``."""
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump([{"entry": e, "s": s} for e, s in self.calls], fh)
-
-
-def record_to(path: str) -> Recorder | None:
-    """Record this process' compilations into ``path`` at exit (``ISLES_RECORD_KERNELS=path``);
-    ``None`` without CuPy."""
-
-    try:
-        import cupy  # noqa: PLC0415
-        from cupy.cuda import compiler  # noqa: PLC0415
-    except ImportError:
-        return None
-    rec = Recorder(compiler, machine_paths(cupy), header_source(cupy)).install()
-    atexit.register(rec.save, path)
-    return rec
-
-
-def merge(records: dict, cupy_version: str) -> dict:
-    """One kernel lists file from recorded runs ``{experiment: [{"entry", "s"}, ...]}``: each
-    distinct kernel once (``kernels``, with its longest recorded compile time in ``seconds``),
-    and each experiment's kernels as indices in its order of first use."""
-    kernels, seconds, index, experiments = [], [], {}, {}
-    for name, calls in records.items():
-        order = []
-        for call in calls:
-            key = json.dumps(call["entry"], sort_keys=True)
-            if key not in index:
-                index[key] = len(kernels)
-                kernels.append(call["entry"])
-                seconds.append(0.0)
-            i = index[key]
-            seconds[i] = max(seconds[i], round(float(call["s"]), 4))
-            if i not in order:
-                order.append(i)
-        experiments[name] = order
-    return {"cupy": cupy_version, "kernels": kernels, "seconds": seconds, "experiments": experiments}
