@@ -285,13 +285,18 @@ class MlflowTracker:
         mlflow = mlflow_module()
         root = local_artifact_root(mlflow.get_tracking_uri())
         if root and self._client.get_experiment_by_name(name) is None:
-            try:
-                self._client.create_experiment(name, artifact_location=f"{root}/{quote(name, safe='')}")
+            try:  # tagged as it is created: no second write for runs started at once to race on
+                self._client.create_experiment(name, artifact_location=f"{root}/{quote(name, safe='')}",
+                                               tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
             except MlflowException:  # created meanwhile (another job of a sweep)
                 pass
         exp = mlflow.set_experiment(name)
         if EXPERIMENT_KIND_TAG not in exp.tags:
-            self._client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+            try:
+                self._client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+            except MlflowException:  # another run set it meanwhile (MLflow's insert is not atomic)
+                if EXPERIMENT_KIND_TAG not in self._client.get_experiment(exp.experiment_id).tags:
+                    raise
         return exp
 
     def _has_run(self, run_id: str) -> bool:
