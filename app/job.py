@@ -295,7 +295,7 @@ class Prepared(NamedTuple):
     plain: dict  # the resolved config with the schema's defaults
     problem: Any
     topology: Any
-    master: Any  # None without a master swarm
+    plugins: list  # the loop's plug-ins (islands/plugin.py), instantiated
     algorithm: Any  # the island algorithm, built to validate it (the groups build their own)
 
 
@@ -304,7 +304,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     each job of a sweep before its first job starts (:func:`isles.app.sweeper.check_job`):
     ``stop.max_evaluations`` as generations (:func:`isles.islands.budget.with_budget`), the
     problem's keys as typed (``cfg``'s own ``hydra`` node, or the running job's overrides), the
-    default checkpoint path, :func:`validate`, then the problem, topology, master and algorithm
+    default checkpoint path, :func:`validate`, then the problem, topology, plug-ins and algorithm
     built and checked against each other. Starts nothing.
 
     Raises:
@@ -321,12 +321,12 @@ def prepare(cfg: DictConfig) -> Prepared:
     plain = validate(plain)
     problem = build_problem(plain["problem"], plain["constraints"])  # constraints.eq_tol: the report's equalities
     topology = instantiate(plain["topology"])
-    master = instantiate(plain["master"]) if plain.get("master") else None
+    plugins = [instantiate(p) for p in plain["plugins"]]
     # build (and validate) the island algorithm here too, so a bad value fails before Ray starts
     algorithm = build_algorithm(plain["algorithm"])
     check_pairing(algorithm, problem, plain["constraints"])
     check_n_migrants(plain["islands"]["n_migrants"], algorithm.population_size())
-    return Prepared(plain, problem, topology, master, algorithm)
+    return Prepared(plain, problem, topology, plugins, algorithm)
 
 
 def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, str | None]:
@@ -354,7 +354,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         SystemExit: 130 after Ctrl-C or SIGTERM (checkpoint written, resume command printed).
         Exception: whatever failed inside the run (a user's objective, an actor).
     """
-    plain, problem, topology, master, _ = prepare(cfg)
+    plain, problem, topology, plugins, _ = prepare(cfg)
     ck = plain["checkpoint"]
     if use_ray is None:
         use_ray = needs_ray(plain)
@@ -371,7 +371,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     history = HistoryFiles(folder, resumed=bool(ck["resume"])) if folder else None
     callbacks = [SolutionFile(problem, {k: v for k, v in plain.items() if k != "hydra"}, folder),
                  *([history] if history else []), *callbacks]
-    coordinator = Coordinator(plain, topology, master, callbacks=callbacks + ([tracker] if tracker else []),
+    coordinator = Coordinator(plain, topology, plugins, callbacks=callbacks + ([tracker] if tracker else []),
                               use_ray=use_ray)
     if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
         tracker.start((coordinator.resume_from or {}).get("mlflow_run_id"))

@@ -27,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from isles.islands.build import build_problem  # noqa: E402
 from isles.islands.group import IslandGroup  # noqa: E402
+from isles.islands.records import GroupSpec  # noqa: E402
+from tests.helpers import one_epoch  # noqa: E402
 from isles.problems.constraints import feasibility_report  # noqa: E402
 
 PROBLEMS = {
@@ -76,15 +78,14 @@ def run_row(pid: str, strategy: str, runs: int, seed: int, overrides: list[str],
     for o in overrides:
         k, v = o.split("=", 1)
         _set(cfg, k, json.loads(v) if v[:1] in "-0123456789[{tfn" else v)
-    group = IslandGroup({"problem": cfg["problem"], "constraints": cfg["constraints"],
-                         "algorithm": cfg["algorithm"], "island_ids": list(range(runs)), "seed": seed,
-                         "device": device, "dtype": "float64"})
+    group = IslandGroup(GroupSpec(problem=cfg["problem"], constraints=cfg["constraints"], algorithm=cfg["algorithm"],
+                                  island_ids=tuple(range(runs)), seed=seed, device=device, dtype="float64"))
     t0 = time.perf_counter()
-    s = group.run_epoch(int(cfg["algorithm"]["n_cycles"]))
+    s = one_epoch(group, int(cfg["algorithm"]["n_cycles"]))
     wall = time.perf_counter() - t0
     problem = build_problem(cfg["problem"])
     f, feas = [], []
-    for x in s["best_x"]:
+    for x in s.best_x:
         rep = feasibility_report(problem, x)
         f.append(rep["f"])
         feas.append(rep["feasible"])
@@ -101,7 +102,7 @@ def run_row(pid: str, strategy: str, runs: int, seed: int, overrides: list[str],
         row["gap_best_pct"] = 100.0 * (row["best"] - fs) / abs(fs)
         row["gap_median_pct"] = 100.0 * (row["median"] - fs) / abs(fs)
     if pid == "p1_minmax":
-        row["max_abs_x"] = float(np.abs(s["best_x"]).max())
+        row["max_abs_x"] = float(np.abs(s.best_x).max())
     return row
 
 

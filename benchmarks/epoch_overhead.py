@@ -35,7 +35,7 @@ def main(argv=None) -> int:
 
     from isles.islands.coordinator import Coordinator  # noqa: PLC0415
     from isles.islands.group import IslandGroup  # noqa: PLC0415
-    from tests.helpers import make_cfg, plain  # noqa: PLC0415
+    from tests.helpers import make_cfg, plain, run_span  # noqa: PLC0415
 
     cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
                          f"islands.n={a.islands}", "islands.migration_interval=1", "topology=ring", "logger=none",
@@ -44,11 +44,10 @@ def main(argv=None) -> int:
     ids = list(range(a.islands))
     g = IslandGroup(co._spec(ids, a.device))
     g.span_graph = "never"  # the plain epochs (islands.span_graph=never); --span-graph times the replays
-    route = {"peers": [None], "index": 0, "groups": [ids], "topology": co.topology, "n": a.islands, "seed": 0,
-             "timeout_s": 30}
-    g.run_span(1, ({}, {}), [1] * 20, 0, route)  # warm-up: compilation, graph capture
+    topo = co.topology
+    run_span(g, [1] * 20, topo)  # warm-up: compilation, graph capture
     t = time.perf_counter()
-    g.run_span(2, ({}, {}), [1] * a.epochs, 20, route)
+    run_span(g, [1] * a.epochs, topo, epoch0=20, span=2)
     ms = (time.perf_counter() - t) / a.epochs * 1e3
     print(f"# {a.device}: {a.islands} DE islands (sphere D=8, N=16), ring, 1 generation per epoch: "
           f"{ms:.3f} ms per epoch", flush=True)
@@ -57,16 +56,15 @@ def main(argv=None) -> int:
 
         g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
         g.span_graph = "always"  # islands.span_graph=always: over NCCL too
-        graph = dict(route, nccl=True)
-        g.run_span(4, ({}, {}), [1] * 20, 20 + 2 * a.epochs, graph)  # warm-up
+        run_span(g, [1] * 20, topo, epoch0=20 + 2 * a.epochs, span=4, nccl=True)  # warm-up
         t = time.perf_counter()
-        g.run_span(5, ({}, {}), [1] * a.epochs, 40 + 2 * a.epochs, graph)
+        run_span(g, [1] * a.epochs, topo, epoch0=40 + 2 * a.epochs, span=5, nccl=True)
         ms_g = (time.perf_counter() - t) / a.epochs * 1e3
         print(f"# the same, islands.span_graph=always over a 1-rank NCCL communicator: {ms_g:.3f} ms per epoch "
               f"({ms / ms_g:.1f}x faster)", flush=True)
     pr = cProfile.Profile()
     pr.enable()
-    g.run_span(3, ({}, {}), [1] * a.epochs, 20 + a.epochs, route)
+    run_span(g, [1] * a.epochs, topo, epoch0=20 + a.epochs, span=3)
     pr.disable()
     pstats.Stats(pr).sort_stats("cumulative").print_stats(a.top)
     return 0

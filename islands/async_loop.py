@@ -1,7 +1,8 @@
 """The async epoch loop: a group that finishes its interval exchanges with the migrant store (the
 latest emigrants of every island) and goes on, without waiting for slower groups (pagmo's
-archipelago semantics). The plan of each exchange comes from the same planner as the sync loop
-(:mod:`isles.islands.planner`)."""
+archipelago semantics). Each group's epoch is a span of one epoch
+(:meth:`isles.islands.group.IslandGroup.run_span`) whose plan comes from the migrant store, made
+by the same planner as the sync loop (:mod:`isles.islands.planner`)."""
 from __future__ import annotations
 
 import logging
@@ -9,6 +10,7 @@ import time
 
 from isles.islands import checkpoint
 from isles.islands.planner import group_plan, migration_edges
+from isles.islands.records import Plan, Route, SpanOrder
 from isles.islands.recovery import actor_died, resumable_config
 from isles.islands.results import (RecordLog, best_of, epoch_record, merge_summaries, migration_log, payoff_total,
                                          run_result)
@@ -76,10 +78,12 @@ class AsyncLoop:
                     except Exception:  # noqa: BLE001  (its actor died first: the older part stays)
                         pass
 
-        def submit(i, inbound=None, remote=None):
+        def submit(i, plan=None):
             k = min(self.interval, self.generations - gens[i])
             gens[i] += k
-            return groups[i].run_epoch.remote(k, inbound or {}, remote or {})
+            loop["spans"] = loop.get("spans", 0) + 1  # a span of one epoch, alone (no peers)
+            route = Route(0, [placement.groups[i]], self.topology, self.n, self.seed, self.restart_timeout_s)
+            return groups[i].run_span.remote(SpanOrder(loop["spans"], [k], loop["epochs"][i], route, plan or Plan()))
 
         def publish_snapshot():
             settle(wait=True)
@@ -103,7 +107,7 @@ class AsyncLoop:
             done, _ = ray.wait(list(pending), num_returns=1)
             i = pending.pop(done[0])
             try:
-                s = ray.get(done[0])
+                s = ray.get(done[0])[0]
             except Exception as err:
                 settle(wait=True)
                 if parts[i] is None or not actor_died(err) or restarts >= self.max_restarts:
@@ -120,20 +124,20 @@ class AsyncLoop:
                     summaries[i] = parts[i]["summary"]
                 pending[submit(i)] = i
                 continue
-            prev_gen = summaries[i]["generation"] if i in summaries else 0
+            prev_gen = summaries[i].generation if i in summaries else 0
             summaries[i] = s
             loop["completions"] += 1
             loop["epochs"][i] += 1
             completions = loop["completions"]
-            for p, gid in enumerate(s["island_ids"]):
-                store[gid] = s["emigrants"].island(p)
-            moved = [(completions, *e) for e in s["migrations"]]
+            for p, gid in enumerate(s.island_ids):
+                store[gid] = s.emigrants.island(p)
+            moved = [(completions, *e) for e in s.migrations]
             migrations.extend(moved)
             bx, bf, bv, bg, _, evals, nan, hits = merge_summaries(self.n, summaries)
             best = loop["best"] = best_of([(bx, bf, bv, bg)] + ([loop["best"]] if loop["best"] else []))
-            done_gen = min(summaries[j]["generation"] if j in summaries else 0 for j in range(len(groups)))
+            done_gen = min(summaries[j].generation if j in summaries else 0 for j in range(len(groups)))
             record = epoch_record(completions, done_gen, t0, evals, nan, best, bf, bv, None, [s],
-                                  s["generation"] - prev_gen, hits, payoff_total(summaries), moved)
+                                  s.generation - prev_gen, hits, payoff_total(summaries), moved)
             history.append(record)
             yield record
             settle()
@@ -149,7 +153,6 @@ class AsyncLoop:
                 publish_snapshot()
             if gens[i] < self.generations:
                 edges = migration_edges(self.topology, self.n, self.seed, completions)
-                inbound, remote = group_plan(edges, placement.groups[i], store)
-                pending[submit(i, inbound, remote)] = i
+                pending[submit(i, Plan(*group_plan(edges, placement.groups[i], store)))] = i
         return run_result(loop["best"], history, min(gens), t0, migrations, hits)
 

@@ -2,7 +2,7 @@
 
 An **evaluation** is one evaluation of the problem's objective and constraints at one point x
 (one row of the population handed to ``Problem.evaluate``), in every family; the run's
-``evaluations`` sums them over all islands and the loop's plug-in (e.g. a master swarm).
+``evaluations`` sums them over all islands and the loop's plug-ins.
 A min-max problem's pair payoffs ``L(x, y)`` are counted apart (``payoff_evaluations``).
 
 Every family in isles evaluates a fixed number of points per island and generation
@@ -30,7 +30,7 @@ from isles.islands.build import build_algorithm
 from isles.islands.schema import check_keys, validated
 
 
-def evaluation_counts(algorithm, master=None) -> tuple[int, int, int]:
+def evaluation_counts(algorithm, plugins=()) -> tuple[int, int, int]:
     """``(init, per_generation, plugin_per_generation)``: evaluations per island at
     initialisation and per generation, and the loop plug-in's per generation (0 without one).
 
@@ -41,7 +41,7 @@ def evaluation_counts(algorithm, master=None) -> tuple[int, int, int]:
     try:
         init = int(algorithm.initial_evaluations())
         per = int(algorithm.evaluations_per_generation())
-        plugin = 0 if master is None else int(master.evaluations_per_generation())
+        plugin = sum(int(p.evaluations_per_generation()) for p in plugins)
     except (NotImplementedError, AttributeError) as err:
         raise ValueError(
             f"stop.max_evaluations: {err}; allowed value here is null (set a generation budget with generations=...)"
@@ -56,7 +56,7 @@ def evaluations_after(generations: int, n_islands: int, counts: tuple[int, int, 
     return n_islands * (init + generations * per) + generations * plugin
 
 
-def budget_generations(cfg: dict, master=None) -> int:
+def budget_generations(cfg: dict, plugins=()) -> int:
     """The generations a checked config (:func:`isles.islands.schema.validated`) runs: the first
     generation at which the cumulative evaluations reach ``stop.max_evaluations``, at most
     ``generations`` and at least 1 (a budget below the initial evaluations runs one generation);
@@ -64,7 +64,7 @@ def budget_generations(cfg: dict, master=None) -> int:
 
     Args:
         cfg: the run config (``algorithm`` as its config, ``islands.n``, ``generations``, ``stop``).
-        master: the loop's plug-in factory (the config's ``master`` object) or ``None``.
+        plugins: the loop's plug-in factories (the config's ``plugins`` objects).
 
     Raises:
         ValueError: as :func:`evaluation_counts`.
@@ -73,7 +73,7 @@ def budget_generations(cfg: dict, master=None) -> int:
     generations = int(cfg["generations"])
     if budget is None:
         return generations
-    counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
+    counts = evaluation_counts(build_algorithm(cfg["algorithm"]), plugins)
     n = int(cfg["islands"]["n"])
     per_generation = evaluations_after(1, n, counts) - evaluations_after(0, n, counts)
     left = int(budget) - evaluations_after(0, n, counts)
@@ -98,8 +98,7 @@ def with_budget(cfg):
     plain = OmegaConf.to_container(cfg, resolve=True)
     check_keys(plain)
     plain = validated(plain)
-    master = instantiate(plain["master"]) if plain.get("master") else None
-    generations = budget_generations(plain, master)
+    generations = budget_generations(plain, [instantiate(p) for p in plain["plugins"]])
     if generations == plain["generations"]:
         return cfg
     out = cfg.copy()

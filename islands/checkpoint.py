@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-VERSION = 2  # 2: the next migration is kept per island ("pending"), states regroup (regroup)
+VERSION = 3  # 3: typed loop state, the plug-ins' states ("plugins"); 2: the next migration per island, states regroup
 
 
 def save(path: str | os.PathLike, payload: dict) -> Path:

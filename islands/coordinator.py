@@ -1,17 +1,13 @@
-"""The coordinator: the control plane of a run. It places and starts the island-group actors,
-starts their epochs in spans, collects the epoch summaries in batches for the callbacks, takes
-snapshots and checkpoints between spans, and restarts lost actors; it is not in the per-epoch
-data path when the islands are spread over several actors.
+"""The coordinator: the control plane of a run. It places and starts the island groups, orders
+their spans of epochs, collects the epoch summaries for the callbacks, takes snapshots and
+checkpoints between spans, and restarts lost actors; it is not in the per-epoch data path.
 
-* ``islands.mode=sync``, several Ray actors: every group runs a span of epochs itself
-  (:meth:`isles.islands.group.IslandGroup.run_span`), computing each epoch's migration plan
-  from the topology, the seed and the epoch (:mod:`isles.islands.planner`) and exchanging
-  emigrants with its peers directly (:mod:`isles.islands.transport`); the driver hands out only
-  the first epoch's immigrants of each span. A plug-in (e.g. a master population) runs as an
-  identical replica in every actor, on the bests all-gathered each epoch (:mod:`isles.islands.replica`).
-  With several in-process groups the driver runs the epochs one by one (the reference path).
-* ``islands.mode=sync``, one group: the loop runs beside the islands, in this process or in the
-  one actor (:mod:`isles.islands.actor_loop`), in batches of epochs on the device.
+* ``islands.mode=sync``: every group runs spans of epochs itself
+  (:meth:`isles.islands.group.IslandGroup.run_span`), one epoch body each
+  (:func:`isles.islands.epoch.run_epoch`), computing each epoch's migration plan from the topology,
+  the seed and the epoch (:mod:`isles.islands.planner`) and exchanging emigrants with its peers
+  directly (:mod:`isles.islands.transport`): one or several Ray actors, or in-process groups (one
+  thread each). The plug-ins run as identical replicas in every group (:mod:`isles.islands.plugin`).
 * ``islands.mode=async``: a group that finishes its interval immediately exchanges with the
   driver's migrant store (the latest emigrants of every island) and goes on, without waiting
   for slower groups (pagmo's archipelago semantics).
@@ -19,12 +15,9 @@ data path when the islands are spread over several actors.
 The coordinator is assembled from pieces named for what they do:
 
 * :mod:`isles.islands.executor`: placement, start and release of the groups, calls to them;
-* :mod:`isles.islands.planner`: the migration plan of an epoch (sync and async alike);
-* :mod:`isles.islands.transport`: emigrants between actors (one-sided posts to an inbox);
-* :mod:`isles.islands.sync_loop`, :mod:`isles.islands.async_loop`: the epoch loops;
-* :mod:`isles.islands.actor_loop`: the sync loop inside one actor (every island on one device);
-* :mod:`isles.islands.plugin`: the interface of the loop's plug-in (e.g. a master population);
+* :mod:`isles.islands.sync_loop`, :mod:`isles.islands.async_loop`: the schedules of spans;
 * :mod:`isles.islands.recovery`: snapshots, restarts, checkpoint compatibility;
+* :mod:`isles.islands.records`: the typed records between them;
 * :mod:`isles.islands.results`: the epoch records and the :class:`RunResult`;
 * :mod:`isles.islands.callbacks`: ``on_start``/``on_epoch``/``on_restart``/``on_end`` (MLflow
   tracker, progress bar).
@@ -35,15 +28,13 @@ import logging
 import time
 
 from isles.islands import checkpoint
-from isles.islands.actor_loop import REPORT_S, Archipelago
 from isles.islands.async_loop import AsyncLoop
 from isles.islands.budget import budget_generations
 from isles.islands.callbacks import Callbacks
 from isles.islands.executor import Executor
-from isles.islands.placement import actor_options, reserve
-from isles.islands.recovery import Recovery, RestartFailed, actor_died, check_resumable
+from isles.islands.recovery import Recovery, RestartFailed, check_resumable
 from isles.islands.results import RunResult, island_nodes
-from isles.islands.schema import check_master, validated
+from isles.islands.schema import check_plugins, validated
 from isles.islands.sync_loop import SyncLoop
 
 __all__ = ["Coordinator", "RestartFailed", "RunResult", "stop_target"]
@@ -56,32 +47,32 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
 
     Args:
         cfg: the run config as a plain dict with keys ``problem``, ``constraints``,
-            ``algorithm``, ``topology`` (instantiated object), ``master`` (object or ``None``),
-            ``islands`` (``n``, ``n_actors``, ``migration_interval``, ``n_migrants``,
-            ``replacement``, ``mode``, ``master_sends_best``), ``generations``, ``seed``,
+            ``algorithm``, ``topology`` (instantiated object), ``islands`` (``n``, ``n_actors``,
+            ``migration_interval``, ``n_migrants``, ``replacement``, ``mode``), ``generations``, ``seed``,
             ``device``, ``dtype``, and optionally ``checkpoint`` (``every`` epochs, ``path``,
             ``resume`` = path of a checkpoint to continue from; sync mode), ``stop``
             (``f_target``, ``tol``, ``max_evaluations``: turned into ``generations`` here,
             :func:`isles.islands.budget.budget_generations`).
         topology: a :class:`isles.islands.topology.Topology`.
-        master: the loop's plug-in factory (the config's ``master`` object, :mod:`isles.islands.plugin`) or ``None``.
+        plugins: the loop's plug-in factories (the config's ``plugins`` objects, :mod:`isles.islands.plugin`).
         callbacks: objects with optional ``on_start``, ``on_epoch``, ``on_restart`` (island
             groups restarted after a lost actor or node) and ``on_end`` methods.
         use_ray: start the groups as Ray actors (default) or in this process (tests, benchmarks).
 
     Raises:
         ValueError: bad values of the config's typed fields, named by field
-            (:func:`isles.islands.schema.check_values`); a ``master`` with ``islands.mode=async``;
+            (:func:`isles.islands.schema.check_values`); plug-ins with ``islands.mode=async``;
             island ids of the topology outside ``islands.n``; a ``checkpoint.resume`` file that
             does not exist, of another version, or saved under another config
             (:func:`check_resumable`); ``stop.max_evaluations`` with an algorithm that does not
             declare its evaluations per generation.
     """
 
-    def __init__(self, cfg: dict, topology, master=None, callbacks=(), use_ray: bool = True):
+    def __init__(self, cfg: dict, topology, plugins=(), callbacks=(), use_ray: bool = True):
         cfg = validated(cfg)  # the schema's defaults and checks (islands/schema.py), before any actor starts
         # stop.max_evaluations: the generations that reach it, known before the run (islands/budget.py)
-        cfg["generations"] = budget_generations(cfg, master)
+        self.plugins = list(plugins or ())
+        cfg["generations"] = budget_generations(cfg, self.plugins)
         isl = cfg["islands"]
         self.cfg = cfg
         self.n = int(isl["n"])
@@ -89,11 +80,10 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
         self.interval = int(isl["migration_interval"])
         self.n_migrants = int(isl["n_migrants"])
         self.mode = isl["mode"]
-        check_master(master, self.mode)  # the plug-in object (the config's master node is checked already)
+        check_plugins(self.plugins, self.mode)
         ck = cfg["checkpoint"]
         self.topology = topology
         self.topology.weights(self.n)  # validates island ids now, before any actor starts
-        self.master = master
         self.callbacks = list(callbacks)
         self.use_ray = use_ray
         self.seed = int(cfg["seed"])
@@ -132,8 +122,6 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
                 [list(g) for g in saved["groups"]] != [list(g) for g in placement.groups]:
             raise ValueError(f"checkpoint.resume: an async run resumes with the grouping it was saved with: "
                              f"islands.n_actors={len(saved['groups'])} (now {len(placement.groups)})")
-        if self.use_ray and self.mode == "sync" and len(placement.groups) == 1:
-            return self._run_in_actor(placement, t_start)
         groups = self._start_groups(placement)
         try:
             infos = self._gather([self._call(g, "info") for g in groups])
@@ -151,48 +139,9 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
                 for g in groups:
                     ray.kill(g)
                 self._release()
-        return self._ended(result)
-
-    def _run_in_actor(self, placement, t_start: float) -> RunResult:
-        """Every island in one actor (sync mode): the epoch loop itself runs in that actor
-        (:class:`Archipelago`), beside the islands and the loop's plug-in, so a per-generation
-        exchange costs no Ray round trip; the records come back in batches every
-        ``REPORT_S`` seconds for the callbacks (progress, MLflow)."""
-        import ray  # noqa: PLC0415
-
-        self._reserved = reserve(placement)
-        actor = ray.remote(Archipelago).options(**actor_options(placement, self._reserved, 0, self.max_restarts)).remote(
-            Coordinator, self.cfg, self.topology, self.master, placement.device, self.resume_from)
-        try:
-            infos = ray.get(actor.info.remote())
-            startup_s = self._started(infos, t_start)
-            result, restarts = None, 0
-            while result is None:
-                try:
-                    records, result, error, snapshot = ray.get(actor.advance.remote(REPORT_S))
-                except Exception as err:
-                    if self.last_snapshot is None or not actor_died(err) or restarts >= self.max_restarts:
-                        raise
-                    restarts += 1
-                    log.warning("the archipelago's actor died (%s); restarting from the snapshot of epoch %d "
-                                "(restart %d of %d)", type(err).__name__, self.last_snapshot["epoch"], restarts,
-                                self.max_restarts)
-                    self._resume_archipelago(actor)
-                    self._relocated(ray.get(actor.info.remote()))
-                    continue
-                if snapshot is not None:
-                    self.last_snapshot = snapshot
-                for record in records:  # the epochs before a failure are logged too
-                    self._publish(record)
-                if error is not None:
-                    raise error
-        finally:
-            ray.kill(actor)
-            self._release()
-        result.startup_s = startup_s
-        result.devices = {gid: infos[0]["device"] for gid in placement.groups[0]}
-        result.gpu_paths = {gid: infos[0].get("gpu_path", "") for gid in placement.groups[0]}
-        result.nodes = island_nodes(self.group_infos)
+            else:
+                for g in groups:
+                    g.close()
         return self._ended(result)
 
 

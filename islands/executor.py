@@ -1,31 +1,45 @@
 """The executor of the control plane: where the island groups run and how the driver calls them.
 
 The groups are Ray actors (one per GPU, or per CPU worker), each in its bundle of the placement
-group reserved for the run (:mod:`isles.islands.placement`), or in-process stand-ins
-(:class:`Local`, ``use_ray=False``) with the same methods. :meth:`Executor._call` calls a method
-of either; :meth:`Executor._gather` collects the results with ``ray.wait`` as they finish.
+group reserved for the run (:mod:`isles.islands.placement`), or in-process groups
+(``use_ray=False``), each called in a thread of its own (:class:`Local`), so that several in-process
+groups run their spans at once, as actors do. :meth:`Executor._call` calls a method of either;
+:meth:`Executor._gather` collects the results as they finish.
 """
 from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from isles.islands.group import IslandGroup
 from isles.islands.placement import actor_options, cluster_nodes, local_resources, plan, plan_nodes, reserve
+from isles.islands.plugin import plugin_stream
+from isles.islands.records import GroupSpec
 
 RELEASE_WAIT_S = 5.0
 """How long :meth:`Executor._release` waits for Ray to remove the placement group, in seconds."""
 
 
 class Local:
-    """Stand-in for an actor handle when running in-process (``use_ray=False``)."""
+    """An in-process group called like an actor (``use_ray=False``): :meth:`call` runs a method in
+    the group's own thread (a span waits for its peers' posts, which the peers' threads make) and
+    returns a future; attributes are the group's (its peers post into its inbox directly)."""
 
     def __init__(self, group: IslandGroup):
         self._group = group
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"isles-group-{group.island_ids[0]}")
+
+    def call(self, name: str, *args):
+        """``group.name(*args)`` in the group's thread: a future."""
+        return self._thread.submit(getattr(self._group, name), *args)
+
+    def close(self) -> None:
+        """End the group's thread (after the run)."""
+        self._thread.shutdown(wait=False)
 
     def __getattr__(self, name):
         return getattr(self._group, name)
-
 
 
 class Executor:
@@ -33,23 +47,14 @@ class Executor:
     :class:`isles.islands.coordinator.Coordinator`: it uses its ``cfg``, ``n``, ``seed``,
     ``n_migrants``, ``target``, ``use_ray``, ``max_restarts`` and ``_restart_failed``)."""
 
-    def _spec(self, island_ids, device) -> dict:
-        c = self.cfg
-        return {
-            "problem": c["problem"],
-            "constraints": c["constraints"],
-            "algorithm": c["algorithm"],
-            "island_ids": island_ids,
-            "seed": self.seed,
-            "device": device,
-            "dtype": c["dtype"],
-            "n_migrants": self.n_migrants,
-            "replacement": c["islands"]["replacement"],
-            "selection": c["islands"]["selection"],
-            "target": self.target,
-            "cuda_graph": c["cuda_graph"],
-            "span_graph": c["islands"]["span_graph"],
-        }
+    def _spec(self, island_ids, device) -> GroupSpec:
+        """The :class:`isles.islands.records.GroupSpec` of the group of ``island_ids`` on ``device``."""
+        c, isl = self.cfg, self.cfg["islands"]
+        return GroupSpec(problem=c["problem"], constraints=c["constraints"], algorithm=c["algorithm"],
+                         island_ids=tuple(island_ids), seed=self.seed, device=device, dtype=c["dtype"],
+                         n_migrants=self.n_migrants, replacement=isl["replacement"], selection=isl["selection"],
+                         target=self.target, cuda_graph=c["cuda_graph"], span_graph=isl["span_graph"],
+                         plugins=tuple(self.plugins), plugin_stream=plugin_stream(self.n))
 
     def _placement(self):
         """The actors to start on Ray's nodes (:func:`isles.islands.placement.plan_nodes`), or
@@ -103,7 +108,7 @@ class Executor:
         abort a span that they would otherwise wait in for the failed one).
         """
         if not self.use_ray:
-            return dict(enumerate(calls))
+            return self._gather_local(calls, on_error)
         import ray  # noqa: PLC0415
 
         refs = {ref: i for i, ref in enumerate(calls)}
@@ -128,6 +133,33 @@ class Executor:
                 raise
         return out
 
+    @staticmethod
+    def _gather_local(futures: list, on_error=None) -> dict:
+        """``{i: result}`` of in-process calls (futures); ``on_error()`` runs at the first error,
+        before the other calls are waited for."""
+        out = {}
+        for i, fut in enumerate(futures):
+            try:
+                out[i] = fut.result()
+            except Exception:
+                if on_error is not None:
+                    on_error()
+                for other in futures[i + 1:]:
+                    try:
+                        other.result(timeout=30)
+                    except Exception:  # noqa: BLE001, S110
+                        pass
+                raise
+        return out
+
     def _call(self, group, method: str, *args):
-        return getattr(group, method).remote(*args) if self.use_ray else getattr(group, method)(*args)
+        """Call ``group.method(*args)``: a Ray object ref, or an in-process future (in the group's
+        thread, :class:`Local`)."""
+        if self.use_ray:
+            return getattr(group, method).remote(*args)
+        if isinstance(group, Local):
+            return group.call(method, *args)
+        done = Future()  # another in-process stand-in: called here
+        done.set_result(getattr(group, method)(*args))
+        return done
 

@@ -1,14 +1,14 @@
 """An island group's links to its peer groups, for the sync span (:meth:`IslandGroup.run_span`):
 its inbox of posted emigrants, the groups' NCCL communicator, its shared-memory channels; the
-driver forms them (:meth:`isles.islands.sync_loop.SyncLoop._form_links`) and aborts them when a
+driver forms them (:mod:`isles.islands.sync_loop`) and aborts them when a
 peer is lost."""
 from __future__ import annotations
 
 import numpy as np
 
-from isles.islands.channels import ChannelLinks, ChannelTransport
+from isles.islands.channels import ChannelLinks
 from isles.islands.exchange import NcclComm
-from isles.islands.transport import ActorTransport, Inbox
+from isles.islands.transport import Inbox
 
 
 class PeerLinks:
@@ -19,12 +19,6 @@ class PeerLinks:
         self.inbox = Inbox()  # emigrants posted by peer groups (run_span)
         self._nccl = None  # the groups' NCCL communicator (nccl_join), emigrants GPU to GPU in run_span
         self._channels = ChannelLinks()  # shared-memory channels with the peers on this node (channels_make)
-
-    def _transport(self, route: dict):
-        """The span's transport: the channels where ``route["channels"]`` (posts to peers without
-        one), else posts (:mod:`isles.islands.transport`)."""
-        posts = ActorTransport(route["peers"], route["index"], self.inbox)
-        return ChannelTransport(self._channels, posts, route["timeout_s"]) if route.get("channels") else posts
 
     def nccl_unique_id(self):
         """A new NCCL unique id for :meth:`nccl_join`, or ``None`` where this group cannot use NCCL

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-#: source id of the loop plug-in's best in migration plans (e.g. a master population's)
-MASTER_ID = -1
 #: the salt of the migration stream of :func:`migration_edges` (apart from every other stream)
 SALT = 0x15
 
@@ -29,17 +27,14 @@ def migration_edges(topology, n: int, seed: int, epoch: int) -> list:
     return topology.sample(n, np.random.default_rng([int(seed), int(epoch), SALT]))
 
 
-def group_plan(edges, island_ids, emigrants: dict, master_best=None, send_master: bool = False):
-    """What one group receives: ``(inbound, remote)``, the arguments of
-    :meth:`isles.islands.group.IslandGroup.run_epoch`.
+def group_plan(edges, island_ids, emigrants: dict):
+    """What one group receives: ``(inbound, remote)`` (a :class:`isles.islands.records.Plan`'s fields).
 
     Args:
         edges: :func:`migration_edges`.
         island_ids: the group's islands (global ids, in its order).
         emigrants: ``{island id: Population (1, k)}`` of islands elsewhere; an edge whose source is
             elsewhere and missing here (an async group that has not reported yet) is left out.
-        master_best: the loop plug-in's best ``(1, 1)`` Population, or ``None`` when the group
-            hosts the master itself; send_master: every island receives the master's best.
 
     Returns:
         ``inbound`` ``{local position of a destination: [source ids]}`` and ``remote``
@@ -53,10 +48,6 @@ def group_plan(edges, island_ids, emigrants: dict, master_best=None, send_master
         inbound.setdefault(pos[dst], []).append(src)
         if src not in pos:
             remote[src] = emigrants[src]
-    if send_master:
-        for p in range(len(pos)):
-            inbound.setdefault(p, []).append(MASTER_ID)
-        remote[MASTER_ID] = master_best
     return inbound, remote
 
 

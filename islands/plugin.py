@@ -1,64 +1,56 @@
-"""The plug-in interface of the epoch loop: code that runs on the islands' bests after every
-epoch and may send one individual back to every island (e.g. a master population, which lives
-with its algorithm under ``algorithms/``).
+"""The plug-in interface of the epoch body: code that sees every epoch's bests and may send
+migrants to every island (e.g. a swarm that learns from the islands, which lives with its
+algorithm under ``algorithms/``). The runtime never names a plug-in's algorithm.
 
-The run config's ``master`` object (instantiated from its ``_target_``) is the factory: its
-``plugin(xp, dtype, evaluator, seed, stream, state)`` returns a :class:`LoopPlugin` on the array
-module ``xp``. The loop runs it on the device beside the islands when one group hosts them all,
-as an identical replica in every actor of the SPMD loop (:mod:`isles.islands.replica`), or on the
-host beside the driver's loop (several in-process groups); the runtime never names the algorithm.
+The run config's ``plugins`` list holds factories (instantiated from their ``_target_``): each
+``make(xp, dtype, evaluator, seed, stream)`` returns a :class:`Plugin` on the array module ``xp``.
+Every island group builds its own replica of every plug-in from the same factory, seed and stream;
+the epoch body (:func:`isles.islands.epoch.run_epoch`) hands each replica the bests of every
+island in island-id order (gathered from the peer groups), so the replicas stay equal, bit for bit.
+A plug-in's migrants reach every island as the immigrants of source id :func:`source_id`.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
 
-from isles.islands.planner import MASTER_ID
+
+def source_id(j: int) -> int:
+    """The source id of plug-in ``j``'s migrants in migration plans and records (``-1 - j``:
+    never an island's id)."""
+    return -1 - int(j)
 
 
-def with_broadcast(remote: dict | None, plugin) -> dict | None:
-    """``remote`` (a plan's ``{source id: Population}``) with an entry ``MASTER_ID: None`` (the
-    driver's placeholder for a plug-in hosted beside the islands) set to ``plugin.broadcast()``,
-    Population ``(1, 1)``; otherwise ``remote`` itself."""
-    if remote and MASTER_ID in remote and remote[MASTER_ID] is None:
-        return {**remote, MASTER_ID: plugin.broadcast()}
-    return remote
+def plugin_stream(n_islands: int, j: int = 0) -> int:
+    """The random stream of plug-in ``j`` in an archipelago of ``n_islands`` islands (after the islands')."""
+    return int(n_islands) + int(j)
 
 
-def plugin_stream(n_islands: int) -> int:
-    """The random stream of the loop's plug-in in an archipelago of ``n_islands`` islands."""
-    return int(n_islands)
+class Plugin(Protocol):
+    """What the epoch body and the driver call on a plug-in (an implementation lives with its
+    algorithm, e.g. :class:`isles.algorithms.pso.master_plugin.SwarmPlugin`)."""
 
+    def after_epoch(self, bests, phenotype, n_generations: int) -> None:
+        """Run on the epoch's bests, Population ``(I, 1)`` of every island (device arrays), and
+        their phenotype ``(I, D)``, after an epoch of ``n_generations`` generations."""
 
-class LoopPlugin(Protocol):
-    """What the loop calls on a plug-in (an implementation lives with its algorithm under ``algorithms/``)."""
-
-    def after_epoch(self, x, f, v, n_generations: int) -> None:
-        """Run on the islands' bests ``x (I, D)``, ``f, v (I,)`` after an epoch of
-        ``n_generations`` generations."""
+    def migrants(self):
+        """What it sends to every island before the next epoch, Population ``(1, 1)``, or ``None``."""
 
     def best(self):
-        """The plug-in's best ``(x (D,), f (0-d), v (0-d))``, part of the archipelago's best."""
+        """Its best so far, Population ``(1, 1)`` (a candidate of the archipelago's best), or ``None``."""
 
-    def broadcast(self):
-        """The individual sent to every island (``islands.master_sends_best``), Population ``(1, 1)``."""
+    def metrics(self) -> dict:
+        """Its metrics for the epoch's record ``{name: value}`` (numbers or 0-d arrays of ``xp``);
+        ``evaluations`` and ``nan_evaluations`` add to the run's totals, the others are recorded
+        under their names (e.g. ``master_best_f``)."""
 
-    def counters(self):
-        """``(evaluations, NaN evaluations)`` of the plug-in so far."""
-
-    def started(self) -> bool:
-        """Whether it has run its first epoch."""
-
-    def state_dict(self) -> dict | None:
-        """Its state as host arrays (snapshots), ``None`` before the first epoch."""
+    def state_dict(self, host: bool = True) -> dict | None:
+        """Its state (host arrays, or its live device arrays with ``host=False``), ``None`` before
+        the first epoch."""
 
     def load_state_dict(self, state: dict | None) -> None:
-        """Continue from a :meth:`state_dict` (``None``: start afresh)."""
+        """Continue from a :meth:`state_dict` (host or device arrays; ``None``: start afresh)."""
 
-    def graph_fits(self, group, plans: list) -> bool:
-        """Whether a batch of ``group``'s epochs runs as one captured graph with the plug-in."""
-
-    def run_graph(self, group, n_epochs: int) -> list:
-        """Run ``n_epochs`` captured epochs; the group's rows (:meth:`IslandGroup._row`)."""
-
-    def leave_graph(self, group) -> None:
-        """Stop the captured graph; the group's and the plug-in's states become plain again."""
+    def rngs(self) -> list:
+        """The counter-based generators it draws from (a captured epoch advances them)."""

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import fields
 
 from isles.islands.checkpoint import generations_done
 from isles.islands.placement import where
+from isles.islands.records import LoopState
 from isles.islands.results import RecordLog, migration_log
 
 log = logging.getLogger("isles.islands.coordinator")
@@ -23,8 +25,8 @@ class RestartFailed(RuntimeError):
     :attr:`Coordinator.last_snapshot` still holds the run's last snapshot, for a checkpoint."""
 
 
-#: the loop variables of :meth:`Coordinator._run_sync` that a snapshot holds
-LOOP_KEYS = ("done_gens", "epoch", "best", "master_state", "pending", "history", "migrations")
+#: the loop variables of :meth:`Coordinator._run_sync` that a snapshot holds (:class:`LoopState`'s fields)
+LOOP_KEYS = tuple(f.name for f in fields(LoopState))
 
 #: config sections that may change between a run and its resume (where and how it runs, not what)
 RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph")
@@ -32,11 +34,12 @@ RESUME_FREE_KEYS = ("islands.n_actors", "islands.n_nodes", "islands.placement", 
                     "islands.max_restarts", "islands.restart_timeout_s", "generations", "stop.max_evaluations")
 
 
-def loop_copy(src: dict) -> dict:
-    """The loop variables of ``src`` (a loop dict or a snapshot), its logs copied (bounded:
-    :class:`isles.islands.results.RecordLog`; the lists of a checkpoint of before them too)."""
-    out = {k: src[k] for k in LOOP_KEYS}
-    out["history"], out["migrations"] = RecordLog.of(out["history"]), migration_log(out["migrations"])
+def loop_copy(src) -> LoopState:
+    """The loop variables of ``src`` (a :class:`LoopState` or a snapshot), its logs copied (bounded:
+    :class:`isles.islands.results.RecordLog`)."""
+    get = src.get if isinstance(src, dict) else lambda k: getattr(src, k)
+    out = LoopState(**{k: get(k) for k in LOOP_KEYS})
+    out.history, out.migrations = RecordLog.of(out.history), migration_log(out.migrations)
     return out
 
 
@@ -126,32 +129,31 @@ class Recovery:
             if hasattr(cb, "on_restart"):
                 cb.on_restart({"groups": moved})
 
-    def _snapshot(self, groups, placement, loop: dict, carried: dict | None = None) -> dict:
-        """Everything needed to continue from the end of ``loop["epoch"]``: every group's state
-        (host arrays), the loop's variables, the seed, the grouping and the config (what
-        :func:`check_resumable` compares). Histories are copied as lists (records are never
-        changed after they are made). ``carried``: ``{group index: (state_dict, plugin_state_dict)}``
-        that came with a span's last summaries (:meth:`IslandGroup.run_span`), else they are asked for."""
+    def _snapshot(self, groups, placement, loop: LoopState, carried: list | None = None) -> dict:
+        """Everything needed to continue from the end of ``loop.epoch``: every group's state (host
+        arrays), the plug-ins' states (group 0's replicas), the loop's variables, the seed, the
+        grouping and the config (what :func:`check_resumable` compares). Histories are copied
+        (records are never changed after they are made). ``carried``: every group's
+        :class:`isles.islands.records.GroupSnapshot` that came with a span's summaries
+        (:meth:`IslandGroup.run_span`), else they are asked for."""
         if carried is not None:
-            states = {i: carried[i][0] for i in range(len(groups))}
-            if self._hosts_plugin(groups):
-                loop["master_state"] = carried[0][1]
+            states, loop.plugins = [c.state for c in carried], carried[0].plugins
         else:
-            if self._hosts_plugin(groups):  # hosted by the group(s) (SyncLoop._hosts_plugin): group 0's replica
-                loop["master_state"] = self._gather([self._call(groups[0], "plugin_state_dict")])[0]
-            states = self._gather([self._call(g, "state_dict") for g in groups])
-        return {"seed": self.seed, "groups": placement.groups, "states": [states[i] for i in range(len(groups))],
-                "config": resumable_config(self.cfg), **loop_copy(loop)}
+            loop.plugins = self._gather([self._call(groups[0], "plugin_states")])[0]
+            got = self._gather([self._call(g, "state_dict") for g in groups])
+            states = [got[i] for i in range(len(groups))]
+        return {"seed": self.seed, "groups": placement.groups, "states": states,
+                "config": resumable_config(self.cfg), **vars(loop_copy(loop))}
 
-    def _load_groups(self, groups, states: list) -> None:
-        """Set every group's state (host arrays from a snapshot), waiting for restarting actors
-        up to ``islands.restart_timeout_s`` seconds.
+    def _load_groups(self, groups, states: list, plugins: list | None = None) -> None:
+        """Set every group's state (host arrays from a snapshot) and its plug-ins' (``plugins``),
+        waiting for restarting actors up to ``islands.restart_timeout_s`` seconds.
 
         Raises:
             RestartFailed: a group's actor did not come back in time."""
         deadline = time.monotonic() + self.restart_timeout_s
-        while_restarting(lambda: self._gather([self._call(g, "load_state_dict", st) for g, st in zip(groups, states)],
-                                               deadline), self.restart_timeout_s)
+        calls = lambda: [self._call(g, "load_state_dict", st, plugins) for g, st in zip(groups, states)]  # noqa: E731
+        while_restarting(lambda: self._gather(calls(), deadline), self.restart_timeout_s)
 
     def _restart_failed(self, group_ids: list) -> "RestartFailed":
         """The error of island groups ``group_ids`` not restarted within ``islands.restart_timeout_s``."""
@@ -161,24 +163,3 @@ class Recovery:
             f"islands.restart_timeout_s={self.restart_timeout_s:g}: island group(s) {', '.join(map(str, group_ids))} "
             f"lost and not restarted within {self.restart_timeout_s:g} s (no Ray node has room for their bundles "
             f"under islands.placement={placement}); the run stops at its last snapshot, epoch {epoch}")
-
-    def _resume_archipelago(self, actor) -> None:
-        """Set the restarted :class:`Archipelago` actor back to :attr:`last_snapshot`, waiting up
-        to ``islands.restart_timeout_s`` seconds for it.
-
-        Raises:
-            RestartFailed: the actor did not come back in time."""
-        import ray  # noqa: PLC0415
-        from ray.exceptions import GetTimeoutError  # noqa: PLC0415
-
-        deadline = time.monotonic() + self.restart_timeout_s
-
-        def resume():
-            try:
-                return ray.get(actor.resume.remote(self.last_snapshot),
-                               timeout=max(0.0, deadline - time.monotonic()))
-            except GetTimeoutError:
-                raise self._restart_failed([0]) from None
-
-        while_restarting(resume, self.restart_timeout_s)
-

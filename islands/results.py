@@ -215,36 +215,37 @@ def run_result(best, history: RecordLog, generations: int, t0: float, migrations
 
 
 def merge_summaries(n: int, summaries: dict):
-    """Island-ordered arrays of ``n`` islands from group summaries ``{group index: summary}``:
+    """Island-ordered arrays of ``n`` islands from group summaries ``{group index: EpochSummary}``
+    (:class:`isles.islands.records.EpochSummary`):
     bests (phenotype ``bx (n, D)``, genome ``bg``, ``bf``, ``bv (n,)``), emigrants by island,
     totals, and the stop-target generations (``None`` without one)."""
     first = next(iter(summaries.values()))
-    D = first["best_x"].shape[1]
-    bx = np.full((n, D), np.nan, dtype=np.result_type(first["best_x"].dtype, np.float64))
-    g0 = first["best"].genome[:, 0]
+    D = first.best_x.shape[1]
+    bx = np.full((n, D), np.nan, dtype=np.result_type(first.best_x.dtype, np.float64))
+    g0 = first.best.genome[:, 0]
     bg = np.zeros((n,) + g0.shape[1:], dtype=g0.dtype)
     bf = np.full(n, np.inf)
     bv = np.full(n, np.inf)
-    hits = None if first["hit_generation"] is None else np.full(n, -1, dtype=np.int64)
+    hits = None if first.hit_generation is None else np.full(n, -1, dtype=np.int64)
     emigrants, evals, nan = {}, 0, 0
     for s in summaries.values():
-        ids = s["island_ids"]
-        bx[ids], bf[ids], bv[ids] = s["best_x"], s["best_f"], s["best_v"]
-        bg[ids] = s["best"].genome[:, 0]
+        ids = s.island_ids
+        bx[ids], bf[ids], bv[ids] = s.best_x, s.best_f, s.best_v
+        bg[ids] = s.best.genome[:, 0]
         if hits is not None:
-            hits[ids] = s["hit_generation"]
-        if s["emigrants"] is not None:  # None inside a batch of epochs (run_epochs)
+            hits[ids] = s.hit_generation
+        if s.emigrants is not None:  # None inside a span
             for p, gid in enumerate(ids):
-                emigrants[gid] = s["emigrants"].island(p)
-        evals += s["evals"] * len(ids)
-        nan += s["nan_evals"]
+                emigrants[gid] = s.emigrants.island(p)
+        evals += s.evals * len(ids)
+        nan += s.nan_evals
     return bx, bf, bv, bg, emigrants, evals, nan, hits
 
 
 def payoff_total(summaries: dict) -> int:
     """Pair payoffs of all islands (a min-max algorithm's ``payoff_evals`` per island) of the
     latest group summaries ``{group index: summary}``."""
-    return sum(s.get("payoff_evals", 0) * len(s["island_ids"]) for s in summaries.values())
+    return sum(s.payoff_evals * len(s.island_ids) for s in summaries.values())
 
 
 def epoch_record(epoch, generation, t0, evals, nan, best, bf, bv, master_best, summaries, epoch_gens,
@@ -254,7 +255,7 @@ def epoch_record(epoch, generation, t0, evals, nan, best, bf, bv, master_best, s
     ``moved`` the epoch's migrations, ``(epoch, src, dst, accepted, best f moved)`` tuples (the
     record's ``migrations``, which the job appends to ``migrations.csv`` as they are made)."""
     wall = time.perf_counter() - t0
-    compute = max(s["compute_s"] for s in summaries)
+    compute = max(s.compute_s for s in summaries)
     feasible = bv <= 0
     rec = {
         "epoch": epoch,
@@ -269,7 +270,7 @@ def epoch_record(epoch, generation, t0, evals, nan, best, bf, bv, master_best, s
         "nan_evaluations": int(nan),
         "compute_s_max": compute,
         "us_per_generation": 1e6 * compute / max(1, epoch_gens),
-        "migrations_accepted": sum(m[2] for s in summaries for m in s["migrations"]),
+        "migrations_accepted": sum(m[2] for s in summaries for m in s.migrations),
         "island_best_f": bf.copy(),
         "island_best_v": bv.copy(),
         "migrations": list(moved),

@@ -13,7 +13,7 @@ ConfigStore), so the composed config is typed and closed:
   :func:`check_override_keys` before Hydra composes (Hydra would only hint ``+generation``).
 
 Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topology``,
-``master``) are open here: their ``_target_`` class validates its own parameters when it is built
+``plugins``) are open here: their ``_target_`` class validates its own parameters when it is built
 (:mod:`isles.islands.build`), before Ray starts.
 
 This module is the one place of the typed fields' defaults (the dataclasses below,
@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Optional, get_type_hints
+from typing import Any, List, Optional, get_type_hints
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -56,7 +56,7 @@ class StopConfig:
     """Stop rules beside the generation budget: an island reaches the target when its best is
     feasible with ``f <= f_target + tol``; the run ends when every island has. ``max_evaluations``:
     the run ends at the first generation at which its evaluations of the objective and
-    constraints (all islands and the master) reach it (:mod:`isles.islands.budget`)."""
+    constraints (all islands and the plug-ins) reach it (:mod:`isles.islands.budget`)."""
 
     f_target: Optional[float] = None
     tol: float = 0.0
@@ -108,7 +108,6 @@ class IslandsConfig:
     replacement: Any = "fair_replace"
     selection: Any = "select_best"
     mode: str = "sync"
-    master_sends_best: bool = False
     snapshot_every: int = 10
     max_restarts: int = 3
     restart_timeout_s: float = 120.0
@@ -136,7 +135,7 @@ class IslesConfig:
     algorithm: Any = MISSING
     problem: Any = MISSING
     topology: Any = MISSING
-    master: Any = None
+    plugins: List[Any] = field(default_factory=list)
     islands: IslandsConfig = field(default_factory=IslandsConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     seed: int = 0
@@ -232,6 +231,8 @@ def with_defaults(cfg: dict, schema=IslesConfig) -> dict:
             out[f.name] = with_defaults(value if isinstance(value, dict) else {}, sub)
         elif f.name not in out and f.default is not MISSING and f.default is not dataclasses.MISSING:
             out[f.name] = f.default
+        elif f.name not in out and f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
     return out
 
 
@@ -250,7 +251,7 @@ def check_values(cfg: dict) -> None:
             unused); ``constraints.eq_tol`` not a finite number >= 0; ``islands.n``, ``.n_actors``, ``.n_nodes``, ``.migration_interval``,
             ``.n_migrants`` < 1, ``islands.replacement``, ``.selection`` (a name or a
             ``_target_`` that cannot be built), ``.mode`` or ``.placement`` unknown, a
-            ``master`` with ``islands.mode=async``, ``islands.n_nodes`` > 1 on a local Ray
+            ``plugins`` with ``islands.mode=async``, ``islands.n_nodes`` > 1 on a local Ray
             (``ray.address`` null), ``islands.n_actors`` > ``islands.n_nodes`` under
             ``strict_spread``, ``islands.snapshot_every`` or ``.max_restarts`` < 0,
             ``islands.restart_timeout_s`` <= 0, ``islands.transport=nccl`` with ``device=cpu``;
@@ -270,7 +271,7 @@ def check_values(cfg: dict) -> None:
             check_range(f"constraints.{name}", c[name], 0, lo_open=True)
     check_handling(c["handling"], c["penalty"])
     check_range("constraints.eq_tol", c["eq_tol"], 0)
-    _check_islands(cfg["islands"], cfg["master"], cfg["ray"]["address"])
+    _check_islands(cfg["islands"], cfg["plugins"], cfg["ray"]["address"])
     if cfg["islands"]["transport"] == "nccl" and cfg["device"] == "cpu":
         raise ValueError("islands.transport=nccl: NCCL joins GPUs and device=cpu; allowed values here are "
                          "auto|ray|channel")
@@ -288,8 +289,8 @@ def check_values(cfg: dict) -> None:
         check_range("logger.system_metrics_interval", cfg["logger"]["system_metrics_interval"], 0, lo_open=True)
 
 
-def _check_islands(isl: dict, master, address) -> None:
-    """The ``islands`` fields of :func:`check_values` (``master``: the config's ``master`` node;
+def _check_islands(isl: dict, plugins, address) -> None:
+    """The ``islands`` fields of :func:`check_values` (``plugins``: the config's ``plugins`` list;
     ``address``: ``ray.address``)."""
     check_range("islands.n", isl["n"], 1, integer=True)
     if isl["n_actors"] is not None:
@@ -300,7 +301,7 @@ def _check_islands(isl: dict, master, address) -> None:
     selection_policy(isl["selection"])
     if isl["mode"] not in MODES:
         raise ValueError(f"islands.mode={isl['mode']!r}: allowed values are {'|'.join(MODES)}")
-    check_master(master, isl["mode"])
+    check_plugins(plugins, isl["mode"])
     strategy, n_nodes, n_actors = isl["placement"], isl["n_nodes"], isl["n_actors"]
     if strategy not in STRATEGIES:
         raise ValueError(f"islands.placement={strategy!r}: allowed values are {'|'.join(STRATEGIES)}")
@@ -321,15 +322,16 @@ def _check_islands(isl: dict, master, address) -> None:
         raise ValueError(f"islands.span_graph={isl['span_graph']!r}: allowed values are {'|'.join(SPAN_GRAPHS)}")
 
 
-def check_master(master, mode: str) -> None:
-    """A master (the config's ``master`` node, or the loop's plug-in object) runs beside the sync
-    loop only.
+def check_plugins(plugins, mode: str) -> None:
+    """The loop's plug-ins (the config's ``plugins`` nodes, or the objects) run in the sync loop only.
 
     Raises:
-        ValueError: ``master`` is not ``None`` and ``mode`` (``islands.mode``) is not ``sync``.
+        ValueError: ``plugins`` is not a list, or not empty while ``mode`` (``islands.mode``) is not ``sync``.
     """
-    if master is not None and mode != "sync":
-        raise ValueError(f"islands.mode={mode}: a master (the loop's plug-in) needs islands.mode=sync")
+    if not isinstance(plugins, (list, tuple)):
+        raise ValueError(f"plugins={plugins!r}: allowed values are a list of {{_target_: ...}} nodes")
+    if plugins and mode != "sync":
+        raise ValueError(f"islands.mode={mode}: plugins (the loop's plug-ins) need islands.mode=sync")
 
 
 def validated(cfg: dict) -> dict:

@@ -1,13 +1,12 @@
 """A batch's like epochs as replays of one captured CUDA graph (CuPy; ``islands.span_graph``).
 
-An epoch of :meth:`isles.islands.group.IslandGroup.run_span` or
-:meth:`~isles.islands.group.IslandGroup.run_epochs` issues a few hundred small device operations
+An epoch of :meth:`isles.islands.group.IslandGroup.run_span` (:func:`isles.islands.epoch.run_epoch`) issues a few hundred small device operations
 from Python: the exchange of the emigrants with the peer groups, if any
 (:func:`isles.islands.exchange.exchange`), immigration (:func:`isles.islands.migration.immigrate`),
 the generations, the islands' bests and the next emigrants (:func:`isles.islands.migration.emigrants_of`).
 At one generation per epoch that Python, not the GPU, sets the pace (about 3.7 ms per epoch on an
 H100 for four tiny islands, ``benchmarks/epoch_overhead.py``). Where the rest of a batch repeats
-one epoch, :class:`SpanGraph` captures it once (:class:`isles.algorithms.core.graph.GraphStepper`;
+one epoch, :class:`SpanGraph` captures that same epoch body once, plug-ins included (:class:`isles.algorithms.core.graph.GraphStepper`;
 over NCCL the send and receive are captured with the kernels, which NCCL supports from 2.9) and
 replays it: one launch per epoch, plus the copies of the epoch's summary row.
 
@@ -17,7 +16,7 @@ NCCL (the same answer in every group, since a captured NCCL exchange must be rep
 its ranks); CuPy with CUDA graphs on (``cuda_graph``); one population per island; the same plan
 every epoch (:func:`isles.islands.planner.fixed_plan`, or equal plans in a batch); no island with
 more sources than its population size (so the route never rotates); the same generations per
-epoch, at most :data:`MAX_K`; no plug-in. The algorithm's ``step`` must not synchronise with the
+epoch, at most :data:`MAX_K`; every plug-in started. The algorithm's ``step`` must not synchronise with the
 host (the families' fused steps, and array code that the ``cuda_graph`` path captures, do not):
 where it does, ``auto`` logs a warning and goes on with the plain epochs; across actors the
 capture's error stops the run (``islands.span_graph=never`` avoids the attempt).
@@ -39,9 +38,7 @@ from isles.algorithms.core.graph import DirectStepper, GraphStepper
 from isles.algorithms.core.graph import prefixed as _prefixed
 from isles.algorithms.core.graph import split as _split
 from isles.algorithms.core.population import Population
-from isles.islands import migration
-from isles.islands.exchange import exchange
-from isles.islands.planner import group_plan
+from isles.islands.epoch import run_epoch
 
 #: the most generations of one captured epoch (each is a node of the graph; beyond this the
 #: epoch's own work hides the Python of the plain path)
@@ -49,19 +46,15 @@ MAX_K = 256
 
 
 class SpanGraph:
-    """Replays of one captured epoch of ``group``'s batch of epochs (module docstring).
-    ``SpanGraph.captures`` counts the epochs captured in this process (tests, benchmarks).
+    """Replays of one captured epoch (:func:`isles.islands.epoch.run_epoch`) of ``group``'s span
+    (module docstring). ``SpanGraph.captures`` counts the epochs captured in this process (tests, benchmarks).
 
     Args:
-        group: the :class:`isles.islands.group.IslandGroup` (its state is the epoch's input).
-        k: generations per epoch.
-        sent: the emigrants after the previous epoch (Population ``(I, n_migrants)``).
+        group: the :class:`isles.islands.group.IslandGroup` (its state, emigrants and plug-ins'
+            states are the epoch's input and output).
+        k: generations per epoch; edges: the (fixed) plan of every epoch, ``[(src, dst)]``.
+        link: the span's link (:class:`isles.islands.transport.Alone` or ``Collective``).
         events: the previous epoch's migration events (same plan: same shapes), or ``None``.
-        inbound: ``{destination position: [source ids]}`` of every epoch, when the group holds
-            every source itself (:meth:`~isles.islands.group.IslandGroup.run_epochs`).
-        exchange_args: ``(nccl, edges, mine, sends, receives, lay)``: the epoch's emigrants go
-            through :func:`isles.islands.exchange.exchange` and ``edges`` make the plan
-            (:meth:`~isles.islands.group.IslandGroup.run_span`); ``None``: ``inbound``.
 
     Raises:
         RuntimeError (or CuPy's CUDA error): the epoch cannot be captured.
@@ -69,84 +62,82 @@ class SpanGraph:
 
     captures = 0
 
-    def __init__(self, group, k: int, sent: Population, events, inbound: dict | None = None,
-                 exchange_args: tuple | None = None):
-        self.group, self.k, self.inbound, self.xch = group, int(k), inbound or {}, exchange_args
+    def __init__(self, group, k: int, edges: list, link, events):
+        self.group, self.k, self.edges, self.link = group, int(k), edges, link
         self.src_of = [ev[0] for ev in events or []]  # host constants of the plan
         if group.stepper is not None:  # the generations' own graph: its state becomes plain again
             group.state = group.stepper.close()
             group.stepper = None
         best = group.algorithm.best(group.state)
-        flat = {**_prefixed(group.state, "s."), **_prefixed(sent.leaves(), "e."), **_prefixed(best.leaves(), "b."),
-                "r.best_x": group.algorithm.phenotype(best.genome[:, 0])}
-        for i, (_, order, accepted, f) in enumerate(events or []):
-            flat.update({f"v{i}.order": order, f"v{i}.accepted": accepted, f"v{i}.f": f})
+        flat = self._flat(best, group.algorithm.phenotype(best.genome[:, 0]), events)
         if group.xp is np:  # the NumPy twin (tests): the same epoch, called directly
             self.stepper = DirectStepper(self._epoch, flat)
         else:
-            self.stepper = GraphStepper(self._epoch, flat, [group.ctx.rng], ctr_step=self.k)
+            rngs = [group.ctx.rng] + [r for p in group.plugins for r in p.rngs()]
+            self.stepper = GraphStepper(self._epoch, flat, rngs, ctr_step=self.k)
         SpanGraph.captures += 1
         # the route's plans the graph reads (device constants, backend.device_constant), held while it lives
         self._plans = list(backend._CONSTANTS.values())
 
     @staticmethod
     def fits(group, ks: list, eligible: bool, emigrants, most_sources: int) -> bool:
-        """Whether the epochs ``ks`` (generations each) of ``group``'s batch can be replays of one
+        """Whether the epochs ``ks`` (generations each) of ``group``'s span can be replays of one
         captured epoch (module docstring): ``eligible`` (:func:`eligible`), one population, the
-        same generations each, at most :data:`MAX_K`, and ``most_sources`` (the most sources of
-        one destination island) within the population size, so that the route never rotates.
-        Over NCCL every argument is the same in every group (the plan is the archipelago's), so
-        every group answers the same."""
+        same generations each, at most :data:`MAX_K`, every plug-in started, and ``most_sources``
+        (the most sources of one destination island) within the population size, so that the route
+        never rotates. Over NCCL every argument is the same in every group (the plan is the
+        archipelago's), so every group answers the same."""
         if not eligible or not ks or not isinstance(emigrants, Population):
             return False
         if len(set(ks)) != 1 or not 1 <= ks[0] <= MAX_K:
             return False
-        return most_sources <= group_population(group)
+        if any(p.state_dict(host=False) is None for p in group.plugins):
+            return False
+        return most_sources + len(group.plugins) <= group_population(group)
+
+    def _flat(self, best, px, events) -> dict:
+        """The flat state of the group's state ``s.*``, emigrants ``e.*``, plug-ins ``p<j>.*``, and
+        the epoch's bests ``b.*``, ``r.best_x`` and events ``v<i>.*``."""
+        g = self.group
+        flat = {**_prefixed(g.state, "s."), **_prefixed(g.emigrants().leaves(), "e."),
+                **_prefixed(best.leaves(), "b."), "r.best_x": px}
+        for j, p in enumerate(g.plugins):
+            flat.update(_prefixed(p.state_dict(host=False), f"p{j}."))
+        for i, (_, order, accepted, f) in enumerate(events or []):
+            flat.update({f"v{i}.order": order, f"v{i}.accepted": accepted, f"v{i}.f": f})
+        return flat
+
+    def _load(self, flat: dict) -> None:
+        """The group's state, emigrants and plug-ins' states from ``flat``."""
+        g = self.group
+        g.state, g.sent = _split(flat, "s."), Population.from_leaves(_split(flat, "e."))
+        for j, p in enumerate(g.plugins):
+            p.load_state_dict(_split(flat, f"p{j}."))
 
     def _epoch(self, flat: dict) -> dict:
-        """One epoch over the flat state ``s.*`` (the islands), ``e.*`` (their emigrants), ``b.*``
-        and ``r.best_x`` (their bests), ``v<i>.*`` (the migration events): the plain epoch's
-        operations, in its order."""
-        g = self.group
-        a, ctx = g.algorithm, g.ctx
-        s = _split(flat, "s.")
-        sent = Population.from_leaves(_split(flat, "e."))
-        if self.xch is not None:
-            nccl, edges, mine, sends, receives, lay = self.xch
-            inbound, remote = group_plan(edges, g.island_ids, exchange(nccl, g.xp, sent, mine, sends, receives, lay))
-        else:
-            inbound, remote = self.inbound, {}
-        events = []
-        if inbound:
-            s, events = migration.immigrate(a, ctx, s, g.island_ids, sent, inbound, remote, g.replacement)
-        for _ in range(self.k):
-            s = a.track_target(ctx, a.step(ctx, s))
-        best = a.best(s)
-        out = {**_prefixed(s, "s."), **_prefixed(migration.emigrants_of(a, s, g.n_migrants, g.selection).leaves(), "e."),
-               **_prefixed(best.leaves(), "b."), "r.best_x": a.phenotype(best.genome[:, 0])}
-        for i, (_, order, accepted, f) in enumerate(events):
-            out.update({f"v{i}.order": order, f"v{i}.accepted": accepted, f"v{i}.f": f})
-        return out
+        """The epoch body on the flat state (:meth:`_flat`)."""
+        self._load(flat)
+        best, px, events = run_epoch(self.group, self.k, 0, self.edges, self.link, self.edges, captured=True)
+        return self._flat(best, px, events)
 
     def run(self, n_epochs: int) -> list:
-        """``n_epochs`` replays, each followed by the group's row of the epoch
-        (:meth:`isles.islands.group.IslandGroup._row`: copies, since the next replay reuses the
-        buffers); no host synchronisation. Returns the rows."""
+        """``n_epochs`` replays, each followed by its :class:`isles.islands.epoch.Row` (copies,
+        since the next replay reuses the buffers); no host synchronisation. Returns the rows."""
         g = self.group
         rows = []
         for _ in range(int(n_epochs)):
             self.stepper.run(1)
             flat = self.stepper.state
+            self._load(flat)
             best = Population.from_leaves({k[2:]: flat[k].copy() for k in flat if k.startswith("b.")})
-            g.state = _split(flat, "s.")
-            g._pending_events = [(src, flat[f"v{i}.order"].copy(), flat[f"v{i}.accepted"].copy(),
-                                  flat[f"v{i}.f"].copy()) for i, src in enumerate(self.src_of)] or None
-            rows.append(g._row(best, flat["r.best_x"].copy(), g.state))
+            events = [(src, flat[f"v{i}.order"].copy(), flat[f"v{i}.accepted"].copy(), flat[f"v{i}.f"].copy())
+                      for i, src in enumerate(self.src_of)] or None
+            rows.append(g.row(best, flat["r.best_x"].copy(), events))
         return rows
 
     def close(self) -> None:
-        """Stop replaying: the group's state becomes a plain state (the buffers) again."""
-        self.group.state = _split(self.stepper.close(), "s.")
+        """Stop replaying: the group's state, emigrants and plug-ins become plain arrays (the buffers) again."""
+        self._load(self.stepper.close())
 
 
 def eligible(group, across_actors: bool) -> bool:

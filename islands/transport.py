@@ -8,8 +8,11 @@ second thread runs while its loop evolves); the receiver takes them from its own
 emigrants move by device copies (:meth:`isles.islands.group.IslandGroup._migrate`), never
 through a transport. Messages are keyed by ``(span, epoch, sending group)``: a span is one run of
 epochs that the driver starts (:meth:`IslandGroup.run_span`); messages of an aborted span are
-dropped. With the loop's plug-in replicated in every group, a message also carries the sender's
-islands' bests, keyed ``(BEST, island id)`` (:mod:`isles.islands.replica`).
+dropped. With plug-ins, a message also carries the sender's islands' bests, keyed ``(BEST, island id)``.
+
+The epoch body (:func:`isles.islands.epoch.run_epoch`) sees one of three links, all with the same
+``take``/``send``/``gather``: :class:`Alone` (no peers), :class:`Posts` (inboxes, or channels), and
+:class:`Collective` (the groups' communicator, device to device; capturable in a CUDA graph).
 
 Between actors of one node, :class:`isles.islands.channels.ChannelTransport` has the same
 interface over shared-memory channels; between GPUs, :func:`isles.islands.exchange.exchange`
@@ -19,6 +22,13 @@ from __future__ import annotations
 
 import threading
 import time
+
+from isles.algorithms.core.population import Population
+from isles.islands.exchange import exchange, layout
+from isles.islands.exchange import plan as exchange_plan
+
+#: the tag of an island's best in an inbox message: key ``(BEST, island id)``
+BEST = "best"
 
 
 class Aborted(RuntimeError):
@@ -111,4 +121,124 @@ class ActorTransport:
         waiting (fire and forget: Ray runs the calls in order per sender; a post to a lost peer
         fails there, and the driver restores a snapshot)."""
         for g, emigrants in messages.items():
-            self.peers[g].post.remote(span, epoch, self.index, emigrants)
+            post = self.peers[g].post
+            getattr(post, "remote", post)(span, epoch, self.index, emigrants)  # a Ray actor, or in this process
+
+
+class Alone:
+    """The link of a group without peers: every source is its own.
+
+    Args:
+        ids: the group's island ids."""
+
+    def __init__(self, ids):
+        self.ids = list(ids)
+
+    def take(self, epoch: int, sent, edges) -> dict:
+        """No remote emigrants: ``{}``."""
+        return {}
+
+    def send(self, epoch: int, sent, edges, best) -> None:
+        """Nothing to send."""
+
+    def gather(self, epoch: int, best):
+        """Every island's best is this group's ``best`` (Population ``(I, 1)``)."""
+        return best
+
+
+class _Peers:
+    """What :class:`Posts` and :class:`Collective` share: the route's island ids and the exchange plan
+    of each epoch's edges (:func:`isles.islands.exchange.plan`, cached while the edges are the same)."""
+
+    def __init__(self, route):
+        self.mine = {gid: p for p, gid in enumerate(route.groups[route.index])}
+        self.where = {gid: g for g, ids in enumerate(route.groups) for gid in ids}
+        self.peers = [g for g in range(len(route.groups)) if g != route.index]
+        self.order = sorted(self.where)  # every island, in id order (gather)
+        self.timeout_s = route.timeout_s
+        self._edges, self._plan = None, None
+
+    def plan(self, edges) -> tuple:
+        """``(sends, receives)`` of ``edges``."""
+        if edges is not self._edges:
+            self._edges, self._plan = edges, exchange_plan(edges, self.mine, self.where)
+        return self._plan
+
+    def assemble(self, best, got: dict):
+        """Every island's best in id order: this group's ``best`` and the peers' ``got`` ``{id: (1, 1)}``."""
+        return Population.concat([best.island(self.mine[g]) if g in self.mine else got[g] for g in self.order], axis=0)
+
+
+class Posts(_Peers):
+    """The link over posts to the peers' inboxes (or their channels, :mod:`isles.islands.channels`):
+    emigrants as host arrays, one message per peer and epoch (with the bests where plug-ins need them).
+
+    Args:
+        route: the span's :class:`isles.islands.records.Route`; span: its id;
+        transport: :class:`ActorTransport` or :class:`isles.islands.channels.ChannelTransport`; xp: the group's.
+    """
+
+    def __init__(self, route, span: int, transport, xp):
+        super().__init__(route)
+        self.span, self.transport, self.xp = span, transport, xp
+        self.got = None  # the emigrants that came with the bests (gather), taken by the next take
+
+    def take(self, epoch: int, sent, edges) -> dict:
+        """The peers' emigrants after ``epoch`` (waiting for them)."""
+        if self.got is not None:
+            got, self.got = self.got, None
+            return got
+        return self.transport.take(self.span, epoch, sorted(self.plan(edges)[1]), self.timeout_s)
+
+    def send(self, epoch: int, sent, edges, best) -> None:
+        """Post ``sent`` (the emigrants, or ``None`` after a span's last epoch) to the peers that the
+        next epoch's ``edges`` need them in, with every island's ``best`` to every peer (or ``None``)."""
+        msgs = {}
+        if sent is not None:
+            host = sent.to_host()
+            msgs = {g: {src: host.island(self.mine[src]) for src in srcs} for g, srcs in self.plan(edges)[0].items()}
+        if best is not None:
+            host = best.to_host()
+            mine = {(BEST, gid): host.island(p) for gid, p in self.mine.items()}
+            msgs = {g: {**mine, **msgs.get(g, {})} for g in self.peers}
+        if msgs:
+            self.transport.send(self.span, epoch, msgs)
+
+    def gather(self, epoch: int, best):
+        """Every island's best after ``epoch``, Population ``(n, 1)``: the peers' messages (their
+        emigrants kept for the next :meth:`take`)."""
+        took = self.transport.take(self.span, epoch, self.peers, self.timeout_s)
+        got = {key[1]: pop.to_device(self.xp) for key, pop in took.items() if isinstance(key, tuple)}
+        self.got = {key: pop for key, pop in took.items() if not isinstance(key, tuple)}
+        return self.assemble(best, got)
+
+
+class Collective(_Peers):
+    """The link over the groups' communicator (NCCL between GPUs, :func:`isles.islands.exchange.exchange`):
+    emigrants and bests device to device, sent and received in one group call; nothing to post.
+
+    Args:
+        route: the span's :class:`isles.islands.records.Route`; comm: the communicator; xp: the group's.
+    """
+
+    def __init__(self, route, comm, xp):
+        super().__init__(route)
+        self.comm, self.xp = comm, xp
+        self.lay = self.best_lay = None  # one island's leaves (fixed for the run)
+        self.all_sends = {g: sorted(self.mine) for g in self.peers}
+        self.all_receives = {g: sorted(route.groups[g]) for g in self.peers}
+
+    def take(self, epoch: int, sent, edges) -> dict:
+        """Exchange ``sent`` with the peers by ``edges``; the peers' emigrants (device arrays)."""
+        sends, receives = self.plan(edges)
+        self.lay = self.lay or layout(sent.island(0))
+        return exchange(self.comm, self.xp, sent, self.mine, sends, receives, self.lay)
+
+    def send(self, epoch: int, sent, edges, best) -> None:
+        """Nothing: :meth:`take` and :meth:`gather` exchange both ways."""
+
+    def gather(self, epoch: int, best):
+        """Every island's best (all-gathered in one group call), Population ``(n, 1)``."""
+        self.best_lay = self.best_lay or layout(best.island(0))
+        got = exchange(self.comm, self.xp, best, self.mine, self.all_sends, self.all_receives, self.best_lay)
+        return self.assemble(best, got)

@@ -69,3 +69,25 @@ def interrupt_at(monkeypatch, epoch: int) -> None:
 
     monkeypatch.setattr(Coordinator, "_publish", publish_then_interrupt)
 
+
+
+def one_epoch(group, k: int, inbound: dict | None = None, remote: dict | None = None):
+    """One epoch of ``group`` alone (a span of one epoch, no peers) with the migration ``inbound``
+    ``{destination position: [source ids]}`` and ``remote`` ``{source id: Population (1, k)}`` first:
+    its :class:`isles.islands.records.EpochSummary`."""
+    from isles.islands.records import Plan, Route, SpanOrder  # noqa: PLC0415
+
+    route = Route(0, [group.island_ids], topology=None, n=len(group.island_ids), seed=0)
+    return group.run_span(SpanOrder(1, [k], 0, route, Plan(inbound or {}, remote or {})))[0]
+
+
+def run_span(group, ks, topology, *, groups=None, index: int = 0, epoch0: int = 0, span: int = 1, first=None,
+             snapshots=(), seed: int = 0, **route):
+    """``group.run_span`` of epochs ``ks`` after ``epoch0``: group ``index`` of ``groups`` (default:
+    this group alone) on ``topology``; ``route``: more :class:`isles.islands.records.Route` fields
+    (``peers``, ``nccl``, ``timeout_s``); ``first``: the first epoch's Plan. Its summaries."""
+    from isles.islands.records import Plan, Route, SpanOrder  # noqa: PLC0415
+
+    groups = groups or [group.island_ids]
+    r = Route(index, groups, topology, sum(map(len, groups)), seed, **route)
+    return group.run_span(SpanOrder(span, list(ks), epoch0, r, first or Plan(), tuple(snapshots)))

@@ -71,8 +71,8 @@ FAMILIES = {
         "+experiment=cmepso",
         "algorithm.n_particles=6",
         "algorithm.n_replicas=2",
-        "master.n_particles=4",
-        "master.n_replicas=2",
+        "plugins.0.n_particles=4",
+        "plugins.0.n_replicas=2",
         "islands.n=3",
         "generations=60",
     ],
@@ -122,7 +122,7 @@ def config(family: str, *extra: str, n_actors: int = 1) -> dict:
 def run(family: str, *extra: str, n_actors: int = 1):
     """``(result, points)``: the in-process run of ``family`` and the points its problem counted."""
     cfg = config(family, *extra, n_actors=n_actors)
-    master = instantiate(cfg["master"]) if cfg.get("master") else None
+    master = [instantiate(p) for p in cfg["plugins"]]
     counter = get_class(cfg["problem"]["_target_"])  # the class the run builds (the module as Hydra imports it)
     counter.points = 0
     result = Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=False).run()
@@ -131,7 +131,7 @@ def run(family: str, *extra: str, n_actors: int = 1):
 
 def per_generation(cfg: dict) -> int:
     """The whole run's evaluations per generation from the documented formula."""
-    master = instantiate(cfg["master"]) if cfg.get("master") else None
+    master = [instantiate(p) for p in cfg["plugins"]]
     counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
     n = cfg["islands"]["n"]
     return evaluations_after(1, n, counts) - evaluations_after(0, n, counts)
@@ -143,7 +143,7 @@ def test_evaluations_are_the_points_evaluated_and_match_the_formula(family):
     formula ``n (init + g per_generation) + g master`` gives it."""
     result, points = run(family)
     cfg = config(family)
-    master = instantiate(cfg["master"]) if cfg.get("master") else None
+    master = [instantiate(p) for p in cfg["plugins"]]
     counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
     assert result.evaluations == points
     assert result.evaluations == evaluations_after(result.generations, cfg["islands"]["n"], counts)
@@ -205,7 +205,7 @@ def test_max_evaluations_on_ray_actors(family, modes):
     ref, _ = run(family, f"stop.max_evaluations={budget}")
     for mode, n_actors in [(m, k) for m in modes for k in (1, 2)]:
         cfg = config(family, f"stop.max_evaluations={budget}", f"islands.mode={mode}", n_actors=n_actors)
-        master = instantiate(cfg["master"]) if cfg.get("master") else None
+        master = [instantiate(p) for p in cfg["plugins"]]
         result = Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=True).run()
         assert (result.evaluations, result.generations) == (ref.evaluations, ref.generations), (mode, n_actors)
         assert budget <= result.evaluations < budget + per_generation(cfg)
@@ -221,7 +221,7 @@ def test_experiment_names_say_whether_they_split_the_budget(name):
     archipelago) that spends the whole budget on one answer. ``cde`` is one run, ``cde_runs`` 20."""
     cfg = plain(make_cfg(f"+experiment={name}"))
     independent = (
-        cfg["topology"]["_target_"].endswith("Unconnected") and cfg["islands"]["n"] > 1 and not cfg.get("master")
+        cfg["topology"]["_target_"].endswith("Unconnected") and cfg["islands"]["n"] > 1 and not cfg["plugins"]
     )
     assert independent == name.endswith("_runs"), (name, cfg["islands"]["n"])
 
@@ -247,7 +247,7 @@ def test_docs_table_covers_every_experiment_and_matches_the_counts():
     assert sorted(rows) == EXPERIMENTS
     for name, (n, init, per, master_per, total) in rows.items():
         cfg = plain(make_cfg(f"+experiment={name}"))
-        master = instantiate(cfg["master"]) if cfg.get("master") else None
+        master = [instantiate(p) for p in cfg["plugins"]]
         counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
         assert (n, init, per, master_per) == (cfg["islands"]["n"], *counts), name
         assert total == evaluations_after(1, n, counts) - evaluations_after(0, n, counts), name

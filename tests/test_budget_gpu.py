@@ -77,7 +77,7 @@ CASES = {
 
 def run(overrides, device):
     cfg = plain(make_cfg(*overrides, *COMMON, f"device={device}"))
-    master = instantiate(cfg["master"]) if cfg.get("master") else None
+    master = [instantiate(p) for p in cfg["plugins"]]
     return Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=False).run()
 
 

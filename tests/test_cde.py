@@ -12,10 +12,12 @@ from isles.algorithms.de.de import apply_bounds, mutant_vectors, sample_indices
 from isles.algorithms.de.crossover import crossover_mask
 from isles.islands.build import build_evaluator, check_pairing
 from isles.islands.group import IslandGroup
+from isles.islands.records import GroupSpec
 from isles.problems.cec2006 import G07, G10
 from isles.problems.constraints import Evaluator, feasibility_report
 from isles.problems.engineering import Spring
 from isles.problems.minmax import AugmentedLagrangian, SaddleP1, al_penalty
+from tests.helpers import one_epoch
 from tests.user_problems import BadPayoff, UserSaddle
 
 
@@ -194,7 +196,7 @@ def _group(n=2, **algo):
                           "gens_x": 3, "gens_y": 3, **algo},
             "island_ids": list(range(n)), "seed": 3, "device": "cpu", "n_migrants": 2,
             "replacement": "replace_worst"}
-    return IslandGroup(spec)
+    return IslandGroup(GroupSpec(**spec))
 
 
 def test_immigrants_are_reassessed_against_destination_opponents():
@@ -216,10 +218,10 @@ def test_immigrants_are_reassessed_against_destination_opponents():
 
 def test_migration_is_role_wise_and_fitness_fresh():
     g = _group()
-    g.run_epoch(2)
-    em = g._emigrant_cache
+    one_epoch(g, 2)
+    em = g.emigrants()
     assert set(em) == {"x", "y"}
-    summary = g.run_epoch(0, inbound={0: [1]})  # island 1 -> island 0, both roles (replace_worst)
+    summary = one_epoch(g, 0, inbound={0: [1]})  # island 1 -> island 0, both roles (replace_worst)
     s = g.state
     P = g.ctx.evaluator.problem
     # island 1's emigrants sit in island 0's populations of the same role
@@ -228,7 +230,7 @@ def test_migration_is_role_wise_and_fitness_fresh():
             assert np.any(np.all(s[key][0] == row, axis=-1))
     # and every resident's fitness is fresh against island 0's current opponents
     np.testing.assert_array_equal(s["fy"][0], -P.payoff(s["X"][:1], s["Y"][:1]).min(-2)[0])
-    assert len(summary["migrations"]) == 2  # one event per role
+    assert len(summary.migrations) == 2  # one event per role
 
 
 def test_islands_code_names_no_algorithm():

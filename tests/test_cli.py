@@ -53,7 +53,7 @@ def run_cli(*args, timeout=180):
         (["+experiment=cmepso", "ray.address=127.0.0.1:1"], "ray.address='127.0.0.1:1': nothing answers there"),
         (["+experiment=cmepso", "islands.n=abc"], "islands.n"),
         # the Coordinator's checks, now the schema's (issue 19): still one line, before Ray
-        (["+experiment=cmepso", "islands.mode=async"], "islands.mode=async: a master (the loop's plug-in) needs "
+        (["+experiment=cmepso", "islands.mode=async"], "islands.mode=async: plugins (the loop's plug-ins) need "
                                                         "islands.mode=sync"),
         (["+experiment=de_islands", "stop.tol=-1"], "stop.tol=-1.0: allowed values are numbers >= 0"),
     ],

@@ -19,8 +19,8 @@ def test_experiment_composes_and_builds(name):
     problem = build_problem(cfg["problem"])
     algo = build_algorithm(cfg["algorithm"])
     instantiate(cfg["topology"]).weights(cfg["islands"]["n"])
-    if cfg.get("master"):
-        instantiate(cfg["master"])
+    for p in cfg["plugins"]:
+        assert hasattr(instantiate(p), "make")  # a plug-in factory (islands/plugin.py)
     assert problem.dim >= 1 and algo.population_size() >= 1
 
 
@@ -36,7 +36,7 @@ def test_table2_workloads_match_seed_004():
 
 def test_cmepso_defaults_are_the_papers():
     c = plain(make_cfg("+experiment=cmepso"))
-    a, m = c["algorithm"], c["master"]
+    a, m = c["algorithm"], c["plugins"][0]
     assert (c["generations"], c["islands"]["n"], a["n_particles"], a["n_replicas"], m["n_particles"]) == (1000, 10, 40, 5, 10)
     assert (a["cor"], a["sigma_g"], a["sigma"], a["c1"], a["c2"], m["c3"]) == (0.22, 0.005, 0.22, 2.05, 2.05, 2.02)
     assert c["islands"]["migration_interval"] == 1 and c["dtype"] == "float64"
@@ -46,7 +46,7 @@ def test_cmepso_defaults_are_the_papers():
 @pytest.mark.parametrize("overrides, message", [
     (["islands.mode=lazy"], "islands.mode='lazy': allowed values are sync|async"),
     (["+experiment=cmepso", "islands.mode=async"],
-     "islands.mode=async: a master (the loop's plug-in) needs islands.mode=sync"),
+     "islands.mode=async: plugins (the loop's plug-ins) need islands.mode=sync"),
     (["islands.migration_interval=0"], "islands.migration_interval=0: allowed values are integers >= 1"),
     (["islands.snapshot_every=-1"], "islands.snapshot_every=-1: allowed values are integers >= 0"),
     (["islands.max_restarts=-2"], "islands.max_restarts=-2: allowed values are integers >= 0"),

@@ -110,7 +110,7 @@ def test_a_checkpoint_of_before_the_logs_resumes_into_bounded_logs():
         "migrations": [(2, 0, 1, 1, 0.5), (2, 1, 0, 0, None)],
     }
     loop = loop_copy(saved)
-    assert isinstance(loop["history"], RecordLog) and [h["epoch"] for h in loop["history"]] == [1, 2]
-    assert loop["migrations"].total == 2 and loop["migrations"].tallied == 1
-    loop["history"].append({"epoch": 3})
+    assert isinstance(loop.history, RecordLog) and [h["epoch"] for h in loop.history] == [1, 2]
+    assert loop.migrations.total == 2 and loop.migrations.tallied == 1
+    loop.history.append({"epoch": 3})
     assert len(saved["history"]) == 2  # a copy

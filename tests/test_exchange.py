@@ -15,7 +15,7 @@ from isles.islands.coordinator import Coordinator
 from isles.islands.exchange import exchange, island_bytes, layout, pack, plan, unpack
 from isles.islands.planner import migration_edges
 from isles.islands.topology import FullyConnected, RandomGraph, Ring
-from tests.helpers import make_cfg, plain
+from tests.helpers import make_cfg, plain, run_span
 from tests.test_spmd import DE
 
 
@@ -151,9 +151,9 @@ def assert_same_spans(a: dict, b: dict) -> None:
     for i in a:
         assert len(a[i]) == len(b[i])
         for x, y in zip(a[i], b[i]):
-            np.testing.assert_array_equal(x["best_f"], y["best_f"])
-            np.testing.assert_array_equal(x["best"].genome, y["best"].genome)
-            assert x["migrations"] == y["migrations"]
+            np.testing.assert_array_equal(x.best_f, y.best_f)
+            np.testing.assert_array_equal(x.best.genome, y.best.genome)
+            assert x.migrations == y.migrations
 
 
 @pytest.mark.parametrize("topology", ["ring", "fully_connected"])
@@ -166,16 +166,15 @@ def test_a_span_over_the_exchange_equals_the_span_over_inboxes(topology):
     out = _spans("exchange", topology, [1] * 6, calls)
     assert calls == [5, 5]  # one group call per epoch after the first
     assert_same_spans(inbox, out)
-    assert any(m for s in out[0] for m in s["migrations"])  # emigrants were taken in
+    assert any(m for s in out[0] for m in s.migrations)  # emigrants were taken in
 
 
-def _spans(mode, topology, ks, calls=None, made=None, **route_extra):
+def _spans(mode, topology, ks, calls=None, made=None):
     """``{group index: summaries}`` of one span ``ks`` of two groups in threads, emigrants through
     their inboxes or through the in-process communicator (``mode``); ``calls`` gets each group's
     number of communicator group calls. ``made``: ``(groups, ids, topology)`` instead of
-    :func:`_groups`' (``topology`` unused then); ``route_extra``: more keys of the span's route."""
+    :func:`_groups`' (``topology`` unused then)."""
     groups, ids, topo = made or _groups(2, f"topology={topology}")
-    n = sum(len(i) for i in ids)
     boxes = Mailboxes()
     peers = [SimpleNamespace(post=SimpleNamespace(remote=g.post)) for g in groups]
     for i, g in enumerate(groups):
@@ -183,9 +182,8 @@ def _spans(mode, topology, ks, calls=None, made=None, **route_extra):
     out = {}
 
     def span(i):
-        route = {"peers": peers, "index": i, "groups": ids, "topology": topo, "n": n, "seed": 0,
-                 "timeout_s": 20, "nccl": mode == "exchange", **route_extra}
-        out[i] = groups[i].run_span(1, ({}, {}), list(ks), 0, route)
+        out[i] = run_span(groups[i], ks, topo, groups=ids, index=i, peers=peers, timeout_s=20,
+                          nccl=mode == "exchange")
 
     threads = [threading.Thread(target=span, args=(i,)) for i in range(len(groups))]
     [t.start() for t in threads]
@@ -213,7 +211,7 @@ def test_a_span_of_replayed_epochs_equals_the_plain_span(monkeypatch, topology, 
     replayed = _spans("exchange", topology, ks)
     assert SpanGraph.captures - before == 2  # one captured epoch per group
     assert_same_spans(plainly, replayed)
-    assert any(m for s in replayed[0][2:] for m in s["migrations"])  # the replayed epochs took immigrants in
+    assert any(m for s in replayed[0][2:] for m in s.migrations)  # the replayed epochs took immigrants in
 
 
 def test_transport_is_checked_in_one_line():
@@ -228,19 +226,15 @@ def test_transport_is_checked_in_one_line():
 
 
 def _master_groups(ids, send_master: bool):
-    """Groups ``ids`` of a scaled-down CMEPSO (5 slave swarms, ring), each with a replica of the
-    master swarm attached (the same seed, stream and state: islands/replica.py)."""
+    """Groups ``ids`` of a scaled-down CMEPSO (5 slave swarms, ring), each with its replica of the
+    master swarm plug-in (the same factory, seed and stream: islands/plugin.py)."""
     from isles.islands.group import IslandGroup  # noqa: PLC0415
-    from isles.islands.plugin import plugin_stream  # noqa: PLC0415
     from tests.test_spmd import CMEPSO  # noqa: PLC0415
 
-    cfg = plain(make_cfg(*CMEPSO, "islands.n=5", f"islands.master_sends_best={send_master}"))
-    master = instantiate(cfg["master"])
-    coordinator = Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=False)
-    groups = [IslandGroup(coordinator._spec(i, "cpu")) for i in ids]
-    for g in groups:
-        g.attach(master, coordinator.seed, plugin_stream(5), None)
-    return groups, ids, coordinator.topology
+    cfg = plain(make_cfg(*CMEPSO, "islands.n=5", f"plugins.0.sends_best={send_master}"))
+    plugins = [instantiate(p) for p in cfg["plugins"]]
+    coordinator = Coordinator(cfg, instantiate(cfg["topology"]), plugins, use_ray=False)
+    return [IslandGroup(coordinator._spec(i, "cpu")) for i in ids], ids, coordinator.topology
 
 
 @pytest.mark.parametrize("send_master", [False, True])
@@ -248,7 +242,8 @@ def test_master_replicas_gather_the_bests_over_the_exchange_as_over_inboxes(monk
     """Two groups with master replicas run a span of 6 epochs: the bests all-gathered over the
     in-process communicator (one more group call an epoch) and through the inboxes (with the
     emigrants) give the same epochs and masters, bit for bit, and the same as one group of all 5
-    islands; every replica ends in the same state. The span graph stays off with a plug-in."""
+    islands; every replica ends in the same state. The exchange's span replays one captured epoch,
+    the plug-in's replica inside it (the NumPy twin of the span graph)."""
     from isles.islands import span_graph  # noqa: PLC0415
     from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
 
@@ -259,22 +254,22 @@ def test_master_replicas_gather_the_bests_over_the_exchange_as_over_inboxes(monk
         made = _master_groups([[0, 1, 2, 3, 4]] if mode == "one" else [[0, 1, 2], [3, 4]], send_master)
         calls = []
         runs[mode] = _spans("inbox" if mode == "one" else mode, None, ks, calls if mode == "exchange" else None,
-                            made=made, send_master=send_master), [g.plugin_state_dict() for g in made[0]]
+                            made=made), [g.plugin_states()[0] for g in made[0]]
         if mode == "exchange":
             assert calls == [6 + 5, 6 + 5]  # the bests every epoch, the emigrants after the first
     (inbox, states), (out, states_x), (one, states_1) = runs["inbox"], runs["exchange"], runs["one"]
     assert_same_spans(inbox, out)
     for e in range(len(ks)):
         for i in (0, 1):
-            for a, b in zip(inbox[i][e]["master"], one[0][e]["master"]):  # x, f, v, evaluations, NaN
-                np.testing.assert_array_equal(a, b)
-            for a, b in zip(out[i][e]["master"], one[0][e]["master"]):
-                np.testing.assert_array_equal(a, b)
-        np.testing.assert_array_equal(np.concatenate([inbox[0][e]["best_f"], inbox[1][e]["best_f"]]),
-                                      one[0][e]["best_f"])
+            for run in (inbox, out):
+                (best, metrics), (best_1, metrics_1) = run[i][e].plugins[0], one[0][e].plugins[0]
+                assert metrics == metrics_1 and set(metrics) == {"master_best_f", "evaluations", "nan_evaluations"}
+                for name, leaf in best.leaves().items():  # x, f, v
+                    np.testing.assert_array_equal(leaf, best_1.leaves()[name])
+        np.testing.assert_array_equal(np.concatenate([inbox[0][e].best_f, inbox[1][e].best_f]), one[0][e].best_f)
     for st in states + states_x:
         assert sorted(st) == sorted(states_1[0])
         for key, a in st.items():
             np.testing.assert_array_equal(np.asarray(a), np.asarray(states_1[0][key]))
-    assert any(m[0] == -1 for s in out[0] for m in s["migrations"]) == send_master
-    assert SpanGraph.captures == before  # no captured epoch while a plug-in is attached
+    assert any(m[0] == -1 for s in out[0] for m in s.migrations) == send_master
+    assert SpanGraph.captures - before == 2 + 1  # a captured epoch with the plug-in: each group's, and the one group's

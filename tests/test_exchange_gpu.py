@@ -20,7 +20,7 @@ from hydra.utils import instantiate  # noqa: E402
 from isles.islands.coordinator import Coordinator  # noqa: E402
 from isles.islands.exchange import NcclComm  # noqa: E402
 from isles.islands.span_graph import SpanGraph  # noqa: E402
-from tests.helpers import make_cfg, plain  # noqa: E402
+from tests.helpers import make_cfg, plain, run_span  # noqa: E402
 from tests.test_exchange import assert_same_spans  # noqa: E402
 from tests.test_spmd import DE  # noqa: E402
 
@@ -33,14 +33,14 @@ SPAN_IDS = [[0, 1, 2], [3, 4]]
 
 
 def _span_group(i: int):
-    """Group ``i`` of :data:`SPAN_IDS` on GPU ``i`` and the route of a span (no peers yet)."""
+    """Group ``i`` of :data:`SPAN_IDS` on GPU ``i`` and the route fields of a span (no peers yet):
+    ``(group, topology, route)`` (:func:`tests.helpers.run_span`)."""
     from isles.islands.group import IslandGroup  # noqa: PLC0415
 
     cfg = plain(make_cfg(*SPAN))
     coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
-    route = {"peers": [None, None], "index": i, "groups": SPAN_IDS, "topology": coordinator.topology, "n": 5,
-             "seed": 0, "timeout_s": 60}
-    return IslandGroup(coordinator._spec(SPAN_IDS[i], "gpu")), route
+    route = {"peers": [None, None], "index": i, "groups": SPAN_IDS, "timeout_s": 60}
+    return IslandGroup(coordinator._spec(SPAN_IDS[i], "gpu")), coordinator.topology, route
 
 
 def _nccl_rank(i: int, uid, results) -> None:
@@ -48,10 +48,10 @@ def _nccl_rank(i: int, uid, results) -> None:
     waits on the GPU must not hold a GIL its peer needs)."""
     try:
         cp.cuda.Device(i).use()
-        group, route = _span_group(i)
+        group, topology, route = _span_group(i)
         group._nccl = NcclComm(uid, 2, i)
         group.span_graph = "always"  # islands.span_graph=always: across actors too
-        out = group.run_span(1, ({}, {}), [1] * 8, 0, dict(route, nccl=True))
+        out = run_span(group, [1] * 8, topology, nccl=True, **route)
         results.put((i, out, SpanGraph.captures))
     except BaseException as err:  # noqa: BLE001
         results.put((i, None, repr(err)))
@@ -81,11 +81,11 @@ def test_nccl_span_equals_the_inbox_span_on_two_gpus():
     def rank(i):
         try:
             with cp.cuda.Device(i):
-                groups[i], route = _span_group(i)
+                groups[i], topology, route = _span_group(i)
                 ready.wait(120)
                 route["peers"] = [SimpleNamespace(post=SimpleNamespace(remote=lambda *a, j=j: groups[j].post(*a)))
                                   for j in range(2)]
-                out[i] = groups[i].run_span(1, ({}, {}), [1] * 8, 0, route)
+                out[i] = run_span(groups[i], [1] * 8, topology, **route)
         except Exception as err:  # noqa: BLE001
             errors.append(err)
             ready.abort()  # the other group stops waiting
@@ -95,7 +95,7 @@ def test_nccl_span_equals_the_inbox_span_on_two_gpus():
     [t.join(300) for t in threads]
     assert not errors, errors
     assert_same_spans(out, nccl)
-    assert any(m for s in nccl[0] for m in s["migrations"])  # emigrants were taken in
+    assert any(m for s in nccl[0] for m in s.migrations)  # emigrants were taken in
 
 
 def test_a_run_over_two_gpu_actors_is_the_same_over_nccl(ray_local):
@@ -114,15 +114,15 @@ def test_a_run_over_two_gpu_actors_is_the_same_over_nccl(ray_local):
 
 
 def test_cmepso_over_two_gpu_actors_with_master_replicas_equals_one_actor(ray_local):
-    """CMEPSO over 2 GPU actors: a replica of the master swarm in each (islands/replica.py), the
+    """CMEPSO over 2 GPU actors: a replica of the master swarm in each (islands/plugin.py), the
     slaves' bests all-gathered over NCCL every epoch; the run equals 1 actor (the master beside the
     slaves on one GPU), bit for bit, with the master's best sent to the islands and without."""
     from tests.test_spmd import CMEPSO, assert_same_master_runs  # noqa: PLC0415
 
     def run(*o):
         cfg = plain(make_cfg(*[x for x in CMEPSO if x != "device=cpu"], "device=gpu", *o))
-        return Coordinator(cfg, instantiate(cfg["topology"]), instantiate(cfg["master"])).run()
+        return Coordinator(cfg, instantiate(cfg["topology"]), [instantiate(p) for p in cfg["plugins"]]).run()
 
     for sends in ("false", "true"):
-        nccl = run("islands.n_actors=2", "islands.transport=nccl", f"islands.master_sends_best={sends}")
-        assert_same_master_runs(nccl, run("islands.n_actors=1", f"islands.master_sends_best={sends}"))
+        nccl = run("islands.n_actors=2", "islands.transport=nccl", f"plugins.0.sends_best={sends}")
+        assert_same_master_runs(nccl, run("islands.n_actors=1", f"plugins.0.sends_best={sends}"))

@@ -30,11 +30,15 @@ from isles.algorithms.ep.fep import (
     tournament_wins,
 )
 from isles.islands.build import build_problem
-from isles.islands.group import MASTER_ID, IslandGroup
+from isles.islands.group import IslandGroup
+from isles.islands.plugin import source_id
+from isles.islands.records import GroupSpec
 from isles.problems.base import ScalableProblem
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere
 from isles.problems.constraints import Evaluator, better
-from tests.helpers import make_cfg, plain
+from tests.helpers import make_cfg, one_epoch, plain
+
+MASTER_ID = source_id(0)  # a plug-in's migrants (islands/plugin.py)
 from tests.user_problems import G11
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -262,7 +266,7 @@ def _group(policy="replace_worst"):
     spec = {"problem": {"_target_": "isles.problems.benchmarks.Sphere", "dim": 4},
             "algorithm": {"_target_": "isles.algorithms.ep.fep.FEP", "pop_size": 6},
             "island_ids": [0, 1], "seed": 0, "device": "cpu", "n_migrants": 2, "replacement": policy}
-    return IslandGroup(spec)
+    return IslandGroup(GroupSpec(**spec))
 
 
 def test_eta_survives_migration():
@@ -275,8 +279,8 @@ def test_eta_survives_migration():
     remote = Population(0.25 + np.arange(8.0).reshape(1, 2, 4) / 100, np.array([[-5.0, -4.0]]), np.zeros((1, 2)),
                         {"eta": rs.uniform(0.1, 0.2, (1, 2, 4))})
     master = Population(np.full((1, 1, 4), 0.5), np.array([[-9.0]]), np.zeros((1, 1)))
-    emig = g._emigrants()
-    g.run_epoch(0, {0: [1], 1: [7, MASTER_ID]}, {7: remote, MASTER_ID: master})
+    emig = g.emigrants()
+    one_epoch(g, 0, {0: [1], 1: [7, MASTER_ID]}, {7: remote, MASTER_ID: master})
     after = g.algorithm.population(g.state)
     # island 0 received island 1's two best, eta included
     for j in range(2):

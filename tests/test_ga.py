@@ -406,15 +406,17 @@ def test_float32_run():
 def test_island_group_runs_ga():
     """The runtime's island group (no Ray) runs the GA from config dicts, phenotype in the summary."""
     from isles.islands.group import IslandGroup  # noqa: PLC0415
+    from isles.islands.records import GroupSpec  # noqa: PLC0415
+    from tests.helpers import one_epoch  # noqa: PLC0415
 
     spec = {"problem": {"_target_": "isles.problems.binary.OneMax", "n_bits": 40},
             "algorithm": {"_target_": "isles.algorithms.ga.ga.GA", "pop_size": 20},
             "island_ids": [0, 1], "seed": 1, "device": "cpu", "target": 0.0}
-    g = IslandGroup(spec)
-    out = g.run_epoch(30)
-    assert out["best_x"].shape == (2, 40) and out["best_x"].dtype == np.uint8
-    assert out["evals"] == 20 + 30 * 19
-    assert out["hit_generation"] is not None
+    g = IslandGroup(GroupSpec(**spec))
+    out = one_epoch(g, 30)
+    assert out.best_x.shape == (2, 40) and out.best_x.dtype == np.uint8
+    assert out.evals == 20 + 30 * 19
+    assert out.hit_generation is not None
 
 
 def test_config_instantiates():

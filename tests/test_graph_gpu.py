@@ -15,6 +15,8 @@ from isles.algorithms.pso.epso import EPSO  # noqa: E402
 from isles.algorithms.core.graph import GraphStepper  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.islands.group import IslandGroup  # noqa: E402
+from isles.islands.records import GroupSpec  # noqa: E402
+from tests.helpers import one_epoch  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
 from isles.problems.registry import make_problem  # noqa: E402
 
@@ -71,13 +73,13 @@ def test_island_group_graph_and_migration():
             "island_ids": [0, 1, 2], "seed": 1, "device": "gpu", "n_migrants": 2}
     runs = []
     for graph in (True, False):
-        g = IslandGroup({**spec, "cuda_graph": graph})
-        g.run_epoch(5)
-        s = g.run_epoch(5, inbound={1: [0], 2: [1]}, remote={})
+        g = IslandGroup(GroupSpec(**{**spec, "cuda_graph": graph}))
+        one_epoch(g, 5)
+        s = one_epoch(g, 5, inbound={1: [0], 2: [1]}, remote={})
         runs.append(s)
-        assert "NVIDIA" in s["device"] or "cuda" in s["device"]
-    np.testing.assert_array_equal(runs[0]["best_f"], runs[1]["best_f"])
-    assert runs[0]["generation"] == 10
+        assert "NVIDIA" in s.device or "cuda" in s.device
+    np.testing.assert_array_equal(runs[0].best_f, runs[1].best_f)
+    assert runs[0].generation == 10
 
 
 def test_rng_counter_is_zero_between_replays():
@@ -249,11 +251,11 @@ def test_island_group_user_problem_gpu_equals_cpu(algorithm):
             "island_ids": [0, 1, 2], "seed": 3, "n_migrants": 1, "target": 20000.0}
     runs = {}
     for device in ("gpu", "cpu"):
-        g = IslandGroup({**spec, "device": device})
-        s = g.run_epoch(7)
+        g = IslandGroup(GroupSpec(**{**spec, "device": device}))
+        s = one_epoch(g, 7)
         for _ in range(2):
-            s = g.run_epoch(7, inbound={1: [0], 2: [1], 0: [2]}, remote={})
+            s = one_epoch(g, 7, inbound={1: [0], 2: [1], 0: [2]}, remote={})
         runs[device] = s
-    assert runs["gpu"]["generation"] == runs["cpu"]["generation"] == 21
-    np.testing.assert_allclose(runs["gpu"]["best_f"], runs["cpu"]["best_f"], rtol=1e-9)
-    np.testing.assert_array_equal(runs["gpu"]["hit_generation"], runs["cpu"]["hit_generation"])
+    assert runs["gpu"].generation == runs["cpu"].generation == 21
+    np.testing.assert_allclose(runs["gpu"].best_f, runs["cpu"].best_f, rtol=1e-9)
+    np.testing.assert_array_equal(runs["gpu"].hit_generation, runs["cpu"].hit_generation)

@@ -23,6 +23,7 @@ from isles.islands.policies import (
     replacement_policy,
     selection_policy,
 )
+from isles.islands.records import GroupSpec
 from isles.islands.schema import validated
 
 from tests.helpers import make_cfg, plain
@@ -95,10 +96,10 @@ def test_a_selection_policy_from_the_config_chooses_the_emigrants():
         "n_migrants": 2,
         "selection": {"_target_": "tests.migration_policies.SelectWorst"},
     }
-    g = IslandGroup(spec)
+    g = IslandGroup(GroupSpec(**spec))
     pop = g.algorithm.population(g.state)
     worst = np.take_along_axis(pop.f, rank_order(pop.f, pop.v)[:, ::-1][:, :2], axis=1)
-    emigrants = g._emigrants()
+    emigrants = g.emigrants()
     np.testing.assert_array_equal(emigrants.f, worst)
     assert (emigrants.f[:, 0] == pop.f.max(axis=1)).all()  # the worst first, not the best
 

@@ -6,7 +6,12 @@ import pytest
 
 from isles.algorithms.core.base import IslandAlgorithm
 from isles.algorithms.core.population import Population
-from isles.islands.group import MASTER_ID, IslandGroup
+from isles.islands.group import IslandGroup
+from isles.islands.plugin import source_id
+from isles.islands.records import GroupSpec
+from tests.helpers import one_epoch
+
+MASTER_ID = source_id(0)  # a plug-in's migrants (islands/plugin.py)
 from isles.islands.migration import REPLACEMENTS
 
 
@@ -44,7 +49,7 @@ def _group(ids, k, policy, n, fit_seed):
             "algorithm": {"_target_": "tests.test_migration_property.WordsAlgorithm", "pop_size": n,
                           "fit_seed": fit_seed},
             "island_ids": ids, "seed": 0, "device": "cpu", "n_migrants": k, "replacement": policy}
-    return IslandGroup(spec)
+    return IslandGroup(GroupSpec(**spec))
 
 
 def _remote(rs, k, n_words, with_extra=True):
@@ -63,7 +68,7 @@ def test_accepted_immigrants_equal_their_sources(policy, case):
     local_ids = [0, 1, 2]
     g = _group(local_ids, k, policy, n, fit_seed=case)
     before = g.algorithm.population(g.state)
-    emig = g._emigrants()  # what the local islands send (k best each)
+    emig = g.emigrants()  # what the local islands send (k best each)
     sources = {gid: emig.island(p) for p, gid in enumerate(local_ids)}
     remote = {7: _remote(rs, k, 3), 9: _remote(rs, k, 3)}
     remote[MASTER_ID] = _remote(rs, 1, 3, with_extra=False)  # the master: one individual, no extras
@@ -73,7 +78,7 @@ def test_accepted_immigrants_equal_their_sources(policy, case):
         pool = [s for s in (0, 1, 2, 7, 9, MASTER_ID) if s != local_ids[dst]]
         chosen = list(rs.choice(pool, size=int(rs.integers(1, len(pool) + 1)), replace=False))
         inbound[dst] = [int(c) for c in chosen]
-    events = g.run_epoch(0, inbound, remote)["migrations"]
+    events = one_epoch(g, 0, inbound, remote).migrations
     after = g.algorithm.population(g.state)
     accepted_total = {}
     for src, dst, acc, _ in events:
@@ -101,7 +106,7 @@ def test_master_sends_best_with_several_migrants_is_correct():
     rs = np.random.default_rng(5)
     g = _group([0, 1], 3, "replace_worst", 6, fit_seed=1)
     master = _remote(rs, 1, 3, with_extra=False)
-    g.run_epoch(0, {0: [1, MASTER_ID], 1: [0, MASTER_ID]}, {MASTER_ID: master})
+    one_epoch(g, 0, {0: [1, MASTER_ID], 1: [0, MASTER_ID]}, {MASTER_ID: master})
     after = g.algorithm.population(g.state)
     for d in range(2):  # replace_worst: the master's individual is in every island, eta zero
         hit = [j for j in range(6) if np.array_equal(after.genome[d, j], master.genome[0, 0])]

@@ -15,7 +15,7 @@ SMALL = ["problem=sphere", "problem.dim=4", "algorithm.n_particles=8", "algorith
 
 def run_local(*overrides, n_actors=1):
     cfg = plain(make_cfg(*SMALL, *overrides, f"islands.n_actors={n_actors}"))
-    master = instantiate(cfg["master"]) if cfg.get("master") else None
+    master = [instantiate(p) for p in cfg["plugins"]]
     return Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=False).run()
 
 
@@ -70,8 +70,8 @@ def test_unconnected_islands_do_not_migrate():
 
 
 def test_master_swarm_counts_and_improves():
-    r = run_local("+experiment=cmepso", "islands.n=3", "generations=6", "master.n_particles=4",
-                  "master.n_replicas=2", "islands.migration_interval=1")
+    r = run_local("+experiment=cmepso", "islands.n=3", "generations=6", "plugins.0.n_particles=4",
+                  "plugins.0.n_replicas=2", "islands.migration_interval=1")
     assert "master_best_f" in r.history[-1]
     slaves = 3 * (8 + 6 * 8 * 3)
     assert r.evaluations == slaves + 6 * 4 * 3
@@ -103,16 +103,16 @@ def test_checkpoint_resume_continues_exactly(tmp_path):
 
 def test_checkpoint_resume_with_master_swarm(tmp_path):
     path = str(tmp_path / "ck.pkl")
-    over = ["+experiment=cmepso", "islands.n=3", "master.n_particles=4", "master.n_replicas=2",
-            "islands.migration_interval=2", "algorithm.max_iterations=8", "master.max_iterations=8"]
+    over = ["+experiment=cmepso", "islands.n=3", "plugins.0.n_particles=4", "plugins.0.n_replicas=2",
+            "islands.migration_interval=2", "algorithm.max_iterations=8", "plugins.0.max_iterations=8"]
     full = run_local(*over, "generations=8")
     run_local(*over, "generations=4", "checkpoint.every=2", f"checkpoint.path={path}")
     assert run_local(*over, "generations=8", f"checkpoint.resume={path}").best_f == full.best_f
 
 
 def test_master_sends_its_best_to_every_island():
-    r = run_local("+experiment=cmepso", "islands.n=3", "generations=4", "master.n_particles=4",
-                  "master.n_replicas=2", "islands.migration_interval=1", "islands.master_sends_best=true")
+    r = run_local("+experiment=cmepso", "islands.n=3", "generations=4", "plugins.0.n_particles=4",
+                  "plugins.0.n_replicas=2", "islands.migration_interval=1", "plugins.0.sends_best=true")
     sources = {m[1] for m in r.migrations}
     assert sources == {-1} and {m[2] for m in r.migrations} == {0, 1, 2}
 
@@ -127,20 +127,21 @@ def run_de(*overrides, n_actors=1):
     return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run()
 
 
-@pytest.mark.parametrize("extra", [["master=cmepso", "islands.master_sends_best=true", "topology=ring",
+@pytest.mark.parametrize("extra", [["+plugin=master_swarm", "plugins.0.sends_best=true", "topology=ring",
                                     "islands.migration_interval=1", "generations=30"], ["DE"]])
 def test_batched_epochs_equal_epoch_by_epoch(monkeypatch, tmp_path, extra):
-    """One in-process group runs its epochs in batches on the device (``IslandGroup.run_epochs``,
-    the master swarm beside the slaves); the run is the same as epoch by epoch (batches of one)
-    and as two groups with the master on the host: every epoch's record, migration and result."""
+    """One in-process group runs its epochs in spans on the device (``IslandGroup.run_span``, a
+    replica of the master swarm beside the slaves); the run is the same as epoch by epoch (spans of
+    one) and as two in-process groups (one thread each, a replica in each): every epoch's record,
+    migration and result."""
     from isles.islands import sync_loop
 
     ck = [f"checkpoint.path={tmp_path}/ck.pkl", "checkpoint.every=5"]
     from isles.islands.group import IslandGroup
 
     run, extra = (run_de, []) if extra == ["DE"] else (run_local, extra)
-    sizes, run_epochs = [], IslandGroup.run_epochs
-    monkeypatch.setattr(IslandGroup, "run_epochs", lambda self, plans: sizes.append(len(plans)) or run_epochs(self, plans))
+    sizes, run_span = [], IslandGroup.run_span
+    monkeypatch.setattr(IslandGroup, "run_span", lambda self, order: sizes.append(len(order.ks)) or run_span(self, order))
     batched = run(*extra, *ck)
     assert max(sizes) > 1  # batches of several epochs did run
     monkeypatch.setattr(sync_loop, "MAX_BATCH", 1)
@@ -156,5 +157,5 @@ def test_batched_epochs_equal_epoch_by_epoch(monkeypatch, tmp_path, extra):
             for key in ("best_f", "best_v", "evaluations", "generation", "master_best_f", "migrations_accepted"):
                 assert a.get(key) == b.get(key), (a["epoch"], key)
             np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
-    if "master=cmepso" in extra:
+    if "+plugin=master_swarm" in extra:
         assert "master_best_f" in batched.history[-1] and any(m[1] == -1 for m in batched.migrations)

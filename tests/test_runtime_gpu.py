@@ -1,7 +1,7 @@
-"""GPU: one in-process island group runs its epochs in batches on the device; with CMEPSO's
-master swarm hosted beside the slaves, a batch is replays of one captured iteration (slaves,
-their bests, the master). Same records and result as the plain, uncaptured path; close to the
-NumPy run. ``python -m pytest -m gpu tests/test_runtime_gpu.py``."""
+"""GPU: one in-process island group runs its epochs in spans on the device; with CMEPSO's
+master swarm plug-in beside the slaves, a span's like epochs are replays of one captured epoch
+body (slaves, their bests, the master's replica; islands/span_graph.py). Same records and result
+as the plain, uncaptured path; close to the NumPy run. ``python -m pytest -m gpu tests/test_runtime_gpu.py``."""
 import numpy as np
 import pytest
 from hydra.utils import instantiate
@@ -11,27 +11,24 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
-from isles.algorithms.pso.master_plugin import MasterPlugin  # noqa: E402
 from isles.islands.coordinator import Coordinator  # noqa: E402
-from tests.helpers import make_cfg, plain  # noqa: E402
+from tests.helpers import make_cfg, plain, run_span  # noqa: E402
 
 CMEPSO = ["+experiment=cmepso", "generations=60", "islands.snapshot_every=7", "logger=none", "progress=false"]
 
 
 def run(*overrides):
     cfg = plain(make_cfg(*CMEPSO, *overrides))
-    return Coordinator(cfg, instantiate(cfg["topology"]), instantiate(cfg["master"]), use_ray=False).run()
+    return Coordinator(cfg, instantiate(cfg["topology"]), [instantiate(p) for p in cfg["plugins"]], use_ray=False).run()
 
 
-def test_captured_cmepso_iteration_equals_the_plain_path(monkeypatch):
-    calls = []
-    fits = MasterPlugin.graph_fits
-    monkeypatch.setattr(MasterPlugin, "graph_fits",
-                        lambda self, group, plans: calls.append(fits(self, group, plans)) or calls[-1])
-    captured = run("device=gpu")
-    assert any(calls)  # the captured iteration did run
-    monkeypatch.setattr(MasterPlugin, "graph_fits", lambda self, group, plans: False)
-    plain_path = run("device=gpu")
+def test_captured_cmepso_iteration_equals_the_plain_path():
+    from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
+
+    before = SpanGraph.captures
+    captured = run("device=gpu")  # islands.span_graph=auto: the epoch body captured with the master's replica
+    assert SpanGraph.captures > before  # the captured iteration did run
+    plain_path = run("device=gpu", "islands.span_graph=never")
     assert captured.best_f == plain_path.best_f and captured.evaluations == plain_path.evaluations
     np.testing.assert_array_equal(captured.best_x, plain_path.best_x)
     for a, b in zip(captured.history, plain_path.history, strict=True):
@@ -53,8 +50,7 @@ def one_group_of_four():
                          "islands.n=4", "islands.n_migrants=2", "topology=ring", "logger=none", "progress=false",
                          "device=gpu"))
     co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
-    return co, {"peers": [None], "index": 0, "groups": [[0, 1, 2, 3]], "topology": co.topology, "n": 4, "seed": 0,
-                "timeout_s": 30}
+    return co, {"peers": [None], "timeout_s": 30}
 
 
 def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
@@ -76,11 +72,11 @@ def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
             g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
             g.span_graph = "always"  # islands.span_graph=always: over NCCL too
         before = SpanGraph.captures
-        out[mode] = {0: g.run_span(1, ({}, {}), [1] * 9, 0, dict(route, nccl=mode == "graph"))
-                     + g.run_span(2, ({}, {}), [3] * 5 + [1], 9, dict(route, nccl=mode == "graph"))}
+        out[mode] = {0: run_span(g, [1] * 9, co.topology, nccl=mode == "graph", **route)
+                     + run_span(g, [3] * 5 + [1], co.topology, epoch0=9, span=2, nccl=mode == "graph", **route)}
         assert SpanGraph.captures - before == (2 if mode == "graph" else 0)
     assert_same_spans(out["plain"], out["graph"])
-    assert any(m for s in out["graph"][0][2:] for m in s["migrations"])
+    assert any(m for s in out["graph"][0][2:] for m in s.migrations)
 
 
 def test_a_snapshot_inside_a_replayed_span_keeps_the_state_of_its_epoch():
@@ -92,7 +88,6 @@ def test_a_snapshot_inside_a_replayed_span_keeps_the_state_of_its_epoch():
     from tests.test_exchange import assert_same_spans  # noqa: PLC0415
 
     co, route = one_group_of_four()
-    route["snapshots"] = [6]
     out = {}
     for mode in ("plain", "graph"):
         g = IslandGroup(co._spec([0, 1, 2, 3], "gpu"))
@@ -100,15 +95,15 @@ def test_a_snapshot_inside_a_replayed_span_keeps_the_state_of_its_epoch():
         if mode == "graph":
             g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
             g.span_graph = "always"
-        out[mode] = {0: g.run_span(1, ({}, {}), [1] * 9, 0, dict(route, nccl=mode == "graph"))}
+        out[mode] = {0: run_span(g, [1] * 9, co.topology, snapshots=[6], nccl=mode == "graph", **route)}
     assert_same_spans(out["plain"], out["graph"])
     kept = {mode: out[mode][0][5] for mode in out}  # the summary of epoch 6
-    assert all("snapshot" in k and k["emigrants"] is not None for k in kept.values())
-    assert not any("snapshot" in s for mode in out for j, s in enumerate(out[mode][0]) if j != 5)
-    for key, value in kept["plain"]["snapshot"][0].items():
-        np.testing.assert_array_equal(value, kept["graph"]["snapshot"][0][key], err_msg=key)
-    for name, leaf in kept["plain"]["emigrants"].leaves().items():
-        np.testing.assert_array_equal(leaf, kept["graph"]["emigrants"].leaves()[name], err_msg=name)
+    assert all(k.snapshot is not None and k.emigrants is not None for k in kept.values())
+    assert not any(s.snapshot is not None for mode in out for j, s in enumerate(out[mode][0]) if j != 5)
+    for key, value in kept["plain"].snapshot.state.items():
+        np.testing.assert_array_equal(value, kept["graph"].snapshot.state[key], err_msg=key)
+    for name, leaf in kept["plain"].emigrants.leaves().items():
+        np.testing.assert_array_equal(leaf, kept["graph"].emigrants.leaves()[name], err_msg=name)
 
 
 @pytest.mark.parametrize("overrides", [(), ("islands.migration_interval=3", "topology=fully_connected")])

@@ -10,28 +10,26 @@ from hydra.utils import instantiate
 
 from isles.islands import span_graph
 from isles.islands.coordinator import Coordinator
-from isles.islands.planner import group_plan, migration_edges
+from isles.islands.planner import migration_edges
 from isles.islands.span_graph import SpanGraph
 from isles.islands.topology import FullyConnected, RandomGraph, Ring
-from tests.helpers import make_cfg, plain
+from tests.helpers import make_cfg, plain, run_span
 from tests.test_exchange import _groups, assert_same_spans
 from tests.test_spmd import DE
 
 
 def _batch(ks, topology="ring"):
-    """The plans of a batch of :meth:`IslandGroup.run_epochs` for one group of all 5 islands:
-    no migration before the first epoch, then the topology's (fixed) plan."""
+    """A coordinator of 5 islands (one group of all) and the span's epochs ``ks``: no migration
+    before the first epoch, then the topology's (fixed) plan."""
     cfg = plain(make_cfg(*DE, "islands.n=5", f"topology={topology}"))
-    co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
-    inbound, _ = group_plan(migration_edges(co.topology, 5, 0, 1), list(range(5)), {})
-    return co, [(ks[0], {}, {})] + [(k, inbound, {}) for k in ks[1:]]
+    return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False), ks
 
 
-def _run_batch(plans, co):
+def _run_batch(ks, co):
     from isles.islands.group import IslandGroup  # noqa: PLC0415
 
     g = IslandGroup(co._spec(list(range(5)), "cpu"))
-    return g, g.run_epochs(plans)
+    return g, run_span(g, ks, co.topology)
 
 
 @pytest.mark.parametrize("ks", [[1] * 8, [2] * 6 + [1]])
@@ -43,7 +41,7 @@ def test_a_batch_of_like_epochs_through_the_span_graph_equals_the_plain_batch(mo
     g, replayed = _run_batch(plans, co)
     assert SpanGraph.captures - before == 1  # epochs 2.. of the like run
     assert_same_spans({0: plainly}, {0: replayed})
-    assert any(m for s in replayed[2:] for m in s["migrations"])
+    assert any(m for s in replayed[2:] for m in s.migrations)
 
 
 def test_a_span_of_one_group_through_the_span_graph_equals_the_plain_span(monkeypatch):
@@ -52,15 +50,13 @@ def test_a_span_of_one_group_through_the_span_graph_equals_the_plain_span(monkey
     from isles.islands.group import IslandGroup  # noqa: PLC0415
 
     co, _ = _batch([1])
-    route = {"peers": [None], "index": 0, "groups": [list(range(5))], "topology": co.topology, "n": 5, "seed": 0,
-             "timeout_s": 10}
     out = {}
     for mode in ("plain", "graph"):
         if mode == "graph":
             monkeypatch.setattr(span_graph, "eligible", lambda group, across: True)
         before = SpanGraph.captures
         g = IslandGroup(co._spec(list(range(5)), "cpu"))
-        out[mode] = {0: g.run_span(1, ({}, {}), [1] * 7, 0, route)}
+        out[mode] = {0: run_span(g, [1] * 7, co.topology)}
         assert SpanGraph.captures - before == (1 if mode == "graph" else 0)
     assert_same_spans(out["plain"], out["graph"])
 
@@ -85,7 +81,7 @@ def test_span_graph_fits_only_like_epochs_of_an_eligible_run():
 
     groups, _, topo = _groups(2)
     g = groups[0]
-    em = g._emigrants()
+    em = g.emigrants()
     most = most_sources(migration_edges(topo, 5, 0, 1))
     assert most == 2  # a bidirectional ring
     assert SpanGraph.fits(g, [1, 1, 1], True, em, most)

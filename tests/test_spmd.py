@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 
 from isles.islands.coordinator import Coordinator
 from isles.islands.transport import Aborted, Inbox
-from tests.helpers import make_cfg, plain
+from tests.helpers import make_cfg, plain, run_span
 
 DE = ["+experiment=de_islands", "problem=sphere", "problem.dim=6", "algorithm.pop_size=12", "generations=40",
       "islands.n=5", "islands.migration_interval=1", "islands.n_migrants=2", "topology=ring", "logger=none",
@@ -19,7 +19,7 @@ DE = ["+experiment=de_islands", "problem=sphere", "problem.dim=6", "algorithm.po
 
 #: CMEPSO scaled down: 4 slave swarms and the master swarm (conf/experiment/cmepso.yaml)
 CMEPSO = ["+experiment=cmepso", "problem=sphere", "problem.dim=4", "algorithm.n_particles=8",
-          "algorithm.n_replicas=2", "master.n_particles=4", "master.n_replicas=2", "generations=12", "islands.n=4",
+          "algorithm.n_replicas=2", "plugins.0.n_particles=4", "plugins.0.n_replicas=2", "generations=12", "islands.n=4",
           "topology=ring", "logger=none", "progress=false", "device=cpu"]
 
 
@@ -31,7 +31,7 @@ def run(*overrides, use_ray=True):
 def run_master(*overrides, use_ray=True, callbacks=()):
     """A scaled-down CMEPSO run (:data:`CMEPSO`) with its master swarm."""
     cfg = plain(make_cfg(*CMEPSO, *overrides))
-    return Coordinator(cfg, instantiate(cfg["topology"]), instantiate(cfg["master"]), callbacks=callbacks,
+    return Coordinator(cfg, instantiate(cfg["topology"]), [instantiate(p) for p in cfg["plugins"]], callbacks=callbacks,
                        use_ray=use_ray).run()
 
 
@@ -59,7 +59,7 @@ def test_spmd_actors_equal_the_driver_loop_and_in_process(ray_local, monkeypatch
     spmd = run(f"topology={topology}", "islands.n_actors=2")
     monkeypatch.undo()
     assert max(spans) > 1  # spans of several epochs ran in the actors
-    driver = run(f"topology={topology}", "islands.n_actors=2", use_ray=False)  # epoch by epoch in the driver
+    driver = run(f"topology={topology}", "islands.n_actors=2", use_ray=False)  # two in-process groups, in threads
     one = run(f"topology={topology}", "islands.n_actors=1", use_ray=False)
     for other in (driver, one):
         assert spmd.best_f == other.best_f and spmd.evaluations == other.evaluations
@@ -74,12 +74,12 @@ def test_spmd_actors_equal_the_driver_loop_and_in_process(ray_local, monkeypatch
 
 @pytest.mark.parametrize("sends,interval", [("false", 1), ("true", 1), ("true", 3)])
 def test_master_replicas_in_two_actors_equal_one_actor_and_in_process(ray_local, monkeypatch, sends, interval):
-    """CMEPSO over 2 actors: each runs the spans with a replica of the master swarm (islands/replica.py),
+    """CMEPSO over 2 actors: each runs the spans with a replica of the master swarm (islands/plugin.py),
     the bests all-gathered through the inboxes; the run equals 1 actor and the in-process run, bit
     for bit, and every epoch ran in a span (the driver is not in the per-epoch path)."""
     from isles.islands import sync_loop  # noqa: PLC0415
 
-    over = [f"islands.master_sends_best={sends}", f"islands.migration_interval={interval}"]
+    over = [f"plugins.0.sends_best={sends}", f"islands.migration_interval={interval}"]
     spans, real = [], sync_loop.SyncLoop._start_span
     monkeypatch.setattr(sync_loop.SyncLoop, "_start_span", lambda self, *a: spans.append(a[5]) or real(self, *a))
     two = run_master(*over, "islands.n_actors=2")
@@ -97,7 +97,7 @@ def test_an_actor_killed_with_master_replicas_restarts_and_the_result_is_unchang
     """A lost actor's replica is attached again from the snapshot's master state (every survivor's
     too): the run ends with the uninterrupted result."""
     slow = ["problem._target_=tests.user_problems.SlowSphere", "+problem.delay_s=0.002", "generations=40",
-            "islands.snapshot_every=5", "islands.master_sends_best=true", "islands.migration_interval=1"]
+            "islands.snapshot_every=5", "plugins.0.sends_best=true", "islands.migration_interval=1"]
     reference = run_master(*slow, "islands.n_actors=1", use_ray=False)
     kill = KillMidSpan(epoch=3)
     with caplog.at_level("WARNING", logger="isles.islands.coordinator"):
@@ -187,7 +187,7 @@ def test_every_group_cuts_the_same_plan_from_the_topology_the_seed_and_the_epoch
     """The planner: two calls with the same (topology, n, seed, epoch) give the same edges; the
     groups' shares of the plan, cut independently, are together the whole plan (each edge once,
     at its destination's group), and another epoch gives another sample where the topology samples."""
-    from isles.islands.planner import MASTER_ID, group_plan, migration_edges  # noqa: PLC0415
+    from isles.islands.planner import group_plan, migration_edges  # noqa: PLC0415
 
     cfg = plain(make_cfg(*DE, f"topology={topology}", "islands.n=7"))
     topo = instantiate(cfg["topology"])
@@ -203,8 +203,6 @@ def test_every_group_cuts_the_same_plan_from_the_topology_the_seed_and_the_epoch
     assert sorted(seen) == sorted(edges) and edges
     if topology == "random":
         assert any(migration_edges(topo, 7, 3, e) != edges for e in range(6, 10))
-    inbound, remote = group_plan(edges, [0, 1], {}, master_best="m", send_master=True)
-    assert all(srcs[-1] == MASTER_ID for srcs in inbound.values()) and remote == {MASTER_ID: "m"}
 
 
 def test_a_snapshot_load_waits_for_the_aborted_span_to_leave(monkeypatch):
@@ -216,13 +214,11 @@ def test_a_snapshot_load_waits_for_the_aborted_span_to_leave(monkeypatch):
     coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
     group = IslandGroup(coordinator._spec([0, 1], "cpu"))
     saved = group.state_dict()
-    route = {"peers": [None, None], "index": 0, "groups": [[0, 1], [2, 3]], "topology": coordinator.topology,
-             "n": 4, "seed": 0, "timeout_s": 30}
     errors, loaded = [], threading.Event()
 
     def span():  # epoch 2 waits for group 1's emigrants, which never come
         try:
-            group.run_span(1, ({}, {}), [1, 1], 0, route)
+            run_span(group, [1, 1], coordinator.topology, groups=[[0, 1], [2, 3]], peers=[None, None], timeout_s=30)
         except Exception as err:  # noqa: BLE001
             errors.append(err)
 
@@ -252,7 +248,7 @@ def test_snapshots_fall_inside_spans_and_one_taken_there_resumes_to_the_same_run
     real_span, real_snapshot = sync_loop.SyncLoop._start_span, recovery.Recovery._snapshot
     monkeypatch.setattr(sync_loop.SyncLoop, "_start_span", lambda self, *a: spans.append(a[5]) or real_span(self, *a))
     monkeypatch.setattr(recovery.Recovery, "_snapshot", lambda self, groups, placement, loop, carried=None:
-                        taken.append((loop["epoch"], carried is not None, real_snapshot(self, groups, placement, loop, carried)))
+                        taken.append((loop.epoch, carried is not None, real_snapshot(self, groups, placement, loop, carried)))
                         or taken[-1][2])
     overrides = ["islands.n_actors=2", "islands.snapshot_every=3", "generations=40"]
     result = run(*overrides)
@@ -276,18 +272,16 @@ def test_a_group_keeps_its_state_and_emigrants_where_a_snapshot_falls_due_inside
 
     cfg = plain(make_cfg(*DE, "islands.n=4"))
     co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
-    route = {"peers": [None], "index": 0, "groups": [[0, 1, 2, 3]], "topology": co.topology, "n": 4, "seed": 0,
-             "timeout_s": 30}
-    long = IslandGroup(co._spec([0, 1, 2, 3], "cpu")).run_span(1, ({}, {}), [1] * 9, 0, dict(route, snapshots=[6]))
+    long = run_span(IslandGroup(co._spec([0, 1, 2, 3], "cpu")), [1] * 9, co.topology, snapshots=[6])
     short_group = IslandGroup(co._spec([0, 1, 2, 3], "cpu"))
-    short = short_group.run_span(1, ({}, {}), [1] * 6, 0, route)
-    assert [j for j, s in enumerate(long) if "snapshot" in s] == [5]
-    state, plugin_state = long[5]["snapshot"]
-    assert plugin_state is None
+    short = run_span(short_group, [1] * 6, co.topology)
+    assert [j for j, s in enumerate(long) if s.snapshot is not None] == [5]
+    snap = long[5].snapshot
+    assert snap.plugins == []  # no plug-in
     for key, value in short_group.state_dict().items():
-        np.testing.assert_array_equal(state[key], value, err_msg=key)
-    for name, leaf in short[-1]["emigrants"].leaves().items():
-        np.testing.assert_array_equal(long[5]["emigrants"].leaves()[name], leaf, err_msg=name)
+        np.testing.assert_array_equal(snap.state[key], value, err_msg=key)
+    for name, leaf in short[-1].emigrants.leaves().items():
+        np.testing.assert_array_equal(long[5].emigrants.leaves()[name], leaf, err_msg=name)
 
 
 def test_the_next_span_starts_before_the_driver_books_the_last_one(ray_local, monkeypatch):

@@ -91,13 +91,6 @@ class MasterSwarm:
         """The master's global best ``(x (D,), f (0-d), v (0-d))``."""
         return state["gbest"][0], state["gbest_f"][0], state["gbest_v"][0]
 
-    def plugin(self, xp, dtype, evaluator, seed: int, stream: int, state: dict | None = None):
-        """This master as a plug-in of the island loop (:class:`isles.islands.plugin.LoopPlugin`):
-        a :class:`isles.algorithms.pso.master_plugin.MasterPlugin` on ``xp`` (arguments as there)."""
-        from isles.algorithms.pso.master_plugin import MasterPlugin  # noqa: PLC0415
-
-        return MasterPlugin(self, xp, dtype, evaluator, seed, stream, state)
-
 
 def run_cmepso(ctx_slaves: Context, ctx_master: Context, slaves: EPSO, master: MasterSwarm,
                iterations: int, exchange_interval: int = 1, cuda_graph: bool = True):

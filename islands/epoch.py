@@ -1,0 +1,96 @@
+"""The epoch body: the one place where an epoch of the island loop is written.
+
+An epoch of a group (:class:`isles.islands.group.IslandGroup`) takes its immigrants (local sources
+on the device, remote ones from the link to its peers, and the plug-ins' migrants), immigrates
+them, evolves ``k`` generations, takes the islands' bests, selects the next emigrants and sends
+them, and hands the plug-ins the epoch's bests of every island (gathered over the link when there
+are peers). :meth:`IslandGroup.run_span` loops it; the span graph
+(:class:`isles.islands.span_graph.SpanGraph`) captures this same function and replays it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from isles.islands.migration import emigrants_of, immigrate
+from isles.islands.planner import group_plan
+from isles.islands.plugin import source_id
+
+
+@dataclass
+class Row:
+    """One epoch of a span as device values (copies where a replay would overwrite them): the
+    islands' ``best`` (Population ``(I, 1)``) and phenotype ``best_x``, the counters of the state,
+    the migration ``events`` (:func:`isles.islands.migration.immigrate`), and each plug-in's
+    ``(best, metrics)`` (:class:`isles.islands.plugin.Plugin`)."""
+
+    best: Any
+    best_x: Any
+    generation: int
+    evals: int
+    pair_evals: int
+    nan_evals: Any
+    hit_generation: Any
+    events: Any
+    plugins: list = field(default_factory=list)
+    snapshot: Any = None
+
+
+def with_migrants(plugins, n_local: int, inbound: dict, remote: dict) -> tuple:
+    """``(inbound, remote)`` with every plug-in's migrants (:meth:`Plugin.migrants`) sent to each of
+    the ``n_local`` islands, after the plan's sources (source ids :func:`isles.islands.plugin.source_id`)."""
+    for j, p in enumerate(plugins):
+        m = p.migrants()
+        if m is None:
+            continue
+        inbound = {pos: list(srcs) for pos, srcs in inbound.items()}
+        for pos in range(n_local):
+            inbound.setdefault(pos, []).append(source_id(j))
+        remote = {**remote, source_id(j): m}
+    return inbound, remote
+
+
+def run_epoch(g, k: int, epoch: int, plan, link, next_edges, captured: bool = False) -> tuple:
+    """Epoch ``epoch`` (1-based: the run's epochs before it are ``epoch - 1``) of group ``g``.
+
+    Args:
+        g: the group (its ``state``, ``sent``, ``plugins``, ``algorithm``, ``ctx``, policies); changed in place.
+        k: generations.
+        plan: the epoch's :class:`isles.islands.records.Plan` (a span's first epoch, from the driver),
+            or the edges ``[(src, dst)]`` of the migration after epoch ``epoch - 1``: the remote
+            sources come from ``link.take``.
+        link: :class:`isles.islands.transport.Alone`, ``Posts`` or ``Collective``.
+        next_edges: the edges of the migration after this epoch (its emigrants are selected and sent),
+            or ``None`` after a span's last epoch (the span's end selects them).
+        captured: inside a captured graph (the generations as plain steps).
+
+    Returns:
+        ``(best Population (I, 1), phenotype (I, D), migration events)``, device arrays.
+
+    Raises:
+        isles.islands.transport.Aborted, TimeoutError: a peer's message did not come (the link's).
+    """
+    a, ctx = g.algorithm, g.ctx
+    sent = g.emigrants()  # the local sources: this group's emigrants after the epoch before
+    if isinstance(plan, list):
+        inbound, remote = group_plan(plan, g.island_ids, link.take(epoch - 1, sent, plan))
+    else:
+        inbound, remote = plan.inbound, plan.remote
+    inbound, remote = with_migrants(g.plugins, len(g.island_ids), inbound, remote)
+    events = None
+    if inbound:
+        state, events = immigrate(a, ctx, g.state, g.island_ids, sent, inbound, remote, g.replacement)
+        g.set_state(state, captured)
+        events = events or None
+    g.evolve(k, captured)
+    best = a.best(g.state)  # fresh arrays: a replayed graph reuses its buffers
+    px = a.phenotype(best.genome[:, 0])
+    g.sent = None if next_edges is None else emigrants_of(a, g.state, g.n_migrants, g.selection)
+    link.send(epoch, g.sent, next_edges, best if g.plugins else None)
+    if g.plugins:
+        bests = link.gather(epoch, best)
+        px_all = a.phenotype(bests.genome[:, 0])
+        for p in g.plugins:
+            p.after_epoch(bests, px_all, k)
+    return best, px, events
