@@ -309,3 +309,60 @@ def test_the_next_span_starts_before_the_driver_books_the_last_one(ray_local, mo
     reference = run("islands.n_actors=1", "generations=300", use_ray=False)
     assert result.best_f == reference.best_f and result.migrations == reference.migrations
     np.testing.assert_array_equal(result.best_x, reference.best_x)
+
+
+def test_the_typed_records_that_cross_ray_equal_the_in_process_ones(ray_local, monkeypatch):
+    """CMEPSO (the master swarm's best sent to the islands) over 2 Ray actors and as 2 in-process
+    groups: the summaries that reach the driver are :class:`EpochSummary` dataclasses, the order that
+    reached each group a :class:`SpanOrder` (with its :class:`Route` and first :class:`Plan`), and
+    every field of every epoch (bests, counters, migrations, the plug-in's best and metrics) equals the
+    in-process run's, bit for bit (spans may cut the epochs differently: only the span's last summary
+    carries the emigrants)."""
+    from dataclasses import fields  # noqa: PLC0415
+
+    from isles.algorithms.core.population import Population  # noqa: PLC0415
+    from isles.islands import sync_loop  # noqa: PLC0415
+    from isles.islands.records import EpochSummary, Plan, Route, SpanOrder  # noqa: PLC0415
+
+    def summaries(use_ray):
+        from isles.islands.executor import Executor  # noqa: PLC0415
+
+        seen, orders, real_end, real_call = [], [], sync_loop.SyncLoop._end_span, Executor._call
+
+        def call(self, group, method, *args):
+            if method.startswith("run_span"):
+                orders.append(args[0])
+            return real_call(self, group, method, *args)
+
+        monkeypatch.setattr(Executor, "_call", call)
+        monkeypatch.setattr(sync_loop.SyncLoop, "_end_span",
+                            lambda self, *a: seen.extend(out := real_end(self, *a)) or out)
+        result = run_master("plugins.0.sends_best=true", "islands.n_actors=2", use_ray=use_ray)
+        monkeypatch.undo()
+        return result, [s for _, s in seen], orders
+
+    ray_run, over_ray, spans = summaries(True)  # spans: the orders sent, every group's
+    local_run, in_process, _ = summaries(False)
+    assert_same_master_runs(ray_run, local_run)
+    assert len(over_ray) == len(in_process) == 12 and len(spans) < 2 * 12  # spans of several epochs
+    skip = {"compute_s", "emigrants", "snapshot", "device", "best", "plugins"}
+    for epoch, (a, b) in enumerate(zip(over_ray, in_process), 1):
+        assert sorted(a) == sorted(b) == [0, 1]
+        for i in (0, 1):
+            x, y = a[i], b[i]
+            assert type(x) is EpochSummary and type(y) is EpochSummary
+            assert x.island_ids == [[0, 1], [2, 3]][i] and x.generation == epoch
+            for f in fields(EpochSummary):
+                if f.name not in skip:
+                    np.testing.assert_array_equal(getattr(x, f.name), getattr(y, f.name), err_msg=f.name)
+            for name, leaf in x.best.leaves().items():
+                np.testing.assert_array_equal(leaf, y.best.leaves()[name], err_msg=name)
+            ((pbest, metrics),), ((pbest_y, metrics_y),) = x.plugins, y.plugins
+            assert isinstance(pbest, Population) and pbest.shape == (1, 1)
+            assert metrics == metrics_y and set(metrics) == {"master_best_f", "evaluations", "nan_evaluations"}
+            np.testing.assert_array_equal(pbest.genome, pbest_y.genome)
+    assert any(m[0] == -1 for s in over_ray for i in (0, 1) for m in s[i].migrations)  # the plug-in's migrants
+    # what the driver sent each actor: a typed order (its route and its first epoch's plan)
+    assert all(type(o) is SpanOrder and type(o.route) is Route and type(o.first) is Plan for o in spans)
+    assert [o.route.index for o in spans[:2]] == [0, 1] and all(o.route.groups == [[0, 1], [2, 3]] for o in spans)
+    assert all(o.first.inbound for o in spans[2:])  # a later span's first epoch takes the plug-in's migrants in
