@@ -42,7 +42,7 @@ def main(argv=None) -> int:
                          "progress=false", f"device={a.device}"))
     co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
     ids = list(range(a.islands))
-    g = IslandGroup(co._spec(ids, a.device))
+    g = IslandGroup(co.executor.spec(ids, a.device))
     g.span_graph = "never"  # the plain epochs (islands.span_graph=never); --span-graph times the replays
     topo = co.topology
     run_span(g, [1] * 20, topo)  # warm-up: compilation, graph capture

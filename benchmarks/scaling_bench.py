@@ -36,7 +36,7 @@ from isles.app.job import run_job  # noqa: E402
 def run(overrides: list[str], n_actors: int):
     """One run with ``islands.n_actors=n_actors``: ``(RunResult, seconds per steady epoch, seconds
     per epoch the driver waits for the actors' spans or None, CPU seconds per epoch of the driver and
-    of each actor after the first span or None)`` (``SyncLoop._end_span``; the rest of an epoch is
+    of each actor after the first span or None)`` (``SyncLoop.end_span``; the rest of an epoch is
     the driver's own books, while the next span runs; CPU times from psutil, user + system)."""
     from isles.islands import sync_loop  # noqa: PLC0415
 
@@ -45,13 +45,13 @@ def run(overrides: list[str], n_actors: int):
                                                        f"islands.n_actors={n_actors}"])
     import psutil  # noqa: PLC0415  (Ray's dependency)
 
-    spans, cpu, real = [], [], sync_loop.SyncLoop._end_span
+    spans, cpu, real = [], [], sync_loop.SyncLoop.end_span
 
     def timed(self, *a, **k):
         t = time.perf_counter()
         out = real(self, *a, **k)
         spans.append((len(out), time.perf_counter() - t))
-        here = [(i, g["pid"]) for i, g in enumerate(self.group_infos) if g.get("host") == socket.gethostname()]
+        here = [(i, g["pid"]) for i, g in enumerate(self.ex.infos) if g.get("host") == socket.gethostname()]
         try:  # actors on this machine only (a cluster's other nodes have their own pids)
             procs = {"driver": psutil.Process()} | {f"actor {i}": psutil.Process(pid) for i, pid in here}
             cpu.append((sum(n for n, _ in spans), {k: sum(p.cpu_times()[:2]) for k, p in procs.items()}))
@@ -59,11 +59,11 @@ def run(overrides: list[str], n_actors: int):
             pass
         return out
 
-    sync_loop.SyncLoop._end_span = timed
+    sync_loop.SyncLoop.end_span = timed
     try:
         result, _ = run_job(cfg)
     finally:
-        sync_loop.SyncLoop._end_span = real
+        sync_loop.SyncLoop.end_span = real
     h = result.history
     epoch_s = (h[-1]["wall_s"] - h[0]["wall_s"]) / max(1, len(h) - 1)
     steady = spans[1:]  # the first span is one epoch: compilation, graph capture

@@ -11,7 +11,6 @@ import time
 from isles.islands import checkpoint
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.records import Plan, Route, SpanOrder
-from isles.islands.recovery import actor_died, resumable_config
 from isles.islands.results import (RecordLog, best_of, epoch_record, merge_summaries, migration_log, payoff_total,
                                          run_result)
 
@@ -19,31 +18,42 @@ log = logging.getLogger("isles.islands.coordinator")
 
 
 class AsyncLoop:
-    """The async loop of :class:`isles.islands.coordinator.Coordinator` (a mix-in)."""
+    """The async schedule of a run: each group's spans of one epoch, planned from the migrant store.
 
-    def _run_async(self, groups, placement):
-        """The async epoch loop, a generator like :meth:`_run_sync`.
+    Args:
+        co: the :class:`isles.islands.coordinator.Coordinator` (its run's sizes, ``topology``,
+            ``executor``, ``recovery`` and ``resume_from``).
+    """
+
+    def __init__(self, co):
+        self.co, self.ex, self.recovery = co, co.executor, co.recovery
+        self.cfg, self.n, self.seed, self.topology = co.cfg, co.n, co.seed, co.topology
+        self.generations, self.interval = co.generations, co.interval
+
+    def run(self, groups, placement):
+        """The async epoch loop, a generator like :meth:`isles.islands.sync_loop.SyncLoop.run`.
 
         **Snapshots and lost actors.** Each group's state is taken between two of its epochs,
         at its start and then every ``islands.snapshot_every`` of its epochs (and at every
         ``checkpoint.every``-th completion), without stopping anything: the ``state_dict`` call
         is queued on the group's actor before its next epoch. A group whose actor dies is
         restarted by Ray and goes back to its own last state alone; the other groups go on.
-        :attr:`last_snapshot` holds every group's latest state with the loop's variables (what a
+        The recovery's ``last_snapshot`` holds every group's latest state with the loop's variables (what a
         checkpoint saves and ``checkpoint.resume`` continues, with the same grouping). Async
         results depend on timing, so a resumed or restarted run is not the uninterrupted one
         bit for bit; its counters (generations and evaluations per island) are.
         """
         import ray  # noqa: PLC0415
 
-        if not self.use_ray:
+        if not self.ex.use_ray:
             raise ValueError("islands.mode=async needs Ray actors")
+        recovery = self.recovery
         every = int(self.cfg["islands"]["snapshot_every"])
         ck = self.cfg["checkpoint"]
         snapshots = bool(every or ck["every"])
-        resume = self.resume_from
+        resume = self.co.resume_from
         if resume is not None:
-            self._load_groups(groups, resume["states"])
+            recovery.load(groups, resume["states"])
             loop = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
                     for k, v in resume["async"].items()}
             loop["history"] = RecordLog.of(resume["async"]["history"])  # a list: a checkpoint of before the logs
@@ -58,7 +68,7 @@ class AsyncLoop:
         summaries, store, gens = loop["summaries"], loop["store"], loop["gens"]
         history, migrations = loop["history"], loop["migrations"]
         t0 = time.perf_counter()
-        hits, restarts = None, 0
+        hits = None
 
         def snapshot_due(i) -> bool:
             return bool(every) and loop["epochs"][i] % every == 0
@@ -82,20 +92,19 @@ class AsyncLoop:
             k = min(self.interval, self.generations - gens[i])
             gens[i] += k
             loop["spans"] = loop.get("spans", 0) + 1  # a span of one epoch, alone (no peers)
-            route = Route(0, [placement.groups[i]], self.topology, self.n, self.seed, self.restart_timeout_s)
+            route = Route(0, [placement.groups[i]], self.topology, self.n, self.seed, recovery.timeout_s)
             return groups[i].run_span.remote(SpanOrder(loop["spans"], [k], loop["epochs"][i], route, plan or Plan()))
 
         def publish_snapshot():
             settle(wait=True)
             if any(p is None for p in parts):
-                return self.last_snapshot
+                return recovery.last_snapshot
             loop_now = {**loop, "gens": [p["gens"] for p in parts],
                         "summaries": {i: p["summary"] for i, p in enumerate(parts) if p["summary"] is not None},
                         "store": dict(store), "history": history.copy(), "migrations": migrations.copy()}
-            self.last_snapshot = {"seed": self.seed, "groups": placement.groups, "mode": "async",
-                                  "states": [p["state"] for p in parts], "config": resumable_config(self.cfg),
-                                  "epoch": loop["completions"], "async": loop_now}
-            return self.last_snapshot
+            recovery.last_snapshot = recovery.of(placement, [p["state"] for p in parts], mode="async",
+                                                 epoch=loop["completions"], **{"async": loop_now})
+            return recovery.last_snapshot
 
         if snapshots:
             for i in range(len(groups)):
@@ -110,14 +119,11 @@ class AsyncLoop:
                 s = ray.get(done[0])[0]
             except Exception as err:
                 settle(wait=True)
-                if parts[i] is None or not actor_died(err) or restarts >= self.max_restarts:
-                    raise
-                restarts += 1
+                recovery.recover(err, parts[i])
                 log.warning("island group %d died (%s); restored its own state of generation %d, the other groups go "
-                            "on (restart %d of %d)", i, type(err).__name__, parts[i]["gens"], restarts,
-                            self.max_restarts)
-                self._load_groups([groups[i]], [parts[i]["state"]])
-                self._relocated([*self.group_infos[:i], ray.get(groups[i].info.remote()), *self.group_infos[i + 1:]])
+                            "on (restart %d of %d)", i, type(err).__name__, parts[i]["gens"], recovery.restarts,
+                            recovery.max_restarts)
+                recovery.restore(groups, [i], [parts[i]["state"]])
                 gens[i] = parts[i]["gens"]
                 summaries.pop(i, None)
                 if parts[i]["summary"] is not None:

@@ -1,5 +1,6 @@
-"""Callback dispatch: the run's ``on_start(info)``, ``on_epoch(record)``, ``on_restart(info)`` and
+"""The run's monitors: ``on_start(info)``, ``on_epoch(record)``, ``on_restart(info)`` and
 ``on_end(result)`` handed to the callbacks that define them (MLflow tracker, progress bar)."""
+
 from __future__ import annotations
 
 import time
@@ -7,47 +8,54 @@ import time
 from isles.islands.results import RunResult, cluster_resources
 
 
-class Callbacks:
-    """The callback dispatch of :class:`isles.islands.coordinator.Coordinator` (a mix-in: it uses
-    its ``callbacks``, ``published_epoch``, ``group_infos``, ``n``, ``generations``, ``use_ray``)."""
+class Monitors:
+    """The callbacks of a run, and the last epoch handed to them.
 
-    def _ended(self, result: RunResult) -> RunResult:
-        """Hand the result to the callbacks' ``on_end``; return it."""
+    Args:
+        callbacks: objects with optional ``on_start``, ``on_epoch``, ``on_restart``, ``on_end``.
+        published_epoch: the last epoch already published (a resumed run's), so that replayed or
+            resumed epochs are not handed out twice.
+    """
+
+    def __init__(self, callbacks=(), published_epoch: int = 0):
+        self.callbacks, self.published_epoch = list(callbacks), int(published_epoch)
+
+    def _each(self, name: str, arg) -> None:
         for cb in self.callbacks:
-            if hasattr(cb, "on_end"):
-                cb.on_end(result)
-        return result
+            if hasattr(cb, name):
+                getattr(cb, name)(arg)
 
-    def _started(self, infos: list, t_start: float) -> float:
-        """Hand the groups' ``info`` to the callbacks' ``on_start`` (with Ray's cluster resources,
-        ``None`` outside Ray); return the start-up seconds."""
+    def started(self, info: dict, t_start: float, use_ray: bool) -> float:
+        """Hand ``info`` (the groups' ``info`` and the run's sizes) to ``on_start``, with Ray's cluster
+        resources (``None`` outside Ray); return the start-up seconds since ``t_start``."""
         startup_s = time.perf_counter() - t_start
-        self.group_infos = list(infos)
-        info = {"groups": infos, "startup_s": startup_s, "n_islands": self.n, "generations": self.generations,
-                "max_evaluations": self.cfg["stop"].get("max_evaluations"),  # generations is its limit then
-                "cluster_resources": cluster_resources() if self.use_ray else None}
-        for cb in self.callbacks:
-            if hasattr(cb, "on_start"):
-                cb.on_start(info)
+        self._each("on_start", {**info, "startup_s": startup_s,
+                                "cluster_resources": cluster_resources() if use_ray else None})
         return startup_s
 
-    def _drive(self, epochs) -> RunResult:
-        """Run the epoch generator ``epochs`` to its end, handing each record to the callbacks;
-        return its :class:`RunResult`."""
+    def publish(self, record: dict) -> None:
+        """Hand the epoch's record to ``on_epoch``, unless its epoch was published already (an epoch
+        replayed after a restart, or before an interrupted run was resumed)."""
+        if record["epoch"] <= self.published_epoch:
+            return
+        self.published_epoch = record["epoch"]
+        self._each("on_epoch", record)
+
+    def restarted(self, moved: dict) -> None:
+        """Hand ``on_restart`` the restarted groups ``{group index: info}``."""
+        if moved:
+            self._each("on_restart", {"groups": moved})
+
+    def drive(self, epochs) -> RunResult:
+        """Run the epoch generator ``epochs`` to its end, publishing each record; its :class:`RunResult`."""
         while True:
             try:
                 record = next(epochs)
             except StopIteration as stop:
                 return stop.value
-            self._publish(record)
+            self.publish(record)
 
-    def _publish(self, record: dict) -> None:
-        """Hand the epoch's record to the callbacks, unless its epoch was published already (an
-        epoch replayed after a restart, or before an interrupted run was resumed)."""
-        if record["epoch"] <= self.published_epoch:
-            return
-        self.published_epoch = record["epoch"]
-        for cb in self.callbacks:
-            if hasattr(cb, "on_epoch"):
-                cb.on_epoch(record)
-
+    def ended(self, result: RunResult) -> RunResult:
+        """Hand the result to ``on_end``; return it."""
+        self._each("on_end", result)
+        return result

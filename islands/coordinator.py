@@ -30,7 +30,7 @@ import time
 from isles.islands import checkpoint
 from isles.islands.async_loop import AsyncLoop
 from isles.islands.budget import budget_generations
-from isles.islands.callbacks import Callbacks
+from isles.islands.callbacks import Monitors
 from isles.islands.executor import Executor
 from isles.islands.recovery import Recovery, RestartFailed, check_resumable
 from isles.islands.results import RunResult, island_nodes
@@ -42,8 +42,12 @@ __all__ = ["Coordinator", "RestartFailed", "RunResult", "stop_target"]
 log = logging.getLogger(__name__)
 
 
-class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
-    """Runs an archipelago described by a resolved config (plain dict).
+class Coordinator:
+    """Runs an archipelago described by a resolved config (plain dict), composed of an
+    :class:`isles.islands.executor.Executor` (placement, groups, calls, links), a schedule
+    (:class:`isles.islands.sync_loop.SyncLoop` or :class:`isles.islands.async_loop.AsyncLoop`), a
+    :class:`isles.islands.recovery.Recovery` (snapshots, restarts) and the
+    :class:`isles.islands.callbacks.Monitors` (callbacks).
 
     Args:
         cfg: the run config as a plain dict with keys ``problem``, ``constraints``,
@@ -70,79 +74,71 @@ class Coordinator(Executor, Recovery, Callbacks, SyncLoop, AsyncLoop):
 
     def __init__(self, cfg: dict, topology, plugins=(), callbacks=(), use_ray: bool = True):
         cfg = validated(cfg)  # the schema's defaults and checks (islands/schema.py), before any actor starts
+        plugins = list(plugins or ())
+        check_plugins(plugins, cfg["islands"]["mode"])
         # stop.max_evaluations: the generations that reach it, known before the run (islands/budget.py)
-        self.plugins = list(plugins or ())
-        cfg["generations"] = budget_generations(cfg, self.plugins)
+        cfg["generations"] = budget_generations(cfg, plugins)
         isl = cfg["islands"]
-        self.cfg = cfg
-        self.n = int(isl["n"])
-        self.generations = int(cfg["generations"])
+        self.cfg, self.topology, self.use_ray = cfg, topology, use_ray
+        self.n, self.seed, self.generations = int(isl["n"]), int(cfg["seed"]), int(cfg["generations"])
         self.interval = int(isl["migration_interval"])
-        self.n_migrants = int(isl["n_migrants"])
-        self.mode = isl["mode"]
-        check_plugins(self.plugins, self.mode)
-        ck = cfg["checkpoint"]
-        self.topology = topology
         self.topology.weights(self.n)  # validates island ids now, before any actor starts
-        self.callbacks = list(callbacks)
-        self.use_ray = use_ray
-        self.seed = int(cfg["seed"])
-        self.target = stop_target(cfg["stop"])
-        self.max_restarts = int(isl["max_restarts"])
-        self.restart_timeout_s = float(isl["restart_timeout_s"])
-        self.transport = isl["transport"]  # between actors: auto | ray | nccl | channel (SyncLoop._form_links)
-        self._link = None  # the groups' links: None not formed, else "nccl", "channel" or "" (posts only)
-        self.last_snapshot = None  # the latest in-memory snapshot (sync mode), see _run_sync
-        self.group_infos = []  # each group's info (IslandGroup.info): where it runs now
-        self._reserved = None  # the Ray placement group of the actors (placement.reserve)
         # checkpoint.resume: read and checked here, once, before any actor starts
-        self.resume_from = None
+        ck, self.resume_from = cfg["checkpoint"], None
         if ck["resume"]:
             self.resume_from = checkpoint.load(ck["resume"])
             check_resumable(self.resume_from, cfg, ck["resume"])
         # the last epoch handed to the callbacks (a resumed run does not hand them those before)
-        self.published_epoch = (0 if self.resume_from is None
-                                else self.resume_from.get("published_epoch", self.resume_from["epoch"]))
+        published = 0 if self.resume_from is None else self.resume_from.get("published_epoch",
+                                                                             self.resume_from["epoch"])
+        self.monitors = Monitors(callbacks, published)
+        self.executor = Executor(cfg, plugins, stop_target(cfg["stop"]), use_ray, lambda ids: self.recovery.restart_failed(ids))
+        self.recovery = Recovery(cfg, self.executor, self.monitors)
+        self.schedule = (SyncLoop if isl["mode"] == "sync" else AsyncLoop)(self)
 
-    # ------------------------------------------------------------------------------------------
-    # ------------------------------------------------------------------------------------------
+    @property
+    def last_snapshot(self) -> dict | None:
+        """The run's latest snapshot (what an interrupted job checkpoints), or ``None``."""
+        return self.recovery.last_snapshot
+
+    @property
+    def published_epoch(self) -> int:
+        """The last epoch handed to the callbacks."""
+        return self.monitors.published_epoch
+
     def run(self) -> RunResult:
-        """Start the actors, evolve ``generations`` generations, return the result.
+        """Start the groups, evolve ``generations`` generations, return the result.
 
-        Actors are killed at the end, also when the run fails.
+        The groups are stopped at the end (actors killed), also when the run fails.
 
         Raises:
             RestartFailed: lost actors not restarted within ``islands.restart_timeout_s``
                 (:attr:`last_snapshot` holds the run's last snapshot).
         """
         t_start = time.perf_counter()
-        placement = self._placement()
+        ex = self.executor
+        placement = ex.placement()
         saved = self.resume_from
         if saved is not None and saved.get("mode") == "async" and \
                 [list(g) for g in saved["groups"]] != [list(g) for g in placement.groups]:
             raise ValueError(f"checkpoint.resume: an async run resumes with the grouping it was saved with: "
                              f"islands.n_actors={len(saved['groups'])} (now {len(placement.groups)})")
-        groups = self._start_groups(placement)
+        groups = ex.start(placement)
         try:
-            infos = self._gather([self._call(g, "info") for g in groups])
-            startup_s = self._started([infos[i] for i in range(len(groups))], t_start)
-            epochs = (self._run_sync if self.mode == "sync" else self._run_async)(groups, placement)
-            result = self._drive(epochs)
+            got = ex.gather([ex.call(g, "info") for g in groups])
+            ex.infos = infos = [got[i] for i in range(len(groups))]
+            info = {"groups": infos, "n_islands": self.n, "generations": self.generations,
+                    "max_evaluations": self.cfg["stop"].get("max_evaluations")}  # generations is its limit then
+            startup_s = self.monitors.started(info, t_start, self.use_ray)
+            result = self.monitors.drive(self.schedule.run(groups, placement))
             result.startup_s = startup_s
             result.devices = {gid: infos[i]["device"] for i, ids in enumerate(placement.groups) for gid in ids}
-            result.gpu_paths = {gid: infos[i].get("gpu_path", "") for i, ids in enumerate(placement.groups) for gid in ids}
-            result.nodes = island_nodes(self.group_infos)
+            result.gpu_paths = {gid: infos[i].get("gpu_path", "") for i, ids in enumerate(placement.groups)
+                                for gid in ids}
+            result.nodes = island_nodes(ex.infos)
         finally:
-            if self.use_ray:
-                import ray  # noqa: PLC0415
-
-                for g in groups:
-                    ray.kill(g)
-                self._release()
-            else:
-                for g in groups:
-                    g.close()
-        return self._ended(result)
+            ex.stop(groups)
+        return self.monitors.ended(result)
 
 
 def stop_target(stop: dict) -> float | None:

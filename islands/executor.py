@@ -3,11 +3,14 @@
 The groups are Ray actors (one per GPU, or per CPU worker), each in its bundle of the placement
 group reserved for the run (:mod:`isles.islands.placement`), or in-process groups
 (``use_ray=False``), each called in a thread of its own (:class:`Local`), so that several in-process
-groups run their spans at once, as actors do. :meth:`Executor._call` calls a method of either;
-:meth:`Executor._gather` collects the results as they finish.
+groups run their spans at once, as actors do. :meth:`Executor.call` calls a method of either;
+:meth:`Executor.gather` collects the results as they finish. It also forms the groups' links
+(NCCL, shared-memory channels) and aborts a span in every group when one is lost.
 """
+
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,8 +20,10 @@ from isles.islands.placement import actor_options, cluster_nodes, local_resource
 from isles.islands.plugin import plugin_stream
 from isles.islands.records import GroupSpec
 
+log = logging.getLogger("isles.islands.coordinator")
+
 RELEASE_WAIT_S = 5.0
-"""How long :meth:`Executor._release` waits for Ray to remove the placement group, in seconds."""
+"""How long :meth:`Executor.release` waits for Ray to remove the placement group, in seconds."""
 
 
 class Local:
@@ -43,69 +48,100 @@ class Local:
 
 
 class Executor:
-    """The placement, start, release and calls of the island groups (a mix-in of
-    :class:`isles.islands.coordinator.Coordinator`: it uses its ``cfg``, ``n``, ``seed``,
-    ``n_migrants``, ``target``, ``use_ray``, ``max_restarts`` and ``_restart_failed``)."""
+    """The placement, start, calls, links and release of a run's island groups.
 
-    def _spec(self, island_ids, device) -> GroupSpec:
+    Args:
+        cfg: the checked run config (:func:`isles.islands.schema.validated`).
+        plugins: the loop's plug-in factories (every group builds its replicas).
+        target: the stop rule's target, or ``None``; use_ray: Ray actors, or in-process groups.
+        restart_failed: ``(group indices) -> Exception``, raised when a deadline passes in :meth:`gather`.
+
+    Attributes:
+        infos: each group's ``info`` (:meth:`IslandGroup.info`): where it runs now.
+        link: the groups' links: ``None`` not formed, else ``"nccl"``, ``"channel"`` or ``""`` (posts only).
+    """
+
+    def __init__(self, cfg: dict, plugins: list, target, use_ray: bool, restart_failed):
+        self.cfg, self.plugins, self.target, self.use_ray = cfg, list(plugins), target, use_ray
+        self.n, self.seed = int(cfg["islands"]["n"]), int(cfg["seed"])
+        self.restart_failed = restart_failed
+        self.infos, self.link, self._reserved = [], None, None
+
+    def spec(self, island_ids, device) -> GroupSpec:
         """The :class:`isles.islands.records.GroupSpec` of the group of ``island_ids`` on ``device``."""
         c, isl = self.cfg, self.cfg["islands"]
         return GroupSpec(problem=c["problem"], constraints=c["constraints"], algorithm=c["algorithm"],
                          island_ids=tuple(island_ids), seed=self.seed, device=device, dtype=c["dtype"],
-                         n_migrants=self.n_migrants, replacement=isl["replacement"], selection=isl["selection"],
+                         n_migrants=int(isl["n_migrants"]), replacement=isl["replacement"], selection=isl["selection"],
                          target=self.target, cuda_graph=c["cuda_graph"], span_graph=isl["span_graph"],
                          plugins=tuple(self.plugins), plugin_stream=plugin_stream(self.n))
 
-    def _placement(self):
+    def placement(self):
         """The actors to start on Ray's nodes (:func:`isles.islands.placement.plan_nodes`), or
         in-process on this machine (one device: a local GPU when CuPy sees one)."""
-        isl = self.cfg["islands"]
+        isl, device = self.cfg["islands"], self.cfg["device"]
         if self.use_ray:
-            return plan_nodes(self.n, self.cfg["device"], isl, cluster_nodes())
-        device = self.cfg["device"]
+            return plan_nodes(self.n, device, isl, cluster_nodes())
         resources = {"CPU": 1, "GPU": min(1, local_resources(device=device)["GPU"])}  # one device: this one
         return plan(self.n, device, isl["n_actors"], resources)
 
-    def _start_groups(self, p):
+    def start(self, p) -> list:
         """One island group per block of ``p.groups``: Ray actors, each in its bundle of the
-        placement group reserved for them (:func:`isles.islands.placement.reserve`), or in-process
-        stand-ins."""
+        placement group reserved for them (:func:`isles.islands.placement.reserve`), or in-process."""
         if not self.use_ray:
-            return [Local(IslandGroup(self._spec(ids, p.device))) for ids in p.groups]
+            return [Local(IslandGroup(self.spec(ids, p.device))) for ids in p.groups]
         import ray  # noqa: PLC0415
 
-        actor = ray.remote(IslandGroup)
         self._reserved = reserve(p)
-        # sync spans (IslandGroup.run_span): a second thread takes the peers' emigrants while the
-        # first runs epochs (with or without a plug-in); otherwise one thread, so that calls run in the
-        # order they were made (the async loop queues a state_dict call before a group's next epoch)
-        threads = 2 if self.mode == "sync" else 1
-        return [actor.options(**actor_options(p, self._reserved, i, self.max_restarts), max_concurrency=threads)
-                .remote(self._spec(ids, p.device)) for i, ids in enumerate(p.groups)]
+        # sync spans: a second thread takes the peers' posts while the first runs epochs; async, one
+        # thread, so that calls run in the order they were made (a state_dict call before the next epoch)
+        threads = 2 if self.cfg["islands"]["mode"] == "sync" else 1
+        restarts = int(self.cfg["islands"]["max_restarts"])
+        return [ray.remote(IslandGroup).options(**actor_options(p, self._reserved, i, restarts),
+                                                max_concurrency=threads).remote(self.spec(ids, p.device))
+                for i, ids in enumerate(p.groups)]
 
-    def _release(self, wait_s: float = RELEASE_WAIT_S) -> None:
-        """Give the placement group back to Ray (after the actors are killed), waiting at most
-        ``wait_s`` seconds: Ray's call waits for the GCS, which a signal to every process of a
-        job (Slurm's ``scancel``) may have stopped; the driver then goes on to its checkpoint
-        instead of waiting until Ray ends the process (60 s, exit 1)."""
+    def stop(self, groups: list, wait_s: float = RELEASE_WAIT_S) -> None:
+        """Kill the actors and give the placement group back to Ray, waiting at most ``wait_s`` seconds:
+        Ray's call waits for the GCS, which a signal to every process of a job (Slurm's ``scancel``)
+        may have stopped; the driver then goes on to its checkpoint instead of waiting until Ray ends
+        the process (60 s, exit 1). In-process groups end their threads."""
+        if not self.use_ray:
+            for g in groups:
+                g.close()
+            return
+        import ray  # noqa: PLC0415
+
+        for g in groups:
+            ray.kill(g)
         if self._reserved is not None:
             from ray.util.placement_group import remove_placement_group  # noqa: PLC0415
 
-            release = threading.Thread(target=remove_placement_group, args=(self._reserved,),
-                                       name="isles-release", daemon=True)
+            release = threading.Thread(target=remove_placement_group, args=(self._reserved,), name="isles-release",
+                                       daemon=True)
             release.start()
             release.join(wait_s)
             self._reserved = None
 
-    def _gather(self, calls: list, deadline: float | None = None, on_error=None) -> dict:
-        """``{i: result}`` of the calls ``[ObjectRef, ...]``, collected with ``ray.wait`` as they finish.
+    def call(self, group, method: str, *args):
+        """Call ``group.method(*args)``: a Ray object ref, or an in-process future (in the group's
+        thread, :class:`Local`)."""
+        if self.use_ray:
+            return getattr(group, method).remote(*args)
+        if isinstance(group, Local):
+            return group.call(method, *args)
+        done = Future()  # another in-process stand-in: called here
+        done.set_result(getattr(group, method)(*args))
+        return done
+
+    def gather(self, calls: list, deadline: float | None = None, on_error=None) -> dict:
+        """``{i: result}`` of ``calls`` (Ray object refs, or futures), collected as they finish.
+        ``on_error()`` runs when a call fails, before the other calls are waited for (e.g. to abort a
+        span that they would otherwise wait in for the failed one).
 
         Raises:
-            RestartFailed: ``deadline`` (``time.monotonic()`` seconds) passed with calls unfinished
-                (their actors were not restarted in time).
-
-        ``on_error()`` runs when a call fails, before the other calls are waited for (e.g. to
-        abort a span that they would otherwise wait in for the failed one).
+            the call's error; ``restart_failed(...)``: ``deadline`` (``time.monotonic()`` seconds)
+            passed with calls unfinished (their actors were not restarted in time).
         """
         if not self.use_ray:
             return self._gather_local(calls, on_error)
@@ -117,7 +153,7 @@ class Executor:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             done, pending = ray.wait(pending, num_returns=1, timeout=timeout)
             if not done:
-                raise self._restart_failed(sorted(refs[r] for r in pending))
+                raise self.restart_failed(sorted(refs[r] for r in pending))
             try:
                 out[refs[done[0]]] = ray.get(done[0])
             except Exception:
@@ -135,8 +171,6 @@ class Executor:
 
     @staticmethod
     def _gather_local(futures: list, on_error=None) -> dict:
-        """``{i: result}`` of in-process calls (futures); ``on_error()`` runs at the first error,
-        before the other calls are waited for."""
         out = {}
         for i, fut in enumerate(futures):
             try:
@@ -152,14 +186,56 @@ class Executor:
                 raise
         return out
 
-    def _call(self, group, method: str, *args):
-        """Call ``group.method(*args)``: a Ray object ref, or an in-process future (in the group's
-        thread, :class:`Local`)."""
-        if self.use_ray:
-            return getattr(group, method).remote(*args)
-        if isinstance(group, Local):
-            return group.call(method, *args)
-        done = Future()  # another in-process stand-in: called here
-        done.set_result(getattr(group, method)(*args))
-        return done
+    def abort(self, groups, span: int) -> None:
+        """Abort ``span`` in every group that is still there (a peer was lost)."""
+        if not self.use_ray:
+            for g in groups:
+                g.abort(span)
+            return
+        import ray  # noqa: PLC0415
 
+        for ref in [g.abort.remote(span) for g in groups]:
+            try:
+                ray.get(ref, timeout=5)
+            except Exception:  # noqa: BLE001, S110  (the lost group)
+                pass
+
+    def form_links(self, groups) -> str:
+        """Form the groups' links for the sync spans (:attr:`link`), by ``islands.transport``:
+        ``"nccl"`` (auto or nccl: the groups' NCCL communicator where every group can join one,
+        :mod:`isles.islands.exchange`), ``"channel"`` (auto or channel: shared-memory channels between
+        the actors on one node, :mod:`isles.islands.channels`; posts between nodes), ``""`` (ray,
+        in-process, or no two actors on one node: posts to the groups' inboxes only).
+
+        Raises:
+            ValueError: ``islands.transport=nccl`` and a group cannot use NCCL."""
+        transport = self.cfg["islands"]["transport"]
+        self.link = ""
+        if transport in ("auto", "nccl"):
+            uid = self.gather([self.call(groups[0], "nccl_unique_id")])[0]
+            if uid is not None:
+                self.gather([self.call(g, "nccl_join", uid, len(groups), i) for i, g in enumerate(groups)])
+                log.info("emigrants between the %d actors' GPUs over NCCL", len(groups))
+                self.link = "nccl"
+            elif transport == "nccl":
+                raise ValueError("islands.transport=nccl: the island groups cannot use NCCL (device=cpu, or CuPy "
+                                 "without NCCL); allowed values here are auto|ray|channel")
+        if not self.link and self.use_ray and transport in ("auto", "channel") and self.form_channels(groups):
+            self.link = "channel"
+        return self.link
+
+    def form_channels(self, groups) -> bool:
+        """Shared-memory channels between every two groups on one node: each group creates those it
+        writes (:meth:`IslandGroup.channels_make`), then each reads its own
+        (:meth:`IslandGroup.channels_join`). ``False`` where no two groups share a node."""
+        nodes = [info.get("node_id") for info in self.infos]  # where each runs now
+        readers = [{j: (groups[j], nodes[j]) for j in range(len(groups)) if j != i and nodes[j] == nodes[i]}
+                   for i in range(len(groups))]
+        if None in nodes or not any(readers):
+            return False
+        made = self.gather([self.call(g, "channels_make", readers[i]) for i, g in enumerate(groups)])
+        self.gather([self.call(g, "channels_join", {i: made[i][j] for i in range(len(groups)) if j in made[i]})
+                     for j, g in enumerate(groups)])
+        log.info("emigrants between the %d actors through shared-memory channels (%d pairs on one node)",
+                 len(groups), sum(map(len, readers)))
+        return True

@@ -110,56 +110,90 @@ def actor_died(err: BaseException) -> bool:
 
 
 class Recovery:
-    """The snapshot and restart methods of :class:`isles.islands.coordinator.Coordinator` (a
-    mix-in: it uses the coordinator's ``cfg``, ``seed``, ``callbacks``, ``group_infos``,
-    ``last_snapshot``, ``restart_timeout_s`` and its executor's ``_gather``/``_call``)."""
+    """Snapshots of a running archipelago and restarts of lost actors from them.
 
-    def _relocated(self, infos: list) -> None:
-        """After a restart: keep where each group runs now (:attr:`group_infos`), log each group
-        that was restarted (another process, maybe another node), and hand the callbacks'
-        ``on_restart`` the restarted groups (``{"groups": {group index: info}}``)."""
-        moved = {}
-        for i, (old, new) in enumerate(zip(self.group_infos, infos)):
-            if (new["node_id"], new["pid"]) != (old["node_id"], old["pid"]):
-                ids = new["island_ids"]
-                log.warning("island group %d (islands %d..%d) restarted on %s", i, ids[0], ids[-1], where(new))
-                moved[i] = new
-        self.group_infos = list(infos)
-        for cb in self.callbacks if moved else ():
-            if hasattr(cb, "on_restart"):
-                cb.on_restart({"groups": moved})
+    Args:
+        cfg: the checked run config; executor: the run's :class:`isles.islands.executor.Executor`;
+        monitors: its :class:`isles.islands.callbacks.Monitors` (``on_restart``).
 
-    def _snapshot(self, groups, placement, loop: LoopState, carried: list | None = None) -> dict:
-        """Everything needed to continue from the end of ``loop.epoch``: every group's state (host
-        arrays), the plug-ins' states (group 0's replicas), the loop's variables, the seed, the
-        grouping and the config (what :func:`check_resumable` compares). Histories are copied
-        (records are never changed after they are made). ``carried``: every group's
-        :class:`isles.islands.records.GroupSnapshot` that came with a span's summaries
-        (:meth:`IslandGroup.run_span`), else they are asked for."""
+    Attributes:
+        last_snapshot: the latest snapshot (what an interrupt's checkpoint saves), or ``None``.
+        restarts: restarts so far (at most ``islands.max_restarts``).
+    """
+
+    def __init__(self, cfg: dict, executor, monitors):
+        self.cfg, self.executor, self.monitors = cfg, executor, monitors
+        self.max_restarts = int(cfg["islands"]["max_restarts"])
+        self.timeout_s = float(cfg["islands"]["restart_timeout_s"])
+        self.last_snapshot, self.restarts = None, 0
+
+    def snapshot(self, groups, placement, loop, carried: list | None = None) -> dict:
+        """Everything needed to continue from the end of ``loop.epoch`` (a :class:`LoopState`): every
+        group's state (host arrays), the plug-ins' states (group 0's replicas), the loop's variables,
+        the seed, the grouping and the config (what :func:`check_resumable` compares). ``carried``:
+        every group's :class:`isles.islands.records.GroupSnapshot` that came with a span's summaries
+        (:meth:`IslandGroup.run_span`), else they are asked for. Kept as :attr:`last_snapshot`."""
+        ex = self.executor
         if carried is not None:
             states, loop.plugins = [c.state for c in carried], carried[0].plugins
         else:
-            loop.plugins = self._gather([self._call(groups[0], "plugin_states")])[0]
-            got = self._gather([self._call(g, "state_dict") for g in groups])
+            loop.plugins = ex.gather([ex.call(groups[0], "plugin_states")])[0]
+            got = ex.gather([ex.call(g, "state_dict") for g in groups])
             states = [got[i] for i in range(len(groups))]
-        return {"seed": self.seed, "groups": placement.groups, "states": states,
-                "config": resumable_config(self.cfg), **vars(loop_copy(loop))}
+        self.last_snapshot = self.of(placement, states, **vars(loop_copy(loop)))
+        return self.last_snapshot
 
-    def _load_groups(self, groups, states: list, plugins: list | None = None) -> None:
+    def of(self, placement, states: list, **loop) -> dict:
+        """A snapshot of ``states`` (one per group of ``placement``) and the loop's variables ``loop``."""
+        return {"seed": int(self.cfg["seed"]), "groups": placement.groups, "states": states,
+                "config": resumable_config(self.cfg), **loop}
+
+    def load(self, groups, states: list, plugins: list | None = None) -> None:
         """Set every group's state (host arrays from a snapshot) and its plug-ins' (``plugins``),
         waiting for restarting actors up to ``islands.restart_timeout_s`` seconds.
 
         Raises:
             RestartFailed: a group's actor did not come back in time."""
-        deadline = time.monotonic() + self.restart_timeout_s
-        calls = lambda: [self._call(g, "load_state_dict", st, plugins) for g, st in zip(groups, states)]  # noqa: E731
-        while_restarting(lambda: self._gather(calls(), deadline), self.restart_timeout_s)
+        ex, deadline = self.executor, time.monotonic() + self.timeout_s
+        calls = lambda: [ex.call(g, "load_state_dict", st, plugins) for g, st in zip(groups, states)]  # noqa: E731
+        while_restarting(lambda: ex.gather(calls(), deadline), self.timeout_s)
 
-    def _restart_failed(self, group_ids: list) -> "RestartFailed":
+    def recover(self, err: BaseException, snapshot) -> None:
+        """Count a restart after ``err``, or raise ``err`` where it cannot be recovered: no ``snapshot``,
+        not a lost actor (:func:`actor_died`), or ``islands.max_restarts`` spent."""
+        if snapshot is None or not actor_died(err) or self.restarts >= self.max_restarts:
+            raise err
+        self.restarts += 1
+
+    def restore(self, groups: list, which: list, states: list, plugins: list | None = None) -> None:
+        """After :meth:`recover`: load ``states`` into the groups ``which`` (indices into ``groups``)
+        and, on Ray, note where they run now (:meth:`relocated`)."""
+        self.load([groups[i] for i in which], states, plugins)
+        ex = self.executor
+        if ex.use_ray:
+            infos = ex.gather([ex.call(groups[i], "info") for i in which])
+            new = list(ex.infos)
+            for j, i in enumerate(which):
+                new[i] = infos[j]
+            self.relocated(new)
+
+    def relocated(self, infos: list) -> None:
+        """Keep where each group runs now (the executor's ``infos``), log each group that was restarted
+        (another process, maybe another node), and hand the monitors' ``on_restart`` the restarted groups."""
+        moved = {}
+        for i, (old, new) in enumerate(zip(self.executor.infos, infos)):
+            if (new["node_id"], new["pid"]) != (old["node_id"], old["pid"]):
+                ids = new["island_ids"]
+                log.warning("island group %d (islands %d..%d) restarted on %s", i, ids[0], ids[-1], where(new))
+                moved[i] = new
+        self.executor.infos = list(infos)
+        self.monitors.restarted(moved)
+
+    def restart_failed(self, group_ids: list) -> RestartFailed:
         """The error of island groups ``group_ids`` not restarted within ``islands.restart_timeout_s``."""
         placement = self.cfg["islands"]["placement"]
         epoch = self.last_snapshot["epoch"] if self.last_snapshot else 0
         return RestartFailed(
-            f"islands.restart_timeout_s={self.restart_timeout_s:g}: island group(s) {', '.join(map(str, group_ids))} "
-            f"lost and not restarted within {self.restart_timeout_s:g} s (no Ray node has room for their bundles "
+            f"islands.restart_timeout_s={self.timeout_s:g}: island group(s) {', '.join(map(str, group_ids))} "
+            f"lost and not restarted within {self.timeout_s:g} s (no Ray node has room for their bundles "
             f"under islands.placement={placement}); the run stops at its last snapshot, epoch {epoch}")

@@ -19,7 +19,7 @@ import numpy as np
 from isles.islands import checkpoint
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.records import LoopState, Plan, Route, SpanOrder
-from isles.islands.recovery import actor_died, loop_copy
+from isles.islands.recovery import loop_copy
 from isles.islands.results import RecordLog, best_of, epoch_record, merge_summaries, migration_log, payoff_total, run_result
 
 log = logging.getLogger("isles.islands.coordinator")
@@ -41,33 +41,42 @@ class Span:
 
 
 class SyncLoop:
-    """The sync loop of :class:`isles.islands.coordinator.Coordinator` (a mix-in)."""
+    """The sync schedule of a run: spans of epochs in every group, the books between them.
 
-    def _run_sync(self, groups, placement, resume: dict | None = None):
+    Args:
+        co: the :class:`isles.islands.coordinator.Coordinator` (its run's sizes, ``topology``,
+            ``executor``, ``recovery`` and ``resume_from``).
+    """
+
+    def __init__(self, co):
+        self.co, self.ex, self.recovery = co, co.executor, co.recovery
+        self.cfg, self.n, self.seed, self.topology = co.cfg, co.n, co.seed, co.topology
+        self.generations, self.interval = co.generations, co.interval
+
+    def run(self, groups, placement):
         """The sync epoch loop, a generator: yields each epoch's record, returns the :class:`RunResult`.
 
-        ``resume``: a snapshot (:meth:`_snapshot`) to continue from; without it, the checkpoint
-        of ``checkpoint.resume`` (:attr:`resume_from`), or the run starts afresh.
+        It continues from the checkpoint of ``checkpoint.resume`` (the coordinator's ``resume_from``),
+        or the run starts afresh.
 
         **Lost actors.** At the start and every ``islands.snapshot_every`` epochs the loop keeps
         a snapshot in memory (every group's state as host arrays, and the loop's own variables;
-        :attr:`last_snapshot`). When an actor dies during an epoch (SIGKILL, out of memory, a
+        the recovery's ``last_snapshot``). When an actor dies during an epoch (SIGKILL, out of memory, a
         lost node), Ray restarts it (``islands.max_restarts``), every group is set back to the
         snapshot and the epochs since are run again: the counter-based random numbers make the
         result the same as without the failure. Records of epochs already yielded are not
         yielded again.
         """
-        ck = self.cfg["checkpoint"]
-        resume = resume if resume is not None else self.resume_from
+        ck, resume, recovery = self.cfg["checkpoint"], self.co.resume_from, self.recovery
         if resume is not None:  # states are per island: any grouping (number of actors) resumes
             loop = loop_copy(resume)
-            self._load_groups(groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups),
-                              loop.plugins)
+            recovery.load(groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups),
+                          loop.plugins)
         else:
             loop = LoopState(0, 0, None, None, None, RecordLog(), migration_log())
         every = int(self.cfg["islands"]["snapshot_every"])
-        snapshot = self.last_snapshot = self._snapshot(groups, placement, loop) if every else None
-        restarts, yielded, hits, epoch_s, span = 0, loop.epoch, None, None, 0
+        snapshot = recovery.snapshot(groups, placement, loop) if every else None
+        yielded, hits, epoch_s, span = loop.epoch, None, None, 0
         # spans: the one started ahead (_start_ahead) and the epoch of the last snapshot scheduled
         ahead, scheduled = None, snapshot["epoch"] if every else 0
         t0 = time.perf_counter()
@@ -75,19 +84,19 @@ class SyncLoop:
             try:
                 if ahead is None:  # none started ahead: start this one now
                     span += 1
-                    ahead = self._start_span(groups, placement, loop.epoch, loop.done_gens, loop.pending,
-                                             self._batch_len(loop, epoch_s, ck), span, scheduled)
+                    ahead = self.start_span(groups, placement, loop.epoch, loop.done_gens, loop.pending,
+                                            self.batch_len(loop, epoch_s, ck), span, scheduled)
                 started, ahead = ahead, None
                 scheduled = started.scheduled
-                epochs = self._end_span(groups, started)
+                epochs = self.end_span(groups, started)
                 epoch_s = (time.perf_counter() - started.t0) / len(epochs)
                 # the next span starts before this one's books (the driver's, while the groups evolve)
-                ahead = self._start_ahead(groups, placement, loop, epochs, epoch_s, span + 1, scheduled)
+                ahead = self.start_ahead(groups, placement, loop, epochs, epoch_s, span + 1, scheduled)
                 span += ahead is not None
                 # the epochs' books, snapshots and checkpoints: an actor found lost here (e.g. by
                 # the snapshot's call) restarts like one lost during the epochs
                 for j, (k, summaries) in enumerate(epochs):
-                    record, emigrants, hits = self._epoch_done(loop, k, summaries, t0)
+                    record, emigrants, hits = self.epoch_done(loop, k, summaries, t0)
                     if record["epoch"] > yielded:
                         yielded = record["epoch"]
                         yield record
@@ -104,32 +113,27 @@ class SyncLoop:
                     carried = [sm.snapshot for sm in summaries.values()]
                     carried = carried if all(c is not None for c in carried) else None
                     if every and (j == len(epochs) - 1 or carried) and epoch - snapshot["epoch"] >= every:
-                        snapshot = self.last_snapshot = self._snapshot(groups, placement, loop, carried)
+                        snapshot = recovery.snapshot(groups, placement, loop, carried)
                     if ck["every"] and (epoch % int(ck["every"]) == 0 or last):
                         fresh = snapshot if snapshot is not None and snapshot["epoch"] == epoch else \
-                            self._snapshot(groups, placement, loop)
+                            recovery.snapshot(groups, placement, loop)
                         checkpoint.save(ck["path"], fresh)
             except Exception as err:
-                if snapshot is None or not actor_died(err) or restarts >= self.max_restarts:
-                    raise
-                restarts += 1
+                recovery.recover(err, snapshot)
                 if ahead is not None:  # a span started ahead waits for the lost actor: abort it
-                    self._abort(groups, ahead.span)
+                    self.ex.abort(groups, ahead.span)
                     ahead = None
-                self._link = None  # the communicator or channels are formed again with the restarted actor
+                self.ex.link = None  # the communicator or channels are formed again with the restarted actor
                 log.warning("an island-group actor died in epoch %d (%s); restored the snapshot of epoch %d "
                             "(restart %d of %d)", loop.epoch + 1, type(err).__name__, snapshot["epoch"],
-                            restarts, self.max_restarts)
+                            recovery.restarts, recovery.max_restarts)
                 loop = loop_copy(snapshot)
-                self._load_groups(groups, snapshot["states"], loop.plugins)
-                if self.use_ray:
-                    infos = self._gather([self._call(g, "info") for g in groups])
-                    self._relocated([infos[i] for i in range(len(groups))])
+                recovery.restore(groups, list(range(len(groups))), snapshot["states"], loop.plugins)
                 scheduled = snapshot["epoch"]
                 continue
         return run_result(loop.best, loop.history, loop.done_gens, t0, loop.migrations, hits)
 
-    def _epoch_done(self, loop: LoopState, k: int, summaries: dict, t0: float):
+    def epoch_done(self, loop: LoopState, k: int, summaries: dict, t0: float):
         """Book one finished epoch of ``k`` generations into ``loop`` (counters, migrations, the
         plug-ins' metrics, the archipelago's best, the record).
 
@@ -156,7 +160,7 @@ class SyncLoop:
         loop.history.append(record)
         return record, emigrants, hits
 
-    def _start_span(self, groups, placement, epoch0: int, done_gens: int, pending, n_epochs: int, span: int,
+    def start_span(self, groups, placement, epoch0: int, done_gens: int, pending, n_epochs: int, span: int,
                     scheduled: int) -> Span:
         """Start the next ``n_epochs`` epochs in every group (:meth:`IslandGroup.run_span`): the driver
         hands out the first epoch's migration (from ``pending``, the emigrants of the span before) and
@@ -164,7 +168,7 @@ class SyncLoop:
         last one scheduled; those epochs' summaries bring the groups' states).
 
         Returns:
-            the started :class:`Span`, for :meth:`_end_span`."""
+            the started :class:`Span`, for :meth:`end_span`."""
         ks, gens = [], done_gens
         for _ in range(n_epochs):
             ks.append(min(self.interval, self.generations - gens))
@@ -176,94 +180,42 @@ class SyncLoop:
             first = [Plan(*group_plan(edges, ids, pending[1])) for ids in placement.groups]
         else:
             first = [Plan() for _ in groups]
-        if self._link is None and n_epochs > 1 and len(groups) > 1:
-            self._link = self._form_links(groups)
-        route = Route(0, placement.groups, self.topology, self.n, self.seed, self.restart_timeout_s, list(groups),
-                      self._link == "nccl", self._link == "channel")
-        method = "run_span_packed" if self.use_ray else "run_span"  # one bytes object through Ray
-        refs = [self._call(g, method, SpanOrder(span, ks, epoch0, replace(route, index=i), first[i], due))
+        if self.ex.link is None and n_epochs > 1 and len(groups) > 1:
+            self.ex.form_links(groups)
+        route = Route(0, placement.groups, self.topology, self.n, self.seed, self.recovery.timeout_s, list(groups),
+                      self.ex.link == "nccl", self.ex.link == "channel")
+        method = "run_span_packed" if self.ex.use_ray else "run_span"  # one bytes object through Ray
+        refs = [self.ex.call(g, method, SpanOrder(span, ks, epoch0, replace(route, index=i), first[i], due))
                 for i, g in enumerate(groups)]
         return Span(span, ks, refs, time.perf_counter(), due[-1] if due else scheduled)
 
-    def _end_span(self, groups, started: Span) -> list:
-        """The summaries of a span begun by :meth:`_start_span`; a lost group aborts the span in the
+    def end_span(self, groups, started: Span) -> list:
+        """The summaries of a span begun by :meth:`start_span`; a lost group aborts the span in the
         others (they stop waiting for its emigrants).
 
         Returns:
             ``[(generations, {group index: EpochSummary}), ...]``, one per epoch."""
-        out = self._gather(started.refs, on_error=lambda: self._abort(groups, started.span))
+        out = self.ex.gather(started.refs, on_error=lambda: self.ex.abort(groups, started.span))
         out = {i: pickle.loads(v) if isinstance(v, bytes) else v for i, v in out.items()}  # noqa: S301 (our actors')
         return [(k, {i: out[i][j] for i in range(len(groups))}) for j, k in enumerate(started.ks)]
 
-    def _start_ahead(self, groups, placement, loop: LoopState, epochs: list, epoch_s: float, span: int,
+    def start_ahead(self, groups, placement, loop: LoopState, epochs: list, epoch_s: float, span: int,
                      scheduled: int):
         """Start the span after ``epochs`` (a span just ended, not yet booked in ``loop``) before the
         driver books them, so that the groups evolve while it does: its first migration comes from
-        the last epoch's emigrants, as :meth:`_epoch_done` would keep them. ``None`` (the next span
+        the last epoch's emigrants, as :meth:`epoch_done` would keep them. ``None`` (the next span
         starts after the books) where the run ends with these epochs, every island reached the
         stop target, or a checkpoint falls due at their end (it asks the idle groups for their state).
         Returns the started :class:`Span`, or ``None``."""
         epoch, gens = loop.epoch + len(epochs), loop.done_gens + sum(k for k, _ in epochs)
         every_ck = int(self.cfg["checkpoint"]["every"] or 0)
-        *_, emigrants, _, _, hits = merge_summaries(self.n, epochs[-1][1])  # as _epoch_done reads them
+        *_, emigrants, _, _, hits = merge_summaries(self.n, epochs[-1][1])  # as epoch_done reads them
         if gens >= self.generations or (hits is not None and np.all(hits >= 0)) or (every_ck and epoch % every_ck == 0):
             return None
-        n = self._batch_len(replace(loop, epoch=epoch, done_gens=gens), epoch_s, self.cfg["checkpoint"])
-        return self._start_span(groups, placement, epoch, gens, (epoch, emigrants), n, span, scheduled)
+        n = self.batch_len(replace(loop, epoch=epoch, done_gens=gens), epoch_s, self.cfg["checkpoint"])
+        return self.start_span(groups, placement, epoch, gens, (epoch, emigrants), n, span, scheduled)
 
-    def _form_links(self, groups) -> str:
-        """Form the groups' links for the sync spans, by ``islands.transport``: ``"nccl"`` (auto or
-        nccl: the groups' NCCL communicator where every group can join one,
-        :mod:`isles.islands.exchange`), ``"channel"`` (auto or channel: shared-memory channels
-        between the groups on one node, :mod:`isles.islands.channels`; posts between nodes),
-        ``""`` (ray, in-process, or no two groups on one node: posts to the groups' inboxes only).
-
-        Raises:
-            ValueError: ``islands.transport=nccl`` and a group cannot use NCCL."""
-        if self.transport in ("auto", "nccl"):
-            uid = self._gather([self._call(groups[0], "nccl_unique_id")])[0]
-            if uid is not None:
-                self._gather([self._call(g, "nccl_join", uid, len(groups), i) for i, g in enumerate(groups)])
-                log.info("emigrants between the %d actors' GPUs over NCCL", len(groups))
-                return "nccl"
-            if self.transport == "nccl":
-                raise ValueError("islands.transport=nccl: the island groups cannot use NCCL (device=cpu, or CuPy "
-                                 "without NCCL); allowed values here are auto|ray|channel")
-        if self.use_ray and self.transport in ("auto", "channel") and self._form_channels(groups):
-            return "channel"
-        return ""
-
-    def _form_channels(self, groups) -> bool:
-        """Shared-memory channels between every two groups on one node: each group creates those it
-        writes (:meth:`IslandGroup.channels_make`), then each reads its own
-        (:meth:`IslandGroup.channels_join`). ``False`` where no two groups share a node."""
-        nodes = [info.get("node_id") for info in self.group_infos]  # where each runs now (_started, _relocated)
-        readers = [{j: (groups[j], nodes[j]) for j in range(len(groups)) if j != i and nodes[j] == nodes[i]}
-                   for i in range(len(groups))]
-        if None in nodes or not any(readers):
-            return False
-        made = self._gather([self._call(g, "channels_make", readers[i]) for i, g in enumerate(groups)])
-        self._gather([self._call(g, "channels_join", {i: made[i][j] for i in range(len(groups)) if j in made[i]})
-                      for j, g in enumerate(groups)])
-        log.info("emigrants between the %d actors through shared-memory channels (%d pairs on one node)",
-                 len(groups), sum(map(len, readers)))
-        return True
-
-    def _abort(self, groups, span: int) -> None:
-        """Abort ``span`` in every group that is still there (a peer was lost)."""
-        if not self.use_ray:
-            for g in groups:
-                g.abort(span)
-            return
-        import ray  # noqa: PLC0415
-
-        for ref in [g.abort.remote(span) for g in groups]:
-            try:
-                ray.get(ref, timeout=5)
-            except Exception:  # noqa: BLE001, S110  (the lost group)
-                pass
-
-    def _batch_len(self, loop: LoopState, epoch_s: float | None, ck: dict) -> int:
+    def batch_len(self, loop: LoopState, epoch_s: float | None, ck: dict) -> int:
         """Epochs in the next span: one first (it includes compilation and graph capture), then about
         :data:`BATCH_S` seconds' worth (at most :data:`MAX_BATCH`), ending at the run's end and at
         every checkpoint epoch (snapshots are taken at the end of the span in which they fall due)."""

@@ -58,16 +58,16 @@ def host_run_and_steps(host, s0: dict, n: int) -> tuple:
 def interrupt_at(monkeypatch, epoch: int) -> None:
     """Make the coordinator raise ``KeyboardInterrupt`` (Ctrl-C) once it has published ``epoch``
     (undo with ``monkeypatch.undo()``)."""
-    from isles.islands.coordinator import Coordinator  # noqa: PLC0415
+    from isles.islands.callbacks import Monitors  # noqa: PLC0415
 
-    publish = Coordinator._publish
+    publish = Monitors.publish
 
     def publish_then_interrupt(self, record):
         publish(self, record)
         if record["epoch"] == epoch:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(Coordinator, "_publish", publish_then_interrupt)
+    monkeypatch.setattr(Monitors, "publish", publish_then_interrupt)
 
 
 

@@ -10,6 +10,7 @@ from hydra.utils import instantiate
 from isles.algorithms.core.population import Population
 from isles.islands.channels import ChannelLinks, ChannelTransport
 from isles.islands.coordinator import Coordinator
+from isles.islands.executor import Executor
 from isles.islands.transport import Aborted
 from tests.helpers import make_cfg, plain
 from tests.test_spmd import DE
@@ -156,7 +157,7 @@ def test_a_sync_run_over_two_cpu_actors_is_the_same_over_channels_and_posts(ray_
     cfg = plain(make_cfg(*DE, "islands.n_actors=2", f"islands.transport={transport}"))
     coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=True)
     result = coordinator.run()
-    assert coordinator._link == link
+    assert coordinator.executor.link == link
     cfg1 = plain(make_cfg(*DE))
     reference = Coordinator(cfg1, instantiate(cfg1["topology"]), None, use_ray=False).run()
     assert result.best_f == reference.best_f and result.migrations == reference.migrations
@@ -169,9 +170,9 @@ def test_channels_are_not_formed_across_nodes():
     """Groups on different nodes get no channel (posts carry their emigrants)."""
     calls = []
 
-    class Loop(Coordinator):
+    class Loop(Executor):
         def __init__(self, nodes):
-            self.use_ray, self.group_infos = False, [{"node_id": node} for node in nodes]
+            self.use_ray, self.infos = False, [{"node_id": node} for node in nodes]
 
     class G:
         def channels_make(self, readers):
@@ -181,6 +182,6 @@ def test_channels_are_not_formed_across_nodes():
         def channels_join(self, inbound):
             pass
 
-    assert Loop(["a", "b"])._form_channels([G(), G()]) is False and calls == []
-    assert Loop(["a", "b", "a"])._form_channels([G(), G(), G()]) is True
+    assert Loop(["a", "b"]).form_channels([G(), G()]) is False and calls == []
+    assert Loop(["a", "b", "a"]).form_channels([G(), G(), G()]) is True
     assert [sorted(r) for r in calls] == [[2], [], [0]]

@@ -141,7 +141,7 @@ def _groups(n_groups=2, *overrides):
     cfg = plain(make_cfg(*DE, "islands.n=5", *overrides))
     coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
     ids = [[0, 1, 2], [3, 4]]
-    return [IslandGroup(coordinator._spec(i, "cpu")) for i in ids], ids, coordinator.topology
+    return [IslandGroup(coordinator.executor.spec(i, "cpu")) for i in ids], ids, coordinator.topology
 
 
 def assert_same_spans(a: dict, b: dict) -> None:
@@ -234,7 +234,7 @@ def _master_groups(ids, send_master: bool):
     cfg = plain(make_cfg(*CMEPSO, "islands.n=5", f"plugins.0.sends_best={send_master}"))
     plugins = [instantiate(p) for p in cfg["plugins"]]
     coordinator = Coordinator(cfg, instantiate(cfg["topology"]), plugins, use_ray=False)
-    return [IslandGroup(coordinator._spec(i, "cpu")) for i in ids], ids, coordinator.topology
+    return [IslandGroup(coordinator.executor.spec(i, "cpu")) for i in ids], ids, coordinator.topology
 
 
 @pytest.mark.parametrize("send_master", [False, True])

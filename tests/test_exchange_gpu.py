@@ -40,7 +40,7 @@ def _span_group(i: int):
     cfg = plain(make_cfg(*SPAN))
     coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
     route = {"peers": [None, None], "index": i, "groups": SPAN_IDS, "timeout_s": 60}
-    return IslandGroup(coordinator._spec(SPAN_IDS[i], "gpu")), coordinator.topology, route
+    return IslandGroup(coordinator.executor.spec(SPAN_IDS[i], "gpu")), coordinator.topology, route
 
 
 def _nccl_rank(i: int, uid, results) -> None:

@@ -9,6 +9,7 @@ import pytest
 from hydra.utils import instantiate
 
 from isles.islands import checkpoint
+from isles.islands.callbacks import Monitors
 from isles.islands.coordinator import Coordinator
 from tests.helpers import interrupt_at, make_cfg, plain
 
@@ -151,10 +152,10 @@ def test_lost_actors_not_restarted_leave_a_checkpoint_and_the_resume_command(tmp
 
     def drive_then_lose(self, epochs):  # actors lost for good in epoch 6 of 12 (last snapshot: epoch 3)
         for _ in range(5):
-            self._publish(next(epochs))
+            self.publish(next(epochs))
         raise RestartFailed("islands.restart_timeout_s=5: island group(s) 1 lost and not restarted")
 
-    monkeypatch.setattr(Coordinator, "_drive", drive_then_lose)
+    monkeypatch.setattr(Monitors, "drive", drive_then_lose)
     path = tmp_path / "ck.pkl"
     with pytest.raises(RestartFailed, match=rf"not restarted; checkpoint {path}; once the cluster has room, "
                                             rf"resume with: python run.py checkpoint.resume={path}$"):

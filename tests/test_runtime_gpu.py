@@ -66,7 +66,7 @@ def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
     co, route = one_group_of_four()
     out = {}
     for mode in ("plain", "graph"):
-        g = IslandGroup(co._spec([0, 1, 2, 3], "gpu"))
+        g = IslandGroup(co.executor.spec([0, 1, 2, 3], "gpu"))
         g.span_graph = "never"  # the plain span
         if mode == "graph":
             g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
@@ -90,7 +90,7 @@ def test_a_snapshot_inside_a_replayed_span_keeps_the_state_of_its_epoch():
     co, route = one_group_of_four()
     out = {}
     for mode in ("plain", "graph"):
-        g = IslandGroup(co._spec([0, 1, 2, 3], "gpu"))
+        g = IslandGroup(co.executor.spec([0, 1, 2, 3], "gpu"))
         g.span_graph = "never"
         if mode == "graph":
             g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)

@@ -28,7 +28,7 @@ def _batch(ks, topology="ring"):
 def _run_batch(ks, co):
     from isles.islands.group import IslandGroup  # noqa: PLC0415
 
-    g = IslandGroup(co._spec(list(range(5)), "cpu"))
+    g = IslandGroup(co.executor.spec(list(range(5)), "cpu"))
     return g, run_span(g, ks, co.topology)
 
 
@@ -55,7 +55,7 @@ def test_a_span_of_one_group_through_the_span_graph_equals_the_plain_span(monkey
         if mode == "graph":
             monkeypatch.setattr(span_graph, "eligible", lambda group, across: True)
         before = SpanGraph.captures
-        g = IslandGroup(co._spec(list(range(5)), "cpu"))
+        g = IslandGroup(co.executor.spec(list(range(5)), "cpu"))
         out[mode] = {0: run_span(g, [1] * 7, co.topology)}
         assert SpanGraph.captures - before == (1 if mode == "graph" else 0)
     assert_same_spans(out["plain"], out["graph"])

@@ -53,8 +53,8 @@ def test_spmd_actors_equal_the_driver_loop_and_in_process(ray_local, monkeypatch
     # counted in the driver: the driver's loop calls run_span on the actors (a span of several epochs)
     from isles.islands import sync_loop  # noqa: PLC0415
 
-    real = sync_loop.SyncLoop._start_span
-    monkeypatch.setattr(sync_loop.SyncLoop, "_start_span",
+    real = sync_loop.SyncLoop.start_span
+    monkeypatch.setattr(sync_loop.SyncLoop, "start_span",
                         lambda self, *a: spans.append(a[5]) or real(self, *a))
     spmd = run(f"topology={topology}", "islands.n_actors=2")
     monkeypatch.undo()
@@ -80,8 +80,8 @@ def test_master_replicas_in_two_actors_equal_one_actor_and_in_process(ray_local,
     from isles.islands import sync_loop  # noqa: PLC0415
 
     over = [f"plugins.0.sends_best={sends}", f"islands.migration_interval={interval}"]
-    spans, real = [], sync_loop.SyncLoop._start_span
-    monkeypatch.setattr(sync_loop.SyncLoop, "_start_span", lambda self, *a: spans.append(a[5]) or real(self, *a))
+    spans, real = [], sync_loop.SyncLoop.start_span
+    monkeypatch.setattr(sync_loop.SyncLoop, "start_span", lambda self, *a: spans.append(a[5]) or real(self, *a))
     two = run_master(*over, "islands.n_actors=2")
     monkeypatch.undo()
     assert sum(spans) == len(two.history) == 12 // interval and max(spans) > 1
@@ -212,7 +212,7 @@ def test_a_snapshot_load_waits_for_the_aborted_span_to_leave(monkeypatch):
 
     cfg = plain(make_cfg(*DE, "islands.n=4"))
     coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
-    group = IslandGroup(coordinator._spec([0, 1], "cpu"))
+    group = IslandGroup(coordinator.executor.spec([0, 1], "cpu"))
     saved = group.state_dict()
     errors, loaded = [], threading.Event()
 
@@ -245,9 +245,9 @@ def test_snapshots_fall_inside_spans_and_one_taken_there_resumes_to_the_same_run
     from isles.islands import checkpoint, recovery, sync_loop  # noqa: PLC0415
 
     spans, taken = [], []
-    real_span, real_snapshot = sync_loop.SyncLoop._start_span, recovery.Recovery._snapshot
-    monkeypatch.setattr(sync_loop.SyncLoop, "_start_span", lambda self, *a: spans.append(a[5]) or real_span(self, *a))
-    monkeypatch.setattr(recovery.Recovery, "_snapshot", lambda self, groups, placement, loop, carried=None:
+    real_span, real_snapshot = sync_loop.SyncLoop.start_span, recovery.Recovery.snapshot
+    monkeypatch.setattr(sync_loop.SyncLoop, "start_span", lambda self, *a: spans.append(a[5]) or real_span(self, *a))
+    monkeypatch.setattr(recovery.Recovery, "snapshot", lambda self, groups, placement, loop, carried=None:
                         taken.append((loop.epoch, carried is not None, real_snapshot(self, groups, placement, loop, carried)))
                         or taken[-1][2])
     overrides = ["islands.n_actors=2", "islands.snapshot_every=3", "generations=40"]
@@ -272,8 +272,8 @@ def test_a_group_keeps_its_state_and_emigrants_where_a_snapshot_falls_due_inside
 
     cfg = plain(make_cfg(*DE, "islands.n=4"))
     co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
-    long = run_span(IslandGroup(co._spec([0, 1, 2, 3], "cpu")), [1] * 9, co.topology, snapshots=[6])
-    short_group = IslandGroup(co._spec([0, 1, 2, 3], "cpu"))
+    long = run_span(IslandGroup(co.executor.spec([0, 1, 2, 3], "cpu")), [1] * 9, co.topology, snapshots=[6])
+    short_group = IslandGroup(co.executor.spec([0, 1, 2, 3], "cpu"))
     short = run_span(short_group, [1] * 6, co.topology)
     assert [j for j, s in enumerate(long) if s.snapshot is not None] == [5]
     snap = long[5].snapshot
@@ -296,8 +296,8 @@ def test_the_next_span_starts_before_the_driver_books_the_last_one(ray_local, mo
         def on_epoch(self, rec):
             log.append(("booked", rec["epoch"]))
 
-    real = sync_loop.SyncLoop._start_span
-    monkeypatch.setattr(sync_loop.SyncLoop, "_start_span", lambda self, *a: log.append(("started", a[2])) or real(self, *a))
+    real = sync_loop.SyncLoop.start_span
+    monkeypatch.setattr(sync_loop.SyncLoop, "start_span", lambda self, *a: log.append(("started", a[2])) or real(self, *a))
     cfg = plain(make_cfg(*DE, "islands.n_actors=2", "generations=300"))
     result = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[Books()], use_ray=True).run()
     monkeypatch.undo()
@@ -327,15 +327,15 @@ def test_the_typed_records_that_cross_ray_equal_the_in_process_ones(ray_local, m
     def summaries(use_ray):
         from isles.islands.executor import Executor  # noqa: PLC0415
 
-        seen, orders, real_end, real_call = [], [], sync_loop.SyncLoop._end_span, Executor._call
+        seen, orders, real_end, real_call = [], [], sync_loop.SyncLoop.end_span, Executor.call
 
         def call(self, group, method, *args):
             if method.startswith("run_span"):
                 orders.append(args[0])
             return real_call(self, group, method, *args)
 
-        monkeypatch.setattr(Executor, "_call", call)
-        monkeypatch.setattr(sync_loop.SyncLoop, "_end_span",
+        monkeypatch.setattr(Executor, "call", call)
+        monkeypatch.setattr(sync_loop.SyncLoop, "end_span",
                             lambda self, *a: seen.extend(out := real_end(self, *a)) or out)
         result = run_master("plugins.0.sends_best=true", "islands.n_actors=2", use_ray=use_ray)
         monkeypatch.undo()
