@@ -29,8 +29,9 @@ class Monitors:
         """Hand ``info`` (the groups' ``info`` and the run's sizes) to ``on_start``, with Ray's cluster
         resources (``None`` outside Ray); return the start-up seconds since ``t_start``."""
         startup_s = time.perf_counter() - t_start
-        self._each("on_start", {**info, "startup_s": startup_s,
-                                "cluster_resources": cluster_resources() if use_ray else None})
+        self._each(
+            "on_start", {**info, "startup_s": startup_s, "cluster_resources": cluster_resources() if use_ray else None}
+        )
         return startup_s
 
     def publish(self, record: dict) -> None:

@@ -22,6 +22,7 @@ The coordinator is assembled from pieces named for what they do:
 * :mod:`isles.islands.callbacks`: ``on_start``/``on_epoch``/``on_restart``/``on_end`` (MLflow
   tracker, progress bar).
 """
+
 from __future__ import annotations
 
 import logging
@@ -89,10 +90,13 @@ class Coordinator:
             self.resume_from = checkpoint.load(ck["resume"])
             check_resumable(self.resume_from, cfg, ck["resume"])
         # the last epoch handed to the callbacks (a resumed run does not hand them those before)
-        published = 0 if self.resume_from is None else self.resume_from.get("published_epoch",
-                                                                             self.resume_from["epoch"])
+        published = (
+            0 if self.resume_from is None else self.resume_from.get("published_epoch", self.resume_from["epoch"])
+        )
         self.monitors = Monitors(callbacks, published)
-        self.executor = Executor(cfg, plugins, stop_target(cfg["stop"]), use_ray, lambda ids: self.recovery.restart_failed(ids))
+        self.executor = Executor(
+            cfg, plugins, stop_target(cfg["stop"]), use_ray, lambda ids: self.recovery.restart_failed(ids)
+        )
         self.recovery = Recovery(cfg, self.executor, self.monitors)
         self.schedule = (SyncLoop if isl["mode"] == "sync" else AsyncLoop)(self)
 
@@ -119,22 +123,32 @@ class Coordinator:
         ex = self.executor
         placement = ex.placement()
         saved = self.resume_from
-        if saved is not None and saved.get("mode") == "async" and \
-                [list(g) for g in saved["groups"]] != [list(g) for g in placement.groups]:
-            raise ValueError(f"checkpoint.resume: an async run resumes with the grouping it was saved with: "
-                             f"islands.n_actors={len(saved['groups'])} (now {len(placement.groups)})")
+        if (
+            saved is not None
+            and saved.get("mode") == "async"
+            and [list(g) for g in saved["groups"]] != [list(g) for g in placement.groups]
+        ):
+            raise ValueError(
+                f"checkpoint.resume: an async run resumes with the grouping it was saved with: "
+                f"islands.n_actors={len(saved['groups'])} (now {len(placement.groups)})"
+            )
         groups = ex.start(placement)
         try:
             got = ex.gather([ex.call(g, "info") for g in groups])
             ex.infos = infos = [got[i] for i in range(len(groups))]
-            info = {"groups": infos, "n_islands": self.n, "generations": self.generations,
-                    "max_evaluations": self.cfg["stop"].get("max_evaluations")}  # generations is its limit then
+            info = {
+                "groups": infos,
+                "n_islands": self.n,
+                "generations": self.generations,
+                "max_evaluations": self.cfg["stop"].get("max_evaluations"),
+            }  # generations is its limit then
             startup_s = self.monitors.started(info, t_start, self.use_ray)
             result = self.monitors.drive(self.schedule.run(groups, placement))
             result.startup_s = startup_s
             result.devices = {gid: infos[i]["device"] for i, ids in enumerate(placement.groups) for gid in ids}
-            result.gpu_paths = {gid: infos[i].get("gpu_path", "") for i, ids in enumerate(placement.groups)
-                                for gid in ids}
+            result.gpu_paths = {
+                gid: infos[i].get("gpu_path", "") for i, ids in enumerate(placement.groups) for gid in ids
+            }
             result.nodes = island_nodes(ex.infos)
         finally:
             ex.stop(groups)

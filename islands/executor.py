@@ -70,11 +70,23 @@ class Executor:
     def spec(self, island_ids, device) -> GroupSpec:
         """The :class:`isles.islands.records.GroupSpec` of the group of ``island_ids`` on ``device``."""
         c, isl = self.cfg, self.cfg["islands"]
-        return GroupSpec(problem=c["problem"], constraints=c["constraints"], algorithm=c["algorithm"],
-                         island_ids=tuple(island_ids), seed=self.seed, device=device, dtype=c["dtype"],
-                         n_migrants=int(isl["n_migrants"]), replacement=isl["replacement"], selection=isl["selection"],
-                         target=self.target, cuda_graph=c["cuda_graph"], span_graph=isl["span_graph"],
-                         plugins=tuple(self.plugins), plugin_stream=plugin_stream(self.n))
+        return GroupSpec(
+            problem=c["problem"],
+            constraints=c["constraints"],
+            algorithm=c["algorithm"],
+            island_ids=tuple(island_ids),
+            seed=self.seed,
+            device=device,
+            dtype=c["dtype"],
+            n_migrants=int(isl["n_migrants"]),
+            replacement=isl["replacement"],
+            selection=isl["selection"],
+            target=self.target,
+            cuda_graph=c["cuda_graph"],
+            span_graph=isl["span_graph"],
+            plugins=tuple(self.plugins),
+            plugin_stream=plugin_stream(self.n),
+        )
 
     def placement(self):
         """The actors to start on Ray's nodes (:func:`isles.islands.placement.plan_nodes`), or
@@ -97,9 +109,12 @@ class Executor:
         # thread, so that calls run in the order they were made (a state_dict call before the next epoch)
         threads = 2 if self.cfg["islands"]["mode"] == "sync" else 1
         restarts = int(self.cfg["islands"]["max_restarts"])
-        return [ray.remote(IslandGroup).options(**actor_options(p, self._reserved, i, restarts),
-                                                max_concurrency=threads).remote(self.spec(ids, p.device))
-                for i, ids in enumerate(p.groups)]
+        return [
+            ray.remote(IslandGroup)
+            .options(**actor_options(p, self._reserved, i, restarts), max_concurrency=threads)
+            .remote(self.spec(ids, p.device))
+            for i, ids in enumerate(p.groups)
+        ]
 
     def stop(self, groups: list, wait_s: float = RELEASE_WAIT_S) -> None:
         """Kill the actors and give the placement group back to Ray, waiting at most ``wait_s`` seconds:
@@ -117,8 +132,9 @@ class Executor:
         if self._reserved is not None:
             from ray.util.placement_group import remove_placement_group  # noqa: PLC0415
 
-            release = threading.Thread(target=remove_placement_group, args=(self._reserved,), name="isles-release",
-                                       daemon=True)
+            release = threading.Thread(
+                target=remove_placement_group, args=(self._reserved,), name="isles-release", daemon=True
+            )
             release.start()
             release.join(wait_s)
             self._reserved = None
@@ -178,7 +194,7 @@ class Executor:
             except Exception:
                 if on_error is not None:
                     on_error()
-                for other in futures[i + 1:]:
+                for other in futures[i + 1 :]:
                     try:
                         other.result(timeout=30)
                     except Exception:  # noqa: BLE001, S110
@@ -218,8 +234,10 @@ class Executor:
                 log.info("emigrants between the %d actors' GPUs over NCCL", len(groups))
                 self.link = "nccl"
             elif transport == "nccl":
-                raise ValueError("islands.transport=nccl: the island groups cannot use NCCL (device=cpu, or CuPy "
-                                 "without NCCL); allowed values here are auto|ray|channel")
+                raise ValueError(
+                    "islands.transport=nccl: the island groups cannot use NCCL (device=cpu, or CuPy "
+                    "without NCCL); allowed values here are auto|ray|channel"
+                )
         if not self.link and self.use_ray and transport in ("auto", "channel") and self.form_channels(groups):
             self.link = "channel"
         return self.link
@@ -229,13 +247,22 @@ class Executor:
         writes (:meth:`IslandGroup.channels_make`), then each reads its own
         (:meth:`IslandGroup.channels_join`). ``False`` where no two groups share a node."""
         nodes = [info.get("node_id") for info in self.infos]  # where each runs now
-        readers = [{j: (groups[j], nodes[j]) for j in range(len(groups)) if j != i and nodes[j] == nodes[i]}
-                   for i in range(len(groups))]
+        readers = [
+            {j: (groups[j], nodes[j]) for j in range(len(groups)) if j != i and nodes[j] == nodes[i]}
+            for i in range(len(groups))
+        ]
         if None in nodes or not any(readers):
             return False
         made = self.gather([self.call(g, "channels_make", readers[i]) for i, g in enumerate(groups)])
-        self.gather([self.call(g, "channels_join", {i: made[i][j] for i in range(len(groups)) if j in made[i]})
-                     for j, g in enumerate(groups)])
-        log.info("emigrants between the %d actors through shared-memory channels (%d pairs on one node)",
-                 len(groups), sum(map(len, readers)))
+        self.gather(
+            [
+                self.call(g, "channels_join", {i: made[i][j] for i in range(len(groups)) if j in made[i]})
+                for j, g in enumerate(groups)
+            ]
+        )
+        log.info(
+            "emigrants between the %d actors through shared-memory channels (%d pairs on one node)",
+            len(groups),
+            sum(map(len, readers)),
+        )
         return True

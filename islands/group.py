@@ -63,9 +63,14 @@ class IslandGroup(PeerLinks):
         self.n_migrants = int(spec.n_migrants)
         self.replacement = replacement_policy(spec.replacement)
         self.selection = selection_policy(spec.selection)
-        self.ctx = Context(xp=self.xp, dtype=dtype_of(spec.dtype), evaluator=self.evaluator,
-                           rng=CounterRNG(self.xp, int(spec.seed), self.island_ids), target=spec.target,
-                           cuda_graph=bool(spec.cuda_graph))
+        self.ctx = Context(
+            xp=self.xp,
+            dtype=dtype_of(spec.dtype),
+            evaluator=self.evaluator,
+            rng=CounterRNG(self.xp, int(spec.seed), self.island_ids),
+            target=spec.target,
+            cuda_graph=bool(spec.cuda_graph),
+        )
         self.state = self.algorithm.track_target(self.ctx, self.algorithm.init(self.ctx))
         # GPU fast path: replay one captured generation as a CUDA graph (algorithms/core/graph.py)
         self.use_graph = self.xp is not np and getattr(self.algorithm, "graph_safe", False) and bool(spec.cuda_graph)
@@ -73,8 +78,10 @@ class IslandGroup(PeerLinks):
         #: islands.span_graph: auto | always | never (:mod:`isles.islands.span_graph`)
         self.span_graph = spec.span_graph
         # the loop's plug-ins: this group's replicas (every group builds the same ones)
-        self.plugins = [f.make(self.xp, self.ctx.dtype, self.evaluator, int(spec.seed), spec.plugin_stream + j)
-                        for j, f in enumerate(spec.plugins)]
+        self.plugins = [
+            f.make(self.xp, self.ctx.dtype, self.evaluator, int(spec.seed), spec.plugin_stream + j)
+            for j, f in enumerate(spec.plugins)
+        ]
         self.sent = None  # the emigrants selected after the last epoch (state unchanged since), device arrays
         self._init_links()  # inbox, NCCL communicator, channels (islands/links.py)
         # held by a span and by state reads and writes: the driver's load of a snapshot after an
@@ -162,8 +169,9 @@ class IslandGroup(PeerLinks):
         if r.nccl:
             return Collective(r, self._nccl, self.xp)
         posts = ActorTransport(r.peers, r.index, self.inbox)
-        return Posts(r, order.span, ChannelTransport(self._channels, posts, r.timeout_s) if r.channels else posts,
-                     self.xp)
+        return Posts(
+            r, order.span, ChannelTransport(self._channels, posts, r.timeout_s) if r.channels else posts, self.xp
+        )
 
     # -- what the epoch body calls ----------------------------------------------------------------
     def emigrants(self):
@@ -209,9 +217,17 @@ class IslandGroup(PeerLinks):
         for p in self.plugins:
             pb = p.best()
             plugins.append((None if pb is None else pb.map(copied), {k: copied(v) for k, v in p.metrics().items()}))
-        return Row(best, px, int(state["generation"]), int(state["evals"]), int(state.get("pair_evals", 0)),
-                   xp.array(state["nan_evals"], copy=True), None if hit is None else xp.array(hit, copy=True),
-                   events, plugins)
+        return Row(
+            best,
+            px,
+            int(state["generation"]),
+            int(state["evals"]),
+            int(state.get("pair_evals", 0)),
+            xp.array(state["nan_evals"], copy=True),
+            None if hit is None else xp.array(hit, copy=True),
+            events,
+            plugins,
+        )
 
     # -- spans' helpers ---------------------------------------------------------------------------
     def _keep_snapshot(self, rows: list, due: bool, more: bool) -> None:
@@ -236,8 +252,11 @@ class IslandGroup(PeerLinks):
         except Exception as err:  # noqa: BLE001  (e.g. a step that synchronises: CuPy refuses it in capture)
             if not single:
                 raise
-            log.warning("islands.span_graph: the epoch could not be captured (%s); plain epochs instead "
-                        "(islands.span_graph=never skips the attempt)", str(err).splitlines()[0] if str(err) else err)
+            log.warning(
+                "islands.span_graph: the epoch could not be captured (%s); plain epochs instead "
+                "(islands.span_graph=never skips the attempt)",
+                str(err).splitlines()[0] if str(err) else err,
+            )
             self.span_graph = "never"
             return None
         rows = graph.run(m)
@@ -261,22 +280,40 @@ class IslandGroup(PeerLinks):
         hits = None if rows[0].hit_generation is None else stacked([r.hit_generation for r in rows]).astype(np.int64)
         plugins = []  # per plug-in: its bests' leaves and its metrics, stacked over the epochs
         for j, (pb, metrics) in enumerate(rows[0].plugins):
-            bests = None if pb is None else {n: stacked([r.plugins[j][0].leaves()[n] for r in rows])
-                                             for n in pb.leaves()}
+            bests = (
+                None if pb is None else {n: stacked([r.plugins[j][0].leaves()[n] for r in rows]) for n in pb.leaves()}
+            )
             plugins.append((bests, {key: stacked([r.plugins[j][1][key] for r in rows]) for key in metrics}))
         out = []
         for e, r in enumerate(rows):
             b = Population.from_leaves({name: a[e] for name, a in best.items()})
             snap = r.snapshot
-            out.append(EpochSummary(
-                island_ids=self.island_ids, best=b, best_x=best_x[e], best_f=b.f[:, 0], best_v=b.v[:, 0],
-                emigrants=emigrants if e == len(rows) - 1 else snap and snap.emigrants,
-                generation=r.generation, evals=r.evals, payoff_evals=r.pair_evals, nan_evals=int(nan[e]),
-                hit_generation=None if hits is None else hits[e],
-                migrations=migration_events(r.events, self.island_ids), compute_s=compute_s,
-                device=device_name(xp), snapshot=snap,
-                plugins=[(None if pb is None else Population.from_leaves({n: a[e] for n, a in pb.items()}),
-                          {key: a[e].item() for key, a in metrics.items()}) for pb, metrics in plugins]))
+            out.append(
+                EpochSummary(
+                    island_ids=self.island_ids,
+                    best=b,
+                    best_x=best_x[e],
+                    best_f=b.f[:, 0],
+                    best_v=b.v[:, 0],
+                    emigrants=emigrants if e == len(rows) - 1 else snap and snap.emigrants,
+                    generation=r.generation,
+                    evals=r.evals,
+                    payoff_evals=r.pair_evals,
+                    nan_evals=int(nan[e]),
+                    hit_generation=None if hits is None else hits[e],
+                    migrations=migration_events(r.events, self.island_ids),
+                    compute_s=compute_s,
+                    device=device_name(xp),
+                    snapshot=snap,
+                    plugins=[
+                        (
+                            None if pb is None else Population.from_leaves({n: a[e] for n, a in pb.items()}),
+                            {key: a[e].item() for key, a in metrics.items()},
+                        )
+                        for pb, metrics in plugins
+                    ],
+                )
+            )
         return out
 
     # -- state in and out -------------------------------------------------------------------------

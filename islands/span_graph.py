@@ -29,6 +29,7 @@ numbers are counter-based on the generation (the stepper advances the counters b
 generations per replay), so the states, summaries and migrations equal the plain epochs' bit for
 bit (``tests/test_runtime_gpu.py``; over NCCL ``tests/test_exchange_gpu.py``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -99,8 +100,12 @@ class SpanGraph:
         """The flat state of the group's state ``s.*``, emigrants ``e.*``, plug-ins ``p<j>.*``, and
         the epoch's bests ``b.*``, ``r.best_x`` and events ``v<i>.*``."""
         g = self.group
-        flat = {**_prefixed(g.state, "s."), **_prefixed(g.emigrants().leaves(), "e."),
-                **_prefixed(best.leaves(), "b."), "r.best_x": px}
+        flat = {
+            **_prefixed(g.state, "s."),
+            **_prefixed(g.emigrants().leaves(), "e."),
+            **_prefixed(best.leaves(), "b."),
+            "r.best_x": px,
+        }
         for j, p in enumerate(g.plugins):
             flat.update(_prefixed(p.state_dict(host=False), f"p{j}."))
         for i, (_, order, accepted, f) in enumerate(events or []):
@@ -130,8 +135,10 @@ class SpanGraph:
             flat = self.stepper.state
             self._load(flat)
             best = Population.from_leaves({k[2:]: flat[k].copy() for k in flat if k.startswith("b.")})
-            events = [(src, flat[f"v{i}.order"].copy(), flat[f"v{i}.accepted"].copy(), flat[f"v{i}.f"].copy())
-                      for i, src in enumerate(self.src_of)] or None
+            events = [
+                (src, flat[f"v{i}.order"].copy(), flat[f"v{i}.accepted"].copy(), flat[f"v{i}.f"].copy())
+                for i, src in enumerate(self.src_of)
+            ] or None
             rows.append(g.row(best, flat["r.best_x"].copy(), events))
         return rows
 

@@ -20,7 +20,15 @@ from isles.islands import checkpoint
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.records import LoopState, Plan, Route, SpanOrder
 from isles.islands.recovery import loop_copy
-from isles.islands.results import RecordLog, best_of, epoch_record, merge_summaries, migration_log, payoff_total, run_result
+from isles.islands.results import (
+    RecordLog,
+    best_of,
+    epoch_record,
+    merge_summaries,
+    migration_log,
+    payoff_total,
+    run_result,
+)
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -70,8 +78,9 @@ class SyncLoop:
         ck, resume, recovery = self.cfg["checkpoint"], self.co.resume_from, self.recovery
         if resume is not None:  # states are per island: any grouping (number of actors) resumes
             loop = loop_copy(resume)
-            recovery.load(groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups),
-                          loop.plugins)
+            recovery.load(
+                groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups), loop.plugins
+            )
         else:
             loop = LoopState(0, 0, None, None, None, RecordLog(), migration_log())
         every = int(self.cfg["islands"]["snapshot_every"])
@@ -84,8 +93,16 @@ class SyncLoop:
             try:
                 if ahead is None:  # none started ahead: start this one now
                     span += 1
-                    ahead = self.start_span(groups, placement, loop.epoch, loop.done_gens, loop.pending,
-                                            self.batch_len(loop, epoch_s, ck), span, scheduled)
+                    ahead = self.start_span(
+                        groups,
+                        placement,
+                        loop.epoch,
+                        loop.done_gens,
+                        loop.pending,
+                        self.batch_len(loop, epoch_s, ck),
+                        span,
+                        scheduled,
+                    )
                 started, ahead = ahead, None
                 scheduled = started.scheduled
                 epochs = self.end_span(groups, started)
@@ -115,8 +132,11 @@ class SyncLoop:
                     if every and (j == len(epochs) - 1 or carried) and epoch - snapshot["epoch"] >= every:
                         snapshot = recovery.snapshot(groups, placement, loop, carried)
                     if ck["every"] and (epoch % int(ck["every"]) == 0 or last):
-                        fresh = snapshot if snapshot is not None and snapshot["epoch"] == epoch else \
-                            recovery.snapshot(groups, placement, loop)
+                        fresh = (
+                            snapshot
+                            if snapshot is not None and snapshot["epoch"] == epoch
+                            else recovery.snapshot(groups, placement, loop)
+                        )
                         checkpoint.save(ck["path"], fresh)
             except Exception as err:
                 recovery.recover(err, snapshot)
@@ -124,9 +144,14 @@ class SyncLoop:
                     self.ex.abort(groups, ahead.span)
                     ahead = None
                 self.ex.link = None  # the communicator or channels are formed again with the restarted actor
-                log.warning("an island-group actor died in epoch %d (%s); restored the snapshot of epoch %d "
-                            "(restart %d of %d)", loop.epoch + 1, type(err).__name__, snapshot["epoch"],
-                            recovery.restarts, recovery.max_restarts)
+                log.warning(
+                    "an island-group actor died in epoch %d (%s); restored the snapshot of epoch %d (restart %d of %d)",
+                    loop.epoch + 1,
+                    type(err).__name__,
+                    snapshot["epoch"],
+                    recovery.restarts,
+                    recovery.max_restarts,
+                )
                 loop = loop_copy(snapshot)
                 recovery.restore(groups, list(range(len(groups))), snapshot["states"], loop.plugins)
                 scheduled = snapshot["epoch"]
@@ -154,14 +179,29 @@ class SyncLoop:
             nan += int(metrics.get("nan_evaluations", 0))
             named.update({name: v for name, v in metrics.items() if name not in ("evaluations", "nan_evaluations")})
         loop.best = best_of(cand + ([loop.best] if loop.best else []))
-        record = epoch_record(epoch, loop.done_gens, t0, evals, nan, loop.best, bf, bv, None, list(summaries.values()),
-                              k, hits, payoff_total(summaries), moved)
+        record = epoch_record(
+            epoch,
+            loop.done_gens,
+            t0,
+            evals,
+            nan,
+            loop.best,
+            bf,
+            bv,
+            None,
+            list(summaries.values()),
+            k,
+            hits,
+            payoff_total(summaries),
+            moved,
+        )
         record.update(named)
         loop.history.append(record)
         return record, emigrants, hits
 
-    def start_span(self, groups, placement, epoch0: int, done_gens: int, pending, n_epochs: int, span: int,
-                    scheduled: int) -> Span:
+    def start_span(
+        self, groups, placement, epoch0: int, done_gens: int, pending, n_epochs: int, span: int, scheduled: int
+    ) -> Span:
         """Start the next ``n_epochs`` epochs in every group (:meth:`IslandGroup.run_span`): the driver
         hands out the first epoch's migration (from ``pending``, the emigrants of the span before) and
         the epochs after which snapshots fall due (``islands.snapshot_every`` after ``scheduled``, the
@@ -182,11 +222,22 @@ class SyncLoop:
             first = [Plan() for _ in groups]
         if self.ex.link is None and n_epochs > 1 and len(groups) > 1:
             self.ex.form_links(groups)
-        route = Route(0, placement.groups, self.topology, self.n, self.seed, self.recovery.timeout_s, list(groups),
-                      self.ex.link == "nccl", self.ex.link == "channel")
+        route = Route(
+            0,
+            placement.groups,
+            self.topology,
+            self.n,
+            self.seed,
+            self.recovery.timeout_s,
+            list(groups),
+            self.ex.link == "nccl",
+            self.ex.link == "channel",
+        )
         method = "run_span_packed" if self.ex.use_ray else "run_span"  # one bytes object through Ray
-        refs = [self.ex.call(g, method, SpanOrder(span, ks, epoch0, replace(route, index=i), first[i], due))
-                for i, g in enumerate(groups)]
+        refs = [
+            self.ex.call(g, method, SpanOrder(span, ks, epoch0, replace(route, index=i), first[i], due))
+            for i, g in enumerate(groups)
+        ]
         return Span(span, ks, refs, time.perf_counter(), due[-1] if due else scheduled)
 
     def end_span(self, groups, started: Span) -> list:
@@ -199,8 +250,7 @@ class SyncLoop:
         out = {i: pickle.loads(v) if isinstance(v, bytes) else v for i, v in out.items()}  # noqa: S301 (our actors')
         return [(k, {i: out[i][j] for i in range(len(groups))}) for j, k in enumerate(started.ks)]
 
-    def start_ahead(self, groups, placement, loop: LoopState, epochs: list, epoch_s: float, span: int,
-                     scheduled: int):
+    def start_ahead(self, groups, placement, loop: LoopState, epochs: list, epoch_s: float, span: int, scheduled: int):
         """Start the span after ``epochs`` (a span just ended, not yet booked in ``loop``) before the
         driver books them, so that the groups evolve while it does: its first migration comes from
         the last epoch's emigrants, as :meth:`epoch_done` would keep them. ``None`` (the next span

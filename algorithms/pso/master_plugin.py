@@ -81,8 +81,11 @@ class MasterPlugin:
         """``master_best_f``, ``evaluations`` and ``nan_evaluations`` of the master so far."""
         if self.state is None:
             return {}
-        return {"master_best_f": self.state["gbest_f"][0], "evaluations": int(self.state["evals"]),
-                "nan_evaluations": self.state["nan_evals"]}
+        return {
+            "master_best_f": self.state["gbest_f"][0],
+            "evaluations": int(self.state["evals"]),
+            "nan_evaluations": self.state["nan_evals"],
+        }
 
     def state_dict(self, host: bool = True) -> dict | None:
         """The state as host arrays (for snapshots), or the live arrays (``host=False``); ``None``
@@ -93,8 +96,9 @@ class MasterPlugin:
 
     def load_state_dict(self, state: dict | None) -> None:
         """Set the state (host or device arrays, or ``None``: start afresh)."""
-        self.state = None if state is None else {
-            k: self.xp.asarray(v) if hasattr(v, "shape") else v for k, v in state.items()}
+        self.state = (
+            None if state is None else {k: self.xp.asarray(v) if hasattr(v, "shape") else v for k, v in state.items()}
+        )
 
     def rngs(self) -> list:
         """The master's counter-based generator."""
