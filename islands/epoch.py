@@ -72,21 +72,21 @@ def run_epoch(g, k: int, epoch: int, plan, link, next_edges, captured: bool = Fa
         isles.islands.transport.Aborted, TimeoutError: a peer's message did not come (the link's).
     """
     a, ctx = g.algorithm, g.ctx
-    sent = g.emigrants()  # the local sources: this group's emigrants after the epoch before
-    if isinstance(plan, list):
-        inbound, remote = group_plan(plan, g.island_ids, link.take(epoch - 1, sent, plan))
+    if isinstance(plan, list):  # the local sources: g.emigrants(), this group's after the epoch before
+        inbound, remote = group_plan(plan, g.island_ids, link.take(epoch - 1, g.emigrants, plan))
     else:
         inbound, remote = plan.inbound, plan.remote
     inbound, remote = with_migrants(g.plugins, len(g.island_ids), inbound, remote)
     events = None
     if inbound:
-        state, events = immigrate(a, ctx, g.state, g.island_ids, sent, inbound, remote, g.replacement)
+        state, events = immigrate(a, ctx, g.state, g.island_ids, g.emigrants(), inbound, remote, g.replacement)
         g.set_state(state, captured)
         events = events or None
     g.evolve(k, captured)
     best = a.best(g.state)  # fresh arrays: a replayed graph reuses its buffers
     px = a.phenotype(best.genome[:, 0])
-    g.sent = None if next_edges is None else emigrants_of(a, g.state, g.n_migrants, g.selection)
+    # the next emigrants, where the next epoch's plan has edges (else selected when asked for)
+    g.sent = emigrants_of(a, g.state, g.n_migrants, g.selection) if next_edges else None
     link.send(epoch, g.sent, next_edges, best if g.plugins else None)
     if g.plugins:
         bests = link.gather(epoch, best)

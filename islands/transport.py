@@ -135,7 +135,7 @@ class Alone:
         self.ids = list(ids)
 
     def take(self, epoch: int, sent, edges) -> dict:
-        """No remote emigrants: ``{}``."""
+        """No remote emigrants: ``{}`` (``sent``: the group's emigrants' getter, unused)."""
         return {}
 
     def send(self, epoch: int, sent, edges, best) -> None:
@@ -184,7 +184,7 @@ class Posts(_Peers):
         self.got = None  # the emigrants that came with the bests (gather), taken by the next take
 
     def take(self, epoch: int, sent, edges) -> dict:
-        """The peers' emigrants after ``epoch`` (waiting for them)."""
+        """The peers' emigrants after ``epoch`` (waiting for them; ``sent``, the getter, unused)."""
         if self.got is not None:
             got, self.got = self.got, None
             return got
@@ -229,8 +229,10 @@ class Collective(_Peers):
         self.all_receives = {g: sorted(route.groups[g]) for g in self.peers}
 
     def take(self, epoch: int, sent, edges) -> dict:
-        """Exchange ``sent`` with the peers by ``edges``; the peers' emigrants (device arrays)."""
+        """Exchange ``sent()`` (this group's emigrants) with the peers by ``edges``; the peers' emigrants
+        (device arrays)."""
         sends, receives = self.plan(edges)
+        sent = sent()
         self.lay = self.lay or layout(sent.island(0))
         return exchange(self.comm, self.xp, sent, self.mine, sends, receives, self.lay)
 
