@@ -142,7 +142,7 @@ class AsyncLoop:
             bx, bf, bv, bg, _, evals, nan, hits = merge_summaries(self.n, summaries)
             best = loop["best"] = best_of([(bx, bf, bv, bg)] + ([loop["best"]] if loop["best"] else []))
             done_gen = min(summaries[j].generation if j in summaries else 0 for j in range(len(groups)))
-            record = epoch_record(completions, done_gen, t0, evals, nan, best, bf, bv, None, [s],
+            record = epoch_record(completions, done_gen, t0, evals, nan, best, bf, bv, [s],
                                   s.generation - prev_gen, hits, payoff_total(summaries), moved)
             history.append(record)
             yield record

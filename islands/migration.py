@@ -168,7 +168,7 @@ def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound:
         island_ids: the group's islands (global ids); emigrants: their own emigrants
             (:func:`emigrants_of`), sources for islands of the same group.
         inbound: ``{destination position: [source ids]}``; remote: ``{source id: Population
-            (1, k)}`` of islands elsewhere and of the master (id ``-1``, one individual).
+            (1, k)}`` of islands elsewhere and of the plug-ins (ids ``-1, -2, ...``, one individual).
         policy: the replacement policy (:func:`replacement`), e.g. the group's built from
             ``islands.replacement``.
 

@@ -248,7 +248,7 @@ def payoff_total(summaries: dict) -> int:
     return sum(s.payoff_evals * len(s.island_ids) for s in summaries.values())
 
 
-def epoch_record(epoch, generation, t0, evals, nan, best, bf, bv, master_best, summaries, epoch_gens,
+def epoch_record(epoch, generation, t0, evals, nan, best, bf, bv, summaries, epoch_gens,
                  hits=None, payoff_evals: int = 0, moved=()) -> dict:
     """The epoch's metrics; ``summaries`` are the group summaries that arrived for it;
     ``payoff_evals`` (:func:`payoff_total`) is recorded as ``payoff_evaluations`` where > 0;
@@ -277,8 +277,6 @@ def epoch_record(epoch, generation, t0, evals, nan, best, bf, bv, master_best, s
     }
     if payoff_evals:
         rec["payoff_evaluations"] = int(payoff_evals)
-    if master_best is not None:
-        rec["master_best_f"] = float(master_best[1][0])
     if hits is not None:
         rec["islands_at_target"] = int((hits >= 0).sum())
         rec["island_hit_generation"] = hits.copy()

@@ -188,14 +188,13 @@ class SyncLoop:
             loop.best,
             bf,
             bv,
-            None,
             list(summaries.values()),
             k,
             hits,
             payoff_total(summaries),
             moved,
         )
-        record.update(named)
+        record.update(named)  # the plug-ins' metrics, under their names
         loop.history.append(record)
         return record, emigrants, hits
 

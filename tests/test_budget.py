@@ -122,17 +122,17 @@ def config(family: str, *extra: str, n_actors: int = 1) -> dict:
 def run(family: str, *extra: str, n_actors: int = 1):
     """``(result, points)``: the in-process run of ``family`` and the points its problem counted."""
     cfg = config(family, *extra, n_actors=n_actors)
-    master = [instantiate(p) for p in cfg["plugins"]]
+    plugins = [instantiate(p) for p in cfg["plugins"]]
     counter = get_class(cfg["problem"]["_target_"])  # the class the run builds (the module as Hydra imports it)
     counter.points = 0
-    result = Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=False).run()
+    result = Coordinator(cfg, instantiate(cfg["topology"]), plugins, use_ray=False).run()
     return result, counter.points
 
 
 def per_generation(cfg: dict) -> int:
     """The whole run's evaluations per generation from the documented formula."""
-    master = [instantiate(p) for p in cfg["plugins"]]
-    counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
+    plugins = [instantiate(p) for p in cfg["plugins"]]
+    counts = evaluation_counts(build_algorithm(cfg["algorithm"]), plugins)
     n = cfg["islands"]["n"]
     return evaluations_after(1, n, counts) - evaluations_after(0, n, counts)
 
@@ -143,8 +143,8 @@ def test_evaluations_are_the_points_evaluated_and_match_the_formula(family):
     formula ``n (init + g per_generation) + g master`` gives it."""
     result, points = run(family)
     cfg = config(family)
-    master = [instantiate(p) for p in cfg["plugins"]]
-    counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
+    plugins = [instantiate(p) for p in cfg["plugins"]]
+    counts = evaluation_counts(build_algorithm(cfg["algorithm"]), plugins)
     assert result.evaluations == points
     assert result.evaluations == evaluations_after(result.generations, cfg["islands"]["n"], counts)
 
@@ -205,8 +205,8 @@ def test_max_evaluations_on_ray_actors(family, modes):
     ref, _ = run(family, f"stop.max_evaluations={budget}")
     for mode, n_actors in [(m, k) for m in modes for k in (1, 2)]:
         cfg = config(family, f"stop.max_evaluations={budget}", f"islands.mode={mode}", n_actors=n_actors)
-        master = [instantiate(p) for p in cfg["plugins"]]
-        result = Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=True).run()
+        plugins = [instantiate(p) for p in cfg["plugins"]]
+        result = Coordinator(cfg, instantiate(cfg["topology"]), plugins, use_ray=True).run()
         assert (result.evaluations, result.generations) == (ref.evaluations, ref.generations), (mode, n_actors)
         assert budget <= result.evaluations < budget + per_generation(cfg)
 
@@ -247,8 +247,8 @@ def test_docs_table_covers_every_experiment_and_matches_the_counts():
     assert sorted(rows) == EXPERIMENTS
     for name, (n, init, per, master_per, total) in rows.items():
         cfg = plain(make_cfg(f"+experiment={name}"))
-        master = [instantiate(p) for p in cfg["plugins"]]
-        counts = evaluation_counts(build_algorithm(cfg["algorithm"]), master)
+        plugins = [instantiate(p) for p in cfg["plugins"]]
+        counts = evaluation_counts(build_algorithm(cfg["algorithm"]), plugins)
         assert (n, init, per, master_per) == (cfg["islands"]["n"], *counts), name
         assert total == evaluations_after(1, n, counts) - evaluations_after(0, n, counts), name
 

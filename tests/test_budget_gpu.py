@@ -77,8 +77,8 @@ CASES = {
 
 def run(overrides, device):
     cfg = plain(make_cfg(*overrides, *COMMON, f"device={device}"))
-    master = [instantiate(p) for p in cfg["plugins"]]
-    return Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=False).run()
+    plugins = [instantiate(p) for p in cfg["plugins"]]
+    return Coordinator(cfg, instantiate(cfg["topology"]), plugins, use_ray=False).run()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

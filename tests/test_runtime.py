@@ -15,8 +15,8 @@ SMALL = ["problem=sphere", "problem.dim=4", "algorithm.n_particles=8", "algorith
 
 def run_local(*overrides, n_actors=1):
     cfg = plain(make_cfg(*SMALL, *overrides, f"islands.n_actors={n_actors}"))
-    master = [instantiate(p) for p in cfg["plugins"]]
-    return Coordinator(cfg, instantiate(cfg["topology"]), master, use_ray=False).run()
+    plugins = [instantiate(p) for p in cfg["plugins"]]
+    return Coordinator(cfg, instantiate(cfg["topology"]), plugins, use_ray=False).run()
 
 
 def test_split_and_plan():
