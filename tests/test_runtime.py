@@ -159,3 +159,29 @@ def test_batched_epochs_equal_epoch_by_epoch(monkeypatch, tmp_path, extra):
             np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
     if "+plugin=master_swarm" in extra:
         assert "master_best_f" in batched.history[-1] and any(m[1] == -1 for m in batched.migrations)
+
+
+def test_two_plug_ins_run_side_by_side_in_every_grouping():
+    """Two master swarm plug-ins (``plugins`` is a list), each sending its best to every island:
+    their migrants come from sources -1 and -3 (never the route's padding), their evaluations add
+    up, and the run is the same in one group and in two in-process groups, bit for bit."""
+    from isles.islands.migration import PAD  # noqa: PLC0415
+    from isles.islands.plugin import source_id  # noqa: PLC0415
+
+    def go(n_actors):
+        cfg = plain(make_cfg("+experiment=cmepso", "islands.n=3", "generations=6", "plugins.0.n_particles=4",
+                             "plugins.0.n_replicas=2", "plugins.0.sends_best=true", "islands.migration_interval=1",
+                             *SMALL[:4], "logger=none", "progress=false", "device=cpu", f"islands.n_actors={n_actors}"))
+        cfg["plugins"] = [cfg["plugins"][0], {**cfg["plugins"][0], "n_particles": 3}]
+        plugins = [instantiate(p) for p in cfg["plugins"]]
+        return Coordinator(cfg, instantiate(cfg["topology"]), plugins, use_ray=False).run()
+
+    one, two = go(1), go(2)
+    assert [source_id(j) for j in range(3)] == [-1, -3, -4] and PAD not in [source_id(j) for j in range(9)]
+    assert {m[1] for m in one.migrations} == {-1, -3}
+    slaves = 3 * (8 + 6 * 8 * 3)
+    assert one.evaluations == slaves + 6 * 4 * 3 + 6 * 3 * 3  # both plug-ins' evaluations
+    assert one.best_f == two.best_f and one.migrations == two.migrations and one.evaluations == two.evaluations
+    for a, b in zip(one.history, two.history, strict=True):
+        np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+        assert a["master_best_f"] == b["master_best_f"]
