@@ -272,7 +272,9 @@ class IslandGroup(PeerLinks):
         compute_s = (time.perf_counter() - t0) / max(1, len(rows))
         xp = self.xp
 
-        def stacked(values):
+        def stacked(values):  # device arrays stacked and copied once; host numbers (a plug-in's counters) as they are
+            if not any(hasattr(v, "shape") for v in values):
+                return np.asarray(values)
             return to_host(xp.stack([xp.asarray(v) for v in values]))
 
         best = {name: stacked([r.best.leaves()[name] for r in rows]) for name in rows[0].best.leaves()}
