@@ -30,7 +30,7 @@ from isles.algorithms.core.backend import cupy_or_none
 from isles.islands import checkpoint
 from isles.app.overrides import job_overrides, task_overrides, user_problem_config
 from isles.islands.budget import with_budget
-from isles.islands.build import build_algorithm, build_problem, check_pairing
+from isles.islands.build import build_algorithm, build_plugins, build_problem, check_pairing
 from isles.islands.migration import check_n_migrants
 from isles.islands.placement import needs_ray
 from isles.app.local_ray import local_ray
@@ -321,7 +321,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     plain = validate(plain)
     problem = build_problem(plain["problem"], plain["constraints"])  # constraints.eq_tol: the report's equalities
     topology = instantiate(plain["topology"])
-    plugins = [instantiate(p) for p in plain["plugins"]]
+    plugins = build_plugins(plain["plugins"])
     # build (and validate) the island algorithm here too, so a bad value fails before Ray starts
     algorithm = build_algorithm(plain["algorithm"])
     check_pairing(algorithm, problem, plain["constraints"])

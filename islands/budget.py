@@ -23,10 +23,9 @@ formula, so the run may pass the budget by them (docs/budgets.md).
 
 from __future__ import annotations
 
-from hydra.utils import instantiate
 from omegaconf import OmegaConf, open_dict
 
-from isles.islands.build import build_algorithm
+from isles.islands.build import build_algorithm, build_plugins
 from isles.islands.schema import check_keys, validated
 
 
@@ -98,7 +97,7 @@ def with_budget(cfg):
     plain = OmegaConf.to_container(cfg, resolve=True)
     check_keys(plain)
     plain = validated(plain)
-    generations = budget_generations(plain, [instantiate(p) for p in plain["plugins"]])
+    generations = budget_generations(plain, build_plugins(plain["plugins"]))
     if generations == plain["generations"]:
         return cfg
     out = cfg.copy()

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 from hydra.utils import get_object, instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from isles import MOVED, MOVED_MODULES, moved_message, moved_module_message
 from isles.algorithms.core.base import IslandAlgorithm
@@ -247,3 +247,29 @@ def build_algorithm(cfg) -> IslandAlgorithm:
         if isinstance(cause, ValueError):
             raise cause from None
         raise ValueError(cannot_build("algorithm", cfg.get("_target_"), err)) from None
+
+
+def build_plugins(nodes) -> list:
+    """Instantiate the loop's plug-in factories from the config's ``plugins`` list
+    (:mod:`isles.islands.plugin`).
+
+    Raises:
+        ValueError: one line naming ``plugins.<j>``: a parameter out of range, an unknown target, or
+            an object without ``make(xp, dtype, evaluator, seed, stream)``.
+    """
+    out = []
+    nodes = OmegaConf.to_container(nodes, resolve=True) if isinstance(nodes, ListConfig) else list(nodes or [])
+    for j, node in enumerate(nodes):
+        target = node.get("_target_") if isinstance(node, dict) else None
+        try:
+            factory = instantiate(node, _convert_="all")
+        except Exception as err:
+            cause = err.__cause__ or err
+            if isinstance(cause, ValueError):
+                raise cause from None
+            raise ValueError(cannot_build(f"plugins.{j}", target, err)) from None
+        if not callable(getattr(factory, "make", None)):
+            raise ValueError(f"plugins.{j}._target_={target!r}: not a plug-in (allowed values are classes with "
+                             "make(xp, dtype, evaluator, seed, stream), islands/plugin.py)")
+        out.append(factory)
+    return out

@@ -97,3 +97,23 @@ def test_epoch_flag_is_validated_in_one_line(family):
         cls(epoch="yes")
     assert cls(epoch=False).params.epoch is False
     assert cls().params.epoch is True
+
+
+@pytest.mark.parametrize("plugin, message", [
+    ("{_target_: nosuch.Plugin}", "plugins.0._target_='nosuch.Plugin': no module named 'nosuch'"),
+    ("{_target_: collections.OrderedDict}", "plugins.0._target_='collections.OrderedDict': not a plug-in"),
+    ("{_target_: isles.algorithms.pso.master_plugin.MasterSwarmPlugin, n_particles: 0}", "n_particles"),
+])
+def test_a_bad_plugin_is_one_line_before_anything_starts(plugin, message, monkeypatch):
+    """The ``plugins`` list is built by the job before Ray starts: a target that cannot be imported, an
+    object that is not a plug-in factory, or a bad parameter is one ``ValueError`` line."""
+    from isles.app import job
+
+    def started(*args, **kwargs):
+        raise AssertionError("the run started before the plug-ins were built")
+
+    monkeypatch.setattr(job, "Coordinator", started)
+    monkeypatch.setattr(job, "init_ray", started)
+    with pytest.raises(ValueError) as err:
+        job.run_job(make_cfg("+experiment=de_islands", f"plugins=[{plugin}]", "device=cpu", "logger=none"))
+    assert message in str(err.value) and "\n" not in str(err.value)
