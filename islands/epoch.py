@@ -61,8 +61,8 @@ def run_epoch(g, k: int, epoch: int, plan, link, next_edges, captured: bool = Fa
             or the edges ``[(src, dst)]`` of the migration after epoch ``epoch - 1``: the remote
             sources come from ``link.take``.
         link: :class:`isles.islands.transport.Alone`, ``Posts`` or ``Collective``.
-        next_edges: the edges of the migration after this epoch (its emigrants are selected and sent),
-            or ``None`` after a span's last epoch (the span's end selects them).
+        next_edges: the edges of the migration after this epoch (its emigrants are selected and sent;
+            none where they are empty), or ``None`` after a span's last epoch (the span's end selects them).
         captured: inside a captured graph (the generations as plain steps).
 
     Returns:

@@ -39,7 +39,7 @@ MAX_BATCH = 1000
 
 @dataclass
 class Span:
-    """A span of epochs started in every group (:meth:`SyncLoop._start_span`)."""
+    """A span of epochs started in every group (:meth:`SyncLoop.start_span`)."""
 
     span: int  #: its id
     ks: list  #: generations of each epoch
