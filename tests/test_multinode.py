@@ -217,7 +217,7 @@ def test_a_lost_node_s_islands_restart_elsewhere_with_the_same_result(cluster, r
         result = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[lose], use_ray=True).run()
     assert lose.epoch is None  # the node was removed after epoch 3 of 8
     # the last snapshot before the loss: epoch 2, or 4 where the span started ahead of epoch 3's books
-    # (SyncLoop._start_ahead) had ended before the node went
+    # (SyncLoop.start_ahead) had ended before the node went
     assert re.search(r"restored the snapshot of epoch [24] ", caplog.text) and "restarted on" in caplog.text
     survivor = {n.node_id for n in c.worker_nodes}
     assert lose.node_id not in survivor and {result.nodes[i] for i in lose.islands} == survivor

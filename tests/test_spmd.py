@@ -1,6 +1,6 @@
 """The SPMD loop: every island group runs its epochs in its own Ray actor and exchanges emigrants
-with its peers directly (islands/transport.py), and the result is the driver's epoch-by-epoch
-loop's and the in-process run's, bit for bit; the inbox of the transport."""
+with its peers directly (islands/transport.py), and the result is that of in-process groups (one
+thread each) and of one group, bit for bit; the inbox of the transport; the typed records across Ray."""
 import threading
 import time
 
@@ -48,7 +48,7 @@ def assert_same_master_runs(a, b) -> None:
 
 
 @pytest.mark.parametrize("topology", ["ring", "fully_connected"])
-def test_spmd_actors_equal_the_driver_loop_and_in_process(ray_local, monkeypatch, topology):
+def test_spmd_actors_equal_in_process_groups_and_one_group(ray_local, monkeypatch, topology):
     spans = []
     # counted in the driver: the driver's loop calls run_span on the actors (a span of several epochs)
     from isles.islands import sync_loop  # noqa: PLC0415
