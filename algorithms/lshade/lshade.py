@@ -291,14 +291,20 @@ class LSHADE(IslandAlgorithm):
         X = ctx.uniform_in_box(0, DRAW_INIT, n)
         f, v, n_nan = ctx.evaluator(X)
         return {
-            "X": X, "f": f, "v": v,
+            "X": X,
+            "f": f,
+            "v": v,
             "A": xp.zeros((I, p.archive_capacity, D), dtype=dt),
             "a_n": xp.zeros((I,), dtype=np.int64),
             "M_F": xp.full((I, p.H), 0.5, dtype=dt),
             "M_CR": xp.full((I, p.H), 0.5, dtype=dt),
             "k": xp.zeros((I,), dtype=np.int64),
             **self._no_pending(xp, X),
-            "generation": 0, "evals": n, "lgen": 0, "n_active": n, "cursor": 0,
+            "generation": 0,
+            "evals": n,
+            "lgen": 0,
+            "n_active": n,
+            "cursor": 0,
             "nan_evals": xp.asarray(n_nan, dtype=xp.int64),
         }
 
@@ -332,8 +338,10 @@ class LSHADE(IslandAlgorithm):
         mcr = xp.maximum(state["M_CR"], 0)
         get = (lambda a: a) if xp is np else (lambda a: a.get())
         return {
-            "M_F": get(state["M_F"].mean(axis=1)), "M_CR": get(mcr.mean(axis=1)),
-            "n_active": state["n_active"], "archive": get(state["a_n"]),
+            "M_F": get(state["M_F"].mean(axis=1)),
+            "M_CR": get(mcr.mean(axis=1)),
+            "n_active": state["n_active"],
+            "archive": get(state["a_n"]),
         }
 
     # -- one runtime generation -------------------------------------------------------------------
@@ -369,7 +377,8 @@ class LSHADE(IslandAlgorithm):
 
     def _start_generation(self, ctx: Context, s: State) -> State:
         """Steps 1-3 of the module docstring: ``F_i``, ``CR_i`` and the trials ``U`` of the active
-        population, stored as pending."""
+        population, stored as pending. Returns a new state dict (``s`` is not modified)."""
+        s = dict(s)
         p, xp, rng, g = self.params, ctx.xp, ctx.rng, s["lgen"]
         n, dt = s["n_active"], ctx.dtype
         X, f, v = s["X"][:, :n], s["f"][:, :n], s["v"][:, :n]
@@ -414,7 +423,8 @@ class LSHADE(IslandAlgorithm):
 
     def _end_generation(self, ctx: Context, s: State, nfe: int) -> State:
         """Steps 4-7 of the module docstring once all ``N_G`` trials are evaluated; ``nfe`` is the
-        evaluations per island at that point (for LPSR, eq. 10)."""
+        evaluations per island at that point (for LPSR, eq. 10). Returns a new state dict."""
+        s = dict(s)
         p, xp, g = self.params, ctx.xp, s["lgen"]
         n, cap = s["n_active"], s["X"].shape[1]
         X, f, v = s["X"][:, :n], s["f"][:, :n], s["v"][:, :n]
@@ -437,8 +447,9 @@ class LSHADE(IslandAlgorithm):
         new_cr = xp.where(terminal, TERMINAL, new_cr)
         upd = ok_f  # some success with a finite improvement
         s["M_F"] = xp.where(slot & upd[:, None], new_f[:, None].astype(s["M_F"].dtype), s["M_F"])
-        s["M_CR"] = xp.where(slot & (upd & (ok_cr | terminal))[:, None], new_cr[:, None].astype(s["M_CR"].dtype),
-                             s["M_CR"])
+        s["M_CR"] = xp.where(
+            slot & (upd & (ok_cr | terminal))[:, None], new_cr[:, None].astype(s["M_CR"].dtype), s["M_CR"]
+        )
         s["k"] = xp.where(upd, (k + 1) % p.H, k)
         # 7. the next population size (LPSR, eq. 10), needed by the archive's bound
         n_next = min(n, population_at(p, nfe))
