@@ -355,21 +355,3 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
     assert resumed.evaluations == whole.evaluations == 2 * (72 + 24 * 50)
     assert resumed.best_f == whole.best_f
     np.testing.assert_array_equal(resumed.best_x, whole.best_x)
-
-
-# -- GPU ---------------------------------------------------------------------------------------------
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_cupy_equals_numpy_bit_for_bit(dtype):
-    """The same array code on CuPy draws the same numbers and gives the same states (mid-generation
-    included) as NumPy, bit for bit."""
-    cp = pytest.importorskip("cupy")
-    alg = LSHADE(dim=6, max_generations=25, evals_per_generation=47)
-    prob = _Sphere(6)
-    host = _run(alg, island_ctx(np, prob, islands=3, dtype=dtype), 25)
-    dev = _run(alg, island_ctx(cp, prob, islands=3, dtype=dtype), 25)
-    for key, value in host.items():
-        if isinstance(value, np.ndarray):
-            np.testing.assert_array_equal(cp.asnumpy(dev[key]), value, err_msg=key)
-        else:
-            assert dev[key] == value, key
