@@ -225,10 +225,15 @@ def lehmer_mean(xp, S, w, mask):
 
 def rank(xp, f, v):
     """Indices ``(I, N)`` sorting each island best first under Deb's rules (stable, lexicographic
-    ``(v, f)``; NaN ``f`` is ``+inf`` already, the evaluator's rule)."""
+    ``(v, f)``; NaN ``f`` is ``+inf`` already, the evaluator's rule). On NumPy, where no
+    individual violates a constraint, one sort by ``f`` gives the same order (a host check,
+    which NumPy may do: it is no device synchronisation)."""
     by_f = xp.argsort(f, axis=1, kind="stable")
-    by_v = xp.argsort(xp.take_along_axis(v, by_f, axis=1), axis=1, kind="stable")
-    return xp.take_along_axis(by_f, by_v, axis=1)
+    if xp is np and not v.any():
+        return by_f
+    rows = xp.arange(f.shape[0])[:, None]
+    by_v = xp.argsort(v[rows, by_f], axis=1, kind="stable")
+    return by_f[rows, by_v]
 
 
 def _rows(xp, a, idx):
@@ -386,8 +391,8 @@ class LSHADE(IslandAlgorithm):
         # 1. parameters from a random memory slot (eqs. 3-4); one block of uniforms (draws.py)
         u = rng.uniform(g, DRAW_INDIVIDUAL, (n, N_COLS), np.float64)
         r = xp.minimum((u[..., COL_MEMORY] * p.H).astype(np.int64), p.H - 1)
-        mf = xp.take_along_axis(s["M_F"], r, axis=1)
-        mcr = xp.take_along_axis(s["M_CR"], r, axis=1)
+        rows = xp.arange(I)[:, None]
+        mf, mcr = s["M_F"][rows, r], s["M_CR"][rows, r]
         z = xp.sqrt(-2.0 * xp.log1p(-u[..., COL_CR1])) * xp.cos((2.0 * math.pi) * u[..., COL_CR2])
         CR = xp.clip(mcr + SCALE * z.astype(dt), 0, 1)
         CR = xp.where(mcr < 0, 0, CR).astype(dt)
@@ -399,8 +404,8 @@ class LSHADE(IslandAlgorithm):
         order = rank(xp, f, v)
         pnum = max(round_half_up(p.p * n), 2)
         pb = xp.minimum((u[..., COL_PBEST] * pnum).astype(np.int64), pnum - 1)
-        pbest = xp.take_along_axis(order, pb, axis=1)
-        i = xp.broadcast_to(xp.arange(n, dtype=np.int64), (I, n))
+        pbest = order[rows, pb]
+        i = xp.arange(n, dtype=np.int64)
         c1 = xp.minimum((u[..., COL_R1] * (n - 1)).astype(np.int64), n - 2)
         r1 = c1 + (c1 >= i)
         m2 = (n - 2 + s["a_n"])[:, None]  # |P ∪ A| - 2 choices per island (device)
@@ -409,7 +414,6 @@ class LSHADE(IslandAlgorithm):
         r2 = c2 + (c2 >= lo)
         r2 = r2 + (r2 >= hi)
         pool = xp.concatenate([X, s["A"]], axis=1)
-        rows = xp.arange(I)[:, None]
         Fc = F[..., None]
         V = X + Fc * (X[rows, pbest] - X) + Fc * (X[rows, r1] - pool[rows, r2])
         lower, upper = ctx.lower, ctx.upper
@@ -441,7 +445,7 @@ class LSHADE(IslandAlgorithm):
         new_cr, ok_cr = lehmer_mean(xp, CR, df, succ)
         k = s["k"]
         slot = xp.arange(p.H) == k[:, None]
-        old_cr = xp.take_along_axis(s["M_CR"], k[:, None], axis=1)[:, 0]
+        old_cr = s["M_CR"][xp.arange(k.shape[0]), k]
         max_cr = xp.where(succ, CR, 0).max(axis=1)
         terminal = (old_cr < 0) | (max_cr == 0)
         new_cr = xp.where(terminal, TERMINAL, new_cr)
