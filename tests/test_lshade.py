@@ -355,3 +355,15 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
     assert resumed.evaluations == whole.evaluations == 2 * (72 + 24 * 50)
     assert resumed.best_f == whole.best_f
     np.testing.assert_array_equal(resumed.best_x, whole.best_x)
+
+
+def test_adapted_parameters_report_the_memories():
+    """Means over the memory per island (the terminal value as 0), the population and archive fill."""
+    alg = LSHADE(dim=3, max_generations=10)
+    ctx = island_ctx(np, _Sphere(3), islands=2)
+    s = alg.run(ctx, alg.init(ctx), 3)
+    s["M_CR"] = np.array([[0.2, -1.0, 0.4, 0.6, 0.8, 1.0], [0.5] * 6])
+    out = alg.adapted_parameters(s)
+    np.testing.assert_allclose(out["M_CR"], [3.0 / 6, 0.5])
+    np.testing.assert_allclose(out["M_F"], s["M_F"].mean(axis=1))
+    assert out["n_active"] == s["n_active"] and list(out["archive"]) == list(s["a_n"])
