@@ -236,6 +236,24 @@ def rank(xp, f, v):
     return by_f[rows, by_v]
 
 
+def pbest_indices(xp, order, u, pnum: int, not_self: bool):
+    """``pbest (I, N)``: for each ``i``, an individual uniform among the ``pnum`` best (``order (I,
+    N)``, best first), other than ``i`` itself where ``not_self`` (jSO's early phase); exact, one
+    uniform ``u (I, N)`` each (an index shifted past ``i``'s rank where ``i`` is among them).
+
+    Raises:
+        nothing; ``pnum >= 2`` is the caller's (``max(round(p N), 2)``).
+    """
+    rows = xp.arange(order.shape[0])[:, None]
+    if not not_self:
+        return order[rows, xp.minimum((u * pnum).astype(np.int64), pnum - 1)]
+    pos = xp.empty_like(order)
+    pos[rows, order] = xp.arange(order.shape[1], dtype=order.dtype)  # each individual's rank
+    own = (pos < pnum).astype(np.int64)
+    pb = xp.minimum((u * (pnum - own)).astype(np.int64), pnum - 1 - own)
+    return order[rows, pb + own * (pb >= pos)]
+
+
 def _rows(xp, a, idx):
     """``a[i, idx[i, j]]`` for ``a (I, M, ...)`` and ``idx (I, K)``: ``(I, K, ...)``."""
     return a[xp.arange(a.shape[0])[:, None], idx]
@@ -290,7 +308,8 @@ class LSHADE(IslandAlgorithm):
 
     # -- state ------------------------------------------------------------------------------------
     def init(self, ctx: Context) -> State:
-        """Uniform population of ``N_init`` in the box, evaluated; empty archive; memories 0.5."""
+        """Uniform population of ``N_init`` in the box, evaluated; empty archive; memories at
+        ``M_F0``, ``M_CR0`` (L-SHADE: 0.5)."""
         p, xp, dt = self.params, ctx.xp, ctx.dtype
         n, I, D = p.n_init, ctx.n_islands, ctx.dim
         X = ctx.uniform_in_box(0, DRAW_INIT, n)
@@ -301,8 +320,8 @@ class LSHADE(IslandAlgorithm):
             "v": v,
             "A": xp.zeros((I, p.archive_capacity, D), dtype=dt),
             "a_n": xp.zeros((I,), dtype=np.int64),
-            "M_F": xp.full((I, p.H), 0.5, dtype=dt),
-            "M_CR": xp.full((I, p.H), 0.5, dtype=dt),
+            "M_F": xp.full((I, p.H), self.M_F0, dtype=dt),
+            "M_CR": xp.full((I, p.H), self.M_CR0, dtype=dt),
             "k": xp.zeros((I,), dtype=np.int64),
             **self._no_pending(xp, X),
             "generation": 0,
@@ -366,7 +385,7 @@ class LSHADE(IslandAlgorithm):
         s, todo = dict(state), E
         while todo > 0:
             if s["cursor"] == 0:
-                s = self._start_generation(ctx, s)
+                s = self._start_generation(ctx, s, state["evals"] + E - todo)
             c, n = s["cursor"], s["n_active"]
             k = min(todo, n - c)
             fu, vu, n_nan = ctx.evaluator(s["U"][:, c : c + k])
@@ -380,9 +399,41 @@ class LSHADE(IslandAlgorithm):
         s["evals"] = state["evals"] + E
         return s
 
-    def _start_generation(self, ctx: Context, s: State) -> State:
+    # -- what jSO (JSO below) changes; L-SHADE's rules here -----------------------------------------
+    M_F0 = M_CR0 = 0.5  # the memories' initial values
+
+    def _slot_means(self, xp, mf, mcr, r):
+        """``(M_F[r_i], M_CR[r_i])`` as drawn (L-SHADE: the memory's values)."""
+        return mf, mcr
+
+    def _repair(self, xp, F, CR, nfe: int):
+        """``(F_i, CR_i)`` after the variant's repair (L-SHADE: none)."""
+        return F, CR
+
+    def _pbest_count(self, n: int, nfe: int) -> int:
+        """Individuals ``pbest`` is drawn from: ``max(round(p N_G), 2)``."""
+        return max(round_half_up(self.params.p * n), 2)
+
+    def _pbest_not_self(self, nfe: int) -> bool:
+        """Whether ``pbest`` must differ from ``i`` (L-SHADE: no)."""
+        return False
+
+    def _pbest_weight(self, nfe: int) -> float:
+        """``F_w / F`` of the ``pbest`` term (L-SHADE: 1)."""
+        return 1.0
+
+    def _terminal(self, old_cr, max_cr):
+        """Where ``M_CR[k]`` becomes ``⊥`` (Algorithm 1: it is ``⊥`` already, or ``max S_CR = 0``)."""
+        return (old_cr < 0) | (max_cr == 0)
+
+    def _memory_value(self, xp, new, old):
+        """The memory slot's new value from the Lehmer mean ``new`` and the old value (L-SHADE: ``new``)."""
+        return new
+
+    def _start_generation(self, ctx: Context, s: State, nfe: int = 0) -> State:
         """Steps 1-3 of the module docstring: ``F_i``, ``CR_i`` and the trials ``U`` of the active
-        population, stored as pending. Returns a new state dict (``s`` is not modified)."""
+        population, stored as pending; ``nfe``: evaluations per island so far (jSO's schedules).
+        Returns a new state dict (``s`` is not modified)."""
         s = dict(s)
         p, xp, rng, g = self.params, ctx.xp, ctx.rng, s["lgen"]
         n, dt = s["n_active"], ctx.dtype
@@ -392,7 +443,7 @@ class LSHADE(IslandAlgorithm):
         u = rng.uniform(g, DRAW_INDIVIDUAL, (n, N_COLS), np.float64)
         r = xp.minimum((u[..., COL_MEMORY] * p.H).astype(np.int64), p.H - 1)
         rows = xp.arange(I)[:, None]
-        mf, mcr = s["M_F"][rows, r], s["M_CR"][rows, r]
+        mf, mcr = self._slot_means(xp, s["M_F"][rows, r], s["M_CR"][rows, r], r)
         z = xp.sqrt(-2.0 * xp.log1p(-u[..., COL_CR1])) * xp.cos((2.0 * math.pi) * u[..., COL_CR2])
         CR = xp.clip(mcr + SCALE * z.astype(dt), 0, 1)
         CR = xp.where(mcr < 0, 0, CR).astype(dt)
@@ -400,12 +451,12 @@ class LSHADE(IslandAlgorithm):
         q = c0 + u[..., COL_F].astype(dt) * (1 - c0)
         F = mf + SCALE * xp.tan(math.pi * (q - 0.5))
         F = xp.minimum(xp.maximum(F, xp.finfo(dt).tiny), 1).astype(dt)
+        F, CR = self._repair(xp, F, CR, nfe)
         # 2. current-to-pbest/1 with the archive (eq. 1)
         order = rank(xp, f, v)
-        pnum = max(round_half_up(p.p * n), 2)
-        pb = xp.minimum((u[..., COL_PBEST] * pnum).astype(np.int64), pnum - 1)
-        pbest = order[rows, pb]
+        pnum = self._pbest_count(n, nfe)
         i = xp.arange(n, dtype=np.int64)
+        pbest = pbest_indices(xp, order, u[..., COL_PBEST], pnum, self._pbest_not_self(nfe))
         c1 = xp.minimum((u[..., COL_R1] * (n - 1)).astype(np.int64), n - 2)
         r1 = c1 + (c1 >= i)
         m2 = (n - 2 + s["a_n"])[:, None]  # |P ∪ A| - 2 choices per island (device)
@@ -415,7 +466,9 @@ class LSHADE(IslandAlgorithm):
         r2 = r2 + (r2 >= hi)
         pool = xp.concatenate([X, s["A"]], axis=1)
         Fc = F[..., None]
-        V = X + Fc * (X[rows, pbest] - X) + Fc * (X[rows, r1] - pool[rows, r2])
+        w = self._pbest_weight(nfe)
+        Fw = Fc if w == 1.0 else Fc * w
+        V = X + Fw * (X[rows, pbest] - X) + Fc * (X[rows, r1] - pool[rows, r2])
         lower, upper = ctx.lower, ctx.upper
         V = xp.where(V < lower, (lower + X) / 2, xp.where(V > upper, (upper + X) / 2, V))
         # 3. binomial crossover (eq. 2)
@@ -447,8 +500,11 @@ class LSHADE(IslandAlgorithm):
         slot = xp.arange(p.H) == k[:, None]
         old_cr = s["M_CR"][xp.arange(k.shape[0]), k]
         max_cr = xp.where(succ, CR, 0).max(axis=1)
-        terminal = (old_cr < 0) | (max_cr == 0)
+        terminal = self._terminal(old_cr, max_cr)
         new_cr = xp.where(terminal, TERMINAL, new_cr)
+        old_f = s["M_F"][xp.arange(k.shape[0]), k]
+        new_f = self._memory_value(xp, new_f, old_f)
+        new_cr = self._memory_value(xp, new_cr, old_cr)
         upd = ok_f  # some success with a finite improvement
         s["M_F"] = xp.where(slot & upd[:, None], new_f[:, None].astype(s["M_F"].dtype), s["M_F"])
         s["M_CR"] = xp.where(
