@@ -12,6 +12,8 @@ Every optimiser gets the same budget and runs in this process, one after the oth
 * ``isles-lshade``: :class:`isles.algorithms.lshade.lshade.LSHADE` at the paper's defaults
   (``N_init = 18 D``), one island, through the algorithm API (``init`` + ``run``: the island's
   generations without the runtime's epochs);
+* ``isles-jso``: :class:`isles.algorithms.lshade.jso.JSO` at its defaults (``N_init = round(25 ln(D)
+  sqrt(D))``), likewise;
 * ``isles-de``: :class:`isles.algorithms.de.de.DE`, DE/rand/1/bin, ``N = 50``, ``F = 0.5``,
   ``CR = 0.9``, likewise;
 * ``pygmo-sade``: ``pygmo.sade`` (jDE variant 2, rand/1/exp, population 50);
@@ -48,13 +50,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from isles.algorithms.core.base import Context  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.algorithms.de.de import DE  # noqa: E402
+from isles.algorithms.lshade.jso import JSO  # noqa: E402
 from isles.algorithms.lshade.lshade import LSHADE  # noqa: E402
 from isles.problems.base import Problem  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
 
 #: errors below this count as 0 (CEC 2014)
 ZERO = 1e-8
-OPTIMISERS = ("isles-lshade", "isles-de", "pygmo-sade", "pygmo-de1220")
+OPTIMISERS = ("isles-lshade", "isles-jso", "isles-de", "pygmo-sade", "pygmo-de1220")
 
 
 class CEC2014(Problem):
@@ -109,12 +112,13 @@ def error(f: float, fid: int) -> float:
 
 def run_isles(name: str, prob: Problem, budget: int, seed: int) -> tuple[float, float, float, int]:
     """``(best f, wall s, CPU s, evaluations)`` of one island of isles' ``name`` on ``prob``."""
-    if name == "isles-lshade":
-        n0 = LSHADE(dim=prob.dim).params.n_init
+    if name in ("isles-lshade", "isles-jso"):
+        cls = LSHADE if name == "isles-lshade" else JSO
+        n0 = cls(dim=prob.dim).params.n_init
         # the budget exactly: E the largest divisor of budget - N_init up to N_init (docs/lshade.md)
         e = max(k for k in range(1, n0 + 1) if (budget - n0) % k == 0)
         gens = (budget - n0) // e
-        alg = LSHADE(dim=prob.dim, max_generations=gens, evals_per_generation=e)
+        alg = cls(dim=prob.dim, max_generations=gens, evals_per_generation=e)
     else:
         alg = DE(pop_size=50, F=0.5, CR=0.9)
         gens = (budget - 50) // 50
