@@ -159,10 +159,23 @@ def benchmark(functions, dim: int, seeds: int, optimisers=OPTIMISERS) -> list[di
                     f, wall, cpu, evals = run_isles(name, prob, budget, seed)
                 else:
                     f, wall, cpu, evals = run_pygmo(name, fid, dim, budget, seed)
-                out.append({"function": fid, "dim": dim, "optimiser": name, "seed": seed, "f": f,
-                            "error": error(f, fid), "wall_s": wall, "cpu_s": cpu, "evaluations": evals})
-                print(f"F{fid} {name} seed {seed}: error {out[-1]['error']:.3g} ({evals} evaluations, {wall:.2f} s)",
-                      file=sys.stderr)
+                out.append(
+                    {
+                        "function": fid,
+                        "dim": dim,
+                        "optimiser": name,
+                        "seed": seed,
+                        "f": f,
+                        "error": error(f, fid),
+                        "wall_s": wall,
+                        "cpu_s": cpu,
+                        "evaluations": evals,
+                    }
+                )
+                print(
+                    f"F{fid} {name} seed {seed}: error {out[-1]['error']:.3g} ({evals} evaluations, {wall:.2f} s)",
+                    file=sys.stderr,
+                )
     return out
 
 
@@ -200,7 +213,10 @@ def speed(dim: int = 10, repeats: int = 3) -> str:
     rows = {}
     for label, fn in (
         ("pygmo sade (pop 50), F1", lambda s: run_pygmo("pygmo-sade", 1, dim, budget, s)),
-        ("isles L-SHADE, F1 through pygmo on the host", lambda s: run_isles("isles-lshade", CEC2014(1, dim), budget, s)),
+        (
+            "isles L-SHADE, F1 through pygmo on the host",
+            lambda s: run_isles("isles-lshade", CEC2014(1, dim), budget, s),
+        ),
         ("isles L-SHADE, NumPy elliptic", lambda s: run_isles("isles-lshade", Elliptic(dim), budget, s)),
         ("isles DE (pop 50), NumPy elliptic", lambda s: run_isles("isles-de", Elliptic(dim), budget, s)),
     ):
@@ -226,8 +242,10 @@ def main(argv=None) -> None:
     records = benchmark(a.functions, a.dim, a.seeds, a.optimisers)
     if a.json:
         a.json.write_text(json.dumps(records, indent=1))
-    print(f"D = {a.dim}, {10000 * a.dim} evaluations, {a.seeds} seeds; cells: median error / mean error / "
-          "success rate (error < 1e-8) / median CPU time of the process")
+    print(
+        f"D = {a.dim}, {10000 * a.dim} evaluations, {a.seeds} seeds; cells: median error / mean error / "
+        "success rate (error < 1e-8) / median CPU time of the process"
+    )
     print(table(records))
 
 

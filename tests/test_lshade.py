@@ -13,7 +13,8 @@ import pytest
 from hydra.utils import get_class, instantiate
 from isles.algorithms.core.population import Population
 from isles.algorithms.lshade.jso import JSO, JSOParams
-from isles.algorithms.lshade.lshade import LSHADE, LSHADEParams, lehmer_mean, pbest_indices, population_at
+from isles.algorithms.lshade.lshade import LSHADE, LSHADEParams, population_at
+from isles.algorithms.lshade.operators import lehmer_mean, pbest_indices
 from isles.app import job
 from isles.islands.budget import evaluation_counts, evaluations_after, with_budget
 from isles.islands.build import build_algorithm

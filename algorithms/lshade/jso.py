@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from isles.algorithms.lshade.lshade import LSHADE, LSHADEParams, round_half_up
+from isles.algorithms.lshade.lshade import LSHADE, LSHADEParams
+from isles.algorithms.lshade.operators import round_half_up
 
 
 @dataclass(frozen=True)

@@ -96,17 +96,13 @@ from isles.algorithms.lshade.draws import (
     DRAW_INIT,
     N_COLS,
 )
+from isles.algorithms.lshade.operators import lehmer_mean, pbest_indices, rank, round_half_up, take_rows
 from isles.problems.constraints import better
 
 #: the terminal value ``⊥`` of ``M_CR`` (Algorithm 1): ``CR_i = 0`` for a slot that holds it
 TERMINAL = -1.0
 #: the scale of the Cauchy (F) and normal (CR) distributions around the memories (eqs. 3-4)
 SCALE = 0.1
-
-
-def round_half_up(x: float) -> int:
-    """``round`` as the paper's C++ code (half away from zero, for ``x >= 0``)."""
-    return int(math.floor(x + 0.5))
 
 
 @dataclass(frozen=True)
@@ -204,59 +200,6 @@ def population_at(params: LSHADEParams, nfe: int) -> int:
     n0, nmin, m = params.n_init, params.N_min, params.max_nfe
     num = n0 * m - (n0 - nmin) * int(nfe)  # (N_init + (N_min - N_init) nfe / MAX_NFE) * MAX_NFE
     return max(nmin, (2 * num + m) // (2 * m))
-
-
-def lehmer_mean(xp, S, w, mask):
-    """Weighted Lehmer mean (eqs. 7-9) per island: ``Σ w S² / Σ w S`` over ``mask``.
-
-    Args:
-        S: values ``(I, N)``; w: weights ``(I, N)`` (any positive scale: normalising them to
-            ``Σ w = 1``, eq. 9, cancels in the ratio); mask: ``(I, N)`` bool, the successes.
-
-    Returns:
-        ``(mean (I,), ok (I,))``: ``ok`` where ``Σ w S > 0`` (else ``mean`` is 0).
-    """
-    wS = xp.where(mask, w * S, 0)
-    den = wS.sum(axis=1)
-    num = (wS * S).sum(axis=1)
-    ok = den > 0
-    return xp.where(ok, num / xp.where(ok, den, 1), 0), ok
-
-
-def rank(xp, f, v):
-    """Indices ``(I, N)`` sorting each island best first under Deb's rules (stable, lexicographic
-    ``(v, f)``; NaN ``f`` is ``+inf`` already, the evaluator's rule). On NumPy, where no
-    individual violates a constraint, one sort by ``f`` gives the same order (a host check,
-    which NumPy may do: it is no device synchronisation)."""
-    by_f = xp.argsort(f, axis=1, kind="stable")
-    if xp is np and not v.any():
-        return by_f
-    rows = xp.arange(f.shape[0])[:, None]
-    by_v = xp.argsort(v[rows, by_f], axis=1, kind="stable")
-    return by_f[rows, by_v]
-
-
-def pbest_indices(xp, order, u, pnum: int, not_self: bool):
-    """``pbest (I, N)``: for each ``i``, an individual uniform among the ``pnum`` best (``order (I,
-    N)``, best first), other than ``i`` itself where ``not_self`` (jSO's early phase); exact, one
-    uniform ``u (I, N)`` each (an index shifted past ``i``'s rank where ``i`` is among them).
-
-    Raises:
-        nothing; ``pnum >= 2`` is the caller's (``max(round(p N), 2)``).
-    """
-    rows = xp.arange(order.shape[0])[:, None]
-    if not not_self:
-        return order[rows, xp.minimum((u * pnum).astype(np.int64), pnum - 1)]
-    pos = xp.empty_like(order)
-    pos[rows, order] = xp.arange(order.shape[1], dtype=order.dtype)  # each individual's rank
-    own = (pos < pnum).astype(np.int64)
-    pb = xp.minimum((u * (pnum - own)).astype(np.int64), pnum - 1 - own)
-    return order[rows, pb + own * (pb >= pos)]
-
-
-def _rows(xp, a, idx):
-    """``a[i, idx[i, j]]`` for ``a (I, M, ...)`` and ``idx (I, K)``: ``(I, K, ...)``."""
-    return a[xp.arange(a.shape[0])[:, None], idx]
 
 
 class LSHADE(IslandAlgorithm):
@@ -519,7 +462,7 @@ class LSHADE(IslandAlgorithm):
             key_new = xp.where(succ, u[:, :n], 3.0)
             key_old = xp.where(xp.arange(acap) < s["a_n"][:, None], 1.0 + u[:, n:], 3.0)
             keep = xp.argsort(xp.concatenate([key_new, key_old], axis=1), axis=1)[:, :acap]
-            s["A"] = _rows(xp, xp.concatenate([X, s["A"]], axis=1), keep)
+            s["A"] = take_rows(xp, xp.concatenate([X, s["A"]], axis=1), keep)
             bound = min(acap, round_half_up(p.r_arc * n_next))
             s["a_n"] = xp.minimum(s["a_n"] + succ.sum(axis=1), bound).astype(np.int64)
         X = xp.where(acc[..., None], U, X)
@@ -527,7 +470,7 @@ class LSHADE(IslandAlgorithm):
         v = xp.where(acc, vu, v)
         if n_next < n:  # delete the worst
             keep = rank(xp, f, v)[:, :n_next]
-            X, f, v = _rows(xp, X, keep), _rows(xp, f, keep), _rows(xp, v, keep)
+            X, f, v = take_rows(xp, X, keep), take_rows(xp, f, keep), take_rows(xp, v, keep)
         for key, a in (("X", X), ("f", f), ("v", v)):
             s[key] = xp.concatenate([a, s[key][:, a.shape[1] : cap]], axis=1) if a.shape[1] < cap else a
         s.update(self._no_pending(xp, s["X"]))
