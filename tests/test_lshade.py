@@ -16,6 +16,7 @@ from isles.algorithms.lshade.jso import JSO, JSOParams
 from isles.algorithms.lshade.lshade import LSHADE, LSHADEParams, population_at
 from isles.algorithms.lshade.operators import lehmer_mean, pbest_indices
 from isles.app import job
+from isles.islands import checkpoint
 from isles.islands.budget import evaluation_counts, evaluations_after, with_budget
 from isles.islands.build import build_algorithm
 from isles.islands.coordinator import Coordinator
@@ -352,6 +353,8 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
     whole = job.run_job(make_cfg(*common, "generations=24"), use_ray=False)[0]
     path = tmp_path / "ck.pkl"
     job.run_job(make_cfg(*common, "generations=10", "checkpoint.every=1", f"checkpoint.path={path}"), use_ray=False)
+    saved = checkpoint.load(path)
+    assert saved["done_gens"] == 10 and saved["states"][0]["cursor"] > 0  # saved mid L-SHADE generation
     resumed = job.run_job(make_cfg(*common, "generations=24", f"checkpoint.resume={path}"), use_ray=False)[0]
     assert resumed.generations == whole.generations == 24
     assert resumed.evaluations == whole.evaluations == 2 * (72 + 24 * 50)
@@ -447,3 +450,24 @@ def test_jso_sphere_d10_error_below_1e8_within_1e5_evaluations():
     s = _run(alg, island_ctx(np, _Sphere(10), islands=1), 713)
     assert s["evals"] == 100_002 and s["n_active"] == 4
     assert s["f"][0, :4].min() < 1e-8
+
+
+def test_checkpoint_regroups_islands_over_other_actors():
+    """A state of two islands saved mid-generation and regrouped as two groups of one
+    (:func:`isles.islands.checkpoint.regroup`, a resume on more actors) goes on as the pair does."""
+    from isles.algorithms.core.base import Context  # noqa: PLC0415
+    from isles.algorithms.core.random import CounterRNG  # noqa: PLC0415
+
+    alg = LSHADE(dim=4, max_generations=12, evals_per_generation=31)
+    prob = _Sphere(4)
+    pair = island_ctx(np, prob, islands=2, seed=3)
+    s = alg.run(pair, alg.init(pair), 5)
+    assert s["cursor"] > 0
+    parts = checkpoint.regroup([copy.deepcopy(s)], [[0, 1]], [[0], [1]])
+    whole = alg.run(pair, s, 7)
+    for i, part in enumerate(parts):
+        ctx = Context(np, np.float64, pair.evaluator, CounterRNG(np, 3, [i]))
+        alone = alg.run(ctx, part, 7)
+        for key in ("X", "f", "v", "A", "a_n", "M_F", "M_CR", "k", "U", "fu"):
+            np.testing.assert_array_equal(alone[key][0], whole[key][i], err_msg=key)
+        assert alone["n_active"] == whole["n_active"] and alone["cursor"] == whole["cursor"]
