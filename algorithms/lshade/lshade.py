@@ -461,7 +461,7 @@ class LSHADE(IslandAlgorithm):
             u = ctx.rng.uniform(g, DRAW_ARCHIVE, (n + acap,))
             key_new = xp.where(succ, u[:, :n], 3.0)
             key_old = xp.where(xp.arange(acap) < s["a_n"][:, None], 1.0 + u[:, n:], 3.0)
-            keep = xp.argsort(xp.concatenate([key_new, key_old], axis=1), axis=1)[:, :acap]
+            keep = xp.argsort(xp.concatenate([key_new, key_old], axis=1), axis=1, kind="stable")[:, :acap]
             s["A"] = take_rows(xp, xp.concatenate([X, s["A"]], axis=1), keep)
             bound = min(acap, round_half_up(p.r_arc * n_next))
             s["a_n"] = xp.minimum(s["a_n"] + succ.sum(axis=1), bound).astype(np.int64)
