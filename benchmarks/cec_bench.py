@@ -115,8 +115,12 @@ def run_isles(name: str, prob: Problem, budget: int, seed: int) -> tuple[float, 
     if name in ("isles-lshade", "isles-jso"):
         cls = LSHADE if name == "isles-lshade" else JSO
         n0 = cls(dim=prob.dim).params.n_init
-        # the budget exactly: E the largest divisor of budget - N_init up to N_init (docs/lshade.md)
+        # the budget exactly where a divisor of budget - N_init up to N_init is large enough (for a
+        # given MAX_NFE, E does not change the search, only the runtime's bookkeeping, and a small E
+        # costs a step per E evaluations); else E = N_init, and the run stops short of the budget
+        # by < N_init
         e = max(k for k in range(1, n0 + 1) if (budget - n0) % k == 0)
+        e = e if 4 * e >= n0 else n0
         gens = (budget - n0) // e
         alg = cls(dim=prob.dim, max_generations=gens, evals_per_generation=e)
     else:
