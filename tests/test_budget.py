@@ -103,6 +103,15 @@ FAMILIES = {
         "islands.n=2",
         "generations=60",
     ],
+    "lshade": [
+        "algorithm=lshade",
+        "algorithm.pop_size=12",
+        "algorithm.evals_per_generation=7",
+        "islands.n=3",
+        "topology=ring",
+        "islands.migration_interval=4",
+        "generations=60",
+    ],
     "cde": [
         "+experiment=cde",
         "algorithm.pop_size=6",
@@ -160,7 +169,7 @@ def test_max_evaluations_stops_at_the_first_generation_that_reaches_it(family):
     assert result.generations == 8 and result.history[-1]["generation"] == 8
 
 
-@pytest.mark.parametrize("family", ["de", "fep", "cde"])
+@pytest.mark.parametrize("family", ["de", "fep", "cde", "lshade"])
 def test_max_evaluations_is_the_same_on_two_groups(family):
     """Several groups (each island group its own evaluations) stop at the same count as one."""
     budget = 500
