@@ -30,6 +30,7 @@ Usage::
     python benchmarks/cec_bench.py                         # F1-F10, D = 10, 3 seeds
     python benchmarks/cec_bench.py --functions 1 4 9 --dim 30 --seeds 5
     python benchmarks/cec_bench.py --speed                 # F1 D = 10: L-SHADE vs sade wall time
+    python benchmarks/cec_bench.py --functions 1 5 9 --curves docs/lshade_curves.png   # error against evaluations
 
 Prints a table (median and mean error, success rate = error < 1e-8, median CPU time of the
 process, steadier than wall time on a shared machine) per function and optimiser; ``--json PATH`` writes every run.
@@ -229,6 +230,73 @@ def speed(dim: int = 10, repeats: int = 3) -> str:
     return "\n".join(f"| {k} | {w:.3f} s | {c:.3f} s | {e:,} |" for k, (w, c, e) in rows.items())
 
 
+def curves(functions, dim: int = 10, seed: int = 0, n_points: int = 50) -> dict:
+    """Best-so-far error against evaluations, ``{fid: {optimiser: (evaluations, errors)}}``, for
+    isles' L-SHADE and jSO (runtime generation by generation) and pygmo's ``sade`` (population 50,
+    ``memory=True``, so that its adaptation goes on across the ``evolve`` calls), at most ``10000 D``
+    evaluations (isles: ``E = N_init``, the generations that fit), about ``n_points`` points each."""
+    import pygmo as pg  # noqa: PLC0415
+
+    budget = 10000 * dim
+    out = {}
+    for fid in functions:
+        prob = CEC2014(fid, dim)
+        out[fid] = {}
+        for name, cls in (("isles-lshade", LSHADE), ("isles-jso", JSO)):
+            n0 = cls(dim=dim).params.n_init
+            gens = (budget - n0) // n0
+            alg = cls(dim=dim, max_generations=gens)
+            ctx = Context(np, np.float64, Evaluator(prob), CounterRNG(np, seed, [0]))
+            s, ev, err, best = alg.init(ctx), [], [], np.inf
+            every = max(1, gens // n_points)
+            for g in range(gens):
+                s = alg.step(ctx, s)
+                best = min(best, float(alg.best(s).f[0, 0]))
+                if g % every == 0 or g == gens - 1:
+                    ev.append(s["evals"])
+                    err.append(error(best, fid))
+            out[fid][name] = (ev, err)
+        udp = pg.problem(pg.cec2014(prob_id=fid, dim=dim))
+        pop = pg.population(udp, 50, seed=seed)
+        total = budget // 50 - 1
+        step = max(1, total // n_points)
+        algo = pg.algorithm(pg.sade(gen=step, variant=2, variant_adptv=1, ftol=0, xtol=0, memory=True, seed=seed))
+        ev, err, done = [], [], 0
+        while done < total:
+            if total - done < step:
+                algo = pg.algorithm(
+                    pg.sade(gen=total - done, variant=2, variant_adptv=1, ftol=0, xtol=0, memory=True, seed=seed)
+                )
+            pop = algo.evolve(pop)
+            done += min(step, total - done)
+            ev.append(int(pop.problem.get_fevals()))
+            err.append(error(pop.champion_f[0], fid))
+        out[fid]["pygmo-sade"] = (ev, err)
+    return out
+
+
+def plot_curves(data: dict, path: Path, dim: int) -> None:
+    """One panel per function of :func:`curves`' data, log error against evaluations, to ``path``."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fids = sorted(data)
+    fig, axes = plt.subplots(1, len(fids), figsize=(4 * len(fids), 3.4), squeeze=False)
+    for ax, fid in zip(axes[0], fids):
+        for name, (ev, err) in data[fid].items():
+            ax.plot(ev, np.maximum(err, 1e-9), label=name)
+        ax.set_yscale("log")
+        ax.set_title(f"CEC 2014 F{fid}, D = {dim}")
+        ax.set_xlabel("evaluations")
+        ax.axhline(1e-8, color="grey", lw=0.5, ls=":")
+    axes[0][0].set_ylabel("best error (0 drawn at 1e-9)")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main(argv=None) -> None:
     """The command line (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -238,7 +306,11 @@ def main(argv=None) -> None:
     ap.add_argument("--optimisers", nargs="+", default=list(OPTIMISERS), choices=OPTIMISERS)
     ap.add_argument("--json", type=Path, default=None, help="write every run's record here")
     ap.add_argument("--speed", action="store_true", help="only the wall-time comparison on F1")
+    ap.add_argument("--curves", type=Path, default=None, help="plot error against evaluations (seed 0) to this PNG")
     a = ap.parse_args(argv)
+    if a.curves:
+        plot_curves(curves(a.functions, a.dim), a.curves, a.dim)
+        return
     if a.speed:
         print("| optimiser | wall time (best of 3) | CPU time (best of 3) | evaluations |\n|---|---|---|---|")
         print(speed(a.dim))
