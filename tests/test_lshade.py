@@ -471,3 +471,17 @@ def test_checkpoint_regroups_islands_over_other_actors():
         for key in ("X", "f", "v", "A", "a_n", "M_F", "M_CR", "k", "U", "fu"):
             np.testing.assert_array_equal(alone[key][0], whole[key][i], err_msg=key)
         assert alone["n_active"] == whole["n_active"] and alone["cursor"] == whole["cursor"]
+
+
+def test_best_includes_evaluated_trials_of_the_unfinished_generation():
+    """A run may end with trials evaluated but not yet selected (cursor > 0): the best reported is
+    the best point evaluated, among them too."""
+    alg = LSHADE(dim=3, max_generations=10, evals_per_generation=5)
+    ctx = island_ctx(np, _Sphere(3), islands=2)
+    s = alg.step(ctx, alg.init(ctx))
+    assert s["cursor"] == 5
+    s["fu"] = s["fu"].copy()
+    s["fu"][1, 2] = -1.0  # a pending trial of island 1 better than every resident
+    b = alg.best(s)
+    assert b.f[1, 0] == -1.0 and (b.genome[1, 0] == s["U"][1, 2]).all()
+    assert b.f[0, 0] == min(s["f"][0, :54].min(), s["fu"][0].min())

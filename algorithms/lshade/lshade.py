@@ -97,7 +97,7 @@ from isles.algorithms.lshade.draws import (
     N_COLS,
 )
 from isles.algorithms.lshade.operators import lehmer_mean, pbest_indices, rank, round_half_up, take_rows
-from isles.problems.constraints import better
+from isles.problems.constraints import argbest, better
 
 #: the terminal value ``⊥`` of ``M_CR`` (Algorithm 1): ``CR_i = 0`` for a slot that holds it
 TERMINAL = -1.0
@@ -296,6 +296,17 @@ class LSHADE(IslandAlgorithm):
         for key, a in (("X", new.genome), ("f", new.f), ("v", new.v)):
             s[key] = xp.concatenate([a, state[key][:, n:]], axis=1)
         return s
+
+    def best(self, state: State) -> Population:
+        """Best individual of each island under Deb's rules, ``(I, 1)``, among the active
+        population and the trials of the unfinished L-SHADE generation already evaluated (at the
+        end of a run up to ``N_G - 1`` evaluated trials may not have met selection yet; the best
+        point evaluated is reported all the same)."""
+        pop = self.population(state)
+        c = state["cursor"]
+        if c > 0:
+            pop = Population.concat([pop, Population(state["U"][:, :c], state["fu"], state["vu"], {})])
+        return pop.take(argbest(pop.f, pop.v, axis=1)[:, None])
 
     def adapted_parameters(self, state: State) -> dict:
         """The adapted parameters, host floats per island (for reports; no MLflow hook exists):
