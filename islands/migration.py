@@ -237,13 +237,18 @@ def migration_events(pending, island_ids: list) -> list:
     events = []
     for src_of, order, accepted, f_new in pending:  # one entry per population role
         order, accepted, f_new = to_host(order), to_host(accepted), to_host(f_new)
-        src_sorted = np.take_along_axis(src_of, order, axis=1)
-        for dst in range(src_sorted.shape[0]):
-            for src in np.unique(src_sorted[dst]):
-                if src == PAD:
-                    continue
-                m = (src_sorted[dst] == src) & accepted[dst]
-                events.append((int(src), island_ids[dst], int(m.sum()), float(f_new[dst][m].min()) if m.any() else None))
+        src = np.take_along_axis(np.asarray(src_of), order, axis=1)
+        real = src != PAD
+        dst, src, acc, f = np.nonzero(real)[0], src[real], accepted[real], f_new[real]
+        span = int(src.max(initial=PAD)) - PAD + 1
+        # one key per (destination, source), sorted destination first: one np.unique, not one per island
+        keys, inv = np.unique(dst * span + (src - PAD), return_inverse=True)
+        n = np.bincount(inv[acc], minlength=len(keys))
+        best = np.full(len(keys), np.inf, dtype=f.dtype)
+        np.minimum.at(best, inv[acc], f[acc])
+        for key, c, b in zip(keys.tolist(), n.tolist(), best.tolist()):
+            d, s = divmod(key, span)
+            events.append((s + PAD, island_ids[d], c, b if c else None))
     return events
 
 

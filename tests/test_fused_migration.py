@@ -164,3 +164,38 @@ def test_emulated_select_best_refuses_bad_k(monkeypatch):
     state = random_state(np.random.default_rng(1), 3, 5, np.float64, np.float64, "float64", (2,))[0]
     with pytest.raises(ValueError, match="islands.n_migrants=6"):
         migration.emigrants_of(Plain(), state, 6, SelectBest())
+
+
+# ---- the events' summary ---------------------------------------------------------------------------
+
+
+def _events_by_loop(pending, island_ids):
+    """The per-island loop that migration_events replaced (one np.unique per destination)."""
+    events = []
+    for src_of, order, accepted, f_new in pending:
+        src_sorted = np.take_along_axis(src_of, order, axis=1)
+        for dst in range(src_sorted.shape[0]):
+            for src in np.unique(src_sorted[dst]):
+                if src == migration.PAD:
+                    continue
+                m = (src_sorted[dst] == src) & accepted[dst]
+                events.append((int(src), island_ids[dst], int(m.sum()), float(f_new[dst][m].min()) if m.any() else None))
+    return events
+
+
+def test_migration_events_equal_the_per_island_loop():
+    """Sources with several immigrants, the plug-in (-1), padding, nothing accepted, NaN f, two roles."""
+    rng = np.random.default_rng(2)
+    for trial in range(200):
+        I, K = int(rng.integers(1, 7)), int(rng.integers(1, 6))
+        ids = [int(x) for x in rng.permutation(50)[:I] + 3]
+        pending = []
+        for _ in range(int(rng.integers(1, 3))):
+            src_of = rng.choice([migration.PAD, -1, *ids], size=(I, K))
+            order = np.argsort(rng.random((I, K)), axis=1)
+            accepted = rng.random((I, K)) < (0.0 if trial % 7 == 0 else 0.6)
+            f_new = rng.integers(0, 4, size=(I, K)).astype(np.float32 if trial % 2 else np.float64)
+            f_new[rng.random((I, K)) < 0.1] = np.nan
+            pending.append((src_of, order, accepted, f_new))
+        assert repr(migration.migration_events(pending, ids)) == repr(_events_by_loop(pending, ids))
+    assert migration.migration_events(None, [0]) == []
