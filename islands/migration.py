@@ -245,7 +245,8 @@ def migration_events(pending, island_ids: list) -> list:
         keys, inv = np.unique(dst * span + (src - PAD), return_inverse=True)
         n = np.bincount(inv[acc], minlength=len(keys))
         best = np.full(len(keys), np.inf, dtype=f.dtype)
-        np.minimum.at(best, inv[acc], f[acc])
+        with np.errstate(invalid="ignore"):  # a NaN f moved stays NaN, as min() gives it, without a warning
+            np.minimum.at(best, inv[acc], f[acc])
         for key, c, b in zip(keys.tolist(), n.tolist(), best.tolist()):
             d, s = divmod(key, span)
             events.append((s + PAD, island_ids[d], c, b if c else None))
