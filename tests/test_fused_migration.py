@@ -1,4 +1,4 @@
-"""The fused migration kernels (islands/fused_migration.py, algorithms/core/cuda/migration.cu) on the
+"""The fused migration kernels (algorithms/core/migration_kernels.py, cuda/migration.cu) on the
 CPU: the same C text compiled as one-thread blocks (``-DISLES_HOST_EMU``) must give the generic
 array code's emigrants, states and events bit for bit, on random populations with ties, infeasible
 individuals, NaNs, genomes of several dtypes (uint32 words for the GA, an odd-sized int8 row) and
@@ -19,6 +19,7 @@ from tests.fused_migration_cases import (
     plans,
     random_state,
 )
+from isles.algorithms.core import migration_kernels as mk
 from isles.islands import fused_migration as fm
 from isles.islands import migration
 from isles.islands.policies import FairReplace, ReplaceWorst, SelectBest
@@ -31,25 +32,25 @@ needs_cc = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
 
 def test_copy_unit_is_the_widest_that_divides_the_row_and_aligns_every_pointer():
-    assert fm.copy_unit(32, [256, 512, 1024]) == 8
-    assert fm.copy_unit(12, [256, 512, 1024]) == 4
-    assert fm.copy_unit(32, [256, 4, 1024]) == 4  # a view that starts at 4 bytes
-    assert fm.copy_unit(6, [256, 512, 1024]) == 2
-    assert fm.copy_unit(3, [256, 512, 1024]) == 1
-    assert fm.copy_unit(0, [256, 512, 1024]) == 8  # an empty row copies nothing
+    assert mk.copy_unit(32, [256, 512, 1024]) == 8
+    assert mk.copy_unit(12, [256, 512, 1024]) == 4
+    assert mk.copy_unit(32, [256, 4, 1024]) == 4  # a view that starts at 4 bytes
+    assert mk.copy_unit(6, [256, 512, 1024]) == 2
+    assert mk.copy_unit(3, [256, 512, 1024]) == 1
+    assert mk.copy_unit(0, [256, 512, 1024]) == 8  # an empty row copies nothing
 
 
 def test_chunk_rows_bounds_one_blocks_copy():
-    assert fm.chunk_rows(16, 8 * 8 + 16) == 16  # tiny islands: one block each
-    assert fm.chunk_rows(5000, 16) == fm.MAX_ROWS
-    assert fm.chunk_rows(4096, 8 * 1000) == fm.CHUNK_BYTES // 8000
-    assert fm.chunk_rows(100, 10**7) == 1
+    assert mk.chunk_rows(16, 8 * 8 + 16) == 16  # tiny islands: one block each
+    assert mk.chunk_rows(5000, 16) == mk.MAX_ROWS
+    assert mk.chunk_rows(4096, 8 * 1000) == mk.CHUNK_BYTES // 8000
+    assert mk.chunk_rows(100, 10**7) == 1
 
 
 def test_leaf_table_rows_and_units():
     a = np.zeros((2, 5, 3), np.int8)
     b = np.zeros((2, 5, 4), np.float64)
-    t = fm.leaf_table([(a, None, a), (b, b, b)])
+    t = mk.leaf_table([(a, None, a), (b, b, b)])
     assert [r[3:] for r in t] == [(3, 1), (32, 8)]
     assert t[0][1] == 0 and t[1][1] == b.ctypes.data
 
@@ -71,10 +72,10 @@ def test_which_policies_and_algorithms_take_the_fused_path():
 
 def test_layout_reason_names_what_the_kernels_cannot_take():
     pop = random_state(np.random.default_rng(0), 2, 6, np.float64, np.float32, "float64", (4,))[1]
-    assert fm.layout_reason(pop, 3) is None
-    assert "float32 or float64" in fm.layout_reason(type(pop)(pop.genome, pop.f.astype(np.float16), pop.v), 3)
-    assert "C-contiguous" in fm.layout_reason(type(pop)(pop.genome[:, :, ::2], pop.f, pop.v), 3)
-    assert "migrants per island" in fm.layout_reason(pop, fm.MAX_SLOTS + 1)
+    assert mk.layout_reason(pop, 3) is None
+    assert "float32 or float64" in mk.layout_reason(type(pop)(pop.genome, pop.f.astype(np.float16), pop.v), 3)
+    assert "C-contiguous" in mk.layout_reason(type(pop)(pop.genome[:, :, ::2], pop.f, pop.v), 3)
+    assert "migrants per island" in mk.layout_reason(pop, mk.MAX_SLOTS + 1)
 
 
 def test_the_switch_turns_the_fused_path_off(monkeypatch):
@@ -141,7 +142,7 @@ def test_emulated_kernels_with_nans_and_full_fronts(monkeypatch):
 @needs_cc
 def test_emulated_full_write_in_several_blocks(monkeypatch):
     """Rows of one island over several blocks (chunk_rows): each block writes its rows only."""
-    monkeypatch.setattr(fm, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(mk, "CHUNK_BYTES", 64)
     rng = np.random.default_rng(3)
     for plan in plans(5):
         compare(

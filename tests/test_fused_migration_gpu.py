@@ -1,4 +1,4 @@
-"""GPU: the fused migration kernels (islands/fused_migration.py, algorithms/core/cuda/migration.cu)
+"""GPU: the fused migration kernels (algorithms/core/migration_kernels.py, cuda/migration.cu)
 against the generic CuPy array code, bit for bit: random populations (tests/fused_migration_cases.py:
 ties, infeasible individuals, NaN, genomes of several dtypes, uint32 words, extras), k = 1..3, ring,
 fully connected and random plans, both write modes and both built-in replacements; islands whose
@@ -15,6 +15,7 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
+from isles.algorithms.core import migration_kernels as mk  # noqa: E402
 from isles.islands import fused_migration as fm  # noqa: E402
 from isles.islands.coordinator import Coordinator  # noqa: E402
 from isles.islands.policies import FairReplace, ReplaceWorst  # noqa: E402
@@ -89,7 +90,7 @@ def test_fused_kernels_on_large_islands(monkeypatch):
             N=700,
             levels=40,
         )
-    monkeypatch.setattr(fm, "CHUNK_BYTES", 256)
+    monkeypatch.setattr(mk, "CHUNK_BYTES", 256)
     for plan in plans(3, seed=3):
         compare(
             monkeypatch,

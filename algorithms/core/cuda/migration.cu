@@ -1,4 +1,4 @@
-// migration.cu: the fused migration of one island group (islands/fused_migration.py), the same
+// migration.cu: the fused migration of one island group (algorithms/core/migration_kernels.py), the same
 // decisions and bytes as the generic array code of islands/migration.py and islands/policies.py:
 //
 // * isles_emigrate: the k best residents of each island under Deb's rules, best first
@@ -14,7 +14,7 @@
 // The order is NumPy's sort order: lexicographic (v, f, position), NaN after every number (NaNs
 // equal among themselves, -0 equal to 0), ties by position (a stable sort). Ranks are counted, not
 // sorted: a resident's rank among the worst K is the number of residents after it, counted until
-// K (so the scan of a good resident stops early).
+// K (so the scan of a good resident stops early; scanned from the end, so that ties stop early too).
 //
 // A leaf is moved as bytes (rows of `rb` bytes, in units of `un` = 1, 2, 4 or 8 bytes that divide
 // the row and align every pointer): any dtype, bit for bit. Leaf 1 is f (F_T), leaf 2 is v (V_T).
@@ -120,8 +120,8 @@ ISLES_DEV void mig_immigrate_block(int i, int c, int tid, int nt, int* smem, con
     for (int n = n0 + tid; n < n1; n += nt) {
         F_T fn = fr[n];
         V_T vn = vr[n];
-        int after = 0;
-        for (int m = 0; m < N && after < K; ++m)
+        int after = 0;  // scanned from the last position: among ties, those after n come first
+        for (int m = N - 1; m >= 0 && after < K; --m)
             if (m != n && MIG_BEFORE(fn, vn, n, fr[m], vr[m], m)) ++after;
         if (after < K) {
             const int p = after, j = imm[p];
