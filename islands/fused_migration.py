@@ -15,9 +15,9 @@ which is the twin. States, emigrants and events equal the generic path's bit for
 Two write modes (:func:`write_mode`): ``full``, for an algorithm whose population and replace are
 :class:`~isles.algorithms.core.base.IslandAlgorithm`'s, writes the new ``(I, N)`` leaves and puts
 them in the state itself (one kernel for the whole exchange); ``slots``, for an algorithm with
-its own ``replace`` (PSO's ``gbest``, FEP's step sizes), writes the ``K`` slots and their
+its own ``replace`` (a swarm's global best, self-adaptive step sizes), writes the ``K`` slots and their
 positions and calls :meth:`~isles.algorithms.core.base.IslandAlgorithm.replace_role`. An
-algorithm that re-assesses its immigrants (``assess_immigrants``, the co-evolutionary DE) or has
+algorithm that re-assesses its immigrants (``assess_immigrants``, a co-evolutionary min-max algorithm) or has
 several populations runs the generic code.
 """
 
