@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-VERSION = 2  # 2: the next migration is kept per island ("pending"), states regroup (regroup)
+VERSION = 3  # 2: the next migration is kept per island ("pending"), states regroup (regroup); 3: the
+# history holds EpochRecord objects (isles.islands.results), no longer dicts
 
 
 def save(path: str | os.PathLike, payload: dict) -> Path:
