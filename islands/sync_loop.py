@@ -19,7 +19,7 @@ import numpy as np
 
 from isles.algorithms.core.population import Population
 from isles.islands import checkpoint
-from isles.islands.build import build_evaluator
+from isles.islands.build import build_algorithm, build_evaluator
 from isles.islands.executor import Local
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.plugin import plugin_stream
@@ -94,7 +94,8 @@ class SyncLoop:
         ck = self.cfg["checkpoint"]
         resume = resume if resume is not None else self.resume_from
         if resume is not None:  # states are per island: any grouping (number of actors) resumes
-            self._load_groups(groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups))
+            axes = build_algorithm(self.cfg["algorithm"]).island_axes  # where each state field has its islands
+            self._load_groups(groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups, axes))
             loop = loop_copy(resume)
         else:
             loop = {"done_gens": 0, "epoch": 0, "best": None, "master_state": None,
