@@ -184,6 +184,10 @@ def test_a_run_hands_back_epoch_records_that_are_its_history_csv(tmp_path, monke
     for row, rec in zip(rows, result.history, strict=True):
         assert row == {k: repr(v) for k, v in rec.metrics(CSV).items()}
     assert result.history[-1].plugin_metrics["master_best_f"] >= result.best_f
+    back = pickle.loads(pickle.dumps(result))  # the result too is plain data
+    for a, b in zip(back.history, result.history, strict=True):
+        same_records(a, b)
+    np.testing.assert_array_equal(back.best_x, result.best_x)
 
 
 class Collect:
