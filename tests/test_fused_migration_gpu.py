@@ -157,4 +157,4 @@ def test_runs_with_and_without_the_fused_kernels_are_the_same(monkeypatch, famil
     assert a.migration_count > 0
     np.testing.assert_array_equal(a.best_x, b.best_x)
     for x, y in zip(a.history, b.history, strict=True):
-        np.testing.assert_array_equal(x["island_best_f"], y["island_best_f"])
+        np.testing.assert_array_equal(x.island_best_f, y.island_best_f)
