@@ -106,7 +106,7 @@ def measure_isles(I, xp, args, workload: str, problem, params: dict, islands: in
     note = ""
     if gpu and fused and plan is None:
         try:
-            from isles.algorithms.ga.cuda import unsupported_reason  # noqa: PLC0415
+            from isles.algorithms.ga.cuda_source import unsupported_reason  # noqa: PLC0415
 
             note = f"fused path unavailable: {unsupported_reason(ga, ctx) or 'self-check failed (see warnings)'}; "
         except Exception as e:  # noqa: BLE001

@@ -62,13 +62,13 @@ def test_draw_ids_come_from_python():
     from isles.algorithms.de import cuda as de_cuda  # noqa: PLC0415
     from isles.algorithms.de import de, crossover  # noqa: PLC0415
     from isles.algorithms.ep import cuda as ep_cuda, fep  # noqa: PLC0415
-    from isles.algorithms.ga import cuda as ga_cuda, ga  # noqa: PLC0415
+    from isles.algorithms.ga import cuda_source as ga_source, ga  # noqa: PLC0415
     from isles.algorithms.pso import cuda as pso_cuda, pso  # noqa: PLC0415
 
     src = de_cuda.kernel_source(np.float64, 4, 8, Sphere(4).cuda_objective, "bin", "reinit")
     for name, mod in (("DRAW_INDEX", de), ("DRAW_BOUND", de), ("DRAW_START", crossover), ("DRAW_CROSS", crossover)):
         assert f"#define {name} {getattr(mod, name)}ull\n" in src
-    assert f"#define DRAW_MUTATE {ga.DRAW_MUTATE}ull\n" in ga_cuda.DRAWS
+    assert f"#define DRAW_MUTATE {ga.DRAW_MUTATE}ull\n" in ga_source.DRAWS
     assert f"#define DRAW_TIE {fep.DRAW_TIE}ull\n" in ep_cuda.DRAWS
     assert f"#define DRAW_COR {pso.DRAW_COR}ull\n" in pso_cuda.kernel_source(np.float32)
     with pytest.raises(ValueError, match="draw id"):
@@ -107,7 +107,7 @@ def _family_sources():
     from isles.algorithms.de import cuda as de_cuda  # noqa: PLC0415
     from isles.algorithms.ep import cuda as ep_cuda  # noqa: PLC0415
     from isles.algorithms.ep.fep import FEP  # noqa: PLC0415
-    from isles.algorithms.ga import cuda as ga_cuda  # noqa: PLC0415
+    from isles.algorithms.ga import cuda_source as ga_source  # noqa: PLC0415
     from isles.algorithms.ga.ga import GA  # noqa: PLC0415
     from isles.algorithms.pso import cuda as pso_cuda  # noqa: PLC0415
     from isles.problems.cec2006 import G07  # noqa: PLC0415
@@ -125,7 +125,7 @@ def _family_sources():
         for prob, kw, h in ((OneMax(77), {}, "feasibility"), (Knapsack(40), {}, "penalty"),
                             (Sphere(3, -5.0, 3.0), dict(encoding="gray", bits_per_variable=20), "feasibility"),
                             (Sphere(2, -1.0, 1.0), dict(encoding="seed002"), "feasibility")):
-            out.append((f"ga {prob.name} {t} {h}", ga_cuda.kernel_source(GA(pop_size=20, **kw), _ctx(prob, dt, h))[0],
+            out.append((f"ga {prob.name} {t} {h}", ga_source.kernel_source(GA(pop_size=20, **kw), _ctx(prob, dt, h))[0],
                         False))
         for m in ("cauchy", "gaussian", "improved"):
             out.append((f"fep {m} {t}", ep_cuda.kernel_source(FEP(pop_size=10, q=3, mutation=m), _ctx(Sphere(5), dt))[0],

@@ -229,7 +229,7 @@ def test_make_encoding():
 # ---- the CUDA decoders as C ----------------------------------------------------------------------
 
 def _host_decode(enc, words, f32):
-    from isles.algorithms.ga.cuda import compile_host, host_compiler  # noqa: PLC0415
+    from isles.algorithms.ga.cuda_host import compile_host, host_compiler  # noqa: PLC0415
 
     if host_compiler() is None:
         pytest.skip("no C compiler for the host emulation")

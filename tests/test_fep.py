@@ -308,7 +308,7 @@ HOST_CASES = [
 
 def _host_equals_numpy(case):
     """Run HOST_CASES[case] 15 generations on the NumPy twin and the host-emulated kernel and
-    compare. The C code is built with ``-ffp-contract=off`` (:func:`isles.algorithms.ga.cuda.compile_host`),
+    compare. The C code is built with ``-ffp-contract=off`` (:func:`isles.algorithms.ga.cuda_host.compile_host`),
     so its arithmetic is NumPy's; what is left is the math library: NumPy ships its own float64
     ``exp``/``log``/``tan`` (SIMD), which differ from the C library's by up to 1 ulp on some CPUs
     (NumPy 2.5 on the H100 machine: 0.4 % of ``tan``, 4.5 % of ``exp`` arguments). A Cauchy step

@@ -1,5 +1,5 @@
 """CPU tests of the GA (algorithms/ga/ga.py) and of its fused generation's C code run on the host
-(algorithms/ga/cuda.py, ``-DISLES_HOST_EMU``).
+(algorithms/ga/cuda_host.py, ``-DISLES_HOST_EMU``).
 
 Seed 002 sections 2.1-2.8 and appendix A: parameter validation (one-line errors), elitism,
 tournaments (ties to the first drawn), crossovers, per-bit mutation by geometric gaps (per-bit
@@ -17,7 +17,8 @@ from scipy import stats
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.encodings import pack_bits, unpack_bits, valid_mask
 from isles.algorithms.core.random import CounterRNG
-from isles.algorithms.ga import cuda as ga_cuda
+from isles.algorithms.ga import cuda_host as ga_host
+from isles.algorithms.ga import cuda_source as ga_source
 from isles.algorithms.ga.ga import (
     DRAW_CUT,
     DRAW_RENEW,
@@ -447,13 +448,13 @@ HOST_CASES = [
 def test_host_emulated_kernel_equals_numpy(case):
     """The fused generation's C code (decisions, words, mutation, objective, elite search) builds
     the same populations as the NumPy twin, bit for bit."""
-    if ga_cuda.host_compiler() is None:
+    if ga_host.host_compiler() is None:
         pytest.skip("no C compiler for the host emulation")
     make, kw, tpi, dtype = HOST_CASES[case]
     prob = make()
     ga = GA(**kw)
     ctx = _ctx(prob, streams=(0, 3), dtype=dtype, seed=7)
-    host = ga_cuda.HostGA(ga, ctx, tpi)
+    host = ga_host.HostGA(ga, ctx, tpi)
     a = ga.init(ctx)
     b = a
     for _ in range(12):
@@ -464,26 +465,26 @@ def test_host_emulated_kernel_equals_numpy(case):
 
 
 def test_host_emulated_kernel_tracks_target_like_numpy():
-    if ga_cuda.host_compiler() is None:
+    if ga_host.host_compiler() is None:
         pytest.skip("no C compiler for the host emulation")
     prob = OneMax(50)
     ga = GA(pop_size=30)
     ctx = _ctx(prob, target=0.0)
     s0 = ga.track_target(ctx, ga.init(ctx))
     a = ga.run(ctx, s0, 60)
-    b = ga_cuda.HostGA(ga, ctx).run(s0, 60)
+    b = ga_host.HostGA(ga, ctx).run(s0, 60)
     assert np.array_equal(a["hit_generation"], b["hit_generation"]) and (a["hit_generation"] > 0).all()
     assert np.array_equal(a["genome"], b["genome"])
 
 
 def test_host_emulated_objective_and_nan_rule():
-    if ga_cuda.host_compiler() is None:
+    if ga_host.host_compiler() is None:
         pytest.skip("no C compiler for the host emulation")
     for prob in (OneMax(77), Trap(95), Knapsack(40)):
         ga = GA(pop_size=8)
         ctx = _ctx(prob)
         ga.setup(ctx)
-        host = ga_cuda.HostGA(ga, ctx, tpi=8)
+        host = ga_host.HostGA(ga, ctx, tpi=8)
         G = np.random.default_rng(1).integers(0, 2**32, (50, ga.encoding.n_words), dtype=np.uint64)
         G = G.astype(np.uint32) & ga.encoding.valid_mask()
         f, v, bad = host.evaluate(G)
@@ -495,14 +496,14 @@ def test_host_emulated_objective_and_nan_rule():
     ctx = _ctx(prob, handling="penalty")
     ga.setup(ctx)
     G = np.full((3, 2), 0xFFFFFFFF, np.uint32) & ga.encoding.valid_mask()
-    f, v, _ = ga_cuda.HostGA(ga, ctx).evaluate(G)
+    f, v, _ = ga_host.HostGA(ga, ctx).evaluate(G)
     fp, vp, _ = ga.evaluate_genomes(ctx, G)
     assert np.array_equal(f, fp) and np.all(v == 0) and np.all(vp == 0)
 
 
 def test_unsupported_reason_on_numpy():
     ga = GA(pop_size=8)
-    assert ga_cuda.unsupported_reason(ga, _ctx(OneMax(10))) == "the array module is not CuPy"
+    assert ga_source.unsupported_reason(ga, _ctx(OneMax(10))) == "the array module is not CuPy"
     assert ga.fused_plan(_ctx(OneMax(10))) is None
 
 
@@ -522,4 +523,4 @@ def test_problem_without_cuda_objective_runs_array_path():
     s = ga.run(ctx, ga.init(ctx), 5)
     assert s["generation"] == 5
     with pytest.raises(ValueError, match="cuda_objective"):
-        ga_cuda.kernel_source(ga, ctx)
+        ga_source.kernel_source(ga, ctx)

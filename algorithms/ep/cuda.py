@@ -45,7 +45,7 @@ they disagree.
 
 **Host emulation.** The per-coordinate and per-individual code (draws, mutation, bounds, objective
 in lane order, NaN rule, opponents, threshold, tie rule) is plain C as well: compiled with
-``-DISLES_HOST_EMU`` by the system C compiler (:func:`isles.algorithms.ga.cuda.compile_host`),
+``-DISLES_HOST_EMU`` by the system C compiler (:func:`isles.algorithms.ga.cuda_host.compile_host`),
 :class:`HostFEP` runs it on the CPU so CI checks it against NumPy without a GPU
 (``tests/test_fep.py``), and the epoch kernel's block loop with it (``tests/test_fep_epoch.py``);
 the block-parallel scan of ``fep_select_block`` is checked on a GPU (``tests/test_fep_gpu.py``).
@@ -81,7 +81,7 @@ from isles.algorithms.ep.fep import (
     MUTATIONS,
     learning_rates,
 )
-from isles.algorithms.ga.cuda import compile_host, host_compiler  # noqa: F401  (host_compiler: tests)
+from isles.algorithms.ga.cuda_host import compile_host, host_compiler  # noqa: F401  (host_compiler: tests)
 from isles.problems.base import objective_macros
 
 log = logging.getLogger(__name__)
