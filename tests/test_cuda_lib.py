@@ -61,7 +61,7 @@ def test_every_header_has_an_include_guard():
 def test_draw_ids_come_from_python():
     from isles.algorithms.de import cuda as de_cuda  # noqa: PLC0415
     from isles.algorithms.de import de, crossover  # noqa: PLC0415
-    from isles.algorithms.ep import cuda as ep_cuda, fep  # noqa: PLC0415
+    from isles.algorithms.ep import cuda_source as ep_source, fep  # noqa: PLC0415
     from isles.algorithms.ga import cuda_source as ga_source, ga  # noqa: PLC0415
     from isles.algorithms.pso import cuda as pso_cuda, pso  # noqa: PLC0415
 
@@ -69,7 +69,7 @@ def test_draw_ids_come_from_python():
     for name, mod in (("DRAW_INDEX", de), ("DRAW_BOUND", de), ("DRAW_START", crossover), ("DRAW_CROSS", crossover)):
         assert f"#define {name} {getattr(mod, name)}ull\n" in src
     assert f"#define DRAW_MUTATE {ga.DRAW_MUTATE}ull\n" in ga_source.DRAWS
-    assert f"#define DRAW_TIE {fep.DRAW_TIE}ull\n" in ep_cuda.DRAWS
+    assert f"#define DRAW_TIE {fep.DRAW_TIE}ull\n" in ep_source.DRAWS
     assert f"#define DRAW_COR {pso.DRAW_COR}ull\n" in pso_cuda.kernel_source(np.float32)
     with pytest.raises(ValueError, match="draw id"):
         cuda_lib.draw_ids(DRAW_X=-1)
@@ -105,7 +105,7 @@ def _family_sources():
     """``(name, source, c++)`` of every family's kernels in a few configurations."""
     from isles.algorithms.coevolution import cuda as cde_cuda  # noqa: PLC0415
     from isles.algorithms.de import cuda as de_cuda  # noqa: PLC0415
-    from isles.algorithms.ep import cuda as ep_cuda  # noqa: PLC0415
+    from isles.algorithms.ep import cuda_source as ep_source  # noqa: PLC0415
     from isles.algorithms.ep.fep import FEP  # noqa: PLC0415
     from isles.algorithms.ga import cuda_source as ga_source  # noqa: PLC0415
     from isles.algorithms.ga.ga import GA  # noqa: PLC0415
@@ -128,9 +128,9 @@ def _family_sources():
             out.append((f"ga {prob.name} {t} {h}", ga_source.kernel_source(GA(pop_size=20, **kw), _ctx(prob, dt, h))[0],
                         False))
         for m in ("cauchy", "gaussian", "improved"):
-            out.append((f"fep {m} {t}", ep_cuda.kernel_source(FEP(pop_size=10, q=3, mutation=m), _ctx(Sphere(5), dt))[0],
+            out.append((f"fep {m} {t}", ep_source.kernel_source(FEP(pop_size=10, q=3, mutation=m), _ctx(Sphere(5), dt))[0],
                         False))
-        out.append((f"fep penalty {t}", ep_cuda.kernel_source(FEP(pop_size=10, q=3), _ctx(vessel, dt, "penalty"))[0],
+        out.append((f"fep penalty {t}", ep_source.kernel_source(FEP(pop_size=10, q=3), _ctx(vessel, dt, "penalty"))[0],
                     False))
         out.append((f"pso {t}", pso_cuda.kernel_source(dt), False))
         for prob in (SaddleP1(7), AugmentedLagrangian(G07())):

@@ -15,7 +15,8 @@ from scipy import stats
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import CounterRNG
-from isles.algorithms.ep import cuda as ep_cuda
+from isles.algorithms.ep import cuda_host as ep_host
+from isles.algorithms.ep import cuda_source as ep_source
 from isles.algorithms.ep.fep import (
     DRAW_CAUCHY,
     DRAW_ETA,
@@ -322,7 +323,7 @@ def _host_equals_numpy(case):
     prob = make()
     alg = FEP(**kw)
     ctx = _ctx(prob, streams=(0, 5), dtype=dtype, seed=7)
-    host = ep_cuda.HostFEP(alg, ctx)
+    host = ep_host.HostFEP(alg, ctx)
     a = alg.init(ctx)
     b = a
     for _ in range(15):
@@ -343,7 +344,7 @@ def test_host_emulated_kernel_equals_numpy(case):
     """The fused generation's C code (draws, mutation, bounds, objective, NaN rule, opponents,
     threshold, tie rule) selects the same individuals as the NumPy twin; float64 offspring agree
     to 1e-12 of the population's scale (:func:`_host_equals_numpy`)."""
-    if ep_cuda.host_compiler() is None:
+    if ep_host.host_compiler() is None:
         pytest.skip("no C compiler for the host emulation")
     _host_equals_numpy(case)
 
@@ -364,7 +365,7 @@ def test_host_emulated_kernel_agrees_when_numpy_math_is_an_ulp_off(case, monkeyp
     """The comparison holds on a machine whose NumPy ``exp``/``log1p``/``tan``/``cos`` differ from
     the C library's by an ulp (the H100 machine: ``test_host_emulated_kernel_equals_numpy[0]``
     differed in 1 of 1920 elements at an elementwise rtol of 1e-12)."""
-    if ep_cuda.host_compiler() is None:
+    if ep_host.host_compiler() is None:
         pytest.skip("no C compiler for the host emulation")
     for name in ("exp", "log1p", "tan", "cos"):
         monkeypatch.setattr(np, name, _one_ulp_up_in_half(getattr(np, name)))
@@ -372,12 +373,12 @@ def test_host_emulated_kernel_agrees_when_numpy_math_is_an_ulp_off(case, monkeyp
 
 
 def test_host_selection_equals_numpy_with_ties():
-    if ep_cuda.host_compiler() is None:
+    if ep_host.host_compiler() is None:
         pytest.skip("no C compiler for the host emulation")
     rs = np.random.default_rng(2)
     alg = FEP(pop_size=37, q=12)
     ctx = _ctx(Sphere(3), streams=(0, 1, 2))
-    host = ep_cuda.HostFEP(alg, ctx)
+    host = ep_host.HostFEP(alg, ctx)
     for g in range(20):
         f = rs.integers(0, 5, (3, 74)).astype(np.float64)
         v = np.where(rs.random((3, 74)) < 0.2, 1.0, 0.0)
@@ -389,13 +390,13 @@ def test_host_selection_equals_numpy_with_ties():
 
 def test_kernel_source_never_names_the_problem():
     for prob in (Rastrigin(4), Rosenbrock(4), Schwefel226(4), Sphere(4)):
-        src, _ = ep_cuda.kernel_source(FEP(pop_size=8, q=3), _ctx(prob))
+        src, _ = ep_source.kernel_source(FEP(pop_size=8, q=3), _ctx(prob))
         rest = src.replace(prob.cuda_objective, "").lower()
         for name in ("rastrigin", "rosenbrock", "schwefel", "sphere"):
             assert name not in rest
     with pytest.raises(ValueError, match="cuda_objective"):
-        ep_cuda.kernel_source(FEP(pop_size=8, q=3), _ctx(Schwefel12(4)))
-    assert ep_cuda.unsupported_reason(FEP(pop_size=8, q=3), _ctx(Sphere(4))) == "the array module is not CuPy"
+        ep_source.kernel_source(FEP(pop_size=8, q=3), _ctx(Schwefel12(4)))
+    assert ep_source.unsupported_reason(FEP(pop_size=8, q=3), _ctx(Sphere(4))) == "the array module is not CuPy"
     assert FEP(pop_size=8, q=3).fused_plan(_ctx(Sphere(4))) is None
 
 
