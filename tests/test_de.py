@@ -464,17 +464,17 @@ def test_fused_kernel_source_has_no_problem_names_and_compiles_on_the_host():
     import subprocess  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
-    from isles.algorithms.de import cuda as de_cuda  # noqa: PLC0415  (imports no CuPy)
+    from isles.algorithms.de import cuda_source as de_source  # noqa: PLC0415  (imports no CuPy)
     from isles.problems.registry import PROBLEMS  # noqa: PLC0415
 
-    assert not hasattr(de_cuda, "PROBLEM_IDS")
+    assert not hasattr(de_source, "PROBLEM_IDS")
     names = set(PROBLEMS) | {c.__name__ for c in PROBLEMS.values()} | {"schwefel", "trap", "onemax"}
     probs = _real_problems_with_source()
     assert {p.name for p in probs} == {"sphere", "rastrigin", "ackley", "griewank", "rosenbrock", "schwefel_2_26"}
     gxx = shutil.which("g++")
     for p in probs:
         for dtype in (np.float32, np.float64):
-            src = de_cuda.kernel_source(dtype, p.dim, 12, p.cuda_objective, "nec", "reflect")
+            src = de_source.kernel_source(dtype, p.dim, 12, p.cuda_objective, "nec", "reflect")
             assert p.cuda_objective in src
             rest = src.replace(p.cuda_objective, "").lower()
             assert not any(n.lower() in rest for n in names), p.name
@@ -488,18 +488,18 @@ def test_fused_kernel_source_has_no_problem_names_and_compiles_on_the_host():
 
 
 def test_fused_unsupported_reasons_come_from_the_contract():
-    from isles.algorithms.de import cuda as de_cuda  # noqa: PLC0415
+    from isles.algorithms.de import cuda_source as de_source  # noqa: PLC0415
     from isles.problems.registry import make_problem  # noqa: PLC0415
 
     params = DEParams(pop_size=10)
     for p in _real_problems_with_source():
-        assert de_cuda.unsupported_reason(params, _fake_cupy_ctx(p)) is None, p.name
-    assert de_cuda.unsupported_reason(params, _fake_cupy_ctx(make_problem("schwefel_1_2", dim=5))) == \
+        assert de_source.unsupported_reason(params, _fake_cupy_ctx(p)) is None, p.name
+    assert de_source.unsupported_reason(params, _fake_cupy_ctx(make_problem("schwefel_1_2", dim=5))) == \
         "problem has no cuda_objective"
-    assert de_cuda.unsupported_reason(params, _fake_cupy_ctx(make_problem("spring"), np.float64)) == \
+    assert de_source.unsupported_reason(params, _fake_cupy_ctx(make_problem("spring"), np.float64)) == \
         "problem has no cuda_objective"
-    assert de_cuda.unsupported_reason(params, _fake_cupy_ctx(_Sphere(4))) == "problem has no cuda_objective"
-    assert "genome" in de_cuda.unsupported_reason(params, _fake_cupy_ctx(make_problem("onemax", n_bits=8)))
+    assert de_source.unsupported_reason(params, _fake_cupy_ctx(_Sphere(4))) == "problem has no cuda_objective"
+    assert "genome" in de_source.unsupported_reason(params, _fake_cupy_ctx(make_problem("onemax", n_bits=8)))
 
     class ConstrainedNoV(_Sphere):
         n_constraints = 1
@@ -509,12 +509,12 @@ def test_fused_unsupported_reasons_come_from_the_contract():
             super().__init__(3)
             self.constraint_scale = np.ones(1)
 
-    assert "OBJ_HAS_V 0" in de_cuda.unsupported_reason(params, _fake_cupy_ctx(ConstrainedNoV()))
+    assert "OBJ_HAS_V 0" in de_source.unsupported_reason(params, _fake_cupy_ctx(ConstrainedNoV()))
 
     class NoMacros(_Sphere):
         cuda_objective = "ISLES_DEV void obj_init(T* acc) {}"
 
-    assert "lacks #define" in de_cuda.unsupported_reason(params, _fake_cupy_ctx(NoMacros(4)))
+    assert "lacks #define" in de_source.unsupported_reason(params, _fake_cupy_ctx(NoMacros(4)))
     big = make_problem("rosenbrock", dim=7000)  # OBJ_NEXT: the float64 row does not fit 48 KiB
-    assert "shared memory" in de_cuda.unsupported_reason(params, _fake_cupy_ctx(big, np.float64))
-    assert de_cuda.unsupported_reason(params, _fake_cupy_ctx(make_problem("ackley", dim=7000), np.float64)) is None
+    assert "shared memory" in de_source.unsupported_reason(params, _fake_cupy_ctx(big, np.float64))
+    assert de_source.unsupported_reason(params, _fake_cupy_ctx(make_problem("ackley", dim=7000), np.float64)) is None

@@ -27,10 +27,7 @@ from isles.problems.base import objective_macros
 
 
 MAX_DIM = 1024
-
-
 MAX_Q = 4095
-
 
 #: the draw ids of the counter RNG (algorithms/ep/fep.py) and the generator's constants, injected
 #: into the kernels

@@ -21,7 +21,6 @@ from isles.problems.base import objective_macros
 
 MAX_TPI = 256
 
-
 #: the draw ids of the counter RNG (algorithms/ga/draws.py), injected into the kernels
 DRAWS = draw_ids(DRAW_SELECT=DRAW_SELECT, DRAW_XOVER=DRAW_XOVER, DRAW_CUT=DRAW_CUT, DRAW_XMASK=DRAW_XMASK,
                  DRAW_MUTATE=DRAW_MUTATE, DRAW_RENEW=DRAW_RENEW)
