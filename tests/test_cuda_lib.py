@@ -62,13 +62,13 @@ def test_draw_ids_come_from_python():
     from isles.algorithms.de import cuda_source as de_source  # noqa: PLC0415
     from isles.algorithms.de import de, crossover  # noqa: PLC0415
     from isles.algorithms.ep import cuda_source as ep_source, fep  # noqa: PLC0415
-    from isles.algorithms.ga import cuda_source as ga_source, ga  # noqa: PLC0415
+    from isles.algorithms.ga import cuda_source as ga_source, draws  # noqa: PLC0415
     from isles.algorithms.pso import cuda as pso_cuda, pso  # noqa: PLC0415
 
     src = de_source.kernel_source(np.float64, 4, 8, Sphere(4).cuda_objective, "bin", "reinit")
     for name, mod in (("DRAW_INDEX", de), ("DRAW_BOUND", de), ("DRAW_START", crossover), ("DRAW_CROSS", crossover)):
         assert f"#define {name} {getattr(mod, name)}ull\n" in src
-    assert f"#define DRAW_MUTATE {ga.DRAW_MUTATE}ull\n" in ga_source.DRAWS
+    assert f"#define DRAW_MUTATE {draws.DRAW_MUTATE}ull\n" in ga_source.DRAWS
     assert f"#define DRAW_TIE {fep.DRAW_TIE}ull\n" in ep_source.DRAWS
     assert f"#define DRAW_COR {pso.DRAW_COR}ull\n" in pso_cuda.kernel_source(np.float32)
     with pytest.raises(ValueError, match="draw id"):

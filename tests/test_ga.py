@@ -19,21 +19,9 @@ from isles.algorithms.core.encodings import pack_bits, unpack_bits, valid_mask
 from isles.algorithms.core.random import CounterRNG
 from isles.algorithms.ga import cuda_host as ga_host
 from isles.algorithms.ga import cuda_source as ga_source
-from isles.algorithms.ga.ga import (
-    DRAW_CUT,
-    DRAW_RENEW,
-    DRAW_XOVER,
-    GA,
-    SEED_P_M,
-    GAParams,
-    crossover,
-    elite_indices,
-    flip_thresholds,
-    per_bit_flips,
-    random_words,
-    seed_flips,
-    tournament,
-)
+from isles.algorithms.ga.draws import DRAW_CUT, DRAW_RENEW, DRAW_XOVER, flip_thresholds
+from isles.algorithms.ga.ga import GA, SEED_P_M, GAParams
+from isles.algorithms.ga.operators import crossover, elite_indices, per_bit_flips, random_words, seed_flips, tournament
 from isles.problems.base import Problem
 from isles.problems.benchmarks import Rastrigin, Sphere
 from isles.problems.binary import Knapsack, OneMax, Trap

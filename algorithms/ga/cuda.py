@@ -87,7 +87,7 @@ VERIFY_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
 
 
 def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int, K: np.ndarray):
-    """CuPy twin of :func:`isles.algorithms.ga.ga.per_bit_flips` (same draws, same thresholds ``K``): one
+    """CuPy twin of :func:`isles.algorithms.ga.operators.per_bit_flips` (same draws, same thresholds ``K``): one
     elementwise kernel over ``(I, M, W)`` words, no host synchronisation."""
     cp = rng.xp
     kernel = elementwise(
