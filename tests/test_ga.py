@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 from isles.algorithms.core.base import Context
-from isles.algorithms.core.encodings import pack_bits, unpack_bits, valid_mask
+from isles.algorithms.core.bitstrings import pack_bits, unpack_bits, valid_mask
 from isles.algorithms.core.random import CounterRNG
 from isles.algorithms.ga import cuda_host as ga_host
 from isles.algorithms.ga import cuda_source as ga_source

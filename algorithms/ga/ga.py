@@ -92,7 +92,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
-from isles.algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding, make_encoding
+from isles.algorithms.core.encoding_choice import make_encoding
+from isles.algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding
 from isles.algorithms.ga.draws import CROSSOVERS, DRAW_INIT, DRAW_RENEW
 from isles.algorithms.ga.operators import crossover, elite_indices, per_bit_flips, random_words, seed_flips, tournament
 
@@ -134,7 +135,7 @@ class GAParams:
             (seed 2.1's partial renewal; not mutated); ``n_renew = floor(renewal N)`` and
             ``n_elite + n_renew < N`` (at least one child).
         encoding: ``auto`` (``bits`` for natively binary problems, else ``binary``), ``binary``,
-            ``gray``, ``seed002`` or ``bits`` (:func:`isles.algorithms.core.encodings.make_encoding`).
+            ``gray``, ``seed002`` or ``bits`` (:func:`isles.algorithms.core.encoding_choice.make_encoding`).
         bits_per_variable: bits per variable of ``binary``/``gray``, 1..52.
         nvdec, nvbin: ``seed002``'s digits per variable (2..16) and bits per digit (1..16).
         fused: use the fused CUDA generation (:mod:`isles.algorithms.ga.cuda`) where possible on CuPy;
@@ -273,7 +274,7 @@ class GA(FusedAlgorithm):
         island starts.
 
         Raises:
-            ValueError: as :func:`isles.algorithms.core.encodings.make_encoding`.
+            ValueError: as :func:`isles.algorithms.core.encoding_choice.make_encoding`.
         """
         p = self.params
         make_encoding(p.encoding, problem, p.bits_per_variable, p.nvdec, p.nvbin)

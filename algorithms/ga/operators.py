@@ -183,6 +183,6 @@ def random_words(rng, generation: int, draw: int, start: int, stop: int, n_bits:
     W = (int(n_bits) + 31) // 32
     idx = np.arange(start, stop, dtype=np.int64)[:, None] * W + np.arange(W)[None, :]
     z = rng.bits_at(generation, draw, device_constant(xp, idx)[None])
-    from isles.algorithms.core.encodings import valid_mask  # noqa: PLC0415
+    from isles.algorithms.core.bitstrings import valid_mask  # noqa: PLC0415
 
     return (z >> np.uint64(32)).astype(np.uint32) & valid_mask(n_bits, xp)
