@@ -31,7 +31,8 @@ from hydra.utils import instantiate
 
 from isles.islands import checkpoint, sync_loop
 from isles.islands.coordinator import Coordinator, RestartFailed
-from isles.app.job import init_ray, run_job
+from isles.app.job import run_job
+from isles.app.ray_setup import init_ray
 from isles.islands.placement import actor_options, cluster_nodes, plan_nodes, ray_location, reserve
 from tests.helpers import make_cfg, plain
 
