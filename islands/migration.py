@@ -59,11 +59,8 @@ def check_selection(policy) -> None:
 
 def select_best(f, v, k: int):
     """Emigrant indices ``(I, k)``: the ``k`` best individuals of each island (best first;
-    :class:`isles.islands.policies.SelectBest`).
-
-    Raises:
-        ValueError: ``k`` larger than the population ``N`` or below 1 (:func:`check_n_migrants`).
-    """
+    :class:`isles.islands.policies.SelectBest`); ``k`` in ``1..N`` is the caller's to check, once
+    (:func:`isles.islands.policies.check_migrants`)."""
     return policies.SelectBest().select(f, v, k)
 
 

@@ -16,10 +16,12 @@ Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topo
 ``master``) are open here: their ``_target_`` class validates its own parameters when it is built
 (:mod:`isles.islands.build`), before Ray starts.
 
-This module is the one place of the typed fields' defaults (the dataclasses below,
-:func:`with_defaults`) and of their ranges and allowed values (:func:`check_values`); the runtime
-reads a config through :func:`validated`, and the job (:func:`isles.app.job.validate`) calls it
-before Ray starts, adding only what depends on the machine (a GPU, a Ray address, psutil).
+This module is the one place of the defaults (the dataclasses below, :func:`with_defaults`; an
+algorithm's come from its ``Params`` dataclass, :func:`algorithm_node`; ``conf/`` only chooses
+and overrides) and of the typed fields' ranges and allowed values (:func:`check_values`). The job
+(:func:`isles.app.job.validate`) checks a run's config once, before Ray starts, through
+:func:`validated`, adding only what depends on the machine (a GPU, a Ray address, psutil); the
+runtime trusts the :class:`Validated` config it gets, and checks a hand-made dict itself.
 Every error is one line naming the field as the user types it and the allowed values.
 """
 from __future__ import annotations
@@ -32,14 +34,9 @@ from typing import Any, Optional, get_type_hints
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from isles.algorithms.coevolution.cde import CDE
 from isles.algorithms.core.backend import DEVICES, dtype_of
 from isles.algorithms.core.base import check_range
-from isles.algorithms.de.de import DE
-from isles.algorithms.ep.fep import FEP
-from isles.algorithms.ga.ga import GA
-from isles.algorithms.pso.epso import EPSO
-from isles.algorithms.pso.pso import PSO
+from isles.algorithms.options import ALGORITHMS
 from isles.islands.policies import replacement_policy, selection_policy
 from isles.islands.placement import STRATEGIES
 from isles.problems.constraints import check_handling
@@ -76,7 +73,7 @@ class ConstraintsConfig:
     """Constraint handling (:class:`isles.problems.constraints.Evaluator`)."""
 
     # feasibility (Deb's rules) | penalty (static penalty f + penalty * violation)
-    # | augmented_lagrangian (min-max algorithms only: algorithm=cde)
+    # | augmented_lagrangian (min-max algorithms only, e.g. the co-evolutionary DE)
     handling: str = "feasibility"
     penalty: float = 1.0e6
     r: float = 1.0e7  # augmented_lagrangian: penalty factor r > 0 (seed 000 Table 1)
@@ -360,21 +357,31 @@ def check_master(master, mode: str) -> None:
         raise ValueError(f"islands.mode={mode}: a master (the loop's plug-in) needs islands.mode=sync")
 
 
-def validated(cfg: dict) -> dict:
+class Validated(dict):
+    """A run config that :func:`validated` made: a plain dict with the schema's defaults and its
+    typed fields checked. The runtime trusts it: :func:`validated` given one checks nothing again,
+    so a run's config is checked once, by the job before Ray starts (:func:`isles.app.job.validate`),
+    and not again by the driver's :class:`~isles.islands.coordinator.Coordinator` nor by the one
+    that an actor builds (:mod:`isles.islands.actor_loop`): Ray pickles it with its class.
+
+    A copy made with ``type(cfg)({**cfg, ...})`` stays trusted; only values the runtime derives from
+    checked ones (the actor's device, ``islands.n_actors=1``) may be put in it that way.
+    """
+
+
+def validated(cfg: dict) -> Validated:
     """``cfg`` (a plain dict) with the schema's defaults (:func:`with_defaults`), its typed fields
-    checked (:func:`check_values`): what the runtime reads.
+    checked (:func:`check_values`): what the runtime reads. A :class:`Validated` config is not
+    checked again: a shallow copy of it is returned (the caller may set its top-level keys).
 
     Raises:
         ValueError: as :func:`check_values`.
     """
-    out = with_defaults(cfg)
+    if isinstance(cfg, Validated):
+        return Validated(cfg)
+    out = Validated(with_defaults(cfg))
     check_values(out)
     return out
-
-
-#: the built-in algorithms, by the name of their option in ``conf/algorithm/``: each option's node
-#: starts from :func:`algorithm_node` of its class (``schema/algorithm/NAME`` in the ConfigStore)
-ALGORITHMS = {"cde": CDE, "de": DE, "epso": EPSO, "fep": FEP, "ga": GA, "pso": PSO}
 
 
 def algorithm_node(cls) -> dict:
@@ -393,9 +400,30 @@ def algorithm_node(cls) -> dict:
     return node
 
 
+#: the root's fields that the schema leaves open (their ``_target_`` class checks them when built)
+OPEN_FIELDS = tuple(f.name for f in fields(IslesConfig) if get_type_hints(IslesConfig)[f.name] is Any)
+
+
+def with_generations(cfg: Validated, resolved: dict) -> Validated:
+    """The checked ``cfg`` after a budget in evaluations set its generations
+    (:func:`isles.islands.budget.with_budget`): ``generations`` and the open nodes
+    (:data:`OPEN_FIELDS`: ``algorithm``, ``problem``, ...) taken from ``resolved``, the same
+    composed config resolved with the budget's generations, so that what interpolates
+    ``${generations}`` (an algorithm's ``max_iterations``) follows it; the typed sections stay as
+    checked. Not checked again: the budget's generations lie in ``1..cfg["generations"]``
+    (:func:`isles.islands.budget.budget_generations`), and the open nodes' classes check them when
+    they are built."""
+    out = Validated(cfg)
+    out["generations"] = resolved["generations"]
+    for name in OPEN_FIELDS:
+        out[name] = resolved.get(name)
+    return out
+
+
 def register() -> None:
     """Store :class:`IslesConfig` in Hydra's ConfigStore as ``isles_schema``, and each built-in
-    algorithm's :func:`algorithm_node` as ``schema/algorithm/NAME`` (idempotent)."""
+    algorithm's :func:`algorithm_node` as ``schema/algorithm/NAME``
+    (:data:`isles.algorithms.options.ALGORITHMS`; idempotent)."""
     store = ConfigStore.instance()
     store.store(name="isles_schema", node=IslesConfig)
     for name, cls in ALGORITHMS.items():

@@ -11,14 +11,18 @@ from typing import get_type_hints
 import pytest
 from omegaconf import OmegaConf
 
+from isles.algorithms.options import ALGORITHMS
 from isles.islands import schema
 from tests.helpers import CONF, make_cfg, plain
 
 CONF_DIR = Path(CONF)
 EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 #: the root's sections typed by a dataclass of the schema
-SECTIONS = {f.name: t for f, t in ((f, get_type_hints(schema.IslesConfig)[f.name])
-                                   for f in dataclasses.fields(schema.IslesConfig)) if dataclasses.is_dataclass(t)}
+SECTIONS = {
+    f.name: t
+    for f, t in ((f, get_type_hints(schema.IslesConfig)[f.name]) for f in dataclasses.fields(schema.IslesConfig))
+    if dataclasses.is_dataclass(t)
+}
 MISSING = object()
 
 
@@ -81,8 +85,9 @@ def chosen(name: str | None, group: str) -> str | None:
 def algorithm_base(option: str) -> dict:
     """The ``algorithm`` node of option ``option`` before an experiment: the class's
     :func:`~isles.islands.schema.algorithm_node` with ``conf/algorithm/OPTION.yaml``'s values."""
-    return OmegaConf.to_container(OmegaConf.merge(schema.algorithm_node(schema.ALGORITHMS[option]),
-                                                  body(CONF_DIR / "algorithm" / f"{option}.yaml")))
+    return OmegaConf.to_container(
+        OmegaConf.merge(schema.algorithm_node(ALGORITHMS[option]), body(CONF_DIR / "algorithm" / f"{option}.yaml"))
+    )
 
 
 def experiment_chain(name: str) -> list:
@@ -103,8 +108,11 @@ def golden(name: str | None) -> dict:
     for group in ("problem", "topology", "master"):
         option = chosen(name, group)
         cfg[group] = None if option is None else body(CONF_DIR / group / f"{option}.yaml")
-    merged = OmegaConf.merge(cfg, {"logger": body(CONF_DIR / "logger" / f"{chosen(name, 'logger')}.yaml")},
-                             *(experiment_chain(name) if name else []))
+    merged = OmegaConf.merge(
+        cfg,
+        {"logger": body(CONF_DIR / "logger" / f"{chosen(name, 'logger')}.yaml")},
+        *(experiment_chain(name) if name else []),
+    )
     return OmegaConf.to_container(merged, resolve=True)
 
 
@@ -119,7 +127,7 @@ def applied_default(path: Path, key: str):
     if group in ("islands", "logger"):
         return get(schema_defaults(), f"{group}.{key}")
     if group == "algorithm":
-        return get(schema.algorithm_node(schema.ALGORITHMS[path.stem]), key)
+        return get(schema.algorithm_node(ALGORITHMS[path.stem]), key)
     if group == "experiment":
         name = path.stem
         for parent in reversed(parents(name)):
@@ -166,8 +174,7 @@ def test_duplicate_finder_sees_a_repeated_default(tmp_path, monkeypatch):
     with open(copy / "algorithm" / "de.yaml", "a") as fh:
         fh.write("F: 0.5\nCR: 0.3\n")
     with open(copy / "experiment" / "cmepso.yaml", "a") as fh:
-        fh.write("islands:\n  n: 8\n" if "islands:" not in (copy / "experiment" / "cmepso.yaml").read_text()
-                 else "")
+        fh.write("islands:\n  n: 8\n" if "islands:" not in (copy / "experiment" / "cmepso.yaml").read_text() else "")
     (copy / "experiment" / "extra.yaml").write_text("# @package _global_\nislands:\n  n: 8\n")
     monkeypatch.setattr(__import__(__name__, fromlist=["CONF_DIR"]), "CONF_DIR", copy)
     found = {(f, k) for f, k, _ in duplicates()}
@@ -183,7 +190,7 @@ def test_composed_config_is_the_dataclasses_defaults_with_the_yaml_overrides(nam
     composed = plain(make_cfg(*([f"+experiment={name}"] if name else [])))
     expected = golden(name)
     assert composed == expected
-    algorithm = schema.ALGORITHMS[chosen(name, "algorithm")]
+    algorithm = ALGORITHMS[chosen(name, "algorithm")]
     assert {f.name for f in dataclasses.fields(algorithm.Params)} <= set(composed["algorithm"])
 
 

@@ -191,6 +191,10 @@ class CDE(IslandAlgorithm):
         """``Nx = pop_size`` (the x population; ``pop_size_y`` for y)."""
         return self.params.pop_size
 
+    def population_sizes(self) -> dict:
+        """``{"x": pop_size, "y": pop_size_y}``, the roles of :meth:`populations`."""
+        return {"x": int(self.params.pop_size), "y": int(self.params.pop_size_y)}
+
     # -- pieces ----------------------------------------------------------------------------------
     @staticmethod
     def problem_of(ctx: Context):
