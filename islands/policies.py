@@ -57,8 +57,8 @@ def check_n_migrants(k, n: int, role=None) -> None:
 
 def check_migrants(k, algorithm) -> None:
     """``islands.n_migrants`` against every population of the built island ``algorithm``
-    (:meth:`~isles.algorithms.core.base.IslandAlgorithm.population_sizes`; the co-evolutionary DE's
-    ``x`` and ``y``), once per run before Ray starts (:func:`isles.app.job.prepare`) and once per
+    (:meth:`~isles.algorithms.core.base.IslandAlgorithm.population_sizes`: one per migration role,
+    e.g. ``x`` and ``y``), once per run before Ray starts (:func:`isles.app.job.prepare`) and once per
     island group when it builds its selection (:func:`selection_policy`), never per migration.
 
     Raises:

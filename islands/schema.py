@@ -17,7 +17,7 @@ Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topo
 (:mod:`isles.islands.build`), before Ray starts.
 
 This module is the one place of the defaults (the dataclasses below, :func:`with_defaults`; an
-algorithm's come from its ``Params`` dataclass, :func:`algorithm_node`; ``conf/`` only chooses
+algorithm's come from its ``Params`` dataclass and a topology's from its constructor, :func:`class_node`; ``conf/`` only chooses
 and overrides) and of the typed fields' ranges and allowed values (:func:`check_values`). The job
 (:func:`isles.app.job.validate`) checks a run's config once, before Ray starts, through
 :func:`validated`, adding only what depends on the machine (a GPU, a Ray address, psutil); the
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Optional, get_type_hints
 
@@ -39,6 +40,7 @@ from isles.algorithms.core.base import check_range
 from isles.algorithms.options import ALGORITHMS
 from isles.islands.policies import replacement_policy, selection_policy
 from isles.islands.placement import STRATEGIES
+from isles.islands.topology import TOPOLOGIES
 from isles.problems.constraints import check_handling
 
 #: values of ``islands.mode``: every group waits for the epoch's emigrants, or takes what has come
@@ -73,7 +75,7 @@ class ConstraintsConfig:
     """Constraint handling (:class:`isles.problems.constraints.Evaluator`)."""
 
     # feasibility (Deb's rules) | penalty (static penalty f + penalty * violation)
-    # | augmented_lagrangian (min-max algorithms only, e.g. the co-evolutionary DE)
+    # | augmented_lagrangian (min-max algorithms only)
     handling: str = "feasibility"
     penalty: float = 1.0e6
     r: float = 1.0e7  # augmented_lagrangian: penalty factor r > 0 (seed 000 Table 1)
@@ -384,19 +386,26 @@ def validated(cfg: dict) -> Validated:
     return out
 
 
-def algorithm_node(cls) -> dict:
-    """The config node of the island algorithm ``cls``: its ``_target_`` (the class's import path)
-    and every field of its ``Params`` dataclass with the field's default, the one place where an
-    algorithm's defaults are written. ``conf/algorithm/NAME.yaml`` extends it
-    (``/schema/algorithm/NAME@_here_``) with only what differs (``max_iterations: ${generations}``).
+def class_node(cls) -> dict:
+    """The config node of the class ``cls`` (an island algorithm, a topology): its ``_target_`` (the
+    class's import path) and every field of its ``Params`` dataclass with the field's default, or,
+    for a class without one, every constructor parameter that has a default: the one place where
+    those defaults are written. ``conf/GROUP/NAME.yaml`` extends it (``/schema/GROUP/NAME@_here_``)
+    with only what differs (``max_iterations: ${generations}``, ``bidirectional: false``).
 
-    The node is untyped, as a YAML file's: its values are checked by ``cls.Params`` when the
-    algorithm is built (:func:`isles.islands.build.build_algorithm`), with one-line errors naming
-    ``algorithm.<field>``.
+    The node is untyped, as a YAML file's: its values are checked by the class (``cls.Params``)
+    when it is built (:func:`isles.islands.build.build_algorithm`), with one-line errors naming
+    the field (``algorithm.<field>``, ``topology.<field>``).
     """
     node = {"_target_": f"{cls.__module__}.{cls.__qualname__}"}
-    for f in fields(cls.Params):
-        node[f.name] = f.default_factory() if f.default is dataclasses.MISSING else f.default
+    params = getattr(cls, "Params", None)
+    if dataclasses.is_dataclass(params):
+        for f in fields(params):
+            node[f.name] = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        return node
+    for name, p in inspect.signature(cls).parameters.items():
+        if p.default is not p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            node[name] = list(p.default) if isinstance(p.default, tuple) else p.default
     return node
 
 
@@ -421,13 +430,14 @@ def with_generations(cfg: Validated, resolved: dict) -> Validated:
 
 
 def register() -> None:
-    """Store :class:`IslesConfig` in Hydra's ConfigStore as ``isles_schema``, and each built-in
-    algorithm's :func:`algorithm_node` as ``schema/algorithm/NAME``
-    (:data:`isles.algorithms.options.ALGORITHMS`; idempotent)."""
+    """Store :class:`IslesConfig` in Hydra's ConfigStore as ``isles_schema``, and the
+    :func:`class_node` of each built-in algorithm (:data:`isles.algorithms.options.ALGORITHMS`)
+    and topology (:data:`isles.islands.topology.TOPOLOGIES`) as ``schema/GROUP/NAME`` (idempotent)."""
     store = ConfigStore.instance()
     store.store(name="isles_schema", node=IslesConfig)
-    for name, cls in ALGORITHMS.items():
-        store.store(group="schema/algorithm", name=name, node=algorithm_node(cls))
+    for group, options in (("algorithm", ALGORITHMS), ("topology", TOPOLOGIES)):
+        for name, cls in options.items():
+            store.store(group=f"schema/{group}", name=name, node=class_node(cls))
 
 
 register()

@@ -4,11 +4,14 @@ under ``conf/`` only chooses groups and overrides what differs (an experiment's 
 settings). The golden of every composed config is computed from those dataclasses and the YAML
 files' own values, never a dump."""
 
+import copy
 import dataclasses
+import functools
 from pathlib import Path
 from typing import get_type_hints
 
 import pytest
+from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from isles.algorithms.options import ALGORITHMS
@@ -26,15 +29,19 @@ SECTIONS = {
 MISSING = object()
 
 
+@functools.lru_cache(maxsize=None)
+def _load(path: Path) -> dict:
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+
+
 def body(path: Path) -> dict:
     """The values a YAML file writes (its defaults list and Hydra's own node left out), unresolved."""
-    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
-    return {k: v for k, v in raw.items() if k not in ("defaults", "hydra")}
+    return {k: copy.deepcopy(v) for k, v in _load(path).items() if k not in ("defaults", "hydra")}
 
 
 def defaults_list(path: Path) -> list:
     """The entries of a YAML file's defaults list."""
-    return list(OmegaConf.to_container(OmegaConf.load(path), resolve=False).get("defaults") or [])
+    return copy.deepcopy(list(_load(path).get("defaults") or []))
 
 
 def leaves(d: dict, prefix: str = ""):
@@ -82,12 +89,23 @@ def chosen(name: str | None, group: str) -> str | None:
     return None
 
 
-def algorithm_base(option: str) -> dict:
-    """The ``algorithm`` node of option ``option`` before an experiment: the class's
-    :func:`~isles.islands.schema.algorithm_node` with ``conf/algorithm/OPTION.yaml``'s values."""
-    return OmegaConf.to_container(
-        OmegaConf.merge(schema.algorithm_node(ALGORITHMS[option]), body(CONF_DIR / "algorithm" / f"{option}.yaml"))
-    )
+def extended(path: Path) -> dict:
+    """The node that YAML file ``path`` extends (its defaults list's ``/schema/GROUP/NAME@_here_``:
+    a class's :func:`~isles.islands.schema.class_node` in Hydra's ConfigStore), or ``{}``."""
+    for entry in defaults_list(path):
+        if isinstance(entry, str) and entry.startswith("/schema/"):
+            name = entry[1:].partition("@")[0]
+            return OmegaConf.to_container(ConfigStore.instance().load(f"{name}.yaml").node)
+    return {}
+
+
+def group_node(group: str, option: str | None) -> dict | None:
+    """The node of ``group``'s option ``option`` before an experiment: what its YAML file extends
+    (an algorithm's or a topology's class node) with the file's own values; ``None`` for no option."""
+    if option is None:
+        return None
+    path = CONF_DIR / group / f"{option}.yaml"
+    return OmegaConf.to_container(OmegaConf.merge(extended(path), body(path)))
 
 
 def experiment_chain(name: str) -> list:
@@ -101,13 +119,12 @@ def experiment_chain(name: str) -> list:
 def golden(name: str | None) -> dict:
     """The resolved config of experiment ``name`` (``None``: the default job) computed from the
     dataclasses and the YAML files' own values: the schema's defaults, each chosen group's node
-    (an algorithm's from its Params), then the experiment chain's values, merged as Hydra does."""
+    (an algorithm's from its Params, a topology's from its constructor), then the experiment
+    chain's values, merged as Hydra does."""
     cfg = schema_defaults()
     cfg = OmegaConf.to_container(OmegaConf.merge(cfg, body(CONF_DIR / "config.yaml")))
-    cfg["algorithm"] = algorithm_base(chosen(name, "algorithm"))
-    for group in ("problem", "topology", "master"):
-        option = chosen(name, group)
-        cfg[group] = None if option is None else body(CONF_DIR / group / f"{option}.yaml")
+    for group in ("algorithm", "problem", "topology", "master"):
+        cfg[group] = group_node(group, chosen(name, group))
     merged = OmegaConf.merge(
         cfg,
         {"logger": body(CONF_DIR / "logger" / f"{chosen(name, 'logger')}.yaml")},
@@ -118,24 +135,26 @@ def golden(name: str | None) -> dict:
 
 def applied_default(path: Path, key: str):
     """The value that ``key`` of YAML file ``path`` would have if the file did not write it: the
-    dataclass default for the runtime's files and the algorithms', and for an experiment what its
-    parents and chosen algorithm give (else the schema's default); :data:`MISSING` where no
-    dataclass defaults the key (a problem's or topology's constructor, a master's node)."""
+    schema's default for the runtime's files, the class node's for an algorithm's or a topology's
+    (its ``Params`` or constructor), and for an experiment what its parents, its chosen algorithm
+    and topology give (else the schema's default); :data:`MISSING` where nothing defaults the key
+    (a problem's node, a master's node)."""
     group = path.parent.name
     if path.parent == CONF_DIR:
         return get(schema_defaults(), key)
     if group in ("islands", "logger"):
         return get(schema_defaults(), f"{group}.{key}")
-    if group == "algorithm":
-        return get(schema.algorithm_node(ALGORITHMS[path.stem]), key)
+    if group in ("algorithm", "topology"):
+        return get(extended(path), key)
     if group == "experiment":
         name = path.stem
         for parent in reversed(parents(name)):
             value = get(OmegaConf.to_container(OmegaConf.merge(*experiment_chain(parent))), key)
             if value is not MISSING:
                 return value
-        if key.startswith("algorithm."):
-            return get(algorithm_base(chosen(name, "algorithm")), key.partition(".")[2])
+        head, _, rest = key.partition(".")
+        if head in ("algorithm", "topology") and rest:
+            return get(group_node(head, chosen(name, head)), rest)
         return get(schema_defaults(), key) if key.split(".")[0] in SECTIONS or "." not in key else MISSING
     return MISSING
 
@@ -157,29 +176,44 @@ def duplicates() -> list:
 
 
 def test_no_yaml_value_repeats_its_default():
-    """A value written in a YAML file under ``conf/`` differs from the dataclass default (or the
-    parent experiment's value) that applies without it: each default is written once. Today's
-    ``conf/`` repeats 44 runtime and 54 algorithm defaults and 34 in the experiments."""
+    """A value written in a YAML file under ``conf/`` differs from the default (or the parent
+    experiment's value) that applies without it: each default is written once. Before issue 26
+    item 6, ``conf/`` repeated 44 runtime defaults (config.yaml, islands/default.yaml,
+    logger/mlflow.yaml), 57 of the algorithms' Params, 7 of the topologies' constructors and 38
+    in the experiments."""
     found = duplicates()
     assert not found, f"{len(found)} YAML values repeat the default that applies there: {found}"
 
 
 def test_duplicate_finder_sees_a_repeated_default(tmp_path, monkeypatch):
-    """The finder itself: a copy of ``conf/`` whose ``de.yaml`` writes ``F: 0.5`` (DEParams' default)
-    and whose experiment repeats ``islands.n: 8`` is flagged on both; ``CR: 0.3`` is not."""
+    """The finder itself, on a copy of ``conf/``: ``de.yaml`` writing ``F: 0.5`` (DEParams'
+    default), ``ring_one_way.yaml`` writing ``weight: 1.0`` (Ring's), ``config.yaml`` writing
+    ``seed: 0`` and an experiment repeating ``islands.n: 8`` (the schema's) or its parent's
+    ``islands.n_actors: 1`` are flagged; values that differ are not."""
     import shutil
 
-    copy = tmp_path / "conf"
-    shutil.copytree(CONF_DIR, copy)
-    with open(copy / "algorithm" / "de.yaml", "a") as fh:
-        fh.write("F: 0.5\nCR: 0.3\n")
-    with open(copy / "experiment" / "cmepso.yaml", "a") as fh:
-        fh.write("islands:\n  n: 8\n" if "islands:" not in (copy / "experiment" / "cmepso.yaml").read_text() else "")
-    (copy / "experiment" / "extra.yaml").write_text("# @package _global_\nislands:\n  n: 8\n")
-    monkeypatch.setattr(__import__(__name__, fromlist=["CONF_DIR"]), "CONF_DIR", copy)
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    for name, text in [
+        ("algorithm/de.yaml", "F: 0.5\nCR: 0.3\n"),
+        ("topology/ring_one_way.yaml", "weight: 1.0\n"),
+        ("config.yaml", "seed: 0\ngenerations: 7\n"),
+    ]:
+        with open(conf / name, "a") as fh:
+            fh.write(text)
+    (conf / "experiment" / "extra.yaml").write_text("# @package _global_\nislands:\n  n: 8\n  n_migrants: 2\n")
+    (conf / "experiment" / "child.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - cde\n  - _self_\nislands:\n  n_actors: 1\n  n: 8\n"
+    )
+    monkeypatch.setattr(__import__(__name__, fromlist=["CONF_DIR"]), "CONF_DIR", conf)
     found = {(f, k) for f, k, _ in duplicates()}
-    assert ("algorithm/de.yaml", "F") in found and ("experiment/extra.yaml", "islands.n") in found
-    assert ("algorithm/de.yaml", "CR") not in found
+    assert found == {
+        ("algorithm/de.yaml", "F"),
+        ("topology/ring_one_way.yaml", "weight"),
+        ("config.yaml", "seed"),
+        ("experiment/extra.yaml", "islands.n"),
+        ("experiment/child.yaml", "islands.n_actors"),
+    }
 
 
 @pytest.mark.parametrize("name", [None, *EXPERIMENTS])
@@ -194,9 +228,19 @@ def test_composed_config_is_the_dataclasses_defaults_with_the_yaml_overrides(nam
     assert {f.name for f in dataclasses.fields(algorithm.Params)} <= set(composed["algorithm"])
 
 
-def test_algorithm_option_overrides_as_typed():
-    """A key that only the dataclass defaults (no YAML writes it) is overridden as users type it,
-    and a field of the root's schema likewise."""
-    cfg = plain(make_cfg("+experiment=de_ackley_bin", "algorithm.F=0.3", "algorithm.epoch=false", "islands.n=3"))
+def test_defaults_override_as_typed():
+    """A key that only a dataclass or a constructor defaults (no YAML writes it) is overridden as
+    users type it, without ``+``: an algorithm's, a topology's and the root schema's."""
+    cfg = plain(
+        make_cfg(
+            "+experiment=de_ackley_bin",
+            "algorithm.F=0.3",
+            "algorithm.epoch=false",
+            "islands.n=3",
+            "topology=ring_one_way",
+            "topology.weight=0.5",
+        )
+    )
     assert (cfg["algorithm"]["F"], cfg["algorithm"]["epoch"], cfg["islands"]["n"]) == (0.3, False, 3)
     assert cfg["algorithm"]["CR"] == 0.2  # the experiment's (seed 004 Table II)
+    assert cfg["topology"] == {"_target_": "isles.islands.topology.Ring", "bidirectional": False, "weight": 0.5}
