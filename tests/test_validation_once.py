@@ -11,6 +11,7 @@ from isles.app import job
 from isles.islands import policies, schema
 from isles.islands.actor_loop import Archipelago
 from isles.islands.coordinator import Coordinator
+from tests.counting_actor import CountingArchipelago
 from tests.helpers import make_cfg
 
 TINY = [
@@ -128,3 +129,24 @@ def test_selection_policy_checks_k_when_built():
     ):
         policies.selection_policy("select_best", 9, DE(pop_size=8))
     assert policies.selection_policy("select_best", 8, DE(pop_size=8)) == policies.SelectBest()
+
+
+@pytest.mark.slow
+def test_an_in_actor_run_checks_its_config_once(checks, monkeypatch):
+    """The whole run in one Ray actor (the issue's case, three checks before): the job checks the
+    config, the driver's Coordinator and the actor's (handed the config by Ray) check nothing."""
+    import isles.islands.coordinator as coordinator
+
+    monkeypatch.setattr(coordinator, "Archipelago", CountingArchipelago)
+    prepared = job.prepare(make_cfg(*TINY))
+    run = Coordinator(prepared.plain, prepared.topology, prepared.master, use_ray=True)
+    job.init_ray({"num_cpus": 1})
+    try:
+        result = run.run()
+    finally:
+        import ray
+
+        ray.shutdown()
+    assert result.generations == 20
+    assert [i["checks_in_actor"] for i in run.group_infos] == [0]
+    assert checks["check_values"] == 1  # the job's, in this process
