@@ -17,11 +17,12 @@ Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topo
 (:mod:`isles.islands.build`), before Ray starts.
 
 This module is the one place of the defaults (the dataclasses below, :func:`with_defaults`; an
-algorithm's come from its ``Params`` dataclass and a topology's from its constructor, :func:`class_node`; ``conf/`` only chooses
-and overrides) and of the typed fields' ranges and allowed values (:func:`check_values`). The job
-(:func:`isles.app.job.validate`) checks a run's config once, before Ray starts, through
-:func:`validated`, adding only what depends on the machine (a GPU, a Ray address, psutil); the
-runtime trusts the :class:`Validated` config it gets, and checks a hand-made dict itself.
+algorithm's come from its ``Params`` dataclass and a topology's from its constructor,
+:func:`class_node`; ``conf/`` only chooses and overrides) and of the typed fields' ranges and
+allowed values (:func:`check_values`). The job (:func:`isles.app.job.validate`) checks a run's
+config once, before Ray starts, through :func:`validated`, adding only what depends on the machine
+(a GPU, a Ray address, psutil); the runtime trusts the :class:`Validated` config it gets, and
+checks a hand-made dict itself.
 Every error is one line naming the field as the user types it and the allowed values.
 """
 from __future__ import annotations
@@ -112,7 +113,7 @@ class IslandsConfig:
     n_nodes: Optional[int] = None  # null: every node of the Ray cluster; N: the N nodes with the most GPUs (or CPUs)
     # spread (over as many nodes as possible) | strict_spread (one actor per node) | pack (fewest nodes)
     placement: str = "spread"
-    # generations per epoch; islands meet (and the master swarm runs) once per epoch
+    # generations per epoch; the islands meet (and a plug-in runs) once per epoch
     migration_interval: int = 10
     n_migrants: int = 1  # emigrants per island per migration (chosen by islands.selection)
     # Any, not str: a built-in's name or {_target_: a class, ...} (islands/policies.py, check_values):

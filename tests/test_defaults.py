@@ -7,14 +7,15 @@ files' own values, never a dump."""
 import copy
 import dataclasses
 import functools
+import inspect
 from pathlib import Path
 from typing import get_type_hints
 
 import pytest
 from hydra.core.config_store import ConfigStore
+from hydra.utils import get_object
 from omegaconf import OmegaConf
 
-from isles.algorithms.options import ALGORITHMS
 from isles.islands import schema
 from tests.helpers import CONF, make_cfg, plain
 
@@ -27,6 +28,8 @@ SECTIONS = {
     if dataclasses.is_dataclass(t)
 }
 MISSING = object()
+#: the groups whose options' nodes are derived from their class (:func:`isles.islands.schema.class_node`)
+DERIVED = ("algorithm", "topology")
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,14 +92,33 @@ def chosen(name: str | None, group: str) -> str | None:
     return None
 
 
+def declared_defaults(target: str) -> dict:
+    """The defaults that the class ``target`` declares: its ``Params`` dataclass's fields, else its
+    constructor's parameters that have one (what :func:`isles.islands.schema.class_node` puts in a
+    node, read here on their own so that this module also counts a tree without that node)."""
+    cls = get_object(target)
+    params = getattr(cls, "Params", None)
+    if dataclasses.is_dataclass(params):
+        return {f.name: f.default for f in dataclasses.fields(params) if f.default is not dataclasses.MISSING}
+    sig = inspect.signature(cls).parameters.values()
+    return {
+        p.name: list(p.default) if isinstance(p.default, tuple) else p.default
+        for p in sig
+        if p.default is not p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+
+
 def extended(path: Path) -> dict:
     """The node that YAML file ``path`` extends (its defaults list's ``/schema/GROUP/NAME@_here_``:
-    a class's :func:`~isles.islands.schema.class_node` in Hydra's ConfigStore), or ``{}``."""
+    a class's :func:`~isles.islands.schema.class_node` in Hydra's ConfigStore); for a file of a
+    :data:`DERIVED` group that names its ``_target_`` itself, the defaults that class declares
+    (:func:`declared_defaults`); else ``{}``."""
     for entry in defaults_list(path):
         if isinstance(entry, str) and entry.startswith("/schema/"):
             name = entry[1:].partition("@")[0]
             return OmegaConf.to_container(ConfigStore.instance().load(f"{name}.yaml").node)
-    return {}
+    target = body(path).get("_target_")
+    return declared_defaults(target) if target and path.parent.name in DERIVED else {}
 
 
 def group_node(group: str, option: str | None) -> dict | None:
@@ -144,7 +166,7 @@ def applied_default(path: Path, key: str):
         return get(schema_defaults(), key)
     if group in ("islands", "logger"):
         return get(schema_defaults(), f"{group}.{key}")
-    if group in ("algorithm", "topology"):
+    if group in DERIVED:
         return get(extended(path), key)
     if group == "experiment":
         name = path.stem
@@ -153,7 +175,7 @@ def applied_default(path: Path, key: str):
             if value is not MISSING:
                 return value
         head, _, rest = key.partition(".")
-        if head in ("algorithm", "topology") and rest:
+        if head in DERIVED and rest:
             return get(group_node(head, chosen(name, head)), rest)
         return get(schema_defaults(), key) if key.split(".")[0] in SECTIONS or "." not in key else MISSING
     return MISSING
@@ -224,6 +246,8 @@ def test_composed_config_is_the_dataclasses_defaults_with_the_yaml_overrides(nam
     composed = plain(make_cfg(*([f"+experiment={name}"] if name else [])))
     expected = golden(name)
     assert composed == expected
+    from isles.algorithms.options import ALGORITHMS
+
     algorithm = ALGORITHMS[chosen(name, "algorithm")]
     assert {f.name for f in dataclasses.fields(algorithm.Params)} <= set(composed["algorithm"])
 
@@ -244,3 +268,15 @@ def test_defaults_override_as_typed():
     assert (cfg["algorithm"]["F"], cfg["algorithm"]["epoch"], cfg["islands"]["n"]) == (0.3, False, 3)
     assert cfg["algorithm"]["CR"] == 0.2  # the experiment's (seed 004 Table II)
     assert cfg["topology"] == {"_target_": "isles.islands.topology.Ring", "bidirectional": False, "weight": 0.5}
+
+
+if __name__ == "__main__":  # python -m tests.test_defaults: the repeated values by kind of file
+    import collections
+
+    KINDS = {".": "runtime", "islands": "runtime", "logger": "runtime"}
+    found = duplicates()
+    for kind, n in sorted(
+        collections.Counter(KINDS.get(str(Path(f).parent), str(Path(f).parent)) for f, _, _ in found).items()
+    ):
+        print(f"{kind}: {n}")
+    print(f"total: {len(found)}")
