@@ -28,10 +28,10 @@ from isles.islands import checkpoint
 from isles.app.overrides import job_overrides, user_problem_config
 from isles.islands.budget import with_budget
 from isles.islands.build import build_algorithm, build_problem, check_pairing
-from isles.islands.migration import check_n_migrants
+from isles.islands.policies import check_migrants
 from isles.islands.placement import needs_ray
 from isles.app.ray_security import check_dashboard_host
-from isles.islands.schema import check_keys, validated
+from isles.islands.schema import check_keys, validated, with_generations
 from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
 from isles.app.progress import ConsoleProgress, print_summary, result_line
 from isles.app.run_files import HistoryFiles, SolutionFile
@@ -118,40 +118,50 @@ def validate(cfg: dict) -> dict:
 class Prepared(NamedTuple):
     """A job's config checked and built before Ray starts (:func:`prepare`)."""
 
-    plain: dict  # the resolved config with the schema's defaults
+    plain: dict  # the resolved config with the schema's defaults, checked (islands/schema.py Validated)
     problem: Any
     topology: Any
     master: Any  # None without a master swarm
     algorithm: Any  # the island algorithm, built to validate it (the groups build their own)
 
 
+def _resolved(run_cfg: DictConfig, cfg: DictConfig) -> dict:
+    """The composed run config ``run_cfg`` resolved as the job runs it: the problem's keys as typed
+    (``cfg``'s own ``hydra`` node, or the running job's overrides: no stale keys of another
+    problem) and the default checkpoint path (the job's output directory)."""
+    plain = OmegaConf.to_container(run_cfg, resolve=True)
+    plain["problem"] = user_problem_config(plain.get("problem") or {}, job_overrides(cfg))
+    ck = plain.get("checkpoint") or {}
+    if ck.get("every") and not ck.get("path"):
+        plain["checkpoint"] = {**ck, "path": os.path.join(_output_dir(), "checkpoint.pkl")}
+    return plain
+
+
 def prepare(cfg: DictConfig) -> Prepared:
     """Everything a job checks and builds before Ray starts, for a run (:func:`run_job`) and for
-    each job of a sweep before its first job starts (:func:`isles.app.sweeper.check_job`):
-    ``stop.max_evaluations`` as generations (:func:`isles.islands.budget.with_budget`), the
+    each job of a sweep before its first job starts (:func:`isles.app.sweeper.check_job`): the
     problem's keys as typed (``cfg``'s own ``hydra`` node, or the running job's overrides), the
-    default checkpoint path, :func:`validate`, then the problem, topology, master and algorithm
-    built and checked against each other. Starts nothing.
+    default checkpoint path, :func:`validate` (the run's one check of its config: the runtime
+    trusts the :class:`~isles.islands.schema.Validated` config it returns), ``stop.max_evaluations``
+    as generations (:func:`isles.islands.budget.with_budget`), then the problem, topology, master
+    and algorithm built and checked against each other. Starts nothing.
 
     Raises:
         ValueError: one line naming the field and the allowed values.
     """
     run_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])  # a sweep's job config has hydra's node
-    run_cfg = with_budget(run_cfg)  # stop.max_evaluations as generations, before ${generations} resolves (islands/budget.py)
-    plain = OmegaConf.to_container(run_cfg, resolve=True)
-    # no stale keys of another problem (the Hydra job's overrides, or those cfg's own hydra node records)
-    plain["problem"] = user_problem_config(plain.get("problem") or {}, job_overrides(cfg))
-    ck = plain.get("checkpoint") or {}
-    if ck.get("every") and not ck.get("path"):  # the default path: the job's output directory
-        plain["checkpoint"] = {**ck, "path": os.path.join(_output_dir(), "checkpoint.pkl")}
-    plain = validate(plain)
+    plain = validate(_resolved(run_cfg, cfg))  # the run's one check of its config (islands/schema.py)
+    if plain["stop"]["max_evaluations"] is not None:  # as generations (islands/budget.py)
+        budgeted = with_budget(run_cfg, plain, instantiate(plain["master"]) if plain.get("master") else None)
+        if budgeted is not run_cfg:  # what interpolates ${generations} (max_iterations) follows the budget
+            plain = with_generations(plain, _resolved(budgeted, cfg))
     problem = build_problem(plain["problem"], plain["constraints"])  # constraints.eq_tol: the report's equalities
     topology = instantiate(plain["topology"])
     master = instantiate(plain["master"]) if plain.get("master") else None
     # build (and validate) the island algorithm here too, so a bad value fails before Ray starts
     algorithm = build_algorithm(plain["algorithm"])
     check_pairing(algorithm, problem, plain["constraints"])
-    check_n_migrants(plain["islands"]["n_migrants"], algorithm.population_size())
+    check_migrants(plain["islands"]["n_migrants"], algorithm)  # each population's (CDE: x and y)
     return Prepared(plain, problem, topology, master, algorithm)
 
 

@@ -29,7 +29,7 @@ class Archipelago:
 
     def __init__(self, coordinator: type, cfg: dict, topology, master, device: str, resume_from: dict | None = None):
         ck = {**cfg["checkpoint"], "resume": None}
-        cfg = {**cfg, "device": device, "islands": {**cfg["islands"], "n_actors": 1}, "checkpoint": ck}
+        cfg = type(cfg)({**cfg, "device": device, "islands": {**cfg["islands"], "n_actors": 1}, "checkpoint": ck})
         self.coordinator = coordinator(cfg, topology, master, use_ray=False)
         self.coordinator.resume_from = resume_from
         self.placement = self.coordinator._placement()

@@ -69,7 +69,7 @@ class IslandGroup(PeerLinks):
         self.algorithm = build_algorithm(spec["algorithm"])
         self.n_migrants = int(spec.get("n_migrants", 1))
         self.replacement = replacement_policy(spec.get("replacement", "fair_replace"))
-        self.selection = selection_policy(spec.get("selection", "select_best"))
+        self.selection = selection_policy(spec.get("selection", "select_best"), self.n_migrants, self.algorithm)
         self.ctx = Context(
             xp=self.xp,
             dtype=dtype_of(spec.get("dtype", "float64")),

@@ -61,11 +61,8 @@ def check_selection(policy) -> None:
 
 def select_best(f, v, k: int):
     """Emigrant indices ``(I, k)``: the ``k`` best individuals of each island (best first;
-    :class:`isles.islands.policies.SelectBest`).
-
-    Raises:
-        ValueError: ``k`` larger than the population ``N`` or below 1 (:func:`check_n_migrants`).
-    """
+    :class:`isles.islands.policies.SelectBest`); ``k`` in ``1..N`` is the caller's to check, once
+    (:func:`isles.islands.policies.check_migrants`)."""
     return policies.SelectBest().select(f, v, k)
 
 
@@ -158,8 +155,7 @@ def emigrants_of(algorithm, state: dict, k: int, selection=None):
     fused = type(selection) is policies.SelectBest and _fused(pops[next(iter(pops))])
     out = {}
     for r, p in pops.items():
-        if fused:  # one kernel (isles.islands.fused_migration), the same emigrants
-            policies.check_n_migrants(k, p.shape[1])
+        if fused:  # one kernel (isles.islands.fused_migration), the same emigrants; k checked once, at construction
             out[r] = fused_migration.select_best(p, k)
         if out.get(r) is None:
             out[r] = p.take(selection.select(p.f, p.v, k))

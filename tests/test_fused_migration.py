@@ -160,11 +160,20 @@ def test_emulated_full_write_in_several_blocks(monkeypatch):
 
 
 @needs_cc
-def test_emulated_select_best_refuses_bad_k(monkeypatch):
+def test_emulated_select_best_trusts_k_checked_at_construction(monkeypatch):
+    """Issue 26 item 6: ``k`` is checked once, when a group builds its selection (a ``k`` above the
+    population is refused there), not at every migration by the fused selection."""
+    from isles.algorithms.de.de import DE
+    from isles.islands import policies
+
     monkeypatch.setattr(migration, "_fused", lambda pop: True)
+    checked = []
+    monkeypatch.setattr(policies, "check_n_migrants", lambda *args: checked.append(args))
     state = random_state(np.random.default_rng(1), 3, 5, np.float64, np.float64, "float64", (2,))[0]
+    assert migration.emigrants_of(Plain(), state, 2, SelectBest()).f.shape == (3, 2) and checked == []
+    monkeypatch.undo()
     with pytest.raises(ValueError, match="islands.n_migrants=6"):
-        migration.emigrants_of(Plain(), state, 6, SelectBest())
+        policies.selection_policy(SelectBest(), 6, DE(pop_size=5))
 
 
 # ---- the events' summary ---------------------------------------------------------------------------

@@ -183,6 +183,10 @@ class CDE(CDEPieces, IslandAlgorithm):
         """``Nx = pop_size`` (the x population; ``pop_size_y`` for y)."""
         return self.params.pop_size
 
+    def population_sizes(self) -> dict:
+        """``{"x": pop_size, "y": pop_size_y}``, the roles of :meth:`populations`."""
+        return {"x": int(self.params.pop_size), "y": int(self.params.pop_size_y)}
+
     # -- interface -------------------------------------------------------------------------------
     def init(self, ctx: Context) -> State:
         """Both populations uniform in their boxes; P1 evaluated against P2 and P2 against P1."""

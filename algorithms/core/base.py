@@ -188,6 +188,12 @@ class IslandAlgorithm:
         """Individuals per island ``N`` (what migration may select from)."""
         raise NotImplementedError
 
+    def population_sizes(self) -> dict:
+        """Individuals per island of each migration role (:meth:`populations`' keys), known before
+        any state exists: ``{None: population_size()}`` for one population. Migration checks
+        ``islands.n_migrants`` against each once (:func:`isles.islands.policies.check_migrants`)."""
+        return {None: int(self.population_size())}
+
     def initial_evaluations(self) -> int:
         """Evaluations of the objective and constraints per island by :meth:`init` (host int;
         what ``state["evals"]`` starts at). Default: :meth:`population_size`."""

@@ -221,7 +221,7 @@ def select_best(pop: Population, k: int) -> Population | None:
     """The ``k`` best of each island, best first, every leaf (:class:`SelectBest` then
     :meth:`Population.take`) in one kernel: a Population ``(I, k)``, or ``None`` where the layout
     is not supported (:func:`layout_reason`). On NumPy arrays the host emulation runs (tests).
-    The caller checks ``k`` (:func:`isles.islands.policies.check_n_migrants`)."""
+    The caller checks ``k`` once, when it builds its selection (:func:`isles.islands.policies.check_migrants`)."""
     if layout_reason(pop, k) is not None:
         return None
     xp = pop.xp
