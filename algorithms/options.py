@@ -11,8 +11,10 @@ from isles.algorithms.coevolution.cde import CDE
 from isles.algorithms.de.de import DE
 from isles.algorithms.ep.fep import FEP
 from isles.algorithms.ga.ga import GA
+from isles.algorithms.lshade.jso import JSO
+from isles.algorithms.lshade.lshade import LSHADE
 from isles.algorithms.pso.epso import EPSO
 from isles.algorithms.pso.pso import PSO
 
 #: the built-in algorithms by the name of their option (``algorithm=NAME``)
-ALGORITHMS = {"cde": CDE, "de": DE, "epso": EPSO, "fep": FEP, "ga": GA, "pso": PSO}
+ALGORITHMS = {"cde": CDE, "de": DE, "epso": EPSO, "fep": FEP, "ga": GA, "jso": JSO, "lshade": LSHADE, "pso": PSO}
