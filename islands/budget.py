@@ -80,24 +80,32 @@ def budget_generations(cfg: dict, plugins=()) -> int:
     return min(generations, needed)
 
 
-def with_budget(cfg):
+def with_budget(cfg, plain: dict | None = None, plugins=()):
     """The composed config ``cfg`` (an OmegaConf ``DictConfig``, before resolution) with
     ``generations`` set to :func:`budget_generations` where ``stop.max_evaluations`` is set, so
     that what interpolates ``${generations}`` follows the budget (an algorithm's schedule over
     ``max_iterations`` then spans the run that the budget buys) and MLflow
     records the generations that run; ``cfg`` itself otherwise.
 
+    Args:
+        cfg: the composed config.
+        plain: ``cfg`` resolved and checked (:func:`~isles.islands.schema.validated`: the job's
+            one check, :func:`isles.app.job.prepare`), with ``plugins`` built from its ``plugins``
+            list; ``None``: resolved, checked and built here.
+
     Raises:
         ValueError: a key the schema does not know or a bad value (as
-            :func:`isles.islands.schema.check_keys` and :func:`~isles.islands.schema.validated`),
-            and as :func:`budget_generations`.
+            :func:`isles.islands.schema.check_keys` and :func:`~isles.islands.schema.validated`,
+            where ``plain`` is ``None``), and as :func:`budget_generations`.
     """
     if OmegaConf.select(cfg, "stop.max_evaluations") is None:
         return cfg
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    check_keys(plain)
-    plain = validated(plain)
-    generations = budget_generations(plain, build_plugins(plain["plugins"]))
+    if plain is None:
+        plain = OmegaConf.to_container(cfg, resolve=True)
+        check_keys(plain)
+        plain = validated(plain)
+        plugins = build_plugins(plain["plugins"])
+    generations = budget_generations(plain, plugins)
     if generations == plain["generations"]:
         return cfg
     out = cfg.copy()

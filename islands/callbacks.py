@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from isles.islands.results import RunResult, cluster_resources
+from isles.islands.results import EpochRecord, RunResult, cluster_resources
 
 
 class Monitors:
@@ -34,12 +34,12 @@ class Monitors:
         )
         return startup_s
 
-    def publish(self, record: dict) -> None:
+    def publish(self, record: EpochRecord) -> None:
         """Hand the epoch's record to ``on_epoch``, unless its epoch was published already (an epoch
         replayed after a restart, or before an interrupted run was resumed)."""
-        if record["epoch"] <= self.published_epoch:
+        if record.epoch <= self.published_epoch:
             return
-        self.published_epoch = record["epoch"]
+        self.published_epoch = record.epoch
         self._each("on_epoch", record)
 
     def restarted(self, moved: dict) -> None:

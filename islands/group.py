@@ -62,7 +62,7 @@ class IslandGroup(PeerLinks):
         self.algorithm = build_algorithm(spec.algorithm)
         self.n_migrants = int(spec.n_migrants)
         self.replacement = replacement_policy(spec.replacement)
-        self.selection = selection_policy(spec.selection)
+        self.selection = selection_policy(spec.selection, self.n_migrants, self.algorithm)
         self.ctx = Context(
             xp=self.xp,
             dtype=dtype_of(spec.dtype),

@@ -43,14 +43,30 @@ def rank_order(f, v):
     return xp.take_along_axis(by_f, by_v, axis=-1)
 
 
-def check_n_migrants(k, n: int) -> None:
-    """``islands.n_migrants`` against the population size ``n`` (known once the algorithm is built).
+def check_n_migrants(k, n: int, role=None) -> None:
+    """``islands.n_migrants`` against the population size ``n`` (known once the algorithm is built;
+    ``role``: the population's migration role, ``None`` for an algorithm with one).
 
     Raises:
         ValueError: ``k`` not an integer in ``1..n``, naming the field and the allowed values.
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
-        raise ValueError(f"islands.n_migrants={k}: allowed values are integers 1..{n} (the population size)")
+        of = "" if role is None else f" of {role}"
+        raise ValueError(f"islands.n_migrants={k}: allowed values are integers 1..{n} (the population size{of})")
+
+
+def check_migrants(k, algorithm) -> None:
+    """``islands.n_migrants`` against every population of the built island ``algorithm``
+    (:meth:`~isles.algorithms.core.base.IslandAlgorithm.population_sizes`: one per migration role,
+    e.g. ``x`` and ``y``), once per run before Ray starts (:func:`isles.app.job.prepare`) and once per
+    island group when it builds its selection (:func:`selection_policy`), never per migration.
+
+    Raises:
+        ValueError: as :func:`check_n_migrants`.
+    """
+    sizes = getattr(algorithm, "population_sizes", None)  # an algorithm that is no IslandAlgorithm: one population
+    for role, n in (sizes() if sizes else {None: algorithm.population_size()}).items():
+        check_n_migrants(k, int(n), role)
 
 
 class _Stateless:
@@ -82,12 +98,8 @@ class SelectBest(_Stateless, Selection):
     """The ``k`` best individuals of each island under Deb's rules, best first (``pagmo::select_best``)."""
 
     def select(self, f, v, k: int):
-        """Indices ``(I, k)`` of the ``k`` best of each island (:func:`rank_order`).
-
-        Raises:
-            ValueError: ``k`` larger than the population ``N`` or below 1 (:func:`check_n_migrants`).
-        """
-        check_n_migrants(k, f.shape[-1])
+        """Indices ``(I, k)`` of the ``k`` best of each island (:func:`rank_order`); ``k`` in
+        ``1..N``, checked once when the group built its selection (:func:`check_migrants`)."""
         return rank_order(f, v)[:, :k]
 
 
@@ -198,16 +210,21 @@ def _build(field: str, value, names: dict, method: str, signature: str):
     return policy
 
 
-def selection_policy(value) -> Selection:
+def selection_policy(value, n_migrants=None, algorithm=None) -> Selection:
     """The emigrant selection of ``islands.selection``: ``select_best`` (:data:`SELECTIONS`), a
-    mapping ``{_target_: class, **arguments}`` or a policy object (returned as it is).
+    mapping ``{_target_: class, **arguments}`` or a policy object (returned as it is). With
+    ``n_migrants`` and the built ``algorithm`` (an island group's, at its construction), the ``k``
+    it will select is checked here, once (:func:`check_migrants`): ``select`` trusts it.
 
     Raises:
         ValueError: one line naming ``islands.selection`` and the allowed values: an unknown
             name, a mapping without ``_target_``, a target that cannot be built, or an object
-            without a ``select`` method.
+            without a ``select`` method; ``islands.n_migrants`` outside ``1..N`` of a population.
     """
-    return _build("islands.selection", value, SELECTIONS, "select", "f, v, k")
+    policy = _build("islands.selection", value, SELECTIONS, "select", "f, v, k")
+    if algorithm is not None:
+        check_migrants(n_migrants, algorithm)
+    return policy
 
 
 def replacement_policy(value) -> Replacement:

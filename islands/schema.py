@@ -16,16 +16,20 @@ Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topo
 ``plugins``) are open here: their ``_target_`` class validates its own parameters when it is built
 (:mod:`isles.islands.build`), before Ray starts.
 
-This module is the one place of the typed fields' defaults (the dataclasses below,
-:func:`with_defaults`) and of their ranges and allowed values (:func:`check_values`); the runtime
-reads a config through :func:`validated`, and the job (:func:`isles.app.job.validate`) calls it
-before Ray starts, adding only what depends on the machine (a GPU, a Ray address, psutil).
+This module is the one place of the defaults (the dataclasses below, :func:`with_defaults`; an
+algorithm's come from its ``Params`` dataclass and a topology's from its constructor,
+:func:`class_node`; ``conf/`` only chooses and overrides) and of the typed fields' ranges and
+allowed values (:func:`check_values`). The job (:func:`isles.app.job.validate`) checks a run's
+config once, before Ray starts, through :func:`validated`, adding only what depends on the machine
+(a GPU, a Ray address, psutil); the runtime trusts the :class:`Validated` config it gets, and
+checks a hand-made dict itself.
 Every error is one line naming the field as the user types it and the allowed values.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, List, Optional, get_type_hints
 
@@ -34,8 +38,10 @@ from omegaconf import MISSING
 
 from isles.algorithms.core.backend import DEVICES, dtype_of
 from isles.algorithms.core.base import check_range
+from isles.algorithms.options import ALGORITHMS
 from isles.islands.policies import replacement_policy, selection_policy
 from isles.islands.placement import STRATEGIES
+from isles.islands.topology import TOPOLOGIES
 from isles.problems.constraints import check_handling
 
 #: values of ``islands.mode``: every group waits for the epoch's emigrants, or takes what has come
@@ -58,9 +64,10 @@ class StopConfig:
     the run ends at the first generation at which its evaluations of the objective and
     constraints (all islands and the plug-ins) reach it (:mod:`isles.islands.budget`)."""
 
-    f_target: Optional[float] = None
+    f_target: Optional[float] = None  # null: run all generations; a number: the target above
     tol: float = 0.0
-    # Any, not int: a budget typed 1e6 is an integer too, and 2.5 or abc get check_values' one line
+    # Any, not int: a budget typed 1e6 is an integer too, and 2.5 or abc get check_values' one line;
+    # null: generations only (docs/budgets.md)
     max_evaluations: Any = None
 
 
@@ -68,69 +75,90 @@ class StopConfig:
 class ConstraintsConfig:
     """Constraint handling (:class:`isles.problems.constraints.Evaluator`)."""
 
+    # feasibility (Deb's rules) | penalty (static penalty f + penalty * violation)
+    # | augmented_lagrangian (min-max algorithms only)
     handling: str = "feasibility"
     penalty: float = 1.0e6
-    r: float = 1.0e7
-    multiplier_bound: float = 1.0e4
-    eq_tol: float = 1.0e-4
+    r: float = 1.0e7  # augmented_lagrangian: penalty factor r > 0 (seed 000 Table 1)
+    multiplier_bound: float = 1.0e4  # augmented_lagrangian: multipliers mu in [0, multiplier_bound] (> 0)
+    eq_tol: float = 1.0e-4  # an equality constraint h = 0 (a problem's n_eq) holds where |h| <= eq_tol (>= 0)
 
 
 @dataclass
 class CheckpointConfig:
     """Checkpoints every ``every`` epochs to ``path``; ``resume`` continues a saved run."""
 
-    every: int = 0
-    path: Optional[str] = None
-    resume: Optional[str] = None
+    every: int = 0  # save a checkpoint every N epochs (0: never); sync mode
+    path: Optional[str] = None  # null: checkpoint.pkl in the job's Hydra output directory
+    resume: Optional[str] = None  # path of a checkpoint to continue from (same seed and islands)
 
 
 @dataclass
 class RayConfig:
     """Where Ray runs: a local Ray (``address`` null) or a cluster."""
 
-    address: Optional[str] = None
-    num_cpus: Optional[int] = None
+    address: Optional[str] = None  # null: start a local Ray; "auto" or "ray://host:10001": join a cluster
+    num_cpus: Optional[int] = None  # local Ray only: CPUs to offer (null = all)
     include_dashboard: bool = False
-    dashboard_host: str = "127.0.0.1"
+    dashboard_host: str = "127.0.0.1"  # local Ray's dashboard: this machine only; 0.0.0.0 opts in to every interface
 
 
 @dataclass
 class IslandsConfig:
-    """The archipelago (``conf/islands/default.yaml`` documents each field)."""
+    """The archipelago (``islands.*``); each field's default is written here only."""
 
-    n: int = 8
+    n: int = 8  # islands in the archipelago (>= 1)
+    # null: one actor per GPU; without GPUs one actor (N: N CPU actors, one core each)
     n_actors: Optional[int] = None
-    n_nodes: Optional[int] = None
+    n_nodes: Optional[int] = None  # null: every node of the Ray cluster; N: the N nodes with the most GPUs (or CPUs)
+    # spread (over as many nodes as possible) | strict_spread (one actor per node) | pack (fewest nodes)
     placement: str = "spread"
+    # generations per epoch; the islands meet (and a plug-in runs) once per epoch
     migration_interval: int = 10
-    n_migrants: int = 1
-    # Any, not str: a built-in's name or {_target_: a class, ...} (islands/policies.py, check_values)
+    n_migrants: int = 1  # emigrants per island per migration (chosen by islands.selection)
+    # Any, not str: a built-in's name or {_target_: a class, ...} (islands/policies.py, check_values):
+    # fair_replace | replace_worst | {_target_: my_module.MyReplace}
     replacement: Any = "fair_replace"
-    selection: Any = "select_best"
-    mode: str = "sync"
+    selection: Any = "select_best"  # select_best | {_target_: my_module.MySelect}
+    mode: str = "sync"  # sync (all islands meet) | async (each exchanges with the migrant store)
+    # epochs between in-memory snapshots (sync mode); a lost actor restarts from the last one (0: off)
     snapshot_every: int = 10
-    max_restarts: int = 3
+    max_restarts: int = 3  # how often a lost island-group actor is restarted before the run fails
+    # seconds a lost actor may take to come back (no node with room: the run stops, checkpointed)
     restart_timeout_s: float = 120.0
+    # sync runs over several actors: auto (NCCL between GPUs where CuPy has it, else shared-memory
+    # channels between actors of one node, inboxes between nodes) | ray (inboxes) | nccl | channel
     transport: str = "auto"
+    # GPU: a batch's like epochs replay one captured epoch (islands/span_graph.py): auto (in-process,
+    # falls back where capture fails) | always (also GPU actors over NCCL) | never
     span_graph: str = "auto"
 
 
 @dataclass
 class LoggerConfig:
-    """MLflow tracking (``conf/logger/``)."""
+    """MLflow tracking (``logger.*``; ``logger=none`` turns it off; app/tracking.py)."""
 
     enabled: bool = True
+    # null: MLFLOW_TRACKING_URI if set, else MLflow's default sqlite:///mlflow.db in the launch
+    # directory; http://HOST:PORT: a tracking server (`mlflow server`), checked before the run starts
+    # (one line naming this field if it does not answer)
     tracking_uri: Optional[str] = None
     experiment_name: str = "isles"
-    run_name: Optional[str] = None
+    run_name: Optional[str] = None  # null: what ran, EXPERIMENT-PROBLEM-sSEED (a sweep's job: "NUM: its overrides")
+    # true: a tracking server that does not answer is replaced by the local store
+    # sqlite:///<launch dir>/mlflow.db, with one line saying so
     fallback_local: bool = False
+    # true: MLflow's system metrics (system/cpu_utilization_percentage, memory, system/gpu_N_* through
+    # NVML: pip install nvidia-ml-py) of the launching machine
     system_metrics: bool = False
+    # seconds between samples (null: MLflow's, 10 s or MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL)
     system_metrics_interval: Optional[float] = None
 
 
 @dataclass
 class IslesConfig:
-    """The root config (``conf/config.yaml`` documents each field)."""
+    """The root config; each field's default is written here only (``conf/config.yaml`` chooses the
+    groups, an experiment overrides values)."""
 
     algorithm: Any = MISSING
     problem: Any = MISSING
@@ -138,17 +166,17 @@ class IslesConfig:
     plugins: List[Any] = field(default_factory=list)
     islands: IslandsConfig = field(default_factory=IslandsConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
-    seed: int = 0
-    device: str = "auto"
-    dtype: str = "float64"
-    generations: int = 1000
-    cuda_graph: bool = True
-    stop: StopConfig = field(default_factory=StopConfig)
+    seed: int = 0  # every random number derives from (seed, island, generation)
+    device: str = "auto"  # auto | cpu | gpu   (auto: CuPy where an actor sees a GPU)
+    dtype: str = "float64"  # float64 | float32
+    generations: int = 1000  # generations (iterations) per island
+    cuda_graph: bool = True  # GPU: replay one captured generation as a CUDA graph (algorithms/core/graph.py)
+    stop: StopConfig = field(default_factory=StopConfig)  # stop rule besides the generation budget
     constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     ray: RayConfig = field(default_factory=RayConfig)
-    progress: bool = True
-    quiet: bool = False
+    progress: bool = True  # progress bar and end-of-run summary on stdout
+    quiet: bool = False  # true: print nothing at the end (progress=false still prints one result line)
 
 
 def check_keys(cfg: dict, schema=IslesConfig, prefix: str = "") -> None:
@@ -334,21 +362,85 @@ def check_plugins(plugins, mode: str) -> None:
         raise ValueError(f"islands.mode={mode}: plugins (the loop's plug-ins) need islands.mode=sync")
 
 
-def validated(cfg: dict) -> dict:
+class Validated(dict):
+    """A run config that :func:`validated` made: a plain dict with the schema's defaults and its
+    typed fields checked. The runtime trusts it: :func:`validated` given one checks nothing again,
+    so a run's config is checked once, by the job before Ray starts (:func:`isles.app.job.validate`),
+    and not again by the driver's :class:`~isles.islands.coordinator.Coordinator` nor by the one
+    that an actor builds (:mod:`isles.islands.actor_loop`): Ray pickles it with its class.
+
+    A copy made with ``type(cfg)({**cfg, ...})`` stays trusted; only values the runtime derives from
+    checked ones (the actor's device, ``islands.n_actors=1``) may be put in it that way.
+    """
+
+
+def validated(cfg: dict) -> Validated:
     """``cfg`` (a plain dict) with the schema's defaults (:func:`with_defaults`), its typed fields
-    checked (:func:`check_values`): what the runtime reads.
+    checked (:func:`check_values`): what the runtime reads. A :class:`Validated` config is not
+    checked again: a shallow copy of it is returned (the caller may set its top-level keys).
 
     Raises:
         ValueError: as :func:`check_values`.
     """
-    out = with_defaults(cfg)
+    if isinstance(cfg, Validated):
+        return Validated(cfg)
+    out = Validated(with_defaults(cfg))
     check_values(out)
     return out
 
 
+def class_node(cls) -> dict:
+    """The config node of the class ``cls`` (an island algorithm, a topology): its ``_target_`` (the
+    class's import path) and every field of its ``Params`` dataclass with the field's default, or,
+    for a class without one, every constructor parameter that has a default: the one place where
+    those defaults are written. ``conf/GROUP/NAME.yaml`` extends it (``/schema/GROUP/NAME@_here_``)
+    with only what differs (``max_iterations: ${generations}``, ``bidirectional: false``).
+
+    The node is untyped, as a YAML file's: its values are checked by the class (``cls.Params``)
+    when it is built (:func:`isles.islands.build.build_algorithm`), with one-line errors naming
+    the field (``algorithm.<field>``, ``topology.<field>``).
+    """
+    node = {"_target_": f"{cls.__module__}.{cls.__qualname__}"}
+    params = getattr(cls, "Params", None)
+    if dataclasses.is_dataclass(params):
+        for f in fields(params):
+            node[f.name] = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        return node
+    for name, p in inspect.signature(cls).parameters.items():
+        if p.default is not p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            node[name] = list(p.default) if isinstance(p.default, tuple) else p.default
+    return node
+
+
+#: the root's fields that the schema leaves open (their ``_target_`` class checks them when built)
+OPEN_FIELDS = tuple(f.name for f in fields(IslesConfig) if get_type_hints(IslesConfig)[f.name] is Any)
+
+
+def with_generations(cfg: Validated, resolved: dict) -> Validated:
+    """The checked ``cfg`` after a budget in evaluations set its generations
+    (:func:`isles.islands.budget.with_budget`): ``generations`` and the open nodes
+    (:data:`OPEN_FIELDS`: ``algorithm``, ``problem``, ...) taken from ``resolved``, the same
+    composed config resolved with the budget's generations, so that what interpolates
+    ``${generations}`` (an algorithm's ``max_iterations``) follows it; the typed sections stay as
+    checked. Not checked again: the budget's generations lie in ``1..cfg["generations"]``
+    (:func:`isles.islands.budget.budget_generations`), and the open nodes' classes check them when
+    they are built."""
+    out = Validated(cfg)
+    out["generations"] = resolved["generations"]
+    for name in OPEN_FIELDS:
+        out[name] = resolved.get(name)
+    return out
+
+
 def register() -> None:
-    """Store :class:`IslesConfig` in Hydra's ConfigStore as ``isles_schema`` (idempotent)."""
-    ConfigStore.instance().store(name="isles_schema", node=IslesConfig)
+    """Store :class:`IslesConfig` in Hydra's ConfigStore as ``isles_schema``, and the
+    :func:`class_node` of each built-in algorithm (:data:`isles.algorithms.options.ALGORITHMS`)
+    and topology (:data:`isles.islands.topology.TOPOLOGIES`) as ``schema/GROUP/NAME`` (idempotent)."""
+    store = ConfigStore.instance()
+    store.store(name="isles_schema", node=IslesConfig)
+    for group, options in (("algorithm", ALGORITHMS), ("topology", TOPOLOGIES)):
+        for name, cls in options.items():
+            store.store(group=f"schema/{group}", name=name, node=class_node(cls))
 
 
 register()

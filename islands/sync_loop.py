@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from isles.islands import checkpoint
+from isles.islands.build import build_algorithm
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.records import LoopState, Plan, Route, SpanOrder
 from isles.islands.recovery import loop_copy
@@ -79,7 +80,9 @@ class SyncLoop:
         if resume is not None:  # states are per island: any grouping (number of actors) resumes
             loop = loop_copy(resume)
             recovery.load(
-                groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups), loop.plugins
+                groups,
+                checkpoint.regroup(resume["states"], resume["groups"], placement.groups, self.island_axes()),
+                loop.plugins,
             )
         else:
             loop = LoopState(0, 0, None, None, None, RecordLog(), migration_log())
@@ -114,8 +117,8 @@ class SyncLoop:
                 # the snapshot's call) restarts like one lost during the epochs
                 for j, (k, summaries) in enumerate(epochs):
                     record, emigrants, hits = self.epoch_done(loop, k, summaries, t0)
-                    if record["epoch"] > yielded:
-                        yielded = record["epoch"]
+                    if record.epoch > yielded:
+                        yielded = record.epoch
                         yield record
                     if hits is not None and np.all(hits >= 0):  # every island reached the stop target
                         return run_result(loop.best, loop.history, loop.done_gens, t0, loop.migrations, hits)
@@ -158,6 +161,10 @@ class SyncLoop:
                 continue
         return run_result(loop.best, loop.history, loop.done_gens, t0, loop.migrations, hits)
 
+    def island_axes(self) -> dict:
+        """Where each state field of the run's algorithm has its islands (:func:`checkpoint.regroup`)."""
+        return build_algorithm(self.cfg["algorithm"]).island_axes
+
     def epoch_done(self, loop: LoopState, k: int, summaries: dict, t0: float):
         """Book one finished epoch of ``k`` generations into ``loop`` (counters, migrations, the
         plug-ins' metrics, the archipelago's best, the record).
@@ -180,21 +187,10 @@ class SyncLoop:
             named.update({name: v for name, v in metrics.items() if name not in ("evaluations", "nan_evaluations")})
         loop.best = best_of(cand + ([loop.best] if loop.best else []))
         record = epoch_record(
-            epoch,
-            loop.done_gens,
-            t0,
-            evals,
-            nan,
-            loop.best,
-            bf,
-            bv,
-            list(summaries.values()),
-            k,
-            hits,
-            payoff_total(summaries),
-            moved,
-        )
-        record.update(named)  # the plug-ins' metrics, under their names
+            epoch=epoch, generation=loop.done_gens, t0=t0, evaluations=evals, nan_evaluations=nan,
+            best_f=loop.best[1][0], best_v=loop.best[2][0], island_best_f=bf, island_best_v=bv,
+            compute_s=max(s.compute_s for s in summaries.values()), epoch_generations=k, hits=hits,
+            payoff_evaluations=payoff_total(summaries), migrations=moved, plugin_metrics=named)
         loop.history.append(record)
         return record, emigrants, hits
 

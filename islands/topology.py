@@ -150,3 +150,14 @@ class FreeForm(Topology):
         np.fill_diagonal(W, 0.0)
         return W
 
+
+#: the built-in topologies by the name of their option (``topology=NAME``): each option's node
+#: starts from :func:`isles.islands.schema.class_node` of its class (``ring_one_way``: ``Ring``'s)
+TOPOLOGIES = {
+    "free_form": FreeForm,
+    "fully_connected": FullyConnected,
+    "random": RandomGraph,
+    "ring": Ring,
+    "star": Star,
+    "unconnected": Unconnected,
+}
