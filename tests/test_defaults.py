@@ -92,6 +92,16 @@ def chosen(name: str | None, group: str) -> str | None:
     return None
 
 
+def chosen_plugin(name: str | None) -> str | None:
+    """The ``conf/plugin/`` option that experiment ``name`` (or a parent) adds (``- /plugin: NAME``)."""
+    if name is None:
+        return None
+    for entry in defaults_list(CONF_DIR / "experiment" / f"{name}.yaml"):
+        if isinstance(entry, dict) and "/plugin" in entry:
+            return entry["/plugin"]
+    return next((found for parent in parents(name) if (found := chosen_plugin(parent))), None)
+
+
 def declared_defaults(target: str) -> dict:
     """The defaults that the class ``target`` declares: its ``Params`` dataclass's fields, else its
     constructor's parameters that have one (what :func:`isles.islands.schema.class_node` puts in a
@@ -145,11 +155,13 @@ def golden(name: str | None) -> dict:
     chain's values, merged as Hydra does."""
     cfg = schema_defaults()
     cfg = OmegaConf.to_container(OmegaConf.merge(cfg, body(CONF_DIR / "config.yaml")))
-    for group in ("algorithm", "problem", "topology", "master"):
+    for group in ("algorithm", "problem", "topology"):
         cfg[group] = group_node(group, chosen(name, group))
+    plugin = chosen_plugin(name)  # a plug-in group's file sets the global plugins list
     merged = OmegaConf.merge(
         cfg,
         {"logger": body(CONF_DIR / "logger" / f"{chosen(name, 'logger')}.yaml")},
+        *([body(CONF_DIR / "plugin" / f"{plugin}.yaml")] if plugin else []),
         *(experiment_chain(name) if name else []),
     )
     return OmegaConf.to_container(merged, resolve=True)
@@ -160,7 +172,7 @@ def applied_default(path: Path, key: str):
     schema's default for the runtime's files, the class node's for an algorithm's or a topology's
     (its ``Params`` or constructor), and for an experiment what its parents, its chosen algorithm
     and topology give (else the schema's default); :data:`MISSING` where nothing defaults the key
-    (a problem's node, a master's node)."""
+    (a problem's node, a plug-in's node)."""
     group = path.parent.name
     if path.parent == CONF_DIR:
         return get(schema_defaults(), key)
@@ -186,7 +198,7 @@ def duplicates() -> list:
     applies there (:func:`applied_default`)."""
     out = []
     for path in sorted(CONF_DIR.rglob("*.yaml")):
-        if path.parent.name in ("hydra", "launcher", "hparams_search", "master"):  # Hydra's own; master: branch loop
+        if path.parent.name in ("hydra", "launcher", "hparams_search"):  # Hydra's own
             continue
         for key, value in leaves(body(path)):
             if key.endswith("_target_"):
