@@ -28,7 +28,7 @@ def plugin_stream(n_islands: int, j: int = 0) -> int:
 
 class Plugin(Protocol):
     """What the epoch body and the driver call on a plug-in (an implementation lives with its
-    algorithm, e.g. :class:`isles.algorithms.pso.master_plugin.MasterPlugin`)."""
+    algorithm under ``algorithms/``, named by the config's ``plugins``)."""
 
     def after_epoch(self, bests, phenotype, n_generations: int) -> None:
         """Run on the epoch's bests, Population ``(I, 1)`` of every island (device arrays), and
