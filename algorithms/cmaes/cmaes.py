@@ -1,0 +1,430 @@
+"""CMA-ES (Hansen's tutorial, arXiv:1604.00772, 2016) with IPOP/BIPOP restarts, many instances batched.
+
+``I`` independent CMA-ES instances (one per island) evolve in lockstep as one batch, the island
+axis first: means ``m (I, D)``, step sizes ``sigma (I,)``, covariances ``C (I, D, D)``, and their
+eigendecompositions ``C = B diag(d^2) B^T`` from the array library's ``eigh`` (NumPy/LAPACK or
+CuPy/cuSOLVER: no linear algebra of our own). A generation does no host synchronisation.
+
+**Generations and blocks (static shapes, exact budgets).** Restarts change an island's population
+size ``lambda`` (IPOP doubles it), per island and from device values; isles' budgets need a
+fixed number of evaluations per island and generation (:mod:`isles.islands.budget`). So an isles
+*generation* samples and evaluates one **block** of ``lambda_start`` points per island, and a
+CMA-ES *iteration* with ``lambda = k lambda_start`` spans ``k`` generations: its blocks are all
+drawn from the same distribution ``N(m, sigma^2 C)`` (the distribution only changes when an
+iteration completes), collected in buffers of the largest size a run reaches,
+``lambda_cap = lambda_start 2^max_doublings``, and the update (eqs. 41-47) is applied at the
+generation that completes the iteration. Every evaluation is a real sample (none is wasted on
+padding), ``evaluations_per_generation() = lambda_start`` exactly, and the arrays never change
+shape. The cost: the update's arithmetic runs on ``lambda_cap`` rows at every generation (masked
+where no iteration completes), ``O(lambda_cap D^2)`` per island; memory ``O(lambda_cap D + D^2)``
+per island. A restart past ``max_doublings`` keeps ``lambda_cap``. BIPOP's small populations are
+rounded down to a multiple of ``lambda_start``.
+
+**One iteration** (tutorial, "Algorithm summary", p. 29-31): ``z_k ~ N(0, I)``, ``y_k = B D z_k``
+(eq. 38-39), ``x_k = m + sigma y_k`` (eq. 40); ranking under Deb's feasibility rules
+(lexicographic ``(v, f)``: :func:`isles.problems.constraints.better`) instead of ``f`` alone;
+``<y>_w = sum_{i<=mu} w_i y_{i:lambda}`` (eq. 41), ``m += c_m sigma <y>_w`` with ``c_m = 1``
+(eq. 42); ``p_sigma`` (eq. 43), ``sigma`` (eq. 44; the exponent capped at 1 as in pycma, which
+only matters when ``||p_sigma||`` explodes), ``h_sigma`` (p. 28), ``p_c`` (eq. 45), ``w°``
+(eq. 46) and the active rank-one + rank-mu update of ``C`` (eq. 47) with the negative weights of
+:mod:`isles.algorithms.cmaes.strategy`. The eigendecomposition is refreshed every
+``max(1, floor(1 / (10 n (c_1 + c_mu))))`` generations (the tutorial's lazy update, p. 37;
+``eigen_interval`` overrides it); between refreshes ``B`` and ``d`` (and ``C^{-1/2} = B D^{-1}
+B^T`` in eq. 43) are those of the last refresh.
+
+**Bounds** (:func:`isles.algorithms.de.de.apply_bounds`, ``reflect`` by default): a sample
+outside the box is evaluated at its repaired point ``x'``, and the update uses the step
+``y = (x' - m) / sigma`` clipped to the Mahalanobis norm ``||C^{-1/2} y|| <= c_y = sqrt(n) + 2n /
+(n + 2)`` (Hansen 2011, "Injecting external solutions into CMA-ES", arXiv:1110.4181, eqs. (3)-(4):
+a repaired solution is an injected one). Migrants go through the same door (below).
+
+**Migration** (:meth:`CMAES.population`, :meth:`CMAES.replace`). The individuals migration sees are
+``1 + lambda_start`` rows per island: row 0 the island's best so far, rows ``1..`` the latest
+block (the last generation's samples); emigrants are thus the best of the latest generation and
+the best so far. An immigrant that lands (the replacement policy decides, e.g. ``fair_replace``)
+updates the best so far and is **injected** (Hansen 2011): the next generation's block evaluates
+it in place of one of its samples, with its step clipped as above, so that it steers the mean,
+the evolution paths and the covariance only as much as a good sample of the current distribution
+may, however far away it lies. At most ``max(1, lambda_start // 2)`` immigrants (the best) are
+injected per migration; they cost no extra evaluation (a block has ``lambda_start`` rows either
+way), so the budget stays exact.
+
+**Restarts** (:mod:`isles.algorithms.cmaes.restarts`): IPOP (Auger & Hansen 2005) and BIPOP
+(Hansen 2009), per island, when one of the termination criteria fires.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from isles.algorithms.cmaes import restarts
+from isles.algorithms.cmaes.draws import DRAW_INIT_MEAN, DRAW_Z
+from isles.algorithms.cmaes.strategy import clip_bound, default_pop_size, expected_norm, strategy_parameters
+from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_range
+from isles.algorithms.core.population import Population
+from isles.algorithms.de.de import BOUND_HANDLINGS, apply_bounds
+from isles.problems.constraints import argbest, better
+
+RESTARTS = ("none", "ipop", "bipop")
+
+
+@dataclass(frozen=True)
+class CMAESParams:
+    """Parameters of :class:`CMAES` (validated on construction).
+
+    Attributes:
+        dim: the problem's dimension ``n`` (the config sets ``${problem.dim}``): the default
+            population size and the evaluations per generation depend on it.
+        pop_size: ``lambda_start``, the population of the first run and the block evaluated per
+            generation (>= 4); ``null``: the tutorial's ``4 + floor(3 ln n)``.
+        sigma0: initial step size relative to the box, ``sigma_0 = sigma0 * rms(upper - lower)``
+            (> 0); the initial covariance is ``diag(((upper - lower) / rms(upper - lower))^2)``, so
+            the initial distribution has standard deviation ``sigma0 (upper_i - lower_i)`` on
+            coordinate ``i``. Hansen's advice: about a third of the box (0.3).
+        restarts: ``none``, ``ipop`` (Auger & Hansen 2005) or ``bipop`` (Hansen 2009).
+        max_doublings: IPOP's doublings the buffers hold: ``lambda_cap = pop_size 2^max_doublings``
+            (integer in ``[0, 20]``; Hansen 2009 uses up to 9). Cost per generation and island
+            ``O(lambda_cap D^2)``, memory ``O(lambda_cap D)``.
+        tol_fun: TolFun (restart when the best values of the last ``10 + ceil(30 n / lambda)``
+            iterations and all of the current one lie within it), >= 0.
+        tol_x: TolX, relative to ``sigma_0`` (restart when ``sigma p_c`` and ``sigma sqrt(C_ii)``
+            are all below ``tol_x sigma_0``), >= 0.
+        bound_handling: ``reflect`` (default), ``clip`` or ``reinit``
+            (:func:`isles.algorithms.de.de.apply_bounds`).
+        eigen_interval: generations between eigendecompositions; ``null``: the tutorial's lazy
+            rule ``max(1, floor(1 / (10 n (c_1 + c_mu))))`` at ``lambda_start``.
+
+    Raises:
+        ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
+    """
+
+    dim: int = 10
+    pop_size: int | None = None
+    sigma0: float = 0.3
+    restarts: str = "bipop"
+    max_doublings: int = 6
+    tol_fun: float = 1e-12
+    tol_x: float = 1e-12
+    bound_handling: str = "reflect"
+    eigen_interval: int | None = None
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        if not isinstance(self.restarts, str) or self.restarts not in RESTARTS:
+            raise ValueError(f"algorithm.restarts={self.restarts!r}: allowed values are {'|'.join(RESTARTS)}")
+        if not isinstance(self.bound_handling, str) or self.bound_handling not in BOUND_HANDLINGS:
+            raise ValueError(
+                f"algorithm.bound_handling={self.bound_handling!r}: allowed values are {'|'.join(BOUND_HANDLINGS)}"
+            )
+        set_(self, "dim", check_range("algorithm.dim", self.dim, 1, integer=True))
+        if self.pop_size is not None:
+            set_(self, "pop_size", check_range("algorithm.pop_size", self.pop_size, 4, integer=True))
+        set_(self, "sigma0", check_range("algorithm.sigma0", self.sigma0, 0, lo_open=True))
+        set_(self, "max_doublings", check_range("algorithm.max_doublings", self.max_doublings, 0, 20, integer=True))
+        set_(self, "tol_fun", check_range("algorithm.tol_fun", self.tol_fun, 0))
+        set_(self, "tol_x", check_range("algorithm.tol_x", self.tol_x, 0))
+        if self.eigen_interval is not None:
+            set_(self, "eigen_interval", check_range("algorithm.eigen_interval", self.eigen_interval, 1, integer=True))
+
+    @property
+    def lam_start(self) -> int:
+        """``lambda_start``: ``pop_size``, or the tutorial's default for ``dim``."""
+        return int(self.pop_size) if self.pop_size is not None else default_pop_size(self.dim)
+
+    @property
+    def lam_cap(self) -> int:
+        """``lambda_cap = lambda_start 2^max_doublings``, the largest population the buffers hold."""
+        return self.lam_start << self.max_doublings
+
+
+def rank_order(f, v, xp):
+    """Indices ``(I, N)`` sorting each row best first under Deb's rules (lexicographic ``(v, f)``,
+    stable: ties keep their index order)."""
+    by_f = xp.argsort(f, axis=-1, kind="stable")
+    v_sorted = xp.take_along_axis(v, by_f, axis=-1)
+    by_v = xp.argsort(v_sorted, axis=-1, kind="stable")
+    return xp.take_along_axis(by_f, by_v, axis=-1)
+
+
+def clip_steps(xp, y, B, d, c_y):
+    """Hansen 2011's clipping (arXiv:1110.4181, eq. (3)): ``y (I, k, D)`` scaled by
+    ``min(1, c_y / ||C^{-1/2} y||)`` with ``C^{-1/2} y = B D^{-1} B^T y`` (``B (I, D, D)``,
+    ``d (I, D)``). Returns ``(y, z)`` with ``z = D^{-1} B^T y`` (the step in the eigenbasis,
+    ``||z|| = ||C^{-1/2} y||``)."""
+    z = xp.matmul(y, B) / d[:, None, :]
+    norm = xp.sqrt((z * z).sum(axis=-1, keepdims=True))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = xp.where(norm > c_y, c_y / norm, 1.0).astype(y.dtype)
+    return y * a, z * a
+
+
+class CMAES(IslandAlgorithm):
+    """``I`` CMA-ES instances with IPOP/BIPOP restarts, one per island, in lockstep (module docstring).
+
+    State (dict), island axis first: ``X (I, P, D)``, ``f, v (I, P)`` the individuals migration
+    sees (``P = 1 + lambda_start``: the best so far, then the latest block); ``mean (I, D)``,
+    ``sigma (I,)``, ``C, B (I, D, D)``, ``d (I, D)`` (square roots of C's eigenvalues),
+    ``p_sigma, p_c (I, D)``; the iteration buffers ``Y (I, lambda_cap, D)`` (steps),
+    ``z2 (I, lambda_cap)`` (``||C^{-1/2} y||^2``), ``fb, vb (I, lambda_cap)``; per island int64
+    ``lam`` (current ``lambda``), ``blk`` (blocks of the iteration done), ``it`` (iterations since
+    the last restart), ``runs`` (restarts so far), ``n_large`` (IPOP doublings), ``regime`` (BIPOP:
+    0 large, 1 small), ``evals_large, evals_small`` (BIPOP's budgets); ``sigma_start (I,)`` (the
+    run's ``sigma_0``), ``hist (I, H)`` (best value of the last ``H`` iterations); the pending
+    injections ``inj_x (I, J, D)``, ``inj_on (I, J)``; host ints ``generation``, ``evals``, and
+    ``nan_evals`` (0-d). Generation ``g`` draws at counter ``g``.
+    """
+
+    name = "cmaes"
+    Params = CMAESParams
+
+    # -- sizes ------------------------------------------------------------------------------------
+    @property
+    def lam0(self) -> int:
+        """``lambda_start``, the block evaluated per generation."""
+        return self.params.lam_start
+
+    @property
+    def n_inject(self) -> int:
+        """``J = max(1, lambda_start // 2)``: immigrants injected per migration at most."""
+        return max(1, self.lam0 // 2)
+
+    def population_size(self) -> int:
+        """``1 + lambda_start``: the best so far and the latest block."""
+        return 1 + self.lam0
+
+    def initial_evaluations(self) -> int:
+        """1: the initial mean is evaluated (the first best so far)."""
+        return 1
+
+    def evaluations_per_generation(self) -> int:
+        """``lambda_start``: one block per generation, whatever the island's current ``lambda``."""
+        return self.lam0
+
+    def check_problem(self, problem) -> None:
+        """``algorithm.dim`` must be the problem's dimension.
+
+        Raises:
+            ValueError: one line naming ``algorithm.dim`` and the value that fits.
+        """
+        if int(problem.dim) != self.params.dim:
+            raise ValueError(
+                f"algorithm.dim={self.params.dim}: allowed value is the problem's dimension {int(problem.dim)} "
+                f"(the config's default is ${{problem.dim}})"
+            )
+
+    @functools.cached_property
+    def eigen_interval(self) -> int:
+        """Generations between eigendecompositions (``eigen_interval``, or the tutorial's lazy rule
+        ``max(1, floor(1 / (10 n (c_1 + c_mu))))`` at ``lambda_start``)."""
+        if self.params.eigen_interval is not None:
+            return int(self.params.eigen_interval)
+        sp = strategy_parameters(np, self.params.dim, np.array([self.lam0]), self.lam0)
+        return max(1, int(math.floor(1.0 / (10.0 * self.params.dim * float(sp["c1"][0] + sp["c_mu"][0])))))
+
+    def history_length(self) -> int:
+        """``H = 10 + ceil(30 n / lambda_start)``: TolFun's longest window."""
+        return 10 + int(math.ceil(30.0 * self.params.dim / self.lam0))
+
+    # -- the distribution at a (re)start ------------------------------------------------------------
+    def box_scale(self, ctx: Context):
+        """``(s (D,), sigma_0)``: ``s = w / rms(w)`` with ``w = upper - lower`` (1 where the box is
+        flat or unbounded), and ``sigma_0 = sigma0 rms(w)`` (:class:`CMAESParams`)."""
+        xp = ctx.xp
+        w = ctx.upper - ctx.lower
+        w = xp.where(xp.isfinite(w) & (w > 0), w, 1.0)
+        rms = xp.sqrt((w * w).mean())
+        return w / rms, self.params.sigma0 * rms
+
+    def init(self, ctx: Context) -> State:
+        """The first mean uniform in the box (evaluated: 1 evaluation per island), ``sigma_0``,
+        ``C_0 = diag(s^2)`` (:meth:`box_scale`), ``p_sigma = p_c = 0``, ``lambda = lambda_start``."""
+        xp, dt, n, I = ctx.xp, ctx.dtype, ctx.dim, ctx.n_islands
+        lam0, cap, J, H = self.lam0, self.params.lam_cap, self.n_inject, self.history_length()
+        m = ctx.uniform_in_box(0, DRAW_INIT_MEAN, 1)  # (I, 1, D)
+        f0, v0, n_nan = ctx.evaluator(m)
+        s, sigma0 = self.box_scale(ctx)
+        eye = xp.broadcast_to(xp.eye(n, dtype=dt), (I, n, n))
+        inf = xp.full((I, lam0), xp.inf, dtype=dt)
+        zi = xp.zeros(I, dtype=np.int64)
+        return {
+            "X": xp.concatenate([m, xp.broadcast_to(m, (I, lam0, n))], axis=1),
+            "f": xp.concatenate([f0, inf], axis=1),
+            "v": xp.concatenate([v0, inf], axis=1),
+            "mean": m[:, 0].copy(),
+            "sigma": xp.full(I, sigma0, dtype=dt),
+            "sigma_start": xp.full(I, sigma0, dtype=dt),
+            "C": eye * (s * s)[None, None, :],
+            "B": eye.copy(),
+            "d": xp.broadcast_to(s, (I, n)).copy(),
+            "p_sigma": xp.zeros((I, n), dtype=dt),
+            "p_c": xp.zeros((I, n), dtype=dt),
+            "Y": xp.zeros((I, cap, n), dtype=dt),
+            "z2": xp.zeros((I, cap), dtype=dt),
+            "fb": xp.full((I, cap), xp.inf, dtype=dt),
+            "vb": xp.full((I, cap), xp.inf, dtype=dt),
+            "lam": xp.full(I, lam0, dtype=np.int64),
+            "blk": zi.copy(),
+            "it": zi.copy(),
+            "runs": zi.copy(),
+            "n_large": zi.copy(),
+            "regime": zi.copy(),
+            "evals_large": zi.copy(),
+            "evals_small": zi.copy(),
+            "hist": xp.full((I, H), xp.nan, dtype=dt),
+            "inj_x": xp.zeros((I, J, n), dtype=dt),
+            "inj_on": xp.zeros((I, J), dtype=bool),
+            "generation": 0,
+            "evals": 1,
+            "nan_evals": xp.asarray(n_nan, dtype=np.int64),
+        }
+
+    # -- one generation -------------------------------------------------------------------------
+    def sample_block(self, ctx: Context, state: State):
+        """The block of generation ``g``: ``(x' (I, lambda_start, D)`` evaluated points, ``y``
+        steps, ``z2 = ||C^{-1/2} y||^2)``. Samples ``x = m + sigma B D z`` (eqs. 38-40, ``z`` from
+        ``rng.normal(g, DRAW_Z, (lambda_start, D))``); pending immigrants replace the first rows;
+        bounds repair; repaired and injected rows get Hansen 2011's clipped step
+        (:func:`clip_steps`)."""
+        xp, dt, g = ctx.xp, ctx.dtype, state["generation"]
+        m, sigma, B, d = state["mean"], state["sigma"], state["B"], state["d"]
+        J = self.n_inject
+        z = ctx.rng.normal(g, DRAW_Z, (self.lam0, ctx.dim), dt)
+        y = xp.matmul(z * d[:, None, :], xp.swapaxes(B, 1, 2))
+        x = m[:, None, :] + sigma[:, None, None] * y
+        on = state["inj_on"][..., None]
+        x_c = xp.concatenate([xp.where(on, state["inj_x"], x[:, :J]), x[:, J:]], axis=1)
+        xb = apply_bounds(self.params.bound_handling, x_c, ctx.lower, ctx.upper, ctx.rng, g)
+        foreign = (xb != x).any(axis=-1, keepdims=True)  # repaired or injected
+        yc, zc = clip_steps(xp, (xb - m[:, None, :]) / sigma[:, None, None], B, d, clip_bound(ctx.dim))
+        y = xp.where(foreign, yc, y)
+        z = xp.where(foreign, zc, z)
+        return xb, y, (z * z).sum(axis=-1)
+
+    def step(self, ctx: Context, state: State) -> State:
+        """One generation of every island: a block sampled and evaluated; where it completes an
+        iteration, the CMA update (:meth:`update`) and the restart rules
+        (:func:`isles.algorithms.cmaes.restarts.restart`); the eigendecomposition when due. No host
+        synchronisation."""
+        xp, g, lam0 = ctx.xp, state["generation"], self.lam0
+        I = ctx.n_islands
+        xb, y, z2 = self.sample_block(ctx, state)
+        f, v, n_nan = ctx.evaluator(xb)
+        s = dict(state)
+        ii = xp.arange(I)[:, None]
+        rows = state["blk"][:, None] * lam0 + xp.arange(lam0)[None, :]
+        for key, val in (("Y", y), ("z2", z2), ("fb", f), ("vb", v)):
+            buf = state[key].copy()
+            buf[ii, rows] = val
+            s[key] = buf
+        # best so far and the latest block (what migration sees)
+        b = argbest(f, v, axis=1)
+        bx, bf, bv = xb[xp.arange(I), b], f[xp.arange(I), b], v[xp.arange(I), b]
+        keep = ~better(bf, bv, state["f"][:, 0], state["v"][:, 0])
+        s["X"] = xp.concatenate([xp.where(keep[:, None], state["X"][:, 0], bx)[:, None], xb], axis=1)
+        s["f"] = xp.concatenate([xp.where(keep, state["f"][:, 0], bf)[:, None], f], axis=1)
+        s["v"] = xp.concatenate([xp.where(keep, state["v"][:, 0], bv)[:, None], v], axis=1)
+        s["inj_on"] = xp.zeros_like(state["inj_on"])
+        s["blk"] = state["blk"] + 1
+        done = s["blk"] * lam0 >= state["lam"]
+        s, f_range = self.update(ctx, s, done)
+        s = restarts.restart(self, ctx, s, done, f_range)
+        if (g + 1) % self.eigen_interval == 0:
+            C = s["C"]
+            evals, B = xp.linalg.eigh((C + xp.swapaxes(C, 1, 2)) * 0.5)
+            s["B"], s["d"] = B, xp.sqrt(xp.maximum(evals, xp.finfo(C.dtype).tiny))
+        s["generation"] = g + 1
+        s["evals"] = state["evals"] + lam0
+        s["nan_evals"] = state["nan_evals"] + n_nan
+        return s
+
+    def update(self, ctx: Context, s: State, done) -> State:
+        """The CMA update of the islands where ``done (I,)`` (an iteration's blocks are all in the
+        buffers), eqs. (41)-(47) of the tutorial (module docstring); the others keep their state.
+        Also TolFun's history (best value of the iteration). No host synchronisation.
+
+        Returns:
+            ``(state, f_range (I,))``: the new state and the range of the iteration's objective
+            values (TolFun, :func:`isles.algorithms.cmaes.restarts.restart`).
+        """
+        xp, n, dt = ctx.xp, ctx.dim, ctx.dtype
+        I, cap = s["fb"].shape
+        lam = s["lam"]
+        active = xp.arange(cap)[None, :] < lam[:, None]
+        fr = xp.where(active, s["fb"], xp.inf)
+        vr = xp.where(active, s["vb"], xp.inf)
+        order = rank_order(fr, vr, xp)
+        ii = xp.arange(I)[:, None]
+        Ys, z2 = s["Y"][ii, order], s["z2"][ii, order]
+        sp = strategy_parameters(xp, n, lam, cap, dt)
+        w, mu_eff = sp["w"], sp["mu_eff"]
+        cs, ds, cc, c1, cmu = sp["c_sigma"], sp["d_sigma"], sp["c_c"], sp["c1"], sp["c_mu"]
+        m, sigma, B, d = s["mean"], s["sigma"], s["B"], s["d"]
+        yw = xp.matmul(xp.maximum(w, 0.0)[:, None, :], Ys)[:, 0]  # eq. (41)
+        m_new = m + sigma[:, None] * yw  # eq. (42), c_m = 1
+        cinv_yw = xp.matmul(B, (xp.matmul(yw[:, None, :], B)[:, 0] / d)[:, :, None])[:, :, 0]  # B D^-1 B^T <y>_w
+        ps = (1.0 - cs)[:, None] * s["p_sigma"] + xp.sqrt(cs * (2.0 - cs) * mu_eff)[:, None] * cinv_yw  # eq. (43)
+        it1 = (s["it"] + 1).astype(dt)
+        chi = expected_norm(n)
+        ps_norm = xp.sqrt((ps * ps).sum(axis=1))
+        hs = (ps_norm / xp.sqrt(1.0 - (1.0 - cs) ** (2.0 * it1)) < (1.4 + 2.0 / (n + 1.0)) * chi).astype(dt)
+        pc = (1.0 - cc)[:, None] * s["p_c"] + (hs * xp.sqrt(cc * (2.0 - cc) * mu_eff))[:, None] * yw  # eq. (45)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w_o = xp.where(w >= 0, w, w * n / xp.where(z2 > 0, z2, 1.0))  # eq. (46)
+        delta_h = (1.0 - hs) * cc * (2.0 - cc)
+        C = s["C"]
+        rank_mu = xp.matmul(xp.swapaxes(Ys * w_o[:, :, None], 1, 2), Ys)  # sum_i w°_i y_i y_i^T
+        C_new = (
+            (1.0 + c1 * delta_h - c1 - cmu * sp["sum_w"])[:, None, None] * C
+            + c1[:, None, None] * pc[:, :, None] * pc[:, None, :]
+            + cmu[:, None, None] * rank_mu
+        )  # eq. (47)
+        sigma_new = sigma * xp.exp(xp.minimum((cs / ds) * (ps_norm / chi - 1.0), 1.0))  # eq. (44)
+        hist = xp.concatenate([s["hist"][:, 1:], xp.take_along_axis(fr, order[:, :1], axis=1)], axis=1)
+        out = dict(s)
+        dm = done[:, None]
+        out["mean"] = xp.where(dm, m_new, m)
+        out["p_sigma"] = xp.where(dm, ps, s["p_sigma"])
+        out["p_c"] = xp.where(dm, pc, s["p_c"])
+        out["C"] = xp.where(done[:, None, None], C_new, C)
+        out["sigma"] = xp.where(done, sigma_new, sigma)
+        out["hist"] = xp.where(dm, hist, s["hist"])
+        out["it"] = xp.where(done, s["it"] + 1, s["it"])
+        out["blk"] = xp.where(done, 0, s["blk"])
+        # the range of the iteration's values, for TolFun (restarts.py)
+        return out, xp.where(active, s["fb"], -xp.inf).max(axis=1) - fr.min(axis=1)
+
+    # -- migration ------------------------------------------------------------------------------
+    def replace(self, ctx: Context, state: State, idx, immigrants: Population) -> State:
+        """Immigrants ``(I, k)`` written at ``idx`` of the migration view (:meth:`population`), and
+        injected (Hansen 2011) into the next block: the best ``min(k, J)`` immigrants that differ
+        from the resident they replace (a policy that rejects an immigrant writes the resident
+        back) become the pending injections; row 0 (the best so far) is refreshed. No host
+        synchronisation."""
+        xp = ctx.xp
+        old = self.population(state)
+        new = old.put(idx, immigrants)
+        I = idx.shape[0]
+        b = argbest(new.f, new.v, axis=1)
+        r = xp.arange(I)
+        s = dict(state)
+        s["X"] = xp.concatenate([new.genome[r, b][:, None], new.genome[:, 1:]], axis=1)
+        s["f"] = xp.concatenate([new.f[r, b][:, None], new.f[:, 1:]], axis=1)
+        s["v"] = xp.concatenate([new.v[r, b][:, None], new.v[:, 1:]], axis=1)
+        imm = immigrants.conform(old)
+        changed = (imm.genome != old.take(idx).genome).any(axis=-1)
+        order = rank_order(xp.where(changed, imm.f, xp.inf), xp.where(changed, imm.v, xp.inf), xp)
+        J, k = self.n_inject, idx.shape[1]
+        take = order[:, :J]
+        x_in = imm.genome[r[:, None], take]
+        on = xp.take_along_axis(changed, take, axis=1)
+        if take.shape[1] < J:  # fewer immigrants than injection slots
+            pad = J - take.shape[1]
+            x_in = xp.concatenate([x_in, xp.zeros((I, pad, x_in.shape[2]), dtype=x_in.dtype)], axis=1)
+            on = xp.concatenate([on, xp.zeros((I, pad), dtype=bool)], axis=1)
+        del k
+        s["inj_x"], s["inj_on"] = x_in.astype(state["inj_x"].dtype), on
+        return s
