@@ -77,8 +77,9 @@ class CMAESParams:
     """Parameters of :class:`CMAES` (validated on construction).
 
     Attributes:
-        dim: the problem's dimension ``n`` (the config sets ``${problem.dim}``): the default
-            population size and the evaluations per generation depend on it.
+        dim: the problem's dimension ``n`` (the config reads ``problem.dim``; ``null`` where the
+            problem's config has none, e.g. ``problem=welded_beam``: then ``pop_size`` must be
+            set): the default population and the evaluations per generation depend on it.
         pop_size: ``lambda_start``, the population of the first run and the block evaluated per
             generation (>= 4); ``null``: the tutorial's ``4 + floor(3 ln n)``.
         sigma0: initial step size relative to the box, ``sigma_0 = sigma0 * rms(upper - lower)``
@@ -102,7 +103,7 @@ class CMAESParams:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
     """
 
-    dim: int = 10
+    dim: int | None = None
     pop_size: int | None = None
     sigma0: float = 0.3
     restarts: str = "bipop"
@@ -120,7 +121,13 @@ class CMAESParams:
             raise ValueError(
                 f"algorithm.bound_handling={self.bound_handling!r}: allowed values are {'|'.join(BOUND_HANDLINGS)}"
             )
-        set_(self, "dim", check_range("algorithm.dim", self.dim, 1, integer=True))
+        if self.dim is not None:
+            set_(self, "dim", check_range("algorithm.dim", self.dim, 1, integer=True))
+        elif self.pop_size is None:
+            raise ValueError(
+                "algorithm.pop_size=None: allowed values are integers >= 4 where algorithm.dim is null "
+                "(the problem's config has no dim: set algorithm.pop_size=N or algorithm.dim=D)"
+            )
         if self.pop_size is not None:
             set_(self, "pop_size", check_range("algorithm.pop_size", self.pop_size, 4, integer=True))
         set_(self, "sigma0", check_range("algorithm.sigma0", self.sigma0, 0, lo_open=True))
@@ -210,24 +217,24 @@ class CMAES(IslandAlgorithm):
         Raises:
             ValueError: one line naming ``algorithm.dim`` and the value that fits.
         """
-        if int(problem.dim) != self.params.dim:
+        if self.params.dim is not None and int(problem.dim) != self.params.dim:
             raise ValueError(
                 f"algorithm.dim={self.params.dim}: allowed value is the problem's dimension {int(problem.dim)} "
                 f"(the config's default is ${{problem.dim}})"
             )
 
-    @functools.cached_property
-    def eigen_interval(self) -> int:
-        """Generations between eigendecompositions (``eigen_interval``, or the tutorial's lazy rule
-        ``max(1, floor(1 / (10 n (c_1 + c_mu))))`` at ``lambda_start``)."""
+    @functools.lru_cache(maxsize=8)  # noqa: B019  (a few dimensions per algorithm object)
+    def eigen_interval(self, n: int) -> int:
+        """Generations between eigendecompositions in dimension ``n`` (``eigen_interval``, or the
+        tutorial's lazy rule ``max(1, floor(1 / (10 n (c_1 + c_mu))))`` at ``lambda_start``)."""
         if self.params.eigen_interval is not None:
             return int(self.params.eigen_interval)
-        sp = strategy_parameters(np, self.params.dim, np.array([self.lam0]), self.lam0)
-        return max(1, int(math.floor(1.0 / (10.0 * self.params.dim * float(sp["c1"][0] + sp["c_mu"][0])))))
+        sp = strategy_parameters(np, n, np.array([self.lam0]), self.lam0)
+        return max(1, int(math.floor(1.0 / (10.0 * n * float(sp["c1"][0] + sp["c_mu"][0])))))
 
-    def history_length(self) -> int:
-        """``H = 10 + ceil(30 n / lambda_start)``: TolFun's longest window."""
-        return 10 + int(math.ceil(30.0 * self.params.dim / self.lam0))
+    def history_length(self, n: int) -> int:
+        """``H = 10 + ceil(30 n / lambda_start)``: TolFun's longest window in dimension ``n``."""
+        return 10 + int(math.ceil(30.0 * n / self.lam0))
 
     # -- the distribution at a (re)start ------------------------------------------------------------
     def box_scale(self, ctx: Context):
@@ -243,7 +250,7 @@ class CMAES(IslandAlgorithm):
         """The first mean uniform in the box (evaluated: 1 evaluation per island), ``sigma_0``,
         ``C_0 = diag(s^2)`` (:meth:`box_scale`), ``p_sigma = p_c = 0``, ``lambda = lambda_start``."""
         xp, dt, n, I = ctx.xp, ctx.dtype, ctx.dim, ctx.n_islands
-        lam0, cap, J, H = self.lam0, self.params.lam_cap, self.n_inject, self.history_length()
+        lam0, cap, J, H = self.lam0, self.params.lam_cap, self.n_inject, self.history_length(n)
         m = ctx.uniform_in_box(0, DRAW_INIT_MEAN, 1)  # (I, 1, D)
         f0, v0, n_nan = ctx.evaluator(m)
         s, sigma0 = self.box_scale(ctx)
@@ -332,7 +339,7 @@ class CMAES(IslandAlgorithm):
         done = s["blk"] * lam0 >= state["lam"]
         s, f_range = self.update(ctx, s, done)
         s = restarts.restart(self, ctx, s, done, f_range)
-        if (g + 1) % self.eigen_interval == 0:
+        if (g + 1) % self.eigen_interval(ctx.dim) == 0:
             C = s["C"]
             evals, B = xp.linalg.eigh((C + xp.swapaxes(C, 1, 2)) * 0.5)
             s["B"], s["d"] = B, xp.sqrt(xp.maximum(evals, xp.finfo(C.dtype).tiny))
