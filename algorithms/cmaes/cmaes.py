@@ -32,11 +32,14 @@ only matters when ``||p_sigma||`` explodes), ``h_sigma`` (p. 28), ``p_c`` (eq. 4
 ``eigen_interval`` overrides it); between refreshes ``B`` and ``d`` (and ``C^{-1/2} = B D^{-1}
 B^T`` in eq. 43) are those of the last refresh.
 
-**Bounds** (:func:`isles.algorithms.de.de.apply_bounds`, ``reflect`` by default): a sample
-outside the box is evaluated at its repaired point ``x'``, and the update uses the step
-``y = (x' - m) / sigma`` clipped to the Mahalanobis norm ``||C^{-1/2} y|| <= c_y = sqrt(n) + 2n /
-(n + 2)`` (Hansen 2011, "Injecting external solutions into CMA-ES", arXiv:1110.4181, eqs. (3)-(4):
-a repaired solution is an injected one). Migrants go through the same door (below).
+**Bounds** (:func:`isles.algorithms.de.de.apply_bounds`, ``reflect`` by default; the tutorial's
+appendix B.3, "repair and penalise"): a sample outside the box is evaluated at its repaired point
+``x'`` (what the population, the best and the emigrants hold), ranked with its normalised distance
+outside the box ``sum_i max(0, l_i - x_i, x_i - u_i) / (u_i - l_i)`` added to its violation
+(Deb's rules then put it behind every sample inside the box with the same violation, nearer ones
+first), and the update uses its own, unrepaired step. (Updating with the repaired step instead,
+clipped as an injected one, made the covariance collapse along the gradient near a corner
+optimum: ``tests/test_cmaes.py``.)
 
 **Migration** (:meth:`CMAES.population`, :meth:`CMAES.replace`). The individuals migration sees are
 ``1 + lambda_start`` rows per island: row 0 the island's best so far, rows ``1..`` the latest
@@ -45,7 +48,8 @@ the best so far. An immigrant that lands (the replacement policy decides, e.g. `
 updates the best so far and is **injected** (Hansen 2011): the next generation's block evaluates
 it in place of one of its samples, with its step clipped as above, so that it steers the mean,
 the evolution paths and the covariance only as much as a good sample of the current distribution
-may, however far away it lies. At most ``max(1, lambda_start // 2)`` immigrants (the best) are
+may, however far away it lies (the point itself is evaluated as it came; only its step is
+clipped). At most ``max(1, lambda_start // 2)`` immigrants (the best) are
 injected per migration; they cost no extra evaluation (a block has ``lambda_start`` rows either
 way), so the budget stays exact.
 
@@ -291,25 +295,31 @@ class CMAES(IslandAlgorithm):
 
     # -- one generation -------------------------------------------------------------------------
     def sample_block(self, ctx: Context, state: State):
-        """The block of generation ``g``: ``(x' (I, lambda_start, D)`` evaluated points, ``y``
-        steps, ``z2 = ||C^{-1/2} y||^2)``. Samples ``x = m + sigma B D z`` (eqs. 38-40, ``z`` from
-        ``rng.normal(g, DRAW_Z, (lambda_start, D))``); pending immigrants replace the first rows;
-        bounds repair; repaired and injected rows get Hansen 2011's clipped step
-        (:func:`clip_steps`)."""
+        """The block of generation ``g``: ``(x' (I, lambda_start, D)`` the points evaluated, ``y``
+        their steps, ``z2 = ||C^{-1/2} y||^2``, ``out (I, lambda_start)`` the distance outside the
+        box)``. Samples ``x = m + sigma B D z`` (eqs. 38-40, ``z`` from ``rng.normal(g, DRAW_Z,
+        (lambda_start, D))``); pending immigrants replace the first rows, with Hansen 2011's
+        clipped step (:func:`clip_steps`); ``x' `` is ``x`` repaired into the box (``apply_bounds``),
+        while the step stays the sample's (the tutorial's B.3: repair for the evaluation, rank
+        with the distance ``out = sum_i max(0, l_i - x_i, x_i - u_i) / (u_i - l_i)`` added to the
+        violation, update with the unrepaired step)."""
         xp, dt, g = ctx.xp, ctx.dtype, state["generation"]
         m, sigma, B, d = state["mean"], state["sigma"], state["B"], state["d"]
         J = self.n_inject
         z = ctx.rng.normal(g, DRAW_Z, (self.lam0, ctx.dim), dt)
         y = xp.matmul(z * d[:, None, :], xp.swapaxes(B, 1, 2))
-        x = m[:, None, :] + sigma[:, None, None] * y
         on = state["inj_on"][..., None]
-        x_c = xp.concatenate([xp.where(on, state["inj_x"], x[:, :J]), x[:, J:]], axis=1)
-        xb = apply_bounds(self.params.bound_handling, x_c, ctx.lower, ctx.upper, ctx.rng, g)
-        foreign = (xb != x).any(axis=-1, keepdims=True)  # repaired or injected
-        yc, zc = clip_steps(xp, (xb - m[:, None, :]) / sigma[:, None, None], B, d, clip_bound(ctx.dim))
-        y = xp.where(foreign, yc, y)
-        z = xp.where(foreign, zc, z)
-        return xb, y, (z * z).sum(axis=-1)
+        yi, zi = clip_steps(xp, (state["inj_x"] - m[:, None, :]) / sigma[:, None, None], B, d, clip_bound(ctx.dim))
+        y = xp.concatenate([xp.where(on, yi, y[:, :J]), y[:, J:]], axis=1)
+        z = xp.concatenate([xp.where(on, zi, z[:, :J]), z[:, J:]], axis=1)
+        x = m[:, None, :] + sigma[:, None, None] * y
+        # an injected point is evaluated as it came (the clipped step only enters the update)
+        x = xp.concatenate([xp.where(on, state["inj_x"], x[:, :J]), x[:, J:]], axis=1)
+        xb = apply_bounds(self.params.bound_handling, x, ctx.lower, ctx.upper, ctx.rng, g)
+        w = ctx.upper - ctx.lower
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gap = xp.maximum(xp.maximum(ctx.lower - x, x - ctx.upper), 0.0) / xp.where(w > 0, w, 1.0)
+        return xb, y, (z * z).sum(axis=-1), gap.sum(axis=-1)
 
     def step(self, ctx: Context, state: State) -> State:
         """One generation of every island: a block sampled and evaluated; where it completes an
@@ -318,12 +328,12 @@ class CMAES(IslandAlgorithm):
         synchronisation."""
         xp, g, lam0 = ctx.xp, state["generation"], self.lam0
         I = ctx.n_islands
-        xb, y, z2 = self.sample_block(ctx, state)
+        xb, y, z2, out = self.sample_block(ctx, state)
         f, v, n_nan = ctx.evaluator(xb)
         s = dict(state)
         ii = xp.arange(I)[:, None]
         rows = state["blk"][:, None] * lam0 + xp.arange(lam0)[None, :]
-        for key, val in (("Y", y), ("z2", z2), ("fb", f), ("vb", v)):
+        for key, val in (("Y", y), ("z2", z2), ("fb", f), ("vb", v + out)):
             buf = state[key].copy()
             buf[ii, rows] = val
             s[key] = buf
