@@ -173,6 +173,16 @@ def clip_steps(xp, y, B, d, c_y):
     return y * a, z * a
 
 
+def canonical_signs(xp, B):
+    """Eigenvectors ``B (I, D, D)`` (columns) with their signs fixed: each column's entry of largest
+    magnitude made positive. ``eigh`` returns each eigenvector up to its sign, and LAPACK (NumPy)
+    and cuSOLVER (CuPy) may choose differently; ``y = B D z`` would then differ between the two
+    for the same ``z``."""
+    top = xp.argmax(xp.abs(B), axis=1)[:, None, :]  # (I, 1, D): the row of each column's largest entry
+    sign = xp.where(xp.take_along_axis(B, top, axis=1) < 0, -1.0, 1.0).astype(B.dtype)
+    return B * sign
+
+
 class CMAES(IslandAlgorithm):
     """``I`` CMA-ES instances with IPOP/BIPOP restarts, one per island, in lockstep (module docstring).
 
@@ -266,8 +276,8 @@ class CMAES(IslandAlgorithm):
             "f": xp.concatenate([f0, inf], axis=1),
             "v": xp.concatenate([v0, inf], axis=1),
             "mean": m[:, 0].copy(),
-            "sigma": xp.full(I, sigma0, dtype=dt),
-            "sigma_start": xp.full(I, sigma0, dtype=dt),
+            "sigma": xp.zeros(I, dtype=dt) + sigma0,  # sigma0 is a 0-d array (CuPy: no fill from it)
+            "sigma_start": xp.zeros(I, dtype=dt) + sigma0,
             "C": eye * (s * s)[None, None, :],
             "B": eye.copy(),
             "d": xp.broadcast_to(s, (I, n)).copy(),
@@ -352,7 +362,7 @@ class CMAES(IslandAlgorithm):
         if (g + 1) % self.eigen_interval(ctx.dim) == 0:
             C = s["C"]
             evals, B = xp.linalg.eigh((C + xp.swapaxes(C, 1, 2)) * 0.5)
-            s["B"], s["d"] = B, xp.sqrt(xp.maximum(evals, xp.finfo(C.dtype).tiny))
+            s["B"], s["d"] = canonical_signs(xp, B), xp.sqrt(xp.maximum(evals, xp.finfo(C.dtype).tiny))
         s["generation"] = g + 1
         s["evals"] = state["evals"] + lam0
         s["nan_evals"] = state["nan_evals"] + n_nan
