@@ -92,7 +92,7 @@ class CMAESParams:
             coordinate ``i``. Hansen's advice: about a third of the box (0.3).
         restarts: ``none``, ``ipop`` (Auger & Hansen 2005) or ``bipop`` (Hansen 2009).
         max_doublings: IPOP's doublings the buffers hold: ``lambda_cap = pop_size 2^max_doublings``
-            (integer in ``[0, 20]``; Hansen 2009 uses up to 9). Cost per generation and island
+            (integer in ``[0, 20]``; Hansen 2009 uses up to 9; unused with ``restarts=none``). Cost per generation and island
             ``O(lambda_cap D^2)``, memory ``O(lambda_cap D)``.
         tol_fun: TolFun (restart when the best values of the last ``10 + ceil(30 n / lambda)``
             iterations and all of the current one lie within it), >= 0.
@@ -148,8 +148,9 @@ class CMAESParams:
 
     @property
     def lam_cap(self) -> int:
-        """``lambda_cap = lambda_start 2^max_doublings``, the largest population the buffers hold."""
-        return self.lam_start << self.max_doublings
+        """``lambda_cap = lambda_start 2^max_doublings``, the largest population the buffers hold
+        (``lambda_start`` with ``restarts=none``)."""
+        return self.lam_start << (0 if self.restarts == "none" else self.max_doublings)
 
 
 def rank_order(f, v, xp):
@@ -357,8 +358,9 @@ class CMAES(IslandAlgorithm):
         s["inj_on"] = xp.zeros_like(state["inj_on"])
         s["blk"] = state["blk"] + 1
         done = s["blk"] * lam0 >= state["lam"]
+        before = s
         s, f_range = self.update(ctx, s, done)
-        s = restarts.restart(self, ctx, s, done, f_range)
+        s = restarts.restart(self, ctx, s, done, f_range, before)
         if (g + 1) % self.eigen_interval(ctx.dim) == 0:
             C = s["C"]
             evals, B = xp.linalg.eigh((C + xp.swapaxes(C, 1, 2)) * 0.5)

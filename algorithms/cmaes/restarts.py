@@ -15,6 +15,8 @@ synchronisation). The subset of Hansen's criteria (tutorial arXiv:1604.00772, B.
 * **TolUpSigma** (pycma's): ``sigma / sigma_run > 1e20 max d``;
 * any non-finite ``m``, ``sigma``, ``d`` or ``C``.
 
+With ``restarts=none`` a run that meets a criterion is frozen (:func:`restart`).
+
 Not implemented: Stagnation (the median of the last 20 % of the best and median values not
 improving) and MaxIter; BIPOP's cap on a small-regime run's evaluations.
 
@@ -75,13 +77,25 @@ def terminated(alg, ctx, s, f_range):
     return tol_fun | tol_x | no_axis | no_coord | cond | up | ~finite
 
 
-def restart(alg, ctx, s, done, f_range):
+#: the distribution's state that ``restarts=none`` freezes in a terminated run
+FROZEN = ("mean", "sigma", "C", "B", "d", "p_sigma", "p_c")
+
+
+def restart(alg, ctx, s, done, f_range, before):
     """Count the completed iterations' evaluations to their BIPOP regime, and restart the islands
-    where ``done (I,)`` and :func:`terminated` (IPOP or BIPOP, module docstring). No host
-    synchronisation; ``restarts=none`` returns ``s`` unchanged."""
+    where ``done (I,)`` and :func:`terminated` (IPOP or BIPOP, module docstring). With
+    ``restarts=none`` a terminated run is frozen instead: its distribution stays that of
+    ``before`` (the state before this generation's update), so that it keeps sampling (the budget
+    is counted per generation) without degenerating (sigma under the precision, then overflows).
+    No host synchronisation."""
     p = alg.params
     if p.restarts == "none":
-        return s
+        stop = done & terminated(alg, ctx, s, f_range)
+        out = dict(s)
+        for k in FROZEN:
+            a = s[k]
+            out[k] = ctx.xp.where(stop.reshape((-1,) + (1,) * (a.ndim - 1)), before[k], a)
+        return out
     xp, n, dt, g = ctx.xp, ctx.dim, ctx.dtype, s["generation"]
     lam0, K = alg.lam0, p.max_doublings
     out = dict(s)

@@ -1,0 +1,102 @@
+"""isles' batched CMA-ES (no restart, IPOP, BIPOP) against pygmo's ``cmaes`` on a fixed budget (issue 28).
+
+Each of ``--runs`` independent runs is one unconnected island of one batch (island ``i`` draws
+stream ``i``: what ``python run.py algorithm=cmaes topology=unconnected islands.n=RUNS`` evolves),
+on the same problem objects for both (pygmo through a user-defined problem wrapping isles'
+objective, so the bounds and functions are identical). pygmo's ``cmaes`` (no restarts) gets the
+tutorial's default population ``4 + floor(3 ln D)`` and ``budget / lambda`` generations, seeds
+``0..runs-1``. Reported: median and best final error, and the wall time of all runs, on this
+machine's CPU.
+
+Usage::
+
+    python benchmarks/cmaes_compare.py --dim 10 --budget 100000 --runs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from isles.algorithms.cmaes.cmaes import CMAES  # noqa: E402
+from isles.algorithms.cmaes.strategy import default_pop_size  # noqa: E402
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.problems.benchmarks import Ackley, Griewank, Rastrigin, Rosenbrock  # noqa: E402
+from isles.problems.constraints import Evaluator  # noqa: E402
+
+PROBLEMS = {
+    "rastrigin": lambda d: Rastrigin(d),
+    "ackley": lambda d: Ackley(d),
+    "griewank": lambda d: Griewank(d),
+    "rosenbrock": lambda d: Rosenbrock(d, -30.0, 30.0),
+}
+
+
+def isles_runs(problem, restarts: str, budget: int, runs: int, seed: int = 0) -> tuple[np.ndarray, float]:
+    """Final best errors ``(runs,)`` and wall seconds of ``runs`` batched isles CMA-ES runs."""
+    ctx = Context(np, np.float64, Evaluator(problem), CounterRNG(np, seed, list(range(runs))))
+    alg = CMAES(dim=problem.dim, restarts=restarts)
+    t = time.perf_counter()
+    s = alg.init(ctx)
+    while s["evals"] < budget:
+        s = alg.step(ctx, s)
+    return s["f"][:, 0] - problem.f_star, time.perf_counter() - t
+
+
+class _UDP:
+    """An isles problem as a pygmo user-defined problem (same objective and bounds)."""
+
+    def __init__(self, problem=None):
+        self.problem = problem
+
+    def fitness(self, x):
+        return [float(self.problem.objective(np.asarray(x)[None, :])[0])]
+
+    def get_bounds(self):
+        return (list(self.problem.lower), list(self.problem.upper))
+
+
+def pygmo_runs(problem, budget: int, runs: int) -> tuple[np.ndarray, float]:
+    """Final best errors ``(runs,)`` and wall seconds of pygmo's ``cmaes`` (seeds ``0..runs-1``)."""
+    import pygmo as pg  # noqa: PLC0415
+
+    lam = default_pop_size(problem.dim)
+    out = []
+    t = time.perf_counter()
+    for r in range(runs):
+        prob = pg.problem(_UDP(problem))
+        algo = pg.algorithm(pg.cmaes(gen=budget // lam - 1, force_bounds=True, seed=r))
+        pop = algo.evolve(pg.population(prob, lam, seed=r))
+        out.append(pop.champion_f[0] - problem.f_star)
+    return np.array(out), time.perf_counter() - t
+
+
+def main() -> None:
+    """Print one table row per problem and optimiser."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dim", type=int, default=10)
+    ap.add_argument("--budget", type=int, default=100_000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--problems", default="rastrigin,ackley,griewank,rosenbrock")
+    args = ap.parse_args()
+    print(f"D = {args.dim}, budget {args.budget:,} evaluations per run, {args.runs} runs")
+    print("| problem | optimiser | median error | best error | wall s (all runs) |")
+    print("|---|---|---|---|---|")
+    for name in args.problems.split(","):
+        problem = PROBLEMS[name](args.dim)
+        for restarts in ("none", "ipop", "bipop"):
+            err, wall = isles_runs(problem, restarts, args.budget, args.runs)
+            print(f"| {name} | isles cmaes {restarts} | {np.median(err):.3g} | {err.min():.3g} | {wall:.1f} |", flush=True)
+        err, wall = pygmo_runs(problem, args.budget, args.runs)
+        print(f"| {name} | pygmo cmaes | {np.median(err):.3g} | {err.min():.3g} | {wall:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
