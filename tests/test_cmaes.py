@@ -278,10 +278,37 @@ def test_bipop_chooses_the_regime_with_the_smaller_budget():
         assert smalls >= 2 and large_lams[:2] == [2 * lam0, 4 * lam0], (smalls, large_lams)
 
 
-def test_no_restart_keeps_one_run():
-    _, _, rows = trace_restarts("none", 100)
-    assert all((r["runs"] == 0).all() and (r["lam"] == 6).all() for r in rows)
-    assert (rows[-1]["it"] == 100).all()
+def test_no_restart_keeps_one_run_and_freezes_it_when_it_terminates():
+    """``restarts=none``: one run; once TolFun fires (iteration 20 on the flat function) the
+    distribution stays as it was, instead of shrinking or drifting on (before: sigma under the
+    precision, then overflows and NaN on Rastrigin)."""
+    ctx = ctx_of(Flat(2), islands=2)
+    alg = CMAES(dim=2, restarts="none")
+    assert alg.params.lam_cap == 6
+    s = alg.init(ctx)
+    means, sigmas = [], []
+    for _ in range(60):
+        s = alg.step(ctx, s)
+        means.append(s["mean"].copy())
+        sigmas.append(s["sigma"].copy())
+    assert (s["runs"] == 0).all() and (s["lam"] == 6).all() and (s["it"] == 60).all()
+    L = tolfun_iterations(2, 6)  # iteration L (list index L - 1) terminates: its update is undone
+    for g in range(L - 1, 60):
+        np.testing.assert_array_equal(means[g], means[L - 2])
+        np.testing.assert_array_equal(sigmas[g], sigmas[L - 2])
+    assert not np.array_equal(means[L - 3], means[L - 2])  # it moved until then
+
+
+def test_a_run_without_restarts_stays_finite_long_after_it_converged():
+    """Sphere D = 4 (converged, TolFun frozen, after ~200 generations), 600 generations: no
+    overflow, no NaN (before: sigma went under the precision and then overflowed)."""
+    ctx = ctx_of(Ellipsoid(4), islands=2)
+    alg = CMAES(dim=4, restarts="none")
+    s = alg.init(ctx)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        for _ in range(600):
+            s = alg.step(ctx, s)
+    assert np.isfinite(s["sigma"]).all() and (s["sigma"] > 0).all() and (s["f"][:, 0] < 1e-12).all()
 
 
 # -- migration ------------------------------------------------------------------------------------------
