@@ -358,9 +358,12 @@ class CMAES(IslandAlgorithm):
         s["inj_on"] = xp.zeros_like(state["inj_on"])
         s["blk"] = state["blk"] + 1
         done = s["blk"] * lam0 >= state["lam"]
-        before = s
-        s, f_range = self.update(ctx, s, done)
-        s = restarts.restart(self, ctx, s, done, f_range, before)
+        # NumPy: a generation that completes no iteration skips the masked update (it would change
+        # nothing); CuPy runs it masked, without looking at the device
+        if xp is not np or done.any():
+            before = s
+            s, f_range = self.update(ctx, s, done)
+            s = restarts.restart(self, ctx, s, done, f_range, before)
         if (g + 1) % self.eigen_interval(ctx.dim) == 0:
             C = s["C"]
             evals, B = xp.linalg.eigh((C + xp.swapaxes(C, 1, 2)) * 0.5)
