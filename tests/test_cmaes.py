@@ -344,6 +344,22 @@ def test_an_immigrant_is_injected_with_its_step_clipped():
     assert not with_inj["inj_on"].any()  # consumed
 
 
+def test_the_best_so_far_survives_a_policy_that_writes_over_it():
+    """A replacement policy (a user's) may choose row 0; a worse immigrant there must not erase the
+    island's best so far (it is still injected: the policy accepted it)."""
+    ctx = ctx_of(Ellipsoid(4))
+    alg = CMAES(dim=4, restarts="none")
+    s = alg.init(ctx)
+    for _ in range(5):
+        s = alg.step(ctx, s)
+    worse = np.full((2, 1, 4), 4.0)
+    f, v, _ = ctx.evaluator(worse)
+    s2 = alg.replace(ctx, s, np.zeros((2, 1), dtype=np.int64), Population(worse, f, v))
+    np.testing.assert_array_equal(s2["f"][:, 0], s["f"][:, 0])
+    np.testing.assert_array_equal(s2["X"][:, 0], s["X"][:, 0])
+    assert s2["inj_on"][:, 0].all()
+
+
 def test_migration_routes_the_best_into_a_cmaes_island():
     """Through the runtime's own code path (:func:`isles.islands.migration.immigrate`, fair_replace,
     a two-way ring): the worse island receives the better one's best as its best so far and as a

@@ -440,16 +440,18 @@ class CMAES(IslandAlgorithm):
         old = self.population(state)
         new = old.put(idx, immigrants)
         I = idx.shape[0]
-        b = argbest(new.f, new.v, axis=1)
         r = xp.arange(I)
         s = dict(state)
-        s["X"] = xp.concatenate([new.genome[r, b][:, None], new.genome[:, 1:]], axis=1)
-        s["f"] = xp.concatenate([new.f[r, b][:, None], new.f[:, 1:]], axis=1)
-        s["v"] = xp.concatenate([new.v[r, b][:, None], new.v[:, 1:]], axis=1)
+        # the best so far: of the old one (even if a policy wrote over row 0) and the new rows
+        for key, a, b in (("X", old.genome, new.genome), ("f", old.f, new.f), ("v", old.v, new.v)):
+            s[key] = xp.concatenate([a[:, :1], b], axis=1)
+        best = argbest(s["f"], s["v"], axis=1)
+        for key in ("X", "f", "v"):
+            s[key] = xp.concatenate([s[key][r, best][:, None], s[key][:, 2:]], axis=1)
         imm = immigrants.conform(old)
         changed = (imm.genome != old.take(idx).genome).any(axis=-1)
         order = rank_order(xp.where(changed, imm.f, xp.inf), xp.where(changed, imm.v, xp.inf), xp)
-        J, k = self.n_inject, idx.shape[1]
+        J = self.n_inject
         take = order[:, :J]
         x_in = imm.genome[r[:, None], take]
         on = xp.take_along_axis(changed, take, axis=1)
@@ -457,6 +459,5 @@ class CMAES(IslandAlgorithm):
             pad = J - take.shape[1]
             x_in = xp.concatenate([x_in, xp.zeros((I, pad, x_in.shape[2]), dtype=x_in.dtype)], axis=1)
             on = xp.concatenate([on, xp.zeros((I, pad), dtype=bool)], axis=1)
-        del k
         s["inj_x"], s["inj_on"] = x_in.astype(state["inj_x"].dtype), on
         return s
