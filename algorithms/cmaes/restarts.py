@@ -104,6 +104,8 @@ def restart(alg, ctx, s, done, f_range, before):
     out["evals_large"] = s["evals_large"] + xp.where(done & ~small_run, lam, 0)
     out["evals_small"] = s["evals_small"] + xp.where(done & small_run, lam, 0)
     stop = done & terminated(alg, ctx, s, f_range)
+    if xp is np and not stop.any():  # NumPy: nothing restarts (CuPy runs the masks, unchanged)
+        return out
     scale, sigma0 = alg.box_scale(ctx)
     n_large = s["n_large"]
     if p.restarts == "ipop":
