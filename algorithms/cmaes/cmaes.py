@@ -376,7 +376,9 @@ class CMAES(IslandAlgorithm):
     def update(self, ctx: Context, s: State, done) -> State:
         """The CMA update of the islands where ``done (I,)`` (an iteration's blocks are all in the
         buffers), eqs. (41)-(47) of the tutorial (module docstring); the others keep their state.
-        Also TolFun's history (best value of the iteration). No host synchronisation.
+        Also TolFun's history (best value of the iteration). No host synchronisation: on CuPy all
+        ``lambda_cap`` rows are ranked (masked); NumPy ranks only the rows up to the largest
+        current ``lambda`` (a host value there, free), the rows past it having zero weight.
 
         Returns:
             ``(state, f_range (I,))``: the new state and the range of the iteration's objective
@@ -385,9 +387,11 @@ class CMAES(IslandAlgorithm):
         xp, n, dt = ctx.xp, ctx.dim, ctx.dtype
         I, cap = s["fb"].shape
         lam = s["lam"]
+        if xp is np:
+            cap = int(lam.max())
         active = xp.arange(cap)[None, :] < lam[:, None]
-        fr = xp.where(active, s["fb"], xp.inf)
-        vr = xp.where(active, s["vb"], xp.inf)
+        fr = xp.where(active, s["fb"][:, :cap], xp.inf)
+        vr = xp.where(active, s["vb"][:, :cap], xp.inf)
         order = rank_order(fr, vr, xp)
         ii = xp.arange(I)[:, None]
         Ys, z2 = s["Y"][ii, order], s["z2"][ii, order]
@@ -427,7 +431,7 @@ class CMAES(IslandAlgorithm):
         out["it"] = xp.where(done, s["it"] + 1, s["it"])
         out["blk"] = xp.where(done, 0, s["blk"])
         # the range of the iteration's values, for TolFun (restarts.py)
-        return out, xp.where(active, s["fb"], -xp.inf).max(axis=1) - fr.min(axis=1)
+        return out, xp.where(active, s["fb"][:, :cap], -xp.inf).max(axis=1) - fr.min(axis=1)
 
     # -- migration ------------------------------------------------------------------------------
     def replace(self, ctx: Context, state: State, idx, immigrants: Population) -> State:
