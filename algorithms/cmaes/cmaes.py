@@ -15,9 +15,10 @@ iteration completes), collected in buffers of the largest size a run reaches,
 ``lambda_cap = lambda_start 2^max_doublings``, and the update (eqs. 41-47) is applied at the
 generation that completes the iteration. Every evaluation is a real sample (none is wasted on
 padding), ``evaluations_per_generation() = lambda_start`` exactly, and the arrays never change
-shape. The cost: the update's arithmetic runs on ``lambda_cap`` rows at every generation (masked
-where no iteration completes), ``O(lambda_cap D^2)`` per island; memory ``O(lambda_cap D + D^2)``
-per island. A restart past ``max_doublings`` keeps ``lambda_cap``. BIPOP's small populations are
+shape. The cost: on CuPy the update's arithmetic runs on ``lambda_cap`` rows at every generation
+(masked where no iteration completes), ``O(lambda_cap D^2)`` per island (NumPy, where a host
+branch costs nothing, skips a generation that completes no iteration and ranks only up to the
+largest current ``lambda``); memory ``O(lambda_cap D + D^2)`` per island. A restart past ``max_doublings`` keeps ``lambda_cap``. BIPOP's small populations are
 rounded down to a multiple of ``lambda_start``.
 
 **One iteration** (tutorial, "Algorithm summary", p. 29-31): ``z_k ~ N(0, I)``, ``y_k = B D z_k``
@@ -46,7 +47,9 @@ optimum: ``tests/test_cmaes.py``.)
 block (the last generation's samples); emigrants are thus the best of the latest generation and
 the best so far. An immigrant that lands (the replacement policy decides, e.g. ``fair_replace``)
 updates the best so far and is **injected** (Hansen 2011): the next generation's block evaluates
-it in place of one of its samples, with its step clipped as above, so that it steers the mean,
+it in place of one of its samples, its step ``y = (x - m) / sigma`` clipped to the Mahalanobis
+norm ``||C^{-1/2} y|| <= c_y = sqrt(n) + 2n / (n + 2)`` (Hansen 2011, "Injecting external
+solutions into CMA-ES", arXiv:1110.4181, eqs. (3)-(4)), so that it steers the mean,
 the evolution paths and the covariance only as much as a good sample of the current distribution
 may, however far away it lies (the point itself is evaluated as it came; only its step is
 clipped). At most ``max(1, lambda_start // 2)`` immigrants (the best) are
