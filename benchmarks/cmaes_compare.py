@@ -95,7 +95,9 @@ def main() -> None:
         problem = PROBLEMS[name](args.dim)
         for restarts in () if args.only_pygmo else ("none", "ipop", "bipop"):
             err, wall = isles_runs(problem, restarts, args.budget, args.runs)
-            print(f"| {name} | isles cmaes {restarts} | {np.median(err):.3g} | {err.min():.3g} | {wall:.1f} |", flush=True)
+            print(
+                f"| {name} | isles cmaes {restarts} | {np.median(err):.3g} | {err.min():.3g} | {wall:.1f} |", flush=True
+            )
         err, wall = pygmo_runs(problem, args.budget, args.runs)
         print(f"| {name} | pygmo cmaes | {np.median(err):.3g} | {err.min():.3g} | {wall:.1f} |", flush=True)
 

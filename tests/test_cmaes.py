@@ -548,3 +548,21 @@ def test_dimension_must_be_the_problems():
     with pytest.raises(ValueError, match=r"^algorithm\.dim=5: allowed value is the problem's dimension 4"):
         CMAES(dim=5).check_problem(Ellipsoid(4))
     CMAES(dim=None, pop_size=8).check_problem(Ellipsoid(4))  # a problem config without dim
+
+
+def test_float32_state_stays_float32():
+    """``dtype=float32``: every float array of the state keeps the dtype through restarts and
+    injection (a float64 creeping in would double the memory and change the GPU kernels)."""
+    ctx = Context(np, np.float32, Evaluator(Flat(3)), CounterRNG(np, 2, [0, 1]))
+    alg = CMAES(dim=3, restarts="bipop", max_doublings=2)
+    s = alg.init(ctx)
+    for g in range(120):
+        s = alg.step(ctx, s)
+        if g == 10:
+            x = np.zeros((2, 1, 3), dtype=np.float32)
+            f, v, _ = ctx.evaluator(x)
+            s = alg.replace(ctx, s, np.ones((2, 1), dtype=np.int64), Population(x, f, v))
+    assert (s["runs"] > 0).all()
+    for k, a in s.items():
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+            assert a.dtype == np.float32, k
