@@ -506,6 +506,17 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
             np.testing.assert_array_equal(x[k], y[k], err_msg=k)
         restarted += int(np.asarray(x["runs"]).sum())
     assert restarted > 0  # the resumed stretch crossed restarts
+    # resumed on two island groups (one island each): the state regroups along the island axis
+    two = tmp_path / "two.pkl"
+    job.run_job(make_cfg(*common, "generations=100", f"checkpoint.path={two}"), use_ray=False)
+    c, _ = job.run_job(
+        make_cfg(
+            *common, "generations=200", "islands.n_actors=2", f"checkpoint.path={two}", f"checkpoint.resume={two}"
+        ),
+        use_ray=False,
+    )
+    assert c.best_f == a.best_f and c.evaluations == a.evaluations
+    np.testing.assert_array_equal(c.best_x, a.best_x)
 
 
 def test_dimension_1000_runs_on_the_cpu():
