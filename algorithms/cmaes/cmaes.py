@@ -177,6 +177,18 @@ def clip_steps(xp, y, B, d, c_y):
     return y * a, z * a
 
 
+def under_capture(xp) -> bool:
+    """Whether ``xp``'s current stream is capturing a CUDA graph (``False`` on NumPy; ``True``
+    where this CuPy cannot say, the safe answer for :meth:`CMAES.eigen_due`). A host query, no
+    device synchronisation."""
+    if xp is np:
+        return False
+    try:
+        return bool(xp.cuda.get_current_stream().is_capturing())
+    except AttributeError:  # a CuPy without Stream.is_capturing
+        return True
+
+
 def canonical_signs(xp, B):
     """Eigenvectors ``B (I, D, D)`` (columns) with their signs fixed: each column's entry of largest
     magnitude made positive. ``eigh`` returns each eigenvector up to its sign, and LAPACK (NumPy)
@@ -249,6 +261,20 @@ class CMAES(IslandAlgorithm):
             return int(self.params.eigen_interval)
         sp = strategy_parameters(np, n, np.array([self.lam0]), self.lam0)
         return max(1, int(math.floor(1.0 / (10.0 * n * float(sp["c1"][0] + sp["c_mu"][0])))))
+
+    def eigen_due(self, ctx: Context, g: int):
+        """Whether generation ``g`` ends with an eigendecomposition (every :meth:`eigen_interval`
+        generations): ``True``/``False`` from the host counter; while the current CuPy stream is
+        being captured as a CUDA graph (``islands.span_graph``), whose replays run later
+        generations than the one captured, a 0-d device bool from the replay-aware counter
+        (:meth:`isles.algorithms.core.base.Context.generation_counter`): the decomposition then
+        runs every generation and is applied where due, so that replays equal the plain epochs."""
+        e = self.eigen_interval(ctx.dim)
+        if e == 1:
+            return True
+        if not under_capture(ctx.xp):
+            return (g + 1) % e == 0
+        return (ctx.generation_counter(g) + 1) % e == 0
 
     def history_length(self, n: int) -> int:
         """``H = 10 + ceil(30 n / lambda_start)``: TolFun's longest window in dimension ``n``."""
@@ -367,10 +393,14 @@ class CMAES(IslandAlgorithm):
             before = s
             s, f_range = self.update(ctx, s, done)
             s = restarts.restart(self, ctx, s, done, f_range, before)
-        if (g + 1) % self.eigen_interval(ctx.dim) == 0:
+        due = self.eigen_due(ctx, g)
+        if due is not False:
             C = s["C"]
             evals, B = xp.linalg.eigh((C + xp.swapaxes(C, 1, 2)) * 0.5)
-            s["B"], s["d"] = canonical_signs(xp, B), xp.sqrt(xp.maximum(evals, xp.finfo(C.dtype).tiny))
+            B, d = canonical_signs(xp, B), xp.sqrt(xp.maximum(evals, xp.finfo(C.dtype).tiny))
+            if due is not True:  # a device predicate (a captured generation): apply where due
+                B, d = xp.where(due, B, s["B"]), xp.where(due, d, s["d"])
+            s["B"], s["d"] = B, d
         s["generation"] = g + 1
         s["evals"] = state["evals"] + lam0
         s["nan_evals"] = state["nan_evals"] + n_nan
