@@ -2,24 +2,21 @@
 
 ``run.py`` calls :func:`run_job` with the composed Hydra config. Errors in the config are raised
 as ``ValueError`` with a one-line message naming the field and the allowed values
-(:func:`is_config_error` tells them from a user's code's own ``ValueError``); a run that fails
+(:func:`isles.app.errors.is_config_error` tells them from a user's code's own ``ValueError``); a run that fails
 after it started leaves its MLflow run marked ``FAILED`` with what was logged so far, and its
 one-line report names the innermost file and line and the log file with the traceback
 (:func:`failure_line`). A finished result is always printed, whatever the end-of-run report
 cannot compute (:func:`show_result`, :mod:`isles.app.report`).
+
+Its phases elsewhere: Ray's start (:mod:`isles.app.ray_setup`), errors told apart
+(:mod:`isles.app.errors`), an interrupted run's checkpoint (:mod:`isles.app.interrupts`).
 """
 from __future__ import annotations
 
 import importlib.util
 import os
-import re
-import shlex
 import signal
-import socket
 import sys
-import threading
-import traceback
-from contextlib import nullcontext
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,110 +25,23 @@ from omegaconf import DictConfig, OmegaConf
 
 from isles.algorithms.core.backend import cupy_or_none
 from isles.islands import checkpoint
-from isles.app.overrides import job_overrides, task_overrides, user_problem_config
+from isles.app.overrides import job_overrides, user_problem_config
 from isles.islands.budget import with_budget
 from isles.islands.build import build_algorithm, build_problem, check_pairing
 from isles.islands.migration import check_n_migrants
 from isles.islands.placement import needs_ray
-from isles.app.local_ray import local_ray
-from isles.app.ray_security import LOCAL_DASHBOARD_HOST, check_dashboard_host, token_notice
-from isles.islands.schema import RayConfig, check_keys, validated, with_defaults
+from isles.app.ray_security import check_dashboard_host
+from isles.islands.schema import check_keys, validated
 from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
 from isles.app.progress import ConsoleProgress, print_summary, result_line
-from isles.app.report import is_library
 from isles.app.run_files import HistoryFiles, SolutionFile
-from isles import CHECKOUT
 from isles.app.sweep_runs import sweep_info
 from isles.app.tracking import flatten
 from isles.app.tracking_process import TrackingProcess
-from isles.app.tracking_server import ray_job_copy, reach_tracking_store
-from isles.app.user_modules import user_module_paths
-
-RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlflow.db.lock", "mlartifacts", ".devbundle", "*.egg-info"]
-
-
-@token_notice()  # Ray's warning that token authentication is on becomes one line (ray_security.py)
-def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
-    """Start a local Ray (no ``ray.address``) or connect to a cluster (``ray.address``).
-
-    The local Ray is the run's own: a cluster that ``ray start`` left running on this machine is
-    not joined (only ``ray.address``, or Ray's ``RAY_ADDRESS`` variable, names a cluster).
-
-    From a checkout, the repository travels to a cluster's workers as the Ray ``working_dir``
-    (and local workers find it on ``PYTHONPATH``); an installed isles must be installed on the
-    cluster's nodes too (``cluster/``). A local Ray's dashboard (``ray.include_dashboard``) listens
-    on ``ray.dashboard_host`` (127.0.0.1 unless the user opts in); Ray's token authentication stays
-    as Ray sets it (:mod:`isles.app.ray_security`). A job submitted with ``ray job submit
-    --working-dir .`` ships the checkout already: its working directory is not sent again.
-
-    On a cluster, the user's own modules that the run's config ``cfg`` names (``_target_``) and
-    that travel in neither of those go to the workers as ``py_modules``
-    (:func:`isles.app.user_modules.user_module_paths`).
-    """
-    import ray  # noqa: PLC0415
-
-    if ray.is_initialized():
-        return
-    ray_cfg = with_defaults(ray_cfg, RayConfig)  # the schema's defaults for the keys not given
-    address = ray_cfg["address"]
-    if address:
-        copy = ray_job_copy()  # ray job submit --working-dir: the driver runs in Ray's copy, shipped already
-        env = {} if CHECKOUT is None or copy else {"working_dir": str(CHECKOUT), "excludes": RAY_EXCLUDES}
-        modules = user_module_paths(cfg or {}, tuple(p for p in (copy, env.get("working_dir")) if p))
-        if modules:
-            env["py_modules"] = modules
-        ray.init(address=address, runtime_env=env, log_to_driver=True)
-    else:
-        path = os.pathsep.join(p for p in (str(CHECKOUT or ""), os.environ.get("PYTHONPATH", "")) if p)
-        # "local": a Ray of the run's own, never the cluster a `ray start` (another user's, another
-        # job's) left running on this machine, which Ray would join; RAY_ADDRESS still names one
-        joins = bool(os.environ.get("RAY_ADDRESS"))  # Ray's own variable names a cluster: Ray joins it
-        # a Ray of the run's own: on 127.0.0.1 only, its processes in a session of their own (local_ray.py)
-        with nullcontext() if joins else local_ray():
-            ray.init(address=None if joins else "local",
-                     num_cpus=ray_cfg["num_cpus"], include_dashboard=bool(ray_cfg["include_dashboard"]),
-                     dashboard_host=ray_cfg["dashboard_host"] or LOCAL_DASHBOARD_HOST,
-                     runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
-                     configure_logging=True, logging_level="warning")
-
-
-def _frames(err: BaseException) -> tuple[str, list]:
-    """The full traceback text of ``err`` (a Ray task error's remote traceback too) and its frames
-    outside installed packages and the standard library, ``[(file, line), ...]``, innermost last."""
-    text = "".join(traceback.format_exception(err)) + str(getattr(err, "traceback_str", ""))
-    frames = [(m.group(1), m.group(2)) for m in re.finditer(r'File "([^"]+)", line (\d+)', text)
-              if not is_library(m.group(1))]
-    return text, frames
-
-
-def _own_folders() -> tuple[str, ...]:
-    """The folders of isles' own code (``isles/``, and a checkout's ``algorithms/``, ``problems/``,
-    ``islands/``, ``app/``), each ending in a path separator."""
-    import isles.algorithms  # noqa: PLC0415
-    import isles.problems  # noqa: PLC0415
-
-    mods = (sys.modules["isles"], isles.algorithms, isles.problems, sys.modules["isles.islands"], sys.modules["isles.app"])
-    return tuple(os.path.join(os.path.dirname(os.path.realpath(m.__file__)), "") for m in mods)
-
-
-def is_config_error(err: BaseException) -> bool:
-    """Whether ``err`` is one of isles' one-line refusals of a config value (exit status 2): a
-    ``ValueError`` raised by isles' own checks, before or during the run. A ``ValueError`` raised
-    in a user's code (a problem's objective, or NumPy called from it: the innermost frame outside
-    installed packages is the user's file) is a failure inside the run, like any other error
-    (:func:`failure_line`, exit status 1). On a cluster whose workers run isles from another path
-    than this process, a refusal raised in an actor counts as a failure inside the run."""
-    cause = getattr(err, "cause", None) or err
-    if not isinstance(cause, ValueError):
-        return False
-    _, frames = _frames(err)
-    return not frames or os.path.realpath(frames[-1][0]).startswith(_own_folders())
-
-
-def error_message(err: BaseException) -> str:
-    """The first line of ``err``'s message (of its cause, for a Ray task error)."""
-    cause = getattr(err, "cause", None) or err
-    return str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+from isles.app.tracking_server import reach_tracking_store
+from isles.app.errors import _frames, error_message
+from isles.app.interrupts import _sigterm_as_interrupt, resume_command, save_interrupted
+from isles.app.ray_setup import check_ray_address, init_ray
 
 
 def failure_line(err: BaseException) -> str:
@@ -169,90 +79,6 @@ def _run_folder() -> str | None:
         return HydraConfig.get().runtime.output_dir
     except Exception:  # noqa: BLE001  (no Hydra run)
         return None
-
-
-def check_ray_address(address, timeout_s: float = 10.0) -> None:
-    """Fail fast on a ``ray.address`` that cannot work, instead of Ray's minutes of retries.
-
-    ``null`` (a local Ray) passes. ``auto`` (the cluster that ``ray start`` started on this
-    machine, or ``RAY_ADDRESS``) must find one, as Ray looks for it; the address found is then
-    checked as ``host:port``. ``ray://host:port`` needs Ray Client (``pip install "ray[client]"``);
-    ``host:port`` must accept a TCP connection within ``timeout_s`` seconds.
-
-    Raises:
-        ValueError: one line naming ``ray.address`` and the address, and what to do.
-    """
-    if not address:
-        return
-    target = str(address)
-    if target == "auto":
-        found = _auto_address()
-        if found is None:
-            raise ValueError("ray.address='auto': no Ray cluster is running on this machine (Ray found no "
-                             "'ray start' and RAY_ADDRESS is unset); start one (ray start --head), give "
-                             "ray.address=HOST:PORT, or leave ray.address out for a local Ray")
-        if found == "auto" or ("://" in found and not found.startswith("ray://")):
-            return  # this Ray cannot say where, or names a URL (RAY_ADDRESS=http://...): Ray decides
-        target = found
-    if target.startswith("ray://"):
-        try:
-            import grpc  # noqa: F401, PLC0415  (Ray Client's transport)
-        except ImportError:
-            raise ValueError(f"ray.address={target!r}: a ray:// address needs Ray Client; install it with "
-                             "pip install 'ray[client]' (or pip install -e '.[client]')") from None
-        target = target[len("ray://"):]
-    host, _, port = target.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"ray.address={address!r}: allowed values are null, auto, host:port or ray://host:port")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as err:
-        raise ValueError(f"ray.address={address!r}: nothing answers there ({err.strerror or err}); start the "
-                         "cluster (ray start --head) or leave ray.address out for a local Ray") from None
-
-
-def _auto_address() -> str | None:
-    """The cluster address that ``ray.init(address="auto")`` would connect to (``RAY_ADDRESS``,
-    else the latest ``ray start`` on this machine, else a running Ray found by its processes), or
-    ``None`` when Ray finds none; ``"auto"`` when this Ray version's lookup is not available."""
-    try:
-        from ray._private.services import canonicalize_bootstrap_address  # noqa: PLC0415  (Ray's own lookup)
-    except ImportError:
-        return "auto"
-    try:
-        return canonicalize_bootstrap_address("auto")
-    except ConnectionError:
-        return None
-    except Exception:  # noqa: BLE001  (another Ray's lookup: Ray's own connection decides)
-        return "auto"
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def _sigterm_as_interrupt():
-    """Treat SIGTERM like Ctrl-C while the run goes (main thread only); return the old handler."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _raise_interrupt)
-
-
-def save_interrupted(coordinator, path: str, run_id: str | None) -> str | None:
-    """Write the coordinator's last snapshot as a checkpoint at ``path`` for a resume, with the
-    MLflow run to continue and the last epoch already published; ``None`` without a snapshot."""
-    snap = coordinator.last_snapshot
-    if snap is None:
-        return None
-    checkpoint.save(path, {**snap, "mlflow_run_id": run_id, "published_epoch": coordinator.published_epoch})
-    return str(path)
-
-
-def resume_command(path: str) -> str:
-    """The command line that resumes this run: the user's overrides (from Hydra, when the run
-    was started by ``run.py``) plus ``checkpoint.resume=PATH``."""
-    task = [o for o in task_overrides() if not o.startswith("checkpoint.resume=")]
-    return " ".join(["python run.py", *(shlex.quote(o) for o in task), shlex.quote(f"checkpoint.resume={path}")])
 
 
 def validate(cfg: dict) -> dict:

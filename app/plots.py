@@ -12,26 +12,27 @@ def convergence_figure(history: list, problem=None):
     """Convergence plot of a run: best fitness per island and overall, and the gap to f*.
 
     Args:
-        history: epoch records (``generation``, ``best_f``, ``best_v``, ``island_best_f (n,)``).
+        history: :class:`isles.islands.results.EpochRecord` objects (``generation``, ``best_f``,
+            ``best_v``, ``island_best_f (n,)``; each plug-in metric, e.g. the master swarm's
+            ``master_best_f``, a dashed line).
         problem: optional problem; with a known ``f_star`` the right panel shows the relative gap
             ``(f - f*) / max(|f*|, 1e-12)`` on a log scale, otherwise the best's total violation.
 
     Returns:
         a matplotlib ``Figure`` (two panels).
     """
-    gen = np.array([r["generation"] for r in history])
-    best = np.array([r["best_f"] for r in history])
-    viol = np.array([r["best_v"] for r in history])
-    islands = np.array([r["island_best_f"] for r in history])
+    gen = np.array([r.generation for r in history])
+    best = np.array([r.best_f for r in history])
+    viol = np.array([r.best_v for r in history])
+    islands = np.array([r.island_best_f for r in history])
     # fixed margins: a layout engine would draw the figure twice when it is saved (0.6 s of the
     # tracking process's end of run)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     fig.subplots_adjust(left=0.07, right=0.985, bottom=0.12, top=0.86, wspace=0.22)
     for i in range(islands.shape[1]):
         ax1.plot(gen, islands[:, i], lw=0.7, alpha=0.5, color="tab:blue")
-    if history and "master_best_f" in history[-1]:
-        ax1.plot(gen, [r.get("master_best_f", np.nan) for r in history], lw=1.2, ls="--", color="tab:orange",
-                 label="master swarm")
+    for name in history[-1].plugin_metrics if history else ():  # e.g. the master swarm's best
+        ax1.plot(gen, [r.plugin_metrics.get(name, np.nan) for r in history], lw=1.2, ls="--", label=name)
     ax1.plot(gen, best, lw=2, color="black", label="best of the run")
     if len(best) and np.all(np.isfinite(best)):
         lo, hi = np.nanmin(best), np.nanpercentile(islands[np.isfinite(islands)], 90) if np.isfinite(islands).any() else None

@@ -41,15 +41,15 @@ class ConsoleProgress:
             self.task = self.progress.add_task("generations", total=self.total, best="")
             self.progress.start()
 
-    def on_epoch(self, rec: dict) -> None:
+    def on_epoch(self, rec) -> None:
         """Advance the bar; show the best fitness and its violation."""
-        best = f"best f={rec['best_f']:.8g}" + ("" if rec["best_v"] <= 0 else f" (violation {rec['best_v']:.3g})")
+        best = f"best f={rec.best_f:.8g}" + ("" if rec.best_v <= 0 else f" (violation {rec.best_v:.3g})")
         if self.progress is not None:
-            self.progress.update(self.task, completed=rec["generation"], best=best)
-        elif rec["generation"] >= self._next_line or rec["generation"] >= self.total:
-            self.console.print(f"generation {rec['generation']}/{self.total}  {best}  "
-                               f"{rec['evaluations']} evals  {rec['wall_s']:.1f} s")
-            self._next_line = rec["generation"] + max(1, self.total // 10)
+            self.progress.update(self.task, completed=rec.generation, best=best)
+        elif rec.generation >= self._next_line or rec.generation >= self.total:
+            self.console.print(f"generation {rec.generation}/{self.total}  {best}  "
+                               f"{rec.evaluations} evals  {rec.wall_s:.1f} s")
+            self._next_line = rec.generation + max(1, self.total // 10)
 
     def on_end(self, result) -> None:
         """Stop the bar."""
@@ -115,7 +115,7 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
     if rep["feasible"] is not None:
         status = f"[green]{verdict(rep)}[/green]" if rep["feasible"] else f"[red]{verdict(rep)}[/red]"
         console.print(f"{status} (max normalised violation {rep['max_normalised_violation']:.3g}, float64)")
-    us = sorted(h["us_per_generation"] for h in result.history)[len(result.history) // 2]
+    us = sorted(h.us_per_generation for h in result.history)[len(result.history) // 2]
     console.print(f"evaluations {result.evaluations:,}  wall time {result.wall_s:.2f} s "
                   f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s "
                   f"(steady state {result.steady_evals_per_s:,.0f})  "

@@ -17,35 +17,24 @@ import os
 import sys
 import time
 
-#: the scalar metrics of an epoch record that ``history.csv`` holds, in this order (those present)
-HISTORY_KEYS = (
-    "epoch",
-    "generation",
-    "wall_s",
-    "evaluations",
-    "best_f",
-    "best_v",
-    "best_feasible_f",
-    "master_best_f",
-    "nan_evaluations",
-    "migrations_accepted",
-    "us_per_generation",
-)
+from isles.islands.results import CSV, EpochRecord
+
 MIGRATION_HEADER = "epoch,src,dst,accepted,best_f_moved"
 SOLUTION_FILE = "best_solution.json"
 
 
-def history_header(record: dict) -> tuple[list, list]:
-    """``(keys, header)`` of ``history.csv`` for records like ``record``: the scalar metrics of
-    :data:`HISTORY_KEYS` it has, then ``island_XX_best_f`` per island."""
-    keys = [k for k in HISTORY_KEYS if k in record]
-    return keys, keys + [f"island_{i:02d}_best_f" for i in range(len(record["island_best_f"]))]
+def history_header(record: EpochRecord) -> list[str]:
+    """The columns of ``history.csv`` for records like ``record``: its ``history.csv`` metrics
+    (:meth:`isles.islands.results.EpochRecord.metrics`, ``"csv"``), e.g. ``epoch, generation,
+    wall_s, ..., island_00_best_f, ...``."""
+    return list(record.metrics(CSV))
 
 
-def history_row(record: dict, keys: list) -> str:
-    """One ``history.csv`` line (no newline) of ``record``: ``keys``' values, then the island bests
-    (``repr``: every float at full precision)."""
-    return ",".join([repr(record.get(k)) for k in keys] + [repr(float(f)) for f in record["island_best_f"]])
+def history_row(record: EpochRecord, header: list[str]) -> str:
+    """One ``history.csv`` line (no newline) of ``record``: its values of the columns ``header``
+    (``repr``: every float at full precision; ``None`` where the record lacks one)."""
+    values = record.metrics(CSV)
+    return ",".join(repr(values.get(k)) for k in header)
 
 
 def migration_row(migration: tuple) -> str:
@@ -76,17 +65,16 @@ class HistoryFiles:
             fh.write(header + "\n")
         return fh
 
-    def on_epoch(self, rec: dict) -> None:
+    def on_epoch(self, rec: EpochRecord) -> None:
         """Append the epoch's row and its migrations."""
         if self.history is None:
             os.makedirs(self.folder, exist_ok=True)
-            self._keys, header = history_header(rec)
-            self.history = self._open("history.csv", ",".join(header))
+            self._keys = history_header(rec)
+            self.history = self._open("history.csv", ",".join(self._keys))
         self.history.write(history_row(rec, self._keys) + "\n")
-        moved = rec.get("migrations") or ()
-        if moved and self.migrations is None:
+        if rec.migrations and self.migrations is None:
             self.migrations = self._open("migrations.csv", MIGRATION_HEADER)
-        for m in moved:
+        for m in rec.migrations:
             self.migrations.write(migration_row(m) + "\n")
         if time.monotonic() - self._last_flush > self.flush_s:
             self.flush()

@@ -50,6 +50,7 @@ import time
 from isles import git_commit
 from isles.app.run_files import MIGRATION_HEADER, history_header, history_row, migration_row
 from isles.app.tracking_server import prepare_sqlite_store
+from isles.islands.results import MLFLOW, EpochRecord
 
 
 
@@ -328,19 +329,13 @@ class MlflowTracker:
         self._restarts += len(info["groups"])
         mlflow_module().set_tags({**group_tags(info["groups"]), "restarts": str(self._restarts)})
 
-    def on_epoch(self, rec: dict) -> None:
-        """Buffer the epoch's metrics (step = generation); flush every ``flush_s`` seconds."""
+    def on_epoch(self, rec: EpochRecord) -> None:
+        """Buffer the epoch's MLflow metrics (:meth:`isles.islands.results.EpochRecord.metrics`;
+        step = generation; NaN and infinite values left out); flush every ``flush_s`` seconds."""
         from mlflow.entities import Metric  # noqa: PLC0415
 
-        step, ts = int(rec["generation"]), int(time.time() * 1000)
-        values = {k: rec[k] for k in ("best_f", "best_v", "best_feasible_f", "evaluations", "evals_per_s",
-                                      "wall_s", "nan_evaluations", "us_per_generation",
-                                      "migrations_accepted", "islands_at_target", "payoff_evaluations") if k in rec}
-        if "master_best_f" in rec:
-            values["master_best_f"] = rec["master_best_f"]
-        for i, f in enumerate(rec["island_best_f"]):
-            values[f"island_{i:02d}_best_f"] = f
-        for k, v in values.items():
+        step, ts = rec.generation, int(time.time() * 1000)
+        for k, v in rec.metrics(MLFLOW).items():
             v = float(v)
             if math.isfinite(v):
                 self._buffer.append(Metric(k, v, ts, step))
@@ -371,7 +366,7 @@ class MlflowTracker:
         final = {"final_evaluations": result.evaluations, "final_wall_s": result.wall_s,
                  "final_evals_per_s": result.evaluations / max(result.wall_s, 1e-12),
                  "final_steady_evals_per_s": result.steady_evals_per_s,
-                 "final_us_per_generation": _median([h["us_per_generation"] for h in result.history])}
+                 "final_us_per_generation": _median([h.us_per_generation for h in result.history])}
         if result.payoff_evaluations:  # a min-max algorithm's pair payoffs, apart from evaluations
             final["final_payoff_evaluations"] = result.payoff_evaluations
         if report.get("not_computed"):
@@ -412,5 +407,5 @@ def history_csv(history: list) -> str:
     """Epoch records as ``history.csv`` text (:func:`isles.app.run_files.history_row`)."""
     if not history:
         return "\n"
-    keys, header = history_header(history[0])
-    return "\n".join([",".join(header)] + [history_row(h, keys) for h in history]) + "\n"
+    header = history_header(history[0])
+    return "\n".join([",".join(header)] + [history_row(h, header) for h in history]) + "\n"

@@ -149,11 +149,11 @@ class TrackingProcess:
         """Forwarded to :meth:`MlflowTracker.on_restart`."""
         self._send("on_restart", info)
 
-    def on_epoch(self, rec: dict) -> None:
+    def on_epoch(self, rec) -> None:
         """Forwarded to :meth:`MlflowTracker.on_epoch`: every epoch up to :data:`MAX_STEPS`
         epochs a run, else every ``stride``-th one (and the last), so that MLflow's store never
         paces the run; every epoch goes to ``history.csv`` at the end."""
-        if (int(rec["epoch"]) - 1) % self._stride == 0:
+        if (rec.epoch - 1) % self._stride == 0:
             self._send("on_epoch", rec)
             self._held = None
         else:

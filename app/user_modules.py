@@ -4,7 +4,7 @@ The driver imports them from the launch directory or ``PYTHONPATH`` (:func:`isle
 A local Ray's workers see the same directories (Ray adds the driver's directory, and isles passes
 ``PYTHONPATH``). A cluster's workers do not: Ray adds the driver's directory only when the job has
 no ``working_dir``, and a path of the driver's machine means nothing on another node. So
-:func:`init_ray <isles.app.job.init_ray>` ships the files that :func:`user_module_paths`
+:func:`init_ray <isles.app.ray_setup.init_ray>` ships the files that :func:`user_module_paths`
 finds as Ray's ``runtime_env`` ``py_modules``.
 """
 from __future__ import annotations

@@ -80,7 +80,7 @@ def build(args):
     state = de.init(ctx)
     plan = de.fused_plan(ctx)
     if args.path == "fused" and plan is None:
-        from isles.algorithms.de.cuda import unsupported_reason  # noqa: PLC0415
+        from isles.algorithms.de.cuda_source import unsupported_reason  # noqa: PLC0415
 
         raise SystemExit(f"--path fused: not available ({unsupported_reason(de.params, ctx)})")
     if plan is None:

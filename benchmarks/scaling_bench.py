@@ -65,7 +65,7 @@ def run(overrides: list[str], n_actors: int):
     finally:
         sync_loop.SyncLoop._end_span = real
     h = result.history
-    epoch_s = (h[-1]["wall_s"] - h[0]["wall_s"]) / max(1, len(h) - 1)
+    epoch_s = (h[-1].wall_s - h[0].wall_s) / max(1, len(h) - 1)
     steady = spans[1:]  # the first span is one epoch: compilation, graph capture
     span_s = sum(s for _, s in steady) / sum(n for n, _ in steady) if steady else None
     cpu_s = ({k: (cpu[-1][1][k] - cpu[0][1][k]) / (cpu[-1][0] - cpu[0][0]) for k in cpu[0][1] if k in cpu[-1][1]}

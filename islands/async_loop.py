@@ -132,8 +132,11 @@ class AsyncLoop:
             bx, bf, bv, bg, _, evals, nan, hits = merge_summaries(self.n, summaries)
             best = loop["best"] = best_of([(bx, bf, bv, bg)] + ([loop["best"]] if loop["best"] else []))
             done_gen = min(summaries[j]["generation"] if j in summaries else 0 for j in range(len(groups)))
-            record = epoch_record(completions, done_gen, t0, evals, nan, best, bf, bv, None, [s],
-                                  s["generation"] - prev_gen, hits, payoff_total(summaries), moved)
+            record = epoch_record(epoch=completions, generation=done_gen, t0=t0, evaluations=evals,
+                                  nan_evaluations=nan, best_f=best[1][0], best_v=best[2][0], island_best_f=bf,
+                                  island_best_v=bv, compute_s=s["compute_s"],
+                                  epoch_generations=s["generation"] - prev_gen, hits=hits,
+                                  payoff_evaluations=payoff_total(summaries), migrations=moved)
             history.append(record)
             yield record
             settle()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from isles.islands.results import RunResult, cluster_resources
+from isles.islands.results import EpochRecord, RunResult, cluster_resources
 
 
 class Callbacks:
@@ -41,12 +41,12 @@ class Callbacks:
                 return stop.value
             self._publish(record)
 
-    def _publish(self, record: dict) -> None:
+    def _publish(self, record: EpochRecord) -> None:
         """Hand the epoch's record to the callbacks, unless its epoch was published already (an
         epoch replayed after a restart, or before an interrupted run was resumed)."""
-        if record["epoch"] <= self.published_epoch:
+        if record.epoch <= self.published_epoch:
             return
-        self.published_epoch = record["epoch"]
+        self.published_epoch = record.epoch
         for cb in self.callbacks:
             if hasattr(cb, "on_epoch"):
                 cb.on_epoch(record)

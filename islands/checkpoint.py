@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-VERSION = 2  # 2: the next migration is kept per island ("pending"), states regroup (regroup)
+VERSION = 3  # 2: the next migration is kept per island ("pending"), states regroup (regroup); 3: the
+# history holds EpochRecord objects (isles.islands.results), no longer dicts
 
 
 def save(path: str | os.PathLike, payload: dict) -> Path:
@@ -121,32 +122,49 @@ def generations_done(data: dict) -> int:
     return int(data["done_gens"])
 
 
-def regroup(states: list, old_groups: list, new_groups: list) -> list:
+def regroup(states: list, old_groups: list, new_groups: list, island_axes) -> list:
     """Group states saved for islands grouped as ``old_groups`` as ``new_groups``.
 
-    The layout every island algorithm's state follows (:class:`isles.algorithms.core.base.IslandAlgorithm`):
-    arrays of one or more dimensions carry the island axis first; 0-d arrays are totals of the
-    group (``nan_evals``: summed, and kept on the group of the first island that had it); host
-    ints are the same on every island (``generation``, ``evals`` per island).
+    Each field is split and joined along the island axis its algorithm declares
+    (:meth:`isles.algorithms.core.base.IslandAlgorithm.island_axes`); a field without one is a
+    total of the group when it is a 0-d array or NumPy scalar (``nan_evals``: summed, and kept on
+    the first new group) and otherwise the same on every island (``generation``, ``evals`` per island: taken
+    from the old group of the new group's first island).
 
     Args:
         states: one state dict (host arrays) per old group.
         old_groups, new_groups: global island ids of each group, e.g. ``[[0, 1], [2, 3]]``.
+        island_axes: ``state -> {key: island axis or None}``, the algorithm's ``island_axes``
+            (called only when the grouping changes).
 
     Returns:
         one state dict per new group (the same list when the grouping is unchanged).
+
+    Raises:
+        ValueError: a field whose declared island axis does not have one entry per island of
+            its group (one line naming the field and its shape).
     """
     if [list(g) for g in old_groups] == [list(g) for g in new_groups]:
         return states
+    axes = island_axes(states[0])
+    for g, (state, ids) in enumerate(zip(states, old_groups)):
+        for key, axis in axes.items():
+            if axis is not None and np.shape(state[key])[axis] != len(ids):
+                raise ValueError(f"state field {key!r} of shape {np.shape(state[key])}: its island axis {axis} "
+                                 f"has not one entry per island of group {g} ({len(ids)} islands); declare the "
+                                 "field's island axis in the algorithm's ISLAND_AXES (island_axes())")
     where = {gid: (g, p) for g, ids in enumerate(old_groups) for p, gid in enumerate(ids)}
     out = []
     for n, ids in enumerate(new_groups):
         new = {}
         for key, value in states[where[ids[0]][0]].items():
-            if isinstance(value, np.ndarray) and value.ndim >= 1:
-                new[key] = np.stack([states[where[gid][0]][key][where[gid][1]] for gid in ids])
-            elif isinstance(value, np.ndarray):  # a group total: all of it on the first new group
-                new[key] = sum(st[key] for st in states) if n == 0 else np.zeros_like(value)
+            axis = axes[key]
+            if axis is not None:
+                new[key] = np.stack([np.take(states[where[gid][0]][key], where[gid][1], axis=axis) for gid in ids],
+                                    axis=axis)
+            elif isinstance(value, (np.ndarray, np.generic)) and value.ndim == 0:  # a group total (a NumPy
+                # scalar on CPU, a 0-d array from a GPU): all of it on the first new group
+                new[key] = sum(st[key] for st in states) if n == 0 else np.zeros_like(value)[()]
             else:
                 new[key] = value
         out.append(new)

@@ -19,7 +19,9 @@ path for every algorithm and population role); :func:`migration_events` reports 
 
 Immigrant blocks are padded to a common width ``K``; ``valid (I, K)`` marks real immigrants.
 Everything but :func:`route` (host planning on a few integers) runs on the device without host
-synchronisation.
+synchronisation. On CuPy, with the built-in policies and sources in the group, the same results
+come from two kernels instead of about 30 array operations (:mod:`isles.islands.fused_migration`;
+``ISLES_FUSED_MIGRATION=0`` turns them off); the array code here is their twin and fallback.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import numpy as np
 
 from isles.algorithms.core.backend import device_constant, to_host
 from isles.algorithms.core.population import Population, PopulationRoles, by_role
-from isles.islands import policies
+from isles.islands import fused_migration, policies
 
 # re-exported: app/job.py and the tests import them from here
 from isles.islands.policies import check_n_migrants, rank_order, replacement_policy, selection_policy  # noqa: F401
@@ -153,7 +155,14 @@ def emigrants_of(algorithm, state: dict, k: int, selection=None):
     one-population algorithm, else a :class:`PopulationRoles`."""
     selection = policies.SelectBest() if selection is None else selection
     pops = algorithm.populations(state)
-    out = {r: p.take(selection.select(p.f, p.v, k)) for r, p in pops.items()}
+    fused = type(selection) is policies.SelectBest and _fused(pops[next(iter(pops))])
+    out = {}
+    for r, p in pops.items():
+        if fused:  # one kernel (isles.islands.fused_migration), the same emigrants
+            policies.check_n_migrants(k, p.shape[1])
+            out[r] = fused_migration.select_best(p, k)
+        if out.get(r) is None:
+            out[r] = p.take(selection.select(p.f, p.v, k))
     return out[None] if list(out) == [None] else PopulationRoles(out)
 
 
@@ -198,6 +207,13 @@ def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound:
         rows, src_of, valid = route(inbound, I, offsets, counts, residents.shape[1], rotate=int(state["generation"]))
         if not valid.any():
             continue
+        if not remote and _fused(residents):  # one kernel (isles.islands.fused_migration), the same result
+            done = fused_migration.immigrate_role(algorithm, ctx, state, role, residents, mine, rows, valid,
+                                                  replacement_policy(policy))
+            if done is not None:
+                state = done[0]
+                events.append((src_of, *done[1:]))
+                continue
         flat = Population.from_leaves({
             name: xp.concatenate([a.reshape((-1,) + a.shape[2:]) for a in arrays])
             for name, arrays in _stack_leaves([p.conform(residents) for p in pool]).items()
@@ -221,14 +237,27 @@ def migration_events(pending, island_ids: list) -> list:
     events = []
     for src_of, order, accepted, f_new in pending:  # one entry per population role
         order, accepted, f_new = to_host(order), to_host(accepted), to_host(f_new)
-        src_sorted = np.take_along_axis(src_of, order, axis=1)
-        for dst in range(src_sorted.shape[0]):
-            for src in np.unique(src_sorted[dst]):
-                if src == PAD:
-                    continue
-                m = (src_sorted[dst] == src) & accepted[dst]
-                events.append((int(src), island_ids[dst], int(m.sum()), float(f_new[dst][m].min()) if m.any() else None))
+        src = np.take_along_axis(np.asarray(src_of), order, axis=1)
+        real = src != PAD
+        dst, src, acc, f = np.nonzero(real)[0], src[real], accepted[real], f_new[real]
+        span = int(src.max(initial=PAD)) - PAD + 1
+        # one key per (destination, source), sorted destination first: one np.unique, not one per island
+        keys, inv = np.unique(dst * span + (src - PAD), return_inverse=True)
+        n = np.bincount(inv[acc], minlength=len(keys))
+        best = np.full(len(keys), np.inf, dtype=f.dtype)
+        with np.errstate(invalid="ignore"):  # a NaN f moved stays NaN, as min() gives it, without a warning
+            np.minimum.at(best, inv[acc], f[acc])
+        for key, c, b in zip(keys.tolist(), n.tolist(), best.tolist()):
+            d, s = divmod(key, span)
+            events.append((s + PAD, island_ids[d], c, b if c else None))
     return events
+
+
+def _fused(pop: Population) -> bool:
+    """Whether migration may take the fused kernels for ``pop`` (CuPy arrays and
+    ``ISLES_FUSED_MIGRATION`` not ``0``, :func:`isles.islands.fused_migration.enabled`); they
+    still decline a policy or layout they do not support."""
+    return pop.xp is not np and fused_migration.enabled()
 
 
 def _stack_leaves(pops) -> dict:

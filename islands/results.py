@@ -1,12 +1,12 @@
-"""What a run hands back: the :class:`RunResult`, the epoch records given to the callbacks, the
-bounded logs the loops keep them in (:class:`RecordLog`), and the merge of the island groups'
-summaries into island-ordered arrays (host values)."""
+"""What a run hands back: the :class:`RunResult`, the epoch records (:class:`EpochRecord`, typed)
+given to the callbacks, the bounded logs the loops keep them in (:class:`RecordLog`), and the
+merge of the island groups' summaries into island-ordered arrays (host values)."""
 from __future__ import annotations
 
 import math
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -105,6 +105,97 @@ def migration_log(items=()) -> RecordLog:
     return RecordLog.of(items, tally=3)
 
 
+#: where an :class:`EpochRecord` field goes (its ``metadata["sinks"]``): a column of the run's
+#: ``history.csv`` (:mod:`isles.app.run_files`), an MLflow metric per step (:mod:`isles.app.tracking`)
+CSV, MLFLOW = "csv", "mlflow"
+
+
+def _metric(*sinks: str, **kw):
+    """A field of :class:`EpochRecord` that goes to ``sinks`` (:data:`CSV`, :data:`MLFLOW`)."""
+    return field(metadata={"sinks": frozenset(sinks)}, **kw)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class EpochRecord:
+    """One epoch's record (host values), made by the loop (:func:`epoch_record`) and handed to
+    the callbacks' ``on_epoch``; :attr:`RunResult.history` keeps them. A plain dataclass of
+    ints, floats, a dict and NumPy arrays: it pickles (Ray, the tracking process's queue,
+    checkpoints). Its scalar metrics by name are :meth:`metrics`; the field order is
+    ``history.csv``'s column order.
+
+    Attributes:
+        epoch: the epoch's number, 1-based (an async run: completed group epochs).
+        generation: generations per island done (the MLflow step; async: the slowest group's).
+        wall_s: seconds since the evolution started.
+        evaluations: evaluations of the objective and constraints so far, plug-in included.
+        evals_per_s: ``evaluations / wall_s``.
+        best_f, best_v: the archipelago's best so far (objective, total normalised violation).
+        best_feasible_f: ``best_f`` where the best is feasible, else NaN.
+        plugin_metrics: ``{name: value}`` a loop plug-in reports (the master swarm's
+            ``master_best_f``); each is a metric (column, MLflow metric) of that name.
+        nan_evaluations: evaluations with a NaN objective or constraint so far.
+        migrations_accepted: immigrants accepted in this epoch.
+        us_per_generation: the slowest group's compute time per generation of the epoch, µs.
+        payoff_evaluations: a min-max algorithm's pair payoffs so far; ``None`` otherwise.
+        islands_at_target: islands that reached the stop target; ``None`` without one.
+        island_best_f: ``(n_islands,)`` float64, each island's best objective (the metrics
+            ``island_XX_best_f``).
+        island_best_v: ``(n_islands,)`` float64, the violations of those bests.
+        compute_s_max: the slowest group's compute time of the epoch, seconds.
+        n_feasible_islands: islands whose best is feasible.
+        island_hit_generation: ``(n_islands,)`` int64 stop-target generations (-1: not yet),
+            ``None`` without a target.
+        migrations: the epoch's ``(epoch, src, dst, accepted, best f moved)`` tuples (the job
+            appends them to ``migrations.csv``).
+    """
+
+    epoch: int = _metric(CSV)
+    generation: int = _metric(CSV)
+    wall_s: float = _metric(CSV, MLFLOW)
+    evaluations: int = _metric(CSV, MLFLOW)
+    evals_per_s: float = _metric(MLFLOW)
+    best_f: float = _metric(CSV, MLFLOW)
+    best_v: float = _metric(CSV, MLFLOW)
+    best_feasible_f: float = _metric(CSV, MLFLOW)
+    plugin_metrics: dict[str, float] = _metric(CSV, MLFLOW, default_factory=dict)
+    nan_evaluations: int = _metric(CSV, MLFLOW)
+    migrations_accepted: int = _metric(CSV, MLFLOW)
+    us_per_generation: float = _metric(CSV, MLFLOW)
+    payoff_evaluations: int | None = _metric(MLFLOW, default=None)
+    islands_at_target: int | None = _metric(MLFLOW, default=None)
+    island_best_f: np.ndarray = _metric(CSV, MLFLOW)
+    island_best_v: np.ndarray
+    compute_s_max: float
+    n_feasible_islands: int
+    island_hit_generation: np.ndarray | None = None
+    migrations: tuple = ()
+
+    def metrics(self, sink: str | None = None) -> dict[str, int | float]:
+        """The record's scalar metrics ``{name: value}`` in field order: every field of ``sink``
+        (:data:`CSV`: ``history.csv``'s columns; :data:`MLFLOW`: the MLflow metrics of the step;
+        ``None``: both) that is not ``None``, each plug-in metric under its own name and
+        ``island_best_f`` as ``island_XX_best_f`` per island (Python ints and floats).
+
+        Raises:
+            ValueError: ``sink`` is not ``"csv"``, ``"mlflow"`` or ``None``.
+        """
+        if sink not in (CSV, MLFLOW, None):
+            raise ValueError(f"sink={sink!r}: allowed values are {CSV!r}, {MLFLOW!r} or None")
+        out = {}
+        for f in fields(self):
+            sinks = f.metadata.get("sinks", ())
+            value = getattr(self, f.name)
+            if not sinks or (sink is not None and sink not in sinks) or value is None:
+                continue
+            if f.name == "plugin_metrics":
+                out.update(value)
+            elif f.name == "island_best_f":
+                out.update({f"island_{i:02d}_best_f": float(v) for i, v in enumerate(value)})
+            else:
+                out[f.name] = value
+        return out
+
+
 @dataclass
 class RunResult:
     """What a finished run hands back (host values).
@@ -117,7 +208,7 @@ class RunResult:
         generations: generations per island.
         wall_s: wall time of the evolution (actors already started), seconds.
         startup_s: actor start-up time, seconds.
-        history: the epoch records given to ``on_epoch``, as a :class:`RecordLog` keeps them:
+        history: the :class:`EpochRecord` objects given to ``on_epoch``, as a :class:`RecordLog` keeps them:
             every epoch's up to ``LOG_TAIL + LOG_SAMPLE`` epochs, else an even sample of the
             earlier epochs (the first included) and the latest ``LOG_TAIL`` epochs whole.
         devices: ``{island id: device name}``.
@@ -149,7 +240,7 @@ class RunResult:
     generations: int
     wall_s: float
     startup_s: float
-    history: list = field(default_factory=list)
+    history: list[EpochRecord] = field(default_factory=list)
     devices: dict = field(default_factory=dict)
     gpu_paths: dict = field(default_factory=dict)
     nodes: dict = field(default_factory=dict)
@@ -183,9 +274,9 @@ class RunResult:
     def steady_evals_per_s(self) -> float:
         """Evaluations per second over all epochs but the first (see the class docstring)."""
         h = self.history
-        if len(h) < 2 or h[-1]["wall_s"] <= h[0]["wall_s"]:
+        if len(h) < 2 or h[-1].wall_s <= h[0].wall_s:
             return self.evaluations / max(self.wall_s, 1e-12)
-        return (h[-1]["evaluations"] - h[0]["evaluations"]) / (h[-1]["wall_s"] - h[0]["wall_s"])
+        return (h[-1].evaluations - h[0].evaluations) / (h[-1].wall_s - h[0].wall_s)
 
 
 def best_of(candidates):
@@ -206,12 +297,12 @@ def run_result(best, history: RecordLog, generations: int, t0: float, migrations
     stop-target generations."""
     last = history[-1]
     return RunResult(best_x=best[0][0], best_f=float(best[1][0]), best_v=float(best[2][0]),
-                     evaluations=last["evaluations"], generations=generations,
+                     evaluations=last.evaluations, generations=generations,
                      wall_s=time.perf_counter() - t0, startup_s=0.0, history=history.to_list(),
-                     nan_evals=last["nan_evaluations"], migrations=migrations.to_list(),
+                     nan_evals=last.nan_evaluations, migrations=migrations.to_list(),
                      best_genome=best[3][0], hit_generations=hits, epochs=history.total,
                      migration_count=migrations.total, migrations_accepted=migrations.tallied,
-                     payoff_evaluations=last.get("payoff_evaluations", 0))
+                     payoff_evaluations=last.payoff_evaluations or 0)
 
 
 def merge_summaries(n: int, summaries: dict):
@@ -247,41 +338,49 @@ def payoff_total(summaries: dict) -> int:
     return sum(s.get("payoff_evals", 0) * len(s["island_ids"]) for s in summaries.values())
 
 
-def epoch_record(epoch, generation, t0, evals, nan, best, bf, bv, master_best, summaries, epoch_gens,
-                 hits=None, payoff_evals: int = 0, moved=()) -> dict:
-    """The epoch's metrics; ``summaries`` are the group summaries that arrived for it;
-    ``payoff_evals`` (:func:`payoff_total`) is recorded as ``payoff_evaluations`` where > 0;
-    ``moved`` the epoch's migrations, ``(epoch, src, dst, accepted, best f moved)`` tuples (the
-    record's ``migrations``, which the job appends to ``migrations.csv`` as they are made)."""
+def epoch_record(*, epoch: int, generation: int, t0: float, evaluations: int, nan_evaluations: int, best_f: float,
+                 best_v: float, island_best_f: np.ndarray, island_best_v: np.ndarray, compute_s: float,
+                 epoch_generations: int, hits: np.ndarray | None = None, payoff_evaluations: int = 0,
+                 migrations=(), plugin_metrics: dict | None = None) -> EpochRecord:
+    """The :class:`EpochRecord` of an epoch that ends now (host values; every field typed here).
+
+    Args:
+        epoch: the epoch's number (1-based); generation: generations per island done by its end.
+        t0: the run's start (``time.perf_counter()``): ``wall_s`` is the time since.
+        evaluations, nan_evaluations: totals of the run so far (plug-in included).
+        best_f, best_v: the archipelago's best so far.
+        island_best_f, island_best_v: ``(n_islands,)`` each island's best (copied).
+        compute_s: the slowest group's compute time of the epoch, seconds.
+        epoch_generations: the epoch's generations (``us_per_generation`` divides by them).
+        hits: ``(n_islands,)`` stop-target generations (-1: not reached), ``None`` without a target.
+        payoff_evaluations: a min-max algorithm's pair payoffs (:func:`payoff_total`), recorded where > 0.
+        migrations: the epoch's ``(epoch, src, dst, accepted, best f moved)`` tuples.
+        plugin_metrics: ``{name: value}`` a loop plug-in reports (e.g. ``master_best_f``).
+    """
     wall = time.perf_counter() - t0
-    compute = max(s["compute_s"] for s in summaries)
-    feasible = bv <= 0
-    rec = {
-        "epoch": epoch,
-        "generation": generation,
-        "wall_s": wall,
-        "evaluations": int(evals),
-        "evals_per_s": evals / wall if wall > 0 else 0.0,
-        "best_f": float(best[1][0]),
-        "best_v": float(best[2][0]),
-        "best_feasible_f": float(best[1][0]) if best[2][0] <= 0 else math.nan,
-        "n_feasible_islands": int(feasible.sum()),
-        "nan_evaluations": int(nan),
-        "compute_s_max": compute,
-        "us_per_generation": 1e6 * compute / max(1, epoch_gens),
-        "migrations_accepted": sum(m[2] for s in summaries for m in s["migrations"]),
-        "island_best_f": bf.copy(),
-        "island_best_v": bv.copy(),
-        "migrations": list(moved),
-    }
-    if payoff_evals:
-        rec["payoff_evaluations"] = int(payoff_evals)
-    if master_best is not None:
-        rec["master_best_f"] = float(master_best[1][0])
-    if hits is not None:
-        rec["islands_at_target"] = int((hits >= 0).sum())
-        rec["island_hit_generation"] = hits.copy()
-    return rec
+    moved = tuple(migrations)
+    return EpochRecord(
+        epoch=int(epoch),
+        generation=int(generation),
+        wall_s=wall,
+        evaluations=int(evaluations),
+        evals_per_s=evaluations / wall if wall > 0 else 0.0,
+        best_f=float(best_f),
+        best_v=float(best_v),
+        best_feasible_f=float(best_f) if best_v <= 0 else math.nan,
+        plugin_metrics={k: float(v) for k, v in (plugin_metrics or {}).items()},
+        nan_evaluations=int(nan_evaluations),
+        migrations_accepted=int(sum(m[3] for m in moved)),
+        us_per_generation=1e6 * float(compute_s) / max(1, int(epoch_generations)),
+        payoff_evaluations=int(payoff_evaluations) if payoff_evaluations else None,
+        islands_at_target=None if hits is None else int((hits >= 0).sum()),
+        island_best_f=np.array(island_best_f, dtype=np.float64),
+        island_best_v=np.array(island_best_v, dtype=np.float64),
+        compute_s_max=float(compute_s),
+        n_feasible_islands=int((np.asarray(island_best_v) <= 0).sum()),
+        island_hit_generation=None if hits is None else np.array(hits, dtype=np.int64),
+        migrations=moved,
+    )
 
 
 def cluster_resources() -> dict:

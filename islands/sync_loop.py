@@ -19,7 +19,7 @@ import numpy as np
 
 from isles.algorithms.core.population import Population
 from isles.islands import checkpoint
-from isles.islands.build import build_evaluator
+from isles.islands.build import build_algorithm, build_evaluator
 from isles.islands.executor import Local
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.plugin import plugin_stream
@@ -94,7 +94,8 @@ class SyncLoop:
         ck = self.cfg["checkpoint"]
         resume = resume if resume is not None else self.resume_from
         if resume is not None:  # states are per island: any grouping (number of actors) resumes
-            self._load_groups(groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups))
+            axes = build_algorithm(self.cfg["algorithm"]).island_axes  # where each state field has its islands
+            self._load_groups(groups, checkpoint.regroup(resume["states"], resume["groups"], placement.groups, axes))
             loop = loop_copy(resume)
         else:
             loop = {"done_gens": 0, "epoch": 0, "best": None, "master_state": None,
@@ -141,8 +142,8 @@ class SyncLoop:
                 # the snapshot's call) restarts like one lost during the epochs
                 for j, (k, summaries) in enumerate(epochs):
                     record, emigrants, master_pop, hits = self._epoch_done(loop, k, summaries, plugin, t0)
-                    if record["epoch"] > yielded:
-                        yielded = record["epoch"]
+                    if record.epoch > yielded:
+                        yielded = record.epoch
                         yield record
                     if hits is not None and np.all(hits >= 0):  # every island reached the stop target
                         return run_result(loop["best"], loop["history"], loop["done_gens"], t0,
@@ -218,8 +219,12 @@ class SyncLoop:
         cand = ([(bx, bf, bv, bg)] + ([(*master_best, master_best[0])] if master_best else [])
                 + ([best] if best else []))
         best = loop["best"] = best_of(cand)
-        record = epoch_record(epoch, loop["done_gens"], t0, evals + master_evals, nan, best, bf, bv,
-                              master_best, list(summaries.values()), k, hits, payoff_total(summaries), moved)
+        record = epoch_record(epoch=epoch, generation=loop["done_gens"], t0=t0, evaluations=evals + master_evals,
+                              nan_evaluations=nan, best_f=best[1][0], best_v=best[2][0], island_best_f=bf,
+                              island_best_v=bv, compute_s=max(s["compute_s"] for s in summaries.values()),
+                              epoch_generations=k, hits=hits, payoff_evaluations=payoff_total(summaries),
+                              migrations=moved,
+                              plugin_metrics=None if master_best is None else {"master_best_f": master_best[1][0]})
         loop["history"].append(record)
         return record, emigrants, master_pop, hits
 

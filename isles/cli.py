@@ -25,7 +25,8 @@ from omegaconf import DictConfig
 
 from isles.algorithms.core import kernel_lists, precompile
 from isles.islands.coordinator import RestartFailed
-from isles.app.job import error_message, failure_line, is_config_error, run_job
+from isles.app.errors import error_message, is_config_error
+from isles.app.job import failure_line, run_job
 from isles.app.sweep_runs import sweep_info
 from isles.app.sweeper import JobFailed, use_isles_sweeper
 from isles.app.tracking_process import prestart
@@ -50,7 +51,7 @@ def run(cfg: DictConfig) -> float:
     """Run one job and return its best fitness (Hydra's sweepers minimise it).
 
     Raises:
-        SystemExit: 2 on a bad config value (:func:`isles.app.job.is_config_error`), 1 on a
+        SystemExit: 2 on a bad config value (:func:`isles.app.errors.is_config_error`), 1 on a
             failure inside the run, a user's own ``ValueError`` included, 130 on Ctrl-C (or
             SIGTERM); one line on stderr.
         JobFailed: instead of ``SystemExit``, for a job of a ``-m`` sweep (after the same line):

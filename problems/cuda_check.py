@@ -105,7 +105,7 @@ def compile_c(source: str, flags: tuple = ()) -> ctypes.CDLL:
     """Compile C ``source`` with :func:`compiler`, :data:`HOST_FLAGS` and ``flags`` into a shared
     library and load it (cached by source and flags for the process). The one compiler invocation
     of the host emulations: problems' objectives (:func:`host_objective`), the fused GA and FEP
-    generations (``isles.algorithms.ga.cuda.compile_host``) and CDE's pair kernel
+    generations (``isles.algorithms.ga.cuda_host.compile_host``) and CDE's pair kernel
     (``isles.algorithms.coevolution.cuda.host_pairs``).
 
     Raises:

@@ -64,7 +64,7 @@ def interrupt_at(monkeypatch, epoch: int) -> None:
 
     def publish_then_interrupt(self, record):
         publish(self, record)
-        if record["epoch"] == epoch:
+        if record.epoch == epoch:
             raise KeyboardInterrupt
 
     monkeypatch.setattr(Coordinator, "_publish", publish_then_interrupt)

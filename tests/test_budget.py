@@ -103,6 +103,15 @@ FAMILIES = {
         "islands.n=2",
         "generations=60",
     ],
+    "lshade": [
+        "algorithm=lshade",
+        "algorithm.pop_size=12",
+        "algorithm.evals_per_generation=7",
+        "islands.n=3",
+        "topology=ring",
+        "islands.migration_interval=4",
+        "generations=60",
+    ],
     "cde": [
         "+experiment=cde",
         "algorithm.pop_size=6",
@@ -157,10 +166,10 @@ def test_max_evaluations_stops_at_the_first_generation_that_reaches_it(family):
     result, points = run(family, f"stop.max_evaluations={budget}")
     assert budget <= result.evaluations < budget + per
     assert result.evaluations == points  # the true count, as the user's own counter has it
-    assert result.generations == 8 and result.history[-1]["generation"] == 8
+    assert result.generations == 8 and result.history[-1].generation == 8
 
 
-@pytest.mark.parametrize("family", ["de", "fep", "cde"])
+@pytest.mark.parametrize("family", ["de", "fep", "cde", "lshade"])
 def test_max_evaluations_is_the_same_on_two_groups(family):
     """Several groups (each island group its own evaluations) stop at the same count as one."""
     budget = 500
@@ -191,8 +200,8 @@ def test_cde_counts_points_and_pair_payoffs_apart():
     n, nx = 3, algo.params.pop_size
     assert result.evaluations == points == n * (2 * nx + 30 * nx * (1 + 3))
     assert result.payoff_evaluations == n * (2 * nx * nx + 30 * cycle_payoffs(algo.params))
-    assert result.history[-1]["payoff_evaluations"] == result.payoff_evaluations
-    assert "payoff_evaluations" not in run("de")[0].history[-1]
+    assert result.history[-1].payoff_evaluations == result.payoff_evaluations
+    assert run("de")[0].history[-1].payoff_evaluations is None
 
 
 @pytest.mark.slow

@@ -92,6 +92,6 @@ def test_max_evaluations_on_the_gpu_paths(case):
         cpu.generations,
         cpu.payoff_evaluations,
     )
-    per = (cpu.evaluations - cpu.history[0]["evaluations"]) / max(1, cpu.generations - cpu.history[0]["generation"])
+    per = (cpu.evaluations - cpu.history[0].evaluations) / max(1, cpu.generations - cpu.history[0].generation)
     assert budget <= gpu.evaluations < budget + per + 1
-    assert gpu.generations < 500 and gpu.history[-1]["generation"] == gpu.generations
+    assert gpu.generations < 500 and gpu.history[-1].generation == gpu.generations

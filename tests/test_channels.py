@@ -162,7 +162,7 @@ def test_a_sync_run_over_two_cpu_actors_is_the_same_over_channels_and_posts(ray_
     assert result.best_f == reference.best_f and result.migrations == reference.migrations
     np.testing.assert_array_equal(result.best_x, reference.best_x)
     for x, y in zip(result.history, reference.history, strict=True):
-        np.testing.assert_array_equal(x["island_best_f"], y["island_best_f"])
+        np.testing.assert_array_equal(x.island_best_f, y.island_best_f)
 
 
 def test_channels_are_not_formed_across_nodes():

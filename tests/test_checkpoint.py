@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from isles.app import job
+from isles.app import errors, job
 from isles.islands import checkpoint
 
 from tests.helpers import interrupt_at, make_cfg
@@ -46,7 +46,7 @@ def nothing_starts(monkeypatch):
 
 def one_line(err) -> str:
     msg = str(err.value)
-    assert "\n" not in msg and job.is_config_error(err.value)
+    assert "\n" not in msg and errors.is_config_error(err.value)
     return msg
 
 

@@ -91,7 +91,7 @@ def test_launcher_config_gpu_workers_and_safe_head():
     """A CPU head and GPU workers; isles with the ``gpu`` extra on every node; the head's
     dashboard and MLflow server on 127.0.0.1; token authentication on every node, with the token
     the user's machine has; the checkout uploaded without what Ray's working_dir leaves out."""
-    from isles.app.job import RAY_EXCLUDES
+    from isles.app.ray_setup import RAY_EXCLUDES
 
     cfg = load(CLUSTER / "aws.yaml")
     types = cfg["available_node_types"]

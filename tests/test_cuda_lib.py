@@ -59,17 +59,17 @@ def test_every_header_has_an_include_guard():
 
 
 def test_draw_ids_come_from_python():
-    from isles.algorithms.de import cuda as de_cuda  # noqa: PLC0415
+    from isles.algorithms.de import cuda_source as de_source  # noqa: PLC0415
     from isles.algorithms.de import de, crossover  # noqa: PLC0415
-    from isles.algorithms.ep import cuda as ep_cuda, fep  # noqa: PLC0415
-    from isles.algorithms.ga import cuda as ga_cuda, ga  # noqa: PLC0415
+    from isles.algorithms.ep import cuda_source as ep_source, fep  # noqa: PLC0415
+    from isles.algorithms.ga import cuda_source as ga_source, draws  # noqa: PLC0415
     from isles.algorithms.pso import cuda as pso_cuda, pso  # noqa: PLC0415
 
-    src = de_cuda.kernel_source(np.float64, 4, 8, Sphere(4).cuda_objective, "bin", "reinit")
+    src = de_source.kernel_source(np.float64, 4, 8, Sphere(4).cuda_objective, "bin", "reinit")
     for name, mod in (("DRAW_INDEX", de), ("DRAW_BOUND", de), ("DRAW_START", crossover), ("DRAW_CROSS", crossover)):
         assert f"#define {name} {getattr(mod, name)}ull\n" in src
-    assert f"#define DRAW_MUTATE {ga.DRAW_MUTATE}ull\n" in ga_cuda.DRAWS
-    assert f"#define DRAW_TIE {fep.DRAW_TIE}ull\n" in ep_cuda.DRAWS
+    assert f"#define DRAW_MUTATE {draws.DRAW_MUTATE}ull\n" in ga_source.DRAWS
+    assert f"#define DRAW_TIE {fep.DRAW_TIE}ull\n" in ep_source.DRAWS
     assert f"#define DRAW_COR {pso.DRAW_COR}ull\n" in pso_cuda.kernel_source(np.float32)
     with pytest.raises(ValueError, match="draw id"):
         cuda_lib.draw_ids(DRAW_X=-1)
@@ -104,10 +104,10 @@ def _host(src: str, cxx: bool = False):
 def _family_sources():
     """``(name, source, c++)`` of every family's kernels in a few configurations."""
     from isles.algorithms.coevolution import cuda as cde_cuda  # noqa: PLC0415
-    from isles.algorithms.de import cuda as de_cuda  # noqa: PLC0415
-    from isles.algorithms.ep import cuda as ep_cuda  # noqa: PLC0415
+    from isles.algorithms.de import cuda_source as de_source  # noqa: PLC0415
+    from isles.algorithms.ep import cuda_source as ep_source  # noqa: PLC0415
     from isles.algorithms.ep.fep import FEP  # noqa: PLC0415
-    from isles.algorithms.ga import cuda as ga_cuda  # noqa: PLC0415
+    from isles.algorithms.ga import cuda_source as ga_source  # noqa: PLC0415
     from isles.algorithms.ga.ga import GA  # noqa: PLC0415
     from isles.algorithms.pso import cuda as pso_cuda  # noqa: PLC0415
     from isles.problems.cec2006 import G07  # noqa: PLC0415
@@ -118,19 +118,19 @@ def _family_sources():
     for dt in (np.float32, np.float64):
         t = np.dtype(dt).name
         b = "reinit" if dt == np.float32 else "clip"
-        out.append((f"de {t} {b}", de_cuda.kernel_source(dt, 40, 12, Rosenbrock(40).cuda_objective, "nec", b), True))
-        out.append((f"de variation {t} {b}", de_cuda.variation_source(dt, 40, 12, "bin", b), True))
-        out.append((f"de penalty {t}", de_cuda.kernel_source(dt, vessel.dim, 12, vessel.cuda_objective, "bin",
+        out.append((f"de {t} {b}", de_source.kernel_source(dt, 40, 12, Rosenbrock(40).cuda_objective, "nec", b), True))
+        out.append((f"de variation {t} {b}", de_source.variation_source(dt, 40, 12, "bin", b), True))
+        out.append((f"de penalty {t}", de_source.kernel_source(dt, vessel.dim, 12, vessel.cuda_objective, "bin",
                                                              "reflect", 1e6), True))
         for prob, kw, h in ((OneMax(77), {}, "feasibility"), (Knapsack(40), {}, "penalty"),
                             (Sphere(3, -5.0, 3.0), dict(encoding="gray", bits_per_variable=20), "feasibility"),
                             (Sphere(2, -1.0, 1.0), dict(encoding="seed002"), "feasibility")):
-            out.append((f"ga {prob.name} {t} {h}", ga_cuda.kernel_source(GA(pop_size=20, **kw), _ctx(prob, dt, h))[0],
+            out.append((f"ga {prob.name} {t} {h}", ga_source.kernel_source(GA(pop_size=20, **kw), _ctx(prob, dt, h))[0],
                         False))
         for m in ("cauchy", "gaussian", "improved"):
-            out.append((f"fep {m} {t}", ep_cuda.kernel_source(FEP(pop_size=10, q=3, mutation=m), _ctx(Sphere(5), dt))[0],
+            out.append((f"fep {m} {t}", ep_source.kernel_source(FEP(pop_size=10, q=3, mutation=m), _ctx(Sphere(5), dt))[0],
                         False))
-        out.append((f"fep penalty {t}", ep_cuda.kernel_source(FEP(pop_size=10, q=3), _ctx(vessel, dt, "penalty"))[0],
+        out.append((f"fep penalty {t}", ep_source.kernel_source(FEP(pop_size=10, q=3), _ctx(vessel, dt, "penalty"))[0],
                     False))
         out.append((f"pso {t}", pso_cuda.kernel_source(dt), False))
         for prob in (SaddleP1(7), AugmentedLagrangian(G07())):
@@ -190,14 +190,14 @@ def test_de_trial_coordinates_equal_numpy(bound, dtype):
     coordinates included (a wide F pushes many mutants out of the box)."""
     if compiler() is None:
         pytest.skip("no C compiler for the host emulation")
-    from isles.algorithms.de import cuda as de_cuda  # noqa: PLC0415
+    from isles.algorithms.de import cuda_source as de_source  # noqa: PLC0415
     from isles.algorithms.de.de import DE  # noqa: PLC0415
 
     prob = Sphere(9, -2.0, 3.0)
     de = DE(pop_size=11, F=1.9, CR=0.6, crossover="bin", bound_handling=bound)
     ctx = _ctx(prob, dtype)
     state = de.init(ctx)
-    lib = _host(de_cuda.variation_source(dtype, prob.dim, de.params.pop_size, "bin", bound) + _DE_HARNESS, cxx=True)
+    lib = _host(de_source.variation_source(dtype, prob.dim, de.params.pop_size, "bin", bound) + _DE_HARNESS, cxx=True)
     ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
     T = ctypes.c_float if np.dtype(dtype) == np.float32 else ctypes.c_double
     lower = np.ascontiguousarray(np.broadcast_to(prob.lower, (prob.dim,)), dtype=dtype)
@@ -207,7 +207,7 @@ def test_de_trial_coordinates_equal_numpy(bound, dtype):
         state = dict(state, generation=g)
         want = de.trial(ctx, state)
         got = np.empty_like(X)
-        cr, log_cr, case = de_cuda._cr_args(de.params, dtype)
+        cr, log_cr, case = de_source._cr_args(de.params, dtype)
         lib.de_trial_host(ptr(X), ptr(got), ptr(ctx.rng.keys), ptr(lower), ptr(upper), ctypes.c_longlong(g),
                           ctypes.c_int(X.shape[0] * X.shape[1]), T(de.params.F), T(cr), ctypes.c_double(log_cr),
                           ctypes.c_int(int(case)))

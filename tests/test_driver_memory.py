@@ -36,8 +36,8 @@ class TracedMemory:
         self.at, self.seen = at, {}
 
     def on_epoch(self, rec: dict) -> None:
-        if rec["epoch"] in self.at:
-            self.seen[rec["epoch"]] = tracemalloc.get_traced_memory()[0]
+        if rec.epoch in self.at:
+            self.seen[rec.epoch] = tracemalloc.get_traced_memory()[0]
 
 
 @pytest.mark.slow  # about 20 s on 2 shared cores (tracemalloc slows every allocation)
@@ -55,9 +55,9 @@ def test_driver_memory_is_bounded_over_thousands_of_epochs():
         tracemalloc.stop()
     growth = probe.seen[epochs] - probe.seen[1500]
     assert growth < 500_000, f"the driver's allocations grew by {growth} bytes from epoch 1500 to {epochs}"
-    assert result.epochs == epochs and result.history[-1]["epoch"] == epochs and result.history[0]["epoch"] == 1
+    assert result.epochs == epochs and result.history[-1].epoch == epochs and result.history[0].epoch == 1
     assert len(result.history) <= LOG_TAIL + LOG_SAMPLE
-    assert [h["epoch"] for h in result.history[-LOG_TAIL:]] == list(range(epochs - LOG_TAIL + 1, epochs + 1))
+    assert [h.epoch for h in result.history[-LOG_TAIL:]] == list(range(epochs - LOG_TAIL + 1, epochs + 1))
     # a two-way ring of 4 islands: 8 transfers an epoch, from the second epoch on
     assert result.migration_count == 8 * (epochs - 1) and len(result.migrations) <= LOG_TAIL + LOG_SAMPLE
     assert result.migrations_accepted >= sum(m[3] for m in result.migrations)  # every one tallied, some kept
@@ -92,7 +92,7 @@ def test_job_writes_every_epoch_and_migration_as_it_goes(tmp_path, monkeypatch):
     with open(tmp_path / "history.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [int(r["epoch"]) for r in rows] == list(range(1, epochs + 1))
-    assert float(rows[-1]["best_f"]) == result.history[-1]["best_f"] and len(result.history) < epochs
+    assert float(rows[-1]["best_f"]) == result.history[-1].best_f and len(result.history) < epochs
     with open(tmp_path / "migrations.csv") as fh:
         moves = list(csv.DictReader(fh))
     assert len(moves) == result.migration_count == 8 * (epochs - 1)

@@ -1,4 +1,5 @@
-"""CPU tests of the GA's genome codes (algorithms/core/encodings.py) and CounterRNG's raw hashes.
+"""CPU tests of the GA's genome codes (algorithms/core/: bitstrings.py, encodings.py, real_codes.py,
+encoding_choice.py) and CounterRNG's raw hashes.
 
 Packing (LSB first, padding bits 0), standard binary and Gray decoding with round trips, seed
 002's decimal-digit code (section 2.2, appendix A.2; the sign erratum of shared/problems.md 7.3),
@@ -13,20 +14,18 @@ import numpy as np
 import pytest
 
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH
-from isles.algorithms.core.encodings import (
-    Binary,
-    Bits,
-    Gray,
-    Seed002,
+from isles.algorithms.core.bitstrings import (
     binary_to_gray,
     extract_fields,
     gray_to_binary,
-    make_encoding,
     n_words,
     pack_bits,
     unpack_bits,
     valid_mask,
 )
+from isles.algorithms.core.encoding_choice import make_encoding
+from isles.algorithms.core.encodings import Bits
+from isles.algorithms.core.real_codes import Binary, Gray, Seed002
 from isles.algorithms.core.random import CounterRNG, bits_to_uniform
 from isles.problems.benchmarks import Rastrigin, Sphere
 from isles.problems.binary import OneMax
@@ -229,7 +228,7 @@ def test_make_encoding():
 # ---- the CUDA decoders as C ----------------------------------------------------------------------
 
 def _host_decode(enc, words, f32):
-    from isles.algorithms.ga.cuda import compile_host, host_compiler  # noqa: PLC0415
+    from isles.algorithms.ga.cuda_host import compile_host, host_compiler  # noqa: PLC0415
 
     if host_compiler() is None:
         pytest.skip("no C compiler for the host emulation")

@@ -110,7 +110,7 @@ def test_a_run_over_two_gpu_actors_is_the_same_over_nccl(ray_local):
         assert nccl.best_f == other.best_f and nccl.evaluations == other.evaluations
         assert nccl.migrations == other.migrations
         for a, b in zip(nccl.history, other.history):
-            np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+            np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
 
 
 def test_cmepso_over_two_gpu_actors_with_master_replicas_equals_one_actor(ray_local):

@@ -19,7 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from isles.algorithms.core.base import check_range
-from isles.app import job, tracking_server
+from isles.app import errors, job, ray_setup, tracking_server
 from isles.app.job import run_job
 from tests.helpers import make_cfg
 from tests.test_cli import run_cli
@@ -128,10 +128,10 @@ def test_a_failure_in_the_tracking_process_marks_the_run_failed(store):
 def test_value_error_in_users_code_is_not_a_config_error():
     with pytest.raises(ValueError) as user:
         FailingSphere(fail_after=-10 ** 9, error="ValueError").objective(np.zeros((1, 2)))
-    assert not job.is_config_error(user.value)
+    assert not errors.is_config_error(user.value)
     with pytest.raises(ValueError) as refusal:
         check_range("generations", 0, 1, integer=True)
-    assert job.is_config_error(refusal.value)
+    assert errors.is_config_error(refusal.value)
 
 
 @pytest.mark.parametrize("n_actors", [1, 2])  # 1: in this process; 2: in Ray actors
@@ -158,7 +158,7 @@ def _no_ray_to_find(monkeypatch):
 def test_ray_address_auto_without_ray_is_one_line_before_mlflow(store, monkeypatch):
     _no_ray_to_find(monkeypatch)
     with pytest.raises(ValueError, match=r"^ray.address='auto': no Ray cluster is running on this machine"):
-        job.check_ray_address("auto")
+        ray_setup.check_ray_address("auto")
     cfg = make_cfg("+experiment=cmepso", "ray.address=auto", "device=cpu", f"logger.tracking_uri={store}")
     with pytest.raises(ValueError, match="ray.address='auto'"):
         run_job(cfg)
@@ -171,7 +171,7 @@ def test_ray_address_auto_checks_the_address_it_finds(monkeypatch):
     _no_ray_to_find(monkeypatch)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
     with pytest.raises(ValueError, match="nothing answers there"):
-        job.check_ray_address("auto")
+        ray_setup.check_ray_address("auto")
 
 
 # -- 5. ray job submit --working-dir without a tracking server ----------------------------------

@@ -34,7 +34,7 @@ class KillAt:
         self.restarted.update(info["groups"])
 
     def on_epoch(self, rec):
-        if rec["epoch"] == self.epoch and not self.killed:
+        if rec.epoch == self.epoch and not self.killed:
             self.killed = True
             os.kill(self.pids[self.group], signal.SIGKILL)
 
@@ -55,8 +55,8 @@ def test_killed_actor_is_restarted_and_the_result_is_unchanged(ray_local, n_acto
     assert "died" in caplog.text and "snapshot of epoch" in caplog.text  # it was restarted mid-run
     assert result.best_f == reference.best_f
     np.testing.assert_array_equal(result.best_x, reference.best_x)
-    np.testing.assert_array_equal(result.history[-1]["island_best_f"], reference.history[-1]["island_best_f"])
-    assert [h["epoch"] for h in result.history] == list(range(1, 13))
+    np.testing.assert_array_equal(result.history[-1].island_best_f, reference.history[-1].island_best_f)
+    assert [h.epoch for h in result.history] == list(range(1, 13))
 
 
 def test_without_restarts_a_killed_actor_ends_the_run(ray_local):
@@ -137,7 +137,7 @@ def test_resume_with_another_number_of_actors_gives_the_same_result(tmp_path):
     for n in (1, 4):  # saved by 2 groups, resumed by 1 and by 4
         resumed = coordinator(f"islands.n_actors={n}", f"checkpoint.resume={path}", use_ray=False).run()
         assert resumed.best_f == whole.best_f
-        np.testing.assert_array_equal(resumed.history[-1]["island_best_f"], whole.history[-1]["island_best_f"])
+        np.testing.assert_array_equal(resumed.history[-1].island_best_f, whole.history[-1].island_best_f)
 
 
 def test_lost_actors_not_restarted_leave_a_checkpoint_and_the_resume_command(tmp_path, monkeypatch):
@@ -162,9 +162,9 @@ def test_lost_actors_not_restarted_leave_a_checkpoint_and_the_resume_command(tmp
     monkeypatch.undo()
     assert checkpoint.load(path)["epoch"] == 3
     resumed = coordinator("islands.n_actors=2", f"checkpoint.resume={path}", use_ray=False).run()
-    assert [h["epoch"] for h in resumed.history] == list(range(1, 13))
+    assert [h.epoch for h in resumed.history] == list(range(1, 13))
     assert resumed.best_f == whole.best_f
-    np.testing.assert_array_equal(resumed.history[-1]["island_best_f"], whole.history[-1]["island_best_f"])
+    np.testing.assert_array_equal(resumed.history[-1].island_best_f, whole.history[-1].island_best_f)
 
 
 # -- async mode: each group's own snapshot; results depend on timing, counters do not ------------
@@ -181,7 +181,7 @@ def test_async_killed_actor_goes_back_to_its_own_snapshot(ray_local, caplog):
     assert "island group 0 died" in caplog.text and "the other groups go on" in caplog.text
     # every island ran all its generations once (the lost epochs again, from the group's snapshot)
     assert (result.generations, result.evaluations) == (reference.generations, reference.evaluations) == (120, 5808)
-    assert result.history[-1]["generation"] == 120
+    assert result.history[-1].generation == 120
 
 
 def test_async_checkpoint_resumes_with_more_generations(ray_local, tmp_path):
@@ -193,7 +193,7 @@ def test_async_checkpoint_resumes_with_more_generations(ray_local, tmp_path):
     assert saved["mode"] == "async" and saved["async"]["gens"] == [60, 60]  # the final checkpoint
     resumed = coordinator(*ASYNC, f"checkpoint.resume={path}").run()
     assert (resumed.generations, resumed.evaluations) == (120, reference.evaluations)
-    assert resumed.history[0]["epoch"] == 1 and resumed.history[-1]["epoch"] == 24  # the saved records go on
+    assert resumed.history[0].epoch == 1 and resumed.history[-1].epoch == 24  # the saved records go on
     with pytest.raises(ValueError, match=r"an async run resumes with the grouping it was saved with: "
                                          r"islands.n_actors=2 \(now 1\)"):
         coordinator("islands.mode=async", "islands.n_actors=1", f"checkpoint.resume={path}").run()

@@ -2,7 +2,7 @@
 
 The epoch kernel (``algorithms/core/cuda/fep_epoch.cu``) runs the per-generation kernels' own
 device functions (``fep_slot``, ``fep_wins_of``, ``fep_select_block``) generation after generation in
-one launch; its host twin is :meth:`isles.algorithms.ep.cuda.HostFEP.run`, that kernel's own
+one launch; its host twin is :meth:`isles.algorithms.ep.cuda_host.HostFEP.run`, that kernel's own
 block loop (``fep_epoch_block``: ping-pong union buffers, survivors as the next parents, the stop
 target) compiled as C with one thread per block (``-DISLES_HOST_EMU``); :meth:`HostFEP.step` is
 the per-generation kernels' steps, so the two are compared as well. Here it must run the NumPy twin's generations (FEP, CEP,
@@ -16,14 +16,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from isles.algorithms.ep import cuda as ep_cuda
+from isles.algorithms.ep import cuda_host as ep_host
 from isles.algorithms.ep.fep import FEP
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere
 from tests.helpers import host_run_and_steps, island_ctx
 from tests.user_problems import FusedNaNSphere
 from tests.user_problems import FusedPressureVessel
 
-pytestmark = pytest.mark.skipif(ep_cuda.host_compiler() is None, reason="no C compiler")
+pytestmark = pytest.mark.skipif(ep_host.host_compiler() is None, reason="no C compiler")
 
 
 
@@ -31,7 +31,7 @@ def _compare(prob, algo, ctx, n=12, first=None):
     """NumPy ``algo.run`` against the host twin in two calls (``first`` generations, then the rest)."""
     s0 = algo.init(ctx)
     ref = algo.run(ctx, dict(s0), n)
-    host = ep_cuda.HostFEP(algo, ctx)
+    host = ep_host.HostFEP(algo, ctx)
     first = n - 3 if first is None else first
     st = host.run(dict(s0), first, ctx.target)
     st = host.run(st, n - first, ctx.target)
@@ -56,7 +56,7 @@ def test_host_epoch_in_one_call_equals_steps():
     prob = Rastrigin(6)
     algo = FEP(pop_size=10, q=4, bound_handling="reinit")
     ctx = _ctx(prob)
-    host = ep_cuda.HostFEP(algo, ctx)
+    host = ep_host.HostFEP(algo, ctx)
     one, st = host_run_and_steps(host, algo.init(ctx), 9)
     for k in ("X", "eta", "f", "v"):
         np.testing.assert_array_equal(one[k], st[k])

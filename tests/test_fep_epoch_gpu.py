@@ -5,7 +5,7 @@ must equal the per-generation kernels replayed from a CUDA graph bit for bit (X,
 survivors, the NaN count, the stop target's generation) for FEP, CEP and IFEP, one and several
 items per lane, ``q < 32`` and ``q >= 32`` (the two histogram codes), several island counts and
 block sizes, ``n`` below and above the graph's 64 generations, in one call and across calls; and
-it must select the same individuals as the host twin (:meth:`isles.algorithms.ep.cuda.HostFEP.run`,
+it must select the same individuals as the host twin (:meth:`isles.algorithms.ep.cuda_host.HostFEP.run`,
 CI's reference).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.gpu import cupy_or_skip, epoch_and_per_generation  # noqa: E402
 
 cp = cupy_or_skip()
 
-from isles.algorithms.ep import cuda as ep_cuda  # noqa: E402
+from isles.algorithms.ep import cuda_host as ep_host  # noqa: E402
 from isles.algorithms.ep.fep import FEP  # noqa: E402
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere  # noqa: E402
 from tests.helpers import island_ctx  # noqa: E402
@@ -105,7 +105,7 @@ def test_epoch_equals_host_twin(target):
     s0 = algo.init(ctx)
     g = plan.run(dict(s0), 25)
     cn = _ctx(np, prob, 4, target=target)
-    h = ep_cuda.HostFEP(algo, cn).run({k: (cp.asnumpy(v) if hasattr(v, "get") else v) for k, v in s0.items()},
+    h = ep_host.HostFEP(algo, cn).run({k: (cp.asnumpy(v) if hasattr(v, "get") else v) for k, v in s0.items()},
                                       25, target)
     np.testing.assert_allclose(cp.asnumpy(g["X"]), h["X"], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(cp.asnumpy(g["f"]), h["f"], rtol=1e-9, atol=1e-12)

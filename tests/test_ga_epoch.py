@@ -2,7 +2,7 @@
 
 The epoch kernel (``algorithms/core/cuda/ga_epoch.cu``) runs the per-generation kernels' own
 device functions (``ga_elite_block``, ``ga_track``, ``ga_decide``, ``ga_slot``) generation after
-generation in one launch; its host twin is :meth:`isles.algorithms.ga.cuda.HostGA.run`, that
+generation in one launch; its host twin is :meth:`isles.algorithms.ga.cuda_host.HostGA.run`, that
 kernel's own block loop (``ga_epoch_block``: ping-pong populations, the stop target on every
 population) compiled as C with one thread per block (``-DISLES_HOST_EMU``); :meth:`HostGA.step` is
 the per-generation kernels' steps, so the two are compared as well. Here it must run the NumPy
@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from isles.algorithms.ga import cuda as ga_cuda
+from isles.algorithms.ga import cuda_host as ga_host
+from isles.algorithms.ga import cuda_source as ga_source
 from isles.algorithms.ga.epoch import MAX_EPOCH_TPI, epoch_rows_bytes, epoch_unsupported_reason
 from isles.algorithms.ga.ga import GA
 from isles.problems.benchmarks import Rastrigin, Sphere
@@ -26,7 +27,7 @@ from isles.problems.binary import Knapsack, OneMax, Trap
 from tests.helpers import host_run_and_steps, island_ctx
 from tests.user_problems import FusedNaNSphere, FusedPressureVessel
 
-pytestmark = pytest.mark.skipif(ga_cuda.host_compiler() is None, reason="no C compiler")
+pytestmark = pytest.mark.skipif(ga_host.host_compiler() is None, reason="no C compiler")
 
 
 def _ctx(prob, islands=3, seed=5, **kw):
@@ -50,7 +51,7 @@ def _compare(prob, algo, ctx, n=12, first=None, tpi=None):
     """NumPy ``algo.run`` against the host twin in two calls (``first`` generations, then the rest)."""
     s0 = algo.track_target(ctx, algo.init(ctx))
     ref = algo.run(ctx, dict(s0), n)
-    host = ga_cuda.HostGA(algo, ctx, tpi)
+    host = ga_host.HostGA(algo, ctx, tpi)
     first = n - 3 if first is None else first
     st = host.run(dict(s0), first)
     st = host.run(st, n - first)
@@ -81,7 +82,7 @@ def test_host_epoch_in_one_call_equals_steps():
     prob = Trap(105)
     algo = GA(pop_size=24, n_elite=2, renewal=0.1)
     ctx = _ctx(prob)
-    host = ga_cuda.HostGA(algo, ctx)
+    host = ga_host.HostGA(algo, ctx)
     s0 = algo.init(ctx)
     one, st = host_run_and_steps(host, s0, 9)
     _assert_same(one, st)
@@ -127,8 +128,8 @@ def test_host_epoch_stop_target_generation_as_the_twin():
 def test_epoch_applies_up_to_a_warp_per_slot():
     """Trap-5 with 10^5 bits (TPI = 128) stays on the per-generation kernels, with a reason;
     seed 002's 64-bit genome (TPI = 2) and 1024-word genomes (TPI = 32) take the epoch kernel."""
-    tpi, _, _ = ga_cuda.layout(3125, 3125)
+    tpi, _, _ = ga_source.layout(3125, 3125)
     assert tpi == 128 and "TPI=128" in epoch_unsupported_reason(tpi, 3125)
-    assert epoch_unsupported_reason(ga_cuda.layout(2, 2)[0], 2) is None
-    assert ga_cuda.layout(1024, 1024)[0] == MAX_EPOCH_TPI and epoch_unsupported_reason(32, 1024) is None
+    assert epoch_unsupported_reason(ga_source.layout(2, 2)[0], 2) is None
+    assert ga_source.layout(1024, 1024)[0] == MAX_EPOCH_TPI and epoch_unsupported_reason(32, 1024) is None
     assert epoch_rows_bytes(1024, 2, 2) == 512 * 2 * 4

@@ -6,7 +6,7 @@ NaN count, the stop target's generation): one island and several, block sizes fr
 1024 threads, a long genome with several words per thread, seed 002's real-coded Rastrigin and
 bit problems (trap-5, OneMax, knapsack), a constrained user problem under Deb's rules and the
 penalty, NaN, ``n`` below and above the graph's 64 generations, in one call and across calls; and
-it must build the same populations as the host twin (:meth:`isles.algorithms.ga.cuda.HostGA.run`,
+it must build the same populations as the host twin (:meth:`isles.algorithms.ga.cuda_host.HostGA.run`,
 CI's reference). Trap-5 with 10^5 bits stays on the per-generation kernels, with a reason.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.gpu import cupy_or_skip, epoch_and_per_generation  # noqa: E402
 
 cp = cupy_or_skip()
 
-from isles.algorithms.ga import cuda as ga_cuda  # noqa: E402
+from isles.algorithms.ga import cuda_host as ga_host  # noqa: E402
 from isles.algorithms.ga.ga import GA  # noqa: E402
 from isles.problems.benchmarks import Rastrigin  # noqa: E402
 from isles.problems.binary import Knapsack, OneMax, Trap  # noqa: E402
@@ -106,7 +106,7 @@ def test_epoch_equals_host_twin(target):
     s0 = algo.track_target(ctx, algo.init(ctx))
     g = plan.run(dict(s0), 45)
     cn = _ctx(np, prob, 4, target=target)
-    h = ga_cuda.HostGA(algo, cn).run({k: (cp.asnumpy(v) if hasattr(v, "get") else v) for k, v in s0.items()}, 45)
+    h = ga_host.HostGA(algo, cn).run({k: (cp.asnumpy(v) if hasattr(v, "get") else v) for k, v in s0.items()}, 45)
     for k in ("genome", "f", "v"):
         np.testing.assert_array_equal(cp.asnumpy(g[k]), h[k], err_msg=k)
     if target is not None:

@@ -110,7 +110,7 @@ def test_a_replacement_that_accepts_nothing_keeps_every_island_to_itself():
     assert default.migrations_accepted > 0  # the built-in fair_replace accepts some immigrants here
     assert reject.migration_count > 0 and reject.migrations_accepted == 0  # immigrants came, none landed
     # the islands evolve as if unconnected, bit for bit: RejectAll was used at every migration
-    np.testing.assert_array_equal(reject.history[-1]["island_best_f"], alone.history[-1]["island_best_f"])
+    np.testing.assert_array_equal(reject.history[-1].island_best_f, alone.history[-1].island_best_f)
     assert reject.best_f == alone.best_f != default.best_f
 
 
@@ -125,7 +125,7 @@ def test_user_policies_in_two_ray_actors_equal_the_in_process_run(ray_local):
     two = run(REJECT, WORST, "islands.n_actors=2", use_ray=True)
     assert two.migrations_accepted == one.migrations_accepted == 0
     assert two.best_f == one.best_f and two.evaluations == one.evaluations
-    np.testing.assert_array_equal(two.history[-1]["island_best_f"], one.history[-1]["island_best_f"])
+    np.testing.assert_array_equal(two.history[-1].island_best_f, one.history[-1].island_best_f)
 
 
 @pytest.mark.parametrize(

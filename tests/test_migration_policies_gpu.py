@@ -47,9 +47,9 @@ def test_user_policies_inside_the_captured_span_graph_equal_the_plain_epochs():
     never = go(REJECT, WORST, "device=gpu", "islands.span_graph=never")
     assert auto.best_f == never.best_f and auto.migrations == never.migrations
     for a, b in zip(auto.history, never.history, strict=True):
-        np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+        np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
     assert auto.migration_count > 0 and auto.migrations_accepted == 0  # RejectAll was used on the GPU
     alone = go("topology=unconnected", "device=gpu", "islands.span_graph=never")
-    np.testing.assert_array_equal(auto.history[-1]["island_best_f"], alone.history[-1]["island_best_f"])
+    np.testing.assert_array_equal(auto.history[-1].island_best_f, alone.history[-1].island_best_f)
     worst = go(WORST, "device=gpu")  # SelectWorst with fair_replace: another run than select_best's
     assert worst.best_f != go("device=gpu").best_f

@@ -31,7 +31,8 @@ from hydra.utils import instantiate
 
 from isles.islands import checkpoint, sync_loop
 from isles.islands.coordinator import Coordinator, RestartFailed
-from isles.app.job import init_ray, run_job
+from isles.app.job import run_job
+from isles.app.ray_setup import init_ray
 from isles.islands.placement import actor_options, cluster_nodes, plan_nodes, ray_location, reserve
 from tests.helpers import make_cfg, plain
 
@@ -95,7 +96,7 @@ def _assert_same_run(history: list, best_x, reference) -> None:
     """Every epoch's island bests, and the best x, equal the reference's bit for bit."""
     assert len(history) == len(reference.history)
     for got, want in zip(history, reference.history):
-        np.testing.assert_array_equal(got, want["island_best_f"])
+        np.testing.assert_array_equal(got, want.island_best_f)
     np.testing.assert_array_equal(best_x, reference.best_x)
 
 
@@ -114,7 +115,7 @@ def test_islands_spread_over_nodes_give_the_in_process_result(cluster, reference
     assert crossing and sum(m[3] for m in crossing) > 0  # migrants moved, and were taken, across nodes
     assert result.migrations == reference.migrations
     assert result.best_f == reference.best_f
-    _assert_same_run([h["island_best_f"] for h in result.history], result.best_x, reference)
+    _assert_same_run([h.island_best_f for h in result.history], result.best_x, reference)
 
 
 def test_ray_job_submit_gives_the_in_process_result(cluster, reference, tmp_path):
@@ -202,7 +203,7 @@ class LoseNode:
         self.restarted.update(info["groups"])
 
     def on_epoch(self, rec):
-        if rec["epoch"] == self.epoch:
+        if rec.epoch == self.epoch:
             (node,) = [n for n in self.cluster.worker_nodes if n.node_id == self.node_id]
             self.cluster.remove_node(node)
             self.epoch = None
@@ -223,7 +224,7 @@ def test_a_lost_node_s_islands_restart_elsewhere_with_the_same_result(cluster, r
     assert lose.node_id not in survivor and {result.nodes[i] for i in lose.islands} == survivor
     assert list(lose.restarted) == [1] and lose.restarted[1]["node_id"] in survivor  # told to the callbacks
     assert result.best_f == reference.best_f
-    _assert_same_run([h["island_best_f"] for h in result.history], result.best_x, reference)
+    _assert_same_run([h.island_best_f for h in result.history], result.best_x, reference)
 
 
 def test_a_lost_node_with_nowhere_to_go_stops_the_run_with_its_snapshot(cluster, reference, tmp_path, monkeypatch):
@@ -243,4 +244,4 @@ def test_a_lost_node_with_nowhere_to_go_stops_the_run_with_its_snapshot(cluster,
     checkpoint.save(path, coordinator.last_snapshot)
     resumed, _ = run_job(make_cfg(*DE, *QUIET, f"checkpoint.resume={path}"), use_ray=False)
     assert resumed.best_f == reference.best_f
-    _assert_same_run([h["island_best_f"] for h in resumed.history], resumed.best_x, reference)
+    _assert_same_run([h.island_best_f for h in resumed.history], resumed.best_x, reference)

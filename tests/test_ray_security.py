@@ -23,13 +23,13 @@ from tests.helpers import make_cfg, plain
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Starts a local Ray the way run.py does (app/job.py: init_ray) with the dashboard on, then
+# Starts a local Ray the way run.py does (app/ray_setup.py: init_ray) with the dashboard on, then
 # reports where the dashboard listens, what its job API answers without and with the token, and
 # whether the dashboard's port answers on this machine's non-loopback address.
 PROBE = r"""
 import json, os, socket, sys, urllib.error, urllib.request
 import psutil, ray
-from isles.app.job import init_ray
+from isles.app.ray_setup import init_ray
 
 init_ray({"num_cpus": 1, "include_dashboard": True})
 try:

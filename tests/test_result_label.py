@@ -20,7 +20,7 @@ def _result(x, f=np.inf, v=0.0):
         best_v=v,
         evaluations=10,
         wall_s=0.1,
-        history=[{"us_per_generation": 1.0}],
+        history=[SimpleNamespace(us_per_generation=1.0)],
         startup_s=0.0,
         steady_evals_per_s=1.0,
         nan_evals=0,

@@ -38,7 +38,7 @@ def test_run_is_reproducible_and_independent_of_placement():
     assert a.best_f == b.best_f
     np.testing.assert_array_equal(a.best_x, b.best_x)
     # counter-based streams per island: the same islands give the same run however they are grouped
-    np.testing.assert_array_equal(a.history[-1]["island_best_f"], c.history[-1]["island_best_f"])
+    np.testing.assert_array_equal(a.history[-1].island_best_f, c.history[-1].island_best_f)
     d = run_local("topology=ring", "seed=1")
     assert d.best_f != a.best_f
 
@@ -46,19 +46,19 @@ def test_run_is_reproducible_and_independent_of_placement():
 def test_counters_and_history():
     r = run_local()
     assert r.generations == 12 and len(r.history) == 4
-    gens = [h["generation"] for h in r.history]
+    gens = [h.generation for h in r.history]
     assert gens == [3, 6, 9, 12]
     # EPSO evaluates N (1 + R) candidates per island per generation plus N at initialisation
     assert r.evaluations == 4 * (8 + 12 * 8 * 3)
-    best = [h["best_f"] for h in r.history]
+    best = [h.best_f for h in r.history]
     assert all(b2 <= b1 for b1, b2 in zip(best, best[1:]))
 
 
 def test_ring_migration_moves_bests_to_neighbours():
     r = run_local("topology=ring_one_way", "islands.migration_interval=1", "generations=4")
     assert r.migrations, "a ring must migrate"
-    prev = r.history[0]["island_best_f"]
-    after = r.history[1]["island_best_f"]
+    prev = r.history[0].island_best_f
+    after = r.history[1].island_best_f
     n = len(prev)
     for dst in range(n):  # island dst received island dst-1's best at the start of epoch 2
         assert after[dst] <= prev[(dst - 1) % n] + 1e-12
@@ -72,10 +72,10 @@ def test_unconnected_islands_do_not_migrate():
 def test_master_swarm_counts_and_improves():
     r = run_local("+experiment=cmepso", "islands.n=3", "generations=6", "master.n_particles=4",
                   "master.n_replicas=2", "islands.migration_interval=1")
-    assert "master_best_f" in r.history[-1]
+    assert "master_best_f" in r.history[-1].plugin_metrics
     slaves = 3 * (8 + 6 * 8 * 3)
     assert r.evaluations == slaves + 6 * 4 * 3
-    assert r.best_f <= min(r.history[-1]["island_best_f"])
+    assert r.best_f <= min(r.history[-1].island_best_f)
 
 
 def test_bad_islands_values():
@@ -93,8 +93,8 @@ def test_checkpoint_resume_continues_exactly(tmp_path):
               f"checkpoint.path={path}")
     resumed = run_local("topology=ring", "generations=12", "algorithm.max_iterations=12", f"checkpoint.resume={path}")
     assert resumed.best_f == full.best_f
-    np.testing.assert_array_equal(resumed.history[-1]["island_best_f"], full.history[-1]["island_best_f"])
-    assert [h["generation"] for h in resumed.history] == [3, 6, 9, 12]
+    np.testing.assert_array_equal(resumed.history[-1].island_best_f, full.history[-1].island_best_f)
+    assert [h.generation for h in resumed.history] == [3, 6, 9, 12]
     with pytest.raises(ValueError, match="checkpoint.resume"):
         run_local("topology=ring", "generations=12", f"checkpoint.resume={path}", "seed=5")
     with pytest.raises(ValueError, match="checkpoint.resume"):
@@ -154,7 +154,7 @@ def test_batched_epochs_equal_epoch_by_epoch(monkeypatch, tmp_path, extra):
         assert batched.migrations == other.migrations and batched.nan_evals == other.nan_evals
         for a, b in zip(batched.history, other.history):
             for key in ("best_f", "best_v", "evaluations", "generation", "master_best_f", "migrations_accepted"):
-                assert a.get(key) == b.get(key), (a["epoch"], key)
-            np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+                assert a.metrics().get(key) == b.metrics().get(key), (a.epoch, key)
+            np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
     if "master=cmepso" in extra:
-        assert "master_best_f" in batched.history[-1] and any(m[1] == -1 for m in batched.migrations)
+        assert "master_best_f" in batched.history[-1].plugin_metrics and any(m[1] == -1 for m in batched.migrations)

@@ -35,11 +35,11 @@ def test_captured_cmepso_iteration_equals_the_plain_path(monkeypatch):
     assert captured.best_f == plain_path.best_f and captured.evaluations == plain_path.evaluations
     np.testing.assert_array_equal(captured.best_x, plain_path.best_x)
     for a, b in zip(captured.history, plain_path.history, strict=True):
-        assert (a["best_f"], a["master_best_f"], a["nan_evaluations"]) == (b["best_f"], b["master_best_f"],
-                                                                           b["nan_evaluations"])
-        np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+        master = a.plugin_metrics["master_best_f"], b.plugin_metrics["master_best_f"]
+        assert (a.best_f, master[0], a.nan_evaluations) == (b.best_f, master[1], b.nan_evaluations)
+        np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
     on_cpu = run("device=cpu")
-    np.testing.assert_allclose(captured.history[-1]["island_best_f"], on_cpu.history[-1]["island_best_f"], rtol=1e-6)
+    np.testing.assert_allclose(captured.history[-1].island_best_f, on_cpu.history[-1].island_best_f, rtol=1e-6)
 
 
 def one_group_of_four():
@@ -131,4 +131,4 @@ def test_an_in_process_run_replays_its_like_epochs_with_the_same_result(override
     never = go("never")
     assert auto.best_f == never.best_f and auto.migrations == never.migrations
     for a, b in zip(auto.history, never.history):
-        np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+        np.testing.assert_array_equal(a.island_best_f, b.island_best_f)

@@ -43,8 +43,8 @@ def assert_same_master_runs(a, b) -> None:
     assert len(a.history) == len(b.history)
     for x, y in zip(a.history, b.history):
         for key in ("best_f", "best_v", "evaluations", "master_best_f", "migrations_accepted"):
-            assert x[key] == y[key], (x["epoch"], key)
-        np.testing.assert_array_equal(x["island_best_f"], y["island_best_f"])
+            assert x.metrics()[key] == y.metrics()[key], (x.epoch, key)
+        np.testing.assert_array_equal(x.island_best_f, y.island_best_f)
 
 
 @pytest.mark.parametrize("topology", ["ring", "fully_connected"])
@@ -67,9 +67,9 @@ def test_spmd_actors_equal_the_driver_loop_and_in_process(ray_local, monkeypatch
         assert spmd.migrations == other.migrations and len(spmd.migrations) > 40
         assert len(spmd.history) == len(other.history) == 40
         for a, b in zip(spmd.history, other.history):
-            assert (a["best_f"], a["evaluations"], a["migrations_accepted"]) == \
-                (b["best_f"], b["evaluations"], b["migrations_accepted"])
-            np.testing.assert_array_equal(a["island_best_f"], b["island_best_f"])
+            assert (a.best_f, a.evaluations, a.migrations_accepted) == \
+                (b.best_f, b.evaluations, b.migrations_accepted)
+            np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
 
 
 @pytest.mark.parametrize("sends,interval", [("false", 1), ("true", 1), ("true", 3)])
@@ -85,7 +85,7 @@ def test_master_replicas_in_two_actors_equal_one_actor_and_in_process(ray_local,
     two = run_master(*over, "islands.n_actors=2")
     monkeypatch.undo()
     assert sum(spans) == len(two.history) == 12 // interval and max(spans) > 1
-    assert "master_best_f" in two.history[-1]
+    assert "master_best_f" in two.history[-1].plugin_metrics
     assert any(m[1] == -1 for m in two.migrations) == (sends == "true")  # the master's best reached the islands
     assert_same_master_runs(two, run_master(*over, "islands.n_actors=1", use_ray=False))
     if interval == 1:
@@ -104,7 +104,7 @@ def test_an_actor_killed_with_master_replicas_restarts_and_the_result_is_unchang
         result = run_master(*slow, "islands.n_actors=2", callbacks=[kill])
     assert list(kill.restarted) == [1] and "died" in caplog.text
     assert_same_master_runs(result, reference)
-    assert [h["epoch"] for h in result.history] == list(range(1, 41))
+    assert [h.epoch for h in result.history] == list(range(1, 41))
 
 
 def test_inbox_waits_for_every_sender_and_merges():
@@ -157,7 +157,7 @@ class KillMidSpan:
         self.restarted.update(info["groups"])
 
     def on_epoch(self, rec):
-        if rec["epoch"] == self.epoch and self.timer is None:
+        if rec.epoch == self.epoch and self.timer is None:
             import os  # noqa: PLC0415
             import signal  # noqa: PLC0415
 
@@ -179,7 +179,7 @@ def test_actor_killed_inside_a_span_aborts_its_peer_and_the_result_is_unchanged(
     assert time.monotonic() - t < 60  # the waiting peer did not wait out islands.restart_timeout_s
     assert result.best_f == reference.best_f and result.migrations == reference.migrations
     np.testing.assert_array_equal(result.best_x, reference.best_x)
-    assert [h["epoch"] for h in result.history] == list(range(1, 61))
+    assert [h.epoch for h in result.history] == list(range(1, 61))
 
 
 @pytest.mark.parametrize("topology", ["ring", "fully_connected", "random"])
@@ -260,13 +260,13 @@ def test_snapshots_fall_inside_spans_and_one_taken_there_resumes_to_the_same_run
     assert max(spans) > 3  # spans run past the snapshot epochs
     inside = [(e, snap) for e, carried, snap in taken if carried]
     assert [e for e, _ in inside] == list(range(3, 41, 3))
-    assert result.history[-1]["epoch"] == 40 and 3 in [e for e, _ in inside]
+    assert result.history[-1].epoch == 40 and 3 in [e for e, _ in inside]
     path = tmp_path / "mid_span.pkl"
     checkpoint.save(path, inside[2][1])  # epoch 9, inside a span
     resumed, _ = run_job(make_cfg(*DE, *overrides[1:], f"checkpoint.resume={path}"), use_ray=False)
     assert resumed.best_f == result.best_f and resumed.migrations == result.migrations
     np.testing.assert_array_equal(resumed.best_x, result.best_x)
-    assert [h["island_best_f"].tolist() for h in resumed.history] == [h["island_best_f"].tolist() for h in result.history]
+    assert [h.island_best_f.tolist() for h in resumed.history] == [h.island_best_f.tolist() for h in result.history]
 
 
 def test_a_group_keeps_its_state_and_emigrants_where_a_snapshot_falls_due_inside_a_span():
@@ -300,7 +300,7 @@ def test_the_next_span_starts_before_the_driver_books_the_last_one(ray_local, mo
 
     class Books:
         def on_epoch(self, rec):
-            log.append(("booked", rec["epoch"]))
+            log.append(("booked", rec.epoch))
 
     real = sync_loop.SyncLoop._start_span
     monkeypatch.setattr(sync_loop.SyncLoop, "_start_span", lambda self, *a: log.append(("started", a[2])) or real(self, *a))

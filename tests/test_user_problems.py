@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from isles.algorithms.core.encodings import Seed002, make_encoding
+from isles.algorithms.core.encoding_choice import make_encoding
+from isles.algorithms.core.real_codes import Seed002
 from isles.app.job import run_job
 from isles.app.overrides import job_overrides, user_problem_config
 from isles.islands.build import build_problem

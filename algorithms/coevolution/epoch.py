@@ -43,7 +43,7 @@ from isles.algorithms.coevolution.counts import COUNTER_STRIDE, cycle_evaluation
 from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.de.crossover import DRAW_CROSS, DRAW_START
-from isles.algorithms.de.cuda import BOUND_IDS, XOVER_IDS, _cr_args
+from isles.algorithms.de.cuda_source import BOUND_IDS, XOVER_IDS, _cr_args
 from isles.algorithms.de.de import DRAW_BOUND, DRAW_INDEX
 
 #: shared memory one block may opt in to (H100/H200: 227 KiB); rows beyond it stay in global memory

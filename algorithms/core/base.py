@@ -161,9 +161,10 @@ class IslandAlgorithm:
     ``state["nan_evals"]`` (0-d device int) counts NaN evaluations of the whole batch.
 
     State layout, which checkpoints rely on to regroup islands over a different number of
-    actors (:func:`isles.islands.checkpoint.regroup`): every array of one or more dimensions has the
-    island axis first; 0-d arrays are totals of the batch; host ints are the same for every
-    island.
+    actors (:func:`isles.islands.checkpoint.regroup`): each field declares its island axis
+    (:meth:`island_axes`). By default every array of one or more dimensions has the island axis
+    first; 0-d arrays are totals of the batch; host ints are the same for every island. A family
+    whose state differs says so in ``ISLAND_AXES`` (or overrides :meth:`island_axes`).
 
     The individuals migration sees are the state arrays named by ``FIELDS`` (``genome``, ``f``,
     ``v``) and ``EXTRAS`` (extra name -> state key, each ``(I, N, ...)``); :meth:`population`
@@ -176,6 +177,9 @@ class IslandAlgorithm:
     graph_safe = False  # True: step() can be captured as a CUDA graph (algorithms/core/graph.py)
     FIELDS: dict = {"genome": "X", "f": "f", "v": "v"}
     EXTRAS: dict = {}
+    #: state fields whose island axis is not the default of :meth:`island_axes`: ``{key: axis}``,
+    #: ``None`` for a field without one (e.g. ``{"T": 1}`` for a ``(D, I)`` field)
+    ISLAND_AXES: dict = {}
 
     def __init__(self, params=None, **kwargs):
         self.params = params if params is not None else self.Params(**kwargs)
@@ -215,6 +219,19 @@ class IslandAlgorithm:
     def step(self, ctx: Context, state: State) -> State:
         """One generation of every island; no host synchronisation."""
         raise NotImplementedError
+
+    def island_axes(self, state: State) -> dict:
+        """The island axis of each field of ``state`` (host or device arrays): ``{key: axis}``, or
+        ``None`` for a field without one, whose value is then either a total of the batch (a 0-d
+        array, e.g. ``nan_evals``) or the same on every island (e.g. ``generation``, ``evals``).
+
+        Default: axis 0 for every array of one or more dimensions, ``None`` for 0-d arrays and
+        host values; :attr:`ISLAND_AXES` overrides it field by field. Checkpoints regroup states
+        by it (:func:`isles.islands.checkpoint.regroup`).
+        """
+        axes = {k: 0 if getattr(v, "ndim", 0) >= 1 else None for k, v in state.items()}
+        axes.update({k: a for k, a in self.ISLAND_AXES.items() if k in state})
+        return axes
 
     def population(self, state: State) -> Population:
         """The individuals that migration sees, ``(I, N)``, extras included."""

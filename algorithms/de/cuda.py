@@ -64,256 +64,35 @@ float32 or float64; any real-genome problem whose ``cuda_objective`` is not ``No
 ``sphere``, ``rastrigin``, ``ackley``, ``griewank``, ``rosenbrock``, ``schwefel_2_26``), with
 ``OBJ_HAS_V 1`` if it has constraints; ``D <= 32768`` (``OBJ_NEXT``: the trial rows of a block
 must fit 48 KiB of shared memory). Anything else runs the generic path.
+
+Files: the sources, their configuration macros, thread layout and limits in
+:mod:`isles.algorithms.de.cuda_source`; the fused trial population for array-code problems
+(:class:`~isles.algorithms.de.cuda_variation.DEVariation`) in :mod:`isles.algorithms.de.cuda_variation`;
+the CuPy plan (:class:`FusedDE`) and the makers (:func:`make_plan`, :func:`make_variation`) here.
 """
 from __future__ import annotations
 
 import logging
-import math
 
 import numpy as np
 
 from isles.algorithms.core.epoch_layout import EpochPaths
-from isles.algorithms.core.cuda_lib import defines as c_defines
-from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph
-from isles.algorithms.core.plan import (TargetTracker, counter_kernels, elementwise, module, require_supported,
-                                        verified_plan)
-from isles.algorithms.de.crossover import DRAW_CROSS, DRAW_START
-from isles.algorithms.de.de import DRAW_BOUND, DRAW_INDEX
-from isles.problems.base import objective_macros
+from isles.algorithms.core.plan import TargetTracker, counter_kernels, module, require_supported, verified_plan
+from isles.algorithms.de.cuda_source import (
+    _cr_args,
+    _objective_of,
+    kernel_source,
+    layout,
+    unsupported_reason,
+    variation_unsupported_reason,
+)
+from isles.algorithms.de.cuda_variation import DEVariation
 
 log = logging.getLogger(__name__)
 
-XOVER_IDS = {"bin": 0, "nec": 1}
-BOUND_IDS = {"clip": 0, "reflect": 1, "reinit": 2}
-MAX_ITEMS = 32  # coordinates per thread held in registers
-SMEM_LIMIT = 48 * 1024  # static shared memory of one block
 VERIFY_RTOL = {np.dtype(np.float32): 1e-3, np.dtype(np.float64): 1e-8}
-
-#: the draw ids of the counter RNG (algorithms/de/de.py, algorithms/de/crossover.py), injected into
-#: the kernels (the CUDA never writes a draw id itself)
-DRAWS = draw_ids(DRAW_INDEX=DRAW_INDEX, DRAW_START=DRAW_START, DRAW_CROSS=DRAW_CROSS, DRAW_BOUND=DRAW_BOUND)
-
-
-def layout(dim: int) -> tuple[int, int, int, int]:
-    """Thread layout for dimension ``D``: ``(TPI, ITEMS, IPB, BLOCK)``.
-
-    ``TPI`` threads per individual (a power of two in [32, 1024], about ``D/4``), ``ITEMS =
-    ceil(D/TPI)`` coordinates per thread, ``IPB`` individuals per block (4 warps when ``TPI =
-    32``, else 1) and ``BLOCK = TPI * IPB`` threads.
-    """
-    tpi = 32
-    while tpi < 1024 and tpi * 4 < dim:
-        tpi *= 2
-    items = -(-int(dim) // tpi)
-    ipb = 4 if tpi == 32 else 1
-    return tpi, items, ipb, tpi * ipb
-
-
-def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound_handling: str,
-                  penalty: float | None = None, tail: str = "de_generation.cu") -> str:
-    """CUDA source of one configuration: ``defines + DRAWS + objective.cuh + de.cu + objective +
-    tail`` (:mod:`isles.algorithms.core.cuda_lib`); ``tail`` is ``de_generation.cu`` (the
-    per-generation kernels) or ``de_epoch.cu`` (:mod:`isles.algorithms.de.epoch`).
-
-    Args:
-        dtype: float32 or float64 (``IS_F32``).
-        dim, n: ``D`` and the population size ``N``.
-        objective: the problem's fused objective (``problem.cuda_objective``, the contract of
-            :class:`isles.problems.base.Problem`, real genome); the kernel never looks at its name.
-        crossover, bound_handling: keys of :data:`XOVER_IDS`, :data:`BOUND_IDS`.
-        penalty: the static penalty factor ``r`` (``constraints.handling=penalty``), used only
-            when the objective has ``OBJ_HAS_V 1``; ``None`` for Deb's rules.
-
-    Raises:
-        KeyError: an unsupported crossover or bound handling name.
-        ValueError: the objective lacks a required macro (:func:`isles.problems.base.objective_macros`).
-    """
-    macros = objective_macros(objective, "real")
-    tpi, items, ipb, block = layout(dim)
-    defines = {
-        "IS_F32": int(np.dtype(dtype) == np.float32), "DIM": int(dim), "NPOP": int(n),
-        "TPI": tpi, "ITEMS": items, "IPB": ipb, "BLOCK": block,
-        "XOVER": XOVER_IDS[crossover], "BOUND": BOUND_IDS[bound_handling],
-    }
-    if penalty is not None and macros["OBJ_HAS_V"]:
-        defines["PENALTY"] = repr(float(penalty))
-    return source(c_defines(defines) + DRAWS, "objective.cuh", "de.cu",
-                  "// ---- the problem's fused objective ----\n" + objective, tail)
-
-
-def _objective_of(ctx) -> tuple[str | None, str | None, dict | None]:
-    """``(source, reason, macros)`` of the context's problem: its ``cuda_objective`` and macros,
-    or a reason why it has none usable."""
-    prob = ctx.evaluator.problem
-    genome = getattr(prob, "genome", "real")
-    if genome != "real":
-        return None, f"problem genome {genome!r} (fused: real)", None
-    src = getattr(prob, "cuda_objective", None)
-    if src is None:
-        return None, "problem has no cuda_objective", None
-    try:
-        macros = objective_macros(src, "real")
-    except ValueError as exc:
-        return None, str(exc), None
-    if getattr(prob, "n_constraints", 0) != 0 and not macros["OBJ_HAS_V"]:
-        return None, "the problem has constraints but its cuda_objective has OBJ_HAS_V 0", None
-    return src, None, macros
-
-
-def unsupported_reason(params, ctx, device: bool = True) -> str | None:
-    """Why ``(params, ctx)`` cannot use the fused path, or ``None`` if it can.
-
-    Args:
-        params: :class:`isles.algorithms.de.de.DEParams`.
-        ctx: :class:`isles.algorithms.core.base.Context`.
-        device: ``False`` asks only about the configuration (not whether ``ctx`` is on CuPy): the
-            host emulations of the kernels (:class:`isles.algorithms.de.host_epoch.HostEpochDE`).
-    """
-    reason = variation_unsupported_reason(params, ctx, device)
-    if reason is not None:
-        return reason
-    dtype = np.dtype(ctx.dtype)
-    _, reason, macros = _objective_of(ctx)
-    if reason is not None:
-        return reason
-    dim = int(ctx.dim)
-    pdim = getattr(ctx.evaluator.problem, "dim", dim)
-    if pdim != dim:
-        return f"context D={dim} differs from problem.dim={pdim}"
-    tpi, items, ipb, _ = layout(dim)
-    if items > MAX_ITEMS:
-        return f"D={dim} > {MAX_ITEMS * 1024}"
-    nwarp = max(1, tpi // 32)
-    smem = (ipb * (dim + 1) * int(macros["OBJ_NEXT"]) + macros["OBJ_NACC"] * nwarp) * dtype.itemsize
-    if smem > SMEM_LIMIT:
-        return f"OBJ_NEXT rows of D={dim} do not fit {SMEM_LIMIT} bytes of shared memory"
-    return None
-
-
-def variation_unsupported_reason(params, ctx, device: bool = True) -> str | None:
-    """Why ``(params, ctx)`` cannot build its trial population with the fused kernels (whether
-    or not the problem has a ``cuda_objective``), or ``None`` if it can.
-
-    Args:
-        params: :class:`isles.algorithms.de.de.DEParams`.
-        ctx: :class:`isles.algorithms.core.base.Context`.
-        device: ``False``: whether ``ctx`` is on CuPy is not asked (:func:`unsupported_reason`).
-    """
-    if device and getattr(ctx.xp, "__name__", "") != "cupy":
-        return "the array module is not CuPy"
-    if not params.fused:
-        return "fused=False"
-    if params.strategy != "rand/1":
-        return f"strategy {params.strategy} (fused: rand/1)"
-    if params.crossover not in XOVER_IDS:
-        return f"crossover {params.crossover} (fused: bin|nec)"
-    dtype = np.dtype(ctx.dtype)
-    if dtype not in (np.float32, np.float64):
-        return f"dtype {dtype} (fused: float32|float64)"
-    if ctx.n_islands * params.pop_size >= 2**31:
-        return "more than 2**31 individuals"
-    return None
-
-
-def variation_source(dtype, dim: int, n: int, crossover: str, bound_handling: str) -> str:
-    """CUDA source of the trial-population kernel ``de_variation`` of one configuration:
-    ``defines + DRAWS + de.cu + de_variation.cu`` (no objective).
-
-    Raises:
-        KeyError: an unsupported crossover or bound handling name.
-    """
-    defines = {"IS_F32": int(np.dtype(dtype) == np.float32), "DIM": int(dim), "NPOP": int(n),
-               "XOVER": XOVER_IDS[crossover], "BOUND": BOUND_IDS[bound_handling]}
-    return source(c_defines(defines) + DRAWS, "de.cu", "de_variation.cu")
-
-
-def _cr_args(params, dtype) -> tuple:
-    """Kernel arguments of the crossover rate: ``(CR in dtype, log CR, case)`` (0: CR <= 0,
-    1: 0 < CR < 1, 2: CR >= 1)."""
-    cr = float(params.CR)
-    return (np.dtype(dtype).type(cr), np.float64(math.log(cr) if 0.0 < cr < 1.0 else 0.0),
-            np.int32(0 if cr <= 0.0 else (2 if cr >= 1.0 else 1)))
-
-
-class DEVariation:
-    """The fused trial population of DE/rand/1/{bin,nec} for a problem evaluated as array code:
-    one kernel (``de_variation``) that writes ``U`` bit-identical to
-    :meth:`isles.algorithms.de.de.DE.trial`'s array code (same ``decide``/``trial_coord`` as the
-    fused generation, module docstring). No host synchronisation; capturable.
-
-    Args:
-        params: :class:`isles.algorithms.de.de.DEParams`; ctx: a CuPy context.
-
-    Raises:
-        ValueError: :func:`variation_unsupported_reason` gives a reason.
-    """
-
-    def __init__(self, params, ctx):
-        cp = require_supported("fused DE variation", variation_unsupported_reason(params, ctx))
-
-        self.cp, self.I, self.N, self.D = cp, ctx.n_islands, params.pop_size, int(ctx.dim)
-        self.dtype = np.dtype(ctx.dtype)
-        src = variation_source(self.dtype, self.D, self.N, params.crossover, params.bound_handling)
-        self._k = module(cp, src).get_function("de_variation")
-        self._F = self.dtype.type(params.F)
-        self._CR, self._log_cr, self._cr_case = _cr_args(params, self.dtype)
-        self._keys = ctx.rng.keys
-        self._ctr = ctx.rng.ctr
-        self._lower = cp.ascontiguousarray(ctx.lower, dtype=self.dtype)
-        self._upper = cp.ascontiguousarray(ctx.upper, dtype=self.dtype)
-        self._select = _select_kernels(cp)
-
-    def trial(self, X, generation: int):
-        """Trial population ``U (I, N, D)`` of ``generation`` (host int; the draws use
-        ``generation + rng.ctr`` as :class:`isles.algorithms.core.random.CounterRNG` does).
-
-        Raises:
-            ValueError: ``X`` is not ``(I, N, D)`` in the plan's dtype.
-        """
-        cp = self.cp
-        if X.shape != (self.I, self.N, self.D) or X.dtype != self.dtype:
-            raise ValueError(f"fused DE variation: X{X.shape} {X.dtype} is not "
-                             f"({self.I}, {self.N}, {self.D}) {self.dtype}")
-        X = cp.ascontiguousarray(X)
-        U = cp.empty_like(X)
-        total = self.I * self.N
-        self._k((-(-total // 4),), (128,),
-                (X, U, self._keys, self._lower, self._upper, np.int64(generation), self._ctr,
-                 np.int32(total), self._F, self._CR, self._log_cr, self._cr_case))
-        return U
-
-    def select(self, state, U, fu, vu, n_nan):
-        """:func:`isles.algorithms.de.de.select` in two elementwise kernels (same rule, same new
-        state); no host synchronisation."""
-        cp = self.cp
-        rows, fv = self._select
-        X, f, v = state["X"], state["f"], state["v"]
-        c = cp.ascontiguousarray
-        s = dict(state)
-        Xn = rows(c(X), c(U), c(f), c(v), c(fu), c(vu), np.int64(X.shape[-1]), size=X.size)
-        fn, vn = fv(c(f), c(v), c(fu), c(vu), size=f.size)
-        s["X"], s["f"], s["v"] = Xn.reshape(X.shape), fn.reshape(f.shape), vn.reshape(v.shape)
-        s["generation"] = state["generation"] + 1
-        s["evals"] = state["evals"] + X.shape[1]
-        s["nan_evals"] = state["nan_evals"] + n_nan
-        return s
-
-
-def _select_kernels(cp):
-    """Greedy one-to-one selection as two elementwise kernels (:func:`isles.algorithms.core.plan.elementwise`):
-    ``isles_de_select_rows`` writes the next population ``(I, N, D)``, ``isles_de_select_fv`` its
-    ``f, v``. The rule is Deb's (``deb.cuh``, :func:`isles.problems.constraints.better`: the trial
-    wins unless the target is strictly better), as in :func:`isles.algorithms.de.de.select`."""
-    keep = "ISLES_BETTER(f[r], v[r], fu[r], vu[r])"
-    deb = source("deb.cuh")
-    rows = elementwise(cp, "raw T X, raw T U, raw F f, raw F v, raw F fu, raw F vu, int64 D", "T out",
-                       f"const long long r = i / D; out = {keep} ? X[i] : U[i];", "isles_de_select_rows", deb)
-    fv = elementwise(cp, "raw F f, raw F v, raw F fu, raw F vu", "F fo, F vo",
-                     f"const long long r = i; const bool k = {keep}; fo = k ? f[r] : fu[r]; vo = k ? v[r] : vu[r];",
-                     "isles_de_select_fv", deb)
-    return rows, fv
 
 
 def make_variation(de, ctx):

@@ -53,7 +53,7 @@ on NumPy, the generic array code below runs. ``DE.graph_safe`` stays ``False``: 
 runtime then calls :meth:`DE.run`, whose fused path replays its own CUDA graph of 64
 generations (faster than replaying one captured ``step`` per generation). For a problem written
 as array code (no ``cuda_objective``) on CuPy, the trial population (rand/1, bin or nec) and the
-greedy selection are fused kernels (:class:`isles.algorithms.de.cuda.DEVariation`) around the
+greedy selection are fused kernels (:class:`isles.algorithms.de.cuda_variation.DEVariation`) around the
 problem's own array code, and ``run`` replays that generation as one captured CUDA graph with the
 target tracked after every generation (:mod:`isles.algorithms.core.plan`).
 """
@@ -346,7 +346,7 @@ class DE(FusedAlgorithm):
         (:func:`apply_bounds`) and mask (:func:`isles.algorithms.de.crossover.crossover_mask`):
         ``U = where(mask, bounded V, X)``. No host synchronisation. On CuPy, for rand/1 with
         bin or nec, one kernel builds the same ``U`` bit for bit
-        (:class:`isles.algorithms.de.cuda.DEVariation`), whatever the problem.
+        (:class:`isles.algorithms.de.cuda_variation.DEVariation`), whatever the problem.
         """
         p, xp, g = self.params, ctx.xp, state["generation"]
         X = state["X"]

@@ -8,7 +8,7 @@ the GPU. Here one thread block per island keeps the island's two populations (cu
 in one launch (``algorithms/core/cuda/de_epoch.cu``), with one ``__syncthreads`` per generation.
 
 **Same results.** The block's groups of ``TPI`` threads do per row exactly what the per-generation
-kernel's groups do (same :func:`~isles.algorithms.de.cuda.layout`, same draws, same fold order
+kernel's groups do (same :func:`~isles.algorithms.de.cuda_source.layout`, same draws, same fold order
 and merge of the problem's ``obj_term``), so ``X, f, v``, the NaN count and the stop target's
 ``hit_generation`` equal :meth:`FusedDE.run`'s per-generation path bit for bit (GPU tests), and
 the trial rows equal the NumPy twin's (:mod:`isles.algorithms.de.de`) bit for bit.
@@ -67,7 +67,7 @@ def epoch_tpi(dim: int, tpi: int, n_islands: int = 1, n_sm: int = 132) -> int:
 
 def epoch_source(base_source: str, eblock: int, etpi: int, min_blocks: int = 1) -> str:
     """The epoch kernel's source: the per-generation kernel's configuration, draws, ``de.cu`` and
-    objective (``base_source``: :func:`isles.algorithms.de.cuda.kernel_source` with
+    objective (``base_source``: :func:`isles.algorithms.de.cuda_source.kernel_source` with
     ``tail="de_epoch.cu"``) with ``EBLOCK``, ``ETPI`` and ``EMINB``."""
     return c_defines({"EBLOCK": int(eblock), "ETPI": int(etpi), "EMINB": int(min_blocks)}) + base_source
 
@@ -77,7 +77,7 @@ class EpochDE:
 
     Args:
         plan: the :class:`FusedDE` (its configuration, keys, bounds, tracker).
-        src: :func:`isles.algorithms.de.cuda.kernel_source` with ``tail="de_epoch.cu"``.
+        src: :func:`isles.algorithms.de.cuda_source.kernel_source` with ``tail="de_epoch.cu"``.
         etpi: threads per row (a power of two dividing ``TPI``, at most 32 when ``TPI = 32``);
             default :func:`epoch_tpi`.
         min_blocks: ``EMINB``; default :func:`epoch_min_blocks`.

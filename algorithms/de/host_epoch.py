@@ -12,7 +12,7 @@ import ctypes
 
 import numpy as np
 
-from isles.algorithms.de.cuda import _cr_args, kernel_source, unsupported_reason
+from isles.algorithms.de.cuda_source import _cr_args, kernel_source, unsupported_reason
 from isles.algorithms.de.epoch import epoch_source
 from isles.problems.cuda_check import compile_c
 
@@ -28,7 +28,7 @@ class HostEpochDE:
             ``cuda_objective``.
 
     Raises:
-        ValueError: the configuration has no fused kernel (:func:`isles.algorithms.de.cuda.unsupported_reason` with ``device=False``).
+        ValueError: the configuration has no fused kernel (:func:`isles.algorithms.de.cuda_source.unsupported_reason` with ``device=False``).
         RuntimeError: no C compiler, or the source does not compile.
     """
 

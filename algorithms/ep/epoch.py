@@ -12,7 +12,7 @@ in global memory (L2-resident), as in the per-generation path.
 **Same results.** The device functions are the per-generation kernels' own and every draw is
 counter-based on ``(key, generation, draw id, index)``, so ``X, eta, f, v``, the survivors, the NaN
 count and the stop target's ``hit_generation`` equal the per-generation path's bit for bit
-(``tests/test_fep_epoch_gpu.py``). The host twin is :meth:`isles.algorithms.ep.cuda.HostFEP.run`:
+(``tests/test_fep_epoch_gpu.py``). The host twin is :meth:`isles.algorithms.ep.cuda_host.HostFEP.run`:
 the kernel's own block loop (``fep_epoch_block``) compiled as C with one thread per block
 (``block.cuh``), over ``fep.cu``'s host ``fep_slot`` and ``fep_select_block``, which keep the device
 functions' contracts (``tests/test_fep_epoch.py``, in CI).
@@ -31,7 +31,7 @@ from isles.algorithms.core.epoch_layout import device_limits, epoch_block, epoch
 
 
 def epoch_source(base_source: str, eblock: int, min_blocks: int = 1) -> str:
-    """The epoch kernel's source: :func:`isles.algorithms.ep.cuda.kernel_source` with
+    """The epoch kernel's source: :func:`isles.algorithms.ep.cuda_source.kernel_source` with
     ``tail=("fep_epoch.cu",)`` (``base_source``) and the defines ``FEP_EBLOCK`` and ``FEP_EMINB``."""
     return defines({"FEP_EBLOCK": int(eblock), "FEP_EMINB": int(min_blocks)}) + base_source
 
@@ -45,7 +45,7 @@ class EpochFEP:
 
     Args:
         plan: the :class:`FusedFEP` (configuration, buffers, keys, bounds, tracker).
-        src: :func:`isles.algorithms.ep.cuda.kernel_source` with ``tail=("fep_epoch.cu",)``.
+        src: :func:`isles.algorithms.ep.cuda_source.kernel_source` with ``tail=("fep_epoch.cu",)``.
         eblock: threads per block (a multiple of 32, at most 1024); default as above.
 
     Raises:

@@ -66,41 +66,28 @@ one parent and writing the child, 102 MB, is about 35 us at the copy bandwidth);
 65 us; knapsack 10^4 items (strongly correlated) 32 us. Seed 002's workload (Rastrigin, 2
 variables, 64 bits, population 640): 7.8 us per generation for one island, 11.5 us for 100
 islands in one batch (0.12 us per island-generation).
+
+Files: the source, its configuration macros and thread layout in :mod:`isles.algorithms.ga.cuda_source`;
+the host emulation (:class:`~isles.algorithms.ga.cuda_host.HostGA`) in :mod:`isles.algorithms.ga.cuda_host`;
+the CuPy plan (:class:`FusedGA`, :func:`make_plan`) here.
 """
 from __future__ import annotations
-
-import ctypes
 
 import numpy as np
 
 from isles.algorithms.core.backend import device_constant
-from isles.algorithms.core.cuda_lib import defines, draw_ids, source
+from isles.algorithms.core.cuda_lib import source
 from isles.algorithms.core.epoch_layout import EpochPaths
 from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph
 from isles.algorithms.core.plan import counter_kernels, elementwise, kernels, require_supported, verified_plan
-from isles.algorithms.ga.draws import (
-    CROSSOVERS,
-    DRAW_CUT,
-    DRAW_MUTATE,
-    DRAW_RENEW,
-    DRAW_SELECT,
-    DRAW_XMASK,
-    DRAW_XOVER,
-    flip_thresholds,
-)
-from isles.problems.base import objective_macros
-from isles.problems.cuda_check import compile_c, compiler
+from isles.algorithms.ga.cuda_source import kernel_source, unsupported_reason
+from isles.algorithms.ga.draws import DRAW_MUTATE, flip_thresholds
 
-MAX_TPI = 256
 VERIFY_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
-
-#: the draw ids of the counter RNG (algorithms/ga/draws.py), injected into the kernels
-DRAWS = draw_ids(DRAW_SELECT=DRAW_SELECT, DRAW_XOVER=DRAW_XOVER, DRAW_CUT=DRAW_CUT, DRAW_XMASK=DRAW_XMASK,
-                 DRAW_MUTATE=DRAW_MUTATE, DRAW_RENEW=DRAW_RENEW)
 
 
 def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int, K: np.ndarray):
-    """CuPy twin of :func:`isles.algorithms.ga.ga.per_bit_flips` (same draws, same thresholds ``K``): one
+    """CuPy twin of :func:`isles.algorithms.ga.operators.per_bit_flips` (same draws, same thresholds ``K``): one
     elementwise kernel over ``(I, M, W)`` words, no host synchronisation."""
     cp = rng.xp
     kernel = elementwise(
@@ -125,259 +112,6 @@ def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int,
     kernel(rng.keys, rng.ctr, np.uint64(gd), Kd, np.int64(M), np.int64(W), np.int64(start),
                       np.int64(n_bits), out)
     return out
-
-
-# ---- configuration ------------------------------------------------------------------------------
-
-def layout(n_words: int, n_work: int, tpi: int | None = None) -> tuple[int, int, int]:
-    """Thread layout ``(TPI, IPB, BLOCK)``: ``TPI`` threads per slot (the smallest power of two
-    with at most 32 words or coordinates per thread, at least 2 where there are 2, a warp from 64
-    on, at most 256; 10^5 bits: 128, measured best on an H100), ``IPB`` slots per block (128 threads per block
-    while ``TPI <= 32``, else 1) and ``BLOCK = TPI * IPB``.
-
-    Raises:
-        ValueError: ``tpi`` given and not a power of two in ``[1, 1024]``.
-    """
-    if tpi is None:
-        items = max(int(n_words), int(n_work), 1)
-        tpi = 1
-        while tpi < MAX_TPI and tpi * 32 < items:
-            tpi *= 2
-        tpi = max(tpi, min(2, items), 32 if items >= 64 else 1)
-    elif tpi < 1 or tpi > 1024 or (tpi & (tpi - 1)):
-        raise ValueError(f"fused GA: tpi={tpi}: allowed values are powers of two 1..1024")
-    ipb = max(1, 128 // tpi) if tpi <= 32 else 1
-    return tpi, ipb, tpi * ipb
-
-
-def elite_block(n: int) -> int:
-    """Threads of a ``ga_select`` block: a power of two about ``N / 4``, in ``[32, 1024]``."""
-    b = 32
-    while b < 1024 and b * 4 < int(n):
-        b *= 2
-    return b
-
-
-def kernel_source(ga, ctx, tpi: int | None = None, extra: dict | None = None, tail: tuple = ()) -> tuple[str, dict]:
-    """CUDA/C source of the fused generation for ``(ga, ctx)`` and its configuration macros.
-
-    Order: configuration (with ``PENALTY``, the static penalty's factor, under
-    ``constraints.handling=penalty``), :data:`DRAWS`, ``objective.cuh``, the problem's
-    ``cuda_objective``, the encoding's ``cuda_decode`` (real problems), then ``ga.cu`` and the
-    library files ``tail`` (``("ga_epoch.cu",)``: :mod:`isles.algorithms.ga.epoch`)
-    (:mod:`isles.algorithms.core.cuda_lib`).
-
-    ``extra`` adds or overrides macros (tuning: ``GA_MAX_ITEMS``, words per thread held in
-    registers, 0 = all through shared memory; ``GA_MINB``, ``__launch_bounds__``'s minimum blocks).
-
-    Raises:
-        ValueError: the problem has no ``cuda_objective``.
-    """
-    p = ga.params
-    enc = ga.setup(ctx)
-    prob = ctx.evaluator.problem
-    obj = getattr(prob, "cuda_objective", None)
-    if not obj:
-        raise ValueError(f"problem {getattr(prob, 'name', prob)!r} has no cuda_objective")
-    real = enc.genome == "real"
-    L, W = enc.n_bits, enc.n_words
-    tpi, ipb, block = layout(W, enc.dim if real else W, tpi)
-    pm = p.mutation_probability(L)
-    mut = 0 if pm <= 0.0 else (1 if p.mutation == "per_bit" else 2)
-    cfg = {
-        "IS_F32": int(np.dtype(ctx.dtype) == np.float32), "GA_N": p.pop_size, "GA_W": W, "GA_L": L,
-        "GA_NE": p.n_elite, "GA_NEK": max(p.n_elite, 1), "GA_NR": p.n_renew, "GA_S": p.group_size,
-        "GA_XOVER": CROSSOVERS.index(p.crossover), "GA_MUT": mut, "GA_REAL": int(real),
-        "GA_D": enc.dim, "GA_TPI": tpi, "GA_IPB": ipb, "GA_BLOCK": block, "GA_EBLOCK": elite_block(p.pop_size),
-        "GA_PENALTY": int(getattr(ctx.evaluator, "handling", "feasibility") == "penalty"),
-        # block mode: registers for >= 1024 resident threads per SM (latency hiding, measured)
-        "GA_MINB": 1024 // block if tpi > 32 else 1,
-    }
-    if cfg["GA_PENALTY"]:
-        cfg["PENALTY"] = repr(float(ctx.evaluator.penalty))
-    cfg.update(extra or {})
-    parts = [defines(cfg) + DRAWS, "objective.cuh", obj]
-    if real:
-        parts.append(enc.cuda_decode)
-    return source(*parts, "ga.cu", *tail), cfg
-
-
-def unsupported_reason(ga, ctx) -> str | None:
-    """Why ``(ga, ctx)`` cannot use the fused path, or ``None`` if it can (CuPy checks included
-    only when ``ctx.xp`` is CuPy)."""
-    if getattr(ctx.xp, "__name__", "") != "cupy":
-        return "the array module is not CuPy"
-    if not ga.params.fused:
-        return "fused=False"
-    prob = ctx.evaluator.problem
-    if not getattr(prob, "cuda_objective", None):
-        return f"problem {getattr(prob, 'name', type(prob).__name__)!r} has no cuda_objective"
-    enc = ga.setup(ctx)
-    try:
-        objective_macros(prob.cuda_objective, enc.genome)
-    except ValueError as err:
-        return str(err)
-    if np.dtype(ctx.dtype) not in (np.float32, np.float64):
-        return f"dtype {np.dtype(ctx.dtype)} (fused: float32|float64)"
-    if ctx.n_islands * ga.params.pop_size >= 2**31:
-        return "more than 2**31 individuals"
-    tpi, ipb, _ = layout(enc.n_words, enc.dim if enc.genome == "real" else enc.n_words)
-    smem = ipb * enc.n_words * 4
-    limit = _smem_limit(ctx.xp)
-    if smem > limit:
-        return f"a row of {enc.n_bits} bits ({smem} bytes) does not fit {limit} bytes of shared memory"
-    return None
-
-
-def _smem_limit(cp) -> int:
-    try:
-        dev = cp.cuda.Device()
-        return int(dev.attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024)) - 1024
-    except Exception:  # pragma: no cover - attribute names differ across CuPy versions
-        return 48 * 1024 - 1024
-
-
-# ---- host emulation (tests) ---------------------------------------------------------------------
-
-def host_compiler() -> str | None:
-    """The C compiler used for host emulation (:func:`isles.problems.cuda_check.compiler`), or ``None``."""
-    return compiler()
-
-
-def compile_host(source: str):
-    """Compile ``source`` as C with ``-DISLES_HOST_EMU`` into a shared library (cached by source),
-    through the one host compiler invocation (:func:`isles.problems.cuda_check.compile_c`:
-    ``-O2 -ffp-contract=off``).
-
-    Raises:
-        RuntimeError: no C compiler, or the compilation failed (its messages included).
-    """
-    return compile_c("#define ISLES_HOST_EMU 1\n" + source, ("-std=gnu11",))
-
-
-def _ptr(a: np.ndarray):
-    return a.ctypes.data_as(ctypes.c_void_p)
-
-
-class HostGA:
-    """The fused generation's C code run on the CPU (``-DISLES_HOST_EMU``), for tests.
-
-    Same decisions, words, mutation, evaluation and elite search as the CUDA kernels; thread
-    groups are emulated by loops (``obj_merge`` in thread order). Works on NumPy states.
-    ``ga.cu``'s host ``ga_elite_block`` and ``ga_slot`` keep the device functions' contracts (one
-    thread doing a block's or a group's work), so :meth:`run` runs the epoch kernel's own block
-    loop (``ga_epoch.cu``'s ``ga_epoch_block``) and :meth:`step` the per-generation kernels' steps.
-
-    Args:
-        ga: the :class:`isles.algorithms.ga.ga.GA`.
-        ctx: a NumPy :class:`isles.algorithms.core.base.Context` whose problem has ``cuda_objective``.
-        tpi: threads per group (default: the CUDA layout's).
-
-    Raises:
-        ValueError: no ``cuda_objective``; RuntimeError: no C compiler / compile error.
-    """
-
-    def __init__(self, ga, ctx, tpi: int | None = None):
-        self.ga, self.ctx = ga, ctx
-        self.source, self.cfg = kernel_source(ga, ctx, tpi, tail=("ga_epoch.cu",))
-        self.lib = compile_host(self.source)
-        self.dtype = np.dtype(ctx.dtype)
-        self.T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
-        p = ga.params
-        self.N, self.W, self.NEK = p.pop_size, self.cfg["GA_W"], self.cfg["GA_NEK"]
-        self.K = flip_thresholds(p.mutation_probability(self.cfg["GA_L"]))
-        self.p_c, self.p_m = float(p.p_c), float(p.mutation_probability(self.cfg["GA_L"]))
-        self.penalty = float(getattr(ctx.evaluator, "penalty", 0.0))
-        self.target = ctx.target
-        self._row = np.zeros(self.W, dtype=np.uint32)
-
-    def evaluate(self, genome):
-        """``(f, v, bad)`` of genomes ``(..., W)`` by the kernel's objective code."""
-        G = np.ascontiguousarray(genome, dtype=np.uint32).reshape(-1, self.W)
-        n = G.shape[0]
-        f, v = np.empty(n, self.dtype), np.empty(n, self.dtype)
-        bad = np.empty(n, np.int32)
-        self.lib.ga_eval_host(_ptr(G), ctypes.c_int(n), _ptr(f), _ptr(v), _ptr(bad), self.T(self.penalty))
-        sh = genome.shape[:-1]
-        return f.reshape(sh), v.reshape(sh), bad.reshape(sh)
-
-    def select(self, state, track: bool = False, decide: bool = True):
-        """``ga_select``'s work on the state's population: ``(elite (I, max(n_elite, 1)) int32,
-        hit_generation (I,) int64, sel (I, N, 5) int32)`` (hit updated only with ``track`` and a
-        target; ``sel``: the child slots' ``(parent 1, parent 2, a, b, mpos)``, see ga.cu)."""
-        f = np.ascontiguousarray(state["f"], dtype=self.dtype)
-        v = np.ascontiguousarray(state["v"], dtype=self.dtype)
-        I = f.shape[0]
-        el = np.empty((I, self.NEK), np.int32)
-        sel = np.zeros((I, self.N, 5), np.int32)
-        hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
-        do = int(track and self.target is not None)
-        tgt = self.dtype.type(self.target if self.target is not None else 0.0)
-        self.lib.ga_select_host(_ptr(f), _ptr(v), _ptr(el), _ptr(hit), ctypes.c_int(do), self.T(tgt),
-                                ctypes.c_longlong(int(state["generation"])), ctypes.c_int(I),
-                                _ptr(sel) if decide else None, _ptr(self.ctx.rng.keys),
-                                ctypes.c_double(self.p_c), ctypes.c_double(self.p_m))
-        return el, hit, sel
-
-    def step(self, state):
-        """One generation (``ga_select``, then ``ga_generation``'s code); returns a new state."""
-        G = np.ascontiguousarray(state["genome"], dtype=np.uint32)
-        f = np.ascontiguousarray(state["f"], dtype=self.dtype)
-        v = np.ascontiguousarray(state["v"], dtype=self.dtype)
-        I = G.shape[0]
-        el, _, sel = self.select(state)
-        Gn, fn, vn = np.empty_like(G), np.empty_like(f), np.empty_like(v)
-        nan = np.zeros(1, np.int64)
-        self.lib.ga_generation_host(
-            _ptr(G), _ptr(f), _ptr(v), _ptr(el), _ptr(sel), _ptr(Gn), _ptr(fn), _ptr(vn),
-            _ptr(self.ctx.rng.keys), ctypes.c_longlong(int(state["generation"])), _ptr(nan),
-            ctypes.c_int(I * self.N), _ptr(self.K), self.T(self.penalty), _ptr(self._row))
-        s = dict(state)
-        s["genome"], s["f"], s["v"] = Gn, fn, vn
-        s["generation"] = state["generation"] + 1
-        s["evals"] = state["evals"] + self.N - self.ga.params.n_elite
-        s["nan_evals"] = np.asarray(state["nan_evals"]) + nan[0]
-        return s
-
-    def run(self, state, n_generations: int):
-        """``n_generations`` generations in one call of the epoch kernel's block loop
-        (``ga_epoch_host``), the host twin of :meth:`FusedGA.run` on both of its paths: with a stop
-        target, ``hit_generation (I,)`` int64 records, per island not yet hit (-1), the first
-        generation (the state's count) whose population's best is feasible with ``f <= target``,
-        checked on every population of the call including the first and the last. ``n = 0``
-        returns a copy of the state.
-
-        Raises:
-            ValueError: ``n_generations < 0``.
-        """
-        n = int(n_generations)
-        if n < 0:
-            raise ValueError(f"HostGA.run: n_generations={n}: allowed values are integers >= 0")
-        if n == 0:
-            return dict(state)
-        G = np.ascontiguousarray(state["genome"], dtype=np.uint32)
-        I = G.shape[0]
-        bufs = [(G.copy(), np.array(state["f"], dtype=self.dtype), np.array(state["v"], dtype=self.dtype)),
-                (np.empty_like(G), np.empty((I, self.N), self.dtype), np.empty((I, self.N), self.dtype))]
-        el = np.zeros((I, self.NEK), np.int32)
-        sel = np.zeros((I, self.N, 5), np.int32)
-        nan = np.zeros(1, np.uint64)
-        hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
-        track = int(self.target is not None)
-        tgt = self.dtype.type(self.target if track else 0.0)
-        self.lib.ga_epoch_host(
-            *map(_ptr, bufs[0]), *map(_ptr, bufs[1]), _ptr(el), _ptr(sel), _ptr(self.ctx.rng.keys),
-            ctypes.c_longlong(int(state["generation"])), _ptr(self.ctx.rng.ctr), ctypes.c_int(n), ctypes.c_int(I),
-            _ptr(nan), _ptr(hit), ctypes.c_int(track), self.T(tgt), _ptr(self.K), self.T(self.penalty),
-            ctypes.c_double(self.p_c), ctypes.c_double(self.p_m))
-        s = dict(state)
-        s["genome"], s["f"], s["v"] = bufs[n % 2]
-        s["generation"] = state["generation"] + n
-        s["evals"] = state["evals"] + n * (self.N - self.ga.params.n_elite)
-        s["nan_evals"] = np.asarray(state["nan_evals"]) + np.int64(nan[0])
-        if track:
-            s["hit_generation"] = hit
-        return s
 
 
 # ---- the CuPy plan ------------------------------------------------------------------------------

@@ -7,14 +7,14 @@ generations of a call in one launch (``algorithms/core/cuda/ga_epoch.cu``): the 
 the island's elite (``ga_elite_block``, ``ga_select``'s body), checks the stop target
 (``ga_track``), draws the decisions (``ga_decide``), ``__syncthreads``, its groups of ``TPI``
 threads build and evaluate the slots (``ga_slot``, ``ga_generation``'s body: the same
-:func:`~isles.algorithms.ga.cuda.layout`, words, mutation and fused objective), ``__syncthreads``.
+:func:`~isles.algorithms.ga.cuda_source.layout`, words, mutation and fused objective), ``__syncthreads``.
 The two populations ping-pong in global memory (L2-resident); the rows being evaluated are staged
 in shared memory, as in the per-generation kernel.
 
 **Same results.** The device functions are the per-generation kernels' own and every draw is
 counter-based on ``(key, generation, draw id, index)``, so the genomes, ``f, v``, the NaN count and
 the stop target's ``hit_generation`` equal the per-generation path's bit for bit
-(``tests/test_ga_epoch_gpu.py``). The host twin is :meth:`isles.algorithms.ga.cuda.HostGA.run`:
+(``tests/test_ga_epoch_gpu.py``). The host twin is :meth:`isles.algorithms.ga.cuda_host.HostGA.run`:
 the kernel's own block loop (``ga_epoch_block``) compiled as C with one thread per block
 (``block.cuh``), over ``ga.cu``'s host ``ga_elite_block`` and ``ga_slot``, which keep the device
 functions' contracts (``tests/test_ga_epoch.py``, in CI).
@@ -55,7 +55,7 @@ def epoch_rows_bytes(block: int, tpi: int, n_words: int) -> int:
 
 
 def epoch_source(base_source: str, eblock: int, min_blocks: int = 1) -> str:
-    """The epoch kernel's source: :func:`isles.algorithms.ga.cuda.kernel_source` with
+    """The epoch kernel's source: :func:`isles.algorithms.ga.cuda_source.kernel_source` with
     ``tail=("ga_epoch.cu",)`` (``base_source``) and the defines ``GA_EPOCH_BLOCK`` and
     ``GA_EPOCH_MINB``."""
     return defines({"GA_EPOCH_BLOCK": int(eblock), "GA_EPOCH_MINB": int(min_blocks)}) + base_source
@@ -71,7 +71,7 @@ class EpochGA:
 
     Args:
         plan: the :class:`FusedGA` (configuration, buffers, keys, thresholds, target).
-        src: :func:`isles.algorithms.ga.cuda.kernel_source` with ``tail=("ga_epoch.cu",)``.
+        src: :func:`isles.algorithms.ga.cuda_source.kernel_source` with ``tail=("ga_epoch.cu",)``.
         eblock: threads per block (a multiple of 32 in ``[32, 1024]``); default as above.
 
     Raises:
