@@ -250,6 +250,17 @@ def test_bipop_chooses_the_regime_with_the_smaller_budget():
         assert smalls >= 2 and large_lams[:2] == [2 * lam0, 4 * lam0], (smalls, large_lams)
 
 
+def test_adapted_parameters_report_the_restarts():
+    alg, ctx, _ = trace_restarts("ipop", 0)
+    s = alg.init(ctx)
+    for _ in range(30):  # the first run ends at generation 20, the second would at 50
+        s = alg.step(ctx, s)
+    rep = alg.adapted_parameters(s)
+    assert (rep["lambda"] == 12).all() and (rep["restarts"] == 1).all() and (rep["regime"] == 0).all()
+    np.testing.assert_array_equal(rep["sigma"], s["sigma"])
+    assert (rep["condition"] >= 1).all()
+
+
 def test_no_restart_keeps_one_run_and_freezes_it_when_it_terminates():
     """``restarts=none``: one run; once TolFun fires (iteration 20 on the flat function) the
     distribution stays as it was, instead of shrinking or drifting on (before: sigma under the

@@ -200,6 +200,21 @@ class CMAES(IslandAlgorithm):
         """``H = 10 + ceil(30 n / lambda_start)``: TolFun's longest window in dimension ``n``."""
         return 10 + int(math.ceil(30.0 * n / self.lam0))
 
+    def adapted_parameters(self, state: State) -> dict:
+        """The adapted parameters, host arrays per island (for reports; the runtime has no hook that
+        logs an algorithm's own metrics to MLflow, docs/cmaes.md): ``sigma``, ``lambda``,
+        ``restarts`` (runs so far), ``regime`` (BIPOP: 0 large, 1 small), ``condition`` (of ``C``,
+        ``(max d / min d)^2`` at the last eigendecomposition). Synchronises (a host copy)."""
+        get = (lambda a: a) if isinstance(state["sigma"], np.ndarray) else (lambda a: a.get())
+        d = state["d"]
+        return {
+            "sigma": get(state["sigma"]),
+            "lambda": get(state["lam"]),
+            "restarts": get(state["runs"]),
+            "regime": get(state["regime"]),
+            "condition": get((d.max(axis=1) / d.min(axis=1)) ** 2),
+        }
+
     # -- the distribution at a (re)start ------------------------------------------------------------
     def box_scale(self, ctx: Context):
         """``(s (D,), sigma_0)``: ``s = w / rms(w)`` with ``w = upper - lower`` (1 where the box is
