@@ -9,9 +9,15 @@ tutorial's default population ``4 + floor(3 ln D)``, ``budget / lambda`` generat
 budget: its wall time would not be the budget's), seeds ``0..runs-1``. Reported: median and best final error, and the wall time of all runs, on this
 machine's CPU.
 
+With ``--cec F ...``: CEC 2014 functions instead (``benchmarks/cec_bench.py``'s :class:`CEC2014`,
+pygmo's ``cec2014`` as the oracle: isles evaluates it row by row through Python, pygmo's ``cmaes``
+calls its C++ problem directly), CEC's budget ``10000 D`` unless ``--budget`` is given, errors
+below 1e-8 counted as 0.
+
 Usage::
 
     python benchmarks/cmaes_compare.py --dim 10 --budget 100000 --runs 5
+    python benchmarks/cmaes_compare.py --cec 4 5 6 7 8 9 10 11 12 13 14 15 16 --dim 30 --runs 3
 """
 
 from __future__ import annotations
@@ -79,15 +85,59 @@ def pygmo_runs(problem, budget: int, runs: int) -> tuple[np.ndarray, float]:
     return np.array(out), time.perf_counter() - t
 
 
+def pygmo_cec_runs(fid: int, dim: int, budget: int, runs: int) -> tuple[np.ndarray, float]:
+    """Final errors ``(runs,)`` (CEC's: below 1e-8 is 0) and wall seconds of pygmo's ``cmaes`` on
+    its own C++ CEC 2014 function ``fid`` (seeds ``0..runs-1``, ``ftol = xtol = 0``)."""
+    import pygmo as pg  # noqa: PLC0415
+
+    lam = default_pop_size(dim)
+    out = []
+    t = time.perf_counter()
+    for r in range(runs):
+        prob = pg.problem(pg.cec2014(prob_id=fid, dim=dim))
+        algo = pg.algorithm(pg.cmaes(gen=budget // lam - 1, ftol=0.0, xtol=0.0, force_bounds=True, seed=r))
+        pop = algo.evolve(pg.population(prob, lam, seed=r))
+        out.append(pop.champion_f[0] - 100.0 * fid)
+    err = np.array(out)
+    return np.where(err < 1e-8, 0.0, err), time.perf_counter() - t
+
+
+def cec(functions, dim: int, budget: int, runs: int) -> None:
+    """Print one table row per CEC 2014 function and optimiser (median, mean error, successes)."""
+    from benchmarks.cec_bench import CEC2014  # noqa: PLC0415
+
+    print(f"CEC 2014, D = {dim}, budget {budget:,} evaluations per run, {runs} runs")
+    print("| F | optimiser | median error | mean error | error 0 (< 1e-8) | wall s (all runs) |")
+    print("|---|---|---|---|---|---|")
+    for fid in functions:
+        problem = CEC2014(fid, dim)
+        rows = []
+        for restarts in ("ipop", "bipop"):
+            err, wall = isles_runs(problem, restarts, budget, runs)
+            rows.append((f"isles cmaes {restarts}", np.where(err < 1e-8, 0.0, err), wall))
+        rows.append(("pygmo cmaes", *pygmo_cec_runs(fid, dim, budget, runs)))
+        for name, err, wall in rows:
+            print(
+                f"| F{fid} | {name} | {np.median(err):.3g} | {err.mean():.3g} | {int((err == 0).sum())}/{runs} "
+                f"| {wall:.1f} |",
+                flush=True,
+            )
+
+
 def main() -> None:
     """Print one table row per problem and optimiser."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dim", type=int, default=10)
-    ap.add_argument("--budget", type=int, default=100_000)
+    ap.add_argument("--budget", type=int, default=None, help="evaluations per run (100,000; with --cec 10000 D)")
+    ap.add_argument("--cec", type=int, nargs="+", default=None, help="CEC 2014 functions instead")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--problems", default="rastrigin,ackley,griewank,rosenbrock")
     ap.add_argument("--only-pygmo", action="store_true", help="pygmo's rows only")
     args = ap.parse_args()
+    if args.cec:
+        cec(args.cec, args.dim, args.budget or 10000 * args.dim, args.runs)
+        return
+    args.budget = args.budget or 100_000
     print(f"D = {args.dim}, budget {args.budget:,} evaluations per run, {args.runs} runs")
     print("| problem | optimiser | median error | best error | wall s (all runs) |")
     print("|---|---|---|---|---|")
