@@ -259,8 +259,8 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
 def test_dimension_1000_runs_on_the_cpu():
     """D = 1000 (lambda = 24, eigendecomposition every 8 generations by the tutorial's lazy rule),
     one island, 8 generations (one eigendecomposition): finite and improving. On the shared 2-core
-    CPU (load average 10): 47 ms a generation with OPENBLAS_NUM_THREADS=1 (eigh 0.5 s); with
-    OpenBLAS's default threads, eigh alone took 4-5 s (docs/cmaes.md)."""
+    CPU: 0.5 s with OPENBLAS_NUM_THREADS=1, 2.7 s with OpenBLAS's default threads at load average
+    2, 9-20 s at load 10 (NumPy's eigh of 1000 x 1000 alone took 4-5 s then; docs/cmaes.md)."""
     ctx = ctx_of(Ellipsoid(1000), islands=1)
     alg = CMAES(dim=1000, restarts="ipop", max_doublings=1)
     assert alg.lam0 == 24 and alg.eigen_interval(1000) == 8
