@@ -7,6 +7,7 @@ so that an algorithm's defaults are written once, in its ``Params``. A user's ow
 no entry here: ``algorithm._target_=my_module.MyAlgorithm`` names it.
 """
 
+from isles.algorithms.cmaes.cmaes import CMAES
 from isles.algorithms.coevolution.cde import CDE
 from isles.algorithms.de.de import DE
 from isles.algorithms.ep.fep import FEP
@@ -17,4 +18,4 @@ from isles.algorithms.pso.epso import EPSO
 from isles.algorithms.pso.pso import PSO
 
 #: the built-in algorithms by the name of their option (``algorithm=NAME``)
-ALGORITHMS = {"cde": CDE, "de": DE, "epso": EPSO, "fep": FEP, "ga": GA, "jso": JSO, "lshade": LSHADE, "pso": PSO}
+ALGORITHMS = {"cde": CDE, "cmaes": CMAES, "de": DE, "epso": EPSO, "fep": FEP, "ga": GA, "jso": JSO, "lshade": LSHADE, "pso": PSO}
