@@ -37,7 +37,7 @@ def host(a):
     return cp.asnumpy(a) if hasattr(a, "get") else np.asarray(a)
 
 
-def test_initial_state_and_first_block_are_bit_identical():
+def test_initial_state_is_bit_identical_and_first_block_agrees_to_rounding():
     prob = Sphere(10, -5.0, 5.0)
     alg = CMAES(dim=10, restarts="bipop")
     c_cpu, c_gpu = ctx_of(np, prob), ctx_of(cp, prob)
@@ -47,7 +47,9 @@ def test_initial_state_and_first_block_are_bit_identical():
     np.testing.assert_allclose(host(s_gpu["f"]), s_cpu["f"], rtol=1e-14)
     x_cpu = alg.sample_block(c_cpu, s_cpu)[0]
     x_gpu = alg.sample_block(c_gpu, s_gpu)[0]
-    np.testing.assert_array_equal(host(x_gpu), x_cpu)
+    # the block is mean + sigma * B (d * z): the same draws z, but cuBLAS and OpenBLAS sum the
+    # product in different orders (seen on an H100: 34 of 400 entries one ulp apart)
+    np.testing.assert_allclose(host(x_gpu), x_cpu, rtol=1e-14, atol=1e-14)
 
 
 def test_trajectories_agree_to_rounding_then_both_converge():
