@@ -75,6 +75,7 @@ class IslandGroup(PeerLinks):
         # GPU fast path: replay one captured generation as a CUDA graph (algorithms/core/graph.py)
         self.use_graph = self.xp is not np and getattr(self.algorithm, "graph_safe", False) and bool(spec.cuda_graph)
         self.stepper = None
+        self.graph = None  # one group's span graph, kept across its spans while the epochs stay alike
         #: islands.span_graph: auto | always | never (:mod:`isles.islands.span_graph`)
         self.span_graph = spec.span_graph
         # the loop's plug-ins: this group's replicas (every group builds the same ones)
@@ -138,14 +139,17 @@ class IslandGroup(PeerLinks):
                 k = ks[j]
                 m = next((i for i, x in enumerate(ks[j:]) if x != k), len(ks) - j)  # epochs like this one
                 m = min([m] + [e - epoch0 - j for e in snaps if e > epoch0 + j])  # replays end at a snapshot
-                if graphable and j >= 2 and m >= 2:  # the same epoch m times: replays of one captured epoch
-                    got = self._span_graph(k, m, edges, link, rows[-1].events, single)
+                live = single and self.graph is not None and self.graph.k == k  # replays go on from the last span
+                if graphable and (j >= 2 or live) and m >= 2:  # the same epoch m times: replays of one captured epoch
+                    edges = self.graph.edges if live else edges
+                    got = self._span_graph(k, m, edges, link, None if live else rows[-1].events, single)
                     graphable = got is not None
                     if got is not None:
                         rows += got
                         j += m
                         self._keep_snapshot(rows, epoch0 + j in snaps, j < len(ks))
                         continue
+                self.leave_graph()  # a plain epoch: the state becomes plain arrays again
                 if j < len(ks) - 1 and (edges is None or not fixed):
                     edges = migration_edges(r.topology, r.n, r.seed, epoch0 + j + 1)
                 best, px, events = run_epoch(self, k, epoch0 + j + 1, plan, link, edges if j < len(ks) - 1 else None)
@@ -245,6 +249,9 @@ class IslandGroup(PeerLinks):
         fit. Without peers (``single``) a failed capture is logged once and ``None`` returned (the
         state is untouched: the caller goes on with plain epochs); over NCCL it raises (every peer
         captures the same epoch)."""
+        if self.graph is not None and single and self.graph.k == k:
+            return self.graph.run(m)
+        self.leave_graph()
         if not SpanGraph.fits(self, [k] * m, True, self.emigrants(), span_graph.most_sources(edges)):
             return None
         try:
@@ -260,8 +267,18 @@ class IslandGroup(PeerLinks):
             self.span_graph = "never"
             return None
         rows = graph.run(m)
-        graph.close()
+        if single:  # kept for the next span (no peer to capture with): one capture a run, not one a span
+            self.graph = graph
+        else:
+            graph.close()
         return rows
+
+    def leave_graph(self) -> None:
+        """Stop replaying the kept span graph (:meth:`_span_graph`): the state, emigrants and plug-ins
+        become plain arrays again (before a plain epoch, a state load or new plug-ins)."""
+        if self.graph is not None:
+            self.graph.close()
+            self.graph = None
 
     def _summaries(self, rows: list, t0: float) -> list:
         """The host summaries of a span's rows begun at ``t0``: the last epoch's emigrants selected
@@ -328,6 +345,7 @@ class IslandGroup(PeerLinks):
         """Restore a state saved by :meth:`state_dict` (arrays moved to this group's device), and
         the plug-ins' states ``plugins`` (:meth:`plugin_states`; ``None``: theirs stay)."""
         with self._state_lock:
+            self.leave_graph()
             self.sent = None
             if self.stepper is not None:
                 self.stepper.close()
