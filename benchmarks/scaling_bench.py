@@ -65,7 +65,8 @@ def run(overrides: list[str], n_actors: int):
     finally:
         sync_loop.SyncLoop.end_span = real
     h = result.history
-    epoch_s = (h[-1].wall_s - h[0].wall_s) / max(1, len(h) - 1)
+    # epochs between the first and the last record kept (a RecordLog thins long runs: not len(h) - 1)
+    epoch_s = (h[-1].wall_s - h[0].wall_s) / max(1, h[-1].epoch - h[0].epoch)
     steady = spans[1:]  # the first span is one epoch: compilation, graph capture
     span_s = sum(s for _, s in steady) / sum(n for n, _ in steady) if steady else None
     cpu_s = ({k: (cpu[-1][1][k] - cpu[0][1][k]) / (cpu[-1][0] - cpu[0][0]) for k in cpu[0][1] if k in cpu[-1][1]}
