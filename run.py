@@ -7,6 +7,7 @@ Examples:
     python run.py +experiment=cmepso problem=spring     # ... on the spring
     python run.py -m +experiment=cmepso seed='range(20)' logger.experiment_name=cmepso-quality
 """
+
 from __future__ import annotations
 
 import sys

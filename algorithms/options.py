@@ -18,4 +18,14 @@ from isles.algorithms.pso.epso import EPSO
 from isles.algorithms.pso.pso import PSO
 
 #: the built-in algorithms by the name of their option (``algorithm=NAME``)
-ALGORITHMS = {"cde": CDE, "cmaes": CMAES, "de": DE, "epso": EPSO, "fep": FEP, "ga": GA, "jso": JSO, "lshade": LSHADE, "pso": PSO}
+ALGORITHMS = {
+    "cde": CDE,
+    "cmaes": CMAES,
+    "de": DE,
+    "epso": EPSO,
+    "fep": FEP,
+    "ga": GA,
+    "jso": JSO,
+    "lshade": LSHADE,
+    "pso": PSO,
+}

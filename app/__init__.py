@@ -8,6 +8,7 @@ MLflow runs :mod:`isles.app.sweep_runs`), Ray's security defaults
 
 The runtime (:mod:`isles.islands`) never imports this part; this part drives it.
 """
+
 from isles import refuse_old_name
 
 refuse_old_name(__name__)  # imported as top-level 'app': one line naming isles.app

@@ -1,6 +1,7 @@
 """How a job's errors are told apart and reported: a config refusal of isles' own checks
 (:func:`is_config_error`, exit status 2) or a failure inside the run (exit status 1,
 :func:`isles.app.job.failure_line`), and an error's one-line message (:func:`error_message`)."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,9 @@ def _frames(err: BaseException) -> tuple[str, list]:
     """The full traceback text of ``err`` (a Ray task error's remote traceback too) and its frames
     outside installed packages and the standard library, ``[(file, line), ...]``, innermost last."""
     text = "".join(traceback.format_exception(err)) + str(getattr(err, "traceback_str", ""))
-    frames = [(m.group(1), m.group(2)) for m in re.finditer(r'File "([^"]+)", line (\d+)', text)
-              if not is_library(m.group(1))]
+    frames = [
+        (m.group(1), m.group(2)) for m in re.finditer(r'File "([^"]+)", line (\d+)', text) if not is_library(m.group(1))
+    ]
     return text, frames
 
 
@@ -26,7 +28,13 @@ def _own_folders() -> tuple[str, ...]:
     import isles.algorithms  # noqa: PLC0415
     import isles.problems  # noqa: PLC0415
 
-    mods = (sys.modules["isles"], isles.algorithms, isles.problems, sys.modules["isles.islands"], sys.modules["isles.app"])
+    mods = (
+        sys.modules["isles"],
+        isles.algorithms,
+        isles.problems,
+        sys.modules["isles.islands"],
+        sys.modules["isles.app"],
+    )
     return tuple(os.path.join(os.path.dirname(os.path.realpath(m.__file__)), "") for m in mods)
 
 

@@ -1,6 +1,7 @@
 """A job interrupted (Ctrl-C, or SIGTERM treated like it: :func:`_sigterm_as_interrupt`): its
 checkpoint is saved (:func:`save_interrupted`) and the command that resumes it is printed
 (:func:`resume_command`)."""
+
 from __future__ import annotations
 
 import shlex

@@ -11,6 +11,7 @@ cannot compute (:func:`show_result`, :mod:`isles.app.report`).
 Its phases elsewhere: Ray's start (:mod:`isles.app.ray_setup`), errors told apart
 (:mod:`isles.app.errors`), an interrupted run's checkpoint (:mod:`isles.app.interrupts`).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -110,8 +111,10 @@ def validate(cfg: dict) -> dict:
     if cfg["checkpoint"]["path"]:  # a save would fail at the first checkpoint, or at an interrupt
         checkpoint.check_path(cfg["checkpoint"]["path"])
     if cfg["device"] == "gpu" and not cfg["ray"]["address"] and cupy_or_none() is None:
-        raise ValueError("device=gpu: no GPU is visible on this machine (CuPy missing or no CUDA device); "
-                         "allowed values here are auto|cpu")
+        raise ValueError(
+            "device=gpu: no GPU is visible on this machine (CuPy missing or no CUDA device); "
+            "allowed values here are auto|cpu"
+        )
     return cfg
 
 
@@ -199,16 +202,21 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     if plain["logger"]["enabled"]:
         plain["logger"] = reach_tracking_store(plain["logger"])  # a dead tracking server: one line, before Ray
         settings = {k: v for k, v in plain.items() if k != "hydra"}  # what runs (a user's problem: its own keys)
-        tracker = TrackingProcess(plain["logger"], flatten(settings), OmegaConf.to_yaml(settings), problem,
-                                  sweep=sweep_info())
+        tracker = TrackingProcess(
+            plain["logger"], flatten(settings), OmegaConf.to_yaml(settings), problem, sweep=sweep_info()
+        )
     callbacks = [ConsoleProgress(problem)] if plain["progress"] else []
     # the output folder's best_solution.json, history.csv and migrations.csv (before MLflow, which logs them)
     folder = _run_folder()
     history = HistoryFiles(folder, resumed=bool(ck["resume"])) if folder else None
-    callbacks = [SolutionFile(problem, {k: v for k, v in plain.items() if k != "hydra"}, folder),
-                 *([history] if history else []), *callbacks]
-    coordinator = Coordinator(plain, topology, plugins, callbacks=callbacks + ([tracker] if tracker else []),
-                              use_ray=use_ray)
+    callbacks = [
+        SolutionFile(problem, {k: v for k, v in plain.items() if k != "hydra"}, folder),
+        *([history] if history else []),
+        *callbacks,
+    ]
+    coordinator = Coordinator(
+        plain, topology, plugins, callbacks=callbacks + ([tracker] if tracker else []), use_ray=use_ray
+    )
     if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
         tracker.start((coordinator.resume_from or {}).get("mlflow_run_id"))
 
@@ -236,8 +244,11 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             init_ray(plain["ray"], plain)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) while Ray starts: nothing has run, nothing to save
         close("KILLED")
-        print("isles: interrupted while Ray was starting; nothing had run, so there is nothing to save",
-              file=sys.stderr, flush=True)
+        print(
+            "isles: interrupted while Ray was starting; nothing had run, so there is nothing to save",
+            file=sys.stderr,
+            flush=True,
+        )
         raise SystemExit(130) from None
     except BaseException:
         close("FAILED")
@@ -248,8 +259,11 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
         try:
             path = stop_with_checkpoint("KILLED")
-            saved = (f"checkpoint {path}; resume with:\n  {resume_command(path)}" if path else
-                     "no snapshot to save (islands.snapshot_every=0)")
+            saved = (
+                f"checkpoint {path}; resume with:\n  {resume_command(path)}"
+                if path
+                else "no snapshot to save (islands.snapshot_every=0)"
+            )
         except Exception as err:  # noqa: BLE001  (an unwritable checkpoint.path: still the interrupt line)
             close("KILLED")
             saved = f"the checkpoint could not be written: {type(err).__name__}: {error_message(err)}"
@@ -257,8 +271,11 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         raise SystemExit(130) from None
     except RestartFailed as err:  # lost actors with nowhere to go: keep what the run has done
         path = stop_with_checkpoint("FAILED")
-        raise RestartFailed(f"{err}; checkpoint {path}; once the cluster has room, resume with: "
-                            f"{resume_command(path)}" if path else str(err)) from None
+        raise RestartFailed(
+            f"{err}; checkpoint {path}; once the cluster has room, resume with: {resume_command(path)}"
+            if path
+            else str(err)
+        ) from None
     except BaseException:
         close("FAILED")
         raise
@@ -296,9 +313,12 @@ def show_result(result, problem, run_id: str | None, plain: dict) -> None:
             print(result_line(result, problem, run_id), flush=True)
     except Exception as err:  # noqa: BLE001  (a finished result is never lost)
         x = ", ".join(f"{float(v):.10g}" for v in np.asarray(result.best_x).reshape(-1))
-        print(f"isles: best f={float(result.best_f):.10g} (run) x=[{x}] evaluations={result.evaluations}"
-              + (f" solution={result.solution_path}" if result.solution_path else "")
-              + (f" mlflow_run={run_id}" if run_id else ""), flush=True)
+        print(
+            f"isles: best f={float(result.best_f):.10g} (run) x=[{x}] evaluations={result.evaluations}"
+            + (f" solution={result.solution_path}" if result.solution_path else "")
+            + (f" mlflow_run={run_id}" if run_id else ""),
+            flush=True,
+        )
         print(f"isles: the end-of-run summary failed: {failure_line(err)}", file=sys.stderr, flush=True)
     for warning in result.warnings:  # e.g. no individual ever had a finite objective
         print(f"isles: warning: {warning}", file=sys.stderr, flush=True)

@@ -11,6 +11,7 @@ its own ``hydra`` node records (:func:`job_overrides`). A config composed withou
 node does not say which keys were typed: :func:`retarget_problem` applies the rule where it is
 composed (``tests/helpers.make_cfg`` does), before the node is dropped.
 """
+
 from __future__ import annotations
 
 from hydra.core.override_parser.overrides_parser import OverridesParser

@@ -1,4 +1,5 @@
 """Plots a person would rather look at than read: convergence of a run."""
+
 from __future__ import annotations
 
 import matplotlib
@@ -35,7 +36,10 @@ def convergence_figure(history: list, problem=None):
         ax1.plot(gen, [r.plugin_metrics.get(name, np.nan) for r in history], lw=1.2, ls="--", label=name)
     ax1.plot(gen, best, lw=2, color="black", label="best of the run")
     if len(best) and np.all(np.isfinite(best)):
-        lo, hi = np.nanmin(best), np.nanpercentile(islands[np.isfinite(islands)], 90) if np.isfinite(islands).any() else None
+        lo, hi = (
+            np.nanmin(best),
+            np.nanpercentile(islands[np.isfinite(islands)], 90) if np.isfinite(islands).any() else None,
+        )
         if hi is not None and hi > lo:
             ax1.set_ylim(lo - 0.05 * (hi - lo), hi)
     ax1.set_xlabel("generation")

@@ -1,4 +1,5 @@
 """What a person sees while a run goes and when it ends (rich console output)."""
+
 from __future__ import annotations
 
 import sys
@@ -32,12 +33,20 @@ class ConsoleProgress:
             ids = g["island_ids"]
             self.console.print(f"group {i}: islands {ids[0]}..{ids[-1]} on {where(g)}")
         budget = info.get("max_evaluations")  # the generations that reach it (islands/budget.py)
-        self.console.print(f"actors ready in {info['startup_s']:.1f} s; {info['generations']} generations"
-                           + (f" (stop.max_evaluations={int(budget):,})" if budget is not None else ""))
+        self.console.print(
+            f"actors ready in {info['startup_s']:.1f} s; {info['generations']} generations"
+            + (f" (stop.max_evaluations={int(budget):,})" if budget is not None else "")
+        )
         self.total = info["generations"]
         if self.console.is_terminal:
-            self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=self.console)
+            self.progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[best]}"),
+                TimeElapsedColumn(),
+                console=self.console,
+            )
             self.task = self.progress.add_task("generations", total=self.total, best="")
             self.progress.start()
 
@@ -47,8 +56,9 @@ class ConsoleProgress:
         if self.progress is not None:
             self.progress.update(self.task, completed=rec.generation, best=best)
         elif rec.generation >= self._next_line or rec.generation >= self.total:
-            self.console.print(f"generation {rec.generation}/{self.total}  {best}  "
-                               f"{rec.evaluations} evals  {rec.wall_s:.1f} s")
+            self.console.print(
+                f"generation {rec.generation}/{self.total}  {best}  {rec.evaluations} evals  {rec.wall_s:.1f} s"
+            )
             self._next_line = rec.generation + max(1, self.total // 10)
 
     def on_end(self, result) -> None:
@@ -116,10 +126,12 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
         status = f"[green]{verdict(rep)}[/green]" if rep["feasible"] else f"[red]{verdict(rep)}[/red]"
         console.print(f"{status} (max normalised violation {rep['max_normalised_violation']:.3g}, float64)")
     us = sorted(h.us_per_generation for h in result.history)[len(result.history) // 2]
-    console.print(f"evaluations {result.evaluations:,}  wall time {result.wall_s:.2f} s "
-                  f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s "
-                  f"(steady state {result.steady_evals_per_s:,.0f})  "
-                  f"{us:.1f} us/generation (device, median epoch)  NaN evaluations {result.nan_evals}")
+    console.print(
+        f"evaluations {result.evaluations:,}  wall time {result.wall_s:.2f} s "
+        f"(+ {result.startup_s:.1f} s start-up)  {result.evaluations / max(result.wall_s, 1e-12):,.0f} evals/s "
+        f"(steady state {result.steady_evals_per_s:,.0f})  "
+        f"{us:.1f} us/generation (device, median epoch)  NaN evaluations {result.nan_evals}"
+    )
     if result.payoff_evaluations:  # a min-max algorithm (CDE): its pair payoffs L(x, y), apart
         console.print(f"payoff evaluations {result.payoff_evaluations:,} (pairs L(x, y))")
     paths = sorted({p for p in result.gpu_paths.values() if p and p != "numpy"})
@@ -143,8 +155,12 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
     if count:
         console.print(f"migrations: {count} transfers, {accepted} immigrants accepted")
     if path:
-        console.print(f"best solution (full precision): {path}  (python -m isles show {path})", markup=False,
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"best solution (full precision): {path}  (python -m isles show {path})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     if run_id:
         console.print(f"MLflow run {run_id}  (review: mlflow ui, then open http://127.0.0.1:5000)")
     sys.stdout.flush()

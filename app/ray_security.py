@@ -14,6 +14,7 @@ token authentication.
   ``RAY_AUTH_MODE=token`` (Ray's own setting: authentication on, chosen explicitly) makes Ray and
   isles print nothing; ``RAY_AUTH_MODE=disabled`` turns authentication off.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -44,9 +45,11 @@ def check_dashboard_host(value) -> None:
     try:
         ipaddress.ip_address(str(value))
     except ValueError:
-        raise ValueError(f"ray.dashboard_host={value!r}: allowed values are IP addresses of this machine: "
-                         f"{LOCAL_DASHBOARD_HOST} (this machine only, the default) or 0.0.0.0 (every "
-                         "interface: whoever reaches this machine reaches the dashboard)") from None
+        raise ValueError(
+            f"ray.dashboard_host={value!r}: allowed values are IP addresses of this machine: "
+            f"{LOCAL_DASHBOARD_HOST} (this machine only, the default) or 0.0.0.0 (every "
+            "interface: whoever reaches this machine reaches the dashboard)"
+        ) from None
 
 
 def token_location() -> str:
@@ -106,5 +109,8 @@ def token_notice(stream=None):
         logger.removeFilter(hold)
     if hold.seen:
         protect_default_token()
-        print(f"isles: Ray token authentication is on; token: {token_location()} "
-              "(export RAY_AUTH_MODE=token to skip this line)", file=stream or sys.stderr)
+        print(
+            f"isles: Ray token authentication is on; token: {token_location()} "
+            "(export RAY_AUTH_MODE=token to skip this line)",
+            file=stream or sys.stderr,
+        )

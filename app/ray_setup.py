@@ -1,6 +1,7 @@
 """A job's Ray: fail fast on a ``ray.address`` that cannot work (:func:`check_ray_address`, run
 with the config checks of :func:`isles.app.job.validate`), then start a local Ray or connect to a
 cluster (:func:`init_ray`, called by :func:`isles.app.job.run_job`)."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,17 @@ from isles.app.user_modules import user_module_paths
 from isles.islands.schema import RayConfig, with_defaults
 
 
-RAY_EXCLUDES = [".git", "outputs", "multirun", "mlruns", "mlflow.db", "mlflow.db.lock", "mlartifacts", ".devbundle", "*.egg-info"]
+RAY_EXCLUDES = [
+    ".git",
+    "outputs",
+    "multirun",
+    "mlruns",
+    "mlflow.db",
+    "mlflow.db.lock",
+    "mlartifacts",
+    ".devbundle",
+    "*.egg-info",
+]
 
 
 @token_notice()  # Ray's warning that token authentication is on becomes one line (ray_security.py)
@@ -56,11 +67,16 @@ def init_ray(ray_cfg: dict, cfg: dict | None = None) -> None:
         joins = bool(os.environ.get("RAY_ADDRESS"))  # Ray's own variable names a cluster: Ray joins it
         # a Ray of the run's own: on 127.0.0.1 only, its processes in a session of their own (local_ray.py)
         with nullcontext() if joins else local_ray():
-            ray.init(address=None if joins else "local",
-                     num_cpus=ray_cfg["num_cpus"], include_dashboard=bool(ray_cfg["include_dashboard"]),
-                     dashboard_host=ray_cfg["dashboard_host"] or LOCAL_DASHBOARD_HOST,
-                     runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=True,
-                     configure_logging=True, logging_level="warning")
+            ray.init(
+                address=None if joins else "local",
+                num_cpus=ray_cfg["num_cpus"],
+                include_dashboard=bool(ray_cfg["include_dashboard"]),
+                dashboard_host=ray_cfg["dashboard_host"] or LOCAL_DASHBOARD_HOST,
+                runtime_env={"env_vars": {"PYTHONPATH": path}},
+                log_to_driver=True,
+                configure_logging=True,
+                logging_level="warning",
+            )
 
 
 def check_ray_address(address, timeout_s: float = 10.0) -> None:
@@ -80,9 +96,11 @@ def check_ray_address(address, timeout_s: float = 10.0) -> None:
     if target == "auto":
         found = _auto_address()
         if found is None:
-            raise ValueError("ray.address='auto': no Ray cluster is running on this machine (Ray found no "
-                             "'ray start' and RAY_ADDRESS is unset); start one (ray start --head), give "
-                             "ray.address=HOST:PORT, or leave ray.address out for a local Ray")
+            raise ValueError(
+                "ray.address='auto': no Ray cluster is running on this machine (Ray found no "
+                "'ray start' and RAY_ADDRESS is unset); start one (ray start --head), give "
+                "ray.address=HOST:PORT, or leave ray.address out for a local Ray"
+            )
         if found == "auto" or ("://" in found and not found.startswith("ray://")):
             return  # this Ray cannot say where, or names a URL (RAY_ADDRESS=http://...): Ray decides
         target = found
@@ -90,17 +108,21 @@ def check_ray_address(address, timeout_s: float = 10.0) -> None:
         try:
             import grpc  # noqa: F401, PLC0415  (Ray Client's transport)
         except ImportError:
-            raise ValueError(f"ray.address={target!r}: a ray:// address needs Ray Client; install it with "
-                             "pip install 'ray[client]' (or pip install -e '.[client]')") from None
-        target = target[len("ray://"):]
+            raise ValueError(
+                f"ray.address={target!r}: a ray:// address needs Ray Client; install it with "
+                "pip install 'ray[client]' (or pip install -e '.[client]')"
+            ) from None
+        target = target[len("ray://") :]
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"ray.address={address!r}: allowed values are null, auto, host:port or ray://host:port")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as err:
-        raise ValueError(f"ray.address={address!r}: nothing answers there ({err.strerror or err}); start the "
-                         "cluster (ray start --head) or leave ray.address out for a local Ray") from None
+        raise ValueError(
+            f"ray.address={address!r}: nothing answers there ({err.strerror or err}); start the "
+            "cluster (ray start --head) or leave ray.address out for a local Ray"
+        ) from None
 
 
 def _auto_address() -> str | None:

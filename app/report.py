@@ -10,6 +10,7 @@ The record of ``best_solution.json`` (:func:`solution_record`) is built on it, o
 job writes it into its output folder (:mod:`isles.app.run_files`), MLflow logs the same record
 (:mod:`isles.app.tracking`), and the console summary (:mod:`isles.app.progress`) prints it.
 """
+
 from __future__ import annotations
 
 import traceback
@@ -38,11 +39,22 @@ def end_report(problem, result) -> dict:
         in_bounds = bool(np.all(x >= problem.lower) and np.all(x <= problem.upper))
         message = str(err).strip().splitlines()[0] if str(err).strip() else ""
         frames = [f for f in traceback.extract_tb(err.__traceback__) if not is_library(f.filename)]
-        where = f" ({type(problem).__name__}.{frames[-1].name} at {frames[-1].filename}:{frames[-1].lineno})" \
-            if frames else ""
-        return {"x": x.tolist(), "f": None, "g": None, "max_normalised_violation": None, "in_bounds": in_bounds,
-                "feasible": None, "run_best_f": float(result.best_f), "run_best_v": float(result.best_v),
-                "not_computed": f"float64 f, g and feasibility of the best x: {type(err).__name__}: {message}{where}"}
+        where = (
+            f" ({type(problem).__name__}.{frames[-1].name} at {frames[-1].filename}:{frames[-1].lineno})"
+            if frames
+            else ""
+        )
+        return {
+            "x": x.tolist(),
+            "f": None,
+            "g": None,
+            "max_normalised_violation": None,
+            "in_bounds": in_bounds,
+            "feasible": None,
+            "run_best_f": float(result.best_f),
+            "run_best_v": float(result.best_v),
+            "not_computed": f"float64 f, g and feasibility of the best x: {type(err).__name__}: {message}{where}",
+        }
 
 
 def verdict(rep: dict) -> str:
@@ -57,8 +69,11 @@ def verdict(rep: dict) -> str:
     if rep["feasible"]:
         return "feasible"
     finite = rep["f"] is not None and bool(np.isfinite(rep["f"]))
-    holds = bool(rep["in_bounds"]) and rep["max_normalised_violation"] is not None \
+    holds = (
+        bool(rep["in_bounds"])
+        and rep["max_normalised_violation"] is not None
         and rep["max_normalised_violation"] <= FEASIBLE_TOL
+    )
     if not finite:
         return "f not finite" if holds else "INFEASIBLE (f not finite)"
     return "INFEASIBLE"
@@ -87,8 +102,12 @@ def solution_record(problem, result, config: dict | None = None) -> dict:
     genome when it is not x (:func:`genome_report`), ``evaluations`` (objective evaluations of the
     run), ``generations`` (per island), ``seed`` and the run's resolved ``config`` (``None``
     without one). Never raises for what the problem cannot compute."""
-    record = {**end_report(problem, result), **genome_report(result),
-              "evaluations": int(result.evaluations), "generations": int(result.generations)}
+    record = {
+        **end_report(problem, result),
+        **genome_report(result),
+        "evaluations": int(result.evaluations),
+        "generations": int(result.generations),
+    }
     record["seed"] = None if config is None else config.get("seed")
     record["config"] = config
     return record

@@ -23,6 +23,7 @@ starts, and a failed job does not stop the sweep.
 
 ``benchmarks/quality_table.py --parent RUN_ID`` or ``--sweep ID|latest`` reads one sweep back.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -54,8 +55,11 @@ def sweep_info() -> dict | None:
         if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
             return None
         hc = HydraConfig.get()
-        return {"id": str(hc.sweep.dir), "job": int(hc.job.get("num") or 0),
-                "overrides": [str(o) for o in hc.overrides.task]}
+        return {
+            "id": str(hc.sweep.dir),
+            "job": int(hc.job.get("num") or 0),
+            "overrides": [str(o) for o in hc.overrides.task],
+        }
     except Exception:  # noqa: BLE001  (a Hydra config without these fields: not a sweep we know)
         return None
 
@@ -76,8 +80,12 @@ def experiment_id(client, name: str) -> str:
 
 def _parents(client, exp_id: str, sweep_id: str) -> list:
     quoted = sweep_id.replace("\\", "\\\\").replace("'", "\\'")
-    return client.search_runs([exp_id], f"tags.{SWEEP_TAG} = '{quoted}' AND tags.{PARENT_TAG} = 'true'",
-                              order_by=["attributes.start_time ASC", "attributes.run_id ASC"], max_results=100)
+    return client.search_runs(
+        [exp_id],
+        f"tags.{SWEEP_TAG} = '{quoted}' AND tags.{PARENT_TAG} = 'true'",
+        order_by=["attributes.start_time ASC", "attributes.run_id ASC"],
+        max_results=100,
+    )
 
 
 def override_keys(overrides: list[str]) -> list[tuple[str, bool]]:
@@ -166,8 +174,12 @@ class SweepParentRun(Callback):
             run_id = find_or_create_parent(client, exp_id, str(config.hydra.sweep.dir), overrides)
         except Exception as err:  # noqa: BLE001
             line = str(err).strip().splitlines()[0] if str(err).strip() else ""
-            print(f"isles: the sweep's parent MLflow run was not opened here ({type(err).__name__}: {line}); "
-                  "the first job opens it", file=sys.stderr, flush=True)
+            print(
+                f"isles: the sweep's parent MLflow run was not opened here ({type(err).__name__}: {line}); "
+                "the first job opens it",
+                file=sys.stderr,
+                flush=True,
+            )
             return
         self._open = (client, run_id)
         atexit.register(self._close, "FAILED")
@@ -185,5 +197,8 @@ class SweepParentRun(Callback):
             with contextlib.redirect_stdout(sys.stderr):  # MLflow's "View run ... at" lines: stdout is results
                 client.set_terminated(run_id, status)
         except Exception as err:  # noqa: BLE001  (at exit: say it, do not raise)
-            print(f"isles: the sweep's parent MLflow run {run_id} was not closed ({type(err).__name__})",
-                  file=sys.stderr, flush=True)
+            print(
+                f"isles: the sweep's parent MLflow run {run_id} was not closed ({type(err).__name__})",
+                file=sys.stderr,
+                flush=True,
+            )

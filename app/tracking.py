@@ -38,6 +38,7 @@ in the launch directory); ``mlflow ui`` started there shows every run. A trackin
 (``logger.tracking_uri=http://HOST:PORT``) is checked before the run starts
 (:mod:`isles.app.tracking_server`).
 """
+
 from __future__ import annotations
 
 import json
@@ -51,7 +52,6 @@ from isles import git_commit
 from isles.app.run_files import MIGRATION_HEADER, history_header, history_row, migration_row
 from isles.app.tracking_server import prepare_sqlite_store
 from isles.islands.results import MLFLOW, EpochRecord
-
 
 
 def mlflow_module():
@@ -137,8 +137,12 @@ def run_source(argv: list[str] | None = None) -> dict:
         experiment, multirun = hydra.runtime.choices.get("experiment"), hydra.mode == RunMode.MULTIRUN
     except Exception:  # noqa: BLE001, S110  (not started through Hydra)
         pass
-    return {"name": name, "command": " ".join([*head, *(shlex.quote(a) for a in argv[1:])]),
-            "experiment": experiment, "overrides": task_overrides() if multirun else []}
+    return {
+        "name": name,
+        "command": " ".join([*head, *(shlex.quote(a) for a in argv[1:])]),
+        "experiment": experiment,
+        "overrides": task_overrides() if multirun else [],
+    }
 
 
 def default_run_name(params: dict, problem, source: dict) -> str:
@@ -147,12 +151,15 @@ def default_run_name(params: dict, problem, source: dict) -> str:
     EXPERIMENT is Hydra's ``+experiment`` choice, else ``logger.experiment_name`` unless it is the
     default ``isles``, else the algorithm's class; PROBLEM the problem's ``name``, else its
     class; SEED the config's ``seed``."""
+
     def leaf(target) -> str:
         return str(target or "").rsplit(".", 1)[-1].lower()
 
     experiment = source.get("experiment") or (
-        params.get("logger.experiment_name") if params.get("logger.experiment_name") not in (None, "", "isles")
-        else leaf(params.get("algorithm._target_")) or "isles")
+        params.get("logger.experiment_name")
+        if params.get("logger.experiment_name") not in (None, "", "isles")
+        else leaf(params.get("algorithm._target_")) or "isles"
+    )
     name = getattr(problem, "name", None) or leaf(params.get("problem._target_")) or "problem"
     return f"{experiment}-{name}-s{params.get('seed', 0)}"[:250]
 
@@ -174,8 +181,12 @@ def source_tags(source: dict) -> dict:
     if source.get("overrides"):
         note += f"\nThis job of the sweep:\n\n    {' '.join(source['overrides'])}\n"
     commit = git_commit()
-    tags = {MLFLOW_SOURCE_NAME: source["name"], MLFLOW_SOURCE_TYPE: "LOCAL", MLFLOW_RUN_NOTE: note,
-            "git_commit": commit}
+    tags = {
+        MLFLOW_SOURCE_NAME: source["name"],
+        MLFLOW_SOURCE_TYPE: "LOCAL",
+        MLFLOW_RUN_NOTE: note,
+        "git_commit": commit,
+    }
     if commit != "unknown":
         tags[MLFLOW_GIT_COMMIT] = commit
     return tags
@@ -200,8 +211,16 @@ class MlflowTracker:
         source: what launched the run (:func:`run_source`; default: this process's command line).
     """
 
-    def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, flush_s: float = 2.0,
-                 sweep: dict | None = None, source: dict | None = None):
+    def __init__(
+        self,
+        logger_cfg: dict,
+        params: dict,
+        config_yaml: str,
+        problem,
+        flush_s: float = 2.0,
+        sweep: dict | None = None,
+        source: dict | None = None,
+    ):
         self.cfg = logger_cfg
         self.sweep = sweep
         self.source = source or run_source()
@@ -254,14 +273,24 @@ class MlflowTracker:
         name, tags = self.cfg.get("run_name"), {}
         if run_id:  # resumed, but its run is in another store (e.g. logger.fallback_local): a new run
             tags = {"resumed": "true", "resumed_from_run": run_id}
-            print(f"isles: MLflow run {run_id} is not in {mlflow.get_tracking_uri()}; the resumed run is "
-                  "logged as a new run there (tag resumed_from_run)", file=sys.stderr, flush=True)
+            print(
+                f"isles: MLflow run {run_id} is not in {mlflow.get_tracking_uri()}; the resumed run is "
+                "logged as a new run there (tag resumed_from_run)",
+                file=sys.stderr,
+                flush=True,
+            )
         if self.sweep:
             parent = find_or_create_parent(self._client, exp.experiment_id, self.sweep["id"])
-            tags, name = {**tags, **child_tags(parent, self.sweep)}, name or child_name(self._client, parent, self.sweep)
+            tags, name = (
+                {**tags, **child_tags(parent, self.sweep)},
+                name or child_name(self._client, parent, self.sweep),
+            )
         tags = {**source_tags(self.source), **tags}  # MLflow's own (source.name would read "-c")
-        run = mlflow.start_run(run_name=name or default_run_name(self.params, self.problem, self.source), tags=tags,
-                               log_system_metrics=system_metrics)
+        run = mlflow.start_run(
+            run_name=name or default_run_name(self.params, self.problem, self.source),
+            tags=tags,
+            log_system_metrics=system_metrics,
+        )
         self.run_id = run.info.run_id
         if opened:
             opened(self.run_id)
@@ -287,8 +316,11 @@ class MlflowTracker:
         root = local_artifact_root(mlflow.get_tracking_uri())
         if root and self._client.get_experiment_by_name(name) is None:
             try:  # tagged as it is created: no second write for runs started at once to race on
-                self._client.create_experiment(name, artifact_location=f"{root}/{quote(name, safe='')}",
-                                               tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+                self._client.create_experiment(
+                    name,
+                    artifact_location=f"{root}/{quote(name, safe='')}",
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+                )
             except MlflowException:  # created meanwhile (another job of a sweep)
                 pass
         exp = mlflow.set_experiment(name)
@@ -363,21 +395,31 @@ class MlflowTracker:
         self.flush()
         # the job's record (written in its output folder too), else made here the same way
         report = result.solution if result.solution is not None else solution_record(self.problem, result)
-        final = {"final_evaluations": result.evaluations, "final_wall_s": result.wall_s,
-                 "final_evals_per_s": result.evaluations / max(result.wall_s, 1e-12),
-                 "final_steady_evals_per_s": result.steady_evals_per_s,
-                 "final_us_per_generation": _median([h.us_per_generation for h in result.history])}
+        final = {
+            "final_evaluations": result.evaluations,
+            "final_wall_s": result.wall_s,
+            "final_evals_per_s": result.evaluations / max(result.wall_s, 1e-12),
+            "final_steady_evals_per_s": result.steady_evals_per_s,
+            "final_us_per_generation": _median([h.us_per_generation for h in result.history]),
+        }
         if result.payoff_evaluations:  # a min-max algorithm's pair payoffs, apart from evaluations
             final["final_payoff_evaluations"] = result.payoff_evaluations
         if report.get("not_computed"):
             mlflow.set_tag("report_not_computed", report["not_computed"][:5000])
         else:
-            final.update({"final_best_f": report["f"], "final_max_violation": report["max_normalised_violation"],
-                          "final_feasible": float(report["feasible"])})
+            final.update(
+                {
+                    "final_best_f": report["f"],
+                    "final_max_violation": report["max_normalised_violation"],
+                    "final_feasible": float(report["feasible"]),
+                }
+            )
         mlflow.log_dict(report, "best_solution.json")  # the result first: nothing after it can lose it
         mlflow.log_metrics(final)
         if result.hit_generations is not None:
-            mlflow.log_metrics({f"island_{i:02d}_hit_generation": float(g) for i, g in enumerate(result.hit_generations)})
+            mlflow.log_metrics(
+                {f"island_{i:02d}_hit_generation": float(g) for i, g in enumerate(result.hit_generations)}
+            )
         fig = convergence_figure(result.history, self.problem)  # the kept records: bounded, evenly thinned
         mlflow.log_figure(fig, "convergence.png")
         # every epoch and migration: the files the job wrote as they were made, else what the result kept

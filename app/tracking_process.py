@@ -10,6 +10,7 @@ process imports MLflow and its SQL store before it learns what to track: MLflow'
 (about 4 s: its imports, the store's schema check, the run's creation) overlaps the run's own
 (the config, Ray, CuPy's compilation) instead of following it.
 """
+
 from __future__ import annotations
 
 import queue
@@ -37,10 +38,17 @@ def _spawn() -> tuple:
     conn, child = mp.Pipe()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # as a spawn would
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from isles.app.tracking_process import child_main; "
-         "child_main(int(sys.argv[1]))", str(child.fileno())],
-        pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
-        stdout=2)  # MLflow's "View run ... at" lines (a tracking server) go to stderr: stdout is the result
+        [
+            sys.executable,
+            "-c",
+            "import sys; from isles.app.tracking_process import child_main; child_main(int(sys.argv[1]))",
+            str(child.fileno()),
+        ],
+        pass_fds=[child.fileno()],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=2,
+    )  # MLflow's "View run ... at" lines (a tracking server) go to stderr: stdout is the result
     child.close()
     return proc, conn
 
@@ -276,7 +284,9 @@ def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id
     except Exception as err:  # noqa: BLE001  (the run's process reports it, and the run is FAILED)
         close("FAILED")
         try:
-            conn.send(("error", f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"))
+            conn.send(
+                ("error", f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}")
+            )
         except OSError:  # the run's process is gone already
             pass
 

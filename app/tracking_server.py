@@ -17,6 +17,7 @@ inside Ray's temporary copy of a job's working directory (``ray job submit --wor
 refused before the run starts: Ray deletes that copy with its session (:func:`check_not_in_ray_copy`).
 Imports nothing from MLflow (seconds), only the standard library.
 """
+
 from __future__ import annotations
 
 import json
@@ -104,7 +105,7 @@ def local_store_path(uri: str | None) -> str | None:
         return os.path.abspath("mlflow.db")
     parts = urlsplit(uri)
     if parts.scheme == "sqlite":
-        path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else ""
+        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else ""
         return os.path.abspath(path) if path and path != ":memory:" else None
     if parts.scheme == "file":
         return os.path.abspath(parts.path)
@@ -182,10 +183,12 @@ def check_not_in_ray_copy(logger_cfg: dict, copy: str | None = None) -> None:
     if path is None or not os.path.join(os.path.realpath(path), "").startswith(root):
         return
     named = named or "logger.tracking_uri=null (MLflow's default store, mlflow.db in the working directory)"
-    raise ValueError(f"{named}: this Ray job runs in Ray's temporary copy of its working directory ({copy}), "
-                     "deleted with the Ray session, and the run would be recorded there; allowed values are a "
-                     "tracking server (logger.tracking_uri=http://HOST:5000, cluster/README.md) or a store "
-                     "outside that copy (logger.tracking_uri=sqlite:////ABSOLUTE/PATH/mlflow.db), or logger=none")
+    raise ValueError(
+        f"{named}: this Ray job runs in Ray's temporary copy of its working directory ({copy}), "
+        "deleted with the Ray session, and the run would be recorded there; allowed values are a "
+        "tracking server (logger.tracking_uri=http://HOST:5000, cluster/README.md) or a store "
+        "outside that copy (logger.tracking_uri=sqlite:////ABSOLUTE/PATH/mlflow.db), or logger=none"
+    )
 
 
 def local_artifact_root(uri: str | None) -> str | None:
@@ -204,10 +207,22 @@ def local_artifact_root(uri: str | None) -> str | None:
 
 #: the schemes of MLflow's own tracking stores (``postgresql+psycopg2`` counts as ``postgresql``);
 #: a plugin's scheme (entry point group ``mlflow.tracking_store``) is accepted too
-MLFLOW_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "file", "databricks",
-                  "databricks-uc", "uc")
-ALLOWED_STORES = ("sqlite:///PATH/mlflow.db (a folder you can write), http(s)://HOST:PORT (a tracking server), "
-                  "postgresql://, mysql://, mssql://, databricks, or logger=none")
+MLFLOW_SCHEMES = (
+    "sqlite",
+    "http",
+    "https",
+    "postgresql",
+    "mysql",
+    "mssql",
+    "file",
+    "databricks",
+    "databricks-uc",
+    "uc",
+)
+ALLOWED_STORES = (
+    "sqlite:///PATH/mlflow.db (a folder you can write), http(s)://HOST:PORT (a tracking server), "
+    "postgresql://, mysql://, mssql://, databricks, or logger=none"
+)
 
 
 def _plugin_schemes() -> set:
@@ -270,13 +285,16 @@ def check_store_uri(logger_cfg: dict) -> None:
         scheme = ""
     base = scheme.split("+")[0]
     if base and base not in MLFLOW_SCHEMES and base not in _plugin_schemes():
-        raise ValueError(f"{named}: MLflow has no tracking store for the scheme {scheme!r}; allowed values are "
-                         + ALLOWED_STORES)
+        raise ValueError(
+            f"{named}: MLflow has no tracking store for the scheme {scheme!r}; allowed values are " + ALLOWED_STORES
+        )
     file_store = base in ("", "file")
     if file_store and _mlflow_refuses_file_stores():
-        raise ValueError(f"{named}: MLflow 3 refuses a file store (a file: URI or a plain path) unless "
-                         "MLFLOW_ALLOW_FILE_STORE=true is set in the environment; set it, or use "
-                         "sqlite:///PATH/mlflow.db (MLflow's default) or a tracking server http(s)://HOST:PORT")
+        raise ValueError(
+            f"{named}: MLflow 3 refuses a file store (a file: URI or a plain path) unless "
+            "MLFLOW_ALLOW_FILE_STORE=true is set in the environment; set it, or use "
+            "sqlite:///PATH/mlflow.db (MLflow's default) or a tracking server http(s)://HOST:PORT"
+        )
     path = local_store_path(uri) if base in ("", "file", "sqlite") else None
     reason = unwritable(path, folder=file_store) if path else None
     if reason:
@@ -312,12 +330,18 @@ def reach_tracking_store(logger_cfg: dict, timeout_s: float = PROBE_TIMEOUT_S) -
     if reason is None:
         return logger_cfg
     if not logger_cfg.get("fallback_local"):
-        raise ValueError(f"{named}: no MLflow tracking server answers there ({reason}); start it "
-                         "(mlflow server --host 127.0.0.1 --port PORT), fix the URI, or set "
-                         "logger.fallback_local=true to log to the local store instead")
+        raise ValueError(
+            f"{named}: no MLflow tracking server answers there ({reason}); start it "
+            "(mlflow server --host 127.0.0.1 --port PORT), fix the URI, or set "
+            "logger.fallback_local=true to log to the local store instead"
+        )
     local = local_store_uri()
     check_store_uri({**logger_cfg, "tracking_uri": local})
     check_not_in_ray_copy({**logger_cfg, "tracking_uri": local})
-    print(f"isles: the MLflow server {uri} does not answer ({reason}); this run goes to the local store "
-          f"{local} (logger.fallback_local=true)", file=sys.stderr, flush=True)
+    print(
+        f"isles: the MLflow server {uri} does not answer ({reason}); this run goes to the local store "
+        f"{local} (logger.fallback_local=true)",
+        file=sys.stderr,
+        flush=True,
+    )
     return {**logger_cfg, "tracking_uri": local}

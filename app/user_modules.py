@@ -7,6 +7,7 @@ no ``working_dir``, and a path of the driver's machine means nothing on another 
 :func:`init_ray <isles.app.ray_setup.init_ray>` ships the files that :func:`user_module_paths`
 finds as Ray's ``runtime_env`` ``py_modules``.
 """
+
 from __future__ import annotations
 
 import importlib.util

@@ -27,6 +27,7 @@ GPU times are CUDA events around the replays (or calls); CPU times ``time.perf_c
 (cycle time / 40) and the effective FP32 rate of a naive pair evaluation (3 D flops per pair)
 as a fraction of the H100 SXM's 67 TFLOP/s FP32 peak.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,20 +51,47 @@ from isles.problems.engineering import Spring  # noqa: E402
 from isles.problems.minmax import AugmentedLagrangian, SaddleP1  # noqa: E402
 
 H100_FP32_PEAK = 67e12  # flop/s, H100 SXM5 (NVIDIA datasheet)
-PROBLEMS = {"P1": lambda: SaddleP1(100), "P2": lambda: AugmentedLagrangian(G01()),
-            "P3": lambda: AugmentedLagrangian(G07()), "P4": lambda: AugmentedLagrangian(G09()),
-            "P5": lambda: AugmentedLagrangian(G10()), "P6": lambda: AugmentedLagrangian(Spring())}
+PROBLEMS = {
+    "P1": lambda: SaddleP1(100),
+    "P2": lambda: AugmentedLagrangian(G01()),
+    "P3": lambda: AugmentedLagrangian(G07()),
+    "P4": lambda: AugmentedLagrangian(G09()),
+    "P5": lambda: AugmentedLagrangian(G10()),
+    "P6": lambda: AugmentedLagrangian(Spring()),
+}
 # seed 000: Table 2 (n = 50) and Table 6 (n = 100), mean ms per run: (C-CUDA GTX 285, C Athlon X2)
-SEED_MS = {50: {"P1": (4584.8, 19800.5), "P2": (934.0, 3910.0), "P3": (866.2, 8355.0), "P4": (674.7, 7620.0),
-                "P5": (683.3, 2955.0), "P6": (550.8, 7395.0)},
-           100: {"P1": (5006.8, 90251.0), "P2": (1300.1, 14852.9), "P3": (1162.0, 32673.0),
-                 "P4": (858.2, 29993.0), "P5": (907.0, 11384.0), "P6": (486.5, 29210.0)}}
+SEED_MS = {
+    50: {
+        "P1": (4584.8, 19800.5),
+        "P2": (934.0, 3910.0),
+        "P3": (866.2, 8355.0),
+        "P4": (674.7, 7620.0),
+        "P5": (683.3, 2955.0),
+        "P6": (550.8, 7395.0),
+    },
+    100: {
+        "P1": (5006.8, 90251.0),
+        "P2": (1300.1, 14852.9),
+        "P3": (1162.0, 32673.0),
+        "P4": (858.2, 29993.0),
+        "P5": (907.0, 11384.0),
+        "P6": (486.5, 29210.0),
+    },
+}
 
 
 def time_cycles(xp, pid: str, n: int, islands: int, cycles: int, path: str, dtype) -> float:
     """Seconds for ``cycles`` cycles of ``islands`` batched runs (after one warm-up cycle)."""
-    algo = CDE(pop_size=n, gens_x=20, gens_y=20, F=0.7, CR=0.7, strategy="rand/1",
-               fused=path in ("graph", "fused"), epoch=path.startswith("epoch"))
+    algo = CDE(
+        pop_size=n,
+        gens_x=20,
+        gens_y=20,
+        F=0.7,
+        CR=0.7,
+        strategy="rand/1",
+        fused=path in ("graph", "fused"),
+        epoch=path.startswith("epoch"),
+    )
     ctx = Context(xp, dtype, Evaluator(PROBLEMS[pid]()), CounterRNG(xp, 0, range(islands)))
     state = algo.init(ctx)
     if xp is np:
@@ -120,9 +148,19 @@ def main(argv=None) -> int:
                     s = time_cycles(xp, pid, n, isl, a.cycles, path, dtype)
                     ms = s / a.cycles * 200 * 1e3
                     seed = SEED_MS.get(n, {}).get(pid, (None, None))
-                    rows.append({"problem": pid, "n": n, "islands": isl, "path": path, "ms_per_run": ms,
-                                 "seed_cuda_ms": seed[0], "seed_c_ms": seed[1], "dtype": a.dtype,
-                                 "measured_cycles": a.cycles})
+                    rows.append(
+                        {
+                            "problem": pid,
+                            "n": n,
+                            "islands": isl,
+                            "path": path,
+                            "ms_per_run": ms,
+                            "seed_cuda_ms": seed[0],
+                            "seed_c_ms": seed[1],
+                            "dtype": a.dtype,
+                            "measured_cycles": a.cycles,
+                        }
+                    )
                     print(f"| {pid} | {n} | {isl} | {path} | {ms:.1f} | {seed[0]} | {seed[1]} |", flush=True)
     if a.scale:
         for path in paths:
@@ -130,11 +168,23 @@ def main(argv=None) -> int:
             s = time_cycles(xp, "P1", 1000, 1, cyc, path, dtype_of(a.scale_dtype))
             us_gen = s / cyc / 40 * 1e6
             flops = 3 * 100 * 1000 * 1000 / (us_gen * 1e-6)
-            rows.append({"problem": "P1", "n": 1000, "islands": 1, "path": path, "us_per_generation": us_gen,
-                         "naive_pair_flops_per_s": flops, "fraction_of_h100_fp32_peak": flops / H100_FP32_PEAK,
-                         "dtype": a.scale_dtype})
-            print(f"P1 n=1000 {path} {a.scale_dtype}: {us_gen:.1f} us/generation, naive pair rate {flops / 1e12:.2f} "
-                  f"TFLOP/s = {100 * flops / H100_FP32_PEAK:.2f} % of H100 FP32 peak", flush=True)
+            rows.append(
+                {
+                    "problem": "P1",
+                    "n": 1000,
+                    "islands": 1,
+                    "path": path,
+                    "us_per_generation": us_gen,
+                    "naive_pair_flops_per_s": flops,
+                    "fraction_of_h100_fp32_peak": flops / H100_FP32_PEAK,
+                    "dtype": a.scale_dtype,
+                }
+            )
+            print(
+                f"P1 n=1000 {path} {a.scale_dtype}: {us_gen:.1f} us/generation, naive pair rate {flops / 1e12:.2f} "
+                f"TFLOP/s = {100 * flops / H100_FP32_PEAK:.2f} % of H100 FP32 peak",
+                flush=True,
+            )
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -13,6 +13,7 @@ problems and the HS106 value for P5; ``shared/problems.md`` section 7.1).
     python benchmarks/cde_quality.py --problems g07 --set algorithm.F=0.5 --set algorithm.CR=0.9
     python benchmarks/cde_quality.py --json out.json           # also write the rows
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,12 +42,22 @@ PROBLEMS = {
 }
 # seed 000 Tables 3 (rand/1) and 5 (best/1): optimal, best, median, mean, std, worst, as printed
 SEED = {
-    "rand/1": {"P1": (0.00, 0.00, -0.00, -0.00, 0.00, 0.00), "P2": (-15.00, -15.00, -14.87, -15.00, 0.56, -12.45),
-               "P3": (24.31, 24.47, 24.48, 24.48, 0.00, 24.51), "P4": (680.63, 680.63, 680.63, 680.63, 0.00, 680.63),
-               "P5": (7049.33, 7047.83, 7049.34, 7048.03, 2.10, 7054.14), "P6": (0.01, 0.01, 0.01, 0.01, 0.00, 0.01)},
-    "best/1": {"P1": (0.00, 0.00, 0.00, 0.00, 0.02, -0.09), "P2": (-15.00, -15.00, -13.76, -13.83, 3.74, -11.28),
-               "P3": (24.31, 24.47, 24.48, 24.48, 0.01, 24.49), "P4": (680.63, 680.63, 680.63, 680.63, 0.00, 680.64),
-               "P5": (7049.33, 7047.87, 7066.34, 7052.44, 32.74, 7184.93), "P6": (0.01, 0.01, 0.01, 0.01, 0.00, 0.01)},
+    "rand/1": {
+        "P1": (0.00, 0.00, -0.00, -0.00, 0.00, 0.00),
+        "P2": (-15.00, -15.00, -14.87, -15.00, 0.56, -12.45),
+        "P3": (24.31, 24.47, 24.48, 24.48, 0.00, 24.51),
+        "P4": (680.63, 680.63, 680.63, 680.63, 0.00, 680.63),
+        "P5": (7049.33, 7047.83, 7049.34, 7048.03, 2.10, 7054.14),
+        "P6": (0.01, 0.01, 0.01, 0.01, 0.00, 0.01),
+    },
+    "best/1": {
+        "P1": (0.00, 0.00, 0.00, 0.00, 0.02, -0.09),
+        "P2": (-15.00, -15.00, -13.76, -13.83, 3.74, -11.28),
+        "P3": (24.31, 24.47, 24.48, 24.48, 0.01, 24.49),
+        "P4": (680.63, 680.63, 680.63, 680.63, 0.00, 680.64),
+        "P5": (7049.33, 7047.87, 7066.34, 7052.44, 32.74, 7184.93),
+        "P6": (0.01, 0.01, 0.01, 0.01, 0.00, 0.01),
+    },
 }
 # shared/problems.md 7.1: rows of the seed that cannot be right
 SEED_NOTES = {
@@ -72,14 +83,31 @@ def run_row(pid: str, strategy: str, runs: int, seed: int, overrides: list[str],
     cfg = {
         "problem": dict(pcfg),
         "constraints": {"handling": "augmented_lagrangian", "r": 1e7, "multiplier_bound": 1e4},
-        "algorithm": {"_target_": "isles.algorithms.coevolution.cde.CDE", "pop_size": 50, "n_cycles": 200,
-                      "gens_x": 20, "gens_y": 20, "F": 0.7, "CR": 0.7, "strategy": strategy},
+        "algorithm": {
+            "_target_": "isles.algorithms.coevolution.cde.CDE",
+            "pop_size": 50,
+            "n_cycles": 200,
+            "gens_x": 20,
+            "gens_y": 20,
+            "F": 0.7,
+            "CR": 0.7,
+            "strategy": strategy,
+        },
     }
     for o in overrides:
         k, v = o.split("=", 1)
         _set(cfg, k, json.loads(v) if v[:1] in "-0123456789[{tfn" else v)
-    group = IslandGroup(GroupSpec(problem=cfg["problem"], constraints=cfg["constraints"], algorithm=cfg["algorithm"],
-                                  island_ids=tuple(range(runs)), seed=seed, device=device, dtype="float64"))
+    group = IslandGroup(
+        GroupSpec(
+            problem=cfg["problem"],
+            constraints=cfg["constraints"],
+            algorithm=cfg["algorithm"],
+            island_ids=tuple(range(runs)),
+            seed=seed,
+            device=device,
+            dtype="float64",
+        )
+    )
     t0 = time.perf_counter()
     s = one_epoch(group, int(cfg["algorithm"]["n_cycles"]))
     wall = time.perf_counter() - t0
@@ -91,13 +119,25 @@ def run_row(pid: str, strategy: str, runs: int, seed: int, overrides: list[str],
         feas.append(rep["feasible"])
     f, feas = np.array(f), np.array(feas)
     fs = problem.f_star
-    row = {"problem": pid, "label": label, "strategy": strategy, "f_star": fs, "runs": runs,
-           "best": float(f.min()), "median": float(np.median(f)), "mean": float(f.mean()),
-           "std": float(f.std(ddof=1)), "worst": float(f.max()), "feasible": int(feas.sum()),
-           "best_feasible": float(f[feas].min()) if feas.any() else None,
-           "median_feasible": float(np.median(f[feas])) if feas.any() else None,
-           "wall_s": wall, "overrides": overrides, "seed_row": SEED[strategy].get(label) if strategy in SEED else None,
-           "seed_note": SEED_NOTES.get((strategy, label), "")}
+    row = {
+        "problem": pid,
+        "label": label,
+        "strategy": strategy,
+        "f_star": fs,
+        "runs": runs,
+        "best": float(f.min()),
+        "median": float(np.median(f)),
+        "mean": float(f.mean()),
+        "std": float(f.std(ddof=1)),
+        "worst": float(f.max()),
+        "feasible": int(feas.sum()),
+        "best_feasible": float(f[feas].min()) if feas.any() else None,
+        "median_feasible": float(np.median(f[feas])) if feas.any() else None,
+        "wall_s": wall,
+        "overrides": overrides,
+        "seed_row": SEED[strategy].get(label) if strategy in SEED else None,
+        "seed_note": SEED_NOTES.get((strategy, label), ""),
+    }
     if fs not in (None, 0.0):
         row["gap_best_pct"] = 100.0 * (row["best"] - fs) / abs(fs)
         row["gap_median_pct"] = 100.0 * (row["median"] - fs) / abs(fs)
@@ -117,22 +157,29 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rows = []
-    print("| P | f* | best | median | mean | std | worst | feasible | gap best / median "
-          "| seed (best, median, mean, std, worst) | wall s |")
+    print(
+        "| P | f* | best | median | mean | std | worst | feasible | gap best / median "
+        "| seed (best, median, mean, std, worst) | wall s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for pid in a.problems:
         r = run_row(pid, a.strategy, a.runs, a.seed, a.set, a.device)
         rows.append(r)
-        gap = (f"{r['gap_best_pct']:+.4f} % / {r['gap_median_pct']:+.4f} %" if "gap_best_pct" in r
-               else f"max abs x {r.get('max_abs_x', float('nan')):.2e}")
+        gap = (
+            f"{r['gap_best_pct']:+.4f} % / {r['gap_median_pct']:+.4f} %"
+            if "gap_best_pct" in r
+            else f"max abs x {r.get('max_abs_x', float('nan')):.2e}"
+        )
         sr = r["seed_row"]
         seed_txt = ", ".join(f"{v:g}" for v in sr[1:]) if sr else ""
         if r["seed_note"]:
             seed_txt += f" ({r['seed_note']})"
-        print(f"| {r['label']} {pid} | {r['f_star']:.10g} | {r['best']:.10g} | {r['median']:.10g} | {r['mean']:.10g} | "
-              f"{r['std']:.3g} | {r['worst']:.10g} | {r['feasible']}/{r['runs']} | {gap} | {seed_txt} "
-              f"| {r['wall_s']:.1f} |",
-              flush=True)
+        print(
+            f"| {r['label']} {pid} | {r['f_star']:.10g} | {r['best']:.10g} | {r['median']:.10g} | {r['mean']:.10g} | "
+            f"{r['std']:.3g} | {r['worst']:.10g} | {r['feasible']}/{r['runs']} | {gap} | {seed_txt} "
+            f"| {r['wall_s']:.1f} |",
+            flush=True,
+        )
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -9,6 +9,7 @@ GPU times come from synchronized timers (``cupyx.profiler.benchmark`` for the si
 device synchronisation before each clock read for whole runs); compilation and start-up are
 excluded by a warm-up. Prints Markdown table rows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,9 +62,11 @@ def bench_inprocess(args) -> None:
             fs.append(feasibility_report(problem, np.asarray(bx.get() if hasattr(bx, "get") else bx))["f"])
     evals = args.slaves * args.particles * (1 + args.iterations * 6) + 10 * args.iterations * 6
     w = statistics.median(walls)
-    print(f"| CMEPSO in-process {problem.name} {args.slaves}x{args.particles} | {device_name(xp)} | "
-          f"{args.iterations} it | median wall {w:.3f} s (min {min(walls):.3f}) | {evals / w:,.0f} evals/s | "
-          f"best f {min(fs):.7g} |")
+    print(
+        f"| CMEPSO in-process {problem.name} {args.slaves}x{args.particles} | {device_name(xp)} | "
+        f"{args.iterations} it | median wall {w:.3f} s (min {min(walls):.3f}) | {evals / w:,.0f} evals/s | "
+        f"best f {min(fs):.7g} |"
+    )
 
 
 def bench_pso_step(args) -> None:
@@ -86,8 +89,10 @@ def bench_pso_step(args) -> None:
             from cupyx.profiler import benchmark  # noqa: PLC0415
 
             r = benchmark(pso.step, (ctx, state), n_repeat=200, n_warmup=10)
-            print(f"  plain CuPy step: {float(np.mean(r.gpu_times)) * 1e6:.1f} us GPU, "
-                  f"{float(np.mean(r.cpu_times)) * 1e6:.1f} us host")
+            print(
+                f"  plain CuPy step: {float(np.mean(r.gpu_times)) * 1e6:.1f} us GPU, "
+                f"{float(np.mean(r.cpu_times)) * 1e6:.1f} us host"
+            )
             stepper = GraphStepper.for_algorithm(pso, ctx, state)
             stepper.run(50)
             n = 2000
@@ -112,17 +117,26 @@ def bench_job(args) -> None:
     from isles.app.job import run_job  # noqa: PLC0415
 
     conf = str(Path(__file__).resolve().parents[1] / "conf")
-    over = ["+experiment=cmepso", f"problem={args.problem}", f"device={args.device}", "logger=none",
-            "progress=false", f"algorithm.n_particles={args.particles}", f"generations={args.iterations}",
-            f"islands.migration_interval={args.interval}"] + args.overrides
+    over = [
+        "+experiment=cmepso",
+        f"problem={args.problem}",
+        f"device={args.device}",
+        "logger=none",
+        "progress=false",
+        f"algorithm.n_particles={args.particles}",
+        f"generations={args.iterations}",
+        f"islands.migration_interval={args.interval}",
+    ] + args.overrides
     with initialize_config_dir(config_dir=conf, version_base="1.3"):
         cfg = compose(config_name="config", overrides=over)
     result, _ = run_job(cfg)
     devices = sorted(set(result.devices.values()))
-    print(f"| job {args.problem} 10x{args.particles} interval {args.interval} | {'; '.join(devices)} | "
-          f"wall {result.wall_s:.2f} s (+{result.startup_s:.1f} s start-up) | "
-          f"{result.evaluations / result.wall_s:,.0f} evals/s (steady state {result.steady_evals_per_s:,.0f}) | "
-          f"best f {result.best_f:.7g} |")
+    print(
+        f"| job {args.problem} 10x{args.particles} interval {args.interval} | {'; '.join(devices)} | "
+        f"wall {result.wall_s:.2f} s (+{result.startup_s:.1f} s start-up) | "
+        f"{result.evaluations / result.wall_s:,.0f} evals/s (steady state {result.steady_evals_per_s:,.0f}) | "
+        f"best f {result.best_f:.7g} |"
+    )
     for gid, dev in sorted(result.devices.items()):
         print(f"  island {gid}: {dev}")
 

@@ -19,6 +19,7 @@ Relative gaps (f - f*)/f* over seeds 0..19 (best / median; all runs feasible):
 | cor_mode=range                            | 1.0e-6 / 2.0e-6 | 2.0e-7 / 5.1e-6 | 5.9e-4 / 1.1e-3 |
 | constant clamp 0.5 (vmax_final=0.5)       | 1.1e-4 / 2.1e-4 | 4.1e-5 / 1.3e-4 | 1.5e-4 / 3.2e-4 |
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,13 @@ def main(argv=None):
     ap.add_argument("--slaves", type=int, default=10)
     ap.add_argument("--vmax", type=float, default=None, help="vmax_fraction (default: EPSO's)")
     ap.add_argument("--cor", type=float, default=None, help="COR (default: EPSO's)")
-    ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
-                    help="other EPSOParams fields of slaves and master, e.g. vmax_final=0.5 cor_mode=range")
+    ap.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="other EPSOParams fields of slaves and master, e.g. vmax_final=0.5 cor_mode=range",
+    )
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args(argv)
     over = {k: v for k, v in (("vmax_fraction", a.vmax), ("cor", a.cor)) if v is not None}
@@ -77,10 +83,14 @@ def main(argv=None):
             over[k] = int(v) if v.lstrip("-").isdigit() else float(v)
         except ValueError:
             over[k] = v  # e.g. cor_mode=range
-    print(f"EPSO params: {EPSO(**over).params}; iterations={a.iterations}, slaves={a.slaves}, "
-          f"seeds {a.first_seed}..{a.first_seed + a.seeds - 1}")
-    hdr = f"{'problem':14s} {'best':>14s} {'median':>14s} {'mean':>14s} {'std':>10s} {'worst':>14s} " \
-          f"{'feas':>6s} {'best gap':>9s} {'med gap':>9s} {'s/run':>6s}"
+    print(
+        f"EPSO params: {EPSO(**over).params}; iterations={a.iterations}, slaves={a.slaves}, "
+        f"seeds {a.first_seed}..{a.first_seed + a.seeds - 1}"
+    )
+    hdr = (
+        f"{'problem':14s} {'best':>14s} {'median':>14s} {'mean':>14s} {'std':>10s} {'worst':>14s} "
+        f"{'feas':>6s} {'best gap':>9s} {'med gap':>9s} {'s/run':>6s}"
+    )
     rows = []
     with ProcessPoolExecutor(a.workers) as pool:
         for name in a.problems:
@@ -89,9 +99,11 @@ def main(argv=None):
             f = np.array([r[0] for r in res])
             feas = np.array([r[1] for r in res])
             fs = make_problem(name).f_star
-            rows.append(f"{name:14s} {f.min():14.10g} {np.median(f):14.10g} {f.mean():14.10g} {f.std():10.3g} "
-                        f"{f.max():14.10g} {feas.mean():6.0%} {(f.min() - fs) / fs:9.2e} "
-                        f"{(np.median(f) - fs) / fs:9.2e} {np.mean([r[2] for r in res]):6.1f}")
+            rows.append(
+                f"{name:14s} {f.min():14.10g} {np.median(f):14.10g} {f.mean():14.10g} {f.std():10.3g} "
+                f"{f.max():14.10g} {feas.mean():6.0%} {(f.min() - fs) / fs:9.2e} "
+                f"{(np.median(f) - fs) / fs:9.2e} {np.mean([r[2] for r in res]):6.1f}"
+            )
             print(rows[-1] if len(rows) > 1 else hdr + "\n" + rows[-1], flush=True)
 
 

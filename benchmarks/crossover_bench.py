@@ -7,6 +7,7 @@ Times one call of :func:`isles.algorithms.de.crossover.crossover_mask` (the gene
 shape ``(1, Np, D)``, random numbers included) with synchronized timers
 (``cupyx.profiler.benchmark`` on the GPU). Prints a Markdown table in microseconds.
 """
+
 from __future__ import annotations
 
 import argparse

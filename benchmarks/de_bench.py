@@ -26,6 +26,7 @@ driven by single ``step`` calls). Problems are the built-ins of :mod:`isles.prob
 seed-004 default bounds (Ackley [-30, 30], Griewank [-400, 400], Rosenbrock [-5.12, 5.12]);
 Ackley uses b = 0.2 (``shared/problems.md`` 7.5).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,8 +76,15 @@ def build(args):
     dtype = dtype_of(args.dtype)
     prob = make_problem(args.problem, dim=args.dim)
     ctx = Context(xp, dtype, Evaluator(prob), CounterRNG(xp, args.seed, range(args.islands)))
-    de = DE(pop_size=args.pop, F=args.F, CR=args.CR, strategy=args.strategy, crossover=args.crossover,
-            bound_handling=args.bounds, fused=args.path != "generic")
+    de = DE(
+        pop_size=args.pop,
+        F=args.F,
+        CR=args.CR,
+        strategy=args.strategy,
+        crossover=args.crossover,
+        bound_handling=args.bounds,
+        fused=args.path != "generic",
+    )
     state = de.init(ctx)
     plan = de.fused_plan(ctx)
     if args.path == "fused" and plan is None:
@@ -129,35 +137,69 @@ def measure(args) -> dict:
     t = statistics.median(times) / gens
     I, N = ctx.n_islands, de.params.pop_size
     return {
-        "problem": args.problem, "dim": args.dim, "pop": N, "F": args.F, "CR": args.CR,
-        "strategy": args.strategy, "crossover": args.crossover, "islands": I, "dtype": args.dtype,
-        "bounds": args.bounds, "device": device_name(xp), "path": path, "mode": args.mode,
-        "generations": gens, "repeats": args.repeats, "us_per_gen": t * 1e6,
-        "us_per_island_gen": t * 1e6 / I, "meval_per_s": I * N / t * 1e-6,
-        "best_f": float(state["f"].min()), "spread_us_per_gen": [x / gens * 1e6 for x in times],
-        "lower": float(ctx.evaluator.problem.lower[0]), "upper": float(ctx.evaluator.problem.upper[0]),
+        "problem": args.problem,
+        "dim": args.dim,
+        "pop": N,
+        "F": args.F,
+        "CR": args.CR,
+        "strategy": args.strategy,
+        "crossover": args.crossover,
+        "islands": I,
+        "dtype": args.dtype,
+        "bounds": args.bounds,
+        "device": device_name(xp),
+        "path": path,
+        "mode": args.mode,
+        "generations": gens,
+        "repeats": args.repeats,
+        "us_per_gen": t * 1e6,
+        "us_per_island_gen": t * 1e6 / I,
+        "meval_per_s": I * N / t * 1e-6,
+        "best_f": float(state["f"].min()),
+        "spread_us_per_gen": [x / gens * 1e6 for x in times],
+        "lower": float(ctx.evaluator.problem.lower[0]),
+        "upper": float(ctx.evaluator.problem.upper[0]),
     }
 
 
 def quality(args, w: dict, crossover: str) -> dict:
     """Seed 004's generation budget from a fresh population: best f and wall time."""
-    a = argparse.Namespace(**{**vars(args), "problem": w["problem"], "dim": w["dim"], "pop": w["pop"],
-                              "F": w["F"], "CR": w["CR"], "crossover": crossover, "islands": 1})
+    a = argparse.Namespace(
+        **{
+            **vars(args),
+            "problem": w["problem"],
+            "dim": w["dim"],
+            "pop": w["pop"],
+            "F": w["F"],
+            "CR": w["CR"],
+            "crossover": crossover,
+            "islands": 1,
+        }
+    )
     de, ctx, state, path = build(a)
     synchronize(ctx.xp)
     t0 = time.perf_counter()
     state = de.run(ctx, state, w["budget"])
     best = float(state["f"].min())
     wall = time.perf_counter() - t0
-    return {"problem": w["problem"], "dim": w["dim"], "pop": w["pop"], "crossover": crossover,
-            "dtype": args.dtype, "path": path, "generations": w["budget"], "best_f": best,
-            "wall_s": wall}
+    return {
+        "problem": w["problem"],
+        "dim": w["dim"],
+        "pop": w["pop"],
+        "crossover": crossover,
+        "dtype": args.dtype,
+        "path": path,
+        "generations": w["budget"],
+        "best_f": best,
+        "wall_s": wall,
+    }
 
 
 def parse(argv=None):
     """Command-line arguments (``--help`` lists them)."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--problem", default="ackley")
     p.add_argument("--dim", type=int, default=1000)
     p.add_argument("--pop", type=int, default=500, help="population size N per island")
@@ -167,27 +209,44 @@ def parse(argv=None):
     p.add_argument("--crossover", default="bin")
     p.add_argument("--bounds", default="reflect", help="bound handling clip|reflect|reinit")
     p.add_argument("--islands", type=int, default=1)
-    p.add_argument("--generations", type=int, default=None,
-                   help="timed generations per repeat (default: 2048 fused, 200 generic GPU, 10 CPU)")
+    p.add_argument(
+        "--generations",
+        type=int,
+        default=None,
+        help="timed generations per repeat (default: 2048 fused, 200 generic GPU, 10 CPU)",
+    )
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--dtype", default="float32")
     p.add_argument("--device", default="auto", help="auto|cpu|gpu")
     p.add_argument("--path", default="auto", help="auto|fused|generic")
-    p.add_argument("--kernel", default="auto",
-                   help="auto (the plan's timed choice) | epoch (one launch per run, algorithms/de/epoch.py) | "
-                        "generation (one launch per generation, CUDA graph)")
-    p.add_argument("--etpi", type=int, default=None,
-                   help="threads per row of the epoch kernel (default: algorithms/de/epoch.py epoch_tpi)")
-    p.add_argument("--eminb", type=int, default=None,
-                   help="blocks per SM of the epoch kernel's launch bounds (default: algorithms/de/epoch.py)")
-    p.add_argument("--epoch", action="store_true",
-                   help="issue 18's epoch-kernel table: Rosenbrock D=50 N=100 at 1, 64, 1024 islands and Ackley "
-                        "D=1000 N=500, each with the per-generation and the epoch kernel")
+    p.add_argument(
+        "--kernel",
+        default="auto",
+        help="auto (the plan's timed choice) | epoch (one launch per run, algorithms/de/epoch.py) | "
+        "generation (one launch per generation, CUDA graph)",
+    )
+    p.add_argument(
+        "--etpi",
+        type=int,
+        default=None,
+        help="threads per row of the epoch kernel (default: algorithms/de/epoch.py epoch_tpi)",
+    )
+    p.add_argument(
+        "--eminb",
+        type=int,
+        default=None,
+        help="blocks per SM of the epoch kernel's launch bounds (default: algorithms/de/epoch.py)",
+    )
+    p.add_argument(
+        "--epoch",
+        action="store_true",
+        help="issue 18's epoch-kernel table: Rosenbrock D=50 N=100 at 1, 64, 1024 islands and Ackley "
+        "D=1000 N=500, each with the per-generation and the epoch kernel",
+    )
     p.add_argument("--mode", default="run", help="run (DE.run, CUDA graph) | step (DE.step loop)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--all", action="store_true", help="the issue's workloads (seed 004 Table II)")
-    p.add_argument("--quality", action="store_true",
-                   help="seed 004 Table II generation budgets (bin and nec), best f")
+    p.add_argument("--quality", action="store_true", help="seed 004 Table II generation budgets (bin and nec), best f")
     p.add_argument("--json", default=None, help="also write the rows to this JSON file")
     return p.parse_args(argv)
 
@@ -197,22 +256,39 @@ def main(argv=None) -> int:
     args = parse(argv)
     rows, qrows = [], []
     xp = get_xp(args.device)
-    print(f"# device: {device_name(xp)}; timer: {'CUDA events' if xp is not np else 'perf_counter'}; "
-          f"median of {args.repeats}", flush=True)
+    print(
+        f"# device: {device_name(xp)}; timer: {'CUDA events' if xp is not np else 'perf_counter'}; "
+        f"median of {args.repeats}",
+        flush=True,
+    )
     if args.all or args.epoch or not args.quality:
         print(HEADER, flush=True)
     if args.epoch:
         base = vars(args)
         for isl in (1, 64, 1024):
             for kernel in ("generation", "epoch"):
-                a = argparse.Namespace(**{**base, **{k: v for k, v in TABLE_II[2].items() if k != "budget"},
-                                          "crossover": "bin", "islands": isl, "kernel": kernel,
-                                          "generations": args.generations or (256 if isl == 1024 else 2048)})
+                a = argparse.Namespace(
+                    **{
+                        **base,
+                        **{k: v for k, v in TABLE_II[2].items() if k != "budget"},
+                        "crossover": "bin",
+                        "islands": isl,
+                        "kernel": kernel,
+                        "generations": args.generations or (256 if isl == 1024 else 2048),
+                    }
+                )
                 r = measure(a)
                 rows.append(r)
                 print(_row(r), flush=True)
-        a = argparse.Namespace(**{**base, **{k: v for k, v in TABLE_II[0].items() if k != "budget"},
-                                  "crossover": "bin", "islands": 1, "kernel": "auto"})
+        a = argparse.Namespace(
+            **{
+                **base,
+                **{k: v for k, v in TABLE_II[0].items() if k != "budget"},
+                "crossover": "bin",
+                "islands": 1,
+                "kernel": "auto",
+            }
+        )
         r = measure(a)
         rows.append(r)
         print(_row(r), flush=True)
@@ -225,10 +301,12 @@ def main(argv=None) -> int:
         for xo in ("bin", "nec"):
             jobs.append({**TABLE_II[2], "crossover": xo, "islands": 64})
         if xp is not np:  # reference rows: generic CuPy path, fused path driven by step()
-            jobs.append({**TABLE_II[0], "crossover": "bin", "islands": 1, "path": "generic",
-                         "generations": 100, "repeats": 3})
-            jobs.append({**TABLE_II[0], "crossover": "bin", "islands": 1, "mode": "step",
-                         "generations": 1000, "repeats": 3})
+            jobs.append(
+                {**TABLE_II[0], "crossover": "bin", "islands": 1, "path": "generic", "generations": 100, "repeats": 3}
+            )
+            jobs.append(
+                {**TABLE_II[0], "crossover": "bin", "islands": 1, "mode": "step", "generations": 1000, "repeats": 3}
+            )
         for j in jobs:
             a = argparse.Namespace(**{**base, **{k: v for k, v in j.items() if k != "budget"}})
             r = measure(a)
@@ -245,8 +323,11 @@ def main(argv=None) -> int:
             for xo in ("bin", "nec"):
                 q = quality(args, w, xo)
                 qrows.append(q)
-                print(f"{q['problem']:<11}{q['dim']:>6}{q['pop']:>6} {xo:<4}{q['path']:<8}"
-                      f"{q['generations']:>7}{q['best_f']:>12.4g}{q['wall_s']:>9.2f}", flush=True)
+                print(
+                    f"{q['problem']:<11}{q['dim']:>6}{q['pop']:>6} {xo:<4}{q['path']:<8}"
+                    f"{q['generations']:>7}{q['best_f']:>12.4g}{q['wall_s']:>9.2f}",
+                    flush=True,
+                )
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "quality": qrows}, indent=1))
     return 0

@@ -12,6 +12,7 @@ Usage (repository root, a GPU)::
 
     python benchmarks/epoch_gain.py [--generations 2048] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,17 +38,37 @@ def _cases():
     ga_b = dict(pop_size=2240, nvdec=8, nvbin=4)
     return [
         # (family, workload label, algorithm factory, problem factory, islands)
-        ("FEP", "f5 (Rastrigin D=32), mu=400, 20 islands", lambda: FEP(pop_size=400, q=10),
-         lambda: Rastrigin(32, -5.12, 5.12), 20),
+        (
+            "FEP",
+            "f5 (Rastrigin D=32), mu=400, 20 islands",
+            lambda: FEP(pop_size=400, q=10),
+            lambda: Rastrigin(32, -5.12, 5.12),
+            20,
+        ),
         ("FEP", "f5, mu=400, 1 island", lambda: FEP(pop_size=400, q=10), lambda: Rastrigin(32, -5.12, 5.12), 1),
         ("FEP", "floor: sphere D=2, mu=16, 1 island", lambda: FEP(pop_size=16, q=10), lambda: Sphere(2), 1),
-        ("GA", "Rastrigin D=2, N=2240, 100 islands (ga_bench B)", lambda: GA(GAParams(**ga_b)),
-         lambda: Rastrigin(2, -1.0, 1.0), 100),
+        (
+            "GA",
+            "Rastrigin D=2, N=2240, 100 islands (ga_bench B)",
+            lambda: GA(GAParams(**ga_b)),
+            lambda: Rastrigin(2, -1.0, 1.0),
+            100,
+        ),
         ("GA", "Rastrigin D=2, N=2240, 1 island", lambda: GA(GAParams(**ga_b)), lambda: Rastrigin(2, -1.0, 1.0), 1),
-        ("GA", "floor: D=2, N=8, 1 island", lambda: GA(GAParams(pop_size=8, nvdec=8, nvbin=4)),
-         lambda: Rastrigin(2, -1.0, 1.0), 1),
-        ("DE", "Rosenbrock D=50, N=100, 1 island (per-generation kernel)",
-         lambda: DE(pop_size=100, F=0.65, CR=0.95, epoch=False), lambda: Rosenbrock(50), 1),
+        (
+            "GA",
+            "floor: D=2, N=8, 1 island",
+            lambda: GA(GAParams(pop_size=8, nvdec=8, nvbin=4)),
+            lambda: Rastrigin(2, -1.0, 1.0),
+            1,
+        ),
+        (
+            "DE",
+            "Rosenbrock D=50, N=100, 1 island (per-generation kernel)",
+            lambda: DE(pop_size=100, F=0.65, CR=0.95, epoch=False),
+            lambda: Rosenbrock(50),
+            1,
+        ),
         ("DE", "floor: sphere D=2, N=8, 1 island", lambda: DE(pop_size=8, epoch=False), lambda: Sphere(2), 1),
     ]
 
@@ -70,8 +91,11 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     import cupy as cp  # noqa: PLC0415
 
-    print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}; float32; CUDA events, median of 5 "
-          f"x {args.generations} generations", flush=True)
+    print(
+        f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}; float32; CUDA events, median of 5 "
+        f"x {args.generations} generations",
+        flush=True,
+    )
     rows = []
     for family, label, make_algo, make_prob, islands in _cases():
         us, path = measure(cp, make_algo(), make_prob(), islands, args.generations)
@@ -83,8 +107,11 @@ def main(argv=None) -> int:
         for r in fam:
             if not r["workload"].startswith("floor"):
                 r["max_epoch_gain"] = floor / r["us_per_gen"]
-                print(f"{family}: {r['workload']}: launch floor {floor:.2f} of {r['us_per_gen']:.2f} us "
-                      f"= at most {100 * floor / r['us_per_gen']:.0f} % to gain", flush=True)
+                print(
+                    f"{family}: {r['workload']}: launch floor {floor:.2f} of {r['us_per_gen']:.2f} us "
+                    f"= at most {100 * floor / r['us_per_gen']:.0f} % to gain",
+                    flush=True,
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -9,6 +9,7 @@ script prints milliseconds per epoch and the functions that take the time (cProf
 On a GPU the wall of a span includes its one host synchronisation (the summaries' copy), so the
 per-epoch figure is the loop's whole cost: launches, Python, migration and the summary.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,11 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=300)
     ap.add_argument("--islands", type=int, default=4)
     ap.add_argument("--top", type=int, default=25)
-    ap.add_argument("--span-graph", action="store_true",
-                    help="GPU: also time the epochs as replays of one captured epoch (islands.span_graph)")
+    ap.add_argument(
+        "--span-graph",
+        action="store_true",
+        help="GPU: also time the epochs as replays of one captured epoch (islands.span_graph)",
+    )
     a = ap.parse_args(argv)
     from hydra.utils import instantiate  # noqa: PLC0415
 
@@ -37,9 +41,20 @@ def main(argv=None) -> int:
     from isles.islands.group import IslandGroup  # noqa: PLC0415
     from tests.helpers import make_cfg, plain, run_span  # noqa: PLC0415
 
-    cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
-                         f"islands.n={a.islands}", "islands.migration_interval=1", "topology=ring", "logger=none",
-                         "progress=false", f"device={a.device}"))
+    cfg = plain(
+        make_cfg(
+            "+experiment=de_islands",
+            "problem=sphere",
+            "problem.dim=8",
+            "algorithm.pop_size=16",
+            f"islands.n={a.islands}",
+            "islands.migration_interval=1",
+            "topology=ring",
+            "logger=none",
+            "progress=false",
+            f"device={a.device}",
+        )
+    )
     co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
     ids = list(range(a.islands))
     g = IslandGroup(co.executor.spec(ids, a.device))
@@ -49,8 +64,10 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     run_span(g, [1] * a.epochs, topo, epoch0=20, span=2)
     ms = (time.perf_counter() - t) / a.epochs * 1e3
-    print(f"# {a.device}: {a.islands} DE islands (sphere D=8, N=16), ring, 1 generation per epoch: "
-          f"{ms:.3f} ms per epoch", flush=True)
+    print(
+        f"# {a.device}: {a.islands} DE islands (sphere D=8, N=16), ring, 1 generation per epoch: {ms:.3f} ms per epoch",
+        flush=True,
+    )
     if a.span_graph:  # the same group's epochs as replays of one captured epoch (islands/span_graph.py)
         from isles.islands.exchange import NcclComm  # noqa: PLC0415
 
@@ -60,8 +77,11 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         run_span(g, [1] * a.epochs, topo, epoch0=40 + 2 * a.epochs, span=5, nccl=True)
         ms_g = (time.perf_counter() - t) / a.epochs * 1e3
-        print(f"# the same, islands.span_graph=always over a 1-rank NCCL communicator: {ms_g:.3f} ms per epoch "
-              f"({ms / ms_g:.1f}x faster)", flush=True)
+        print(
+            f"# the same, islands.span_graph=always over a 1-rank NCCL communicator: {ms_g:.3f} ms per epoch "
+            f"({ms / ms_g:.1f}x faster)",
+            flush=True,
+        )
     pr = cProfile.Profile()
     pr.enable()
     run_span(g, [1] * a.epochs, topo, epoch0=20 + a.epochs, span=3)

@@ -32,6 +32,7 @@ Rows:
 ``--kernel generation|epoch`` forces one of the fused plan's two paths in every GPU row (the
 same results); ``auto`` (default) keeps the plan's choice (:meth:`isles.algorithms.ep.cuda.FusedFEP.choose`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,16 @@ KERNEL = "auto"  # --kernel: auto | epoch | generation
 EBLOCK = None  # --eblock: threads per block of the epoch kernel (default: algorithms/ep/epoch.py)
 
 
-def setup(device: str, fname: str, mu: int, islands: int = 1, fused: bool = True, dtype="float32", seed=0,
-          kernel: str | None = None):
+def setup(
+    device: str,
+    fname: str,
+    mu: int,
+    islands: int = 1,
+    fused: bool = True,
+    dtype="float32",
+    seed=0,
+    kernel: str | None = None,
+):
     """``(alg, ctx, state)`` of FEP on seed 003's ``fname`` (or ``"launch"``: sphere n = 2),
     initialised; on the GPU with ``kernel`` (default ``--kernel``) ``epoch`` or ``generation`` the
     fused plan is forced onto that path.
@@ -128,11 +137,19 @@ def main(argv=None) -> int:
     ap.add_argument("--generations", type=int, default=2000)
     ap.add_argument("--cpu-generations", type=int, default=10)
     ap.add_argument("--anchor-generations", type=int, default=20)
-    ap.add_argument("--kernel", default="auto", choices=("auto", "epoch", "generation"),
-                    help="auto (the plan's timed choice) | epoch (one launch per run) | generation (three "
-                         "launches per generation, graph replay)")
-    ap.add_argument("--eblock", type=int, default=None,
-                    help="threads per block of the epoch kernel (a multiple of 32; default algorithms/ep/epoch.py)")
+    ap.add_argument(
+        "--kernel",
+        default="auto",
+        choices=("auto", "epoch", "generation"),
+        help="auto (the plan's timed choice) | epoch (one launch per run) | generation (three "
+        "launches per generation, graph replay)",
+    )
+    ap.add_argument(
+        "--eblock",
+        type=int,
+        default=None,
+        help="threads per block of the epoch kernel (a multiple of 32; default algorithms/ep/epoch.py)",
+    )
     a = ap.parse_args(argv)
     global KERNEL, EBLOCK
     KERNEL, EBLOCK = a.kernel, a.eblock
@@ -167,13 +184,19 @@ def main(argv=None) -> int:
         alg, ctx, st = setup("gpu", "f5", 6400, dtype=a.dtype)
         t, path = gpu_time(alg, ctx, st, G)
         fused_big = t / G
-        print(f"big: f5 mu=6400 N=32 {G} generations, {path}: {t * 1e3:.2f} ms per run, "
-              f"{t / G * 1e6:.2f} us/generation (target 50 ms / 25 us, stretch 10 us)", flush=True)
+        print(
+            f"big: f5 mu=6400 N=32 {G} generations, {path}: {t * 1e3:.2f} ms per run, "
+            f"{t / G * 1e6:.2f} us/generation (target 50 ms / 25 us, stretch 10 us)",
+            flush=True,
+        )
     if "batched" in only:
         alg, ctx, st = setup("gpu", "f5", 400, islands=20, dtype=a.dtype)
         t, path = gpu_time(alg, ctx, st, G)
-        print(f"batched: 20 islands x mu=400 f5 {G} generations, {path}: {t * 1e3:.2f} ms per run, "
-              f"{t / G * 1e6:.2f} us/generation, {t / G / 20 * 1e6:.3f} us per island-generation", flush=True)
+        print(
+            f"batched: 20 islands x mu=400 f5 {G} generations, {path}: {t * 1e3:.2f} ms per run, "
+            f"{t / G * 1e6:.2f} us/generation, {t / G / 20 * 1e6:.3f} us per island-generation",
+            flush=True,
+        )
         alg, ctx, st = setup("gpu", "f5", 400, islands=1, dtype=a.dtype)
         t1, _ = gpu_time(alg, ctx, st, G)
         print(f"         1 island x mu=400: {t1 / G * 1e6:.2f} us/generation", flush=True)
@@ -190,17 +213,24 @@ def main(argv=None) -> int:
             fused_big = t / G
         print("\n| f5, mu = 6400, N = 32 | us/generation | 2000 generations | vs fused |")
         print("|---|---|---|---|")
-        for name, per in (("fused CUDA + graph replay", fused_big), (f"plain CuPy (array code, {ga} gens)", t_arr / ga),
-                          (f"NumPy on this machine's CPU ({n_cpu} gens)", t_cpu / n_cpu)):
+        for name, per in (
+            ("fused CUDA + graph replay", fused_big),
+            (f"plain CuPy (array code, {ga} gens)", t_arr / ga),
+            (f"NumPy on this machine's CPU ({n_cpu} gens)", t_cpu / n_cpu),
+        ):
             print(f"| {name} | {per * 1e6:.1f} | {per * 2000:.3g} s | {per / fused_big:.1f}x |", flush=True)
     if "epoch" in only:
-        print("\n| workload (float32, q = 10) | islands | per-generation kernels us/gen | epoch kernel us/gen | "
-              "epoch us per island-gen | speed-up | plan's choice (timed at build) |")
+        print(
+            "\n| workload (float32, q = 10) | islands | per-generation kernels us/gen | epoch kernel us/gen | "
+            "epoch us per island-gen | speed-up | plan's choice (timed at build) |"
+        )
         print("|---|---|---|---|---|---|---|")
-        for label, fname, mu, isl in (("launch floor: sphere n=2, mu=16", "launch", 16, 1),
-                                      ("f5 Rastrigin n=32, mu=400", "f5", 400, 1),
-                                      ("f5 Rastrigin n=32, mu=400", "f5", 400, 20),
-                                      ("f5 Rastrigin n=32, mu=100", "f5", 100, 256)):
+        for label, fname, mu, isl in (
+            ("launch floor: sphere n=2, mu=16", "launch", 16, 1),
+            ("f5 Rastrigin n=32, mu=400", "f5", 400, 1),
+            ("f5 Rastrigin n=32, mu=400", "f5", 400, 20),
+            ("f5 Rastrigin n=32, mu=100", "f5", 100, 256),
+        ):
             per = {}
             for kernel in ("generation", "epoch"):
                 alg, ctx, st = setup("gpu", fname, mu, islands=isl, dtype=a.dtype, kernel=kernel)
@@ -209,8 +239,11 @@ def main(argv=None) -> int:
             plan = alg.fused_plan(ctx)
             tg, te = plan.timings
             choice = f"{'epoch' if te < tg else 'generation'} ({tg:.2f} / {te:.2f} us)"
-            print(f"| {label} | {isl} | {per['generation'] * 1e6:.2f} | {per['epoch'] * 1e6:.2f} | "
-                  f"{per['epoch'] / isl * 1e6:.3f} | {per['generation'] / per['epoch']:.2f}x | {choice} |", flush=True)
+            print(
+                f"| {label} | {isl} | {per['generation'] * 1e6:.2f} | {per['epoch'] * 1e6:.2f} | "
+                f"{per['epoch'] / isl * 1e6:.3f} | {per['generation'] / per['epoch']:.2f}x | {choice} |",
+                flush=True,
+            )
         print(f"\n({G} generations per FEP.run, median of 3 after a warm-up, CUDA events)")
     return 0
 

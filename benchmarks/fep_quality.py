@@ -20,6 +20,7 @@ Usage (NumPy; the CuPy path has the same semantics)::
     python benchmarks/fep_quality.py --settings yao
     python benchmarks/fep_quality.py --settings yao --eta-min 1e-3     # Liang et al.'s lower bound
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,9 @@ YAO_MEANS = {
 }
 
 
-def final_best(problem, mutation: str, mu: int, q: int, generations: int, runs: int, seed: int,
-               eta_min: float, device: str, dtype) -> tuple[np.ndarray, float]:
+def final_best(
+    problem, mutation: str, mu: int, q: int, generations: int, runs: int, seed: int, eta_min: float, device: str, dtype
+) -> tuple[np.ndarray, float]:
     """Final best ``f`` of ``runs`` independent runs (one batch of unconnected islands) and the
     wall time in seconds."""
     xp = get_xp(device)
@@ -109,10 +111,18 @@ def main(argv=None) -> int:
         rec = {"problem": lab, "generations": gens, "f_star": prob.f_star, "mu": mu}
         for m in muts:
             best, wall = final_best(prob, m, mu, 10, gens, a.runs, a.seed, a.eta_min, a.device, np.dtype(a.dtype))
-            rec[m] = {"mean": float(best.mean()), "std": float(best.std(ddof=1)), "min": float(best.min()),
-                      "max": float(best.max()), "wall_s": wall}
-            print(f"{lab} {m}: mean {best.mean():.4g} std {best.std(ddof=1):.3g} ({wall:.1f} s)",
-                  file=sys.stderr, flush=True)
+            rec[m] = {
+                "mean": float(best.mean()),
+                "std": float(best.std(ddof=1)),
+                "min": float(best.min()),
+                "max": float(best.max()),
+                "wall_s": wall,
+            }
+            print(
+                f"{lab} {m}: mean {best.mean():.4g} std {best.std(ddof=1):.3g} ({wall:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
         out.append(rec)
     if a.json:
         Path(a.json).write_text(json.dumps({"args": vars(a), "rows": out}, indent=1))

@@ -52,6 +52,7 @@ Run alone (repository root)::
     python benchmarks/ga_anchors.py --device gpu                  # all anchors, workload A
     python benchmarks/ga_anchors.py --device cpu --scale 0.1 --only numpy,deap
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,9 +69,18 @@ ANCHORS_GPU = ("cupy", "torch", "torch_compile", "evox", "deap", "pygmo")
 ANCHORS_CPU = ("numpy", "torch", "deap", "pygmo", "evox")
 
 
-def run_anchors(device: str, workload: dict, only=None, seed: int = 0, budget_s: float = 10.0,
-                repeats: int = 3, compile_on_cpu: bool = False, deap_pop=None, pygmo_pop=None,
-                log=print) -> tuple[list[Anchor], dict]:
+def run_anchors(
+    device: str,
+    workload: dict,
+    only=None,
+    seed: int = 0,
+    budget_s: float = 10.0,
+    repeats: int = 3,
+    compile_on_cpu: bool = False,
+    deap_pop=None,
+    pygmo_pop=None,
+    log=print,
+) -> tuple[list[Anchor], dict]:
     """Every anchor of ``device`` (``gpu``: CuPy, torch, torch.compile, torch + EvoX tournament,
     DEAP, pygmo; ``cpu``: NumPy, torch on the CPU, DEAP, pygmo) on ``workload`` (keys of
     :data:`WORKLOAD_A`). Returns the rows and :func:`evox_status`. Each anchor is guarded: a
@@ -98,7 +108,9 @@ def run_anchors(device: str, workload: dict, only=None, seed: int = 0, budget_s:
                     r = torch_ga(tdev, selection="evox", seed=seed, budget_s=budget_s, repeats=repeats, **kw)
                     r.note = "EvoX has no GA: torch GA with evox.operators.selection.tournament_selection; " + r.note
                 else:
-                    r = Anchor("evox", device, w["pop"], w["n_bits"], None, note="EvoX has no GA (and is not installed)")
+                    r = Anchor(
+                        "evox", device, w["pop"], w["n_bits"], None, note="EvoX has no GA (and is not installed)"
+                    )
             elif name == "deap":
                 r = deap_ga(seed=seed, run_pop=deap_pop, budget_s=max(budget_s, 10.0), **kw)
             elif name == "pygmo":
@@ -115,8 +127,9 @@ def run_anchors(device: str, workload: dict, only=None, seed: int = 0, budget_s:
 
 
 def parse(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--device", default="gpu", choices=("gpu", "cpu"))
     p.add_argument("--scale", type=float, default=1.0, help="multiplies N and L of workload A")
     p.add_argument("--only", default=None, help=f"comma list of {sorted(set(ANCHORS_GPU + ANCHORS_CPU))}")
@@ -133,11 +146,24 @@ def main(argv=None) -> int:
     args = parse(argv)
     w = scaled_workload_a(args.scale)
     only = [s for s in args.only.split(",") if s] if args.only else None
-    print(f"# workload A: trap-{w['k']}, L={w['n_bits']}, N={w['pop']}, tournament {w['group_size']}, "
-          f"one-point p_c={w['p_c']}, per-bit p_m=1/L, {w['n_elite']} elite; device {args.device}", flush=True)
+    print(
+        f"# workload A: trap-{w['k']}, L={w['n_bits']}, N={w['pop']}, tournament {w['group_size']}, "
+        f"one-point p_c={w['p_c']}, per-bit p_m=1/L, {w['n_elite']} elite; device {args.device}",
+        flush=True,
+    )
     print(HEADER, flush=True)
-    run_anchors(args.device, w, only, args.seed, args.budget, args.repeats, args.compile_on_cpu,
-                args.deap_pop, args.pygmo_pop, log=lambda s: print(s, flush=True))
+    run_anchors(
+        args.device,
+        w,
+        only,
+        args.seed,
+        args.budget,
+        args.repeats,
+        args.compile_on_cpu,
+        args.deap_pop,
+        args.pygmo_pop,
+        log=lambda s: print(s, flush=True),
+    )
     return 0
 
 

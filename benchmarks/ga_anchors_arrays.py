@@ -1,6 +1,7 @@
 """The array anchors of ``ga_anchors.py`` (its docstring says what each runs): (a) plain CuPy /
 NumPy, :func:`array_ga`, and (b) PyTorch, :func:`torch_ga` (also the EvoX row's, with EvoX's
 tournament selection)."""
+
 from __future__ import annotations
 
 import time
@@ -11,6 +12,7 @@ from ga_anchors_workload import Anchor, _check_workload, _perf_timer, _timed_gen
 
 
 # ---- (a) plain CuPy / NumPy -----------------------------------------------------------------------
+
 
 def trap_fitness(xp, B, k: int):
     """Trap-k (minimisation) of ``B (M, L)`` 0/1 genes, one value per row (int64)."""
@@ -39,9 +41,20 @@ def array_generation(xp, rand, pop, f, *, n_bits, k, group_size, p_c, p_m, n_eli
     return xp.concatenate([pop[elite], child]), xp.concatenate([f[elite], fch])
 
 
-def array_ga(backend: str = "cupy", n_bits: int = 100_000, pop: int = 4096, k: int = 5, group_size: int = 2,
-             p_c: float = 0.9, p_m: float | None = None, n_elite: int = 1, seed: int = 0,
-             budget_s: float = 10.0, repeats: int = 3, max_gens: int = 5000) -> Anchor:
+def array_ga(
+    backend: str = "cupy",
+    n_bits: int = 100_000,
+    pop: int = 4096,
+    k: int = 5,
+    group_size: int = 2,
+    p_c: float = 0.9,
+    p_m: float | None = None,
+    n_elite: int = 1,
+    seed: int = 0,
+    budget_s: float = 10.0,
+    repeats: int = 3,
+    max_gens: int = 5000,
+) -> Anchor:
     """(a) The GA as plain array code, ``backend`` ``"cupy"`` (CUDA events) or ``"numpy"``
     (``perf_counter``). About ``budget_s`` seconds of timed generations after a warm-up."""
     _check_workload(n_bits, k, pop, n_elite, group_size)
@@ -49,6 +62,7 @@ def array_ga(backend: str = "cupy", n_bits: int = 100_000, pop: int = 4096, k: i
     if backend == "cupy":
         try:
             import cupy as xp  # noqa: PLC0415
+
             xp.cuda.runtime.getDeviceCount()
         except Exception as e:  # noqa: BLE001
             return Anchor("cupy (uint8 genes)", "gpu", pop, n_bits, None, note=f"CuPy unavailable: {e}")
@@ -64,6 +78,7 @@ def array_ga(backend: str = "cupy", n_bits: int = 100_000, pop: int = 4096, k: i
             e.record()
             e.synchronize()
             return xp.cuda.get_elapsed_time(s, e) * 1e-3
+
         name, dev = "cupy (uint8 genes)", "gpu"
     else:
         xp = np
@@ -83,28 +98,55 @@ def array_ga(backend: str = "cupy", n_bits: int = 100_000, pop: int = 4096, k: i
 
     def advance(n):
         for _ in range(n):
-            st[0], st[1] = array_generation(xp, rand, st[0], st[1], n_bits=n_bits, k=k, group_size=group_size,
-                                            p_c=p_c, p_m=pm, n_elite=n_elite)
+            st[0], st[1] = array_generation(
+                xp, rand, st[0], st[1], n_bits=n_bits, k=k, group_size=group_size, p_c=p_c, p_m=pm, n_elite=n_elite
+            )
 
     timer(lambda: advance(2))  # warm-up (kernel compilation, memory pool)
     setup = time.perf_counter() - t0
     gpu = backend == "cupy"
-    t, n, times = _timed_generations(advance, timer, budget_s=budget_s, repeats=repeats,
-                                     probe=3 if gpu else 1, lo=5 if gpu else 2, hi=max_gens)
+    t, n, times = _timed_generations(
+        advance, timer, budget_s=budget_s, repeats=repeats, probe=3 if gpu else 1, lo=5 if gpu else 2, hi=max_gens
+    )
     best = float(st[1].min())
     del st[:]
     if gpu:
         xp.get_default_memory_pool().free_all_blocks()
-    return Anchor(name, dev, pop, n_bits, t * 1e6, n * repeats, pop, best0, best, setup,
-                  f"median of {repeats} x {n} gens", [x * 1e6 for x in times])
+    return Anchor(
+        name,
+        dev,
+        pop,
+        n_bits,
+        t * 1e6,
+        n * repeats,
+        pop,
+        best0,
+        best,
+        setup,
+        f"median of {repeats} x {n} gens",
+        [x * 1e6 for x in times],
+    )
 
 
 # ---- (b) PyTorch (and (e) with EvoX's tournament selection) --------------------------------------
 
-def torch_ga(device: str = "cuda", compile: bool = False, selection: str = "torch",  # noqa: A002
-             n_bits: int = 100_000, pop: int = 4096, k: int = 5, group_size: int = 2, p_c: float = 0.9,
-             p_m: float | None = None, n_elite: int = 1, seed: int = 0, budget_s: float = 10.0,
-             repeats: int = 3, max_gens: int = 5000) -> Anchor:
+
+def torch_ga(
+    device: str = "cuda",
+    compile: bool = False,
+    selection: str = "torch",  # noqa: A002
+    n_bits: int = 100_000,
+    pop: int = 4096,
+    k: int = 5,
+    group_size: int = 2,
+    p_c: float = 0.9,
+    p_m: float | None = None,
+    n_elite: int = 1,
+    seed: int = 0,
+    budget_s: float = 10.0,
+    repeats: int = 3,
+    max_gens: int = 5000,
+) -> Anchor:
     """(b) The GA in PyTorch, one ``uint8`` per gene, on ``device`` (``"cuda"``: CUDA events,
     ``"cpu"``: ``perf_counter``). ``compile=True``: the generation under ``torch.compile``
     (compile time in ``setup_s``); ``selection="evox"``: tournaments from
@@ -114,6 +156,7 @@ def torch_ga(device: str = "cuda", compile: bool = False, selection: str = "torc
     dev_name = "gpu" if device == "cuda" else "cpu"
     try:
         import torch  # noqa: PLC0415
+
         if device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("torch.cuda.is_available() is False")
     except Exception as e:  # noqa: BLE001
@@ -160,6 +203,7 @@ def torch_ga(device: str = "cuda", compile: bool = False, selection: str = "torc
         return torch.cat([P[elite], child]), torch.cat([f[elite], fitness(child)])
 
     if device == "cuda":
+
         def timer(fn):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
@@ -190,17 +234,31 @@ def torch_ga(device: str = "cuda", compile: bool = False, selection: str = "torc
         timer(lambda: advance(3))  # warm-up (and compilation)
     except Exception as e:  # noqa: BLE001
         msg = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
-        return Anchor(name, dev_name, pop, n_bits, None, best0=best0,
-                      note=f"failed in warm-up: {type(e).__name__}: {msg}")
+        return Anchor(
+            name, dev_name, pop, n_bits, None, best0=best0, note=f"failed in warm-up: {type(e).__name__}: {msg}"
+        )
     setup = time.perf_counter() - t0
     if compile:
         note = f"compile + warm-up {setup:.1f} s (excluded); "
     gpu = device == "cuda"
-    t, n, times = _timed_generations(advance, timer, budget_s=budget_s, repeats=repeats,
-                                     probe=3 if gpu else 1, lo=5 if gpu else 2, hi=max_gens)
+    t, n, times = _timed_generations(
+        advance, timer, budget_s=budget_s, repeats=repeats, probe=3 if gpu else 1, lo=5 if gpu else 2, hi=max_gens
+    )
     best = float(st[1].min())
     del st[:]
     if gpu:
         torch.cuda.empty_cache()
-    return Anchor(name, dev_name, pop, n_bits, t * 1e6, n * repeats, pop, best0, best, setup,
-                  note + f"median of {repeats} x {n} gens", [x * 1e6 for x in times])
+    return Anchor(
+        name,
+        dev_name,
+        pop,
+        n_bits,
+        t * 1e6,
+        n * repeats,
+        pop,
+        best0,
+        best,
+        setup,
+        note + f"median of {repeats} x {n} gens",
+        [x * 1e6 for x in times],
+    )

@@ -1,5 +1,6 @@
 """The library anchors of ``ga_anchors.py`` (its docstring says what each runs): (c) DEAP,
 :func:`deap_ga`, (d) pygmo, :func:`pygmo_ga`, and (e) what EvoX offers, :func:`evox_status`."""
+
 from __future__ import annotations
 
 import random
@@ -13,9 +14,20 @@ from ga_anchors_workload import DEAP_GENES, PYGMO_GENES, Anchor, _check_workload
 
 # ---- (c) DEAP -------------------------------------------------------------------------------------
 
-def deap_ga(n_bits: int = 100_000, pop: int = 4096, k: int = 5, group_size: int = 2, p_c: float = 0.9,
-            p_m: float | None = None, n_elite: int = 1, seed: int = 0, run_pop: int | None = None,
-            gens: int = 5, budget_s: float = 30.0) -> Anchor:
+
+def deap_ga(
+    n_bits: int = 100_000,
+    pop: int = 4096,
+    k: int = 5,
+    group_size: int = 2,
+    p_c: float = 0.9,
+    p_m: float | None = None,
+    n_elite: int = 1,
+    seed: int = 0,
+    run_pop: int | None = None,
+    gens: int = 5,
+    budget_s: float = 30.0,
+) -> Anchor:
     """(c) DEAP on one CPU core (module docstring). Runs ``run_pop`` individuals (default
     :func:`default_run_pop`) at the full ``n_bits`` for up to ``gens`` timed generations (fewer if
     they would exceed ``budget_s``) after one warm-up generation; ``us_per_gen`` is scaled by
@@ -37,7 +49,7 @@ def deap_ga(n_bits: int = 100_000, pop: int = 4096, k: int = 5, group_size: int 
     def evaluate(ind):
         total = 0
         for b in range(0, L, k):
-            u = sum(ind[b:b + k])
+            u = sum(ind[b : b + k])
             total += 0 if u == k else u + 1
         return (total,)
 
@@ -77,13 +89,27 @@ def deap_ga(n_bits: int = 100_000, pop: int = 4096, k: int = 5, group_size: int 
     best = min(ind.fitness.values[0] for ind in population)
     scale = pop / R
     t = statistics.median(times) * scale
-    note = ("DEAP varAnd (pairs cross, both children kept), deepcopy clone, 1 core; "
-            + (f"ran N={R}, time x{scale:.4g} to N={pop}" if R < pop else "full population"))
-    return Anchor("deap (list of bools)", "cpu", pop, n_bits, t * 1e6, n, R, float(best0), float(best), setup,
-                  note, [x * scale * 1e6 for x in times])
+    note = "DEAP varAnd (pairs cross, both children kept), deepcopy clone, 1 core; " + (
+        f"ran N={R}, time x{scale:.4g} to N={pop}" if R < pop else "full population"
+    )
+    return Anchor(
+        "deap (list of bools)",
+        "cpu",
+        pop,
+        n_bits,
+        t * 1e6,
+        n,
+        R,
+        float(best0),
+        float(best),
+        setup,
+        note,
+        [x * scale * 1e6 for x in times],
+    )
 
 
 # ---- (d) pygmo ------------------------------------------------------------------------------------
+
 
 class TrapUDP:
     """Trap-k for pygmo: ``L`` integer genes in ``[0, 1]``, one objective (minimised)."""
@@ -105,9 +131,19 @@ class TrapUDP:
         return f"trap{self.k}"
 
 
-def pygmo_ga(n_bits: int = 100_000, pop: int = 4096, k: int = 5, group_size: int = 2, p_c: float = 0.9,
-             p_m: float | None = None, n_elite: int = 1, seed: int = 0, run_pop: int | None = None,
-             gens: int = 5, budget_s: float = 30.0) -> Anchor:
+def pygmo_ga(
+    n_bits: int = 100_000,
+    pop: int = 4096,
+    k: int = 5,
+    group_size: int = 2,
+    p_c: float = 0.9,
+    p_m: float | None = None,
+    n_elite: int = 1,
+    seed: int = 0,
+    run_pop: int | None = None,
+    gens: int = 5,
+    budget_s: float = 30.0,
+) -> Anchor:
     """(d) pygmo's ``sga`` (module docstring), skipped where ``import pygmo`` fails. Runs
     ``run_pop`` individuals (default :func:`default_run_pop`) and scales by ``pop / run_pop``."""
     _check_workload(n_bits, k, pop, n_elite, group_size)
@@ -124,8 +160,18 @@ def pygmo_ga(n_bits: int = 100_000, pop: int = 4096, k: int = 5, group_size: int
     best0 = float(P.champion_f[0])
 
     def algo(n):
-        return pg.algorithm(pg.sga(gen=n, cr=p_c, m=min(1.0, 2.0 * pm), param_s=group_size, crossover="single",
-                                   mutation="uniform", selection="tournament", seed=seed + n))
+        return pg.algorithm(
+            pg.sga(
+                gen=n,
+                cr=p_c,
+                m=min(1.0, 2.0 * pm),
+                param_s=group_size,
+                crossover="single",
+                mutation="uniform",
+                selection="tournament",
+                seed=seed + n,
+            )
+        )
 
     t1 = time.perf_counter()
     P = algo(1).evolve(P)  # warm-up
@@ -138,9 +184,11 @@ def pygmo_ga(n_bits: int = 100_000, pop: int = 4096, k: int = 5, group_size: int
     t = (time.perf_counter() - t1) / n
     best = float(P.champion_f[0])
     scale = pop / R
-    note = ("sga: tournament 2, single-point cr=0.9 with a random partner, uniform int mutation m=2/L, "
-            "(mu+lambda) survival; 1 core; "
-            + (f"ran N={R}, time x{scale:.4g} to N={pop}" if R < pop else "full population"))
+    note = (
+        "sga: tournament 2, single-point cr=0.9 with a random partner, uniform int mutation m=2/L, "
+        "(mu+lambda) survival; 1 core; "
+        + (f"ran N={R}, time x{scale:.4g} to N={pop}" if R < pop else "full population")
+    )
     return Anchor("pygmo sga", "cpu", pop, n_bits, t * scale * 1e6, n, R, best0, best, setup, note)
 
 
@@ -169,8 +217,13 @@ def evox_status() -> dict:
         import evox.algorithms as ea  # noqa: PLC0415
         import evox.operators as eo  # noqa: PLC0415
     except Exception as e:  # noqa: BLE001
-        return {"importable": False, "version": None, "has_ga": False, "ga_like": [],
-                "message": f"{EVOX_FINDINGS}. (evox not importable here: {type(e).__name__}: {e})"}
+        return {
+            "importable": False,
+            "version": None,
+            "has_ga": False,
+            "ga_like": [],
+            "message": f"{EVOX_FINDINGS}. (evox not importable here: {type(e).__name__}: {e})",
+        }
     version = getattr(evox, "__version__", None)
     if version is None:
         try:
@@ -189,9 +242,13 @@ def evox_status() -> dict:
     ga_like = ga_algos + bit_ops
     has_ga = bool(ga_algos)
     if has_ga:
-        msg = (f"evox {version}: GA-like names found {ga_like}; not timed (API unknown to this script), "
-               f"algorithms: {sorted(names)}")
+        msg = (
+            f"evox {version}: GA-like names found {ga_like}; not timed (API unknown to this script), "
+            f"algorithms: {sorted(names)}"
+        )
     else:
-        msg = (f"{EVOX_FINDINGS}. Installed evox {version}: algorithms {sorted(names)}; operators {sorted(ops)}; "
-               f"GA-like names: {ga_like or 'none'}")
+        msg = (
+            f"{EVOX_FINDINGS}. Installed evox {version}: algorithms {sorted(names)}; operators {sorted(ops)}; "
+            f"GA-like names: {ga_like or 'none'}"
+        )
     return {"importable": True, "version": version, "has_ga": has_ga, "ga_like": ga_like, "message": msg}

@@ -1,6 +1,7 @@
 """Workload A of the GA anchors (``ga_anchors.py``, its docstring says what each anchor runs), the
 :class:`Anchor` row every anchor returns, and the timing helpers the anchors and ``ga_bench.py``
 share."""
+
 from __future__ import annotations
 
 import statistics
@@ -9,8 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 
 #: workload A (issue 6): trap-5, L = 10^5, N = 4096, isles' GA defaults
-WORKLOAD_A = {"n_bits": 100_000, "k": 5, "pop": 4096, "group_size": 2, "p_c": 0.9, "p_m": None,
-              "n_elite": 1}
+WORKLOAD_A = {"n_bits": 100_000, "k": 5, "pop": 4096, "group_size": 2, "p_c": 0.9, "p_m": None, "n_elite": 1}
 
 
 #: DEAP / pygmo run a population of at most this many genes (``run_pop * L``) and scale up

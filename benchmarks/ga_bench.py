@@ -38,6 +38,7 @@ reported. Anchors: see :mod:`ga_anchors` (CUDA events / ``torch.cuda.Event`` on 
 ``perf_counter`` for the CPU libraries; DEAP and pygmo run a smaller population and are scaled).
 Prints progress lines, then one Markdown table; ``--json`` writes the rows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,8 +84,11 @@ def run_epoch_table(I, xp, args, log) -> str:
     import cupy as cp  # noqa: PLC0415
 
     dtype = I["dtype_of"](args.dtype)
-    lines = ["| workload | islands | per-generation us/gen | epoch us/gen | epoch/per-gen | plan keeps "
-             "| choose() us/gen (per-gen, epoch) |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| workload | islands | per-generation us/gen | epoch us/gen | epoch/per-gen | plan keeps "
+        "| choose() us/gen (per-gen, epoch) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, make, params, islands in epoch_workloads(I):
         if args.epoch_only and args.epoch_only not in name:
             continue
@@ -99,7 +103,7 @@ def run_epoch_table(I, xp, args, log) -> str:
             plan.epoch = EpochGA(plan, plan.epoch_src, args.epoch_eblock)
             name += f" (eblock {args.epoch_eblock})"
         times = {}
-        for use in ((False, True) if plan.epoch is not None else (False,)):
+        for use in (False, True) if plan.epoch is not None else (False,):
             plan.use_epoch = use
             plan.run(state, args.epoch_gens)  # warm-up: graph capture
             ts = []
@@ -114,9 +118,11 @@ def run_epoch_table(I, xp, args, log) -> str:
         plan.use_epoch = kept == "epoch kernel"
         ep = times.get(True)
         ch = "-" if plan.timings is None else f"{plan.timings[0]:.2f}, {plan.timings[1]:.2f}"
-        row = (f"| {name} | {islands} | {times[False]:.2f} | "
-               f"{'-' if ep is None else f'{ep:.2f}'} | {'-' if ep is None else f'{ep / times[False]:.2f}'} | "
-               f"{kept} | {ch} |")
+        row = (
+            f"| {name} | {islands} | {times[False]:.2f} | "
+            f"{'-' if ep is None else f'{ep:.2f}'} | {'-' if ep is None else f'{ep / times[False]:.2f}'} | "
+            f"{kept} | {ch} |"
+        )
         log(row + ("" if plan.epoch is not None else f"  (no epoch kernel: {plan.epoch_reason})"))
         lines.append(row)
         del plan, ga, ctx, state
@@ -125,9 +131,19 @@ def run_epoch_table(I, xp, args, log) -> str:
 
 
 def workload_a_params(w: dict) -> dict:
-    return {"pop_size": w["pop"], "group_size": w["group_size"], "crossover": "one_point", "p_c": w["p_c"],
-            "mutation": "per_bit", "p_m": w["p_m"], "n_elite": w["n_elite"], "renewal": 0.0,
-            "encoding": "bits", "nvdec": 8, "nvbin": 4}
+    return {
+        "pop_size": w["pop"],
+        "group_size": w["group_size"],
+        "crossover": "one_point",
+        "p_c": w["p_c"],
+        "mutation": "per_bit",
+        "p_m": w["p_m"],
+        "n_elite": w["n_elite"],
+        "renewal": 0.0,
+        "encoding": "bits",
+        "nvdec": 8,
+        "nvbin": 4,
+    }
 
 
 def run_trap(I, xp, args, log) -> tuple[list[Row], dict | None]:
@@ -148,12 +164,37 @@ def run_trap(I, xp, args, log) -> tuple[list[Row], dict | None]:
     ev = None
     if args.anchors:
         only = [s for s in args.only.split(",") if s] if args.only else None
-        anchors, ev = ga_anchors.run_anchors("gpu" if xp is not np else "cpu", w, only, args.seed, args.budget,
-                                             args.repeats, args.compile_on_cpu, args.deap_pop, args.pygmo_pop,
-                                             log=lambda s: log("  " + s))
+        anchors, ev = ga_anchors.run_anchors(
+            "gpu" if xp is not np else "cpu",
+            w,
+            only,
+            args.seed,
+            args.budget,
+            args.repeats,
+            args.compile_on_cpu,
+            args.deap_pop,
+            args.pygmo_pop,
+            log=lambda s: log("  " + s),
+        )
         for a in anchors:
-            rows.append(Row(name, a.name, a.device, a.pop, 1, a.n_bits, a.us_per_gen, a.generations, a.best_f0,
-                            a.best_f, a.setup_s, a.note, _ratio(a.us_per_gen, ref.us_per_gen), "anchor / isles"))
+            rows.append(
+                Row(
+                    name,
+                    a.name,
+                    a.device,
+                    a.pop,
+                    1,
+                    a.n_bits,
+                    a.us_per_gen,
+                    a.generations,
+                    a.best_f0,
+                    a.best_f,
+                    a.setup_s,
+                    a.note,
+                    _ratio(a.us_per_gen, ref.us_per_gen),
+                    "anchor / isles",
+                )
+            )
     return rows, ev
 
 
@@ -161,9 +202,19 @@ def run_seed(I, xp, args, log) -> list[Row]:
     N = max(8, int(round(WORKLOAD_B["pop"] * args.scale)))
     n_isl = max(1, int(round(WORKLOAD_B["islands"] * args.scale)))
     prob = I["Rastrigin"](dim=WORKLOAD_B["dim"], lower=WORKLOAD_B["lower"], upper=WORKLOAD_B["upper"])
-    params = {"pop_size": N, "group_size": 2, "crossover": "one_point", "p_c": 0.9, "mutation": "per_bit",
-              "p_m": None, "n_elite": 1, "renewal": 0.0, "encoding": "seed002",
-              "nvdec": WORKLOAD_B["nvdec"], "nvbin": WORKLOAD_B["nvbin"]}
+    params = {
+        "pop_size": N,
+        "group_size": 2,
+        "crossover": "one_point",
+        "p_c": 0.9,
+        "mutation": "per_bit",
+        "p_m": None,
+        "n_elite": 1,
+        "renewal": 0.0,
+        "encoding": "seed002",
+        "nvdec": WORKLOAD_B["nvdec"],
+        "nvbin": WORKLOAD_B["nvbin"],
+    }
     log(f"# B: seed 002 Rastrigin D=2 in [-1, 1], seed002 encoding, N={N}, 1 and {n_isl} islands")
     one = measure_isles(I, xp, args, f"B: Rastrigin seed002 N={N}, 1 island", prob, params, 1)
     one.ratio, one.ratio_of = 1.0, "reference"
@@ -188,34 +239,47 @@ def _fbest(r: Row) -> str:
 
 
 def _progress(r: Row) -> str:
-    return (f"  {r.impl:<34} {r.device:<4} N={r.pop} I={r.islands} L={r.n_bits}: "
-            f"{_fmt(r.us_per_gen, 2)} us/gen, {_fmt(r.us_per_island_gen, 3)} us/island-gen; best f {_fbest(r)}; "
-            f"{r.note}")
+    return (
+        f"  {r.impl:<34} {r.device:<4} N={r.pop} I={r.islands} L={r.n_bits}: "
+        f"{_fmt(r.us_per_gen, 2)} us/gen, {_fmt(r.us_per_island_gen, 3)} us/island-gen; best f {_fbest(r)}; "
+        f"{r.note}"
+    )
 
 
 def markdown(rows: list[Row]) -> str:
-    lines = ["| workload | implementation | device | N × islands | L | gens timed | µs/gen | µs/island-gen "
-             "| ratio | best f (start → end) | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| workload | implementation | device | N × islands | L | gens timed | µs/gen | µs/island-gen "
+        "| ratio | best f (start → end) | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         ratio = "--" if r.ratio is None else f"{r.ratio:,.2f}× ({r.ratio_of})"
         note = r.note.replace("|", "/")
-        lines.append(f"| {r.workload} | {r.impl} | {r.device} | {r.pop} × {r.islands} | {r.n_bits} | {r.generations} "
-                     f"| {_fmt(r.us_per_gen)} | {_fmt(r.us_per_island_gen, 3)} | {ratio} | {_fbest(r)} | {note} |")
+        lines.append(
+            f"| {r.workload} | {r.impl} | {r.device} | {r.pop} × {r.islands} | {r.n_bits} | {r.generations} "
+            f"| {_fmt(r.us_per_gen)} | {_fmt(r.us_per_island_gen, 3)} | {ratio} | {_fbest(r)} | {note} |"
+        )
     return "\n".join(lines)
 
 
 def parse(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--device", default="gpu", choices=("gpu", "cpu"))
     p.add_argument("--workload", default="all", choices=("trap", "seed", "all"))
-    p.add_argument("--scale", type=float, default=1.0,
-                   help="multiplies populations, genome length (A) and islands (B); 0.1 for the CPU run")
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="multiplies populations, genome length (A) and islands (B); 0.1 for the CPU run",
+    )
     p.add_argument("--anchors", action="store_true", help="also time the anchors of ga_anchors.py on workload A")
-    p.add_argument("--only", default=None,
-                   help="comma list of anchors (gpu: cupy,torch,torch_compile,evox,deap,pygmo; "
-                        "cpu: numpy,torch,deap,pygmo,evox)")
+    p.add_argument(
+        "--only",
+        default=None,
+        help="comma list of anchors (gpu: cupy,torch,torch_compile,evox,deap,pygmo; cpu: numpy,torch,deap,pygmo,evox)",
+    )
     p.add_argument("--budget", type=float, default=10.0, help="seconds of timed generations per row")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--dtype", default="float32")
@@ -225,11 +289,18 @@ def parse(argv=None):
     p.add_argument("--compile-on-cpu", action="store_true", help="also try torch.compile with --device cpu")
     p.add_argument("--no-array-ref", action="store_true", help="skip isles' array-path row on the GPU")
     p.add_argument("--json", default=None, help="also write the rows to this JSON file")
-    p.add_argument("--epoch", action="store_true",
-                   help="only the epoch-kernel table (GPU): per-generation vs epoch kernel, module docstring")
+    p.add_argument(
+        "--epoch",
+        action="store_true",
+        help="only the epoch-kernel table (GPU): per-generation vs epoch kernel, module docstring",
+    )
     p.add_argument("--epoch-gens", type=int, default=640, help="generations per timed call of --epoch")
-    p.add_argument("--epoch-eblock", type=int, default=None,
-                   help="--epoch: threads per block of the epoch kernel (default: algorithms/ga/epoch.py)")
+    p.add_argument(
+        "--epoch-eblock",
+        type=int,
+        default=None,
+        help="--epoch: threads per block of the epoch kernel (default: algorithms/ga/epoch.py)",
+    )
     p.add_argument("--epoch-only", default=None, help="--epoch: only the rows whose workload contains this text")
     return p.parse_args(argv)
 
@@ -247,8 +318,10 @@ def main(argv=None) -> int:
         print(s, flush=True)
 
     t_all = time.perf_counter()
-    log(f"# device: {I['device_name'](xp)}; timer: {'CUDA events' if xp is not np else 'perf_counter'}; "
-        f"dtype {args.dtype}; scale {args.scale}; budget {args.budget} s x median of {args.repeats}")
+    log(
+        f"# device: {I['device_name'](xp)}; timer: {'CUDA events' if xp is not np else 'perf_counter'}; "
+        f"dtype {args.dtype}; scale {args.scale}; budget {args.budget} s x median of {args.repeats}"
+    )
     rows, ev = [], None
     if args.epoch:
         if xp is np:
@@ -269,8 +342,9 @@ def main(argv=None) -> int:
         log(f"EvoX: {ev['message']}")
     log(f"\n# total wall {time.perf_counter() - t_all:.1f} s")
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": [asdict(r) for r in rows],
-                                               "evox": ev}, indent=1, default=str))
+        Path(args.json).write_text(
+            json.dumps({"args": vars(args), "rows": [asdict(r) for r in rows], "evox": ev}, indent=1, default=str)
+        )
     return 0
 
 

@@ -1,6 +1,7 @@
 """isles' side of the GA benchmark (``ga_bench.py``): its pieces, loaded with a clear message where
 one is missing (:func:`load_isles`), the table's :class:`Row`, and the timing of isles' GA on one
 workload (:func:`measure_isles`)."""
+
 from __future__ import annotations
 
 import time
@@ -11,8 +12,20 @@ import numpy as np
 from ga_anchors_workload import _perf_timer, _timed_generations
 
 
-GA_FIELDS = ("pop_size", "group_size", "crossover", "p_c", "mutation", "p_m", "n_elite", "renewal", "encoding",
-             "nvdec", "nvbin", "fused")
+GA_FIELDS = (
+    "pop_size",
+    "group_size",
+    "crossover",
+    "p_c",
+    "mutation",
+    "p_m",
+    "n_elite",
+    "renewal",
+    "encoding",
+    "nvdec",
+    "nvbin",
+    "fused",
+)
 
 
 def _fail(msg: str):
@@ -31,13 +44,21 @@ def load_isles():
         from isles.problems.constraints import Evaluator  # noqa: PLC0415
     except Exception as e:  # noqa: BLE001
         _fail(f"isles' core is not importable ({type(e).__name__}: {e}); run from the repository root")
-    out.update(Context=Context, CounterRNG=CounterRNG, Evaluator=Evaluator, get_xp=get_xp,
-               device_name=device_name, dtype_of=dtype_of)
+    out.update(
+        Context=Context,
+        CounterRNG=CounterRNG,
+        Evaluator=Evaluator,
+        get_xp=get_xp,
+        device_name=device_name,
+        dtype_of=dtype_of,
+    )
     try:
         from isles.algorithms.ga.ga import GA, GAParams  # noqa: PLC0415
     except Exception as e:  # noqa: BLE001
-        _fail(f"isles' GA is not importable yet: `from isles.algorithms.ga.ga import GA, GAParams` raised "
-              f"{type(e).__name__}: {e}")
+        _fail(
+            f"isles' GA is not importable yet: `from isles.algorithms.ga.ga import GA, GAParams` raised "
+            f"{type(e).__name__}: {e}"
+        )
     fields = set(getattr(GAParams, "__dataclass_fields__", {}))
     missing = [f for f in GA_FIELDS if f not in fields]
     if missing:
@@ -45,8 +66,10 @@ def load_isles():
     try:
         from isles.problems.binary import Trap  # noqa: PLC0415
     except Exception as e:  # noqa: BLE001
-        _fail(f"the binary problems are not importable yet: `from isles.problems.binary import Trap` raised "
-              f"{type(e).__name__}: {e}")
+        _fail(
+            f"the binary problems are not importable yet: `from isles.problems.binary import Trap` raised "
+            f"{type(e).__name__}: {e}"
+        )
     try:
         from isles.problems.benchmarks import Rastrigin  # noqa: PLC0415
     except Exception as e:  # noqa: BLE001
@@ -87,11 +110,13 @@ def _cuda_timer(cp):
         e.record()
         e.synchronize()
         return cp.cuda.get_elapsed_time(s, e) * 1e-3
+
     return timer
 
 
-def measure_isles(I, xp, args, workload: str, problem, params: dict, islands: int, fused: bool = True,
-                  label: str = "isles GA") -> Row:
+def measure_isles(
+    I, xp, args, workload: str, problem, params: dict, islands: int, fused: bool = True, label: str = "isles GA"
+) -> Row:
     """Time isles' GA on ``problem`` with ``params`` (GAParams fields) and ``islands`` islands."""
     GA, GAParams = I["GA"], I["GAParams"]
     dtype = I["dtype_of"](args.dtype)
@@ -125,12 +150,25 @@ def measure_isles(I, xp, args, workload: str, problem, params: dict, islands: in
     timer = _cuda_timer(xp) if gpu else _perf_timer
     timer(lambda: advance(warm))  # compile, self-check, graph capture
     setup = time.perf_counter() - t0
-    t, n, times = _timed_generations(advance, timer, budget_s=args.budget, repeats=args.repeats,
-                                     probe=probe, lo=lo, hi=hi, multiple=mult)
+    t, n, times = _timed_generations(
+        advance, timer, budget_s=args.budget, repeats=args.repeats, probe=probe, lo=lo, hi=hi, multiple=mult
+    )
     best = float(st[0]["f"].min())
     note += f"{path} path, median of {args.repeats} x {n} gens, setup {setup:.1f} s"
-    row = Row(workload, f"{label} ({path})", "gpu" if gpu else "cpu", params["pop_size"], islands,
-              ga.n_bits(ctx), t * 1e6, n * args.repeats, best0, best, setup, note)
+    row = Row(
+        workload,
+        f"{label} ({path})",
+        "gpu" if gpu else "cpu",
+        params["pop_size"],
+        islands,
+        ga.n_bits(ctx),
+        t * 1e6,
+        n * args.repeats,
+        best0,
+        best,
+        setup,
+        note,
+    )
     del st[:], state, plan, ga, ctx
     if gpu:
         xp.get_default_memory_pool().free_all_blocks()

@@ -23,6 +23,7 @@ each), as on a fresh GPU machine; without it the runs share one cache, warmed by
     taskset -c 0,1 python benchmarks/job_bench.py --case "ray.num_cpus=2"   # a 2-core machine
     git worktree add /tmp/old HEAD~5 && python benchmarks/job_bench.py --baseline /tmp/old --repeats 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WATCHED = ("ray", "optuna", "mlflow", "cupy")
 
 
-def run_once(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py",
-             cold: bool = False) -> tuple[float, float, str]:
+def run_once(
+    experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py", cold: bool = False
+) -> tuple[float, float, str]:
     """One process of ``run_py``: ``(whole-process seconds, evolution seconds, result line)``;
     ``cold``: with an empty CuPy kernel cache of its own (``CUPY_CACHE_DIR``).
 
@@ -63,8 +65,15 @@ def run_once(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py
 def imported(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py") -> str:
     """Which of :data:`WATCHED` one process of ``run_py`` imports (``python -X importtime``), e.g.
     ``"mlflow"``, or ``"-"`` for none."""
-    cmd = [sys.executable, "-X", "importtime", str(run_py), f"+experiment={experiment}", "progress=false",
-           *shlex.split(case)]
+    cmd = [
+        sys.executable,
+        "-X",
+        "importtime",
+        str(run_py),
+        f"+experiment={experiment}",
+        "progress=false",
+        *shlex.split(case),
+    ]
     err = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True).stderr
     mods = {m.group(1).split(".")[0] for m in re.finditer(r"^import time:.*\|\s*(\S+)$", err, re.M)}
     return ", ".join(m for m in WATCHED if m in mods) or "-"
@@ -76,8 +85,12 @@ def main() -> None:
     ap.add_argument("--case", action="append", help="overrides of one case (repeatable); default: none")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cold", action="store_true", help="every process with an empty CuPy kernel cache")
-    ap.add_argument("--baseline", type=Path, help="another checkout (e.g. a `git worktree` of an older "
-                    "commit): its run.py runs each case too, interleaved with this one's, side by side")
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout (e.g. a `git worktree` of an older "
+        "commit): its run.py runs each case too, interleaved with this one's, side by side",
+    )
     args = ap.parse_args()
     cases = args.case or [""]
     versions = {"this checkout": ROOT / "run.py"}
@@ -97,17 +110,24 @@ def main() -> None:
             whole = statistics.median(r[0] for r in runs[v])
             evo = statistics.median(r[1] for r in runs[v])
             rows.append((v, case or "(defaults)", first[v][0], whole, evo, mods[v], runs[v][-1][2]))
-            print(f"{v}, {case or '(defaults)'}: first {first[v][0]:.2f} s, whole {whole:.2f} s, "
-                  f"evolution {evo:.2f} s, imports {mods[v]}", flush=True)
+            print(
+                f"{v}, {case or '(defaults)'}: first {first[v][0]:.2f} s, whole {whole:.2f} s, "
+                f"evolution {evo:.2f} s, imports {mods[v]}",
+                flush=True,
+            )
     print(f"\n{'cold (an empty kernel cache each run)' if args.cold else 'warm kernel cache'}:")
-    print(f"\n| version | `+experiment={args.experiment}` overrides | first run, whole process s | whole process s "
-          f"(median of {args.repeats}) | evolution s | start-up s (whole - evolution) | imports of "
-          f"{'/'.join(WATCHED)} | result |")
+    print(
+        f"\n| version | `+experiment={args.experiment}` overrides | first run, whole process s | whole process s "
+        f"(median of {args.repeats}) | evolution s | start-up s (whole - evolution) | imports of "
+        f"{'/'.join(WATCHED)} | result |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for version, case, first, whole, evo, mods, line in rows:
         f = re.search(r"best f=(\S+) (\S+)", line)
-        print(f"| {version} | `{case}` | {first:.2f} | {whole:.2f} | {evo:.2f} | {whole - evo:.2f} | {mods} | "
-              f"f={f.group(1)} {f.group(2)} |")
+        print(
+            f"| {version} | `{case}` | {first:.2f} | {whole:.2f} | {evo:.2f} | {whole - evo:.2f} | {mods} | "
+            f"f={f.group(1)} {f.group(2)} |"
+        )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,9 @@ def main(argv=None) -> None:
     from tests.fused_migration_cases import Plain, plans, random_state  # noqa: PLC0415
 
     ids, inbound = plans(a.islands)[0 if a.plan == "ring" else 1]
-    state, _ = random_state(np.random.default_rng(0), a.islands, a.pop, np.float64, np.float64, "float64",
-                            (a.dim,), levels=1000)
+    state, _ = random_state(
+        np.random.default_rng(0), a.islands, a.pop, np.float64, np.float64, "float64", (a.dim,), levels=1000
+    )
     state = {k: cp.asarray(v) if hasattr(v, "shape") else v for k, v in state.items()}
     algo, ctx, policy, sel = Plain(), SimpleNamespace(xp=cp), FairReplace(), SelectBest()
 

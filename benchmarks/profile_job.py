@@ -3,6 +3,7 @@
     python benchmarks/profile_job.py +experiment=cmepso device=gpu logger=none
 Prints the top functions by cumulative time.
 """
+
 from __future__ import annotations
 
 import cProfile

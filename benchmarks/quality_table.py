@@ -12,6 +12,7 @@ Prints a Markdown table. Reads every finished run of the experiment, or one swee
 of a parent run (``--parent``), or the runs tagged ``sweep=ID`` (``--sweep``; ``latest`` is the
 sweep of the experiment's newest parent run); see ``app/sweep_runs.py``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,15 +37,21 @@ def latest_sweep(client: MlflowClient, exp_id: str) -> str:
 
     Raises:
         SystemExit: the experiment has no sweep."""
-    runs = client.search_runs([exp_id], f"tags.{PARENT_TAG} = 'true'", order_by=["attributes.start_time DESC"],
-                              max_results=1)
+    runs = client.search_runs(
+        [exp_id], f"tags.{PARENT_TAG} = 'true'", order_by=["attributes.start_time DESC"], max_results=1
+    )
     if not runs:
         raise SystemExit("--sweep latest: the experiment has no sweep (no run tagged sweep_parent=true)")
     return runs[0].data.tags[SWEEP_TAG]
 
 
-def collect(client: MlflowClient, experiment: str, by: str = "problem._target_", parent: str | None = None,
-            sweep: str | None = None) -> dict:
+def collect(
+    client: MlflowClient,
+    experiment: str,
+    by: str = "problem._target_",
+    parent: str | None = None,
+    sweep: str | None = None,
+) -> dict:
     """``{(problem target, value of param by): [(final_best_f, feasible, wall_s, evaluations), ...]}``
     of the experiment's finished runs: all of them, the children of run ``parent``, or the runs
     of sweep ``sweep`` (``"latest"``: :func:`latest_sweep`).
@@ -67,14 +74,22 @@ def collect(client: MlflowClient, experiment: str, by: str = "problem._target_",
         if "final_best_f" not in m:
             continue
         rows.setdefault((p["problem._target_"], p.get(by, "")), []).append(
-            (m["final_best_f"], m["final_feasible"] > 0, m.get("final_wall_s", np.nan), m.get("final_evaluations", np.nan)))
+            (
+                m["final_best_f"],
+                m["final_feasible"] > 0,
+                m.get("final_wall_s", np.nan),
+                m.get("final_evaluations", np.nan),
+            )
+        )
     return rows
 
 
 def table(rows: dict) -> str:
     """Markdown table of the statistics per problem."""
-    out = ["| problem | group | runs | best | median | mean | std | worst | feasible | best gap to f* | median gap | mean evaluations | mean wall s |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| problem | group | runs | best | median | mean | std | worst | feasible | best gap to f* | median gap | mean evaluations | mean wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for (target, group), vals in sorted(rows.items()):
         problem = build_problem({"_target_": target})
         f = np.array([v[0] for v in vals])
@@ -83,8 +98,10 @@ def table(rows: dict) -> str:
         evals = np.array([v[3] for v in vals])
         fs = problem.f_star
         gap = (lambda x: f"{100 * (x - fs) / abs(fs):.4f} %") if fs else (lambda x: "")
-        out.append(f"| {problem.name} | {group} | {len(f)} | {f.min():.7g} | {np.median(f):.7g} | {f.mean():.7g} | {f.std(ddof=1) if len(f) > 1 else 0:.3g} "
-                   f"| {f.max():.7g} | {feas.sum()}/{len(f)} | {gap(f.min())} | {gap(np.median(f))} | {np.nanmean(evals):,.0f} | {np.nanmean(wall):.2f} |")
+        out.append(
+            f"| {problem.name} | {group} | {len(f)} | {f.min():.7g} | {np.median(f):.7g} | {f.mean():.7g} | {f.std(ddof=1) if len(f) > 1 else 0:.3g} "
+            f"| {f.max():.7g} | {feas.sum()}/{len(f)} | {gap(f.min())} | {gap(np.median(f))} | {np.nanmean(evals):,.0f} | {np.nanmean(wall):.2f} |"
+        )
     return "\n".join(out)
 
 

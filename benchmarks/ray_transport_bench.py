@@ -13,6 +13,7 @@ CPU actors of one node exchange them through Compiled Graph's shared-memory chan
 (``islands/channels.py``), and actors on different nodes post them to each other's inbox with
 one-sided actor calls (``islands/transport.py``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,16 +34,26 @@ def main() -> None:
     import ray
     from ray.dag import InputNode, MultiOutputNode
 
-    ray.init(address="local", num_cpus=a.actors, include_dashboard=False, log_to_driver=False,
-             logging_level="error", configure_logging=False)
+    ray.init(
+        address="local",
+        num_cpus=a.actors,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="error",
+        configure_logging=False,
+    )
 
     @ray.remote(num_cpus=1)
     class Group:
         """Answers like IslandGroup.run_epoch: per-island bests and one emigrant per island."""
 
         def __init__(self, islands: int, dim: int):
-            self.out = {"best_x": np.zeros((islands, dim)), "best_f": np.zeros(islands),
-                        "emigrants": np.zeros((islands, 1, dim)), "generation": 0}
+            self.out = {
+                "best_x": np.zeros((islands, dim)),
+                "best_f": np.zeros(islands),
+                "emigrants": np.zeros((islands, 1, dim)),
+                "generation": 0,
+            }
 
         def run_epoch(self, plan):
             self.out["generation"] = plan

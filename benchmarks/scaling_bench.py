@@ -17,6 +17,7 @@ actors' spans), then the CPU time per epoch of the driver and of each actor on t
 (psutil, after the first span): on a machine with fewer cores than actors plus the driver, their
 sum over the cores bounds the wall.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,10 @@ def run(overrides: list[str], n_actors: int):
     from isles.islands import sync_loop  # noqa: PLC0415
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[*overrides, "logger=none", "progress=false",
-                                                       f"islands.n_actors={n_actors}"])
+        cfg = compose(
+            config_name="config",
+            overrides=[*overrides, "logger=none", "progress=false", f"islands.n_actors={n_actors}"],
+        )
     import psutil  # noqa: PLC0415  (Ray's dependency)
 
     spans, cpu, real = [], [], sync_loop.SyncLoop.end_span
@@ -69,8 +72,11 @@ def run(overrides: list[str], n_actors: int):
     epoch_s = (h[-1].wall_s - h[0].wall_s) / max(1, h[-1].epoch - h[0].epoch)
     steady = spans[1:]  # the first span is one epoch: compilation, graph capture
     span_s = sum(s for _, s in steady) / sum(n for n, _ in steady) if steady else None
-    cpu_s = ({k: (cpu[-1][1][k] - cpu[0][1][k]) / (cpu[-1][0] - cpu[0][0]) for k in cpu[0][1] if k in cpu[-1][1]}
-             if len(cpu) > 1 and cpu[-1][0] > cpu[0][0] else None)
+    cpu_s = (
+        {k: (cpu[-1][1][k] - cpu[0][1][k]) / (cpu[-1][0] - cpu[0][0]) for k in cpu[0][1] if k in cpu[-1][1]}
+        if len(cpu) > 1 and cpu[-1][0] > cpu[0][0]
+        else None
+    )
     return result, epoch_s, span_s, cpu_s
 
 
@@ -80,8 +86,10 @@ def main() -> None:
     ap.add_argument("--actors", type=int, default=2, help="actors of the scaled run (1 GPU each)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides of the run")
     a = ap.parse_intermixed_args()
-    print("| actors | steady evals/s | ratio | evolution wall | wall over 1 actor's | wall per epoch after the first "
-          "| of it waiting for the actors | best f | devices |")
+    print(
+        "| actors | steady evals/s | ratio | evolution wall | wall over 1 actor's | wall per epoch after the first "
+        "| of it waiting for the actors | best f | devices |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     base = base_wall = None
     cpus = []
@@ -91,9 +99,12 @@ def main() -> None:
         base = base or rate
         base_wall = base_wall or result.wall_s
         devices = "; ".join(sorted({f"{d}" for d in result.devices.values()}))
-        print(f"| {n} | {rate / 1e6:,.2f} M | {rate / base:.2f}x | {result.wall_s:.2f} s | "
-              f"{result.wall_s / base_wall:.2f}x | {epoch_s * 1e3:.3f} ms | "
-              f"{'-' if span_s is None else f'{span_s * 1e3:.3f} ms'} | {result.best_f:.7g} | {devices} |", flush=True)
+        print(
+            f"| {n} | {rate / 1e6:,.2f} M | {rate / base:.2f}x | {result.wall_s:.2f} s | "
+            f"{result.wall_s / base_wall:.2f}x | {epoch_s * 1e3:.3f} ms | "
+            f"{'-' if span_s is None else f'{span_s * 1e3:.3f} ms'} | {result.best_f:.7g} | {devices} |",
+            flush=True,
+        )
         if cpu_s:
             cpus.append(f"{n} actors, CPU ms per epoch: " + ", ".join(f"{k} {v * 1e3:.3f}" for k, v in cpu_s.items()))
     for line in cpus:  # the driver's and the actors' CPU time after the first span (psutil)

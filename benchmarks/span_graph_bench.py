@@ -8,6 +8,7 @@ exchange every generation, where an epoch's Python is the whole cost.
 Prints one Markdown row per mode: the evolution wall, the wall per epoch after the first (which
 holds compilation and capture) and the best f, which must be the same in both rows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scaling_bench import run  # noqa: E402
 
-BASE = ["+experiment=de_islands", "device=gpu", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
-        "generations=3000", "islands.migration_interval=1", "topology=ring", "islands.n=8"]
+BASE = [
+    "+experiment=de_islands",
+    "device=gpu",
+    "problem=sphere",
+    "problem.dim=8",
+    "algorithm.pop_size=16",
+    "generations=3000",
+    "islands.migration_interval=1",
+    "topology=ring",
+    "islands.n=8",
+]
 
 
 def main() -> None:

@@ -39,6 +39,7 @@ Rows (the issue's workloads):
 Timing: GPU with CUDA events around ``run`` after a warm-up run (compilation, self-check and capture
 excluded), the median of ``--repeats``; CPU with ``time.perf_counter``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -110,14 +111,18 @@ def cpu_seconds(alg, ctx, generations: int) -> float:
     return time.perf_counter() - t0
 
 
-def three_ways(name, make_alg, problem, dtype, islands, generations, chunk, cpu_generations, repeats,
-               per_generation=False) -> dict:
+def three_ways(
+    name, make_alg, problem, dtype, islands, generations, chunk, cpu_generations, repeats, per_generation=False
+) -> dict:
     """The fused / captured / uncaptured / CPU times of one workload (seconds for ``generations``)."""
     import cupy as cp  # noqa: PLC0415
 
     row = {"workload": name, "generations": generations, "islands": islands, "dtype": str(np.dtype(dtype))}
-    ways = {"fused": problem, "array_captured": as_user_problem(problem),
-            "array_uncaptured": as_user_problem(problem, capture_safe=False)}
+    ways = {
+        "fused": problem,
+        "array_captured": as_user_problem(problem),
+        "array_uncaptured": as_user_problem(problem, capture_safe=False),
+    }
     for way, prob in ways.items():
         alg = make_alg()
         ctx = _ctx(cp, prob, dtype, islands)
@@ -131,8 +136,11 @@ def three_ways(name, make_alg, problem, dtype, islands, generations, chunk, cpu_
             cap = alg._captures.get(id(ctx))
             row["captured"] = bool(cap is not None and cap.stepper is not None)
     alg = make_alg()
-    row["cpu_s"] = cpu_seconds(alg, _ctx(np, as_user_problem(problem), dtype, islands), cpu_generations) \
-        * generations / cpu_generations
+    row["cpu_s"] = (
+        cpu_seconds(alg, _ctx(np, as_user_problem(problem), dtype, islands), cpu_generations)
+        * generations
+        / cpu_generations
+    )
     row["cpu_generations_timed"] = cpu_generations
     row["captured_over_fused"] = row["array_captured_s"] / row["fused_s"]
     row["cpu_over_captured"] = row["cpu_s"] / row["array_captured_s"]
@@ -158,8 +166,12 @@ def evox_de_ackley(dim: int, pop: int, F: float, CR: float, generations: int, re
         """Ackley (a = 20, b = 0.2, c = 2 pi), as a user writes it in PyTorch."""
 
         def evaluate(self, pop):
-            return (-20.0 * torch.exp(-0.2 * torch.sqrt(torch.mean(pop * pop, dim=1)))
-                    - torch.exp(torch.mean(torch.cos(2.0 * math.pi * pop), dim=1)) + 20.0 + math.e)
+            return (
+                -20.0 * torch.exp(-0.2 * torch.sqrt(torch.mean(pop * pop, dim=1)))
+                - torch.exp(torch.mean(torch.cos(2.0 * math.pi * pop), dim=1))
+                + 20.0
+                + math.e
+            )
 
     torch.set_default_device("cuda")
     lb, ub = torch.full((dim,), -30.0), torch.full((dim,), 30.0)
@@ -182,8 +194,12 @@ def evox_de_ackley(dim: int, pop: int, F: float, CR: float, generations: int, re
         b.synchronize()
         ts.append(a.elapsed_time(b) / 1e3)
     t = statistics.median(ts)
-    return {"workload": "evox_de_ackley", "us_per_gen": t / generations * 1e6, "compile_s": setup,
-            "best_f": float(algo.fit.min())}
+    return {
+        "workload": "evox_de_ackley",
+        "us_per_gen": t / generations * 1e6,
+        "compile_s": setup,
+        "best_f": float(algo.fit.min()),
+    }
 
 
 def cmepso_row(iterations: int, cpu_iterations: int) -> dict:
@@ -196,7 +212,10 @@ def cmepso_row(iterations: int, cpu_iterations: int) -> dict:
     out = {"workload": "cmepso welded_beam 10x40, 1000 iterations"}
     for xp, iters, key in ((cp, iterations, "gpu_s"), (np, cpu_iterations, "cpu_s")):
         problem = make_problem("welded_beam")
-        slaves, master = EPSO(n_particles=40, max_iterations=iterations), MasterSwarm(n_particles=10, max_iterations=iterations)
+        slaves, master = (
+            EPSO(n_particles=40, max_iterations=iterations),
+            MasterSwarm(n_particles=10, max_iterations=iterations),
+        )
         cs, cm = contexts(xp, problem, 10, seed=0)
         run_cmepso(cs, cm, slaves, master, 5, 1)  # warm-up
         cs, cm = contexts(xp, problem, 10, seed=1)
@@ -250,34 +269,77 @@ def main(argv=None) -> int:
         return r
 
     if "fep" in only:
-        emit(three_ways, "fep f5 mu=400 2000 gens float64",
-             lambda: FEP(pop_size=400, q=10), Rastrigin(32, -5.12, 5.12), np.float64, 1, 2000, None, 20, a.repeats)
+        emit(
+            three_ways,
+            "fep f5 mu=400 2000 gens float64",
+            lambda: FEP(pop_size=400, q=10),
+            Rastrigin(32, -5.12, 5.12),
+            np.float64,
+            1,
+            2000,
+            None,
+            20,
+            a.repeats,
+        )
     if "de_islands" in only:
-        emit(three_ways, "de 8x50 rastrigin D=100 2000 gens float64",
-             lambda: DE(pop_size=50, F=0.5, CR=0.9), make_problem("rastrigin", dim=100), np.float64, 8, 2000, 50, 20,
-             a.repeats)
+        emit(
+            three_ways,
+            "de 8x50 rastrigin D=100 2000 gens float64",
+            lambda: DE(pop_size=50, F=0.5, CR=0.9),
+            make_problem("rastrigin", dim=100),
+            np.float64,
+            8,
+            2000,
+            50,
+            20,
+            a.repeats,
+        )
     if "de_ackley" in only:
-        emit(three_ways, "de ackley D=1000 N=500 F=0.5 CR=0.2 float32",
-             lambda: DE(pop_size=500, F=0.5, CR=0.2), make_problem("ackley", dim=1000), np.float32, 1, 2000, None, 5,
-             a.repeats, per_generation=True)
+        emit(
+            three_ways,
+            "de ackley D=1000 N=500 F=0.5 CR=0.2 float32",
+            lambda: DE(pop_size=500, F=0.5, CR=0.2),
+            make_problem("ackley", dim=1000),
+            np.float32,
+            1,
+            2000,
+            None,
+            5,
+            a.repeats,
+            per_generation=True,
+        )
         emit(evox_de_ackley, 1000, 500, 0.5, 0.2, 2000, a.repeats)
     if "ga_trap" in only:
-        emit(three_ways, "ga trap-5 L=1e5 N=4096",
-             lambda: GA(pop_size=4096), Trap(n_bits=100_000, k=5), np.float64, 1, 50, None, 1, a.repeats,
-             per_generation=True)
+        emit(
+            three_ways,
+            "ga trap-5 L=1e5 N=4096",
+            lambda: GA(pop_size=4096),
+            Trap(n_bits=100_000, k=5),
+            np.float64,
+            1,
+            50,
+            None,
+            1,
+            a.repeats,
+            per_generation=True,
+        )
     if "cmepso" in only:
         emit(cmepso_row, 1000, 50)
     if "cde" in only:
         emit(cde_row, 20, 2)
     print()
-    print("| workload | built-in, fused, GPU | user's array code, GPU captured | same, uncaptured | CPU (NumPy) |"
-          " captured / fused | CPU / captured |")
+    print(
+        "| workload | built-in, fused, GPU | user's array code, GPU captured | same, uncaptured | CPU (NumPy) |"
+        " captured / fused | CPU / captured |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         if "fused_s" in r:
-            print(f"| {r['workload']} | {r['fused_s']:.3f} s | {r['array_captured_s']:.3f} s | "
-                  f"{r['array_uncaptured_s']:.3f} s | {r['cpu_s']:.2f} s | {r['captured_over_fused']:.2f}x | "
-                  f"{r['cpu_over_captured']:.1f}x |")
+            print(
+                f"| {r['workload']} | {r['fused_s']:.3f} s | {r['array_captured_s']:.3f} s | "
+                f"{r['array_uncaptured_s']:.3f} s | {r['cpu_s']:.2f} s | {r['captured_over_fused']:.2f}x | "
+                f"{r['cpu_over_captured']:.1f}x |"
+            )
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -3,6 +3,7 @@ latest emigrants of every island) and goes on, without waiting for slower groups
 archipelago semantics). Each group's epoch is a span of one epoch
 (:meth:`isles.islands.group.IslandGroup.run_span`) whose plan comes from the migrant store, made
 by the same planner as the sync loop (:mod:`isles.islands.planner`)."""
+
 from __future__ import annotations
 
 import logging
@@ -11,8 +12,15 @@ import time
 from isles.islands import checkpoint
 from isles.islands.planner import group_plan, migration_edges
 from isles.islands.records import Plan, Route, SpanOrder
-from isles.islands.results import (RecordLog, best_of, epoch_record, merge_summaries, migration_log, payoff_total,
-                                         run_result)
+from isles.islands.results import (
+    RecordLog,
+    best_of,
+    epoch_record,
+    merge_summaries,
+    migration_log,
+    payoff_total,
+    run_result,
+)
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -54,16 +62,27 @@ class AsyncLoop:
         resume = self.co.resume_from
         if resume is not None:
             recovery.load(groups, resume["states"])
-            loop = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
-                    for k, v in resume["async"].items()}
+            loop = {
+                k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
+                for k, v in resume["async"].items()
+            }
             loop["history"] = RecordLog.of(resume["async"]["history"])  # a list: a checkpoint of before the logs
             loop["migrations"] = migration_log(resume["async"]["migrations"])
-            parts = [{"state": st, "gens": g, "summary": loop["summaries"].get(i)}
-                     for i, (st, g) in enumerate(zip(resume["states"], loop["gens"]))]
+            parts = [
+                {"state": st, "gens": g, "summary": loop["summaries"].get(i)}
+                for i, (st, g) in enumerate(zip(resume["states"], loop["gens"]))
+            ]
         else:
-            loop = {"summaries": {}, "store": {}, "gens": [0] * len(groups), "history": RecordLog(),
-                    "migrations": migration_log(),
-                    "best": None, "completions": 0, "epochs": [0] * len(groups)}
+            loop = {
+                "summaries": {},
+                "store": {},
+                "gens": [0] * len(groups),
+                "history": RecordLog(),
+                "migrations": migration_log(),
+                "best": None,
+                "completions": 0,
+                "epochs": [0] * len(groups),
+            }
             parts = [None] * len(groups)
         summaries, store, gens = loop["summaries"], loop["store"], loop["gens"]
         history, migrations = loop["history"], loop["migrations"]
@@ -99,11 +118,17 @@ class AsyncLoop:
             settle(wait=True)
             if any(p is None for p in parts):
                 return recovery.last_snapshot
-            loop_now = {**loop, "gens": [p["gens"] for p in parts],
-                        "summaries": {i: p["summary"] for i, p in enumerate(parts) if p["summary"] is not None},
-                        "store": dict(store), "history": history.copy(), "migrations": migrations.copy()}
-            recovery.last_snapshot = recovery.of(placement, [p["state"] for p in parts], mode="async",
-                                                 epoch=loop["completions"], **{"async": loop_now})
+            loop_now = {
+                **loop,
+                "gens": [p["gens"] for p in parts],
+                "summaries": {i: p["summary"] for i, p in enumerate(parts) if p["summary"] is not None},
+                "store": dict(store),
+                "history": history.copy(),
+                "migrations": migrations.copy(),
+            }
+            recovery.last_snapshot = recovery.of(
+                placement, [p["state"] for p in parts], mode="async", epoch=loop["completions"], **{"async": loop_now}
+            )
             return recovery.last_snapshot
 
         if snapshots:
@@ -120,9 +145,15 @@ class AsyncLoop:
             except Exception as err:
                 settle(wait=True)
                 recovery.recover(err, parts[i])
-                log.warning("island group %d died (%s); restored its own state of generation %d, the other groups go "
-                            "on (restart %d of %d)", i, type(err).__name__, parts[i]["gens"], recovery.restarts,
-                            recovery.max_restarts)
+                log.warning(
+                    "island group %d died (%s); restored its own state of generation %d, the other groups go "
+                    "on (restart %d of %d)",
+                    i,
+                    type(err).__name__,
+                    parts[i]["gens"],
+                    recovery.restarts,
+                    recovery.max_restarts,
+                )
                 recovery.restore(groups, [i], [parts[i]["state"]])
                 gens[i] = parts[i]["gens"]
                 summaries.pop(i, None)
@@ -142,11 +173,22 @@ class AsyncLoop:
             bx, bf, bv, bg, _, evals, nan, hits = merge_summaries(self.n, summaries)
             best = loop["best"] = best_of([(bx, bf, bv, bg)] + ([loop["best"]] if loop["best"] else []))
             done_gen = min(summaries[j].generation if j in summaries else 0 for j in range(len(groups)))
-            record = epoch_record(epoch=completions, generation=done_gen, t0=t0, evaluations=evals,
-                                  nan_evaluations=nan, best_f=best[1][0], best_v=best[2][0], island_best_f=bf,
-                                  island_best_v=bv, compute_s=s.compute_s,
-                                  epoch_generations=s.generation - prev_gen, hits=hits,
-                                  payoff_evaluations=payoff_total(summaries), migrations=moved)
+            record = epoch_record(
+                epoch=completions,
+                generation=done_gen,
+                t0=t0,
+                evaluations=evals,
+                nan_evaluations=nan,
+                best_f=best[1][0],
+                best_v=best[2][0],
+                island_best_f=bf,
+                island_best_v=bv,
+                compute_s=s.compute_s,
+                epoch_generations=s.generation - prev_gen,
+                hits=hits,
+                payoff_evaluations=payoff_total(summaries),
+                migrations=moved,
+            )
             history.append(record)
             yield record
             settle()
@@ -164,4 +206,3 @@ class AsyncLoop:
                 edges = migration_edges(self.topology, self.n, self.seed, completions)
                 pending[submit(i, Plan(*group_plan(edges, placement.groups[i], store)))] = i
         return run_result(loop["best"], history, min(gens), t0, migrations, hits)
-

@@ -6,6 +6,7 @@ own problem or algorithm plugs in without editing isles. Instantiation goes thro
 their actors; the job (:mod:`isles.app.job`) builds them once more before Ray starts, so that a
 bad value fails early.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -117,8 +118,10 @@ def cannot_build(group: str, target, err: BaseException) -> str:
         module, name = missing.rsplit(".", 1)
         return f"{head}: the module {module!r} has no {name!r}"
     if isinstance(inner, ModuleNotFoundError) and missing == top:
-        return (f"{head}: no module named {top!r}: run isles from the folder that holds {top}.py (or its "
-                f"package folder), or add that folder to PYTHONPATH")
+        return (
+            f"{head}: no module named {top!r}: run isles from the folder that holds {top}.py (or its "
+            f"package folder), or add that folder to PYTHONPATH"
+        )
     text = str(inner).strip().splitlines()
     return f"{head}: cannot build it ({type(inner).__name__}: {text[0] if text else ''})"
 
@@ -137,7 +140,9 @@ def build_problem(cfg, constraints_cfg=None):
     """
     cfg = _plain(cfg)
     if "_target_" not in cfg:
-        raise ValueError("problem._target_ is missing: name a Problem class, e.g. isles.problems.engineering.WeldedBeam")
+        raise ValueError(
+            "problem._target_ is missing: name a Problem class, e.g. isles.problems.engineering.WeldedBeam"
+        )
     kwargs = {k: v for k, v in cfg.items() if k != "_target_"}
     _check_arguments(cfg["_target_"], kwargs)
     try:
@@ -151,15 +156,15 @@ def build_problem(cfg, constraints_cfg=None):
     _check_integers(cfg["_target_"], kwargs)  # a value the class took and truncated (int(2.5) == 2)
     missing = [a for a in PROBLEM_ATTRIBUTES if not hasattr(problem, a)]
     if missing:
-        raise ValueError(
-            f"problem._target_={cfg['_target_']!r} lacks {missing}: subclass isles.problems.base.Problem"
-        )
+        raise ValueError(f"problem._target_={cfg['_target_']!r} lacks {missing}: subclass isles.problems.base.Problem")
     for name in ("lower", "upper"):
         if len(getattr(problem, name)) != problem.dim:
             raise ValueError(f"problem.{name} has {len(getattr(problem, name))} entries but problem.dim={problem.dim}")
         if not np.all(np.isfinite(np.asarray(getattr(problem, name), dtype=np.float64))):  # a class that set it itself
-            raise ValueError(f"problem.{name}={np.asarray(getattr(problem, name)).tolist()}: allowed values are "
-                             "finite numbers (one number, or one per variable)")
+            raise ValueError(
+                f"problem.{name}={np.asarray(getattr(problem, name)).tolist()}: allowed values are "
+                "finite numbers (one number, or one per variable)"
+            )
     check_n_eq(problem)
     problem.eq_tol = float(with_defaults(_plain(constraints_cfg or {}), ConstraintsConfig)["eq_tol"])
     return problem
@@ -269,7 +274,9 @@ def build_plugins(nodes) -> list:
                 raise cause from None
             raise ValueError(cannot_build(f"plugins.{j}", target, err)) from None
         if not callable(getattr(factory, "make", None)):
-            raise ValueError(f"plugins.{j}._target_={target!r}: not a plug-in (allowed values are classes with "
-                             "make(xp, dtype, evaluator, seed, stream), islands/plugin.py)")
+            raise ValueError(
+                f"plugins.{j}._target_={target!r}: not a plug-in (allowed values are classes with "
+                "make(xp, dtype, evaluator, seed, stream), islands/plugin.py)"
+            )
         out.append(factory)
     return out

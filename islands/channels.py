@@ -18,6 +18,7 @@ Measured on a 2-core machine (``python benchmarks/ray_transport_bench.py``, and 
 issue 19 in ``docs/runtime.md``): a write and a read cost tens of microseconds, against about a
 millisecond for an actor call.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -50,8 +51,10 @@ class ChannelLinks:
 
         self.close()
         me = ray.get_runtime_context().current_actor
-        self.out = {int(g): BufferedSharedMemoryChannel(me, [(h, node)], num_shm_buffers=BUFFERS)
-                    for g, (h, node) in readers.items()}
+        self.out = {
+            int(g): BufferedSharedMemoryChannel(me, [(h, node)], num_shm_buffers=BUFFERS)
+            for g, (h, node) in readers.items()
+        }
         for ch in self.out.values():
             ch.ensure_registered_as_writer()
         return self.out
@@ -126,8 +129,9 @@ class ChannelTransport:
                 raise Aborted(f"span {span} aborted ({type(got).__name__})")
             got_span, got_epoch, emigrants = pickle.loads(got)  # fresh arrays, not views of the shared memory
             if (got_span, got_epoch) != (span, epoch):
-                raise RuntimeError(f"group {s}'s channel sent span {got_span} epoch {got_epoch}, expected span "
-                                   f"{span} epoch {epoch}")
+                raise RuntimeError(
+                    f"group {s}'s channel sent span {got_span} epoch {got_epoch}, expected span {span} epoch {epoch}"
+                )
             out.update(emigrants)
         if posted:
             out.update(self.posts.take(span, epoch, posted, timeout_s))

@@ -12,6 +12,7 @@ number of actors (or GPUs) resumes with another.
 Files are written atomically (temporary file, then rename), so a crash during a save never
 leaves a broken checkpoint behind.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,15 +65,18 @@ def check_path(path: str | os.PathLike) -> None:
     while not folder.exists() and folder != folder.parent:  # the folders a save would make
         folder = folder.parent
     if not folder.is_dir():
-        raise ValueError(f"{field}: {str(folder)!r} is a file, not a folder; allowed values are file paths "
-                         "in a folder you can write")
+        raise ValueError(
+            f"{field}: {str(folder)!r} is a file, not a folder; allowed values are file paths in a folder you can write"
+        )
     try:  # as save does: a temporary file in the folder
         fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        raise ValueError(f"{field}: cannot write in {str(folder)!r} ({err.strerror or err}); allowed values "
-                         "are file paths in a folder you can write") from None
+        raise ValueError(
+            f"{field}: cannot write in {str(folder)!r} ({err.strerror or err}); allowed values "
+            "are file paths in a folder you can write"
+        ) from None
 
 
 def load(path: str | os.PathLike) -> dict:
@@ -100,10 +104,14 @@ def load(path: str | os.PathLike) -> dict:
         raise ValueError(f"{field}: cannot be read ({err.strerror or err})") from None
     except Exception as err:  # noqa: BLE001  (whatever unpickling a broken or foreign pickle raises)
         if isinstance(err, EOFError) or "truncated" in str(err):
-            raise ValueError(f"{field}: truncated (the file ends before the checkpoint does); "
-                             "resume from an earlier checkpoint or start a new run") from None
-        raise ValueError(f"{field}: not an isles checkpoint ({type(err).__name__}: "
-                         f"{str(err).splitlines()[0] if str(err) else 'unreadable'})") from None
+            raise ValueError(
+                f"{field}: truncated (the file ends before the checkpoint does); "
+                "resume from an earlier checkpoint or start a new run"
+            ) from None
+        raise ValueError(
+            f"{field}: not an isles checkpoint ({type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else 'unreadable'})"
+        ) from None
     if not head:
         raise ValueError(f"{field}: an empty file, not an isles checkpoint")
     if head != pickle.PROTO:
@@ -151,9 +159,11 @@ def regroup(states: list, old_groups: list, new_groups: list, island_axes) -> li
     for g, (state, ids) in enumerate(zip(states, old_groups)):
         for key, axis in axes.items():
             if axis is not None and np.shape(state[key])[axis] != len(ids):
-                raise ValueError(f"state field {key!r} of shape {np.shape(state[key])}: its island axis {axis} "
-                                 f"has not one entry per island of group {g} ({len(ids)} islands); declare the "
-                                 "field's island axis in the algorithm's ISLAND_AXES (island_axes())")
+                raise ValueError(
+                    f"state field {key!r} of shape {np.shape(state[key])}: its island axis {axis} "
+                    f"has not one entry per island of group {g} ({len(ids)} islands); declare the "
+                    "field's island axis in the algorithm's ISLAND_AXES (island_axes())"
+                )
     where = {gid: (g, p) for g, ids in enumerate(old_groups) for p, gid in enumerate(ids)}
     out = []
     for n, ids in enumerate(new_groups):
@@ -161,8 +171,9 @@ def regroup(states: list, old_groups: list, new_groups: list, island_axes) -> li
         for key, value in states[where[ids[0]][0]].items():
             axis = axes[key]
             if axis is not None:
-                new[key] = np.stack([np.take(states[where[gid][0]][key], where[gid][1], axis=axis) for gid in ids],
-                                    axis=axis)
+                new[key] = np.stack(
+                    [np.take(states[where[gid][0]][key], where[gid][1], axis=axis) for gid in ids], axis=axis
+                )
             elif isinstance(value, (np.ndarray, np.generic)) and value.ndim == 0:  # a group total (a NumPy
                 # scalar on CPU, a 0-d array from a GPU): all of it on the first new group
                 new[key] = sum(st[key] for st in states) if n == 0 else np.zeros_like(value)[()]

@@ -17,6 +17,7 @@ waiting on the GPU). Packing, the plan and the exchange are array-module agnosti
 NumPy with an in-process communicator (``tests/test_exchange.py``); the NCCL path runs on 2 GPUs
 (``tests/test_exchange_gpu.py``).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -59,10 +60,11 @@ def pack(xp, pops: list, lay: list):
             a = roles[role].leaves()[name]
             if tuple(a.shape) != shape or np.dtype(a.dtype) != dt:
                 leaf = name if role is None else f"{role}.{name}"
-                raise ValueError(f"emigrants of another shape: {leaf} is {tuple(a.shape)} {a.dtype}, "
-                                 f"the layout says {shape} {dt}")
+                raise ValueError(
+                    f"emigrants of another shape: {leaf} is {tuple(a.shape)} {a.dtype}, the layout says {shape} {dt}"
+                )
             nb = int(np.prod(shape)) * dt.itemsize
-            buf[off:off + nb] = xp.ascontiguousarray(a).reshape(-1).view(np.uint8)
+            buf[off : off + nb] = xp.ascontiguousarray(a).reshape(-1).view(np.uint8)
             off += -(-nb // ALIGN) * ALIGN
     return buf
 
@@ -77,7 +79,7 @@ def unpack(buf, lay: list, count: int) -> list:
         roles: dict = {}
         for role, name, shape, dt in lay:
             nb = int(np.prod(shape)) * dt.itemsize
-            roles.setdefault(role, {})[name] = buf[off:off + nb].copy().view(dt).reshape(shape)
+            roles.setdefault(role, {})[name] = buf[off : off + nb].copy().view(dt).reshape(shape)
             off += -(-nb // ALIGN) * ALIGN
         pops = {r: Population.from_leaves(leaves) for r, leaves in roles.items()}
         out.append(pops[None] if list(pops) == [None] else PopulationRoles(pops))

@@ -2,6 +2,7 @@
 its inbox of posted emigrants, the groups' NCCL communicator, its shared-memory channels; the
 driver forms them (:mod:`isles.islands.sync_loop`) and aborts them when a
 peer is lost."""
+
 from __future__ import annotations
 
 import numpy as np

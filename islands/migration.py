@@ -23,6 +23,7 @@ synchronisation. On CuPy, with the built-in policies and sources in the group, t
 come from two kernels instead of about 30 array operations (:mod:`isles.islands.fused_migration`;
 ``ISLES_FUSED_MIGRATION=0`` turns them off); the array code here is their twin and fallback.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -204,16 +205,19 @@ def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound:
         if not valid.any():
             continue
         if not remote and _fused(residents):  # one kernel (isles.islands.fused_migration), the same result
-            done = fused_migration.immigrate_role(algorithm, ctx, state, role, residents, mine, rows, valid,
-                                                  replacement_policy(policy))
+            done = fused_migration.immigrate_role(
+                algorithm, ctx, state, role, residents, mine, rows, valid, replacement_policy(policy)
+            )
             if done is not None:
                 state = done[0]
                 events.append((src_of, *done[1:]))
                 continue
-        flat = Population.from_leaves({
-            name: xp.concatenate([a.reshape((-1,) + a.shape[2:]) for a in arrays])
-            for name, arrays in _stack_leaves([p.conform(residents) for p in pool]).items()
-        })
+        flat = Population.from_leaves(
+            {
+                name: xp.concatenate([a.reshape((-1,) + a.shape[2:]) for a in arrays])
+                for name, arrays in _stack_leaves([p.conform(residents) for p in pool]).items()
+            }
+        )
         rows_d = device_constant(xp, rows)
         immigrants = flat.map(lambda a: a[rows_d])
         state, immigrants = algorithm.assess_immigrants(ctx, state, role, immigrants)

@@ -16,6 +16,7 @@ nodes (those with the most GPUs, or CPUs), pinned through Ray's node-id label. W
 lost, Ray moves its bundles to the remaining nodes (where they fit) and restarts the actors there
 (:mod:`isles.islands.coordinator` restores their islands from the last snapshot).
 """
+
 from __future__ import annotations
 
 import sys
@@ -86,7 +87,9 @@ def plan(n_islands: int, device: str, n_actors: int | None, resources: dict) -> 
     """
     n_gpus = int(resources.get("GPU", 0))
     if device == "gpu" and n_gpus == 0:
-        raise ValueError("device=gpu: no GPU is visible to Ray on this machine or cluster; allowed values here are auto|cpu")
+        raise ValueError(
+            "device=gpu: no GPU is visible to Ray on this machine or cluster; allowed values here are auto|cpu"
+        )
     use_gpu = device != "cpu" and n_gpus > 0
     if n_actors is None:
         n_actors = n_gpus if use_gpu else 1
@@ -101,8 +104,16 @@ def cluster_nodes() -> list[dict]:
     "CPU", "GPU"}`` dicts (resources in Ray's units), in ``ray.nodes()`` order."""
     import ray  # noqa: PLC0415
 
-    return [{"node_id": n["NodeID"], "ip": n["NodeManagerAddress"], "CPU": float(n["Resources"].get("CPU", 0)),
-             "GPU": float(n["Resources"].get("GPU", 0))} for n in ray.nodes() if n["Alive"]]
+    return [
+        {
+            "node_id": n["NodeID"],
+            "ip": n["NodeManagerAddress"],
+            "CPU": float(n["Resources"].get("CPU", 0)),
+            "GPU": float(n["Resources"].get("GPU", 0)),
+        }
+        for n in ray.nodes()
+        if n["Alive"]
+    ]
 
 
 def plan_nodes(n_islands: int, device: str, isl: dict, nodes: list[dict]) -> Placement:
@@ -123,8 +134,10 @@ def plan_nodes(n_islands: int, device: str, isl: dict, nodes: list[dict]) -> Pla
     n_nodes, strategy, n_actors = isl["n_nodes"], isl["placement"], isl["n_actors"]
     if n_nodes is not None:
         if n_nodes > len(usable):
-            raise ValueError(f"islands.n_nodes={n_nodes}: the cluster has {len(usable)} nodes with a {key}; "
-                             f"allowed values are null or 1..{len(usable)}")
+            raise ValueError(
+                f"islands.n_nodes={n_nodes}: the cluster has {len(usable)} nodes with a {key}; "
+                f"allowed values are null or 1..{len(usable)}"
+            )
         usable = sorted(usable, key=lambda n: (-n[key], n["node_id"]))[:n_nodes]
     if strategy == "strict_spread" and n_actors is None:
         n_actors = len(usable)
@@ -132,13 +145,14 @@ def plan_nodes(n_islands: int, device: str, isl: dict, nodes: list[dict]) -> Pla
     n = len(p.groups)
     field = f"islands.n_actors={n_actors}" if n_actors is not None else f"islands.n={n_islands}"
     if strategy == "strict_spread" and n > len(usable):
-        raise ValueError(f"{field}: islands.placement=strict_spread puts one actor per node, and {len(usable)} "
-                         f"nodes have a {key}; allowed values are 1..{len(usable)}")
+        raise ValueError(
+            f"{field}: islands.placement=strict_spread puts one actor per node, and {len(usable)} "
+            f"nodes have a {key}; allowed values are 1..{len(usable)}"
+        )
     cpus = int(sum(n["CPU"] for n in usable))
     if not p.use_gpu and n > cpus:
         raise ValueError(f"{field}: each actor takes one CPU and Ray offers {cpus} here; allowed values are 1..{cpus}")
-    return replace(p, strategy=strategy,
-                   node_ids=tuple(n["node_id"] for n in usable) if n_nodes is not None else None)
+    return replace(p, strategy=strategy, node_ids=tuple(n["node_id"] for n in usable) if n_nodes is not None else None)
 
 
 def reserve(p: Placement, timeout_s: float = RESERVE_TIMEOUT_S):
@@ -161,8 +175,10 @@ def reserve(p: Placement, timeout_s: float = RESERVE_TIMEOUT_S):
     if not pg.wait(timeout_seconds=timeout_s):
         remove_placement_group(pg)
         free = {k: v for k, v in ray.available_resources().items() if k in ("CPU", "GPU")}
-        raise ValueError(f"islands.placement={p.strategy}: Ray could not place {n} actors of {p.bundle} within "
-                         f"{timeout_s:.0f} s (free now: {free}); lower islands.n_actors or islands.n_nodes, or add nodes")
+        raise ValueError(
+            f"islands.placement={p.strategy}: Ray could not place {n} actors of {p.bundle} within "
+            f"{timeout_s:.0f} s (free now: {free}); lower islands.n_actors or islands.n_nodes, or add nodes"
+        )
     return pg
 
 
@@ -170,13 +186,18 @@ def actor_options(p: Placement, pg=None, index: int = 0, max_restarts: int = 0) 
     """Ray options of island-group actor ``index``: a whole GPU or one CPU, in bundle ``index``
     of the placement group ``pg`` (if given), and how often Ray restarts it when it dies (its
     tasks are not retried: the coordinator restores a snapshot instead)."""
-    opts = {"num_gpus": p.bundle.get("GPU", 0), "num_cpus": p.bundle.get("CPU", 0),  # exactly its bundle
-            "max_restarts": int(max_restarts), "max_task_retries": 0}
+    opts = {
+        "num_gpus": p.bundle.get("GPU", 0),
+        "num_cpus": p.bundle.get("CPU", 0),  # exactly its bundle
+        "max_restarts": int(max_restarts),
+        "max_task_retries": 0,
+    }
     if pg is not None:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: PLC0415
 
-        opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group=pg,
-                                                                       placement_group_bundle_index=index)
+        opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+            placement_group=pg, placement_group_bundle_index=index
+        )
     return opts
 
 
@@ -190,8 +211,11 @@ def ray_location() -> dict:
         import ray  # noqa: PLC0415
 
         if ray.is_initialized():
-            return {"ray_gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-                    "node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
+            return {
+                "ray_gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+                "node_id": ray.get_runtime_context().get_node_id(),
+                "node_ip": ray.util.get_node_ip_address(),
+            }
     except Exception:  # noqa: BLE001, S110  (not inside Ray)
         pass
     return {"ray_gpu_ids": [], "node_id": None, "node_ip": None}

@@ -5,6 +5,7 @@ the number of islands, the run's seed and the epoch's number (:func:`migration_e
 party that knows these (the driver, or each island group itself) computes the same plan without
 being told; :func:`group_plan` cuts it to what one group receives.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ A snapshot is every group's state (host arrays) with the loop's variables (:data
 the seed, the grouping and the resumable config (:func:`resumable_config`); states are per
 island, so any grouping resumes it (:func:`isles.islands.checkpoint.regroup`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,16 @@ LOOP_KEYS = tuple(f.name for f in fields(LoopState))
 
 #: config sections that may change between a run and its resume (where and how it runs, not what)
 RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph")
-RESUME_FREE_KEYS = ("islands.n_actors", "islands.n_nodes", "islands.placement", "islands.snapshot_every",
-                    "islands.max_restarts", "islands.restart_timeout_s", "generations", "stop.max_evaluations")
+RESUME_FREE_KEYS = (
+    "islands.n_actors",
+    "islands.n_nodes",
+    "islands.placement",
+    "islands.snapshot_every",
+    "islands.max_restarts",
+    "islands.restart_timeout_s",
+    "generations",
+    "stop.max_evaluations",
+)
 
 
 def loop_copy(src) -> LoopState:
@@ -57,6 +66,7 @@ def resumable_config(cfg: dict) -> dict:
                 walk(v, key + ".")
             elif not hasattr(v, "__dict__"):  # instantiated objects (topology) are compared by their config
                 flat[key] = v
+
     walk(cfg, "")
     return flat
 
@@ -73,16 +83,23 @@ def check_resumable(data: dict, cfg: dict, path: str) -> None:
     diff = sorted(k for k in set(saved) | set(now) if saved.get(k, "<unset>") != now.get(k, "<unset>"))
     if diff:
         shown = "; ".join(f"{k}: saved {saved.get(k, '<unset>')!r}, now {now.get(k, '<unset>')!r}" for k in diff[:6])
-        raise ValueError(f"checkpoint.resume={path!r}: the config differs from the saved run ({shown}); "
-                         "resume with the saved values, or start a new run")
+        raise ValueError(
+            f"checkpoint.resume={path!r}: the config differs from the saved run ({shown}); "
+            "resume with the saved values, or start a new run"
+        )
     done = generations_done(data)
     if int(cfg["generations"]) < done:
         budget = (cfg.get("stop") or {}).get("max_evaluations")
-        field = f"generations={cfg['generations']}" if budget is None else \
-            f"stop.max_evaluations={budget} (a budget of {cfg['generations']} generations)"
-        raise ValueError(f"{field}: the checkpoint (checkpoint.resume={path!r}) is at generation {done}; allowed "
-                         f"values are {'>= ' if budget is None else 'budgets of >= '}{done}"
-                         f"{'' if budget is None else ' generations'}")
+        field = (
+            f"generations={cfg['generations']}"
+            if budget is None
+            else f"stop.max_evaluations={budget} (a budget of {cfg['generations']} generations)"
+        )
+        raise ValueError(
+            f"{field}: the checkpoint (checkpoint.resume={path!r}) is at generation {done}; allowed "
+            f"values are {'>= ' if budget is None else 'budgets of >= '}{done}"
+            f"{'' if budget is None else ' generations'}"
+        )
 
 
 def while_restarting(call, timeout_s: float = 120.0):
@@ -145,8 +162,13 @@ class Recovery:
 
     def of(self, placement, states: list, **loop) -> dict:
         """A snapshot of ``states`` (one per group of ``placement``) and the loop's variables ``loop``."""
-        return {"seed": int(self.cfg["seed"]), "groups": placement.groups, "states": states,
-                "config": resumable_config(self.cfg), **loop}
+        return {
+            "seed": int(self.cfg["seed"]),
+            "groups": placement.groups,
+            "states": states,
+            "config": resumable_config(self.cfg),
+            **loop,
+        }
 
     def load(self, groups, states: list, plugins: list | None = None) -> None:
         """Set every group's state (host arrays from a snapshot) and its plug-ins' (``plugins``),
@@ -196,4 +218,5 @@ class Recovery:
         return RestartFailed(
             f"islands.restart_timeout_s={self.timeout_s:g}: island group(s) {', '.join(map(str, group_ids))} "
             f"lost and not restarted within {self.timeout_s:g} s (no Ray node has room for their bundles "
-            f"under islands.placement={placement}); the run stops at its last snapshot, epoch {epoch}")
+            f"under islands.placement={placement}); the run stops at its last snapshot, epoch {epoch}"
+        )

@@ -1,6 +1,7 @@
 """What a run hands back: the :class:`RunResult`, the epoch records (:class:`EpochRecord`, typed)
 given to the callbacks, the bounded logs the loops keep them in (:class:`RecordLog`), and the
 merge of the island groups' summaries into island-ordered arrays (host values)."""
+
 from __future__ import annotations
 
 import math
@@ -265,10 +266,14 @@ class RunResult:
         if np.isfinite(self.best_f):
             return []
         if self.evaluations and self.nan_evals >= self.evaluations:
-            return [f"no individual ever had a finite objective: all {self.evaluations} evaluations gave NaN "
-                    "(objective or constraints; NaN counts as +inf, the worst fitness)"]
-        return [f"the best individual has no finite objective (f={self.best_f}); {self.nan_evals} of "
-                f"{self.evaluations} evaluations gave NaN (counted as +inf, the worst fitness)"]
+            return [
+                f"no individual ever had a finite objective: all {self.evaluations} evaluations gave NaN "
+                "(objective or constraints; NaN counts as +inf, the worst fitness)"
+            ]
+        return [
+            f"the best individual has no finite objective (f={self.best_f}); {self.nan_evals} of "
+            f"{self.evaluations} evaluations gave NaN (counted as +inf, the worst fitness)"
+        ]
 
     @property
     def steady_evals_per_s(self) -> float:
@@ -287,22 +292,32 @@ def best_of(candidates):
     v = np.concatenate([c[2] for c in candidates])
     g = np.concatenate([c[3] for c in candidates])
     i = int(argbest(f, v, axis=0))
-    return x[i:i + 1], f[i:i + 1], v[i:i + 1], g[i:i + 1]
+    return x[i : i + 1], f[i : i + 1], v[i : i + 1], g[i : i + 1]
 
 
-def run_result(best, history: RecordLog, generations: int, t0: float, migrations: RecordLog,
-               hits=None) -> RunResult:
+def run_result(best, history: RecordLog, generations: int, t0: float, migrations: RecordLog, hits=None) -> RunResult:
     """The :class:`RunResult` of a loop: its best (:func:`best_of`), records and migrations
     (:class:`RecordLog`), generations per island, start ``t0`` (``time.perf_counter()``) and
     stop-target generations."""
     last = history[-1]
-    return RunResult(best_x=best[0][0], best_f=float(best[1][0]), best_v=float(best[2][0]),
-                     evaluations=last.evaluations, generations=generations,
-                     wall_s=time.perf_counter() - t0, startup_s=0.0, history=history.to_list(),
-                     nan_evals=last.nan_evaluations, migrations=migrations.to_list(),
-                     best_genome=best[3][0], hit_generations=hits, epochs=history.total,
-                     migration_count=migrations.total, migrations_accepted=migrations.tallied,
-                     payoff_evaluations=last.payoff_evaluations or 0)
+    return RunResult(
+        best_x=best[0][0],
+        best_f=float(best[1][0]),
+        best_v=float(best[2][0]),
+        evaluations=last.evaluations,
+        generations=generations,
+        wall_s=time.perf_counter() - t0,
+        startup_s=0.0,
+        history=history.to_list(),
+        nan_evals=last.nan_evaluations,
+        migrations=migrations.to_list(),
+        best_genome=best[3][0],
+        hit_generations=hits,
+        epochs=history.total,
+        migration_count=migrations.total,
+        migrations_accepted=migrations.tallied,
+        payoff_evaluations=last.payoff_evaluations or 0,
+    )
 
 
 def merge_summaries(n: int, summaries: dict):
@@ -339,10 +354,24 @@ def payoff_total(summaries: dict) -> int:
     return sum(s.payoff_evals * len(s.island_ids) for s in summaries.values())
 
 
-def epoch_record(*, epoch: int, generation: int, t0: float, evaluations: int, nan_evaluations: int, best_f: float,
-                 best_v: float, island_best_f: np.ndarray, island_best_v: np.ndarray, compute_s: float,
-                 epoch_generations: int, hits: np.ndarray | None = None, payoff_evaluations: int = 0,
-                 migrations=(), plugin_metrics: dict | None = None) -> EpochRecord:
+def epoch_record(
+    *,
+    epoch: int,
+    generation: int,
+    t0: float,
+    evaluations: int,
+    nan_evaluations: int,
+    best_f: float,
+    best_v: float,
+    island_best_f: np.ndarray,
+    island_best_v: np.ndarray,
+    compute_s: float,
+    epoch_generations: int,
+    hits: np.ndarray | None = None,
+    payoff_evaluations: int = 0,
+    migrations=(),
+    plugin_metrics: dict | None = None,
+) -> EpochRecord:
     """The :class:`EpochRecord` of an epoch that ends now (host values; every field typed here).
 
     Args:
@@ -395,4 +424,3 @@ def cluster_resources() -> dict:
 def island_nodes(infos: list) -> dict:
     """``{island id: Ray node id}`` from the groups' ``info`` (``None`` outside Ray)."""
     return {gid: info.get("node_id") for info in infos for gid in info["island_ids"]}
-

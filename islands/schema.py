@@ -25,6 +25,7 @@ config once, before Ray starts, through :func:`validated`, adding only what depe
 checks a hand-made dict itself.
 Every error is one line naming the field as the user types it and the allowed values.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -196,8 +197,9 @@ def check_keys(cfg: dict, schema=IslesConfig, prefix: str = "") -> None:
         if key not in hints:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
-            raise ValueError(f"{prefix}{key}: unknown key{hint}; allowed keys here: "
-                             f"{', '.join(prefix + k for k in known)}")
+            raise ValueError(
+                f"{prefix}{key}: unknown key{hint}; allowed keys here: {', '.join(prefix + k for k in known)}"
+            )
         sub = hints[key]
         if is_dataclass(sub) and isinstance(value, dict):
             check_keys(value, sub, f"{prefix}{key}.")
@@ -230,8 +232,13 @@ def check_override_keys(args: list, groups=(), schema=IslesConfig) -> None:
         except Exception:  # noqa: BLE001, S112  (Hydra says what is wrong with it)
             continue
         key = override.key_or_group
-        if override.type != OverrideType.CHANGE or override.package is not None or "/" in key \
-                or key.split(".")[0] == "hydra" or key in groups:  # a group's choice, not a key
+        if (
+            override.type != OverrideType.CHANGE
+            or override.package is not None
+            or "/" in key
+            or key.split(".")[0] == "hydra"
+            or key in groups
+        ):  # a group's choice, not a key
             continue
         nested: dict = {}
         node = nested
@@ -301,8 +308,9 @@ def check_values(cfg: dict) -> None:
     check_range("constraints.eq_tol", c["eq_tol"], 0)
     _check_islands(cfg["islands"], cfg["plugins"], cfg["ray"]["address"])
     if cfg["islands"]["transport"] == "nccl" and cfg["device"] == "cpu":
-        raise ValueError("islands.transport=nccl: NCCL joins GPUs and device=cpu; allowed values here are "
-                         "auto|ray|channel")
+        raise ValueError(
+            "islands.transport=nccl: NCCL joins GPUs and device=cpu; allowed values here are auto|ray|channel"
+        )
     ck = cfg["checkpoint"]
     check_range("checkpoint.every", ck["every"], 0, integer=True)
     if ck["every"] and not ck["path"]:
@@ -336,11 +344,15 @@ def _check_islands(isl: dict, plugins, address) -> None:
     if n_nodes is not None:
         check_range("islands.n_nodes", n_nodes, 1, integer=True)
         if not address and n_nodes > 1:
-            raise ValueError(f"islands.n_nodes={n_nodes}: a local Ray has one node; allowed values here are null or 1 "
-                             "(give ray.address of a cluster to use more)")
+            raise ValueError(
+                f"islands.n_nodes={n_nodes}: a local Ray has one node; allowed values here are null or 1 "
+                "(give ray.address of a cluster to use more)"
+            )
         if strategy == "strict_spread" and n_actors is not None and n_actors > n_nodes:
-            raise ValueError(f"islands.n_actors={n_actors}: islands.placement=strict_spread puts one actor per node; "
-                             f"allowed values are 1..{n_nodes} (islands.n_nodes)")
+            raise ValueError(
+                f"islands.n_actors={n_actors}: islands.placement=strict_spread puts one actor per node; "
+                f"allowed values are 1..{n_nodes} (islands.n_nodes)"
+            )
     check_range("islands.snapshot_every", isl["snapshot_every"], 0, integer=True)
     check_range("islands.max_restarts", isl["max_restarts"], 0, integer=True)
     check_range("islands.restart_timeout_s", isl["restart_timeout_s"], 0, lo_open=True)

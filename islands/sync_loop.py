@@ -187,10 +187,22 @@ class SyncLoop:
             named.update({name: v for name, v in metrics.items() if name not in ("evaluations", "nan_evaluations")})
         loop.best = best_of(cand + ([loop.best] if loop.best else []))
         record = epoch_record(
-            epoch=epoch, generation=loop.done_gens, t0=t0, evaluations=evals, nan_evaluations=nan,
-            best_f=loop.best[1][0], best_v=loop.best[2][0], island_best_f=bf, island_best_v=bv,
-            compute_s=max(s.compute_s for s in summaries.values()), epoch_generations=k, hits=hits,
-            payoff_evaluations=payoff_total(summaries), migrations=moved, plugin_metrics=named)
+            epoch=epoch,
+            generation=loop.done_gens,
+            t0=t0,
+            evaluations=evals,
+            nan_evaluations=nan,
+            best_f=loop.best[1][0],
+            best_v=loop.best[2][0],
+            island_best_f=bf,
+            island_best_v=bv,
+            compute_s=max(s.compute_s for s in summaries.values()),
+            epoch_generations=k,
+            hits=hits,
+            payoff_evaluations=payoff_total(summaries),
+            migrations=moved,
+            plugin_metrics=named,
+        )
         loop.history.append(record)
         return record, emigrants, hits
 

@@ -9,6 +9,7 @@ Names accepted in configs (``topology=NAME``): ``unconnected``, ``ring`` (one-wa
 ``fully_connected``, ``star``, ``random`` (each edge with probability ``p``) and ``free_form``
 (an explicit edge list ``[[src, dst, weight], ...]``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -92,9 +93,7 @@ class Star(Topology):
 
     def weights(self, n: int) -> np.ndarray:
         if self.center >= n:
-            raise ValueError(
-                f"topology.center={self.center}: island does not exist (islands.n={n}: ids 0..{n - 1})"
-            )
+            raise ValueError(f"topology.center={self.center}: island does not exist (islands.n={n}: ids 0..{n - 1})")
         W = np.zeros((n, n))
         W[self.center, :] = self.weight
         W[:, self.center] = self.weight
@@ -143,9 +142,7 @@ class FreeForm(Topology):
         for src, dst, w in self.edges:
             for node in (src, dst):
                 if node >= n:
-                    raise ValueError(
-                        f"topology.edges: island {node} does not exist (islands.n={n}: ids 0..{n - 1})"
-                    )
+                    raise ValueError(f"topology.edges: island {node} does not exist (islands.n={n}: ids 0..{n - 1})")
             W[src, dst] = w
         np.fill_diagonal(W, 0.0)
         return W

@@ -18,6 +18,7 @@ Between actors of one node, :class:`isles.islands.channels.ChannelTransport` has
 interface over shared-memory channels; between GPUs, :func:`isles.islands.exchange.exchange`
 moves the emigrants over NCCL, device to device.
 """
+
 from __future__ import annotations
 
 import threading
@@ -69,8 +70,9 @@ class Inbox:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     missing = [k[2] for k in keys if k not in self._box]
-                    raise TimeoutError(f"emigrants of group(s) {missing} after epoch {epoch} did not arrive "
-                                       f"within {timeout_s:g} s")
+                    raise TimeoutError(
+                        f"emigrants of group(s) {missing} after epoch {epoch} did not arrive within {timeout_s:g} s"
+                    )
                 self._cond.wait(left)
             out = {}
             for k in keys:

@@ -16,6 +16,7 @@ package's parts even when isles is not installed: :data:`CHECKOUT` is then the r
 and it is added to this package's search path. Installed from a wheel, :data:`CHECKOUT` is
 ``None`` and the parts live inside the package.
 """
+
 from __future__ import annotations
 
 import sys
@@ -51,21 +52,38 @@ def git_commit() -> str:
     if CHECKOUT is None:
         return "unknown"
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=CHECKOUT, capture_output=True, text=True,
-                              timeout=5).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=CHECKOUT, capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+            or "unknown"
+        )
     except Exception:
         return "unknown"
 
-MOVED = {"problems": ("from problems.base import Problem", "from isles.problems.base import Problem"),
-         "algorithms": ("from algorithms.de.de import DE", "from isles.algorithms.de.de import DE"),
-         "islands": ("from islands.coordinator import Coordinator",
-                     "from isles.islands.coordinator import Coordinator")}
+
+MOVED = {
+    "problems": ("from problems.base import Problem", "from isles.problems.base import Problem"),
+    "algorithms": ("from algorithms.de.de import DE", "from isles.algorithms.de.de import DE"),
+    "islands": ("from islands.coordinator import Coordinator", "from isles.islands.coordinator import Coordinator"),
+}
 """The repository's folders that were top-level packages before isles became one package:
 ``{old name: (an old import, the same import now)}``."""
 
-MOVED_MODULES = {f"isles.islands.{name}": f"isles.app.{name}" for name in (
-    "job", "tracking", "tracking_server", "sweep_runs", "ray_security", "plots", "report", "progress",
-    "user_modules")}
+MOVED_MODULES = {
+    f"isles.islands.{name}": f"isles.app.{name}"
+    for name in (
+        "job",
+        "tracking",
+        "tracking_server",
+        "sweep_runs",
+        "ray_security",
+        "plots",
+        "report",
+        "progress",
+        "user_modules",
+    )
+}
 """Modules of the application that lived in the runtime's part before (issue 19):
 ``{old module: new module}``; an import of an old one is refused with one line naming the new one."""
 
@@ -73,7 +91,9 @@ MOVED_MODULES = {f"isles.islands.{name}": f"isles.app.{name}" for name in (
 def moved_message(name: str) -> str:
     """One line naming the old import of the part ``name`` (``"problems"``, ...) and the new one."""
     old, new = MOVED[name]
-    return f"the package '{name}' moved into isles: write `{new}`, not `{old}` (every `{name}.X` is now `isles.{name}.X`)"
+    return (
+        f"the package '{name}' moved into isles: write `{new}`, not `{old}` (every `{name}.X` is now `isles.{name}.X`)"
+    )
 
 
 def refuse_old_name(name: str) -> None:
@@ -88,8 +108,11 @@ def refuse_old_name(name: str) -> None:
     if name in MOVED:
         raise ImportError(moved_message(name), name=name)
     if name == "app":  # a part that never was top-level: the same second-copy danger
-        raise ImportError("the folder 'app' is the part isles.app: write `from isles.app.job import run_job`, "
-                          "not `from app.job import run_job`", name=name)
+        raise ImportError(
+            "the folder 'app' is the part isles.app: write `from isles.app.job import run_job`, "
+            "not `from app.job import run_job`",
+            name=name,
+        )
 
 
 def moved_module_message(name: str) -> str:

@@ -7,6 +7,7 @@ hides the installed package (an editable install's finder comes after Python's o
 module is then found (through the install); :func:`unshadow` imports the package again without
 that folder, and puts it back on ``sys.path`` after.
 """
+
 import os
 import sys
 
@@ -31,9 +32,12 @@ def unshadow() -> None:
     try:
         import isles  # noqa: F401  (the installed package)
     except ImportError:
-        print(f"isles: error: the folder {folders[0] if folders else 'isles'} (not a Python package) hides the "
-              "package isles, and isles is not installed: install it (pip install -e isles) or run from "
-              "another folder", file=sys.stderr)
+        print(
+            f"isles: error: the folder {folders[0] if folders else 'isles'} (not a Python package) hides the "
+            "package isles, and isles is not installed: install it (pip install -e isles) or run from "
+            "another folder",
+            file=sys.stderr,
+        )
         sys.exit(2)
     finally:
         sys.path[:] = saved

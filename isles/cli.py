@@ -14,6 +14,7 @@ sweep: every job runs, each failed one prints its line, and the sweep ends with 
 job and exit status 1; a bad value in any job's config stops the sweep before its first job, exit
 status 2 (:class:`isles.app.sweeper.IslesSweeper`).
 """
+
 from __future__ import annotations
 
 import os
@@ -109,4 +110,3 @@ def main() -> None:
     prestart(sys.argv[1:])  # MLflow's start-up overlaps Hydra's and the run's (isles.app.tracking_process)
     use_isles_sweeper()
     _hydra_run()
-

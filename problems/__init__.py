@@ -1,4 +1,5 @@
 """Benchmark problems (``shared/problems.md``): the interface, the registry and the built-ins."""
+
 from isles import refuse_old_name
 
 refuse_old_name(__name__)  # imported as top-level 'problems': one line naming isles.problems

@@ -18,6 +18,7 @@ pygmo's user-defined-problem interface, batched. A user's own problem subclasses
 unpacked bits instead (:class:`Problem`). The fused-objective contract (``cuda_objective``) is
 documented on :class:`Problem`.
 """
+
 from __future__ import annotations
 
 import math
@@ -158,9 +159,7 @@ class Problem:
         m = self.n_constraints
         scale = np.ones(m) if constraint_scale is None else np.asarray(constraint_scale, dtype=np.float64)
         if scale.shape != (m,):
-            raise ValueError(
-                f"problem.constraint_scale has {scale.size} entries: must have n_constraints={m}"
-            )
+            raise ValueError(f"problem.constraint_scale has {scale.size} entries: must have n_constraints={m}")
         self.constraint_scale = scale
         check_n_eq(self)
 
@@ -185,9 +184,7 @@ class Problem:
             ValueError: ``X.shape[-1] != dim``.
         """
         if X.shape[-1] != self.dim:
-            raise ValueError(
-                f"{self.name}: population has {X.shape[-1]} variables, problem.dim is {self.dim}"
-            )
+            raise ValueError(f"{self.name}: population has {X.shape[-1]} variables, problem.dim is {self.dim}")
         return self.objective(X), self.constraints(X)
 
     def describe(self) -> dict:
@@ -259,10 +256,14 @@ def first_evaluation(problem, X):
         name = f"{cls}.{method if own else 'evaluate'}"
         got = tuple(value.shape) if hasattr(value, "shape") else tuple(np.shape(value))
         if got != want:
-            raise ProblemShapeError(f"{name} returned {what} of shape {got} for X of shape {xshape}: expected {want} ({rule})")
+            raise ProblemShapeError(
+                f"{name} returned {what} of shape {got} for X of shape {xshape}: expected {want} ({rule})"
+            )
         dtype = np.dtype(value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype)
         if dtype.kind not in "biuf":
-            raise ProblemShapeError(f"{name} returned {what} of dtype {dtype}: expected a real dtype (bool, integer or floating)")
+            raise ProblemShapeError(
+                f"{name} returned {what} of dtype {dtype}: expected a real dtype (bool, integer or floating)"
+            )
     return f, g
 
 
@@ -302,8 +303,10 @@ def check_n_eq(problem) -> int:
     n_eq, m = getattr(problem, "n_eq", 0), int(problem.n_constraints)
     ok = isinstance(n_eq, (int, np.integer)) and not isinstance(n_eq, (bool, np.bool_)) and 0 <= n_eq <= m
     if not ok:
-        raise ValueError(f"{type(problem).__name__}.n_eq={n_eq!r}: allowed values are integers "
-                         f"0..n_constraints={m} (the last n_eq constraints are equalities h = 0)")
+        raise ValueError(
+            f"{type(problem).__name__}.n_eq={n_eq!r}: allowed values are integers "
+            f"0..n_constraints={m} (the last n_eq constraints are equalities h = 0)"
+        )
     return int(n_eq)
 
 
@@ -343,8 +346,10 @@ def box(prefix: str, dim, lower, upper) -> tuple[int, np.ndarray, np.ndarray]:
     hi = _bound_vector(f"{prefix}upper", upper, dim, f"{prefix}dim")
     bad = np.nonzero(lo > hi)[0]
     if bad.size:
-        raise ValueError(f"problem.{prefix}lower > problem.{prefix}upper at variable(s) {bad.tolist()}: "
-                         "bounds must satisfy lower <= upper")
+        raise ValueError(
+            f"problem.{prefix}lower > problem.{prefix}upper at variable(s) {bad.tolist()}: "
+            "bounds must satisfy lower <= upper"
+        )
     return dim, lo, hi
 
 

@@ -19,6 +19,7 @@ Sources: the classic definitions (Yao & Liu's FEP set; Storn & Price 1997) as us
 004's misprinted 0.02; Schwefel 2.26 uses ``sqrt(|x_i|)`` (seed 003's OCR lost the bars);
 Rosenbrock and Ackley are non-separable, whatever seed 004's labels say.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,7 +46,6 @@ def _sum_source(term: str, final: str = "acc[0]") -> str:
         f"    (void)x_next; (void)j;\n    acc[0] += {term};\n}}\n"
         f"ISLES_DEV T obj_final(const T* acc, int n) {{ (void)n; return {final}; }}\n"
     )
-
 
 
 class Sphere(ScalableProblem):

@@ -17,6 +17,7 @@ Eshelman (1991) "On crossover as an evolutionarily viable strategy"; trap-k, Deb
 (1993) "Analyzing deception in trap functions" (FOGA 2); knapsack instances, Pisinger (2005)
 "Where are the hard knapsack problems?", Computers & Operations Research 32(9).
 """
+
 from __future__ import annotations
 
 import math
@@ -97,13 +98,16 @@ class OneMax(BitProblem):
     def cuda_objective(self) -> str:
         """Fused source: units are the ``ceil(L/32)`` words, ``acc[0]`` counts ones (``t_popc``,
         padding bits are 0), ``f = n_bits - acc[0]``."""
-        return _ACC1 + r"""ISLES_DEV int obj_units(int n_bits) { return (n_bits + 31) >> 5; }
+        return (
+            _ACC1
+            + r"""ISLES_DEV int obj_units(int n_bits) { return (n_bits + 31) >> 5; }
 ISLES_DEV void obj_unit(T* acc, const unsigned int* row, int u, int n_bits) {
     (void)n_bits;
     acc[0] += (T)t_popc(row[u]);
 }
 ISLES_DEV T obj_final(const T* acc, int n) { return (T)n - acc[0]; }
 """
+        )
 
 
 class Trap(BitProblem):
@@ -270,10 +274,19 @@ class Knapsack(BitProblem):
     name = "knapsack"
     n_constraints = 1
 
-    def __init__(self, n_items: int = 100, kind: str = "uncorrelated", seed: int = 0, R: int = 1000,
-                 capacity: float | None = None):
-        if capacity is not None and not (isinstance(capacity, (int, float, np.integer, np.floating))
-                                         and not isinstance(capacity, (bool, np.bool_)) and capacity > 0):
+    def __init__(
+        self,
+        n_items: int = 100,
+        kind: str = "uncorrelated",
+        seed: int = 0,
+        R: int = 1000,
+        capacity: float | None = None,
+    ):
+        if capacity is not None and not (
+            isinstance(capacity, (int, float, np.integer, np.floating))
+            and not isinstance(capacity, (bool, np.bool_))
+            and capacity > 0
+        ):
             raise ValueError(f"problem.capacity={capacity!r}: allowed values are numbers > 0")
         w, p = knapsack_instance(n_items, kind, seed, R)
         if max(int(w.max()), int(p.max())) >= 2**31:
@@ -294,8 +307,7 @@ class Knapsack(BitProblem):
         """``(values, weights)`` as float64 arrays of ``xp`` (cached per module)."""
         key = xp.__name__
         if key not in self._dev:
-            self._dev[key] = (xp.asarray(self.values, dtype=xp.float64),
-                              xp.asarray(self.weights, dtype=xp.float64))
+            self._dev[key] = (xp.asarray(self.values, dtype=xp.float64), xp.asarray(self.weights, dtype=xp.float64))
         return self._dev[key]
 
     def __getstate__(self):
@@ -326,6 +338,7 @@ class Knapsack(BitProblem):
         """Fused source: units are the items; ``acc[0]`` sums the chosen values, ``acc[1]`` the
         chosen weights; weights, values (``ksp_w``, ``ksp_p``, int) and the capacity are baked in.
         ``obj_violation = max(0, (acc[1] - capacity) / capacity)``."""
+
         def arr(name, a):
             body = ",".join(str(int(v)) for v in a)
             return f"KSP_CONST int {name}[{a.size}] = {{{body}}};\n"
@@ -334,7 +347,8 @@ class Knapsack(BitProblem):
             "#define OBJ_NACC 2\n#define OBJ_HAS_V 1\n"
             "#ifdef ISLES_HOST_EMU\n#define KSP_CONST static const\n#else\n"
             "#define KSP_CONST __device__ const\n#endif\n"
-            + arr("ksp_w", self.weights) + arr("ksp_p", self.values)
+            + arr("ksp_w", self.weights)
+            + arr("ksp_p", self.values)
             + f"#define KSP_CAP ((T){self.capacity!r})\n"
             + r"""ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; acc[1] = (T)0; }
 ISLES_DEV void obj_merge(T* acc, const T* other) { acc[0] += other[0]; acc[1] += other[1]; }

@@ -14,6 +14,7 @@ Constants are Python floats so float32 input stays float32. These are ordinary c
 problems: every algorithm runs them (Deb's rules or the static penalty); the co-evolutionary DE
 runs them through the augmented Lagrangian (:class:`isles.problems.minmax.AugmentedLagrangian`).
 """
+
 from __future__ import annotations
 
 from array_api_compat import array_namespace
@@ -91,17 +92,20 @@ ISLES_DEV T row_constraint(const T* x, int i) {
         xp = array_namespace(X)
         x = [X[..., i] for i in range(13)]
         x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12 = x[:12]
-        return _columns(xp, [
-            2.0 * x1 + 2.0 * x2 + x10 + x11 - 10.0,
-            2.0 * x1 + 2.0 * x3 + x10 + x12 - 10.0,
-            2.0 * x2 + 2.0 * x3 + x11 + x12 - 10.0,
-            -8.0 * x1 + x10,
-            -8.0 * x2 + x11,
-            -8.0 * x3 + x12,
-            -2.0 * x4 - x5 + x10,
-            -2.0 * x6 - x7 + x11,
-            -2.0 * x8 - x9 + x12,
-        ])
+        return _columns(
+            xp,
+            [
+                2.0 * x1 + 2.0 * x2 + x10 + x11 - 10.0,
+                2.0 * x1 + 2.0 * x3 + x10 + x12 - 10.0,
+                2.0 * x2 + 2.0 * x3 + x11 + x12 - 10.0,
+                -8.0 * x1 + x10,
+                -8.0 * x2 + x11,
+                -8.0 * x3 + x12,
+                -2.0 * x4 - x5 + x10,
+                -2.0 * x6 - x7 + x11,
+                -2.0 * x8 - x9 + x12,
+            ],
+        )
 
 
 class G07(Problem):
@@ -170,24 +174,40 @@ ISLES_DEV T row_constraint(const T* x, int i) {
     def objective(self, X):
         """``f`` of shape ``X.shape[:-1]``."""
         x1, x2, x3, x4, x5, x6, x7, x8, x9, x10 = (X[..., i] for i in range(10))
-        return (x1**2 + x2**2 + x1 * x2 - 14.0 * x1 - 16.0 * x2 + (x3 - 10.0)**2 + 4.0 * (x4 - 5.0)**2
-                + (x5 - 3.0)**2 + 2.0 * (x6 - 1.0)**2 + 5.0 * x7**2 + 7.0 * (x8 - 11.0)**2
-                + 2.0 * (x9 - 10.0)**2 + (x10 - 7.0)**2 + 45.0)
+        return (
+            x1**2
+            + x2**2
+            + x1 * x2
+            - 14.0 * x1
+            - 16.0 * x2
+            + (x3 - 10.0) ** 2
+            + 4.0 * (x4 - 5.0) ** 2
+            + (x5 - 3.0) ** 2
+            + 2.0 * (x6 - 1.0) ** 2
+            + 5.0 * x7**2
+            + 7.0 * (x8 - 11.0) ** 2
+            + 2.0 * (x9 - 10.0) ** 2
+            + (x10 - 7.0) ** 2
+            + 45.0
+        )
 
     def constraints(self, X):
         """``g`` of shape ``X.shape[:-1] + (8,)``."""
         xp = array_namespace(X)
         x1, x2, x3, x4, x5, x6, x7, x8, x9, x10 = (X[..., i] for i in range(10))
-        return _columns(xp, [
-            -105.0 + 4.0 * x1 + 5.0 * x2 - 3.0 * x7 + 9.0 * x8,
-            10.0 * x1 - 8.0 * x2 - 17.0 * x7 + 2.0 * x8,
-            -8.0 * x1 + 2.0 * x2 + 5.0 * x9 - 2.0 * x10 - 12.0,
-            3.0 * (x1 - 2.0)**2 + 4.0 * (x2 - 3.0)**2 + 2.0 * x3**2 - 7.0 * x4 - 120.0,
-            5.0 * x1**2 + 8.0 * x2 + (x3 - 6.0)**2 - 2.0 * x4 - 40.0,
-            x1**2 + 2.0 * (x2 - 2.0)**2 - 2.0 * x1 * x2 + 14.0 * x5 - 6.0 * x6,
-            0.5 * (x1 - 8.0)**2 + 2.0 * (x2 - 4.0)**2 + 3.0 * x5**2 - x6 - 30.0,
-            -3.0 * x1 + 6.0 * x2 + 12.0 * (x9 - 8.0)**2 - 7.0 * x10,
-        ])
+        return _columns(
+            xp,
+            [
+                -105.0 + 4.0 * x1 + 5.0 * x2 - 3.0 * x7 + 9.0 * x8,
+                10.0 * x1 - 8.0 * x2 - 17.0 * x7 + 2.0 * x8,
+                -8.0 * x1 + 2.0 * x2 + 5.0 * x9 - 2.0 * x10 - 12.0,
+                3.0 * (x1 - 2.0) ** 2 + 4.0 * (x2 - 3.0) ** 2 + 2.0 * x3**2 - 7.0 * x4 - 120.0,
+                5.0 * x1**2 + 8.0 * x2 + (x3 - 6.0) ** 2 - 2.0 * x4 - 40.0,
+                x1**2 + 2.0 * (x2 - 2.0) ** 2 - 2.0 * x1 * x2 + 14.0 * x5 - 6.0 * x6,
+                0.5 * (x1 - 8.0) ** 2 + 2.0 * (x2 - 4.0) ** 2 + 3.0 * x5**2 - x6 - 30.0,
+                -3.0 * x1 + 6.0 * x2 + 12.0 * (x9 - 8.0) ** 2 - 7.0 * x10,
+            ],
+        )
 
 
 class G09(Problem):
@@ -241,19 +261,32 @@ ISLES_DEV T row_constraint(const T* x, int i) {
     def objective(self, X):
         """``f`` of shape ``X.shape[:-1]``."""
         x1, x2, x3, x4, x5, x6, x7 = (X[..., i] for i in range(7))
-        return ((x1 - 10.0)**2 + 5.0 * (x2 - 12.0)**2 + x3**4 + 3.0 * (x4 - 11.0)**2 + 10.0 * x5**6
-                + 7.0 * x6**2 + x7**4 - 4.0 * x6 * x7 - 10.0 * x6 - 8.0 * x7)
+        return (
+            (x1 - 10.0) ** 2
+            + 5.0 * (x2 - 12.0) ** 2
+            + x3**4
+            + 3.0 * (x4 - 11.0) ** 2
+            + 10.0 * x5**6
+            + 7.0 * x6**2
+            + x7**4
+            - 4.0 * x6 * x7
+            - 10.0 * x6
+            - 8.0 * x7
+        )
 
     def constraints(self, X):
         """``g`` of shape ``X.shape[:-1] + (4,)``."""
         xp = array_namespace(X)
         x1, x2, x3, x4, x5, x6, x7 = (X[..., i] for i in range(7))
-        return _columns(xp, [
-            -127.0 + 2.0 * x1**2 + 3.0 * x2**4 + x3 + 4.0 * x4**2 + 5.0 * x5,
-            -282.0 + 7.0 * x1 + 3.0 * x2 + 10.0 * x3**2 + x4 - x5,
-            -196.0 + 23.0 * x1 + x2**2 + 6.0 * x6**2 - 8.0 * x7,
-            4.0 * x1**2 + x2**2 - 3.0 * x1 * x2 + 2.0 * x3**2 + 5.0 * x6 - 11.0 * x7,
-        ])
+        return _columns(
+            xp,
+            [
+                -127.0 + 2.0 * x1**2 + 3.0 * x2**4 + x3 + 4.0 * x4**2 + 5.0 * x5,
+                -282.0 + 7.0 * x1 + 3.0 * x2 + 10.0 * x3**2 + x4 - x5,
+                -196.0 + 23.0 * x1 + x2**2 + 6.0 * x6**2 - 8.0 * x7,
+                4.0 * x1**2 + x2**2 - 3.0 * x1 * x2 + 2.0 * x3**2 + 5.0 * x6 - 11.0 * x7,
+            ],
+        )
 
 
 class G10(Problem):
@@ -292,8 +325,13 @@ ISLES_DEV T row_constraint(const T* x, int i) {
 """
 
     def __init__(self):
-        super().__init__(8, [100.0, 1000.0, 1000.0] + [10.0] * 5, [10000.0] * 3 + [1000.0] * 5,
-                         f_star=7049.24802052867, constraint_scale=[1.0, 1.0, 1.0, 1e5, 1e5, 1e6])
+        super().__init__(
+            8,
+            [100.0, 1000.0, 1000.0] + [10.0] * 5,
+            [10000.0] * 3 + [1000.0] * 5,
+            f_star=7049.24802052867,
+            constraint_scale=[1.0, 1.0, 1.0, 1e5, 1e5, 1e6],
+        )
 
     def objective(self, X):
         """``f`` of shape ``X.shape[:-1]``."""
@@ -303,11 +341,14 @@ ISLES_DEV T row_constraint(const T* x, int i) {
         """``g`` of shape ``X.shape[:-1] + (6,)``."""
         xp = array_namespace(X)
         x1, x2, x3, x4, x5, x6, x7, x8 = (X[..., i] for i in range(8))
-        return _columns(xp, [
-            -1.0 + 0.0025 * (x4 + x6),
-            -1.0 + 0.0025 * (x5 + x7 - x4),
-            -1.0 + 0.01 * (x8 - x5),
-            -x1 * x6 + 833.33252 * x4 + 100.0 * x1 - 83333.333,
-            -x2 * x7 + 1250.0 * x5 + x2 * x4 - 1250.0 * x4,
-            -x3 * x8 + 1250000.0 + x3 * x5 - 2500.0 * x5,
-        ])
+        return _columns(
+            xp,
+            [
+                -1.0 + 0.0025 * (x4 + x6),
+                -1.0 + 0.0025 * (x5 + x7 - x4),
+                -1.0 + 0.01 * (x8 - x5),
+                -x1 * x6 + 833.33252 * x4 + 100.0 * x1 - 83333.333,
+                -x2 * x7 + 1250.0 * x5 + x2 * x4 - 1250.0 * x4,
+                -x3 * x8 + 1250000.0 + x3 * x5 - 2500.0 * x5,
+            ],
+        )

@@ -20,6 +20,7 @@ NaN treatment (documented behaviour): an objective value that is NaN is replaced
 worst fitness) and a NaN constraint value counts as infinite violation; the number of such
 evaluations is returned so that the runtime can log it as the metric ``nan_evaluations``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,7 +51,7 @@ def as_inequalities(g, n_eq: int = 0, eq_tol: float = EQ_TOL):
     xp = array_namespace(g)
     m = g.shape[-1]
     out = xp.asarray(g, copy=True)
-    out[..., m - n_eq:] = xp.abs(g[..., m - n_eq:]) - eq_tol
+    out[..., m - n_eq :] = xp.abs(g[..., m - n_eq :]) - eq_tol
     return out
 
 

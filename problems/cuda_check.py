@@ -14,6 +14,7 @@ to check each source against ``problem.objective`` without a GPU.
 of ``algorithms/core/cuda_prelude.py``: ``objective.cuh`` of the CUDA library, or ``HASH +
 ARITHMETIC + MATH``, the same text).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -174,9 +175,13 @@ class HostObjective:
         f = np.empty(rows, dtype=self.dtype)
         v = np.empty(rows, dtype=self.dtype)
         self._lib.isles_eval(
-            data.ctypes.data_as(ctypes.c_void_p), ctypes.c_long(rows), ctypes.c_int(data.shape[1]),
-            ctypes.c_int(self.n), ctypes.c_int(int(n_threads)),
-            f.ctypes.data_as(ctypes.c_void_p), v.ctypes.data_as(ctypes.c_void_p),
+            data.ctypes.data_as(ctypes.c_void_p),
+            ctypes.c_long(rows),
+            ctypes.c_int(data.shape[1]),
+            ctypes.c_int(self.n),
+            ctypes.c_int(int(n_threads)),
+            f.ctypes.data_as(ctypes.c_void_p),
+            v.ctypes.data_as(ctypes.c_void_p),
         )
         return f, v
 

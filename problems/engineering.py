@@ -16,6 +16,7 @@ Shapes: ``X`` is ``(..., D)`` (NumPy or CuPy, any float dtype, e.g. ``islands x 
 input stays float32. Divisions are not guarded (the standard formulations have no guard; a zero
 denominator gives inf/NaN, which :class:`isles.problems.constraints.Evaluator` treats as infeasible).
 """
+
 from __future__ import annotations
 
 import math
@@ -67,9 +68,7 @@ ISLES_DEV T row_constraint(const T* x, int i) {
 """
 
     def __init__(self):
-        super().__init__(
-            3, [0.05, 0.25, 2.0], [2.0, 1.3, 15.0], f_star=0.012665232788, constraint_scale=[1.0] * 4
-        )
+        super().__init__(3, [0.05, 0.25, 2.0], [2.0, 1.3, 15.0], f_star=0.012665232788, constraint_scale=[1.0] * 4)
 
     def objective(self, X):
         """``f`` of shape ``X.shape[:-1]``."""
@@ -152,9 +151,7 @@ class WeldedBeam(Problem):
         tau = xp.sqrt(tau_p**2 + 2.0 * tau_p * tau_pp * x2 / (2.0 * R) + tau_pp**2)
         sigma = 6.0 * P * L / (x4 * x3**2)
         delta = 4.0 * P * L**3 / (E * x3**3 * x4)
-        pc = (4.013 * E * xp.sqrt(x3**2 * x4**6 / 36.0) / L**2) * (
-            1.0 - x3 / (2.0 * L) * math.sqrt(E / (4.0 * G))
-        )
+        pc = (4.013 * E * xp.sqrt(x3**2 * x4**6 / 36.0) / L**2) * (1.0 - x3 / (2.0 * L) * math.sqrt(E / (4.0 * G)))
         g = [
             tau - self.TAU_MAX,
             sigma - self.SIGMA_MAX,

@@ -32,6 +32,7 @@ standard, continuous form (Rockafellar's ``(max(0, mu + 2 r g)^2 - mu^2) / (4r)`
 eq. 7 prints the switch at ``g >= +mu/(2r)``: a sign error that makes ``p`` jump by ``mu^2/r`` at
 the switch (``shared/problems.md`` section 7.1).
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -81,8 +82,17 @@ class MinMaxProblem(Problem):
     pair_cuda: str | None = None
     pair_terms_cuda: str | None = None
 
-    def __init__(self, dim: int, lower, upper, y_dim: int, y_lower, y_upper, f_star: float | None = None,
-                 constraint_scale: Sequence[float] | None = None):
+    def __init__(
+        self,
+        dim: int,
+        lower,
+        upper,
+        y_dim: int,
+        y_lower,
+        y_upper,
+        f_star: float | None = None,
+        constraint_scale: Sequence[float] | None = None,
+    ):
         super().__init__(dim, lower, upper, f_star, constraint_scale)
         self.y_dim, self.y_lower, self.y_upper = box("y_", y_dim, y_lower, y_upper)
 
@@ -159,8 +169,10 @@ class SaddleP1(MinMaxProblem):
         return (X * X).sum(axis=-1)
 
     # pair contract of the fused CDE kernel (algorithms/coevolution/cuda.py)
-    pair_cuda = ("#define PAY_KX 1\n#define PAY_KY 1\n"
-                 "ISLES_DEV T pay_pair(const T* tx, const T* ty) { return sub_rn(tx[0], ty[0]); }\n")
+    pair_cuda = (
+        "#define PAY_KX 1\n#define PAY_KY 1\n"
+        "ISLES_DEV T pay_pair(const T* tx, const T* ty) { return sub_rn(tx[0], ty[0]); }\n"
+    )
 
     #: the term contract (:attr:`MinMaxProblem.pair_terms_cuda`): ``sum x^2``, ``sum y^2`` in NumPy's
     #: pairwise order (``npsum.cuh`` of the CUDA library: the NumPy twin's sums bit for bit)
@@ -169,7 +181,8 @@ class SaddleP1(MinMaxProblem):
         "#define PAY_TRUE 1\n"
         "ISLES_DEV void pay_terms_x(const T* x, T* tx) { tx[0] = isles_np_sumsq(x, PAY_DX); }\n"
         "ISLES_DEV void pay_terms_y(const T* y, T* ty) { ty[0] = isles_np_sumsq(y, PAY_DY); }\n"
-        "ISLES_DEV void pay_true(const T* tx, T* f, T* v) { *f = tx[0]; *v = (T)0; }\n")
+        "ISLES_DEV void pay_true(const T* tx, T* f, T* v) { *f = tx[0]; *v = (T)0; }\n"
+    )
 
     def pair_x(self, X):
         """Per-x terms ``(..., Nx, 1)``: ``sum x^2``."""
@@ -238,9 +251,16 @@ class AugmentedLagrangian(MinMaxProblem):
         self.r = float(r)
         self.multiplier_bound = float(multiplier_bound)
         self._scales: dict = {}
-        super().__init__(problem.dim, problem.lower, problem.upper, m, 0.0, float(multiplier_bound),
-                         f_star=getattr(problem, "f_star", None),
-                         constraint_scale=getattr(problem, "constraint_scale", None))
+        super().__init__(
+            problem.dim,
+            problem.lower,
+            problem.upper,
+            m,
+            0.0,
+            float(multiplier_bound),
+            f_star=getattr(problem, "f_star", None),
+            constraint_scale=getattr(problem, "constraint_scale", None),
+        )
 
     @property
     def eq_tol(self) -> float:
@@ -294,9 +314,11 @@ class AugmentedLagrangian(MinMaxProblem):
         individual, not per pair); the same separately rounded operations as :func:`al_penalty`,
         penalties summed left to right."""
         m = self.n_constraints
-        return (f"#define PAY_KX {1 + 2 * m}\n#define PAY_KY {3 * m}\n#define AL_M {m}\n"
-                f"#define AL_R ((T){self.r!r})\n#define AL_2R ((T)(2.0 * {self.r!r}))\n"
-                f"#define AL_4R ((T)(4.0 * {self.r!r}))\n" + r"""
+        return (
+            f"#define PAY_KX {1 + 2 * m}\n#define PAY_KY {3 * m}\n#define AL_M {m}\n"
+            f"#define AL_R ((T){self.r!r})\n#define AL_2R ((T)(2.0 * {self.r!r}))\n"
+            f"#define AL_4R ((T)(4.0 * {self.r!r}))\n"
+            + r"""
 ISLES_DEV T pay_pair(const T* tx, const T* ty) {
     T s = (T)0;
     for (int i = 0; i < AL_M; ++i) {
@@ -306,7 +328,8 @@ ISLES_DEV T pay_pair(const T* tx, const T* ty) {
     }
     return add_rn(tx[0], s);
 }
-""")
+"""
+        )
 
     @property
     def pair_terms_cuda(self) -> str | None:
@@ -320,7 +343,9 @@ ISLES_DEV T pay_pair(const T* tx, const T* ty) {
         if row is None:
             return None
         scales = ", ".join(f"(T){float(c)!r}" for c in np.asarray(self.constraint_scale, dtype=np.float64))
-        return row + f"""
+        return (
+            row
+            + f"""
 #if ROW_M != AL_M
 #error "cuda_row: ROW_M differs from n_constraints"
 #endif
@@ -364,6 +389,7 @@ ISLES_DEV void pay_true(const T* tx, T* f, T* v) {{
     *v = s;
 }}
 """
+        )
 
     def pair_x(self, X):
         """Per-x terms ``(..., Nx, 1 + 2m)``: ``(f, g_1/s_1, .., g_m/s_m, r g_1/s_1, .., r g_m/s_m)``."""
@@ -371,9 +397,9 @@ ISLES_DEV void pay_true(const T* tx, T* f, T* v) {{
         f, g = self.x_terms(X)
         m = g.shape[-1]
         out = xp.empty(g.shape[:-1] + (1 + 2 * m,), dtype=g.dtype)  # no xp.concatenate: its pointer
-        out[..., 0] = f                                              # table is a host copy (not in a
-        out[..., 1:1 + m] = g                                        # CUDA graph)
-        out[..., 1 + m:] = self.r * g
+        out[..., 0] = f  # table is a host copy (not in a
+        out[..., 1 : 1 + m] = g  # CUDA graph)
+        out[..., 1 + m :] = self.r * g
         return out
 
     def pair_y(self, Y):
@@ -382,8 +408,8 @@ ISLES_DEV void pay_true(const T* tx, T* f, T* v) {{
         m = Y.shape[-1]
         out = xp.empty(Y.shape[:-1] + (3 * m,), dtype=Y.dtype)
         out[..., :m] = Y
-        out[..., m:2 * m] = -Y / (2.0 * self.r)
-        out[..., 2 * m:] = -(Y * Y) / (4.0 * self.r)
+        out[..., m : 2 * m] = -Y / (2.0 * self.r)
+        out[..., 2 * m :] = -(Y * Y) / (4.0 * self.r)
         return out
 
     def payoff_terms(self, terms, Y):

@@ -3,6 +3,7 @@
 Ids and formulations follow ``shared/problems.md`` (sections 3, 4 and 5); the binary problems
 (``onemax``, ``trap5``, ``knapsack``) are in :mod:`isles.problems.binary`.
 """
+
 from __future__ import annotations
 
 from isles.problems.base import Problem
@@ -59,7 +60,5 @@ def make_problem(name: str, **kwargs) -> Problem:
     try:
         cls = PROBLEMS[name]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"problem={name!r}: allowed values are {'|'.join(sorted(PROBLEMS))}"
-        ) from None
+        raise ValueError(f"problem={name!r}: allowed values are {'|'.join(sorted(PROBLEMS))}") from None
     return cls(**kwargs)

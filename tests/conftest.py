@@ -1,5 +1,6 @@
 """Put the repository root on ``sys.path`` so tests import ``problems``/``algorithms`` uninstalled,
 and keep CPU tests from picking a GPU by chance (issue 16 §3)."""
+
 import os
 import subprocess
 import sys
@@ -40,8 +41,11 @@ def cpu_tests_name_their_device(request, monkeypatch):
     from isles.islands.coordinator import Coordinator  # noqa: PLC0415
 
     def refuse(where: str):
-        pytest.fail(f"{request.node.nodeid}: {where} with device=auto; a CPU test must say device=cpu "
-                    "(or carry @pytest.mark.gpu)", pytrace=False)
+        pytest.fail(
+            f"{request.node.nodeid}: {where} with device=auto; a CPU test must say device=cpu "
+            "(or carry @pytest.mark.gpu)",
+            pytrace=False,
+        )
 
     coordinator_init, popen_init = Coordinator.__init__, subprocess.Popen.__init__
 

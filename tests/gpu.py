@@ -1,4 +1,5 @@
 """GPU test modules start with ``cp = cupy_or_skip()``: CuPy and a visible CUDA device, or skip."""
+
 import pytest
 
 

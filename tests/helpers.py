@@ -1,4 +1,5 @@
 """Config composition for tests (the same composition ``run.py`` does)."""
+
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -39,8 +40,12 @@ def island_ctx(xp, prob, islands=3, seed=4, dtype=None, handling="feasibility", 
     from isles.algorithms.core.random import CounterRNG  # noqa: PLC0415
     from isles.problems.constraints import Evaluator  # noqa: PLC0415
 
-    ctx = Context(xp, np.float64 if dtype is None else dtype, Evaluator(prob, handling, 100.0),
-                  CounterRNG(xp, seed, range(islands)))
+    ctx = Context(
+        xp,
+        np.float64 if dtype is None else dtype,
+        Evaluator(prob, handling, 100.0),
+        CounterRNG(xp, seed, range(islands)),
+    )
     ctx.target = target
     return ctx
 
@@ -70,7 +75,6 @@ def interrupt_at(monkeypatch, epoch: int) -> None:
     monkeypatch.setattr(Monitors, "publish", publish_then_interrupt)
 
 
-
 def one_epoch(group, k: int, inbound: dict | None = None, remote: dict | None = None):
     """One epoch of ``group`` alone (a span of one epoch, no peers) with the migration ``inbound``
     ``{destination position: [source ids]}`` and ``remote`` ``{source id: Population (1, k)}`` first:
@@ -81,8 +85,20 @@ def one_epoch(group, k: int, inbound: dict | None = None, remote: dict | None = 
     return group.run_span(SpanOrder(1, [k], 0, route, Plan(inbound or {}, remote or {})))[0]
 
 
-def run_span(group, ks, topology, *, groups=None, index: int = 0, epoch0: int = 0, span: int = 1, first=None,
-             snapshots=(), seed: int = 0, **route):
+def run_span(
+    group,
+    ks,
+    topology,
+    *,
+    groups=None,
+    index: int = 0,
+    epoch0: int = 0,
+    span: int = 1,
+    first=None,
+    snapshots=(),
+    seed: int = 0,
+    **route,
+):
     """``group.run_span`` of epochs ``ks`` after ``epoch0``: group ``index`` of ``groups`` (default:
     this group alone) on ``topology``; ``route``: more :class:`isles.islands.records.Route` fields
     (``peers``, ``nccl``, ``timeout_s``); ``first``: the first epoch's Plan. Its summaries."""

@@ -1,6 +1,7 @@
 """Natively binary problems (problems/binary.py): OneMax, trap-k (Deb & Goldberg 1993), knapsack
 (Pisinger 2005 generators, exact DP optimum). Values on hand-made bit strings, deceptiveness,
 generator ranges, DP against brute force, one-line errors naming the field."""
+
 from __future__ import annotations
 
 import itertools
@@ -70,8 +71,9 @@ def test_trap_is_deceptive_all_zeros_is_the_second_best_local_optimum():
     flips = np.tile(zeros, (k * m, 1)) ^ np.eye(k * m, dtype=np.uint8)
     assert np.all(p.objective(flips) > f0)
     # second best: over all strings of one block (the others fixed), only all ones beats all zeros
-    block_vals = {u: float(Trap(n_bits=k, k=k).objective(np.array([1] * u + [0] * (k - u), np.uint8)))
-                  for u in range(k + 1)}
+    block_vals = {
+        u: float(Trap(n_bits=k, k=k).objective(np.array([1] * u + [0] * (k - u), np.uint8))) for u in range(k + 1)
+    }
     assert sorted(block_vals.values())[:2] == [0.0, 1.0] and block_vals[k] == 0.0 and block_vals[0] == 1.0
     # the slope leads away from the optimum: more ones (short of k) is worse
     assert all(block_vals[u] < block_vals[u + 1] for u in range(k - 1))
@@ -127,10 +129,17 @@ def _brute(w, p, C):
     return best, bx
 
 
-@pytest.mark.parametrize("n,kind,seed,R,frac", [
-    (1, "uncorrelated", 0, 10, 0.5), (5, "uncorrelated", 1, 20, 0.5), (8, "strongly_correlated", 2, 100, 0.3),
-    (10, "uncorrelated", 3, 1000, 0.5), (12, "strongly_correlated", 4, 50, 0.6), (12, "uncorrelated", 5, 30, 0.1),
-])
+@pytest.mark.parametrize(
+    "n,kind,seed,R,frac",
+    [
+        (1, "uncorrelated", 0, 10, 0.5),
+        (5, "uncorrelated", 1, 20, 0.5),
+        (8, "strongly_correlated", 2, 100, 0.3),
+        (10, "uncorrelated", 3, 1000, 0.5),
+        (12, "strongly_correlated", 4, 50, 0.6),
+        (12, "uncorrelated", 5, 30, 0.1),
+    ],
+)
 def test_dp_optimum_equals_brute_force(n, kind, seed, R, frac):
     w, p = knapsack_instance(n, kind, seed, R)
     C = np.floor(frac * w.sum()) + 0.25  # a non-integer capacity too
@@ -154,7 +163,9 @@ def test_knapsack_errors_name_the_field():
         Knapsack(n_items=5, capacity=0)
     with pytest.raises(ValueError, match=r"^problem\.capacity=-3\.0: allowed values are numbers > 0$"):
         Knapsack(n_items=5, capacity=-3.0)
-    with pytest.raises(ValueError, match=r"^problem\.kind='weak': allowed values are uncorrelated\|strongly_correlated$"):
+    with pytest.raises(
+        ValueError, match=r"^problem\.kind='weak': allowed values are uncorrelated\|strongly_correlated$"
+    ):
         Knapsack(n_items=5, kind="weak")
     with pytest.raises(ValueError, match=r"problem\.n_items"):
         Knapsack(n_items=0)

@@ -229,9 +229,7 @@ def test_experiment_names_say_whether_they_split_the_budget(name):
     is split over them, for statistics); every other experiment is one run (or one connected
     archipelago) that spends the whole budget on one answer. ``cde`` is one run, ``cde_runs`` 20."""
     cfg = plain(make_cfg(f"+experiment={name}"))
-    independent = (
-        cfg["topology"]["_target_"].endswith("Unconnected") and cfg["islands"]["n"] > 1 and not cfg["plugins"]
-    )
+    independent = cfg["topology"]["_target_"].endswith("Unconnected") and cfg["islands"]["n"] > 1 and not cfg["plugins"]
     assert independent == name.endswith("_runs"), (name, cfg["islands"]["n"])
 
 

@@ -1,5 +1,6 @@
 """Co-evolutionary DE (seed 000): min-max problems, the augmented Lagrangian, CDE's cycle
 semantics, role-wise migration with re-assessed immigrants, and bad input."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,14 +27,17 @@ def ctx_of(problem, n_islands=2, seed=0):
 
 
 # -- augmented Lagrangian ------------------------------------------------------------------------
-@pytest.mark.parametrize("g, mu, r, want", [
-    (0.1, 1.0, 10.0, 1.0 * 0.1 + 10.0 * 0.01),      # violated: mu g + r g^2 = 0.2
-    (-0.01, 1.0, 10.0, -0.01 + 10.0 * 1e-4),        # feasible but g > -mu/(2r) = -0.05: still quadratic
-    (-0.1, 1.0, 10.0, -1.0 / 40.0),                 # g < -0.05: -mu^2/(4r)
-    (-3.0, 2.0, 0.5, -4.0 / 2.0),                   # switch at -2: constant -mu^2/(4r) = -2
-    (-1.0, 2.0, 0.5, -2.0 + 0.5),                   # g = -1 > -2: mu g + r g^2 = -1.5
-    (0.0, 0.0, 7.0, 0.0),                           # mu = 0: switch at 0, both branches 0
-])
+@pytest.mark.parametrize(
+    "g, mu, r, want",
+    [
+        (0.1, 1.0, 10.0, 1.0 * 0.1 + 10.0 * 0.01),  # violated: mu g + r g^2 = 0.2
+        (-0.01, 1.0, 10.0, -0.01 + 10.0 * 1e-4),  # feasible but g > -mu/(2r) = -0.05: still quadratic
+        (-0.1, 1.0, 10.0, -1.0 / 40.0),  # g < -0.05: -mu^2/(4r)
+        (-3.0, 2.0, 0.5, -4.0 / 2.0),  # switch at -2: constant -mu^2/(4r) = -2
+        (-1.0, 2.0, 0.5, -2.0 + 0.5),  # g = -1 > -2: mu g + r g^2 = -1.5
+        (0.0, 0.0, 7.0, 0.0),  # mu = 0: switch at 0, both branches 0
+    ],
+)
 def test_al_penalty_hand_values(g, mu, r, want):
     assert al_penalty(np.array(g), np.array(mu), r) == pytest.approx(want, rel=1e-14, abs=1e-15)
 
@@ -82,8 +86,14 @@ def test_al_saddle_value_at_optimum_is_f_star():
     assert L[0, 0, 0] == pytest.approx(Spring().f_star, rel=1e-9)
 
 
-@pytest.mark.parametrize("kw, field", [({"r": 0.0}, "constraints.r=0.0"), ({"r": -1}, "constraints.r=-1"),
-                                       ({"multiplier_bound": 0}, "constraints.multiplier_bound=0")])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"r": 0.0}, "constraints.r=0.0"),
+        ({"r": -1}, "constraints.r=-1"),
+        ({"multiplier_bound": 0}, "constraints.multiplier_bound=0"),
+    ],
+)
 def test_al_rejects_bad_parameters(kw, field):
     with pytest.raises(ValueError, match=field.replace(".", r"\.") + ": allowed values are numbers > 0"):
         AugmentedLagrangian(G07(), **kw)
@@ -126,8 +136,8 @@ def test_cycle_fitness_semantics(strategy):
     algo = CDE(pop_size=8, pop_size_y=6, gens_x=3, gens_y=2, strategy=strategy)
     s0 = algo.init(ctx)
     L0 = p.payoff(s0["X"], s0["Y"])
-    np.testing.assert_array_equal(s0["f"], L0.max(-1))     # x minimises max over P2
-    np.testing.assert_array_equal(s0["fy"], -L0.min(-2))   # y maximises min over P1 (stored negated)
+    np.testing.assert_array_equal(s0["f"], L0.max(-1))  # x minimises max over P2
+    np.testing.assert_array_equal(s0["fy"], -L0.min(-2))  # y maximises min over P1 (stored negated)
     # the x phase leaves Y frozen and never worsens an x against it
     s1, _ = algo._evolve(ctx, algo.refresh(ctx, s0, "x")[0], "x", 0, 3)
     np.testing.assert_array_equal(s1["Y"], s0["Y"])
@@ -190,12 +200,23 @@ def test_user_minmax_problem_without_worst_case():
 
 # -- islands -------------------------------------------------------------------------------------
 def _group(n=2, **algo):
-    spec = {"problem": {"_target_": "isles.problems.cec2006.G07"},
-            "constraints": {"handling": "augmented_lagrangian", "r": 1e4, "multiplier_bound": 100.0},
-            "algorithm": {"_target_": "isles.algorithms.coevolution.cde.CDE", "pop_size": 10, "pop_size_y": 6,
-                          "gens_x": 3, "gens_y": 3, **algo},
-            "island_ids": list(range(n)), "seed": 3, "device": "cpu", "n_migrants": 2,
-            "replacement": "replace_worst"}
+    spec = {
+        "problem": {"_target_": "isles.problems.cec2006.G07"},
+        "constraints": {"handling": "augmented_lagrangian", "r": 1e4, "multiplier_bound": 100.0},
+        "algorithm": {
+            "_target_": "isles.algorithms.coevolution.cde.CDE",
+            "pop_size": 10,
+            "pop_size_y": 6,
+            "gens_x": 3,
+            "gens_y": 3,
+            **algo,
+        },
+        "island_ids": list(range(n)),
+        "seed": 3,
+        "device": "cpu",
+        "n_migrants": 2,
+        "replacement": "replace_worst",
+    }
     return IslandGroup(GroupSpec(**spec))
 
 
@@ -243,14 +264,17 @@ def test_islands_code_names_no_algorithm():
 
 
 # -- bad input -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw, needle", [
-    ({"n_cycles": 0}, "algorithm.n_cycles=0: allowed values are integers >= 1"),
-    ({"gens_x": 0}, "algorithm.gens_x=0: allowed values are integers >= 1"),
-    ({"gens_y": -2}, "algorithm.gens_y=-2: allowed values are integers >= 1"),
-    ({"pop_size": 3}, "algorithm.pop_size=3: allowed values are integers >= 4"),
-    ({"pop_size_y": 2, "strategy": "best/1"}, "algorithm.pop_size_y=2: allowed values are integers >= 3"),
-    ({"F": 0}, "algorithm.F=0"),
-])
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        ({"n_cycles": 0}, "algorithm.n_cycles=0: allowed values are integers >= 1"),
+        ({"gens_x": 0}, "algorithm.gens_x=0: allowed values are integers >= 1"),
+        ({"gens_y": -2}, "algorithm.gens_y=-2: allowed values are integers >= 1"),
+        ({"pop_size": 3}, "algorithm.pop_size=3: allowed values are integers >= 4"),
+        ({"pop_size_y": 2, "strategy": "best/1"}, "algorithm.pop_size_y=2: allowed values are integers >= 3"),
+        ({"F": 0}, "algorithm.F=0"),
+    ],
+)
 def test_bad_parameters(kw, needle):
     with pytest.raises(ValueError, match=needle.replace(".", r"\.").replace("(", r"\(")):
         CDEParams(**kw)
@@ -279,9 +303,13 @@ def test_host_emulated_pair_kernel_equals_numpy(pid):
 
     if compiler() is None:
         pytest.skip("no C compiler")
-    p = {"p1": lambda: SaddleP1(7), "g07": lambda: AugmentedLagrangian(G07(), r=1e3, multiplier_bound=10.0),
-         "g01": lambda: AugmentedLagrangian(__import__("isles.problems.cec2006", fromlist=["G01"]).G01()),
-         "g10": lambda: AugmentedLagrangian(G10()), "spring": lambda: AugmentedLagrangian(Spring())}[pid]()
+    p = {
+        "p1": lambda: SaddleP1(7),
+        "g07": lambda: AugmentedLagrangian(G07(), r=1e3, multiplier_bound=10.0),
+        "g01": lambda: AugmentedLagrangian(__import__("isles.problems.cec2006", fromlist=["G01"]).G01()),
+        "g10": lambda: AugmentedLagrangian(G10()),
+        "spring": lambda: AugmentedLagrangian(Spring()),
+    }[pid]()
     ctx = ctx_of(p, 3)
     algo = CDE(pop_size=9, pop_size_y=6, gens_x=2, gens_y=2)
     s = algo.run(ctx, algo.init(ctx), 1)

@@ -6,6 +6,7 @@ and archive to rounding, the same counters; and the problems' per-row device cod
 must agree with their array code. The GPU tests (tests/test_cde_gpu.py) compare the CUDA kernel
 with the graph path and this twin.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,9 +25,14 @@ from tests.user_problems import UserSaddle
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
-PROBLEMS = {"p1": lambda: SaddleP1(20), "g01": lambda: AugmentedLagrangian(G01()),
-            "g07": lambda: AugmentedLagrangian(G07()), "g09": lambda: AugmentedLagrangian(G09()),
-            "g10": lambda: AugmentedLagrangian(G10()), "spring": lambda: AugmentedLagrangian(Spring())}
+PROBLEMS = {
+    "p1": lambda: SaddleP1(20),
+    "g01": lambda: AugmentedLagrangian(G01()),
+    "g07": lambda: AugmentedLagrangian(G07()),
+    "g09": lambda: AugmentedLagrangian(G09()),
+    "g10": lambda: AugmentedLagrangian(G10()),
+    "spring": lambda: AugmentedLagrangian(Spring()),
+}
 
 
 def _run_both(prob, algo, islands=3, cycles=3, seed=2, dtype=np.float64):
@@ -91,7 +97,8 @@ def test_large_population_keeps_rows_in_global_memory():
 def test_nan_payoffs_count_and_lose():
     class NanSaddle(SaddleP1):
         pair_terms_cuda = SaddleP1.pair_terms_cuda.replace(
-            "tx[0] = isles_np_sumsq(x, PAY_DX);", "tx[0] = x[0] > (T)0.5 ? (T)NAN : isles_np_sumsq(x, PAY_DX);")
+            "tx[0] = isles_np_sumsq(x, PAY_DX);", "tx[0] = x[0] > (T)0.5 ? (T)NAN : isles_np_sumsq(x, PAY_DX);"
+        )
 
         def pair_x(self, X):
             t = super().pair_x(X)

@@ -5,6 +5,7 @@ reaches the NumPy twin's populations (rand/1 and best/1, P1 and an augmented-Lag
 the fused kernel equals the array code on the device, a whole cycle replayed as a CUDA
 graph equals plain cycles, and the replayed cycles keep both populations in their boxes.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -83,8 +84,13 @@ def test_fused_pairs_equal_array_code_on_device(pid):
         np.testing.assert_allclose(cp.asnumpy(a), cp.asnumpy(b), rtol=1e-13)
 
 
-EPOCH_PROBLEMS = {**PROBLEMS, "g01": lambda: AugmentedLagrangian(G01()), "g09": lambda: AugmentedLagrangian(G09()),
-                  "g10": lambda: AugmentedLagrangian(G10()), "spring": lambda: AugmentedLagrangian(Spring())}
+EPOCH_PROBLEMS = {
+    **PROBLEMS,
+    "g01": lambda: AugmentedLagrangian(G01()),
+    "g09": lambda: AugmentedLagrangian(G09()),
+    "g10": lambda: AugmentedLagrangian(G10()),
+    "spring": lambda: AugmentedLagrangian(Spring()),
+}
 
 
 @pytest.mark.parametrize("crossover", ["bin", "nec"])
@@ -123,8 +129,9 @@ def test_epoch_kernel_with_rows_in_global_memory():
         if epoch:
             assert algo.gpu_path(ctx) == "epoch kernel (global memory)"
     for k in ("X", "Y", "f", "fy", "bx", "bf"):
-        np.testing.assert_allclose(cp.asnumpy(out[True][k]), cp.asnumpy(out[False][k]), rtol=1e-11, atol=1e-12,
-                                   err_msg=k)
+        np.testing.assert_allclose(
+            cp.asnumpy(out[True][k]), cp.asnumpy(out[False][k]), rtol=1e-11, atol=1e-12, err_msg=k
+        )
 
 
 def test_epoch_kernel_float32_twenty_islands():

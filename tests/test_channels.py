@@ -1,6 +1,7 @@
 """Shared-memory channels between the actors of one node (islands/channels.py): the transport's
 routing, copies and checks with stand-in channels; a real channel between two Ray actors, its
 timeout and its abort; whole sync runs over channels equal the in-process run bit for bit."""
+
 import time
 
 import numpy as np
@@ -89,8 +90,10 @@ def test_a_closed_channel_aborts_and_a_slow_peer_times_out():
     with pytest.raises(Aborted):
         t1.take(1, 1, [0], 5.0)
     for err, expected in ((RayChannelTimeoutError("slow"), TimeoutError), (RayChannelError("closed"), Aborted)):
+
         def fail(timeout=None, err=err):
             raise err
+
         t1.links.inp[0].read = fail
         with pytest.raises(expected, match="group 0"):
             t1.take(1, 1, [0], 5.0)

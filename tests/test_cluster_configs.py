@@ -8,6 +8,7 @@
 * ``cluster/Dockerfile``: a Ray GPU base image whose Ray version ``pyproject.toml`` allows and the
   manifests name, the ``gpu`` extra, and every folder the package is built from.
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,8 +40,12 @@ def dockerfile() -> dict:
     lines = re.sub(r"\\\n\s*", " ", (CLUSTER / "Dockerfile").read_text()).splitlines()
     args = dict(re.findall(r"^ARG (\w+)=(\S+)", "\n".join(lines), re.M))
     (base,) = [ln.split()[1] for ln in lines if ln.startswith("FROM ")]
-    return {"args": args, "base": re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], base),
-            "run": [ln for ln in lines if ln.startswith("RUN ")], "copy": [ln for ln in lines if ln.startswith("COPY ")]}
+    return {
+        "args": args,
+        "base": re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], base),
+        "run": [ln for ln in lines if ln.startswith("RUN ")],
+        "copy": [ln for ln in lines if ln.startswith("COPY ")],
+    }
 
 
 def image_tag() -> str:
@@ -72,6 +77,7 @@ def gpus(container: dict) -> int:
 
 
 # ---------------------------------------------------------------- the Ray cluster launcher config
+
 
 def test_launcher_config_passes_rays_validator():
     """What ``ray up`` checks first: Ray's defaults filled in, then Ray's JSON schema and its
@@ -117,6 +123,7 @@ def test_launcher_config_gpu_workers_and_safe_head():
 
 # ---------------------------------------------------------------- the KubeRay manifests
 
+
 @pytest.mark.parametrize("kind", sorted(KUBERAY))
 def test_kuberay_manifest_structure(kind):
     """apiVersion/kind/metadata/spec; a head group and GPU worker groups with the fields KubeRay
@@ -161,19 +168,27 @@ def test_rayjob_runs_the_main_job_on_its_own_cluster_of_the_same_spec(monkeypatc
     assert "ray.address=auto" in overrides
     cfg = plain(make_cfg(*overrides))
     validate(cfg)
-    (service,) = [d for d in yaml.safe_load_all((CLUSTER / "kuberay" / "mlflow.yaml").read_text()) if d["kind"] == "Service"]
-    assert cfg["logger"]["tracking_uri"] == f"http://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
+    (service,) = [
+        d for d in yaml.safe_load_all((CLUSTER / "kuberay" / "mlflow.yaml").read_text()) if d["kind"] == "Service"
+    ]
+    assert (
+        cfg["logger"]["tracking_uri"] == f"http://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
+    )
 
 
 def test_pod_templates_and_mlflow_objects_pass_kubernetes_schemas():
     """Every pod template of the RayCluster and RayJob (a core PodTemplateSpec) and every object of
     mlflow.yaml against Kubernetes' published schemas, strict (a misspelt key fails)."""
     import kubernetes_validate as kv  # the test extra installs it
+
     version = kv.latest_version()
     for path in KUBERAY.values():
         for template in pod_templates(cluster_spec(load(path))):
-            kv.validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": template},
-                        version, strict=True)
+            kv.validate(
+                {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": template},
+                version,
+                strict=True,
+            )
     docs = list(yaml.safe_load_all((CLUSTER / "kuberay" / "mlflow.yaml").read_text()))
     assert {d["kind"] for d in docs} == {"PersistentVolumeClaim", "Deployment", "Service", "NetworkPolicy"}
     for d in docs:
@@ -181,8 +196,11 @@ def test_pod_templates_and_mlflow_objects_pass_kubernetes_schemas():
     typo = copy.deepcopy(load(KUBERAY["RayCluster"])["spec"]["headGroupSpec"]["template"])
     typo["spec"]["containers"][0]["resource"] = typo["spec"]["containers"][0].pop("resources")
     with pytest.raises(kv.ValidationError):
-        kv.validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": typo},
-                    version, strict=True)
+        kv.validate(
+            {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": typo},
+            version,
+            strict=True,
+        )
 
 
 def test_mlflow_server_admits_isles_ray_pods_only():
@@ -207,6 +225,7 @@ def test_mlflow_server_admits_isles_ray_pods_only():
 
 # ---------------------------------------------------------------- the container recipe
 
+
 def test_dockerfile_installs_isles_gpu_on_a_ray_gpu_image_pyproject_allows():
     """Base ``rayproject/ray:<version>-py3xx-gpu``; that version satisfies pyproject.toml's ray
     requirement and is pinned in the install; its Python satisfies requires-python; the install
@@ -221,7 +240,10 @@ def test_dockerfile_installs_isles_gpu_on_a_ray_gpu_image_pyproject_allows():
     (install,) = [r for r in d["run"] if "pip install" in r]
     assert "[gpu]" in install and '"ray[default]==${RAY_VERSION}"' in install
     copied = {src for ln in d["copy"] for src in ln.split()[1:-1] if not src.startswith("--")}
-    needed = set(PYPROJECT["tool"]["setuptools"]["package-dir"].values()) | {"pyproject.toml", PYPROJECT["project"]["readme"]}
+    needed = set(PYPROJECT["tool"]["setuptools"]["package-dir"].values()) | {
+        "pyproject.toml",
+        PYPROJECT["project"]["readme"],
+    }
     assert needed <= copied, needed - copied
     assert image_tag() == f"isles:{PYPROJECT['project']['version']}-gpu"
 

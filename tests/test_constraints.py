@@ -1,4 +1,5 @@
 """Constraint handling: Deb's feasibility rules, the static penalty, and the NaN treatment."""
+
 import numpy as np
 import pytest
 

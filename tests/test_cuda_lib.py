@@ -2,6 +2,7 @@
 :func:`isles.algorithms.core.cuda_lib.source`; every family's assembled kernel source compiles for
 the host emulation (and, where ``nvcc`` is on ``PATH``, for the device); DE's trial coordinates,
 now built with the library's bound handling, equal the NumPy path's bit for bit."""
+
 from __future__ import annotations
 
 import ctypes
@@ -34,12 +35,13 @@ def _ctx(prob, dtype=np.float64, handling="feasibility", seed=5, streams=(0, 2))
 
 # ---- the assembler -------------------------------------------------------------------------------
 
+
 def test_source_inlines_each_file_once_and_keeps_literal_text_in_order():
     src = cuda_lib.source("#define IS_F32 0\n", "math.cuh", "// mine\n", "bounds.cuh")
-    assert src.count("ISLES_DEV u64 isles_mix64(") == 1      # rng.cuh through math -> arith -> rng
+    assert src.count("ISLES_DEV u64 isles_mix64(") == 1  # rng.cuh through math -> arith -> rng
     assert src.count("ISLES_DEV T isles_bound(") == 1
     assert src.index("#define IS_F32 0") < src.index("isles_mix64") < src.index("// mine") < src.index("isles_bound")
-    assert '#include "' not in src.replace('(#include "', "")    # every include resolved
+    assert '#include "' not in src.replace('(#include "', "")  # every include resolved
 
 
 def test_source_refuses_unknown_files():
@@ -80,12 +82,12 @@ def test_one_concept_one_place():
     Deb's comparison, the NaN rule, the counter kernels, the accumulator shuffles, the bound
     handling, a module cache of compiled CUDA."""
     owners = {
-        r"#define DRAW_\w+ \d": set(),                                   # draw ids: Python only
+        r"#define DRAW_\w+ \d": set(),  # draw ids: Python only
         r"\(va < vb\) \|\| \(\(va == vb\)|\(\(va\) < \(vb\)\)": {"deb.cuh"},
-        r"\*f != \*f|\bf != f\)": {"fitness.cuh"},                        # NaN rule
+        r"\*f != \*f|\bf != f\)": {"fitness.cuh"},  # NaN rule
         r"_i64\(long long\* p": {"counter.cu"},
         r"__shfl_xor_sync\([^,]+, acc": {"reduce.cuh"},
-        r"y = t_fmod\(y, w2\)": {"bounds.cuh"},                         # reflection
+        r"y = t_fmod\(y, w2\)": {"bounds.cuh"},  # reflection
         r"RawModule\(": {"plan.py"},
     }
     files = [p for p in LIB.iterdir() if p.suffix in (".cu", ".cuh")]
@@ -96,6 +98,7 @@ def test_one_concept_one_place():
 
 
 # ---- every family's assembled sources compile for the host emulation ---------------------------
+
 
 def _host(src: str, cxx: bool = False):
     return compile_c("#define ISLES_HOST_EMU 1\n" + src, ("-x", "c++") if cxx else ("-std=gnu11",))
@@ -120,18 +123,33 @@ def _family_sources():
         b = "reinit" if dt == np.float32 else "clip"
         out.append((f"de {t} {b}", de_source.kernel_source(dt, 40, 12, Rosenbrock(40).cuda_objective, "nec", b), True))
         out.append((f"de variation {t} {b}", de_source.variation_source(dt, 40, 12, "bin", b), True))
-        out.append((f"de penalty {t}", de_source.kernel_source(dt, vessel.dim, 12, vessel.cuda_objective, "bin",
-                                                             "reflect", 1e6), True))
-        for prob, kw, h in ((OneMax(77), {}, "feasibility"), (Knapsack(40), {}, "penalty"),
-                            (Sphere(3, -5.0, 3.0), dict(encoding="gray", bits_per_variable=20), "feasibility"),
-                            (Sphere(2, -1.0, 1.0), dict(encoding="seed002"), "feasibility")):
-            out.append((f"ga {prob.name} {t} {h}", ga_source.kernel_source(GA(pop_size=20, **kw), _ctx(prob, dt, h))[0],
-                        False))
+        out.append(
+            (
+                f"de penalty {t}",
+                de_source.kernel_source(dt, vessel.dim, 12, vessel.cuda_objective, "bin", "reflect", 1e6),
+                True,
+            )
+        )
+        for prob, kw, h in (
+            (OneMax(77), {}, "feasibility"),
+            (Knapsack(40), {}, "penalty"),
+            (Sphere(3, -5.0, 3.0), dict(encoding="gray", bits_per_variable=20), "feasibility"),
+            (Sphere(2, -1.0, 1.0), dict(encoding="seed002"), "feasibility"),
+        ):
+            out.append(
+                (f"ga {prob.name} {t} {h}", ga_source.kernel_source(GA(pop_size=20, **kw), _ctx(prob, dt, h))[0], False)
+            )
         for m in ("cauchy", "gaussian", "improved"):
-            out.append((f"fep {m} {t}", ep_source.kernel_source(FEP(pop_size=10, q=3, mutation=m), _ctx(Sphere(5), dt))[0],
-                        False))
-        out.append((f"fep penalty {t}", ep_source.kernel_source(FEP(pop_size=10, q=3), _ctx(vessel, dt, "penalty"))[0],
-                    False))
+            out.append(
+                (
+                    f"fep {m} {t}",
+                    ep_source.kernel_source(FEP(pop_size=10, q=3, mutation=m), _ctx(Sphere(5), dt))[0],
+                    False,
+                )
+            )
+        out.append(
+            (f"fep penalty {t}", ep_source.kernel_source(FEP(pop_size=10, q=3), _ctx(vessel, dt, "penalty"))[0], False)
+        )
         out.append((f"pso {t}", pso_cuda.kernel_source(dt), False))
         for prob in (SaddleP1(7), AugmentedLagrangian(G07())):
             out.append((f"cde pairs {prob.name} {t}", cde_cuda.kernel_source(prob, dt), False))
@@ -158,11 +176,18 @@ def test_every_family_source_compiles_for_the_device():
     if nvcc is None:
         pytest.skip("nvcc not on PATH")
     srcs = [(n, s) for n, s, _ in _family_sources()]
-    srcs += [("counter", cuda_lib.source("counter.cu")),
-             ("track f32", cuda_lib.source("#define IS_F32 1\n", "track.cu"))]
+    srcs += [
+        ("counter", cuda_lib.source("counter.cu")),
+        ("track f32", cuda_lib.source("#define IS_F32 1\n", "track.cu")),
+    ]
     for name, src in srcs:
-        res = subprocess.run([nvcc, "-arch=sm_80", "-ptx", "-x", "cu", "-", "-o", "/dev/null"], input=src,
-                             capture_output=True, text=True, timeout=300)
+        res = subprocess.run(
+            [nvcc, "-arch=sm_80", "-ptx", "-x", "cu", "-", "-o", "/dev/null"],
+            input=src,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert res.returncode == 0, f"{name}:\n{res.stderr[-3000:]}"
 
 
@@ -208,8 +233,18 @@ def test_de_trial_coordinates_equal_numpy(bound, dtype):
         want = de.trial(ctx, state)
         got = np.empty_like(X)
         cr, log_cr, case = de_source._cr_args(de.params, dtype)
-        lib.de_trial_host(ptr(X), ptr(got), ptr(ctx.rng.keys), ptr(lower), ptr(upper), ctypes.c_longlong(g),
-                          ctypes.c_int(X.shape[0] * X.shape[1]), T(de.params.F), T(cr), ctypes.c_double(log_cr),
-                          ctypes.c_int(int(case)))
+        lib.de_trial_host(
+            ptr(X),
+            ptr(got),
+            ptr(ctx.rng.keys),
+            ptr(lower),
+            ptr(upper),
+            ctypes.c_longlong(g),
+            ctypes.c_int(X.shape[0] * X.shape[1]),
+            T(de.params.F),
+            T(cr),
+            ctypes.c_double(log_cr),
+            ctypes.c_int(int(case)),
+        )
         assert np.array_equal(got, want), (bound, g)
         state = de.step(ctx, state)

@@ -4,6 +4,7 @@ index draws and crossovers are tested in ``test_de_operators.py``.
 
 Seed 004: Algorithms 2-10. Fast (a few seconds) and CI-safe: NumPy only.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -164,8 +165,14 @@ def test_nan_objective_is_treated_as_worst():
 def test_select_is_greedy_under_debs_rules():
     X = np.zeros((1, 4, 2))
     U = np.ones((1, 4, 2))
-    state = {"X": X, "f": np.array([[1.0, np.inf, 3.0, 2.0]]), "v": np.array([[0.0, 0.0, 0.5, 0.0]]),
-             "generation": 5, "evals": 8, "nan_evals": np.asarray(0)}
+    state = {
+        "X": X,
+        "f": np.array([[1.0, np.inf, 3.0, 2.0]]),
+        "v": np.array([[0.0, 0.0, 0.5, 0.0]]),
+        "generation": 5,
+        "evals": 8,
+        "nan_evals": np.asarray(0),
+    }
     fu = np.array([[np.inf, 5.0, 100.0, 2.0]])  # NaN trial (inf), better, feasible vs infeasible, tie
     vu = np.array([[0.0, 0.0, 0.0, 0.0]])
     s = select(np, state, U, fu, vu, np.asarray(1))
@@ -266,11 +273,11 @@ def test_mutant_strategies_formulas():
     r = sample_indices(rng, 0, 7, 5)
     best = np.array([2])
     x = lambda m: X[0, r[0, :, m]]  # noqa: E731
-    np.testing.assert_allclose(mutant_vectors(X, r, "rand/2", 0.5)[0],
-                               x(0) + 0.5 * (x(1) - x(2)) + 0.5 * (x(3) - x(4)))
+    np.testing.assert_allclose(mutant_vectors(X, r, "rand/2", 0.5)[0], x(0) + 0.5 * (x(1) - x(2)) + 0.5 * (x(3) - x(4)))
     np.testing.assert_allclose(mutant_vectors(X, r, "best/1", 0.5, best)[0], X[0, 2] + 0.5 * (x(0) - x(1)))
-    np.testing.assert_allclose(mutant_vectors(X, r, "current-to-best/1", 0.5, best)[0],
-                               X[0] + 0.5 * (X[0, 2] - X[0]) + 0.5 * (x(0) - x(1)))
+    np.testing.assert_allclose(
+        mutant_vectors(X, r, "current-to-best/1", 0.5, best)[0], X[0] + 0.5 * (X[0, 2] - X[0]) + 0.5 * (x(0) - x(1))
+    )
     with pytest.raises(ValueError, match="best index"):
         mutant_vectors(X, r, "best/1", 0.5)
 
@@ -286,8 +293,13 @@ def test_numpy_never_builds_a_fused_plan():
 def _fake_cupy_ctx(problem, dtype=np.float32, handling="feasibility"):
     from types import SimpleNamespace  # noqa: PLC0415
 
-    return SimpleNamespace(xp=SimpleNamespace(__name__="cupy"), dtype=np.dtype(dtype),
-                           evaluator=Evaluator(problem, handling), dim=problem.dim, n_islands=2)
+    return SimpleNamespace(
+        xp=SimpleNamespace(__name__="cupy"),
+        dtype=np.dtype(dtype),
+        evaluator=Evaluator(problem, handling),
+        dim=problem.dim,
+        n_islands=2,
+    )
 
 
 def _real_problems_with_source():
@@ -330,8 +342,9 @@ def test_fused_kernel_source_has_no_problem_names_and_compiles_on_the_host():
             if gxx is not None:
                 with tempfile.NamedTemporaryFile("w", suffix=".cpp", delete=False) as fh:
                     fh.write(src)
-                res = subprocess.run([gxx, "-x", "c++", "-fsyntax-only", "-DISLES_HOST_EMU", fh.name],
-                                     capture_output=True, text=True)
+                res = subprocess.run(
+                    [gxx, "-x", "c++", "-fsyntax-only", "-DISLES_HOST_EMU", fh.name], capture_output=True, text=True
+                )
                 assert res.returncode == 0, res.stderr
 
 
@@ -342,10 +355,14 @@ def test_fused_unsupported_reasons_come_from_the_contract():
     params = DEParams(pop_size=10)
     for p in _real_problems_with_source():
         assert de_source.unsupported_reason(params, _fake_cupy_ctx(p)) is None, p.name
-    assert de_source.unsupported_reason(params, _fake_cupy_ctx(make_problem("schwefel_1_2", dim=5))) == \
-        "problem has no cuda_objective"
-    assert de_source.unsupported_reason(params, _fake_cupy_ctx(make_problem("spring"), np.float64)) == \
-        "problem has no cuda_objective"
+    assert (
+        de_source.unsupported_reason(params, _fake_cupy_ctx(make_problem("schwefel_1_2", dim=5)))
+        == "problem has no cuda_objective"
+    )
+    assert (
+        de_source.unsupported_reason(params, _fake_cupy_ctx(make_problem("spring"), np.float64))
+        == "problem has no cuda_objective"
+    )
     assert de_source.unsupported_reason(params, _fake_cupy_ctx(_Sphere(4))) == "problem has no cuda_objective"
     assert "genome" in de_source.unsupported_reason(params, _fake_cupy_ctx(make_problem("onemax", n_bits=8)))
 

@@ -7,6 +7,7 @@ sums), the same NaN count and stop-target generation, whatever the number of gen
 launch. The GPU tests (tests/test_de_gpu.py) compare the CUDA kernel with the per-generation
 kernel (bit for bit) and with this twin.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +23,6 @@ from tests.helpers import island_ctx
 from tests.user_problems import FusedNaNSphere, FusedPressureVessel
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
-
 
 
 def _compare(prob, algo, ctx, n=12, rtol=1e-11):

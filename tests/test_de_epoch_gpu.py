@@ -5,6 +5,7 @@ island) must equal the per-generation kernel replayed from a CUDA graph bit for 
 NaN count, the stop target's generation), with one warp per row and with groups of several warps
 (D > 128, the merge across warps), and its rows must equal the host emulation's (CI's twin).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,6 @@ from tests.user_problems import FusedNaNSphere  # noqa: E402
 from tests.user_problems import FusedPressureVessel  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-
 
 
 def _both(prob, algo, ctx, n=50):

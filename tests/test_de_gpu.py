@@ -7,6 +7,7 @@ trial populations (seed 004 Algorithm 2 with Algorithms 4, 7 and 10 / eq. 9), ag
 generic selection up to objective rounding, converges like it, replays CUDA graphs exactly like
 single steps, keeps the population in the box, and neither path synchronises with the host.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -54,8 +55,7 @@ class _WrongAckley(Ackley):
 
     def objective(self, X):
         xp = cp.get_array_module(X)
-        return (-20 * xp.exp(-0.02 * xp.sqrt((X * X).mean(-1)))
-                - xp.exp(xp.cos(2 * np.pi * X).mean(-1)) + 20 + np.e)
+        return -20 * xp.exp(-0.02 * xp.sqrt((X * X).mean(-1))) - xp.exp(xp.cos(2 * np.pi * X).mean(-1)) + 20 + np.e
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,9 +78,8 @@ def test_generic_cupy_improves_sphere(strategy, crossover):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_generic_cupy_trial_is_bit_identical_to_numpy(strategy, crossover, dtype):
     prob = make_problem("sphere", dim=9, lower=-1.0, upper=1.0)
-    for bounds in (BOUNDS if strategy == "rand/1" else ("reflect",)):
-        de = DE(pop_size=12, F=1.2, CR=0.6, strategy=strategy, crossover=crossover,
-                bound_handling=bounds, fused=False)
+    for bounds in BOUNDS if strategy == "rand/1" else ("reflect",):
+        de = DE(pop_size=12, F=1.2, CR=0.6, strategy=strategy, crossover=crossover, bound_handling=bounds, fused=False)
         cn, cc = _ctx(np, prob, dtype), _ctx(cp, prob, dtype)
         s = de.init(cn)
         s["generation"] = 77
@@ -103,10 +102,8 @@ def test_cupy_draws_match_numpy_and_indices_are_distinct():
         assert _same_bits(m, binomial_mask(rn, 5, 300, 17, cr, np.float32))
         assert bool(cp.all(m.sum(-1) >= 1))
         for kind in ("exp", "nec"):
-            assert _same_bits(crossover_lengths(kind, rc, 5, 300, 17, cr),
-                              crossover_lengths(kind, rn, 5, 300, 17, cr))
-            assert _same_bits(crossover_mask(kind, rc, 5, 300, 17, cr),
-                              crossover_mask(kind, rn, 5, 300, 17, cr))
+            assert _same_bits(crossover_lengths(kind, rc, 5, 300, 17, cr), crossover_lengths(kind, rn, 5, 300, 17, cr))
+            assert _same_bits(crossover_mask(kind, rc, 5, 300, 17, cr), crossover_mask(kind, rn, 5, 300, 17, cr))
     assert bool(cp.all(crossover_lengths("nec", rc, 0, 100, 17, 0.0) == 1))
     assert bool(cp.all(crossover_lengths("nec", rc, 0, 100, 17, 1.0) == 17))
 
@@ -161,8 +158,9 @@ def _fused_setup(problem, D, N, I, dtype, crossover, bounds, F=0.9, CR=0.5):
     return prob, ctx, fused, generic, plan, s
 
 
-@pytest.mark.parametrize("case", FUSED_CASES,
-                         ids=lambda c: f"{c[0]}-D{c[1]}-N{c[2]}-I{c[3]}-{np.dtype(c[4]).name}-{c[5]}-{c[6]}-CR{c[7]}")
+@pytest.mark.parametrize(
+    "case", FUSED_CASES, ids=lambda c: f"{c[0]}-D{c[1]}-N{c[2]}-I{c[3]}-{np.dtype(c[4]).name}-{c[5]}-{c[6]}-CR{c[7]}"
+)
 def test_fused_trial_is_bit_identical_and_selection_agrees(case):
     prob, ctx, fused, generic, plan, s = _fused_setup(*case[:7], CR=case[7])
     dtype = case[4]
@@ -181,15 +179,15 @@ def test_fused_trial_is_bit_identical_and_selection_agrees(case):
     assert float(same_row.mean()) >= 0.99
     assert sf["generation"] == sg["generation"] == s["generation"] + 1
     assert sf["evals"] == sg["evals"]
-    np.testing.assert_allclose(cp.asnumpy(sf["f"]), cp.asnumpy(sg["f"]), rtol=1e-4 if dtype == np.float32 else 1e-10,
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        cp.asnumpy(sf["f"]), cp.asnumpy(sg["f"]), rtol=1e-4 if dtype == np.float32 else 1e-10, atol=1e-5
+    )
     assert bool(cp.all(sf["X"] >= ctx.lower)) and bool(cp.all(sf["X"] <= ctx.upper))
 
 
 def test_fused_honours_the_rng_device_counter():
     """CounterRNG draws generation + ctr[0] on CuPy (CUDA-graph replay); so does the kernel."""
-    _, ctx, fused, generic, plan, s = _fused_setup("rastrigin", 40, 12, 2, np.float32, "nec", "reinit",
-                                                   CR=0.6)
+    _, ctx, fused, generic, plan, s = _fused_setup("rastrigin", 40, 12, 2, np.float32, "nec", "reinit", CR=0.6)
     s["generation"] = 10
     ctx.rng.ctr[...] = 7
     try:
@@ -203,8 +201,7 @@ def test_fused_honours_the_rng_device_counter():
 
 
 def test_fused_graph_run_equals_step_loop():
-    _, ctx, fused, _, plan, s0 = _fused_setup("rosenbrock", 50, 100, 4, np.float32, "bin", "reflect",
-                                              F=0.65, CR=0.95)
+    _, ctx, fused, _, plan, s0 = _fused_setup("rosenbrock", 50, 100, 4, np.float32, "bin", "reflect", F=0.65, CR=0.95)
     n = 2 * plan.graph_generations + 5
     a = fused.run(ctx, s0, n)
     b = s0

@@ -4,6 +4,7 @@ algorithms/de/de.py) and the crossovers (algorithms/de/crossover.py).
 Seed 004: Algorithms 2-10, eq. 9 and Fig. 2 (NEC's L has the exponential crossover's
 distribution). Fast (a few seconds) and CI-safe: NumPy only.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """The conftest guard (issue 16 §3): a CPU test that would run isles with ``device=auto`` fails on
 every machine, not only on a GPU workstation; a ``gpu`` test is left alone."""
+
 import shutil
 import subprocess
 import sys
@@ -7,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CASES = '''
+CASES = """
 import subprocess, sys
 import pytest
 from isles.islands.coordinator import Coordinator
@@ -31,15 +32,32 @@ def test_gpu_test_is_not_guarded():
     with pytest.raises(Exception) as err:  # the Coordinator itself refuses the empty config
         Coordinator({"islands": {}}, None)
     assert "device=cpu" not in str(err.value)
-'''
+"""
 
 
 def test_guard_fails_cpu_tests_that_leave_the_device_to_auto(tmp_path):
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_cases.py").write_text(CASES)
-    p = subprocess.run([sys.executable, "-m", "pytest", str(tmp_path), "-q", "-p", "no:cacheprovider", "-m", "",
-                        "--rootdir", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(tmp_path),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "",
+            "--rootdir",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     out = p.stdout
     assert "2 failed, 2 passed" in out, out[-3000:]
     assert "test_coordinator_without_device: Coordinator with device=auto; a CPU test must say device=cpu" in out

@@ -6,6 +6,7 @@ Packing (LSB first, padding bits 0), standard binary and Gray decoding with roun
 natively binary genomes, the one-line errors of make_encoding, and the CUDA decoders compiled
 as C (``-DISLES_HOST_EMU``) against the array decoders, bit for bit.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -40,6 +41,7 @@ def _random_words(enc, n):
 
 # ---- packing -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("L", [1, 5, 31, 32, 33, 64, 100, 1000])
 def test_pack_unpack_round_trip_and_padding(L):
     bits = RS.integers(0, 2, size=(3, 4, L), dtype=np.uint8)
@@ -68,11 +70,12 @@ def test_extract_fields_matches_naive():
         starts = np.array([0, 1, 31, 32, 45, 63, 64, 200, L - width])
         k = extract_fields(words, starts, width)
         for j, s in enumerate(starts):
-            naive = (bits[:, s:s + width].astype(np.uint64) << np.arange(width, dtype=np.uint64)).sum(axis=1)
+            naive = (bits[:, s : s + width].astype(np.uint64) << np.arange(width, dtype=np.uint64)).sum(axis=1)
             assert np.array_equal(k[:, j], naive)
 
 
 # ---- binary and Gray -------------------------------------------------------------------------------
+
 
 def test_binary_decode_known_values():
     enc = Binary(2, 3, lower=0.0, upper=7.0)  # k / 7 * 7 + 0 = k
@@ -135,6 +138,7 @@ def test_bits_per_variable_message():
 
 # ---- seed 002 ----------------------------------------------------------------------------------------
 
+
 def _seed002_genome(codes):
     """Genome of digit codes ``codes (D, nvdec)`` of 4 bits each."""
     codes = np.asarray(codes, np.uint64)
@@ -192,6 +196,7 @@ def test_seed002_round_trip_and_params():
 
 # ---- bits and make_encoding ------------------------------------------------------------------------
 
+
 def test_bits_encoding():
     enc = Bits(100)
     assert enc.n_words == 4 and enc.genome == "bits"
@@ -219,7 +224,9 @@ def test_make_encoding():
     assert isinstance(e, Bits) and e.n_bits == 77
     with pytest.raises(ValueError, match=r"^algorithm.encoding='gray': .* allowed values are bits\|auto$"):
         make_encoding("gray", om)
-    with pytest.raises(ValueError, match=r"^algorithm.encoding='bits': .* allowed values are binary\|gray\|seed002\|auto$"):
+    with pytest.raises(
+        ValueError, match=r"^algorithm.encoding='bits': .* allowed values are binary\|gray\|seed002\|auto$"
+    ):
         make_encoding("bits", r)
     with pytest.raises(ValueError, match=r"^algorithm.encoding='nope'"):
         make_encoding("nope", r)
@@ -227,33 +234,45 @@ def test_make_encoding():
 
 # ---- the CUDA decoders as C ----------------------------------------------------------------------
 
+
 def _host_decode(enc, words, f32):
     from isles.algorithms.ga.cuda_host import compile_host, host_compiler  # noqa: PLC0415
 
     if host_compiler() is None:
         pytest.skip("no C compiler for the host emulation")
-    src = f"#define IS_F32 {int(f32)}\n" + HASH + ARITHMETIC + enc.cuda_decode + r"""
+    src = (
+        f"#define IS_F32 {int(f32)}\n"
+        + HASH
+        + ARITHMETIC
+        + enc.cuda_decode
+        + r"""
 void decode_rows(const unsigned int* rows, int n, int W, int D, T* out) {
     for (int r = 0; r < n; ++r) for (int j = 0; j < D; ++j) out[r * D + j] = enc_decode(rows + (long)r * W, j);
 }
 """
+    )
     lib = compile_host(src)
     words = np.ascontiguousarray(words, dtype=np.uint32)
     out = np.empty((words.shape[0], enc.dim), np.float32 if f32 else np.float64)
-    lib.decode_rows(words.ctypes.data_as(ctypes.c_void_p), words.shape[0], enc.n_words, enc.dim,
-                    out.ctypes.data_as(ctypes.c_void_p))
+    lib.decode_rows(
+        words.ctypes.data_as(ctypes.c_void_p), words.shape[0], enc.n_words, enc.dim, out.ctypes.data_as(ctypes.c_void_p)
+    )
     return out
 
 
-@pytest.mark.parametrize("enc", [
-    Binary(3, 16, -5.0, 5.0),
-    Binary(7, 52, [-1, -2, -3, -4, -5, -6, -7], [1, 2, 3, 4, 5, 6, 70]),
-    Gray(5, 13, -1.0, 3.0),
-    Binary(4, 1, 0.0, 1.0),
-    Seed002(2),
-    Seed002(5, 5, 3),
-    Bits(100),
-], ids=lambda e: f"{e.name}{e.n_bits}")
+@pytest.mark.parametrize(
+    "enc",
+    [
+        Binary(3, 16, -5.0, 5.0),
+        Binary(7, 52, [-1, -2, -3, -4, -5, -6, -7], [1, 2, 3, 4, 5, 6, 70]),
+        Gray(5, 13, -1.0, 3.0),
+        Binary(4, 1, 0.0, 1.0),
+        Seed002(2),
+        Seed002(5, 5, 3),
+        Bits(100),
+    ],
+    ids=lambda e: f"{e.name}{e.n_bits}",
+)
 @pytest.mark.parametrize("f32", [False, True])
 def test_cuda_decode_matches_decode(enc, f32):
     G = _random_words(enc, 300)
@@ -264,6 +283,7 @@ def test_cuda_decode_matches_decode(enc, f32):
 
 
 # ---- CounterRNG raw hashes -------------------------------------------------------------------------
+
 
 def test_rng_bits_are_uniforms_bits():
     r = CounterRNG(np, 3, [0, 5, 7])

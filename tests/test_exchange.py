@@ -1,6 +1,7 @@
 """The device-to-device exchange of a sync span (islands/exchange.py) on NumPy, with an in-process
 communicator in place of NCCL: packing keeps every leaf, the plan's sends are the peers' receives,
 and groups that exchange through it run the same epochs, bit for bit, as through their inboxes."""
+
 import threading
 from collections import deque
 from contextlib import contextmanager
@@ -62,8 +63,11 @@ class LoopbackComm:
 
 def _pop(rng, k=2, d=5, genome_dtype=np.float32, extras=True):
     ex = {"eta": rng.random((1, k, d)), "steps": rng.integers(0, 9, (1, k, 3)).astype(np.int16)} if extras else {}
-    g = rng.integers(0, 2**32, (1, k, d), dtype=np.uint64).astype(genome_dtype) if genome_dtype != np.float32 \
+    g = (
+        rng.integers(0, 2**32, (1, k, d), dtype=np.uint64).astype(genome_dtype)
+        if genome_dtype != np.float32
         else rng.random((1, k, d)).astype(np.float32)
+    )
     return Population(g, rng.random((1, k)), rng.random((1, k)).astype(np.float32), ex)
 
 
@@ -93,7 +97,9 @@ def test_pack_unpack_keeps_every_leaf_and_dtype(genome_dtype):
 
 def test_pack_refuses_emigrants_of_another_shape():
     rng = np.random.default_rng(1)
-    with pytest.raises(ValueError, match=r"emigrants of another shape: extras.eta is \(1, 2, 4\) float64, the layout says \(1, 2, 5\)"):
+    with pytest.raises(
+        ValueError, match=r"emigrants of another shape: extras.eta is \(1, 2, 4\) float64, the layout says \(1, 2, 5\)"
+    ):
         pack(np, [_pop(rng, d=4)], layout(_pop(rng, d=5)))
 
 
@@ -182,8 +188,7 @@ def _spans(mode, topology, ks, calls=None, made=None):
     out = {}
 
     def span(i):
-        out[i] = run_span(groups[i], ks, topo, groups=ids, index=i, peers=peers, timeout_s=20,
-                          nccl=mode == "exchange")
+        out[i] = run_span(groups[i], ks, topo, groups=ids, index=i, peers=peers, timeout_s=20, nccl=mode == "exchange")
 
     threads = [threading.Thread(target=span, args=(i,)) for i in range(len(groups))]
     [t.start() for t in threads]
@@ -221,7 +226,9 @@ def test_transport_is_checked_in_one_line():
     with pytest.raises(ValueError, match=r"^islands\.transport='tcp': allowed values are auto\|ray\|nccl\|channel$"):
         check_values(cfg)
     cfg = with_defaults(plain(make_cfg(*DE, "islands.transport=nccl", "device=cpu")))
-    with pytest.raises(ValueError, match=r"^islands\.transport=nccl: .* device=cpu; allowed values here are auto\|ray\|channel$"):
+    with pytest.raises(
+        ValueError, match=r"^islands\.transport=nccl: .* device=cpu; allowed values here are auto\|ray\|channel$"
+    ):
         check_values(cfg)
 
 
@@ -253,8 +260,10 @@ def test_master_replicas_gather_the_bests_over_the_exchange_as_over_inboxes(monk
     for mode in ("inbox", "exchange", "one"):
         made = _master_groups([[0, 1, 2, 3, 4]] if mode == "one" else [[0, 1, 2], [3, 4]], send_master)
         calls = []
-        runs[mode] = _spans("inbox" if mode == "one" else mode, None, ks, calls if mode == "exchange" else None,
-                            made=made), [g.plugin_states()[0] for g in made[0]]
+        runs[mode] = (
+            _spans("inbox" if mode == "one" else mode, None, ks, calls if mode == "exchange" else None, made=made),
+            [g.plugin_states()[0] for g in made[0]],
+        )
         if mode == "exchange":
             assert calls == [6 + 5, 6 + 5]  # the bests every epoch, the emigrants after the first
     (inbox, states), (out, states_x), (one, states_1) = runs["inbox"], runs["exchange"], runs["one"]

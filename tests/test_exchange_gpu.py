@@ -3,6 +3,7 @@ fewer). Two island groups, one per GPU, each in a process of its own, run a span
 exchanging over a real NCCL communicator; every epoch equals the same span over their inboxes (two
 threads), bit for bit. And a whole run over 2 actors (Ray, one GPU each) with ``islands.transport=nccl`` equals
 ``islands.transport=ray`` and one actor; so does CMEPSO with a replica of its master swarm in each actor."""
+
 import threading
 from types import SimpleNamespace
 
@@ -83,8 +84,9 @@ def test_nccl_span_equals_the_inbox_span_on_two_gpus():
             with cp.cuda.Device(i):
                 groups[i], topology, route = _span_group(i)
                 ready.wait(120)
-                route["peers"] = [SimpleNamespace(post=SimpleNamespace(remote=lambda *a, j=j: groups[j].post(*a)))
-                                  for j in range(2)]
+                route["peers"] = [
+                    SimpleNamespace(post=SimpleNamespace(remote=lambda *a, j=j: groups[j].post(*a))) for j in range(2)
+                ]
                 out[i] = run_span(groups[i], [1] * 8, topology, **route)
         except Exception as err:  # noqa: BLE001
             errors.append(err)

@@ -9,6 +9,7 @@
   job's working directory, are one-line refusals before a run opens;
 * ``generation=10`` gets the did-you-mean line; ``constraints.r=inf`` is refused.
 """
+
 import json
 import os
 import threading
@@ -28,9 +29,18 @@ from tests.user_problems import FailingSphere
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 #: a user's min-max problem left at objective_known = False, on a small budget, on the CPU
-USER_MINMAX = ("+experiment=cde", "problem._target_=tests.user_problems.UserSaddle", "problem.dim=2",
-               "islands.n=2", "algorithm.n_cycles=2", "algorithm.pop_size=8", "algorithm.gens_x=2",
-               "algorithm.gens_y=2", "device=cpu", "progress=false")
+USER_MINMAX = (
+    "+experiment=cde",
+    "problem._target_=tests.user_problems.UserSaddle",
+    "problem.dim=2",
+    "islands.n=2",
+    "algorithm.n_cycles=2",
+    "algorithm.pop_size=8",
+    "algorithm.gens_x=2",
+    "algorithm.gens_y=2",
+    "device=cpu",
+    "progress=false",
+)
 
 
 def _runs(store, experiment):
@@ -71,14 +81,22 @@ def test_a_summary_that_fails_still_prints_the_result(store, capsys, monkeypatch
     """Whatever fails in the end-of-run summary, the result is printed (x, f, MLflow run) and
     one line says what failed, with the log file that holds the traceback; the MLflow run still
     finishes with its result."""
+
     def broken(*args, **kwargs):
         raise KeyError("summary broke (test)")
 
     monkeypatch.setattr(job, "result_line", broken)
     monkeypatch.chdir(tmp_path)  # outside Hydra, the traceback goes to run.log in the working directory
-    cfg = make_cfg("problem._target_=tests.user_problems.ShiftedSphere", "+problem.dim=2", "generations=5",
-                   "islands.n=2", "algorithm.n_particles=4", "device=cpu", "progress=false",
-                   f"logger.tracking_uri={store}")
+    cfg = make_cfg(
+        "problem._target_=tests.user_problems.ShiftedSphere",
+        "+problem.dim=2",
+        "generations=5",
+        "islands.n=2",
+        "algorithm.n_particles=4",
+        "device=cpu",
+        "progress=false",
+        f"logger.tracking_uri={store}",
+    )
     result, run_id = run_job(cfg, use_ray=False)
     captured = capsys.readouterr()
     (line,) = [ln for ln in captured.out.splitlines() if ln.startswith("isles: best f=")]
@@ -95,8 +113,14 @@ def test_ray_that_fails_to_start_fails_the_mlflow_run(store, monkeypatch):
         raise ConnectionError("no Ray (test)")
 
     monkeypatch.setattr(job, "init_ray", no_ray)
-    cfg = make_cfg("problem._target_=tests.user_problems.ShiftedSphere", "generations=3", "islands.n=2",
-                   "device=cpu", "progress=false", f"logger.tracking_uri={store}")
+    cfg = make_cfg(
+        "problem._target_=tests.user_problems.ShiftedSphere",
+        "generations=3",
+        "islands.n=2",
+        "device=cpu",
+        "progress=false",
+        f"logger.tracking_uri={store}",
+    )
     with pytest.raises(ConnectionError):
         run_job(cfg, use_ray=True)
     _, (run,) = _runs(store, "isles")
@@ -110,8 +134,11 @@ def test_a_failure_in_the_tracking_process_marks_the_run_failed(store):
     from isles.app.tracking_process import _tracking_main
 
     parent, child = Pipe()
-    body = threading.Thread(target=_tracking_main, args=(child, {"tracking_uri": store, "experiment_name": "t"},
-                                                         {"seed": 0}, "seed: 0\n", None, None, None), daemon=True)
+    body = threading.Thread(
+        target=_tracking_main,
+        args=(child, {"tracking_uri": store, "experiment_name": "t"}, {"seed": 0}, "seed: 0\n", None, None, None),
+        daemon=True,
+    )
     body.start()
     assert parent.poll(120), "the tracking body opened no run"
     kind, run_id = parent.recv()
@@ -127,7 +154,7 @@ def test_a_failure_in_the_tracking_process_marks_the_run_failed(store):
 # -- 3. a ValueError in a user's code is a failure inside the run -------------------------------
 def test_value_error_in_users_code_is_not_a_config_error():
     with pytest.raises(ValueError) as user:
-        FailingSphere(fail_after=-10 ** 9, error="ValueError").objective(np.zeros((1, 2)))
+        FailingSphere(fail_after=-(10**9), error="ValueError").objective(np.zeros((1, 2)))
     assert not errors.is_config_error(user.value)
     with pytest.raises(ValueError) as refusal:
         check_range("generations", 0, 1, integer=True)
@@ -136,9 +163,18 @@ def test_value_error_in_users_code_is_not_a_config_error():
 
 @pytest.mark.parametrize("n_actors", [1, 2])  # 1: in this process; 2: in Ray actors
 def test_value_error_in_users_objective_is_reported_as_a_run_failure(n_actors):
-    p = run_cli("problem._target_=tests.user_problems.FailingSphere", "+problem.fail_after=8",
-                "+problem.error=ValueError", "generations=50", "islands.n=2", f"islands.n_actors={n_actors}",
-                "device=cpu", "logger=none", "progress=false", "ray.num_cpus=2")
+    p = run_cli(
+        "problem._target_=tests.user_problems.FailingSphere",
+        "+problem.fail_after=8",
+        "+problem.error=ValueError",
+        "generations=50",
+        "islands.n=2",
+        f"islands.n_actors={n_actors}",
+        "device=cpu",
+        "logger=none",
+        "progress=false",
+        "ray.num_cpus=2",
+    )
     assert p.returncode == 1, p.stderr[-2000:]
     (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("isles: error:")]
     assert line.startswith("isles: error: ValueError: objective crashed (test) at ") and "user_problems.py:" in line
@@ -181,8 +217,10 @@ def in_ray_job_copy(tmp_path, monkeypatch):
     copy = tmp_path / "session_x" / "runtime_resources" / "working_dir_files" / "_ray_pkg_0123"
     copy.mkdir(parents=True)
     monkeypatch.chdir(copy)
-    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR",
-                       json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_0123.zip"}, "metadata": {}}))
+    monkeypatch.setenv(
+        "RAY_JOB_CONFIG_JSON_ENV_VAR",
+        json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_0123.zip"}, "metadata": {}}),
+    )
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     return copy
 

@@ -1,6 +1,7 @@
 """Faults: an island-group actor killed with SIGKILL mid-run is restarted by Ray from the last
 snapshot, and the run ends with exactly the result of an uninterrupted run (NumPy, sync mode);
 a resume under a changed config is refused with the fields that differ."""
+
 import os
 import signal
 
@@ -16,10 +17,20 @@ from tests.helpers import interrupt_at, make_cfg, plain
 # slow: real Ray actors killed and restarted, runs interrupted and resumed (CI runs them; the quick run -m "not slow" does not)
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
 
-DE = ["+experiment=de_islands", "problem._target_=tests.user_problems.SlowSphere", "problem.dim=6",
-      "+problem.delay_s=0.004", "algorithm.pop_size=12", "generations=120", "islands.n=4",
-      "islands.migration_interval=10", "islands.snapshot_every=3", "logger=none", "progress=false",
-      "device=cpu"]
+DE = [
+    "+experiment=de_islands",
+    "problem._target_=tests.user_problems.SlowSphere",
+    "problem.dim=6",
+    "+problem.delay_s=0.004",
+    "algorithm.pop_size=12",
+    "generations=120",
+    "islands.n=4",
+    "islands.migration_interval=10",
+    "islands.snapshot_every=3",
+    "logger=none",
+    "progress=false",
+    "device=cpu",
+]
 
 
 class KillAt:
@@ -83,8 +94,14 @@ def _cli(args, cwd, **kw):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    return subprocess.Popen([sys.executable, str(root / "run.py"), *args], cwd=cwd, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [sys.executable, str(root / "run.py"), *args],
+        cwd=cwd,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
 def test_sigterm_checkpoints_and_the_resume_gives_the_uninterrupted_result(tmp_path):
@@ -95,9 +112,16 @@ def test_sigterm_checkpoints_and_the_resume_gives_the_uninterrupted_result(tmp_p
     from mlflow.tracking import MlflowClient
 
     store = f"sqlite:///{tmp_path}/mlflow.db"
-    args = [*[a for a in DE if a not in ("logger=none", "device=cpu")], "generations=600", "+problem.delay_s=0.02",
-            "device=cpu", "ray.num_cpus=2", f"logger.tracking_uri={store}", "islands.n_actors=2",
-            f"hydra.run.dir={tmp_path}/out"]
+    args = [
+        *[a for a in DE if a not in ("logger=none", "device=cpu")],
+        "generations=600",
+        "+problem.delay_s=0.02",
+        "device=cpu",
+        "ray.num_cpus=2",
+        f"logger.tracking_uri={store}",
+        "islands.n_actors=2",
+        f"hydra.run.dir={tmp_path}/out",
+    ]
     args = [a for a in args if a != "+problem.delay_s=0.004"]
     full = _cli(args, tmp_path)
     out_full, err_full = full.communicate(timeout=300)
@@ -108,8 +132,9 @@ def test_sigterm_checkpoints_and_the_resume_gives_the_uninterrupted_result(tmp_p
     client, deadline = MlflowClient(tracking_uri=store), time.time() + 120
     while time.time() < deadline:  # wait until the run has logged a few epochs
         time.sleep(0.5)
-        runs = client.search_runs([client.get_experiment_by_name("de-islands").experiment_id],
-                                  order_by=["attributes.start_time DESC"])
+        runs = client.search_runs(
+            [client.get_experiment_by_name("de-islands").experiment_id], order_by=["attributes.start_time DESC"]
+        )
         if len(runs) == 2 and len(client.get_metric_history(runs[0].info.run_id, "best_f")) >= 2:
             break  # the second run (not the reference) is under way
     run.send_signal(signal.SIGTERM)
@@ -133,8 +158,9 @@ def test_sigterm_checkpoints_and_the_resume_gives_the_uninterrupted_result(tmp_p
 def test_resume_with_another_number_of_actors_gives_the_same_result(tmp_path):
     path = tmp_path / "ck.pkl"
     whole = coordinator("islands.n_actors=2", use_ray=False).run()
-    coordinator("islands.n_actors=2", "generations=40", "checkpoint.every=2", f"checkpoint.path={path}",
-                use_ray=False).run()
+    coordinator(
+        "islands.n_actors=2", "generations=40", "checkpoint.every=2", f"checkpoint.path={path}", use_ray=False
+    ).run()
     for n in (1, 4):  # saved by 2 groups, resumed by 1 and by 4
         resumed = coordinator(f"islands.n_actors={n}", f"checkpoint.resume={path}", use_ray=False).run()
         assert resumed.best_f == whole.best_f
@@ -157,8 +183,11 @@ def test_lost_actors_not_restarted_leave_a_checkpoint_and_the_resume_command(tmp
 
     monkeypatch.setattr(Monitors, "drive", drive_then_lose)
     path = tmp_path / "ck.pkl"
-    with pytest.raises(RestartFailed, match=rf"not restarted; checkpoint {path}; once the cluster has room, "
-                                            rf"resume with: python run.py checkpoint.resume={path}$"):
+    with pytest.raises(
+        RestartFailed,
+        match=rf"not restarted; checkpoint {path}; once the cluster has room, "
+        rf"resume with: python run.py checkpoint.resume={path}$",
+    ):
         run_job(make_cfg(*DE, "islands.n_actors=2", f"checkpoint.path={path}"), use_ray=False)
     monkeypatch.undo()
     assert checkpoint.load(path)["epoch"] == 3
@@ -195,8 +224,11 @@ def test_async_checkpoint_resumes_with_more_generations(ray_local, tmp_path):
     resumed = coordinator(*ASYNC, f"checkpoint.resume={path}").run()
     assert (resumed.generations, resumed.evaluations) == (120, reference.evaluations)
     assert resumed.history[0].epoch == 1 and resumed.history[-1].epoch == 24  # the saved records go on
-    with pytest.raises(ValueError, match=r"an async run resumes with the grouping it was saved with: "
-                                         r"islands.n_actors=2 \(now 1\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"an async run resumes with the grouping it was saved with: "
+        r"islands.n_actors=2 \(now 1\)",
+    ):
         coordinator("islands.mode=async", "islands.n_actors=1", f"checkpoint.resume={path}").run()
 
 
@@ -233,9 +265,15 @@ def test_sigterm_to_the_whole_process_group_stops_cleanly_and_resumes(tmp_path):
     from mlflow.tracking import MlflowClient
 
     store = f"sqlite:///{tmp_path}/mlflow.db"
-    args = [*[a for a in DE if a not in ("logger=none", "progress=false", "+problem.delay_s=0.004")],
-            "+problem.delay_s=0.01", "generations=200", "islands.n_actors=2", "ray.num_cpus=2",
-            f"logger.tracking_uri={store}", f"hydra.run.dir={tmp_path}/out"]
+    args = [
+        *[a for a in DE if a not in ("logger=none", "progress=false", "+problem.delay_s=0.004")],
+        "+problem.delay_s=0.01",
+        "generations=200",
+        "islands.n_actors=2",
+        "ray.num_cpus=2",
+        f"logger.tracking_uri={store}",
+        f"hydra.run.dir={tmp_path}/out",
+    ]
     run = _cli(args, tmp_path, start_new_session=True)  # its own group: the test's group is not signalled
     try:
         lines = (ln for ln in run.stdout if ln.startswith("generation "))

@@ -1,6 +1,7 @@
 """FEP / CEP / IFEP (issue 7, seed 003; Yao, Liu & Lin 1999): parameters, operators, selection
 without sorting, migration of the step sizes, configs and the command line; the fused kernel's C
 code on the host in ``test_fep_host.py``."""
+
 from __future__ import annotations
 
 import math
@@ -49,25 +50,35 @@ def _ctx(prob, streams=(0, 1), dtype=np.float64, seed=3):
 
 # ---- parameters ---------------------------------------------------------------------------------
 
+
 def test_defaults_are_yao_et_al():
     p = FEPParams()
-    assert (p.pop_size, p.q, p.mutation, p.eta_init, p.eta_min, p.bound_handling) == \
-        (100, 10, "cauchy", 3.0, 0.0, "reflect")
+    assert (p.pop_size, p.q, p.mutation, p.eta_init, p.eta_min, p.bound_handling) == (
+        100,
+        10,
+        "cauchy",
+        3.0,
+        0.0,
+        "reflect",
+    )
     tau, taup = learning_rates(30)
     assert tau == pytest.approx(1 / math.sqrt(2 * math.sqrt(30))) and taup == pytest.approx(1 / math.sqrt(60))
 
 
-@pytest.mark.parametrize("kw, msg", [
-    ({"q": 0}, "algorithm.q=0: allowed values are integers >= 1 and < 2*pop_size = 200"),
-    ({"q": 200}, "algorithm.q=200: allowed values are integers >= 1 and < 2*pop_size = 200"),
-    ({"q": 2.5}, "algorithm.q=2.5"),
-    ({"pop_size": 1}, "algorithm.pop_size=1: allowed values are integers >= 2"),
-    ({"eta_init": 0}, "algorithm.eta_init=0: allowed values are numbers > 0"),
-    ({"eta_min": -1.0}, "algorithm.eta_min=-1.0: allowed values are numbers >= 0"),
-    ({"mutation": "levy"}, "algorithm.mutation='levy': allowed values are cauchy|gaussian|improved"),
-    ({"bound_handling": "wrap"}, "algorithm.bound_handling='wrap': allowed values are clip|reflect|reinit"),
-    ({"fused": "yes"}, "algorithm.fused='yes'"),
-])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        ({"q": 0}, "algorithm.q=0: allowed values are integers >= 1 and < 2*pop_size = 200"),
+        ({"q": 200}, "algorithm.q=200: allowed values are integers >= 1 and < 2*pop_size = 200"),
+        ({"q": 2.5}, "algorithm.q=2.5"),
+        ({"pop_size": 1}, "algorithm.pop_size=1: allowed values are integers >= 2"),
+        ({"eta_init": 0}, "algorithm.eta_init=0: allowed values are numbers > 0"),
+        ({"eta_min": -1.0}, "algorithm.eta_min=-1.0: allowed values are numbers >= 0"),
+        ({"mutation": "levy"}, "algorithm.mutation='levy': allowed values are cauchy|gaussian|improved"),
+        ({"bound_handling": "wrap"}, "algorithm.bound_handling='wrap': allowed values are clip|reflect|reinit"),
+        ({"fused": "yes"}, "algorithm.fused='yes'"),
+    ],
+)
 def test_bad_parameters(kw, msg):
     with pytest.raises(ValueError) as e:
         FEPParams(**kw)
@@ -75,6 +86,7 @@ def test_bad_parameters(kw, msg):
 
 
 # ---- operators ----------------------------------------------------------------------------------
+
 
 def test_cauchy_variates_have_the_cauchy_quantiles():
     rng = CounterRNG(np, 0, [0])
@@ -94,8 +106,10 @@ def test_mutation_follows_yao_eqs_1_2_4():
     tau, taup = learning_rates(6)
     Ni = ctx.rng.normal(g, DRAW_ETA_IND, (7,))
     Nij = ctx.rng.normal(g, DRAW_ETA, (7, 6))
-    for mut, delta in (("cauchy", cauchy(ctx.rng, g, DRAW_CAUCHY, (7, 6), np.float64)),
-                       ("gaussian", ctx.rng.normal(g, 5, (7, 6)))):
+    for mut, delta in (
+        ("cauchy", cauchy(ctx.rng, g, DRAW_CAUCHY, (7, 6), np.float64)),
+        ("gaussian", ctx.rng.normal(g, 5, (7, 6))),
+    ):
         Xo, eo = mutate(ctx, g, X, eta, FEPParams(mutation=mut))
         np.testing.assert_allclose(eo, eta * np.exp(taup * Ni[..., None] + tau * Nij), rtol=1e-15)
         np.testing.assert_allclose(Xo, X + eta * delta, rtol=1e-15)  # the OLD eta moves x
@@ -124,6 +138,7 @@ def test_bound_handling_never_nan_even_with_huge_steps(bounds, dtype):
 
 
 # ---- selection ----------------------------------------------------------------------------------
+
 
 def _brute_wins(rng, g, f, v, q):
     I, M2 = f.shape
@@ -169,7 +184,7 @@ def test_tie_filling_is_uniform_chi_square():
     selection counts pass a chi-square test of uniformity (and are not all equal by construction)."""
     mu, q = 40, 10
     w = np.full((1, 2 * mu), 3, np.int32)
-    w[0, :25] = 9               # 25 sure survivors
+    w[0, :25] = 9  # 25 sure survivors
     tied = np.arange(25, 2 * mu)  # 55 tied at the threshold, 15 places left
     rng = CounterRNG(np, 1, [0])
     counts = np.zeros(2 * mu)
@@ -261,10 +276,17 @@ def test_cep_fep_converge_on_sphere():
 
 # ---- migration ----------------------------------------------------------------------------------
 
+
 def _group(policy="replace_worst"):
-    spec = {"problem": {"_target_": "isles.problems.benchmarks.Sphere", "dim": 4},
-            "algorithm": {"_target_": "isles.algorithms.ep.fep.FEP", "pop_size": 6},
-            "island_ids": [0, 1], "seed": 0, "device": "cpu", "n_migrants": 2, "replacement": policy}
+    spec = {
+        "problem": {"_target_": "isles.problems.benchmarks.Sphere", "dim": 4},
+        "algorithm": {"_target_": "isles.algorithms.ep.fep.FEP", "pop_size": 6},
+        "island_ids": [0, 1],
+        "seed": 0,
+        "device": "cpu",
+        "n_migrants": 2,
+        "replacement": policy,
+    }
     return IslandGroup(GroupSpec(**spec))
 
 
@@ -275,8 +297,12 @@ def test_eta_survives_migration():
     g.state = g.algorithm.run(g.ctx, g.state, 3)
     before = g.algorithm.population(g.state)
     rs = np.random.default_rng(0)
-    remote = Population(0.25 + np.arange(8.0).reshape(1, 2, 4) / 100, np.array([[-5.0, -4.0]]), np.zeros((1, 2)),
-                        {"eta": rs.uniform(0.1, 0.2, (1, 2, 4))})
+    remote = Population(
+        0.25 + np.arange(8.0).reshape(1, 2, 4) / 100,
+        np.array([[-5.0, -4.0]]),
+        np.zeros((1, 2)),
+        {"eta": rs.uniform(0.1, 0.2, (1, 2, 4))},
+    )
     master = Population(np.full((1, 1, 4), 0.5), np.array([[-9.0]]), np.zeros((1, 1)))
     emig = g.emigrants()
     one_epoch(g, 0, {0: [1], 1: [7, MASTER_ID]}, {7: remote, MASTER_ID: master})
@@ -299,36 +325,47 @@ def test_eta_survives_migration():
 
 # ---- configs and the command line ----------------------------------------------------------------
 
+
 def test_seed_003_problems_and_experiment():
     c = plain(make_cfg("+experiment=fep"))
     a = c["algorithm"]
     assert (a["pop_size"], a["q"], a["mutation"], c["generations"]) == (400, 10, "cauchy", 2000)
     assert build_problem(c["problem"]).name == "rastrigin"
-    expect = {1: ("sphere", 100.0), 2: ("schwefel_1_2", 100.0), 3: ("rosenbrock", 30.0),
-              4: ("schwefel_2_26", 500.0), 5: ("rastrigin", 5.12)}
+    expect = {
+        1: ("sphere", 100.0),
+        2: ("schwefel_1_2", 100.0),
+        3: ("rosenbrock", 30.0),
+        4: ("schwefel_2_26", 500.0),
+        5: ("rastrigin", 5.12),
+    }
     for k, (name, hi) in expect.items():
         p = build_problem(plain(make_cfg("+experiment=fep", f"problem=fep_f{k}"))["problem"])
         assert (p.name, p.dim, float(p.upper[0]), float(p.lower[0])) == (name, 32, hi, -hi)
     p = build_problem(plain(make_cfg("+experiment=fep", "problem=fep_f4"))["problem"])
     assert p.f_star == pytest.approx(-13407.452393, abs=1e-6)  # shared/problems.md erratum 7.4
     r = plain(make_cfg("+experiment=fep_runs"))
-    assert (r["islands"]["n"], r["islands"]["n_actors"], r["topology"]["_target_"]) == \
-        (20, 1, "isles.islands.topology.Unconnected")
+    assert (r["islands"]["n"], r["islands"]["n_actors"], r["topology"]["_target_"]) == (
+        20,
+        1,
+        "isles.islands.topology.Unconnected",
+    )
 
 
 def _cli(*args, timeout=180):
-    return subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["algorithm.q=0"], "algorithm.q=0: allowed values are integers >= 1 and < 2*pop_size = 800"),
-    (["algorithm.q=800"], "algorithm.q=800: allowed values are integers >= 1 and < 2*pop_size = 800"),
-    (["algorithm.pop_size=1"], "algorithm.pop_size=1: allowed values are integers >= 2"),
-    (["algorithm.eta_init=0"], "algorithm.eta_init=0: allowed values are numbers > 0"),
-    (["algorithm.eta_min=-0.5"], "algorithm.eta_min=-0.5: allowed values are numbers >= 0"),
-    (["algorithm.mutation=levy"], "algorithm.mutation='levy': allowed values are cauchy|gaussian|improved"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["algorithm.q=0"], "algorithm.q=0: allowed values are integers >= 1 and < 2*pop_size = 800"),
+        (["algorithm.q=800"], "algorithm.q=800: allowed values are integers >= 1 and < 2*pop_size = 800"),
+        (["algorithm.pop_size=1"], "algorithm.pop_size=1: allowed values are integers >= 2"),
+        (["algorithm.eta_init=0"], "algorithm.eta_init=0: allowed values are numbers > 0"),
+        (["algorithm.eta_min=-0.5"], "algorithm.eta_min=-0.5: allowed values are numbers >= 0"),
+        (["algorithm.mutation=levy"], "algorithm.mutation='levy': allowed values are cauchy|gaussian|improved"),
+    ],
+)
 def test_bad_input_one_line_error_on_the_command_line(args, needle):
     p = _cli("+experiment=fep", *args, "logger=none", "device=cpu")
     assert p.returncode != 0

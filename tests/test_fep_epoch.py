@@ -11,6 +11,7 @@ survivors, offspring to the math library's ulp (as ``tests/test_fep.py``), the s
 ``hit_generation``. The GPU tests (``tests/test_fep_epoch_gpu.py``) compare the CUDA epoch kernel
 with the per-generation kernels bit for bit and with this twin.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,6 @@ from tests.user_problems import FusedNaNSphere
 from tests.user_problems import FusedPressureVessel
 
 pytestmark = pytest.mark.skipif(ep_host.host_compiler() is None, reason="no C compiler")
-
 
 
 def _compare(prob, algo, ctx, n=12, first=None):
@@ -67,8 +67,9 @@ def test_host_epoch_in_one_call_equals_steps():
 def test_host_epoch_constrained_user_problem(handling):
     """OBJ_HAS_V (a user's pressure vessel): Deb's rules, or the static penalty, as the twin."""
     prob = FusedPressureVessel()
-    _compare(prob, FEP(pop_size=12, q=6, mutation="improved", bound_handling="clip"), _ctx(prob, handling=handling),
-             n=15)
+    _compare(
+        prob, FEP(pop_size=12, q=6, mutation="improved", bound_handling="clip"), _ctx(prob, handling=handling), n=15
+    )
 
 
 def test_host_epoch_counts_nan_as_the_twin():
@@ -81,8 +82,9 @@ def test_host_epoch_stop_target_generation_as_the_twin():
     """hit_generation: the first generation after which an island's best is feasible with f <=
     target, inside one call and across two."""
     prob = Sphere(3, -1.0, 1.0)
-    st, ref = _compare(prob, FEP(pop_size=10, q=4, mutation="gaussian"), _ctx(prob, islands=4, target=0.05), n=30,
-                       first=17)
+    st, ref = _compare(
+        prob, FEP(pop_size=10, q=4, mutation="gaussian"), _ctx(prob, islands=4, target=0.05), n=30, first=17
+    )
     hits = np.asarray(ref["hit_generation"])
     assert (hits > 0).any() and (hits != hits[0]).any()  # islands reach it at different generations
     np.testing.assert_array_equal(st["hit_generation"], hits)

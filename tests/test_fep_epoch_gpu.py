@@ -8,6 +8,7 @@ block sizes, ``n`` below and above the graph's 64 generations, in one call and a
 it must select the same individuals as the host twin (:meth:`isles.algorithms.ep.cuda_host.HostFEP.run`,
 CI's reference).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,6 @@ from tests.user_problems import FusedPressureVessel  # noqa: E402
 pytestmark = pytest.mark.gpu
 
 
-
-
 def _both(algo, ctx, n=50, split=30, eblock=None):
     """(epoch state, per-generation state, plan) after the same ``n`` generations, in two calls
     (``split`` + rest) or one (``split=n``)."""
@@ -46,10 +45,14 @@ def _assert_same(a, b):
 CASES = [
     (lambda: Rastrigin(32), dict(pop_size=64), 1, np.float64),
     (lambda: Rastrigin(32), dict(pop_size=400), 20, np.float32),
-    (lambda: Rosenbrock(70, -30.0, 30.0), dict(pop_size=40, mutation="improved", bound_handling="reinit"), 7,
-     np.float64),
+    (
+        lambda: Rosenbrock(70, -30.0, 30.0),
+        dict(pop_size=40, mutation="improved", bound_handling="reinit"),
+        7,
+        np.float64,
+    ),
     (lambda: Sphere(5, -1.0, 1.0), dict(pop_size=33, q=3, mutation="gaussian", bound_handling="clip"), 3, np.float64),
-    (lambda: Rastrigin(9), dict(pop_size=100, q=40), 40, np.float32),   # q >= 32: shared-memory histogram
+    (lambda: Rastrigin(9), dict(pop_size=100, q=40), 40, np.float32),  # q >= 32: shared-memory histogram
 ]
 
 
@@ -105,8 +108,9 @@ def test_epoch_equals_host_twin(target):
     s0 = algo.init(ctx)
     g = plan.run(dict(s0), 25)
     cn = _ctx(np, prob, 4, target=target)
-    h = ep_host.HostFEP(algo, cn).run({k: (cp.asnumpy(v) if hasattr(v, "get") else v) for k, v in s0.items()},
-                                      25, target)
+    h = ep_host.HostFEP(algo, cn).run(
+        {k: (cp.asnumpy(v) if hasattr(v, "get") else v) for k, v in s0.items()}, 25, target
+    )
     np.testing.assert_allclose(cp.asnumpy(g["X"]), h["X"], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(cp.asnumpy(g["f"]), h["f"], rtol=1e-9, atol=1e-12)
     assert int(g["nan_evals"]) == int(h["nan_evals"])

@@ -6,6 +6,7 @@ rounding, the same survivors), for FEP, CEP and IFEP, every bound handling, floa
 one and several warps per individual (Rosenbrock's ``x_next`` across lanes); graph replay equals
 single steps bit for bit; the histogram selection's block scan equals the host rule.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -105,10 +106,17 @@ def test_fused_selection_equals_array_rule(q):
     U = plan._union()
     U[2][...] = f
     U[3][...] = v
-    plan._k_wins((plan.wgrid,), (plan.wblock,), (U[2], U[3], plan._wins, plan._keys, plan._zero, np.int64(7),
-                                                 plan._ctr, np.int32(2 * plan.total)))
-    plan._k_sel((plan.I,), (plan.sblock,), (plan._wins, plan._src, plan._keys, plan._zero, np.int64(7), plan._ctr),
-                shared_mem=plan.hist_smem)
+    plan._k_wins(
+        (plan.wgrid,),
+        (plan.wblock,),
+        (U[2], U[3], plan._wins, plan._keys, plan._zero, np.int64(7), plan._ctr, np.int32(2 * plan.total)),
+    )
+    plan._k_sel(
+        (plan.I,),
+        (plan.sblock,),
+        (plan._wins, plan._src, plan._keys, plan._zero, np.int64(7), plan._ctr),
+        shared_mem=plan.hist_smem,
+    )
     wins = tournament_wins(ctx.rng, 7, f, v, q)
     assert cp.array_equal(plan._wins, wins)
     src = select_survivors(ctx.rng, 7, wins, mu, q)

@@ -1,6 +1,7 @@
 """FEP's fused kernel's C code run on the host (issue 7; algorithms/ep/cuda_host.py,
 ``-DISLES_HOST_EMU``): the same populations as the NumPy twin, ties and an ulp of libm included,
 and a source that never names the problem."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,7 @@ def _ctx(prob, streams=(0, 1), dtype=np.float64, seed=3):  # as in test_fep.py
 
 HOST_CASES = [
     (lambda: Rastrigin(32), dict(pop_size=30), np.float64),
-    (lambda: Rosenbrock(70, -30.0, 30.0), dict(pop_size=20, mutation="improved", bound_handling="reinit"),
-     np.float64),
+    (lambda: Rosenbrock(70, -30.0, 30.0), dict(pop_size=20, mutation="improved", bound_handling="reinit"), np.float64),
     (lambda: Sphere(5, -1.0, 1.0), dict(pop_size=16, q=3, mutation="gaussian", bound_handling="clip"), np.float64),
     (lambda: Schwefel226(40), dict(pop_size=10, q=19, eta_min=0.5), np.float64),
     (lambda: Rastrigin(9), dict(pop_size=25, mutation="improved"), np.float32),
@@ -52,8 +52,11 @@ def _host_equals_numpy(case):
         a, b = alg.step(ctx, a), host.step(b)
         for k in ("X", "eta"):
             # float32: an ulp of tanf times a Cauchy step of 1e3 is visible
-            tol = (dict(rtol=1e-3, atol=1e-3) if dtype == np.float32 else
-                   dict(rtol=1e-12, atol=1e-9 * float(np.max(prob.upper - prob.lower)) if k == "X" else 0))
+            tol = (
+                dict(rtol=1e-3, atol=1e-3)
+                if dtype == np.float32
+                else dict(rtol=1e-12, atol=1e-9 * float(np.max(prob.upper - prob.lower)) if k == "X" else 0)
+            )
             np.testing.assert_allclose(a[k], b[k], **tol)
         np.testing.assert_allclose(a["f"], b["f"], rtol=1e-3 if dtype == np.float32 else 1e-10)
         assert a["evals"] == b["evals"] and int(a["nan_evals"]) == int(b["nan_evals"])
@@ -74,11 +77,13 @@ def test_host_emulated_kernel_equals_numpy(case):
 def _one_ulp_up_in_half(fn):
     """``fn`` with every result whose last bit is 1 moved up by one ulp: a NumPy whose math
     functions differ from the C library's by 1 ulp, as NumPy's SIMD ones do on AVX-512 CPUs."""
+
     def nudged(*args, **kw):
         y = np.asarray(fn(*args, **kw))
         if y.dtype != np.float64:
             return y
         return np.where(y.view(np.int64) & 1 == 1, np.nextafter(y, np.inf), y)
+
     return nudged
 
 

@@ -189,7 +189,9 @@ def _events_by_loop(pending, island_ids):
                 if src == migration.PAD:
                     continue
                 m = (src_sorted[dst] == src) & accepted[dst]
-                events.append((int(src), island_ids[dst], int(m.sum()), float(f_new[dst][m].min()) if m.any() else None))
+                events.append(
+                    (int(src), island_ids[dst], int(m.sum()), float(f_new[dst][m].min()) if m.any() else None)
+                )
     return events
 
 

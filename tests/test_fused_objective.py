@@ -6,6 +6,7 @@ obj_final, obj_violation); the result must match ``problem.objective`` (and the 
 violation) on random points: float64 to 1e-12 and float32 to 1e-5 relative (``|a - b| / (1 +
 |b|)``), exactly for the binary problems. Skipped where gcc is missing.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -102,13 +103,25 @@ def test_every_source_declares_valid_macros():
 
 def test_which_problems_have_a_source():
     with_src = {n for n, c in PROBLEMS.items() if _make_default(n).cuda_objective is not None}
-    assert with_src == {"sphere", "rastrigin", "ackley", "griewank", "rosenbrock", "schwefel_2_26",
-                        "onemax", "trap5", "knapsack"}
+    assert with_src == {
+        "sphere",
+        "rastrigin",
+        "ackley",
+        "griewank",
+        "rosenbrock",
+        "schwefel_2_26",
+        "onemax",
+        "trap5",
+        "knapsack",
+    }
 
 
 def _make_default(name):
-    return make_problem(name, dim=4) if name in {"sphere", "rastrigin", "ackley", "griewank", "rosenbrock",
-                                                 "schwefel_2_26", "schwefel_1_2"} else make_problem(name)
+    return (
+        make_problem(name, dim=4)
+        if name in {"sphere", "rastrigin", "ackley", "griewank", "rosenbrock", "schwefel_2_26", "schwefel_1_2"}
+        else make_problem(name)
+    )
 
 
 def test_parameters_are_baked_into_the_source():

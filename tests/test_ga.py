@@ -7,6 +7,7 @@ tracking, phenotypes, OneMax/trap solved, and the host-compiled kernel code bit-
 NumPy; the operators (elitism, tournaments, crossovers, mutations) in ``test_ga_operators.py``. Fast and CI-safe: NumPy (plus the system C compiler for the
 host emulation; skipped without one).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,7 @@ from isles.problems.constraints import Evaluator
 
 
 def _ctx(prob, seed=3, streams=(0, 1), dtype=np.float64, target=None, handling="feasibility"):
-    return Context(np, dtype, Evaluator(prob, handling=handling), CounterRNG(np, seed, list(streams)),
-                   target=target)
+    return Context(np, dtype, Evaluator(prob, handling=handling), CounterRNG(np, seed, list(streams)), target=target)
 
 
 class _NaNOneMax(OneMax):
@@ -44,37 +44,52 @@ class _NaNOneMax(OneMax):
 
 # ---- parameters --------------------------------------------------------------------------------
 
+
 def test_defaults():
     p = GAParams()
     assert (p.pop_size, p.group_size, p.crossover, p.p_c, p.mutation, p.p_m, p.n_elite, p.renewal) == (
-        640, 2, "one_point", 0.9, "per_bit", None, 1, 0.0)
+        640,
+        2,
+        "one_point",
+        0.9,
+        "per_bit",
+        None,
+        1,
+        0.0,
+    )
     assert p.mutation_probability(64) == 1 / 64
     assert GAParams(mutation="seed").mutation_probability(64) == SEED_P_M < 0.05
     assert GAParams(p_m=0.01).mutation_probability(64) == 0.01
     assert GAParams(pop_size=100, renewal=0.29).n_renew == 29
 
 
-@pytest.mark.parametrize("kw, msg", [
-    (dict(pop_size=1), r"^algorithm.pop_size=1: allowed values are integers >= 2$"),
-    (dict(pop_size=10, group_size=1), r"^algorithm.group_size=1: allowed values are integers >= 2 and <= 10$"),
-    (dict(pop_size=10, group_size=11), r"^algorithm.group_size=11: allowed values are integers >= 2 and <= 10$"),
-    (dict(p_m=-0.1), r"^algorithm.p_m=-0.1: allowed values are numbers >= 0 and <= 1$"),
-    (dict(p_m=1.5), r"^algorithm.p_m=1.5: allowed values are numbers >= 0 and <= 1$"),
-    (dict(p_c=2), r"^algorithm.p_c=2: allowed values are numbers >= 0 and <= 1$"),
-    (dict(pop_size=10, n_elite=10), r"^algorithm.n_elite=10: allowed values are integers >= 0 and < 10$"),
-    (dict(n_elite=-1), r"^algorithm.n_elite=-1: allowed values are integers >= 0 and < 640$"),
-    (dict(renewal=1.0), r"^algorithm.renewal=1.0: allowed values are numbers >= 0 and < 1$"),
-    (dict(renewal=-0.1), r"^algorithm.renewal=-0.1: allowed values are numbers >= 0 and < 1$"),
-    (dict(pop_size=10, n_elite=5, renewal=0.5), r"^algorithm.renewal=0.5: .* leaves no child; allowed values"),
-    (dict(encoding="hex"), r"^algorithm.encoding='hex': allowed values are auto\|binary\|gray\|seed002\|bits$"),
-    (dict(crossover="three_point"), r"^algorithm.crossover='three_point': allowed values are one_point\|two_point\|uniform$"),
-    (dict(mutation="gauss"), r"^algorithm.mutation='gauss': allowed values are per_bit\|seed$"),
-    (dict(bits_per_variable=0), r"^algorithm.bits_per_variable=0: allowed values are integers 1..52$"),
-    (dict(bits_per_variable=60), r"^algorithm.bits_per_variable=60: allowed values are integers 1..52$"),
-    (dict(nvdec=1), r"^algorithm.nvdec=1: allowed values are integers 2..16$"),
-    (dict(nvbin=0), r"^algorithm.nvbin=0: allowed values are integers 1..16$"),
-    (dict(fused="yes"), r"^algorithm.fused='yes': allowed values are true\|false$"),
-])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        (dict(pop_size=1), r"^algorithm.pop_size=1: allowed values are integers >= 2$"),
+        (dict(pop_size=10, group_size=1), r"^algorithm.group_size=1: allowed values are integers >= 2 and <= 10$"),
+        (dict(pop_size=10, group_size=11), r"^algorithm.group_size=11: allowed values are integers >= 2 and <= 10$"),
+        (dict(p_m=-0.1), r"^algorithm.p_m=-0.1: allowed values are numbers >= 0 and <= 1$"),
+        (dict(p_m=1.5), r"^algorithm.p_m=1.5: allowed values are numbers >= 0 and <= 1$"),
+        (dict(p_c=2), r"^algorithm.p_c=2: allowed values are numbers >= 0 and <= 1$"),
+        (dict(pop_size=10, n_elite=10), r"^algorithm.n_elite=10: allowed values are integers >= 0 and < 10$"),
+        (dict(n_elite=-1), r"^algorithm.n_elite=-1: allowed values are integers >= 0 and < 640$"),
+        (dict(renewal=1.0), r"^algorithm.renewal=1.0: allowed values are numbers >= 0 and < 1$"),
+        (dict(renewal=-0.1), r"^algorithm.renewal=-0.1: allowed values are numbers >= 0 and < 1$"),
+        (dict(pop_size=10, n_elite=5, renewal=0.5), r"^algorithm.renewal=0.5: .* leaves no child; allowed values"),
+        (dict(encoding="hex"), r"^algorithm.encoding='hex': allowed values are auto\|binary\|gray\|seed002\|bits$"),
+        (
+            dict(crossover="three_point"),
+            r"^algorithm.crossover='three_point': allowed values are one_point\|two_point\|uniform$",
+        ),
+        (dict(mutation="gauss"), r"^algorithm.mutation='gauss': allowed values are per_bit\|seed$"),
+        (dict(bits_per_variable=0), r"^algorithm.bits_per_variable=0: allowed values are integers 1..52$"),
+        (dict(bits_per_variable=60), r"^algorithm.bits_per_variable=60: allowed values are integers 1..52$"),
+        (dict(nvdec=1), r"^algorithm.nvdec=1: allowed values are integers 2..16$"),
+        (dict(nvbin=0), r"^algorithm.nvbin=0: allowed values are integers 1..16$"),
+        (dict(fused="yes"), r"^algorithm.fused='yes': allowed values are true\|false$"),
+    ],
+)
 def test_bad_parameters(kw, msg):
     with pytest.raises(ValueError, match=msg):
         GAParams(**kw)
@@ -90,6 +105,7 @@ def test_encoding_must_suit_the_problem():
 
 
 # ---- one generation ------------------------------------------------------------------------------
+
 
 def test_generation_slots_elitism_renewal_and_counts():
     prob = OneMax(100)  # L = 100: 4 words, 28 padding bits
@@ -139,6 +155,7 @@ def test_constrained_knapsack_elite_is_feasible_best():
 
 
 # ---- runs ---------------------------------------------------------------------------------------
+
 
 def test_onemax_solved():
     prob = OneMax(64)
@@ -245,9 +262,14 @@ def test_island_group_runs_ga():
     from isles.islands.records import GroupSpec  # noqa: PLC0415
     from tests.helpers import one_epoch  # noqa: PLC0415
 
-    spec = {"problem": {"_target_": "isles.problems.binary.OneMax", "n_bits": 40},
-            "algorithm": {"_target_": "isles.algorithms.ga.ga.GA", "pop_size": 20},
-            "island_ids": [0, 1], "seed": 1, "device": "cpu", "target": 0.0}
+    spec = {
+        "problem": {"_target_": "isles.problems.binary.OneMax", "n_bits": 40},
+        "algorithm": {"_target_": "isles.algorithms.ga.ga.GA", "pop_size": 20},
+        "island_ids": [0, 1],
+        "seed": 1,
+        "device": "cpu",
+        "target": 0.0,
+    }
     g = IslandGroup(GroupSpec(**spec))
     out = one_epoch(g, 30)
     assert out.best_x.shape == (2, 40) and out.best_x.dtype == np.uint8
@@ -276,8 +298,12 @@ HOST_CASES = [
     (lambda: Knapsack(50, kind="strongly_correlated"), dict(pop_size=30, crossover="uniform"), 2, np.float32),
     (lambda: Rastrigin(2, -1.0, 1.0), dict(pop_size=64, encoding="seed002"), 1, np.float64),
     (lambda: Sphere(3, -5.0, 3.0), dict(pop_size=40, encoding="gray", bits_per_variable=20), 1, np.float64),
-    (lambda: Sphere(5, [-5, -4, -3, -2, -1], [3, 4, 5, 6, 7]),
-     dict(pop_size=40, encoding="binary", bits_per_variable=33, crossover="uniform", p_m=1.0), 1, np.float64),
+    (
+        lambda: Sphere(5, [-5, -4, -3, -2, -1], [3, 4, 5, 6, 7]),
+        dict(pop_size=40, encoding="binary", bits_per_variable=33, crossover="uniform", p_m=1.0),
+        1,
+        np.float64,
+    ),
 ]
 
 

@@ -13,6 +13,7 @@ same genomes and ``(f, v)`` bit for bit, the same NaN count and ``hit_generation
 (``tests/test_ga_epoch_gpu.py``) compare the CUDA epoch kernel with the per-generation kernels bit
 for bit and with this twin.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -63,8 +64,8 @@ CASES = [
     (lambda: OneMax(100), dict(pop_size=30, n_elite=2, renewal=0.1), 4),
     (lambda: OneMax(64), dict(pop_size=30, n_elite=0, crossover="two_point", mutation="seed", p_m=0.5), 1),
     (lambda: Trap(105), dict(pop_size=40, group_size=3, crossover="uniform", p_m=0.05), 2),
-    (lambda: Trap(1000), dict(pop_size=20, n_elite=3), 1),     # 32 words per thread
-    (lambda: Knapsack(70), dict(pop_size=30, n_elite=2), 4),    # constrained: Deb's rules on (f, v)
+    (lambda: Trap(1000), dict(pop_size=20, n_elite=3), 1),  # 32 words per thread
+    (lambda: Knapsack(70), dict(pop_size=30, n_elite=2), 4),  # constrained: Deb's rules on (f, v)
     (lambda: Rastrigin(2, -1.0, 1.0), dict(pop_size=64, encoding="seed002"), None),
     (lambda: Sphere(3, -5.0, 3.0), dict(pop_size=40, encoding="gray", bits_per_variable=20), None),
 ]
@@ -96,8 +97,9 @@ def test_host_epoch_in_one_call_equals_steps():
 def test_host_epoch_constrained_user_problem(handling):
     """OBJ_HAS_V (a user's pressure vessel, real-coded): Deb's rules, or the static penalty."""
     prob = FusedPressureVessel()
-    st, ref = _compare(prob, GA(pop_size=40, encoding="binary", bits_per_variable=20),
-                       _ctx(prob, handling=handling), n=12)
+    st, ref = _compare(
+        prob, GA(pop_size=40, encoding="binary", bits_per_variable=20), _ctx(prob, handling=handling), n=12
+    )
     if handling == "feasibility":
         assert (np.asarray(ref["v"]) > 0).any()  # infeasible individuals take part
     else:

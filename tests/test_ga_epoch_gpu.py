@@ -9,6 +9,7 @@ penalty, NaN, ``n`` below and above the graph's 64 generations, in one call and 
 it must build the same populations as the host twin (:meth:`isles.algorithms.ga.cuda_host.HostGA.run`,
 CI's reference). Trap-5 with 10^5 bits stays on the per-generation kernels, with a reason.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -49,12 +50,12 @@ def _assert_same(a, b):
 
 
 CASES = [
-    (lambda: Rastrigin(2, -1.0, 1.0), dict(pop_size=640, encoding="seed002"), 1, np.float32),   # seed 002
+    (lambda: Rastrigin(2, -1.0, 1.0), dict(pop_size=640, encoding="seed002"), 1, np.float32),  # seed 002
     (lambda: Rastrigin(2, -1.0, 1.0), dict(pop_size=224, encoding="seed002"), 9, np.float64),
     (lambda: Trap(105), dict(pop_size=100, crossover="uniform", n_elite=2, renewal=0.1), 7, np.float32),
     (lambda: OneMax(300), dict(pop_size=64, crossover="two_point", mutation="seed", n_elite=0), 3, np.float64),
-    (lambda: Trap(2000), dict(pop_size=96, n_elite=3), 2, np.float32),   # 63 words: TPI 2, 32 per thread
-    (lambda: Trap(4000), dict(pop_size=40, renewal=0.1), 3, np.float64),   # 125 words: TPI 32, 4 per thread
+    (lambda: Trap(2000), dict(pop_size=96, n_elite=3), 2, np.float32),  # 63 words: TPI 2, 32 per thread
+    (lambda: Trap(4000), dict(pop_size=40, renewal=0.1), 3, np.float64),  # 125 words: TPI 32, 4 per thread
     (lambda: Knapsack(70), dict(pop_size=50, n_elite=2), 4, np.float64),
 ]
 
@@ -76,8 +77,7 @@ def test_epoch_block_size_does_not_change_the_result(eblock):
 @pytest.mark.parametrize("handling", ["feasibility", "penalty"])
 def test_epoch_constrained_user_problem(handling):
     prob = FusedPressureVessel()
-    a, b, _ = _both(GA(pop_size=60, encoding="binary", bits_per_variable=20), _ctx(cp, prob, 3, handling=handling),
-                    40)
+    a, b, _ = _both(GA(pop_size=60, encoding="binary", bits_per_variable=20), _ctx(cp, prob, 3, handling=handling), 40)
     _assert_same(a, b)
 
 

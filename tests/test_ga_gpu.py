@@ -9,6 +9,7 @@ captured CUDA graph equals single steps and the NumPy run, hit generations inclu
 array path (``fused=False``) equals NumPy; a wrong ``cuda_objective`` is caught by the self-check;
 neither path synchronises with the host.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -35,8 +36,10 @@ pytestmark = pytest.mark.gpu
 
 def _ctxs(prob, streams=(0, 1, 2), seed=11, dtype=np.float64, target=None, handling="feasibility"):
     ev = Evaluator(prob, handling=handling)
-    return (Context(np, dtype, ev, CounterRNG(np, seed, list(streams)), target=target),
-            Context(cp, dtype, ev, CounterRNG(cp, seed, list(streams)), target=target))
+    return (
+        Context(np, dtype, ev, CounterRNG(np, seed, list(streams)), target=target),
+        Context(cp, dtype, ev, CounterRNG(cp, seed, list(streams)), target=target),
+    )
 
 
 def _to_cupy(state):

@@ -3,6 +3,7 @@ appendix A: elitism, tournaments (ties to the first drawn), crossovers, per-bit 
 geometric gaps (per-bit Bernoulli in distribution), seed mutation (A.5), renewal words. Fast and
 CI-safe: NumPy only.
 """
+
 from __future__ import annotations
 
 import numpy as np

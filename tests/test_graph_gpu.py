@@ -1,6 +1,7 @@
 """GPU: CUDA-graph replay gives exactly the plain CuPy loop's results, which match NumPy's
 (counter-based random numbers are bit-identical on both). Run on a GPU machine:
 ``python -m pytest -m gpu tests/test_graph_gpu.py``."""
+
 import numpy as np
 import pytest
 
@@ -22,8 +23,9 @@ from isles.problems.registry import make_problem  # noqa: E402
 
 
 def ctx_for(xp, streams, problem="welded_beam"):
-    return Context(xp=xp, dtype=np.dtype("float64"), evaluator=Evaluator(make_problem(problem)),
-                   rng=CounterRNG(xp, 7, streams))
+    return Context(
+        xp=xp, dtype=np.dtype("float64"), evaluator=Evaluator(make_problem(problem)), rng=CounterRNG(xp, 7, streams)
+    )
 
 
 def test_counter_rng_bit_identical():
@@ -68,9 +70,14 @@ def test_run_cmepso_graph_equals_plain():
 
 
 def test_island_group_graph_and_migration():
-    spec = {"problem": {"_target_": "isles.problems.benchmarks.Rastrigin", "dim": 10},
-            "algorithm": {"_target_": "isles.algorithms.pso.epso.EPSO", "n_particles": 12, "n_replicas": 2},
-            "island_ids": [0, 1, 2], "seed": 1, "device": "gpu", "n_migrants": 2}
+    spec = {
+        "problem": {"_target_": "isles.problems.benchmarks.Rastrigin", "dim": 10},
+        "algorithm": {"_target_": "isles.algorithms.pso.epso.EPSO", "n_particles": 12, "n_replicas": 2},
+        "island_ids": [0, 1, 2],
+        "seed": 1,
+        "device": "gpu",
+        "n_migrants": 2,
+    }
     runs = []
     for graph in (True, False):
         g = IslandGroup(GroupSpec(**{**spec, "cuda_graph": graph}))
@@ -128,8 +135,10 @@ PROBLEMS = {"rastrigin": lambda: UserRastrigin(6), "pressure_vessel": PressureVe
 
 def _pair(problem, target=None, streams=(0, 3)):
     ev = Evaluator(problem)
-    return (Context(np, np.float64, ev, CounterRNG(np, 9, list(streams)), target=target),
-            Context(cp, np.float64, ev, CounterRNG(cp, 9, list(streams)), target=target))
+    return (
+        Context(np, np.float64, ev, CounterRNG(np, 9, list(streams)), target=target),
+        Context(cp, np.float64, ev, CounterRNG(cp, 9, list(streams)), target=target),
+    )
 
 
 def _assert_same_population(alg, sn, sc):
@@ -162,8 +171,11 @@ def test_array_code_problem_captured_equals_numpy(family, problem):
 
 def test_de_fused_variation_is_bit_identical_to_array_trial():
     prob = UserRastrigin(37)
-    for kw in (dict(crossover="bin", bound_handling="reflect"), dict(crossover="nec", CR=0.4, bound_handling="clip"),
-               dict(crossover="bin", bound_handling="reinit")):
+    for kw in (
+        dict(crossover="bin", bound_handling="reflect"),
+        dict(crossover="nec", CR=0.4, bound_handling="clip"),
+        dict(crossover="bin", bound_handling="reinit"),
+    ):
         _, cc = _pair(prob, streams=(0, 1, 5))
         fused, plain = DE(pop_size=50, **kw), DE(pop_size=50, fused=False, **kw)
         s = plain.init(cc)
@@ -190,8 +202,7 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("family", ["de_rand1_bin", "fep", "ga"])
-@pytest.mark.parametrize("problem,reason", [(HostSyncSphere, ""), (MaskedSphere, ""),
-                                            (CountingSphere, "replay")])
+@pytest.mark.parametrize("problem,reason", [(HostSyncSphere, ""), (MaskedSphere, ""), (CountingSphere, "replay")])
 def test_capture_unsafe_problem_warns_once_and_runs_uncaptured(family, problem, reason):
     prob = problem()
     _, cc = _pair(prob)
@@ -238,17 +249,27 @@ def test_hit_generation_exact_on_fused_plan(family):
     assert ((hn > 0) & (hn % 64 != 0)).any(), hn  # reached inside an epoch, not at a graph boundary
 
 
-@pytest.mark.parametrize("algorithm", [
-    {"_target_": "isles.algorithms.de.de.DE", "pop_size": 20},
-    {"_target_": "isles.algorithms.ep.fep.FEP", "pop_size": 20, "q": 5},
-    {"_target_": "isles.algorithms.ga.ga.GA", "pop_size": 32},
-], ids=["de", "fep", "ga"])
+@pytest.mark.parametrize(
+    "algorithm",
+    [
+        {"_target_": "isles.algorithms.de.de.DE", "pop_size": 20},
+        {"_target_": "isles.algorithms.ep.fep.FEP", "pop_size": 20, "q": 5},
+        {"_target_": "isles.algorithms.ga.ga.GA", "pop_size": 32},
+    ],
+    ids=["de", "fep", "ga"],
+)
 def test_island_group_user_problem_gpu_equals_cpu(algorithm):
     """The runtime's path: epochs with migration between them on a user's constrained problem
     (array code): the GPU group (captured generations, migrants loaded into the graph's buffers)
     gives the CPU group's bests and hit generations."""
-    spec = {"problem": {"_target_": "tests.user_problems.PressureVessel"}, "algorithm": algorithm,
-            "island_ids": [0, 1, 2], "seed": 3, "n_migrants": 1, "target": 20000.0}
+    spec = {
+        "problem": {"_target_": "tests.user_problems.PressureVessel"},
+        "algorithm": algorithm,
+        "island_ids": [0, 1, 2],
+        "seed": 3,
+        "n_migrants": 1,
+        "target": 20000.0,
+    }
     runs = {}
     for device in ("gpu", "cpu"):
         g = IslandGroup(GroupSpec(**{**spec, "device": device}))

@@ -1,5 +1,6 @@
 """End to end with Ray and MLflow: a run is tracked, read back through MLflow's API; a failing
 run is marked FAILED; NaN objectives are counted."""
+
 import json
 
 import pytest
@@ -13,8 +14,17 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.m
 
 
 def test_tracked_run_reads_back(ray_local, store):
-    cfg = make_cfg("+experiment=cmepso", "generations=20", "islands.n=4", "islands.n_actors=2", "algorithm.n_particles=10",
-                   f"logger.tracking_uri={store}", "logger.experiment_name=test-isles", "progress=false", "device=cpu")
+    cfg = make_cfg(
+        "+experiment=cmepso",
+        "generations=20",
+        "islands.n=4",
+        "islands.n_actors=2",
+        "algorithm.n_particles=10",
+        f"logger.tracking_uri={store}",
+        "logger.experiment_name=test-isles",
+        "progress=false",
+        "device=cpu",
+    )
     result, run_id = run_job(cfg)
     client = MlflowClient(tracking_uri=store)
     run = client.get_run(run_id)
@@ -25,8 +35,15 @@ def test_tracked_run_reads_back(ray_local, store):
     history = client.get_metric_history(run_id, "best_f")
     assert len(history) == 20 and history[-1].step == 20  # one point per epoch (interval 1)
     assert abs(history[-1].value - result.best_f) < 1e-9
-    for name in ("evaluations", "evals_per_s", "wall_s", "best_v", "island_00_best_f", "island_03_best_f",
-                 "master_best_f"):
+    for name in (
+        "evaluations",
+        "evals_per_s",
+        "wall_s",
+        "best_v",
+        "island_00_best_f",
+        "island_03_best_f",
+        "master_best_f",
+    ):
         assert client.get_metric_history(run_id, name), name
     assert "cpu" in run.data.tags["devices"] and run.data.tags["git_commit"]
     artifacts = {a.path for a in client.list_artifacts(run_id)}
@@ -36,9 +53,18 @@ def test_tracked_run_reads_back(ray_local, store):
 
 
 def test_failed_run_is_marked_failed_with_metrics(ray_local, store):
-    cfg = make_cfg("problem._target_=tests.user_problems.FailingSphere", "+problem.fail_after=8",
-                   "algorithm.n_particles=4", "algorithm.n_replicas=1", "generations=50", "islands.n=2",
-                   "islands.migration_interval=1", f"logger.tracking_uri={store}", "progress=false", "device=cpu")
+    cfg = make_cfg(
+        "problem._target_=tests.user_problems.FailingSphere",
+        "+problem.fail_after=8",
+        "algorithm.n_particles=4",
+        "algorithm.n_replicas=1",
+        "generations=50",
+        "islands.n=2",
+        "islands.migration_interval=1",
+        f"logger.tracking_uri={store}",
+        "progress=false",
+        "device=cpu",
+    )
     with pytest.raises(Exception, match="objective crashed"):
         run_job(cfg)
     client = MlflowClient(tracking_uri=store)
@@ -49,8 +75,15 @@ def test_failed_run_is_marked_failed_with_metrics(ray_local, store):
 
 
 def test_nan_objective_is_worst_and_counted(ray_local, store):
-    cfg = make_cfg("problem._target_=tests.user_problems.NaNSphere", "algorithm.n_particles=10",
-                   "generations=30", "islands.n=2", f"logger.tracking_uri={store}", "progress=false", "device=cpu")
+    cfg = make_cfg(
+        "problem._target_=tests.user_problems.NaNSphere",
+        "algorithm.n_particles=10",
+        "generations=30",
+        "islands.n=2",
+        f"logger.tracking_uri={store}",
+        "progress=false",
+        "device=cpu",
+    )
     result, run_id = run_job(cfg)
     assert result.nan_evals > 0
     assert result.best_x[0] <= 0.5 and result.best_f < 0.01
@@ -59,9 +92,19 @@ def test_nan_objective_is_worst_and_counted(ray_local, store):
 
 
 def test_async_de_islands_migrate_and_log(ray_local, store):
-    cfg = make_cfg("+experiment=de_islands", "islands.mode=async", "islands.n=4", "islands.n_actors=2",
-                   "problem.dim=10", "algorithm.pop_size=12", "generations=60", "islands.migration_interval=10",
-                   f"logger.tracking_uri={store}", "progress=false", "device=cpu")
+    cfg = make_cfg(
+        "+experiment=de_islands",
+        "islands.mode=async",
+        "islands.n=4",
+        "islands.n_actors=2",
+        "problem.dim=10",
+        "algorithm.pop_size=12",
+        "generations=60",
+        "islands.migration_interval=10",
+        f"logger.tracking_uri={store}",
+        "progress=false",
+        "device=cpu",
+    )
     result, run_id = run_job(cfg)
     assert result.generations == 60
     assert result.migrations and all(m[1] != m[2] for m in result.migrations)
@@ -75,8 +118,15 @@ def test_restarted_groups_retag_the_run(store):
     from isles.app.tracking import MlflowTracker
 
     def info(node, pid):
-        return {"device": "cpu", "host": "h", "pid": pid, "node_id": node, "node_ip": "10.0.0.1",
-                "ray_gpu_ids": [], "island_ids": [0, 1]}
+        return {
+            "device": "cpu",
+            "host": "h",
+            "pid": pid,
+            "node_id": node,
+            "node_ip": "10.0.0.1",
+            "ray_gpu_ids": [],
+            "island_ids": [0, 1],
+        }
 
     tracker = MlflowTracker({"tracking_uri": store, "experiment_name": "test-restart"}, {"seed": 0}, "seed: 0\n", None)
     run_id = tracker.start()

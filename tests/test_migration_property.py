@@ -1,6 +1,7 @@
 """Property test of migration (issue 6): every accepted immigrant equals its source individual,
 extras included, and nothing else changes; k > 1 migrants from local, remote and master sources,
 with truncation, on a genome of integer words and a float extra."""
+
 import numpy as np
 import pytest
 
@@ -37,7 +38,9 @@ class WordsAlgorithm(IslandAlgorithm):
             "f": rs.integers(0, 5, size=(I, self.n)).astype(np.float64),  # ties on purpose
             "v": np.where(rs.random((I, self.n)) < 0.3, rs.random((I, self.n)), 0.0),
             "eta": rs.random((I, self.n, 2)),
-            "generation": 0, "evals": 0, "nan_evals": np.zeros((), np.int64),
+            "generation": 0,
+            "evals": 0,
+            "nan_evals": np.zeros((), np.int64),
         }
 
     def step(self, ctx, state):
@@ -45,17 +48,25 @@ class WordsAlgorithm(IslandAlgorithm):
 
 
 def _group(ids, k, policy, n, fit_seed):
-    spec = {"problem": {"_target_": "isles.problems.benchmarks.Sphere", "dim": 2},
-            "algorithm": {"_target_": "tests.test_migration_property.WordsAlgorithm", "pop_size": n,
-                          "fit_seed": fit_seed},
-            "island_ids": ids, "seed": 0, "device": "cpu", "n_migrants": k, "replacement": policy}
+    spec = {
+        "problem": {"_target_": "isles.problems.benchmarks.Sphere", "dim": 2},
+        "algorithm": {"_target_": "tests.test_migration_property.WordsAlgorithm", "pop_size": n, "fit_seed": fit_seed},
+        "island_ids": ids,
+        "seed": 0,
+        "device": "cpu",
+        "n_migrants": k,
+        "replacement": policy,
+    }
     return IslandGroup(GroupSpec(**spec))
 
 
 def _remote(rs, k, n_words, with_extra=True):
-    pop = Population(rs.integers(0, 2**32, size=(1, k, n_words), dtype=np.uint32),
-                     rs.integers(-3, 3, size=(1, k)).astype(np.float64), np.zeros((1, k)),
-                     {"eta": rs.random((1, k, 2))} if with_extra else {})
+    pop = Population(
+        rs.integers(0, 2**32, size=(1, k, n_words), dtype=np.uint32),
+        rs.integers(-3, 3, size=(1, k)).astype(np.float64),
+        np.zeros((1, k)),
+        {"eta": rs.random((1, k, 2))} if with_extra else {},
+    )
     return pop
 
 
@@ -84,9 +95,13 @@ def test_accepted_immigrants_equal_their_sources(policy, case):
     for src, dst, acc, _ in events:
         accepted_total[dst] = accepted_total.get(dst, 0) + acc
     for d in range(3):
-        changed = [j for j in range(n)
-                   if not all(np.array_equal(before.leaves()[name][d, j], after.leaves()[name][d, j])
-                              for name in before.leaves())]
+        changed = [
+            j
+            for j in range(n)
+            if not all(
+                np.array_equal(before.leaves()[name][d, j], after.leaves()[name][d, j]) for name in before.leaves()
+            )
+        ]
         assert len(changed) <= accepted_total.get(local_ids[d], 0)
         # every changed slot holds one of the immigrants offered to it, whole
         offered = []
@@ -97,8 +112,11 @@ def test_accepted_immigrants_equal_their_sources(policy, case):
             cur = {name: a[d, j] for name, a in after.leaves().items()}
             assert any(all(np.array_equal(cur[name], o[name]) for name in cur) for o in offered), (d, j)
         if policy == "fair_replace":  # an island never gets worse
-            assert np.min(after.f[d][after.v[d] == after.v[d].min()]) <= np.min(
-                before.f[d][before.v[d] == before.v[d].min()]) or after.v[d].min() < before.v[d].min()
+            assert (
+                np.min(after.f[d][after.v[d] == after.v[d].min()])
+                <= np.min(before.f[d][before.v[d] == before.v[d].min()])
+                or after.v[d].min() < before.v[d].min()
+            )
 
 
 def test_master_sends_best_with_several_migrants_is_correct():

@@ -8,6 +8,7 @@ to the local store; a Hydra multirun nests its jobs under one parent run, which
 The server takes 10-20 s to start on a loaded 2-core machine; it starts with the module's first
 test and the tests that do not need it run first.
 """
+
 import json
 import os
 import re
@@ -33,8 +34,14 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.m
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = re.compile(r"^isles: best f=(\S+) .* mlflow_run=(\w+)$", re.M)
-SMALL = ["+experiment=cmepso", "generations=20", "islands.n=2", "algorithm.n_particles=10", "progress=false",
-         "device=cpu"]
+SMALL = [
+    "+experiment=cmepso",
+    "generations=20",
+    "islands.n=2",
+    "algorithm.n_particles=10",
+    "progress=false",
+    "device=cpu",
+]
 
 
 def free_port() -> int:
@@ -60,9 +67,27 @@ def server_process(tmp_path_factory):
     env = {**clean_env(), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job-runner processes
     log = open(d / "server.log", "w")  # noqa: SIM115  (closed in the finalizer)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{d}/mlflow.db",
-         "--artifacts-destination", str(d / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{d}/mlflow.db",
+            "--artifacts-destination",
+            str(d / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
     try:
         yield f"http://127.0.0.1:{port}", proc, d
     finally:
@@ -94,11 +119,18 @@ def mlflow_server(server_process):
 
 
 def run_cli(*args, cwd=ROOT, timeout=300):
-    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=clean_env())
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=clean_env(),
+    )
 
 
 # -- no server needed: these run while the server starts --------------------------------------
+
 
 def test_unreachable_server_fails_before_ray_and_evolution(monkeypatch, tmp_path):
     uri = f"http://127.0.0.1:{free_port()}"
@@ -141,14 +173,22 @@ def test_bad_logger_values_are_one_line_errors():
 
 # -- against the server: one Hydra multirun of two jobs, as users type it -------------------------
 
+
 @pytest.fixture(scope="module")
 def sweep(mlflow_server, tmp_path_factory):
     """``python run.py -m ... seed=0,1`` logged to the server, with system metrics every 0.1 s;
     returns ``(client, sweep dir, {run id: printed best f})``."""
     sweep_dir = tmp_path_factory.mktemp("sweep") / "multirun"
-    p = run_cli("-m", *SMALL, f"logger.tracking_uri={mlflow_server}", "logger.experiment_name=sweep-test",
-                "logger.system_metrics=true", "logger.system_metrics_interval=0.1", "seed=0,1",
-                f"hydra.sweep.dir={sweep_dir}")
+    p = run_cli(
+        "-m",
+        *SMALL,
+        f"logger.tracking_uri={mlflow_server}",
+        "logger.experiment_name=sweep-test",
+        "logger.system_metrics=true",
+        "logger.system_metrics_interval=0.1",
+        "seed=0,1",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     printed = {run_id: float(f) for f, run_id in RESULT.findall(p.stdout)}
     assert len(printed) == 2, p.stdout[-3000:]
@@ -174,7 +214,8 @@ def test_run_on_the_server_reads_back(sweep, server_process):
         # artifacts go through the server (proxied) into its artifact directory
         assert run.info.artifact_uri.startswith("mlflow-artifacts:")
         assert {"config.yaml", "convergence.png", "best_solution.json", "history.csv"} <= {
-            a.path for a in client.list_artifacts(run_id)}
+            a.path for a in client.list_artifacts(run_id)
+        }
         best = json.loads(Path(client.download_artifacts(run_id, "best_solution.json")).read_text())
         assert best["f"] == pytest.approx(final_f, rel=1e-12) and len(best["x"]) == 4 and best["feasible"]
         rows = Path(client.download_artifacts(run_id, "history.csv")).read_text().splitlines()

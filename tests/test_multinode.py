@@ -14,6 +14,7 @@ without CPUs that runs the job server, and two worker nodes of 2 CPUs and one (l
 
 One cluster for the module; the node-loss tests come last, since they remove nodes.
 """
+
 import csv
 import io
 import json
@@ -43,8 +44,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: 4 DE islands on a two-way ring in 2 groups (islands 0-1 and 2-3): the ring's edges 1->2 and
 #: 3->0 join islands of different groups, so of different nodes once the groups are spread
-DE = ["+experiment=de_islands", "problem.dim=8", "algorithm.pop_size=12", "generations=80", "islands.n=4",
-      "islands.migration_interval=10", "islands.n_actors=2", "islands.snapshot_every=2", "device=cpu"]
+DE = [
+    "+experiment=de_islands",
+    "problem.dim=8",
+    "algorithm.pop_size=12",
+    "generations=80",
+    "islands.n=4",
+    "islands.migration_interval=10",
+    "islands.n_actors=2",
+    "islands.snapshot_every=2",
+    "device=cpu",
+]
 QUIET = ["logger=none", "progress=false"]
 
 
@@ -67,9 +77,18 @@ def cluster():
     # the job's working_dir into the same folder, each removing the copy the others run in
     temp = [tempfile.mkdtemp(prefix="isles-node") for _ in range(3)]  # short: Unix socket paths
     port = _free_port()  # ports of our own: other Ray clusters may run on this machine
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port,
-        "dashboard_agent_listen_port": _free_port(), "metrics_export_port": _free_port(), "temp_dir": temp[0]})
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 0,
+            "include_dashboard": True,
+            "dashboard_host": "127.0.0.1",
+            "dashboard_port": port,
+            "dashboard_agent_listen_port": _free_port(),
+            "metrics_export_port": _free_port(),
+            "temp_dir": temp[0],
+        },
+    )
     try:
         for t in temp[1:]:
             c.add_node(num_cpus=2, num_gpus=1, temp_dir=t)  # a GPU in Ray's books only (no CUDA)
@@ -124,10 +143,30 @@ def test_ray_job_submit_gives_the_in_process_result(cluster, reference, tmp_path
     c, url = cluster
     store = f"sqlite:///{tmp_path}/mlflow.db"
     job = subprocess.run(
-        [sys.executable, "-m", "ray.scripts.scripts", "job", "submit", "--address", url, "--working-dir", str(ROOT),
-         "--", "python", "run.py", *DE, "progress=false", f"logger.tracking_uri={store}", "ray.address=auto",
-         f"hydra.run.dir={tmp_path}/out"],
-        cwd=ROOT, capture_output=True, text=True, timeout=400)
+        [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "job",
+            "submit",
+            "--address",
+            url,
+            "--working-dir",
+            str(ROOT),
+            "--",
+            "python",
+            "run.py",
+            *DE,
+            "progress=false",
+            f"logger.tracking_uri={store}",
+            "ray.address=auto",
+            f"hydra.run.dir={tmp_path}/out",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert job.returncode == 0 and "succeeded" in job.stdout + job.stderr, (job.stdout + job.stderr)[-3000:]
     client = MlflowClient(tracking_uri=store)
     (run,) = client.search_runs([client.get_experiment_by_name("de-islands").experiment_id])
@@ -153,9 +192,28 @@ def test_ray_job_submit_without_a_tracking_store_stops_before_evolving(cluster, 
     the working directory: it stops before evolving, with one line naming the field."""
     c, url = cluster
     job = subprocess.run(
-        [sys.executable, "-m", "ray.scripts.scripts", "job", "submit", "--address", url, "--working-dir", str(ROOT),
-         "--", "python", "run.py", *DE, "ray.address=auto", f"hydra.run.dir={tmp_path}/out"],
-        cwd=ROOT, capture_output=True, text=True, timeout=400)
+        [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "job",
+            "submit",
+            "--address",
+            url,
+            "--working-dir",
+            str(ROOT),
+            "--",
+            "python",
+            "run.py",
+            *DE,
+            "ray.address=auto",
+            f"hydra.run.dir={tmp_path}/out",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     out = job.stdout + job.stderr
     lines = {ln for ln in out.splitlines() if "isles: error:" in ln}  # Ray shows the job's log twice
     assert len(lines) == 1, out[-3000:]
@@ -175,7 +233,12 @@ def test_gpu_bundles_spread_one_per_node(cluster):
             return ray_location()
 
     c, _ = cluster
-    p = plan_nodes(4, "auto", {"placement": "strict_spread", "migration_interval": 10, "n_nodes": None, "n_actors": None}, cluster_nodes())
+    p = plan_nodes(
+        4,
+        "auto",
+        {"placement": "strict_spread", "migration_interval": 10, "n_nodes": None, "n_actors": None},
+        cluster_nodes(),
+    )
     assert p.use_gpu and p.bundle == {"GPU": 1} and len(p.groups) == 2
     pg = reserve(p)
     try:
@@ -237,8 +300,11 @@ def test_a_lost_node_with_nowhere_to_go_stops_the_run_with_its_snapshot(cluster,
     c.wait_for_nodes()
     cfg = plain(make_cfg(*DE, *QUIET, "islands.placement=strict_spread", "islands.restart_timeout_s=5"))
     coordinator = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[LoseNode(c, epoch=3)], use_ray=True)
-    with pytest.raises(RestartFailed, match=r"islands.restart_timeout_s=5: island group\(s\) 1 lost .* "
-                                            r"islands.placement=strict_spread\); .* epoch [24]$"):  # as above
+    with pytest.raises(
+        RestartFailed,
+        match=r"islands.restart_timeout_s=5: island group\(s\) 1 lost .* "
+        r"islands.placement=strict_spread\); .* epoch [24]$",
+    ):  # as above
         coordinator.run()
     path = tmp_path / "checkpoint.pkl"
     checkpoint.save(path, coordinator.last_snapshot)

@@ -1,5 +1,6 @@
 """Packaging (issue 10 §1): the wheel installs one top-level package, ``isles``, with every part
 and the configs, and runs the main job from an empty directory."""
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,14 @@ def test_every_subpackage_is_listed():
     assert found == listed
 
 
-OLD_PREFIXES = ("from algorithms", "from problems", "from islands", "import algorithms", "import problems",
-                "import islands")
+OLD_PREFIXES = (
+    "from algorithms",
+    "from problems",
+    "from islands",
+    "import algorithms",
+    "import problems",
+    "import islands",
+)
 
 
 def tracked_python_files(root: Path) -> list[Path]:
@@ -93,9 +100,11 @@ def test_moved_modules_name_their_new_home():
     """Issue 19: the application left ``islands/`` for ``app/``; an import of an old module is one
     ImportError line naming the new one (not ``No module named``), and ``app`` imported as a
     top-level package from a checkout (a second copy of isles' classes) is refused the same way."""
-    for code, new in (("from isles.islands.job import run_job", "isles.app.job"),
-                      ("import isles.islands.tracking", "isles.app.tracking"),
-                      ("import app", "from isles.app.job import run_job")):
+    for code, new in (
+        ("from isles.islands.job import run_job", "isles.app.job"),
+        ("import isles.islands.tracking", "isles.app.tracking"),
+        ("import app", "from isles.app.job import run_job"),
+    ):
         p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
         last = p.stderr.strip().splitlines()[-1]
         assert p.returncode != 0 and last.startswith("ImportError: ") and new in last, p.stderr
@@ -107,8 +116,12 @@ def test_moved_modules_name_their_new_home():
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                           "-w", str(out), str(ROOT)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (whl,) = out.glob("isles-*.whl")
     return whl
@@ -119,8 +132,15 @@ def test_wheel_has_one_top_level_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert tops == {"isles"}
-    for must in ("isles/algorithms/de/cuda.py", "isles/islands/coordinator.py", "isles/app/job.py", "isles/problems/base.py",
-                 "isles/conf/config.yaml", "isles/conf/experiment/cmepso.yaml", "isles/cli.py"):
+    for must in (
+        "isles/algorithms/de/cuda.py",
+        "isles/islands/coordinator.py",
+        "isles/app/job.py",
+        "isles/problems/base.py",
+        "isles/conf/config.yaml",
+        "isles/conf/experiment/cmepso.yaml",
+        "isles/cli.py",
+    ):
         assert must in names, must
     entry = [n for n in names if n.endswith("entry_points.txt")]
     assert entry and "isles = isles.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
@@ -140,21 +160,57 @@ def test_wheel_carries_the_cuda_library(wheel):
 @pytest.mark.slow  # builds and installs the wheel, a whole run
 def test_wheel_runs_the_main_job_from_an_empty_directory(wheel, tmp_path):
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target",
-                    str(site), str(wheel)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     work = tmp_path / "empty"
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
-    probe = subprocess.run([sys.executable, "-c", "import isles; print(isles.__file__, isles.CHECKOUT)"],
-                           cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import isles; print(isles.__file__, isles.CHECKOUT)"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert probe.stdout.startswith(str(site)) and probe.stdout.split()[-1] == "None", probe.stdout + probe.stderr
     # the installed CUDA library reads its files through importlib.resources (issue 18 section 1)
-    lib = subprocess.run([sys.executable, "-c", "from isles.algorithms.core import cuda_lib as c; "
-                          "print(len(c.names()), all(len(c.source(n)) > 0 for n in c.names()))"],
-                         cwd=work, env=env, capture_output=True, text=True, timeout=60)
-    assert lib.returncode == 0 and lib.stdout.split()[-1] == "True" and int(lib.stdout.split()[0]) >= 10, \
+    lib = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from isles.algorithms.core import cuda_lib as c; "
+            "print(len(c.names()), all(len(c.source(n)) > 0 for n in c.names()))",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert lib.returncode == 0 and lib.stdout.split()[-1] == "True" and int(lib.stdout.split()[0]) >= 10, (
         lib.stdout + lib.stderr
-    proc = subprocess.run([sys.executable, "-m", "isles", "+experiment=cmepso", "generations=20", "logger=none",
-                           "progress=false", "device=cpu"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "isles",
+            "+experiment=cmepso",
+            "generations=20",
+            "logger=none",
+            "progress=false",
+            "device=cpu",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "isles: best f=" in proc.stdout and "feasible" in proc.stdout

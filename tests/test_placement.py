@@ -2,6 +2,7 @@
 node lists as ``ray.nodes()`` gives them), the placement fields' one-line errors before Ray
 starts, and how a group's place is written. The placement groups themselves run on a real
 multi-node cluster in ``tests/test_multinode.py``."""
+
 import pytest
 
 from isles.app.job import validate
@@ -31,29 +32,39 @@ def test_n_nodes_keeps_the_nodes_with_the_most_gpus():
     p = plan_nodes(12, "auto", isl(n_nodes=1), CLUSTER)
     assert p.node_ids == ("b2",) and len(p.groups) == 4
     assert plan_nodes(12, "auto", isl(n_nodes=2), CLUSTER).node_ids == ("b2", "a1")
-    with pytest.raises(ValueError, match=r"islands.n_nodes=3: the cluster has 2 nodes with a GPU; allowed values are null or 1..2"):
+    with pytest.raises(
+        ValueError, match=r"islands.n_nodes=3: the cluster has 2 nodes with a GPU; allowed values are null or 1..2"
+    ):
         plan_nodes(12, "auto", isl(n_nodes=3), CLUSTER)
 
 
 def test_strict_spread_is_one_actor_per_node():
     p = plan_nodes(12, "auto", isl(placement="strict_spread"), CLUSTER)
     assert len(p.groups) == 2 and p.strategy == "strict_spread"
-    with pytest.raises(ValueError, match=r"islands.n_actors=3: islands.placement=strict_spread puts one actor per "
-                                         r"node, and 2 nodes have a GPU; allowed values are 1..2"):
+    with pytest.raises(
+        ValueError,
+        match=r"islands.n_actors=3: islands.placement=strict_spread puts one actor per "
+        r"node, and 2 nodes have a GPU; allowed values are 1..2",
+    ):
         plan_nodes(12, "auto", isl(placement="strict_spread", n_actors=3), CLUSTER)
 
 
 def test_more_cpu_actors_than_cpus_is_refused():
-    with pytest.raises(ValueError, match=r"islands.n_actors=5: each actor takes one CPU and Ray offers 4 here; allowed values are 1..4"):
+    with pytest.raises(
+        ValueError, match=r"islands.n_actors=5: each actor takes one CPU and Ray offers 4 here; allowed values are 1..4"
+    ):
         plan_nodes(8, "cpu", isl(n_actors=5), [HEAD])
     assert len(plan_nodes(8, "cpu", isl(n_actors=4), [HEAD]).groups) == 4
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["islands.placement=scatter"], "islands.placement='scatter': allowed values are " + "|".join(STRATEGIES)),
-    (["islands.n_nodes=0"], "islands.n_nodes=0: allowed values are integers >= 1"),
-    (["islands.n_nodes=2"], "islands.n_nodes=2: a local Ray has one node; allowed values here are null or 1"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["islands.placement=scatter"], "islands.placement='scatter': allowed values are " + "|".join(STRATEGIES)),
+        (["islands.n_nodes=0"], "islands.n_nodes=0: allowed values are integers >= 1"),
+        (["islands.n_nodes=2"], "islands.n_nodes=2: a local Ray has one node; allowed values here are null or 1"),
+    ],
+)
 def test_placement_fields_are_checked_before_ray_starts(overrides, message):
     with pytest.raises(ValueError) as err:
         validate(plain(make_cfg("+experiment=de_islands", "logger=none", *overrides)))
@@ -66,7 +77,13 @@ def test_strict_spread_on_a_local_ray_is_one_group_without_ray():
 
 
 def test_where_names_the_device_gpu_and_node():
-    info = {"device": "NVIDIA H100", "host": "gpu-7", "ray_gpu_ids": ["1"], "node_id": "49d7afe39719a8ea",
-            "node_ip": "10.0.0.7", "island_ids": [0, 1]}
+    info = {
+        "device": "NVIDIA H100",
+        "host": "gpu-7",
+        "ray_gpu_ids": ["1"],
+        "node_id": "49d7afe39719a8ea",
+        "node_ip": "10.0.0.7",
+        "island_ids": [0, 1],
+    }
     assert where(info) == "NVIDIA H100 (GPU 1), node 49d7afe3 at 10.0.0.7 (gpu-7)"
     assert where({"device": "cpu", "host": "laptop", "ray_gpu_ids": [], "node_id": None}) == "cpu (laptop)"

@@ -4,6 +4,7 @@ The file is a copy of the project's verified reference (``shared/reference/probl
 steering repository, made by its ``tools/verify_problems.py`` from ``shared/problems.md``; see
 ``tests/data/README.md``), kept in the repository so that a fresh clone runs these tests.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,23 @@ from isles.problems.constraints import feasibility_report
 
 ROOT = Path(__file__).resolve().parents[1]
 IDS = [
-    "welded_beam", "welded_beam_j4", "spring", "g01", "g07", "g09", "g10", "speed_reducer", "speed_reducer_b", "speed_reducer_c",
-    "sphere", "rastrigin", "ackley", "griewank", "rosenbrock", "schwefel_2_26", "schwefel_1_2",
+    "welded_beam",
+    "welded_beam_j4",
+    "spring",
+    "g01",
+    "g07",
+    "g09",
+    "g10",
+    "speed_reducer",
+    "speed_reducer_b",
+    "speed_reducer_c",
+    "sphere",
+    "rastrigin",
+    "ackley",
+    "griewank",
+    "rosenbrock",
+    "schwefel_2_26",
+    "schwefel_1_2",
 ]
 SCALABLE = {"sphere", "rastrigin", "ackley", "griewank", "rosenbrock", "schwefel_2_26", "schwefel_1_2"}
 # Deliberate choice: Rosenbrock defaults to seed 004's setting (D = 50, [-5.12, 5.12]); the json's

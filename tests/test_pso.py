@@ -1,4 +1,5 @@
 """PSO helpers, EPSO and the CMEPSO master swarm on NumPy (seed 001 eqs. 1-14)."""
+
 import numpy as np
 import pytest
 
@@ -12,8 +13,17 @@ from isles.problems.constraints import Evaluator, better, feasibility_report
 from isles.problems.registry import make_problem
 
 STATE_SHAPES = {  # key -> shape as a function of (I, N, D)
-    "x": "IND", "vel": "IND", "pbest": "IND", "pbest_f": "IN", "pbest_v": "IN",
-    "gbest": "ID", "gbest_f": "I", "gbest_v": "I", "attractor": "ID", "attractor_f": "I", "attractor_v": "I",
+    "x": "IND",
+    "vel": "IND",
+    "pbest": "IND",
+    "pbest_f": "IN",
+    "pbest_v": "IN",
+    "gbest": "ID",
+    "gbest_f": "I",
+    "gbest_v": "I",
+    "attractor": "ID",
+    "attractor_f": "I",
+    "attractor_v": "I",
 }
 
 
@@ -170,10 +180,19 @@ def test_unset_attractor_means_no_c3_term():
     assert not np.array_equal(alg.step(ctx_for(p), s)["x"], EPSO(n_particles=8).step(ctx_for(p), s)["x"])
 
 
-@pytest.mark.parametrize("cls, field, value", [
-    (EPSO, "n_particles", 0), (PSO, "n_particles", 0), (EPSO, "n_replicas", -1), (EPSO, "cor", 1.5),
-    (EPSO, "sigma", -0.1), (PSO, "max_iterations", 2.5), (EPSO, "vmax_fraction", -1), (EPSO, "c3", float("nan")),
-])
+@pytest.mark.parametrize(
+    "cls, field, value",
+    [
+        (EPSO, "n_particles", 0),
+        (PSO, "n_particles", 0),
+        (EPSO, "n_replicas", -1),
+        (EPSO, "cor", 1.5),
+        (EPSO, "sigma", -0.1),
+        (PSO, "max_iterations", 2.5),
+        (EPSO, "vmax_fraction", -1),
+        (EPSO, "c3", float("nan")),
+    ],
+)
 def test_params_validation(cls, field, value):
     with pytest.raises(ValueError, match=f"algorithm.{field}="):
         cls(**{field: value})

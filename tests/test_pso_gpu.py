@@ -15,6 +15,7 @@ skipped where CuPy or a CUDA device is missing. What is checked (seed 001 eqs. 1
   loop of fused steps and a loop of generic steps, bit for bit;
 * a step does not synchronise with the host.
 """
+
 from __future__ import annotations
 
 import time
@@ -88,16 +89,23 @@ def _to_cupy(state):
 
 
 def _pso(fused, mode="overshoot", clamp=True, n=13, max_iterations=30, **kw):
-    return PSO(n_particles=n, cor_mode=mode, vmax_fraction=0.5 if clamp else 0.0, max_iterations=max_iterations,
-               fused=fused, **kw)
+    return PSO(
+        n_particles=n,
+        cor_mode=mode,
+        vmax_fraction=0.5 if clamp else 0.0,
+        max_iterations=max_iterations,
+        fused=fused,
+        **kw,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # schedules (eq. 3 and the clamp)
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("i_max,start,final", [(1000, 0.5, 1e-6), (30, 0.5, 1e-6), (1, 0.5, 1e-6),
-                                               (50, 0.3, 0.3), (50, 0.0, 1e-6)])
+@pytest.mark.parametrize(
+    "i_max,start,final", [(1000, 0.5, 1e-6), (30, 0.5, 1e-6), (1, 0.5, 1e-6), (50, 0.3, 0.3), (50, 0.0, 1e-6)]
+)
 def test_schedule_values_bit_identical_to_generic(dtype, i_max, start, final):
     ctx = _ctx(cp, make_problem("sphere", dim=3), dtype)
     try:
@@ -194,8 +202,9 @@ def test_fused_path_only_where_supported():
     with pytest.raises(ValueError, match="algorithm.fused"):
         PSO(fused="yes")
     with pytest.raises(ValueError, match="cor_mode"):
-        pso_cuda.fused_move(ctx, s["x"], s["vel"], s["pbest"], s["gbest"], 0, cp.ones((), np.float64), None,
-                            2.0, 2.0, 0.2, "clip")
+        pso_cuda.fused_move(
+            ctx, s["x"], s["vel"], s["pbest"], s["gbest"], 0, cp.ones((), np.float64), None, 2.0, 2.0, 0.2, "clip"
+        )
 
 
 # ---------------------------------------------------------------------------------------------

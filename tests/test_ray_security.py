@@ -1,6 +1,7 @@
 """Security defaults of the Ray that isles starts (issue 10 §5): the dashboard on 127.0.0.1 unless
 the user opts in, and Ray's token authentication on, announced by one line instead of Ray's
 warning at every start."""
+
 from __future__ import annotations
 
 import io
@@ -94,11 +95,19 @@ def test_local_ray_is_its_own_on_loopback_with_token_auth_and_one_notice_line(tm
     ray_tmp = Path(tempfile.mkdtemp(prefix="isles-r", dir="/tmp"))  # short: Ray's socket paths
     (ray_tmp / "ray").mkdir()
     (ray_tmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:1")
-    env.update(HOME=str(tmp_path), RAY_TMPDIR=str(ray_tmp), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    env.update(
+        HOME=str(tmp_path), RAY_TMPDIR=str(ray_tmp), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    )
     token = tmp_path / ".ray" / "auth_token"
     try:
-        p = subprocess.run([sys.executable, "-c", PROBE, str(token)], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-c", PROBE, str(token)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -115,8 +124,9 @@ def test_local_ray_is_its_own_on_loopback_with_token_auth_and_one_notice_line(tm
         assert out["outside"] == "refused"
     assert ENABLED_WARNING not in p.stderr
     notices = [ln for ln in p.stderr.splitlines() if "token authentication" in ln.lower()]
-    assert notices == [f"isles: Ray token authentication is on; token: {token} "
-                       "(export RAY_AUTH_MODE=token to skip this line)"]
+    assert notices == [
+        f"isles: Ray token authentication is on; token: {token} (export RAY_AUTH_MODE=token to skip this line)"
+    ]
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
 
 
@@ -140,8 +150,10 @@ def test_notice_replaces_only_rays_warning_and_nothing_without_it(monkeypatch):
             logger.warning(ENABLED_WARNING + ". Set RAY_AUTH_MODE=disabled to opt out.")
             logger.warning("something else")
         assert seen == ["something else"]
-        assert out.getvalue() == ("isles: Ray token authentication is on; token: /somewhere/token "
-                                  "(export RAY_AUTH_MODE=token to skip this line)\n")
+        assert out.getvalue() == (
+            "isles: Ray token authentication is on; token: /somewhere/token "
+            "(export RAY_AUTH_MODE=token to skip this line)\n"
+        )
         quiet = io.StringIO()
         with token_notice(quiet):
             logger.warning("something else")

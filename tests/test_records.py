@@ -208,7 +208,9 @@ def test_epoch_records_cross_ray(ray_local, tmp_path):
 
     def run(use_ray, callbacks=()):
         c = {**cfg, "islands": {**cfg["islands"], "n_actors": 1}}
-        return Coordinator(c, instantiate(c["topology"]), [instantiate(q) for q in c["plugins"]], callbacks, use_ray=use_ray).run()
+        return Coordinator(
+            c, instantiate(c["topology"]), [instantiate(q) for q in c["plugins"]], callbacks, use_ray=use_ray
+        ).run()
 
     over_ray = run(True, [seen, files])
     here = run(False)

@@ -1,4 +1,5 @@
 """The island runtime without Ray: coordinator, groups, migration, master swarm, reproducibility."""
+
 import numpy as np
 import pytest
 from hydra.utils import instantiate
@@ -8,9 +9,18 @@ from isles.islands.placement import plan, split
 from isles.islands.schema import validated
 from tests.helpers import make_cfg, plain
 
-SMALL = ["problem=sphere", "problem.dim=4", "algorithm.n_particles=8", "algorithm.n_replicas=2",
-         "generations=12", "islands.n=4", "islands.migration_interval=3", "logger=none", "progress=false",
-         "device=cpu"]
+SMALL = [
+    "problem=sphere",
+    "problem.dim=4",
+    "algorithm.n_particles=8",
+    "algorithm.n_replicas=2",
+    "generations=12",
+    "islands.n=4",
+    "islands.migration_interval=3",
+    "logger=none",
+    "progress=false",
+    "device=cpu",
+]
 
 
 def run_local(*overrides, n_actors=1):
@@ -70,8 +80,14 @@ def test_unconnected_islands_do_not_migrate():
 
 
 def test_master_swarm_counts_and_improves():
-    r = run_local("+experiment=cmepso", "islands.n=3", "generations=6", "plugins.0.n_particles=4",
-                  "plugins.0.n_replicas=2", "islands.migration_interval=1")
+    r = run_local(
+        "+experiment=cmepso",
+        "islands.n=3",
+        "generations=6",
+        "plugins.0.n_particles=4",
+        "plugins.0.n_replicas=2",
+        "islands.migration_interval=1",
+    )
     assert "master_best_f" in r.history[-1].plugin_metrics
     slaves = 3 * (8 + 6 * 8 * 3)
     assert r.evaluations == slaves + 6 * 4 * 3
@@ -79,8 +95,12 @@ def test_master_swarm_counts_and_improves():
 
 
 def test_bad_islands_values():
-    for override, field in [("islands.n=0", "islands.n"), ("islands.migration_interval=0", "islands.migration_interval"),
-                            ("islands.mode=lazy", "islands.mode"), ("generations=0", "generations")]:
+    for override, field in [
+        ("islands.n=0", "islands.n"),
+        ("islands.migration_interval=0", "islands.migration_interval"),
+        ("islands.mode=lazy", "islands.mode"),
+        ("generations=0", "generations"),
+    ]:
         with pytest.raises(ValueError, match=field):
             run_local(override)
 
@@ -89,8 +109,9 @@ def test_checkpoint_resume_continues_exactly(tmp_path):
     # a run stopped after 6 of 12 generations (its schedule still spans 12), then resumed
     path = str(tmp_path / "ck.pkl")
     full = run_local("topology=ring", "generations=12", "algorithm.max_iterations=12")
-    run_local("topology=ring", "generations=6", "algorithm.max_iterations=12", "checkpoint.every=1",
-              f"checkpoint.path={path}")
+    run_local(
+        "topology=ring", "generations=6", "algorithm.max_iterations=12", "checkpoint.every=1", f"checkpoint.path={path}"
+    )
     resumed = run_local("topology=ring", "generations=12", "algorithm.max_iterations=12", f"checkpoint.resume={path}")
     assert resumed.best_f == full.best_f
     np.testing.assert_array_equal(resumed.history[-1].island_best_f, full.history[-1].island_best_f)
@@ -103,23 +124,47 @@ def test_checkpoint_resume_continues_exactly(tmp_path):
 
 def test_checkpoint_resume_with_master_swarm(tmp_path):
     path = str(tmp_path / "ck.pkl")
-    over = ["+experiment=cmepso", "islands.n=3", "plugins.0.n_particles=4", "plugins.0.n_replicas=2",
-            "islands.migration_interval=2", "algorithm.max_iterations=8", "plugins.0.max_iterations=8"]
+    over = [
+        "+experiment=cmepso",
+        "islands.n=3",
+        "plugins.0.n_particles=4",
+        "plugins.0.n_replicas=2",
+        "islands.migration_interval=2",
+        "algorithm.max_iterations=8",
+        "plugins.0.max_iterations=8",
+    ]
     full = run_local(*over, "generations=8")
     run_local(*over, "generations=4", "checkpoint.every=2", f"checkpoint.path={path}")
     assert run_local(*over, "generations=8", f"checkpoint.resume={path}").best_f == full.best_f
 
 
 def test_master_sends_its_best_to_every_island():
-    r = run_local("+experiment=cmepso", "islands.n=3", "generations=4", "plugins.0.n_particles=4",
-                  "plugins.0.n_replicas=2", "islands.migration_interval=1", "plugins.0.sends_best=true")
+    r = run_local(
+        "+experiment=cmepso",
+        "islands.n=3",
+        "generations=4",
+        "plugins.0.n_particles=4",
+        "plugins.0.n_replicas=2",
+        "islands.migration_interval=1",
+        "plugins.0.sends_best=true",
+    )
     sources = {m[1] for m in r.migrations}
     assert sources == {-1} and {m[2] for m in r.migrations} == {0, 1, 2}
 
 
-DE_SMALL = ["+experiment=de_islands", "problem=sphere", "problem.dim=4", "algorithm.pop_size=12", "generations=40",
-            "islands.n=4", "islands.migration_interval=2", "islands.snapshot_every=4", "logger=none",
-            "progress=false", "device=cpu"]
+DE_SMALL = [
+    "+experiment=de_islands",
+    "problem=sphere",
+    "problem.dim=4",
+    "algorithm.pop_size=12",
+    "generations=40",
+    "islands.n=4",
+    "islands.migration_interval=2",
+    "islands.snapshot_every=4",
+    "logger=none",
+    "progress=false",
+    "device=cpu",
+]
 
 
 def run_de(*overrides, n_actors=1):
@@ -127,8 +172,19 @@ def run_de(*overrides, n_actors=1):
     return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run()
 
 
-@pytest.mark.parametrize("extra", [["+plugin=master_swarm", "plugins.0.sends_best=true", "topology=ring",
-                                    "islands.migration_interval=1", "generations=30"], ["DE"]])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [
+            "+plugin=master_swarm",
+            "plugins.0.sends_best=true",
+            "topology=ring",
+            "islands.migration_interval=1",
+            "generations=30",
+        ],
+        ["DE"],
+    ],
+)
 def test_batched_epochs_equal_epoch_by_epoch(monkeypatch, tmp_path, extra):
     """One in-process group runs its epochs in spans on the device (``IslandGroup.run_span``, a
     replica of the master swarm beside the slaves); the run is the same as epoch by epoch (spans of
@@ -141,7 +197,9 @@ def test_batched_epochs_equal_epoch_by_epoch(monkeypatch, tmp_path, extra):
 
     run, extra = (run_de, []) if extra == ["DE"] else (run_local, extra)
     sizes, run_span = [], IslandGroup.run_span
-    monkeypatch.setattr(IslandGroup, "run_span", lambda self, order: sizes.append(len(order.ks)) or run_span(self, order))
+    monkeypatch.setattr(
+        IslandGroup, "run_span", lambda self, order: sizes.append(len(order.ks)) or run_span(self, order)
+    )
     batched = run(*extra, *ck)
     assert max(sizes) > 1  # batches of several epochs did run
     monkeypatch.setattr(sync_loop, "MAX_BATCH", 1)
@@ -169,9 +227,22 @@ def test_two_plug_ins_run_side_by_side_in_every_grouping():
     from isles.islands.plugin import source_id  # noqa: PLC0415
 
     def go(n_actors):
-        cfg = plain(make_cfg("+experiment=cmepso", "islands.n=3", "generations=6", "plugins.0.n_particles=4",
-                             "plugins.0.n_replicas=2", "plugins.0.sends_best=true", "islands.migration_interval=1",
-                             *SMALL[:4], "logger=none", "progress=false", "device=cpu", f"islands.n_actors={n_actors}"))
+        cfg = plain(
+            make_cfg(
+                "+experiment=cmepso",
+                "islands.n=3",
+                "generations=6",
+                "plugins.0.n_particles=4",
+                "plugins.0.n_replicas=2",
+                "plugins.0.sends_best=true",
+                "islands.migration_interval=1",
+                *SMALL[:4],
+                "logger=none",
+                "progress=false",
+                "device=cpu",
+                f"islands.n_actors={n_actors}",
+            )
+        )
         cfg["plugins"] = [cfg["plugins"][0], {**cfg["plugins"][0], "n_particles": 3}]
         plugins = [instantiate(p) for p in cfg["plugins"]]
         return Coordinator(cfg, instantiate(cfg["topology"]), plugins, use_ray=False).run()

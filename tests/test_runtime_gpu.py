@@ -2,6 +2,7 @@
 master swarm plug-in beside the slaves, a span's like epochs are replays of one captured epoch
 body (slaves, their bests, the master's replica; islands/span_graph.py). Same records and result
 as the plain, uncaptured path; close to the NumPy run. ``python -m pytest -m gpu tests/test_runtime_gpu.py``."""
+
 import numpy as np
 import pytest
 from hydra.utils import instantiate
@@ -46,9 +47,20 @@ def one_group_of_four():
 
     if NcclComm.available() is not None:
         pytest.skip(NcclComm.available())
-    cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
-                         "islands.n=4", "islands.n_migrants=2", "topology=ring", "logger=none", "progress=false",
-                         "device=gpu"))
+    cfg = plain(
+        make_cfg(
+            "+experiment=de_islands",
+            "problem=sphere",
+            "problem.dim=8",
+            "algorithm.pop_size=16",
+            "islands.n=4",
+            "islands.n_migrants=2",
+            "topology=ring",
+            "logger=none",
+            "progress=false",
+            "device=gpu",
+        )
+    )
     co = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
     return co, {"peers": [None], "timeout_s": 30}
 
@@ -72,8 +84,10 @@ def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
             g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
             g.span_graph = "always"  # islands.span_graph=always: over NCCL too
         before = SpanGraph.captures
-        out[mode] = {0: run_span(g, [1] * 9, co.topology, nccl=mode == "graph", **route)
-                     + run_span(g, [3] * 5 + [1], co.topology, epoch0=9, span=2, nccl=mode == "graph", **route)}
+        out[mode] = {
+            0: run_span(g, [1] * 9, co.topology, nccl=mode == "graph", **route)
+            + run_span(g, [3] * 5 + [1], co.topology, epoch0=9, span=2, nccl=mode == "graph", **route)
+        }
         assert SpanGraph.captures - before == (2 if mode == "graph" else 0)
     assert_same_spans(out["plain"], out["graph"])
     assert any(m for s in out["graph"][0][2:] for m in s.migrations)
@@ -114,10 +128,24 @@ def test_an_in_process_run_replays_its_like_epochs_with_the_same_result(override
     from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
 
     def go(mode):
-        cfg = plain(make_cfg("+experiment=de_islands", "problem=sphere", "problem.dim=8", "algorithm.pop_size=16",
-                             "islands.n=4", "islands.n_migrants=2", "generations=300", "islands.migration_interval=1",
-                             "topology=ring", "logger=none", "progress=false", "device=gpu",
-                             f"islands.span_graph={mode}", *overrides))
+        cfg = plain(
+            make_cfg(
+                "+experiment=de_islands",
+                "problem=sphere",
+                "problem.dim=8",
+                "algorithm.pop_size=16",
+                "islands.n=4",
+                "islands.n_migrants=2",
+                "generations=300",
+                "islands.migration_interval=1",
+                "topology=ring",
+                "logger=none",
+                "progress=false",
+                "device=gpu",
+                f"islands.span_graph={mode}",
+                *overrides,
+            )
+        )
         return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run()
 
     before = SpanGraph.captures

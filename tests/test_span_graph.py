@@ -3,6 +3,7 @@ GPU's replays): a group's batch of like epochs through it equals the plain epoch
 failed capture falls back to the plain epochs; which batches fit. The GPU replays:
 ``tests/test_runtime_gpu.py`` (one GPU), ``tests/test_exchange_gpu.py`` (NCCL, 2 GPUs); the span
 over the in-process communicator: ``tests/test_exchange.py``."""
+
 import logging
 
 import pytest

@@ -1,6 +1,7 @@
 """The SPMD loop: every island group runs its epochs in its own Ray actor and exchanges emigrants
 with its peers directly (islands/transport.py), and the result is that of in-process groups (one
 thread each) and of one group, bit for bit; the inbox of the transport; the typed records across Ray."""
+
 import threading
 import time
 
@@ -12,15 +13,38 @@ from isles.islands.coordinator import Coordinator
 from isles.islands.transport import Aborted, Inbox
 from tests.helpers import make_cfg, plain, run_span
 
-DE = ["+experiment=de_islands", "problem=sphere", "problem.dim=6", "algorithm.pop_size=12", "generations=40",
-      "islands.n=5", "islands.migration_interval=1", "islands.n_migrants=2", "topology=ring", "logger=none",
-      "progress=false", "device=cpu"]
+DE = [
+    "+experiment=de_islands",
+    "problem=sphere",
+    "problem.dim=6",
+    "algorithm.pop_size=12",
+    "generations=40",
+    "islands.n=5",
+    "islands.migration_interval=1",
+    "islands.n_migrants=2",
+    "topology=ring",
+    "logger=none",
+    "progress=false",
+    "device=cpu",
+]
 
 
 #: CMEPSO scaled down: 4 slave swarms and the master swarm (conf/experiment/cmepso.yaml)
-CMEPSO = ["+experiment=cmepso", "problem=sphere", "problem.dim=4", "algorithm.n_particles=8",
-          "algorithm.n_replicas=2", "plugins.0.n_particles=4", "plugins.0.n_replicas=2", "generations=12", "islands.n=4",
-          "topology=ring", "logger=none", "progress=false", "device=cpu"]
+CMEPSO = [
+    "+experiment=cmepso",
+    "problem=sphere",
+    "problem.dim=4",
+    "algorithm.n_particles=8",
+    "algorithm.n_replicas=2",
+    "plugins.0.n_particles=4",
+    "plugins.0.n_replicas=2",
+    "generations=12",
+    "islands.n=4",
+    "topology=ring",
+    "logger=none",
+    "progress=false",
+    "device=cpu",
+]
 
 
 def run(*overrides, use_ray=True):
@@ -31,8 +55,13 @@ def run(*overrides, use_ray=True):
 def run_master(*overrides, use_ray=True, callbacks=()):
     """A scaled-down CMEPSO run (:data:`CMEPSO`) with its master swarm."""
     cfg = plain(make_cfg(*CMEPSO, *overrides))
-    return Coordinator(cfg, instantiate(cfg["topology"]), [instantiate(p) for p in cfg["plugins"]], callbacks=callbacks,
-                       use_ray=use_ray).run()
+    return Coordinator(
+        cfg,
+        instantiate(cfg["topology"]),
+        [instantiate(p) for p in cfg["plugins"]],
+        callbacks=callbacks,
+        use_ray=use_ray,
+    ).run()
 
 
 def assert_same_master_runs(a, b) -> None:
@@ -54,8 +83,7 @@ def test_spmd_actors_equal_in_process_groups_and_one_group(ray_local, monkeypatc
     from isles.islands import sync_loop  # noqa: PLC0415
 
     real = sync_loop.SyncLoop.start_span
-    monkeypatch.setattr(sync_loop.SyncLoop, "start_span",
-                        lambda self, *a: spans.append(a[5]) or real(self, *a))
+    monkeypatch.setattr(sync_loop.SyncLoop, "start_span", lambda self, *a: spans.append(a[5]) or real(self, *a))
     spmd = run(f"topology={topology}", "islands.n_actors=2")
     monkeypatch.undo()
     assert max(spans) > 1  # spans of several epochs ran in the actors
@@ -67,8 +95,7 @@ def test_spmd_actors_equal_in_process_groups_and_one_group(ray_local, monkeypatc
         assert spmd.migrations == other.migrations and len(spmd.migrations) > 40
         assert len(spmd.history) == len(other.history) == 40
         for a, b in zip(spmd.history, other.history):
-            assert (a.best_f, a.evaluations, a.migrations_accepted) == \
-                (b.best_f, b.evaluations, b.migrations_accepted)
+            assert (a.best_f, a.evaluations, a.migrations_accepted) == (b.best_f, b.evaluations, b.migrations_accepted)
             np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
 
 
@@ -96,8 +123,14 @@ def test_master_replicas_in_two_actors_equal_one_actor_and_in_process(ray_local,
 def test_an_actor_killed_with_master_replicas_restarts_and_the_result_is_unchanged(ray_local, caplog):
     """A lost actor's replica is attached again from the snapshot's master state (every survivor's
     too): the run ends with the uninterrupted result."""
-    slow = ["problem._target_=tests.user_problems.SlowSphere", "+problem.delay_s=0.002", "generations=40",
-            "islands.snapshot_every=5", "plugins.0.sends_best=true", "islands.migration_interval=1"]
+    slow = [
+        "problem._target_=tests.user_problems.SlowSphere",
+        "+problem.delay_s=0.002",
+        "generations=40",
+        "islands.snapshot_every=5",
+        "plugins.0.sends_best=true",
+        "islands.migration_interval=1",
+    ]
     reference = run_master(*slow, "islands.n_actors=1", use_ray=False)
     kill = KillMidSpan(epoch=3)
     with caplog.at_level("WARNING", logger="isles.islands.coordinator"):
@@ -139,8 +172,13 @@ def test_start_of_a_span_drops_the_messages_of_earlier_spans():
     assert box.poll(1, 5, [0]) == {}
 
 
-SLOW = ["problem._target_=tests.user_problems.SlowSphere", "+problem.delay_s=0.002", "generations=60",
-        "islands.n=4", "islands.snapshot_every=5"]
+SLOW = [
+    "problem._target_=tests.user_problems.SlowSphere",
+    "+problem.delay_s=0.002",
+    "generations=60",
+    "islands.n=4",
+    "islands.snapshot_every=5",
+]
 
 
 class KillMidSpan:
@@ -148,7 +186,14 @@ class KillMidSpan:
     seconds later, inside the next span (its peer is then waiting for its emigrants)."""
 
     def __init__(self, epoch: int, group: int = 1, delay_s: float = 0.05):
-        self.epoch, self.group, self.delay_s, self.pids, self.timer, self.restarted = epoch, group, delay_s, [], None, {}
+        self.epoch, self.group, self.delay_s, self.pids, self.timer, self.restarted = (
+            epoch,
+            group,
+            delay_s,
+            [],
+            None,
+            {},
+        )
 
     def on_start(self, info):
         self.pids = [g["pid"] for g in info["groups"]]
@@ -247,9 +292,14 @@ def test_snapshots_fall_inside_spans_and_one_taken_there_resumes_to_the_same_run
     spans, taken = [], []
     real_span, real_snapshot = sync_loop.SyncLoop.start_span, recovery.Recovery.snapshot
     monkeypatch.setattr(sync_loop.SyncLoop, "start_span", lambda self, *a: spans.append(a[5]) or real_span(self, *a))
-    monkeypatch.setattr(recovery.Recovery, "snapshot", lambda self, groups, placement, loop, carried=None:
-                        taken.append((loop.epoch, carried is not None, real_snapshot(self, groups, placement, loop, carried)))
-                        or taken[-1][2])
+    monkeypatch.setattr(
+        recovery.Recovery,
+        "snapshot",
+        lambda self, groups, placement, loop, carried=None: (
+            taken.append((loop.epoch, carried is not None, real_snapshot(self, groups, placement, loop, carried)))
+            or taken[-1][2]
+        ),
+    )
     overrides = ["islands.n_actors=2", "islands.snapshot_every=3", "generations=40"]
     result = run(*overrides)
     monkeypatch.undo()
@@ -297,7 +347,9 @@ def test_the_next_span_starts_before_the_driver_books_the_last_one(ray_local, mo
             log.append(("booked", rec.epoch))
 
     real = sync_loop.SyncLoop.start_span
-    monkeypatch.setattr(sync_loop.SyncLoop, "start_span", lambda self, *a: log.append(("started", a[2])) or real(self, *a))
+    monkeypatch.setattr(
+        sync_loop.SyncLoop, "start_span", lambda self, *a: log.append(("started", a[2])) or real(self, *a)
+    )
     cfg = plain(make_cfg(*DE, "islands.n_actors=2", "generations=300"))
     result = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[Books()], use_ray=True).run()
     monkeypatch.undo()
@@ -335,8 +387,9 @@ def test_the_typed_records_that_cross_ray_equal_the_in_process_ones(ray_local, m
             return real_call(self, group, method, *args)
 
         monkeypatch.setattr(Executor, "call", call)
-        monkeypatch.setattr(sync_loop.SyncLoop, "end_span",
-                            lambda self, *a: seen.extend(out := real_end(self, *a)) or out)
+        monkeypatch.setattr(
+            sync_loop.SyncLoop, "end_span", lambda self, *a: seen.extend(out := real_end(self, *a)) or out
+        )
         result = run_master("plugins.0.sends_best=true", "islands.n_actors=2", use_ray=use_ray)
         monkeypatch.undo()
         return result, [s for _, s in seen], orders

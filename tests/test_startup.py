@@ -1,6 +1,7 @@
 """Start-up (issue 16 §4): a local run imports neither Ray nor Optuna; CuPy is imported without
 the Optuna import that ``cupyx`` makes; a CPU run's islands share one actor unless asked.
 Timings are in ``benchmarks/job_bench.py``, never here."""
+
 import re
 import subprocess
 import sys
@@ -17,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def imported_modules(*args: str) -> set[str]:
     """The top-level modules ``python -X importtime run.py ARGS`` imported (the run must succeed)."""
-    p = subprocess.run([sys.executable, "-X", "importtime", "run.py", *args], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "run.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert "isles: best f=" in p.stdout, p.stdout[-2000:]
     return {m.group(1).split(".")[0] for m in re.finditer(r"^import time:.*\|\s*(\S+)$", p.stderr, re.M)}
@@ -58,15 +60,15 @@ class cuda:
     runtime = _Runtime
 '''
 
-FAKE_OPTIMIZING = '''
+FAKE_OPTIMIZING = """
 try:
     import optuna  # noqa: F401
     OPTUNA = True
 except ImportError:
     OPTUNA = False
-'''
+"""
 
-PROBE = '''
+PROBE = """
 import sys
 from isles.algorithms.core.backend import cupy_or_none
 cp = cupy_or_none()
@@ -76,7 +78,7 @@ import cupyx.optimizing._later  # CuPy 14: reached later, from the first evaluat
 print("optuna_later_in_cupyx", cupyx.optimizing._later.OPTUNA, "optuna_loaded", "optuna" in sys.modules)
 import optuna
 print("optuna_elsewhere", optuna.__name__)
-'''
+"""
 
 
 def test_cupy_is_imported_without_optuna(tmp_path):
@@ -93,9 +95,21 @@ def test_cupy_is_imported_without_optuna(tmp_path):
     (tmp_path / "optuna").mkdir()
     (tmp_path / "optuna" / "__init__.py").write_text("")
     env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    p = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.split() == ["cupy", "True", "optuna_at_import", "False", "optuna_loaded", "False",
-                                "optuna_later_in_cupyx", "False", "optuna_loaded", "False",
-                                "optuna_elsewhere", "optuna"]
+    assert p.stdout.split() == [
+        "cupy",
+        "True",
+        "optuna_at_import",
+        "False",
+        "optuna_loaded",
+        "False",
+        "optuna_later_in_cupyx",
+        "False",
+        "optuna_loaded",
+        "False",
+        "optuna_elsewhere",
+        "optuna",
+    ]

@@ -1,6 +1,7 @@
 """Sweeps as users run them (README, Sweeps): an Optuna search over DE's F and CR
 (``hparams_search=de_optuna``, hydra-optuna-sweeper) and a sweep whose jobs run as Ray tasks on a
 local Ray cluster of three nodes (``hydra/launcher=ray_cluster``, hydra-ray-launcher)."""
+
 import os
 import re
 import subprocess
@@ -16,8 +17,16 @@ from tests.helpers import make_cfg
 ROOT = Path(__file__).resolve().parents[1]
 
 #: a de_islands run small enough for CI: 2 islands of 10 on Rastrigin D=5, 20 generations
-TINY = ["+experiment=de_islands", "logger=none", "progress=false", "generations=20", "islands.n=2",
-        "algorithm.pop_size=10", "problem.dim=5", "device=cpu"]
+TINY = [
+    "+experiment=de_islands",
+    "logger=none",
+    "progress=false",
+    "generations=20",
+    "islands.n=2",
+    "algorithm.pop_size=10",
+    "problem.dim=5",
+    "device=cpu",
+]
 RESULT = re.compile(r"isles: best f=(\S+) ")
 #: a custom resource that only the cluster's worker nodes have: a job that needs it runs on one of them
 WORKER = "isles_sweep_node"
@@ -25,8 +34,9 @@ WORKER = "isles_sweep_node"
 
 def run_sweep(*overrides: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``python run.py -m OVERRIDES`` from the checkout, as a user types it."""
-    return subprocess.run([sys.executable, "run.py", "-m", *overrides], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "run.py", "-m", *overrides], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def job_config(sweep_dir: Path, job: int):
@@ -37,8 +47,13 @@ def job_config(sweep_dir: Path, job: int):
 @pytest.mark.slow  # an Optuna sweep of whole runs
 def test_optuna_sweep_minimises_the_best_f(tmp_path):
     n_trials = 4
-    p = run_sweep(*TINY, "islands.n_actors=1", "hparams_search=de_optuna", f"hydra.sweeper.n_trials={n_trials}",
-                  f"hydra.sweep.dir={tmp_path}")
+    p = run_sweep(
+        *TINY,
+        "islands.n_actors=1",
+        "hparams_search=de_optuna",
+        f"hydra.sweeper.n_trials={n_trials}",
+        f"hydra.sweep.dir={tmp_path}",
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     printed = [float(v) for v in RESULT.findall(p.stdout)]  # one line per trial, in trial order
     assert len(printed) == n_trials, p.stdout[-3000:]
@@ -56,6 +71,7 @@ def test_optuna_sweep_minimises_the_best_f(tmp_path):
     best = min(range(n_trials), key=printed.__getitem__)  # the trial that printed the lowest best f
     assert result.best_value == pytest.approx(printed[best], rel=1e-9)
     assert tried[best] == dict(result.best_params)
+
 
 def test_ray_cluster_launcher_follows_ray_address():
     cfg = make_cfg("hydra/launcher=ray_cluster", "ray.address=10.0.0.1:6379", return_hydra_config=True)
@@ -100,16 +116,24 @@ def worker_logs(cluster) -> list[tuple[str, str]]:
 def test_ray_launcher_runs_a_sweep_on_a_multi_node_cluster(ray_cluster, tmp_path):
     # job 0: one island group, run in the task's own process; job 1: two groups, whose actors the
     # job starts on the cluster from inside its task (init_ray finds Ray already initialized)
-    p = run_sweep(*TINY, "hydra/launcher=ray_cluster", f"hydra.launcher.ray.init.address={ray_cluster.address}",
-                  f"+hydra.launcher.ray.remote.resources={{{WORKER}:1}}", "islands.n_actors=1,2",
-                  f"hydra.sweep.dir={tmp_path}")
+    p = run_sweep(
+        *TINY,
+        "hydra/launcher=ray_cluster",
+        f"hydra.launcher.ray.init.address={ray_cluster.address}",
+        f"+hydra.launcher.ray.remote.resources={{{WORKER}:1}}",
+        "islands.n_actors=1,2",
+        f"hydra.sweep.dir={tmp_path}",
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert [job_config(tmp_path, i).islands.n_actors for i in (0, 1)] == [1, 2]
 
     workers = {n.node_id for n in ray_cluster.list_all_nodes() if n is not ray_cluster.head_node}
     logs = worker_logs(ray_cluster)
-    jobs = [(node, float(RESULT.search(text).group(1))) for node, text in logs
-            if ":task_name:_run_job" in text and RESULT.search(text)]
+    jobs = [
+        (node, float(RESULT.search(text).group(1)))
+        for node, text in logs
+        if ":task_name:_run_job" in text and RESULT.search(text)
+    ]
     assert len(jobs) == 2, logs  # both jobs finished, each printed its result in a Ray task
     assert all(node in workers for node, _ in jobs), (jobs, workers)  # on the cluster's worker nodes
     assert sum(":actor_name:IslandGroup" in text for _, text in logs) == 2  # job 1's actors
@@ -147,8 +171,14 @@ def run_user_sweep(tmp_path: Path, *overrides: str, timeout: float = 120) -> sub
     ``tmp_path``, on ``PYTHONPATH``), the sweep's folders in ``tmp_path/sweep``."""
     (tmp_path / "maybe_fails.py").write_text(MAYBE_FAILS)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.run([sys.executable, "run.py", "-m", *overrides, f"hydra.sweep.dir={tmp_path / 'sweep'}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "run.py", "-m", *overrides, f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def test_a_failed_job_does_not_stop_the_sweep(tmp_path):
@@ -162,7 +192,8 @@ def test_a_failed_job_does_not_stop_the_sweep(tmp_path):
     assert errors[0].startswith("isles: error: job 1: RuntimeError: asked to fail at ")  # when it failed
     assert errors[1:] == [  # at the end: one line per failed job
         "isles: error: 1 of 3 jobs of the sweep failed:",
-        f"isles: job 1 (++problem.fail=True) failed: {errors[0].removeprefix('isles: error: job 1: ')}"]
+        f"isles: job 1 (++problem.fail=True) failed: {errors[0].removeprefix('isles: error: job 1: ')}",
+    ]
     assert "maybe_fails.py:" in errors[-1] and "Traceback" not in p.stderr
 
 
@@ -171,11 +202,18 @@ def test_failed_sweep_jobs_are_failed_in_mlflow(tmp_path):
     from mlflow.tracking import MlflowClient  # noqa: PLC0415
 
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    p = run_user_sweep(tmp_path, *MINI, f"logger.tracking_uri={store}", "logger.experiment_name=fails",
-                       "++problem.fail=true,false,true")
+    p = run_user_sweep(
+        tmp_path,
+        *MINI,
+        f"logger.tracking_uri={store}",
+        "logger.experiment_name=fails",
+        "++problem.fail=true,false,true",
+    )
     assert p.returncode == 1, p.stderr[-3000:]
     assert [ln.split(" failed:")[0] for ln in p.stderr.splitlines() if ln.startswith("isles: job ")] == [
-        "isles: job 0 (++problem.fail=True)", "isles: job 2 (++problem.fail=True)"]
+        "isles: job 0 (++problem.fail=True)",
+        "isles: job 2 (++problem.fail=True)",
+    ]
     client = MlflowClient(tracking_uri=store)
     runs = client.search_runs([client.get_experiment_by_name("fails").experiment_id])
     jobs = {r.data.tags["sweep_job"]: r.info.status for r in runs if "sweep_job" in r.data.tags}
@@ -186,19 +224,33 @@ def test_failed_sweep_jobs_are_failed_in_mlflow(tmp_path):
 
 def test_a_bad_value_stops_the_sweep_before_its_first_job(tmp_path):
     # issue 25: job 0 ran, then job 1 failed on algorithm.F=5
-    p = run_sweep("+experiment=de_islands", "logger=none", "generations=3", "device=cpu", "algorithm.F=0.5,5,0.6",
-                  f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=120)
+    p = run_sweep(
+        "+experiment=de_islands",
+        "logger=none",
+        "generations=3",
+        "device=cpu",
+        "algorithm.F=0.5,5,0.6",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        timeout=120,
+    )
     assert p.returncode == 2, p.stderr[-3000:]
     assert p.stderr.strip().splitlines() == [
         "isles: error: job 1 (algorithm.F=5): algorithm.F=5: allowed values are numbers > 0 and <= 2; "
-        "no job of the sweep was started"]
+        "no job of the sweep was started"
+    ]
     assert not RESULT.search(p.stdout) and not (tmp_path / "sweep").exists()
 
 
 def test_a_bad_budget_stops_the_sweep_before_its_first_job(tmp_path):
     # the sweep's check is the run's own (app/job.prepare): stop.max_evaluations included
-    p = run_sweep("+experiment=de_islands", "logger=none", "device=cpu", "stop.max_evaluations=5000,2.5",
-                  f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=120)
+    p = run_sweep(
+        "+experiment=de_islands",
+        "logger=none",
+        "device=cpu",
+        "stop.max_evaluations=5000,2.5",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        timeout=120,
+    )
     assert p.returncode == 2, p.stderr[-3000:]
     (line,) = p.stderr.strip().splitlines()
     assert line.startswith("isles: error: job 1 (stop.max_evaluations=2.5): stop.max_evaluations=2.5"), line
@@ -217,9 +269,17 @@ def test_a_bad_user_problem_value_stops_the_sweep_before_its_first_job(tmp_path)
 @pytest.mark.slow  # an Optuna search of whole runs
 def test_optuna_search_goes_on_after_a_failed_trial(tmp_path):
     # with the sampler's seed 0, the trials draw problem.fail = 0.60, 0.65, 0.96, 0.53: trial 2 fails
-    p = run_user_sweep(tmp_path, *MINI, "logger=none", "hparams_search=de_optuna", "algorithm=de",
-                       "algorithm.pop_size=10", "++problem.threshold=0.9", "++problem.fail=interval(0.0,1.0)",
-                       "hydra.sweeper.n_trials=4")
+    p = run_user_sweep(
+        tmp_path,
+        *MINI,
+        "logger=none",
+        "hparams_search=de_optuna",
+        "algorithm=de",
+        "algorithm.pop_size=10",
+        "++problem.threshold=0.9",
+        "++problem.fail=interval(0.0,1.0)",
+        "hydra.sweeper.n_trials=4",
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     fails = [job_config(tmp_path / "sweep", i).problem.fail >= 0.9 for i in range(4)]
     assert fails.count(True) == 1 and len(RESULT.findall(p.stdout)) == 3, (fails, p.stdout)
@@ -232,13 +292,25 @@ def test_optuna_search_goes_on_after_a_failed_trial(tmp_path):
 def test_runs_and_sweeps_without_any_hydra_plugin_installed(tmp_path):
     """``pip install -e .`` (no extras) has no ``hydra_plugins`` package: isles' sweeper must not
     need one (the README's first command failed on a fresh clone with ModuleNotFoundError)."""
-    code = ("import runpy, sys; sys.modules['hydra_plugins'] = None; sys.argv = ['run.py'] + sys.argv[1:]; "
-            "runpy.run_path(%r, run_name='__main__')" % str(ROOT / "run.py"))
-    for args in (["+experiment=cmepso", "device=cpu", "logger=none", "generations=3", "progress=false"],
-                 ["-m", "+experiment=cmepso", "device=cpu", "logger=none", "generations=3", "progress=false",
-                  "seed=1,2", f"hydra.sweep.dir={tmp_path / 'sweep'}"]):
-        p = subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=120, check=False)
+    code = (
+        "import runpy, sys; sys.modules['hydra_plugins'] = None; sys.argv = ['run.py'] + sys.argv[1:]; "
+        "runpy.run_path(%r, run_name='__main__')" % str(ROOT / "run.py")
+    )
+    for args in (
+        ["+experiment=cmepso", "device=cpu", "logger=none", "generations=3", "progress=false"],
+        [
+            "-m",
+            "+experiment=cmepso",
+            "device=cpu",
+            "logger=none",
+            "generations=3",
+            "progress=false",
+            "seed=1,2",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+    ):
+        p = subprocess.run(
+            [sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+        )
         assert p.returncode == 0, p.stderr[-2000:]
         assert len(RESULT.findall(p.stdout)) == (2 if "-m" in args else 1), p.stdout
-

@@ -1,4 +1,5 @@
 """Topologies (pagmo semantics) and migration policies (select_best, fair_replace, replace_worst)."""
+
 import numpy as np
 import pytest
 

@@ -2,6 +2,7 @@
 taken from the README and run from an empty directory, the module found from the launch
 directory by every entry point (and by Ray actors, locally and on a cluster), and the old
 top-level imports (``problems.*``) refused with one line naming ``isles.problems.*``."""
+
 import os
 import re
 import shlex
@@ -83,18 +84,30 @@ def test_launch_directory_is_importable_for_every_entry_point(project, tmp_path_
 def test_user_module_in_the_launch_directory_reaches_two_local_ray_actors(project):
     """Two CPU actors of a local Ray import the user's module from the launch directory."""
     cmd = readme_command()[3:]
-    p = run([sys.executable, str(ROOT / "run.py"), *[c.replace("cmepso", "de_islands") for c in cmd],
-             "generations=40", "islands.n=2", "islands.n_actors=2", "islands.migration_interval=20", *QUIET],
-            cwd=project)
+    p = run(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            *[c.replace("cmepso", "de_islands") for c in cmd],
+            "generations=40",
+            "islands.n=2",
+            "islands.n_actors=2",
+            "islands.migration_interval=20",
+            *QUIET,
+        ],
+        cwd=project,
+    )
     assert " feasible " in _feasible_line(p)
 
 
 def test_old_top_level_import_from_a_checkout_names_the_new_one():
     """From a checkout (its root on sys.path) ``from problems.base import Problem`` used to import a
     second copy of the base class; now one ImportError line names the new import."""
-    for part, new in (("problems", "from isles.problems.base import Problem"),
-                      ("algorithms", "from isles.algorithms.de.de import DE"),
-                      ("islands", "from isles.islands.coordinator import Coordinator")):
+    for part, new in (
+        ("problems", "from isles.problems.base import Problem"),
+        ("algorithms", "from isles.algorithms.de.de import DE"),
+        ("islands", "from isles.islands.coordinator import Coordinator"),
+    ):
         p = run([sys.executable, "-c", f"import {part}"], cwd=ROOT)
         assert p.returncode != 0
         last = p.stderr.strip().splitlines()[-1]
@@ -107,8 +120,11 @@ def test_cli_names_the_new_import_for_an_old_one(project, tmp_path_factory, layo
     import, never Hydra's "Are you sure that module ... is installed?". ``installed``: isles
     importable without the checkout's root on sys.path, as a wheel installs it."""
     old = project / "old_vessel.py"
-    old.write_text((project / "pressure_vessel.py").read_text()
-                   .replace("from isles.problems.base import", "from problems.base import"))
+    old.write_text(
+        (project / "pressure_vessel.py")
+        .read_text()
+        .replace("from isles.problems.base import", "from problems.base import")
+    )
     env = isles_env()
     if layout == "installed":
         site = tmp_path_factory.mktemp("site")
@@ -128,7 +144,8 @@ def test_missing_module_is_one_line_saying_where_isles_looks(tmp_path):
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
         "isles: error: problem._target_='no_such_module.Vessel': no module named 'no_such_module': run isles "
-        "from the folder that holds no_such_module.py (or its package folder), or add that folder to PYTHONPATH"]
+        "from the folder that holds no_such_module.py (or its package folder), or add that folder to PYTHONPATH"
+    ]
 
 
 def test_user_module_paths_lists_only_the_users_code(project, monkeypatch):
@@ -137,9 +154,12 @@ def test_user_module_paths_lists_only_the_users_code(project, monkeypatch):
     from isles.app.user_modules import user_module_paths
 
     monkeypatch.syspath_prepend(str(project))
-    cfg = {"problem": {"_target_": "pressure_vessel.PressureVessel"},
-           "algorithm": {"_target_": "isles.algorithms.de.de.DE"},
-           "topology": {"_target_": "numpy.zeros"}, "hydra": {"callbacks": [{"_target_": "no_such.Thing"}]}}
+    cfg = {
+        "problem": {"_target_": "pressure_vessel.PressureVessel"},
+        "algorithm": {"_target_": "isles.algorithms.de.de.DE"},
+        "topology": {"_target_": "numpy.zeros"},
+        "hydra": {"callbacks": [{"_target_": "no_such.Thing"}]},
+    }
     assert user_module_paths(cfg) == [str((project / "pressure_vessel.py").resolve())]
     assert user_module_paths(cfg, shipped=(str(project),)) == []
 
@@ -156,8 +176,20 @@ def test_user_module_reaches_a_clusters_workers(project, tmp_path_factory):
     c = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 2, "temp_dir": str(temp)})
     try:
         cmd = [x.replace("cmepso", "de_islands") for x in readme_command()[3:]]
-        p = run([sys.executable, str(ROOT / "run.py"), *cmd, f"ray.address={c.address}", "generations=40",
-                 "islands.n=2", "islands.n_actors=2", "islands.migration_interval=20", *QUIET], cwd=project)
+        p = run(
+            [
+                sys.executable,
+                str(ROOT / "run.py"),
+                *cmd,
+                f"ray.address={c.address}",
+                "generations=40",
+                "islands.n=2",
+                "islands.n_actors=2",
+                "islands.migration_interval=20",
+                *QUIET,
+            ],
+            cwd=project,
+        )
         assert " feasible " in _feasible_line(p)
     finally:
         c.shutdown()

@@ -4,6 +4,7 @@ experiments as a new user types them. Nothing silently wrong: an encoding never 
 problem's box, an experiment's problem settings never leak into a user's class, results of the
 wrong shape stop at the first evaluation with one line, and a run with no finite objective says so.
 """
+
 import re
 import subprocess
 import sys
@@ -39,8 +40,9 @@ PV_BOX = (np.array([0.0, 0.0, 10.0, 10.0]), np.array([99.0, 99.0, 200.0, 200.0])
 
 
 def run_cli(*args, timeout=180):
-    return subprocess.run([sys.executable, "run.py", *args, *FAST], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "run.py", *args, *FAST], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def result_x(stdout: str) -> np.ndarray:
@@ -58,10 +60,17 @@ def one_error_line(p) -> str:
 
 # ---- 1. an encoding never leaves the problem's box -------------------------------------------------
 
+
 def test_ga_experiment_refuses_seed002_for_a_users_box():
     """The issue's command: seed 002's code decodes into [-1, 1], the vessel's box is [0, 99] x [10, 200]."""
-    p = run_cli("+experiment=ga", PV, "++problem.dim=4", "++problem.lower=[0,0,10,10]",
-                "++problem.upper=[99,99,200,200]", "generations=5")
+    p = run_cli(
+        "+experiment=ga",
+        PV,
+        "++problem.dim=4",
+        "++problem.lower=[0,0,10,10]",
+        "++problem.upper=[99,99,200,200]",
+        "generations=5",
+    )
     assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
     line = one_error_line(p)
     assert "algorithm.encoding=seed002" in line and "[-1, 1]" in line and "binary|gray|auto" in line
@@ -83,6 +92,7 @@ def test_seed002_only_on_its_own_box():
 
 # ---- 2. an experiment's problem settings never leak into a user's class -----------------------------
 
+
 def test_fep_experiment_runs_a_users_class_with_its_own_defaults():
     """``+experiment=fep`` composes fep_f5 (dim 32 on +-5.12); the vessel has 4 variables in its box."""
     p = run_cli("+experiment=fep", PV, "generations=5")
@@ -95,8 +105,12 @@ def test_fep_experiment_runs_a_users_class_with_its_own_defaults():
 def test_force_add_spelling_works_with_every_experiment(experiment):
     """``++problem.*`` composes whether the experiment's problem has the key (fep_f5: dim) or not
     (welded_beam); only the keys typed on the command line reach the user's class."""
-    overrides = [experiment, "problem._target_=tests.user_designs.SegmentedCantilever", "++problem.dim=5",
-                 "++problem.upper=50"]
+    overrides = [
+        experiment,
+        "problem._target_=tests.user_designs.SegmentedCantilever",
+        "++problem.dim=5",
+        "++problem.upper=50",
+    ]
     cfg = plain(make_cfg(*overrides))
     problem_cfg = user_problem_config(cfg["problem"], overrides)
     assert problem_cfg == {"_target_": "tests.user_designs.SegmentedCantilever", "dim": 5, "upper": 50}
@@ -111,16 +125,29 @@ def test_problem_node_kept_without_a_new_target():
 
 
 def test_missing_or_unknown_constructor_argument_is_named():
-    with pytest.raises(ValueError, match=r"^problem.dim is missing: tests.user_designs.SegmentedCantilever requires it "
-                                         r"\(add \+\+problem.dim=VALUE\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^problem.dim is missing: tests.user_designs.SegmentedCantilever requires it "
+        r"\(add \+\+problem.dim=VALUE\)$",
+    ):
         build_problem({"_target_": "tests.user_designs.SegmentedCantilever"})
-    with pytest.raises(ValueError, match=r"^problem.dim=3: tests.user_designs.ThreeBarTruss takes no parameter 'dim' "
-                                         r"\(its parameters: none\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^problem.dim=3: tests.user_designs.ThreeBarTruss takes no parameter 'dim' "
+        r"\(its parameters: none\)$",
+    ):
         build_problem({"_target_": "tests.user_designs.ThreeBarTruss", "dim": 3})
 
 
-G11_FEP = ["+experiment=fep", "problem._target_=tests.user_problems.G11", "++problem.dim=2", "algorithm.pop_size=30",
-           "algorithm.q=5", "generations=300", *FAST]
+G11_FEP = [
+    "+experiment=fep",
+    "problem._target_=tests.user_problems.G11",
+    "++problem.dim=2",
+    "algorithm.pop_size=30",
+    "algorithm.q=5",
+    "generations=300",
+    *FAST,
+]
 
 
 def test_a_config_composed_in_process_runs_a_users_class_in_its_own_box():
@@ -154,13 +181,23 @@ def test_run_job_reads_the_overrides_from_the_configs_hydra_node():
 
 # ---- 3. shapes checked at the first evaluation --------------------------------------------------------
 
-@pytest.mark.parametrize("cls, message", [
-    (TrussFourColumns, r"^TrussFourColumns.constraints returned g of shape \(2, 5, 4\) for X of shape \(2, 5, 2\): "
-                       r"expected \(2, 5, 3\) \(X.shape\[:-1\] \+ \(n_constraints=3,\)\)$"),
-    (TrussColumnObjective, r"^TrussColumnObjective.objective returned f of shape \(2, 5, 1\) for X of shape "
-                           r"\(2, 5, 2\): expected \(2, 5\) \(X.shape\[:-1\]\)$"),
-    (TrussComplex, r"^TrussComplex.objective returned f of dtype complex128: expected a real dtype"),
-])
+
+@pytest.mark.parametrize(
+    "cls, message",
+    [
+        (
+            TrussFourColumns,
+            r"^TrussFourColumns.constraints returned g of shape \(2, 5, 4\) for X of shape \(2, 5, 2\): "
+            r"expected \(2, 5, 3\) \(X.shape\[:-1\] \+ \(n_constraints=3,\)\)$",
+        ),
+        (
+            TrussColumnObjective,
+            r"^TrussColumnObjective.objective returned f of shape \(2, 5, 1\) for X of shape "
+            r"\(2, 5, 2\): expected \(2, 5\) \(X.shape\[:-1\]\)$",
+        ),
+        (TrussComplex, r"^TrussComplex.objective returned f of dtype complex128: expected a real dtype"),
+    ],
+)
 def test_first_evaluation_names_class_method_and_shapes(cls, message):
     X = np.random.default_rng(0).uniform(0.1, 1.0, (2, 5, 2))
     with pytest.raises(ProblemShapeError, match=message):
@@ -169,9 +206,12 @@ def test_first_evaluation_names_class_method_and_shapes(cls, message):
 
 def test_dim_smaller_than_the_class_reads_is_named_at_the_first_evaluation():
     X = np.full((1, 3, 3), 20.0)
-    with pytest.raises(ProblemShapeError, match=r"^PressureVessel.objective raised IndexError \(index 3 is out of bounds"
-                                                r".*user_problems.py:\d+ on the first batch, X of shape \(1, 3, 3\) "
-                                                r"\(problem.dim=3\)"):
+    with pytest.raises(
+        ProblemShapeError,
+        match=r"^PressureVessel.objective raised IndexError \(index 3 is out of bounds"
+        r".*user_problems.py:\d+ on the first batch, X of shape \(1, 3, 3\) "
+        r"\(problem.dim=3\)",
+    ):
         Evaluator(PressureVessel(3, 0.0, 200.0))(X)
 
 
@@ -198,6 +238,7 @@ def test_wrong_constraint_count_is_one_line_before_ray():
 
 
 # ---- 4. an objective that is NaN everywhere ---------------------------------------------------------------
+
 
 def test_nan_everywhere_warns_in_one_line():
     p = run_cli("problem._target_=tests.user_designs.TrussNaN", "generations=5", "islands.n=1")
@@ -226,5 +267,7 @@ def test_target_in_a_moved_module_names_its_new_home():
     line naming the new module, not Hydra's "Are you sure that module ... is installed?"."""
     with pytest.raises(ValueError) as err:
         build_problem({"_target_": "isles.islands.report.Vessel"})
-    assert str(err.value).startswith("problem._target_='isles.islands.report.Vessel': cannot import it: "
-                                     "the module isles.islands.report moved to isles.app.report")
+    assert str(err.value).startswith(
+        "problem._target_='isles.islands.report.Vessel': cannot import it: "
+        "the module isles.islands.report moved to isles.app.report"
+    )

@@ -1,6 +1,7 @@
 """Held-out user problems, written from the README's "your own problem" recipe as a new user would
 (issue 16): plugged in with ``problem._target_=tests.user_designs.PressureVessel``, and variants
 with the mistakes a user makes on day one (wrong constraint count, wrong objective shape, NaN)."""
+
 import math
 
 import numpy as np
@@ -32,7 +33,9 @@ class ThreeBarTruss(Problem):
         x1, x2 = X[..., 0], X[..., 1]
         s2 = math.sqrt(2.0)
         den = s2 * x1**2 + 2.0 * x1 * x2
-        return _stack_like(X, [(s2 * x1 + x2) / den * 2.0 - 2.0, x2 / den * 2.0 - 2.0, 1.0 / (x1 + s2 * x2) * 2.0 - 2.0])
+        return _stack_like(
+            X, [(s2 * x1 + x2) / den * 2.0 - 2.0, x2 / den * 2.0 - 2.0, 1.0 / (x1 + s2 * x2) * 2.0 - 2.0]
+        )
 
 
 class TrussFourColumns(ThreeBarTruss):

@@ -1,4 +1,5 @@
 """Problems defined outside isles, plugged in through ``problem._target_`` in tests."""
+
 import numpy as np
 from array_api_compat import array_namespace
 
@@ -18,7 +19,7 @@ class ShiftedSphere(Problem):
         return ((X - 0.5) ** 2).sum(axis=-1)
 
     def constraints(self, X):
-        return (0.25 - X[..., :1])
+        return 0.25 - X[..., :1]
 
 
 class NaNSphere(Problem):
@@ -30,7 +31,7 @@ class NaNSphere(Problem):
         super().__init__(dim, -1.0, 1.0, f_star=0.0)
 
     def objective(self, X):
-        f = (X ** 2).sum(axis=-1)
+        f = (X**2).sum(axis=-1)
         return np.where(X[..., 0] > 0.5, np.nan, f) if isinstance(f, np.ndarray) else f
 
 
@@ -52,7 +53,7 @@ class FailingSphere(Problem):
         type(self).calls += 1
         if type(self).calls > self.fail_after:
             raise getattr(builtins, self.error)("objective crashed (test)")
-        return (X ** 2).sum(axis=-1)
+        return (X**2).sum(axis=-1)
 
 
 class SlowSphere(Problem):
@@ -68,7 +69,7 @@ class SlowSphere(Problem):
         import time
 
         time.sleep(self.delay_s)
-        return (X ** 2).sum(axis=-1)
+        return (X**2).sum(axis=-1)
 
 
 from isles.problems.minmax import MinMaxProblem  # noqa: E402
@@ -95,7 +96,7 @@ class BadPayoff(UserSaddle):
     name = "bad_payoff"
 
     def payoff(self, X, Y):
-        return (X ** 2).sum(axis=-1)
+        return (X**2).sum(axis=-1)
 
 
 class PressureVessel(Problem):
@@ -121,8 +122,7 @@ class PressureVessel(Problem):
         xp = array_namespace(X)
         x1, x2, x3, x4 = X[..., 0], X[..., 1], X[..., 2], X[..., 3]
         pi = 3.141592653589793
-        g = [-x1 + 0.0193 * x3, -x2 + 0.00954 * x3,
-             -pi * x3**2 * x4 - 4.0 / 3.0 * pi * x3**3 + 1296000.0, x4 - 240.0]
+        g = [-x1 + 0.0193 * x3, -x2 + 0.00954 * x3, -pi * x3**2 * x4 - 4.0 / 3.0 * pi * x3**3 + 1296000.0, x4 - 240.0]
         return xp.stack(g, axis=-1)
 
 
@@ -136,7 +136,7 @@ class HostSyncSphere(Problem):
 
     def objective(self, X):
         scale = float(abs(X).max()) + 1.0  # a device -> host copy: not allowed in a CUDA graph
-        return (X ** 2).sum(axis=-1) / scale
+        return (X**2).sum(axis=-1) / scale
 
 
 class MaskedSphere(Problem):
@@ -148,7 +148,7 @@ class MaskedSphere(Problem):
         super().__init__(dim, -1.0, 1.0, f_star=0.0)
 
     def objective(self, X):
-        f = (X ** 2).sum(axis=-1)
+        f = (X**2).sum(axis=-1)
         bad = f[f > 1.0]  # shape depends on the data: needs the count on the host
         return f + 0.0 * bad.sum()
 
@@ -164,7 +164,7 @@ class CountingSphere(Problem):
 
     def objective(self, X):
         self.calls += 1
-        return (X ** 2).sum(axis=-1) + 1e-3 * self.calls
+        return (X**2).sum(axis=-1) + 1e-3 * self.calls
 
 
 class FusedPressureVessel(PressureVessel):
@@ -233,7 +233,7 @@ class InfiniteSphere(Problem):
         super().__init__(dim, -1.0, 1.0)
 
     def objective(self, X):
-        return (X ** 2).sum(axis=-1) + np.inf
+        return (X**2).sum(axis=-1) + np.inf
 
     def constraints(self, X):
         return X[..., : self.n_constraints] - self.bound
@@ -311,7 +311,9 @@ class SphereOnPlane(Problem):
     @property
     def cuda_objective(self) -> str:
         """acc = (sum x^2, sum x, x_1); ``eq_tol`` baked in as ``SOP_EQ_TOL``."""
-        return f"#define SOP_EQ_TOL ((T){float(self.eq_tol)!r})\n" + r"""
+        return (
+            f"#define SOP_EQ_TOL ((T){float(self.eq_tol)!r})\n"
+            + r"""
 #define OBJ_NACC 3
 #define OBJ_HAS_V 1
 #define OBJ_NEXT 0
@@ -334,3 +336,4 @@ ISLES_DEV T obj_violation(const T* acc, int n) {
     return add_rn(vg, vh);
 }
 """
+        )

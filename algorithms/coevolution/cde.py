@@ -64,13 +64,18 @@ Files: the parameters and the cycle with the island interface (:class:`CDE`) her
 the cycle (problem, sides, fused kernels, pair fitness, archive) in
 :mod:`isles.algorithms.coevolution.cde_pieces`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from isles.algorithms.coevolution.cde_pieces import CDEPieces
 from isles.algorithms.coevolution.counts import (  # noqa: F401  (cycle_payoffs: a public name of this module)
-    COUNTER_STRIDE, DRAW_INIT_Y, cycle_evaluations, cycle_payoffs)
+    COUNTER_STRIDE,
+    DRAW_INIT_Y,
+    cycle_evaluations,
+    cycle_payoffs,
+)
 from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_bool, check_range
 from isles.algorithms.core.population import Population
 from isles.algorithms.de.de import DE, DEParams, select
@@ -146,12 +151,19 @@ class CDEParams:
         """
         n = self.pop_size if role == "x" else self.pop_size_y
         try:
-            return DEParams(pop_size=n, F=self.F, CR=self.CR, strategy=self.strategy,
-                            crossover=self.crossover, bound_handling=self.bound_handling, fused=False)
+            return DEParams(
+                pop_size=n,
+                F=self.F,
+                CR=self.CR,
+                strategy=self.strategy,
+                crossover=self.crossover,
+                bound_handling=self.bound_handling,
+                fused=False,
+            )
         except ValueError as e:
             msg = str(e)
             if role == "y" and msg.startswith("algorithm.pop_size="):
-                msg = "algorithm.pop_size_y=" + msg[len("algorithm.pop_size="):]
+                msg = "algorithm.pop_size_y=" + msg[len("algorithm.pop_size=") :]
             raise ValueError(msg) from None
 
 
@@ -173,7 +185,7 @@ class CDE(CDEPieces, IslandAlgorithm):
     name = "cde"
     Params = CDEParams
     graph_safe = True  # one step (a cycle) has no host synchronisation: CUDA-graph replay on CuPy
-    minmax = True      # solves min-max problems (islands/build.py pairs it with augmented_lagrangian)
+    minmax = True  # solves min-max problems (islands/build.py pairs it with augmented_lagrangian)
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
@@ -205,8 +217,15 @@ class CDE(CDEPieces, IslandAlgorithm):
         self.epoch_plan(ctx)  # CuPy: build and self-check the epoch kernel now
         zx = xp.zeros_like(f)
         state = {
-            "X": X, "f": f, "v": zx, "Y": Y, "fy": fy, "vy": xp.zeros_like(fy),
-            "generation": 0, "evals": self.initial_evaluations(), "pair_evals": 2 * nx * ny,
+            "X": X,
+            "f": f,
+            "v": zx,
+            "Y": Y,
+            "fy": fy,
+            "vy": xp.zeros_like(fy),
+            "generation": 0,
+            "evals": self.initial_evaluations(),
+            "pair_evals": 2 * nx * ny,
             "nan_evals": xp.asarray(n1 + n2, dtype=xp.int64),
         }
         return self._archive(xp, state, X, true)
@@ -236,8 +255,14 @@ class CDE(CDEPieces, IslandAlgorithm):
         side = self._sides(ctx)[role]
         keys = ("X", "f", "v") if role == "x" else ("Y", "fy", "vy")
         other = state["Y"] if role == "x" else state["X"]
-        sub = {"X": state[keys[0]], "f": state[keys[1]], "v": state[keys[2]],
-               "generation": 0, "evals": 0, "nan_evals": state["nan_evals"]}
+        sub = {
+            "X": state[keys[0]],
+            "f": state[keys[1]],
+            "v": state[keys[2]],
+            "generation": 0,
+            "evals": 0,
+            "nan_evals": state["nan_evals"],
+        }
         s = dict(state)
         n_other = other.shape[1]
         p = self.problem_of(ctx)
@@ -313,8 +338,10 @@ class CDE(CDEPieces, IslandAlgorithm):
     # -- migration and results -----------------------------------------------------------------
     def populations(self, state: State) -> dict:
         """Both populations as migration roles: ``{"x": Population(X, f, v), "y": Population(Y, fy, vy)}``."""
-        return {"x": Population(state["X"], state["f"], state["v"]),
-                "y": Population(state["Y"], state["fy"], state["vy"])}
+        return {
+            "x": Population(state["X"], state["f"], state["v"]),
+            "y": Population(state["Y"], state["fy"], state["vy"]),
+        }
 
     def population(self, state: State) -> Population:
         """The x population (P1)."""

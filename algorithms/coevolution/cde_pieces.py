@@ -1,5 +1,6 @@
 """The pieces of CDE's cycle (:class:`CDEPieces`, a base class of
 :class:`isles.algorithms.coevolution.cde.CDE`; that module's docstring describes the algorithm)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -65,8 +66,9 @@ class CDEPieces:
             return None
         from isles.algorithms.coevolution import cuda as cde_cuda  # noqa: PLC0415  (imports CuPy lazily)
 
-        plan = cde_cuda.make_fused(ctx.xp, self.problem_of(ctx), ctx.dtype, X, Y,
-                                   lambda a, b, r: self.pair_fitness(ctx, a, b, r, generic=True))
+        plan = cde_cuda.make_fused(
+            ctx.xp, self.problem_of(ctx), ctx.dtype, X, Y, lambda a, b, r: self.pair_fitness(ctx, a, b, r, generic=True)
+        )
         self._fused_cache = (ctx, plan)
         return plan
 

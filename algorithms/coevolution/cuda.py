@@ -26,6 +26,7 @@ on the populations of the first call and refuses to fuse (with a warning) where 
 **Host emulation** (CI without a GPU): :func:`host_pairs` compiles the same source with
 ``gcc -DISLES_HOST_EMU`` and runs the kernel body for every thread index in a C loop.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -38,6 +39,7 @@ from isles.algorithms.core.plan import module
 from isles.problems.cuda_check import compile_c, compiler  # noqa: F401  (compiler: tests)
 
 BLOCK = 128
+
 
 def kernel_source(problem, dtype) -> str:
     """Full source: ``IS_F32``, ``objective.cuh``, ``problem.pair_cuda`` and ``cde_pairs.cu``
@@ -79,8 +81,11 @@ class FusedPairs:
         nan = cp.zeros((), dtype=np.uint64)
         total = I * nout
         grid = ((total + BLOCK - 1) // BLOCK,)
-        self.kernel(grid, (BLOCK,), (TX, TY, out, nan, np.int64(total), np.int32(nx), np.int32(ny),
-                                     np.int32(0 if role == "x" else 1)))
+        self.kernel(
+            grid,
+            (BLOCK,),
+            (TX, TY, out, nan, np.int64(total), np.int32(nx), np.int32(ny), np.int32(0 if role == "x" else 1)),
+        )
         return out, nan.astype(np.int64)
 
 
@@ -95,8 +100,9 @@ def make_fused(cp, problem, dtype, X, Y, generic):
         a = cp.asnumpy(fused(X, Y, role)[0])
         b = cp.asnumpy(generic(X, Y, role)[0])
         if not np.allclose(a, b, rtol=rtol, atol=rtol * (1.0 + np.abs(b[np.isfinite(b)]).max(initial=0.0))):
-            warnings.warn(f"{type(problem).__name__}.pair_cuda disagrees with payoff(); CDE runs the generic path",
-                          stacklevel=2)
+            warnings.warn(
+                f"{type(problem).__name__}.pair_cuda disagrees with payoff(); CDE runs the generic path", stacklevel=2
+            )
             return None
     return fused
 
@@ -113,8 +119,16 @@ def host_pairs(problem, dtype=np.float64):
     fn = compile_c(src).isles_pairs
     T = ctypes.c_float if np.dtype(dtype) == np.float32 else ctypes.c_double
     P = ctypes.POINTER(T)
-    fn.argtypes = [P, P, P, ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_longlong, ctypes.c_int, ctypes.c_int,
-                   ctypes.c_int]
+    fn.argtypes = [
+        P,
+        P,
+        P,
+        ctypes.POINTER(ctypes.c_ulonglong),
+        ctypes.c_longlong,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+    ]
 
     def run(X, Y, role: str):
         TX = np.ascontiguousarray(problem.pair_x(X), dtype=dtype)
@@ -122,8 +136,16 @@ def host_pairs(problem, dtype=np.float64):
         I, nx, ny = X.shape[0], X.shape[1], Y.shape[1]
         out = np.empty((I, nx if role == "x" else ny), dtype=dtype)
         nan = ctypes.c_ulonglong(0)
-        fn(TX.ctypes.data_as(P), TY.ctypes.data_as(P), out.ctypes.data_as(P), ctypes.byref(nan), out.size,
-           nx, ny, 0 if role == "x" else 1)
+        fn(
+            TX.ctypes.data_as(P),
+            TY.ctypes.data_as(P),
+            out.ctypes.data_as(P),
+            ctypes.byref(nan),
+            out.size,
+            nx,
+            ny,
+            0 if role == "x" else 1,
+        )
         return out, np.int64(nan.value)
 
     return run

@@ -31,6 +31,7 @@ array code before use and refuses the kernel (with a warning) where they differ.
 ``BLOCK_SYNC()``; :func:`host_epoch` compiles the same source as C (``-DISLES_HOST_EMU``) and runs
 each block with one thread.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -94,13 +95,44 @@ def layout(params, problem, dtype) -> dict:
     kxp, kyp = kx | 1, ky | 1  # odd strides of the terms rows in shared memory (cde_epoch.cu)
     nmax, kmax, rmax = max(nx, ny), max(kxp, kyp), max(nx * dx, ny * dy)
     part = max(nt, nmax)
-    small = sum(_align(b) for b in (
-        t * nx * kxp, t * ny * kyp, t * nmax * kmax, t * nx, t * ny, t * nmax, t * part, t * nx, t * nx,
-        t * dx, t * dx, t * dy, t * dy, t * dx, t * 2, 4 * part, 4 * nmax, 16, DECISIONS_BYTES * nmax))
+    small = sum(
+        _align(b)
+        for b in (
+            t * nx * kxp,
+            t * ny * kyp,
+            t * nmax * kmax,
+            t * nx,
+            t * ny,
+            t * nmax,
+            t * part,
+            t * nx,
+            t * nx,
+            t * dx,
+            t * dx,
+            t * dy,
+            t * dy,
+            t * dx,
+            t * 2,
+            4 * part,
+            4 * nmax,
+            16,
+            DECISIONS_BYTES * nmax,
+        )
+    )
     rows = 2 * _align(t * rmax)
     smem_rows = small + rows <= SMEM_MAX
-    return {"nx": nx, "ny": ny, "dx": dx, "dy": dy, "kx": kx, "ky": ky, "nt": nt, "smem_rows": smem_rows,
-            "smem": small + (rows if smem_rows else 0), "rmax": rmax}
+    return {
+        "nx": nx,
+        "ny": ny,
+        "dx": dx,
+        "dy": dy,
+        "kx": kx,
+        "ky": ky,
+        "nt": nt,
+        "smem_rows": smem_rows,
+        "smem": small + (rows if smem_rows else 0),
+        "rmax": rmax,
+    }
 
 
 def _pay_k(problem) -> tuple[int, int]:
@@ -115,13 +147,24 @@ def _pay_k(problem) -> tuple[int, int]:
 def kernel_source(params, problem, dtype, lay: dict) -> str:
     """Full source: configuration, draw ids, ``objective.cuh``, ``de.cu``, the problem's
     ``pair_cuda`` and ``pair_terms_cuda``, ``cde_epoch.cu`` (:mod:`isles.algorithms.core.cuda_lib`)."""
-    d = {"IS_F32": int(np.dtype(dtype) == np.float32), "XOVER": XOVER_IDS[params.crossover],
-         "BOUND": BOUND_IDS[params.bound_handling], "PAY_DX": lay["dx"], "PAY_DY": lay["dy"],
-         "CDE_NX": lay["nx"], "CDE_NY": lay["ny"], "CDE_GX": params.gens_x, "CDE_GY": params.gens_y,
-         "CDE_NT": lay["nt"], "CDE_SMEM_ROWS": int(lay["smem_rows"]), "CDE_STRIDE": f"{COUNTER_STRIDE}ll"}
+    d = {
+        "IS_F32": int(np.dtype(dtype) == np.float32),
+        "XOVER": XOVER_IDS[params.crossover],
+        "BOUND": BOUND_IDS[params.bound_handling],
+        "PAY_DX": lay["dx"],
+        "PAY_DY": lay["dy"],
+        "CDE_NX": lay["nx"],
+        "CDE_NY": lay["ny"],
+        "CDE_GX": params.gens_x,
+        "CDE_GY": params.gens_y,
+        "CDE_NT": lay["nt"],
+        "CDE_SMEM_ROWS": int(lay["smem_rows"]),
+        "CDE_STRIDE": f"{COUNTER_STRIDE}ll",
+    }
     draws = draw_ids(DRAW_INDEX=DRAW_INDEX, DRAW_START=DRAW_START, DRAW_CROSS=DRAW_CROSS, DRAW_BOUND=DRAW_BOUND)
-    return source(c_defines(d) + draws, "objective.cuh", "de.cu", problem.pair_cuda, problem.pair_terms_cuda,
-                  "cde_epoch.cu")
+    return source(
+        c_defines(d) + draws, "objective.cuh", "de.cu", problem.pair_cuda, problem.pair_terms_cuda, "cde_epoch.cu"
+    )
 
 
 class EpochCDE:
@@ -195,10 +238,34 @@ class EpochCDE:
         else:
             bx = bf = bv = self.dummy
         nan = cp.zeros((), dtype=np.uint64)
-        self.kernel((self.I,), (lay["nt"],),
-                    (X, f, Y, fy, bx, bf, bv, self.scratch, self.keys, self.lox, self.upx, self.loy, self.upy,
-                     np.int64(state["generation"]), self.ctr, np.int32(n_cycles), nan, self.F, self.CR,
-                     self.log_cr, self.cr_case), shared_mem=lay["smem"])
+        self.kernel(
+            (self.I,),
+            (lay["nt"],),
+            (
+                X,
+                f,
+                Y,
+                fy,
+                bx,
+                bf,
+                bv,
+                self.scratch,
+                self.keys,
+                self.lox,
+                self.upx,
+                self.loy,
+                self.upy,
+                np.int64(state["generation"]),
+                self.ctr,
+                np.int32(n_cycles),
+                nan,
+                self.F,
+                self.CR,
+                self.log_cr,
+                self.cr_case,
+            ),
+            shared_mem=lay["smem"],
+        )
         s["X"], s["Y"], s["f"], s["fy"] = X, Y, f, fy
         if self.has_true:
             s["bx"], s["bf"], s["bv"] = bx, bf, bv
@@ -250,8 +317,11 @@ def make_epoch(algo, ctx):
     X, Y = _check_points(prob, plan.dtype, plan.cp)
     err = terms_error(prob, plan.terms, X, Y, plan.cp)
     if not err <= CHECK_RTOL[plan.dtype]:
-        warnings.warn(f"{type(prob).__name__}: pair_terms_cuda disagrees with the array code (relative error "
-                      f"{err:.3g}); CDE runs the graph path", stacklevel=2)
+        warnings.warn(
+            f"{type(prob).__name__}: pair_terms_cuda disagrees with the array code (relative error "
+            f"{err:.3g}); CDE runs the graph path",
+            stacklevel=2,
+        )
         return None
     return plan
 
@@ -296,8 +366,16 @@ class _HostEpoch:
         TX = np.zeros(X.shape[:-1] + (lay["kx"],), dtype=dt)
         TY = np.zeros(Y.shape[:-1] + (lay["ky"],), dtype=dt)
         TF, TV = np.zeros(X.shape[:-1], dtype=dt), np.zeros(X.shape[:-1], dtype=dt)
-        self.lib.cde_terms_host(self._p(X), ctypes.c_longlong(nx), self._p(Y), ctypes.c_longlong(ny),
-                                self._p(TX), self._p(TY), self._p(TF), self._p(TV))
+        self.lib.cde_terms_host(
+            self._p(X),
+            ctypes.c_longlong(nx),
+            self._p(Y),
+            ctypes.c_longlong(ny),
+            self._p(TX),
+            self._p(TY),
+            self._p(TF),
+            self._p(TV),
+        )
         return TX, TY, TF, TV
 
     def step(self, state: dict, keys, n_cycles: int = 1) -> dict:
@@ -306,8 +384,11 @@ class _HostEpoch:
         X, Y, f, fy = c(state["X"]), c(state["Y"]), c(state["f"]), c(state["fy"])
         has_true = "bx" in state
         I = X.shape[0]
-        bx, bf, bv = (c(state["bx"]), c(state["bf"]), c(state["bv"])) if has_true else (
-            np.zeros((I, lay["dx"]), dt), np.zeros(I, dt), np.zeros(I, dt))
+        bx, bf, bv = (
+            (c(state["bx"]), c(state["bf"]), c(state["bv"]))
+            if has_true
+            else (np.zeros((I, lay["dx"]), dt), np.zeros(I, dt), np.zeros(I, dt))
+        )
         scratch = np.zeros((I, lay["rmax"]), dtype=dt)
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
         bounds = [np.ascontiguousarray(b, dtype=dt) for b in (prob.lower, prob.upper, prob.y_lower, prob.y_upper)]
@@ -315,10 +396,27 @@ class _HostEpoch:
         nan = np.zeros(1, dtype=np.uint64)
         cr, log_cr, cr_case = _cr_args(p, dt)
         self.lib.cde_epoch_host(
-            ctypes.c_int(I), self._p(self.smem), self._p(X), self._p(f), self._p(Y), self._p(fy), self._p(bx),
-            self._p(bf), self._p(bv), self._p(scratch), self._p(keys), *[self._p(b) for b in bounds],
-            ctypes.c_longlong(state["generation"]), self._p(ctr), ctypes.c_int(n_cycles), self._p(nan),
-            self.T(p.F), self.T(cr), ctypes.c_double(log_cr), ctypes.c_int(int(cr_case)))
+            ctypes.c_int(I),
+            self._p(self.smem),
+            self._p(X),
+            self._p(f),
+            self._p(Y),
+            self._p(fy),
+            self._p(bx),
+            self._p(bf),
+            self._p(bv),
+            self._p(scratch),
+            self._p(keys),
+            *[self._p(b) for b in bounds],
+            ctypes.c_longlong(state["generation"]),
+            self._p(ctr),
+            ctypes.c_int(n_cycles),
+            self._p(nan),
+            self.T(p.F),
+            self.T(cr),
+            ctypes.c_double(log_cr),
+            ctypes.c_int(int(cr_case)),
+        )
         s = dict(state)
         s["X"], s["Y"], s["f"], s["fy"] = X, Y, f, fy
         if has_true:

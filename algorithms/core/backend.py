@@ -4,6 +4,7 @@ Every algorithm and problem in isles is written against an array module ``xp`` t
 ``numpy`` or ``cupy``. This module picks it, moves arrays between host and device, and names the
 device for logs.
 """
+
 from __future__ import annotations
 
 import functools

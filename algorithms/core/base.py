@@ -15,6 +15,7 @@ Migration is generic over any population algorithm through :meth:`IslandAlgorith
 dtype, fitness, violation and named extras) and :meth:`IslandAlgorithm.replace` (immigrants in).
 Most algorithms only declare which state keys hold those leaves (``FIELDS`` and ``EXTRAS``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -242,8 +243,9 @@ class IslandAlgorithm:
     def population(self, state: State) -> Population:
         """The individuals that migration sees, ``(I, N)``, extras included."""
         F = self.FIELDS
-        return Population(state[F["genome"]], state[F["f"]], state[F["v"]],
-                          {name: state[key] for name, key in self.EXTRAS.items()})
+        return Population(
+            state[F["genome"]], state[F["f"]], state[F["v"]], {name: state[key] for name, key in self.EXTRAS.items()}
+        )
 
     def replace(self, ctx: Context, state: State, idx, immigrants: Population) -> State:
         """Write ``immigrants (I, k)`` (same leaves as :meth:`population`, see

@@ -9,6 +9,7 @@ A population is ``(..., W)`` ``uint32`` (``(I, N, W)`` for ``I`` islands of ``N`
 
 Also: the fields of a packed row as unsigned integers (:func:`extract_fields`) and the reflected
 Gray code (:func:`gray_to_binary`, :func:`binary_to_gray`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -75,9 +76,12 @@ def _unpack_kernel(cp):
     """CuPy elementwise kernel of :func:`unpack_bits`: bit ``j`` of row ``r`` is bit ``j & 31`` of
     word ``j >> 5`` (built once per process, :func:`isles.algorithms.core.plan.elementwise`)."""
     return elementwise(
-        cp, "raw uint32 w, int64 L, int64 W", "uint8 b",
+        cp,
+        "raw uint32 w, int64 L, int64 W",
+        "uint8 b",
         "const long long r = i / L, j = i - r * L; b = (unsigned char)((w[r * W + (j >> 5)] >> (j & 31)) & 1u);",
-        "isles_unpack_bits")
+        "isles_unpack_bits",
+    )
 
 
 def extract_fields(words, starts, width: int):
@@ -88,13 +92,14 @@ def extract_fields(words, starts, width: int):
     W = words.shape[-1]
     starts = np.asarray(starts, dtype=np.int64)
     w, o = starts >> 5, starts & 31
-    pad = xp.concatenate([xp.asarray(words, dtype=np.uint64),
-                          xp.zeros(words.shape[:-1] + (2,), dtype=np.uint64)], axis=-1)
+    pad = xp.concatenate(
+        [xp.asarray(words, dtype=np.uint64), xp.zeros(words.shape[:-1] + (2,), dtype=np.uint64)], axis=-1
+    )
     del W
     wd = device_constant(xp, w)  # host constants uploaded once (capturable, plan.py)
     k = pad[..., wd] | (pad[..., wd + 1] << np.uint64(32))
     k = k >> device_constant(xp, o.astype(np.uint64))
-    third = (width > 64 - o)
+    third = width > 64 - o
     if third.any():
         sh = np.where(third, 64 - o, 0).astype(np.uint64)
         hi = pad[..., wd + 2] << device_constant(xp, sh)

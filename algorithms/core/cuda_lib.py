@@ -40,6 +40,7 @@ Configuration (sizes, flags, the draw ids of :mod:`isles.algorithms.de.de` and t
 families) comes from Python as ``#define`` lines (:func:`defines`) before the library text: one
 source of truth for every constant that the NumPy twins also use.
 """
+
 from __future__ import annotations
 
 import functools
@@ -77,7 +78,7 @@ def _inline(text: str, seen: set) -> str:
     def sub(m):
         name = m.group(1)
         if name in seen:
-            return f"// (#include \"{name}\": already included)"
+            return f'// (#include "{name}": already included)'
         seen.add(name)
         return _inline(read(name), seen)
 

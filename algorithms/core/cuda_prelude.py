@@ -13,6 +13,7 @@ Each text is its file with its includes inlined; the files' include guards make 
 of several of them valid. The kernels of the families assemble their sources with
 :func:`isles.algorithms.core.cuda_lib.source` instead.
 """
+
 from isles.algorithms.core.cuda_lib import source
 
 HASH = source("rng.cuh")

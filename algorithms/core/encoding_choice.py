@@ -1,5 +1,6 @@
 """Which code a problem's genome gets (:func:`make_encoding`; the codes are described in
 :mod:`isles.algorithms.core.encodings`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,8 +39,7 @@ def make_encoding(name: str, problem, bits_per_variable: int = 16, nvdec: int = 
     if kind == "bits":
         if name not in ("auto", "bits"):
             raise ValueError(
-                f"algorithm.encoding={name!r}: problem {pname} is natively binary; allowed values "
-                f"are bits|auto"
+                f"algorithm.encoding={name!r}: problem {pname} is natively binary; allowed values are bits|auto"
             )
         n_bits = getattr(problem, "n_bits", None)
         return Bits(n_bits if n_bits is not None else problem.dim)

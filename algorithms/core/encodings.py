@@ -28,6 +28,7 @@ explicit round-to-nearest intrinsics, then a cast to ``T``): the configuration m
 encoding before ``encodings.cuh`` of the CUDA library (:mod:`isles.algorithms.core.cuda_lib`),
 which brings ``arith.cuh`` (``T``, ``ISLES_DEV``) where it is not included yet.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,8 +53,10 @@ def _c_double(x: float) -> str:
 
 def _c_array(name: str, values) -> str:
     body = ", ".join(_c_double(v) for v in values)
-    return (f"#ifdef ISLES_HOST_EMU\nstatic const double {name}[{len(values)}] = {{{body}}};\n#else\n"
-            f"__device__ const double {name}[{len(values)}] = {{{body}}};\n#endif\n")
+    return (
+        f"#ifdef ISLES_HOST_EMU\nstatic const double {name}[{len(values)}] = {{{body}}};\n#else\n"
+        f"__device__ const double {name}[{len(values)}] = {{{body}}};\n#endif\n"
+    )
 
 
 class Encoding:

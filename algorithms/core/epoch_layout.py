@@ -2,6 +2,7 @@
 generation of an epoch in one launch: :mod:`isles.algorithms.de.epoch`,
 :mod:`isles.algorithms.ep.epoch`): threads per block and blocks per SM, and the timed choice
 between a plan's per-generation path and its epoch kernel (:func:`time_paths`, :class:`EpochPaths`)."""
+
 from __future__ import annotations
 
 import logging
@@ -20,12 +21,22 @@ def device_limits(cp) -> tuple[int, int, int]:
     device in bytes (the H100/H200 values where the device does not say): what the epoch
     launchers size their blocks by."""
     attrs = cp.cuda.Device().attributes
-    return (int(attrs.get("MultiProcessorCount", 132)), int(attrs.get("MaxSharedMemoryPerMultiprocessor", SMEM_PER_SM)),
-            int(attrs.get("MaxSharedMemoryPerBlockOptin", SMEM_OPTIN)))
+    return (
+        int(attrs.get("MultiProcessorCount", 132)),
+        int(attrs.get("MaxSharedMemoryPerMultiprocessor", SMEM_PER_SM)),
+        int(attrs.get("MaxSharedMemoryPerBlockOptin", SMEM_OPTIN)),
+    )
 
 
-def epoch_block(n: int, tpi: int, n_islands: int, smem_rows: int, n_sm: int,
-                smem_per_sm: int = SMEM_PER_SM, max_threads_sm: int = 2048) -> int:
+def epoch_block(
+    n: int,
+    tpi: int,
+    n_islands: int,
+    smem_rows: int,
+    n_sm: int,
+    smem_per_sm: int = SMEM_PER_SM,
+    max_threads_sm: int = 2048,
+) -> int:
     """Threads per block (``EBLOCK``, a multiple of ``tpi``, the threads per row ``ETPI``, at
     most 1024).
 
@@ -42,13 +53,20 @@ def epoch_block(n: int, tpi: int, n_islands: int, smem_rows: int, n_sm: int,
     return -(-groups * int(tpi) // 32) * 32  # whole warps (the shuffles and __syncwarp use full masks)
 
 
-def epoch_min_blocks(eblock: int, n_islands: int, smem_block: int, n_sm: int,
-                     smem_per_sm: int = SMEM_PER_SM, max_threads_sm: int = 2048) -> int:
+def epoch_min_blocks(
+    eblock: int, n_islands: int, smem_block: int, n_sm: int, smem_per_sm: int = SMEM_PER_SM, max_threads_sm: int = 2048
+) -> int:
     """Blocks one SM should hold at once (``EMINB`` of ``__launch_bounds__``, which caps the
     registers per thread): as many as the islands per SM, the SM's threads and its shared memory
     allow, at least 1."""
-    return max(1, min(-(-int(n_islands) // max(1, int(n_sm))), int(max_threads_sm) // int(eblock),
-                      int(smem_per_sm) // max(1, int(smem_block))))
+    return max(
+        1,
+        min(
+            -(-int(n_islands) // max(1, int(n_sm))),
+            int(max_threads_sm) // int(eblock),
+            int(smem_per_sm) // max(1, int(smem_block)),
+        ),
+    )
 
 
 def time_paths(cp, advances, state: dict, n: int, repeats: int = 3) -> tuple:
@@ -109,8 +127,12 @@ class EpochPaths:
         generation. Both paths give the same results, so the choice changes only the speed."""
         self.timings = time_paths(self.cp, (self._run_generations, self.epoch.run), state, n, repeats)
         self.use_epoch = self.timings[1] < self.timings[0]
-        log.info("%s: %s (per generation %.3f us, epoch kernel %.3f us per generation)", self.FAMILY,
-                 self.gpu_path, *self.timings)
+        log.info(
+            "%s: %s (per generation %.3f us, epoch kernel %.3f us per generation)",
+            self.FAMILY,
+            self.gpu_path,
+            *self.timings,
+        )
 
     def run(self, state, n_generations: int):
         """``n_generations`` generations, no host sync: one launch of the epoch kernel

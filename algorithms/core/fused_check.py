@@ -5,6 +5,7 @@ change results silently. Every fused plan over real genomes (DE, FEP) evaluates 
 with its kernel and with ``problem.objective``/``problem.constraints`` before it is used, and
 falls back to the array path when they differ (the plans' ``make_plan``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +41,9 @@ def real_objective_error(cp, problem, evaluate_fv, dtype, has_v: bool, n_points:
     err = _rel_error(cp, fk.astype(np.float64), fp)
     if has_v:
         g = cp.asarray(problem.constraints(X), dtype=dtype)
-        vp = total_violation(g, cp.asarray(problem.constraint_scale, dtype=dtype),
-                             *equalities(problem)).astype(np.float64)
+        vp = total_violation(g, cp.asarray(problem.constraint_scale, dtype=dtype), *equalities(problem)).astype(
+            np.float64
+        )
         err = cp.maximum(err, _rel_error(cp, vk.astype(np.float64), vp))
     return float(err.max())
 

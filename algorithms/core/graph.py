@@ -22,6 +22,7 @@ pool that nothing else allocates from, so replays never overwrite live arrays.
 
 The NumPy twin is simply ``algorithm.run`` (same step, same random numbers).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -71,8 +72,11 @@ class GraphStepper:
             with xp.cuda.using_allocator(self.pool.malloc):
                 # warm-up outside capture: compiles kernels and fills the private pool's cache
                 warm = step_fn({**self.host0, **self.buffers})
-                self.delta = {k: warm[k] - v for k, v in self.host0.items()
-                              if isinstance(v, (int, np.integer)) and not isinstance(v, bool)}
+                self.delta = {
+                    k: warm[k] - v
+                    for k, v in self.host0.items()
+                    if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                }
                 missing = sorted(k for k in self.buffers if k not in warm)
                 if missing:
                     raise ValueError(f"GraphStepper: the step's result lacks the state arrays {missing}")
@@ -91,8 +95,10 @@ class GraphStepper:
                     # it, or the stream stays in capture mode; the original error propagates
                     graph = self._end_capture_quietly()
                 if graph is None:
-                    raise RuntimeError("the CUDA-graph capture was invalidated (an operation not "
-                                       "allowed during capture, e.g. a host synchronisation)")
+                    raise RuntimeError(
+                        "the CUDA-graph capture was invalidated (an operation not "
+                        "allowed during capture, e.g. a host synchronisation)"
+                    )
                 self.graph = graph
                 del out
             if check:
@@ -129,7 +135,8 @@ class GraphStepper:
         if bad:
             raise RuntimeError(
                 f"a replay of the captured generation differs from the generation run directly "
-                f"(state arrays {bad}): the step depends on something a replay does not repeat")
+                f"(state arrays {bad}): the step depends on something a replay does not repeat"
+            )
 
     @classmethod
     def for_algorithm(cls, algorithm, ctx, state: dict) -> "GraphStepper":
@@ -194,6 +201,7 @@ class GraphStepper:
         for rng in self.rngs:
             rng.ctr[...] = 0
         return self.state
+
 
 class DirectStepper:
     """The NumPy twin of :class:`GraphStepper`: the same interface (:meth:`run`, :attr:`state`,
@@ -297,7 +305,7 @@ class PingPongGraph:
 def split(flat: dict, prefix: str) -> dict:
     """The entries of a flat stepper state under ``prefix``, without it (the inverse of
     :func:`prefixed`: several states in one :class:`GraphStepper`)."""
-    return {k[len(prefix):]: v for k, v in flat.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in flat.items() if k.startswith(prefix)}
 
 
 def prefixed(d: dict, prefix: str) -> dict:

@@ -24,6 +24,7 @@ from the same generation run directly is caught the same way (``GraphStepper(che
 A problem can opt out with ``capture_safe = False`` (e.g. an objective that calls a simulator
 on the host).
 """
+
 from __future__ import annotations
 
 import logging
@@ -167,9 +168,23 @@ class TargetTracker:
         """Track the generation whose draws used ``gen_off + gen_dev + ctr``: rows ``(I, stride)``
         of ``f, v`` (the first ``n`` of each, or the positions ``idx (I, n)`` int32)."""
         use = idx is not None
-        self._k((self.hit.shape[0],), (128,),
-                (f, v, idx if use else self._no_idx, np.int32(use), np.int32(n), np.int32(stride), self.hit,
-                 self.target, gen_dev, np.int64(gen_off), self._ctr))
+        self._k(
+            (self.hit.shape[0],),
+            (128,),
+            (
+                f,
+                v,
+                idx if use else self._no_idx,
+                np.int32(use),
+                np.int32(n),
+                np.int32(stride),
+                self.hit,
+                self.target,
+                gen_dev,
+                np.int64(gen_off),
+                self._ctr,
+            ),
+        )
 
 
 def _host_ints(state: dict) -> dict:
@@ -233,8 +248,7 @@ class CapturedRun:
     def _capture(self, state: dict) -> bool:
         alg, ctx = self.algorithm, self.ctx
         try:
-            self.stepper = GraphStepper(lambda s: alg.track_target(ctx, alg.step(ctx, s)), state,
-                                        [ctx.rng], check=True)
+            self.stepper = GraphStepper(lambda s: alg.track_target(ctx, alg.step(ctx, s)), state, [ctx.rng], check=True)
         except Exception as exc:  # noqa: BLE001 - any failure: run uncaptured, say why once
             self.stepper = None
             ctx.rng.ctr[...] = 0
@@ -242,10 +256,11 @@ class CapturedRun:
             warnings.warn(
                 f"problem {ctx.evaluator.problem.name}: {alg.name} runs its generations uncaptured "
                 f"(one launch per array operation; not a CUDA graph): {self.reason}",
-                RuntimeWarning, stacklevel=4)
+                RuntimeWarning,
+                stacklevel=4,
+            )
             return False
-        log.info("%s on %s: array-code generations captured as a CUDA graph", alg.name,
-                 ctx.evaluator.problem.name)
+        log.info("%s on %s: array-code generations captured as a CUDA graph", alg.name, ctx.evaluator.problem.name)
         return True
 
     def run(self, state: dict, n_generations: int) -> dict | None:

@@ -16,6 +16,7 @@ Selection of emigrants, transport between actors and replacement of residents al
 :meth:`Population.conform`, one code path for every algorithm (:mod:`isles.islands.migration`). The
 class is array-module agnostic (NumPy or CuPy; :meth:`to_host` and :meth:`to_device` move it).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -54,7 +55,7 @@ class Population:
     @classmethod
     def from_leaves(cls, leaves: Mapping[str, Any]) -> "Population":
         """Inverse of :meth:`leaves`."""
-        extras = {k[len("extras."):]: a for k, a in leaves.items() if k.startswith("extras.")}
+        extras = {k[len("extras.") :]: a for k, a in leaves.items() if k.startswith("extras.")}
         return cls(leaves["genome"], leaves["f"], leaves["v"], extras)
 
     def map(self, fn: Callable) -> "Population":
@@ -143,7 +144,7 @@ class Population:
 
     def island(self, i: int) -> "Population":
         """Island ``i`` as a Population of shape ``(1, N)``."""
-        return self.map(lambda a: a[i:i + 1])
+        return self.map(lambda a: a[i : i + 1])
 
     @staticmethod
     def concat(pops, axis: int = 1) -> "Population":

@@ -15,6 +15,7 @@ carried from one call to the next, a run is reproducible from its config and a c
 depend on how islands are spread over actors or GPUs, and the NumPy and CuPy paths draw bit-identical
 numbers (the CuPy path is one fused elementwise kernel per draw).
 """
+
 from __future__ import annotations
 
 import math
@@ -47,20 +48,32 @@ def _mix64_np(z: np.ndarray) -> np.ndarray:
 
 #: the CuPy elementwise kernels of the generator: (input params, output params, body)
 _ELEMENTWISE = {
-    "uniform": ("raw uint64 keys, raw uint64 ctr, uint64 gd, int64 m", "T u", r"""
+    "uniform": (
+        "raw uint64 keys, raw uint64 ctr, uint64 gd, int64 m",
+        "T u",
+        r"""
             const u64 s = isles_mix64(gd + (ctr[0] << 16));
             const u64 z = draw_bits(keys[i / m], s, (u64)(i % m));
             if (sizeof(T) == 4) { u = (T)unif24(z); }
             else { u = (T)unif53(z); }
-            """),
-    "bits": ("raw uint64 keys, raw uint64 ctr, uint64 gd, int64 m", "uint64 z", r"""
+            """,
+    ),
+    "bits": (
+        "raw uint64 keys, raw uint64 ctr, uint64 gd, int64 m",
+        "uint64 z",
+        r"""
             const u64 s = isles_mix64(gd + (ctr[0] << 16));
             z = draw_bits(keys[i / m], s, (u64)(i % m));
-            """),
-    "bits_at": ("raw uint64 keys, raw uint64 ctr, uint64 gd, int64 idx, int64 st", "uint64 z", r"""
+            """,
+    ),
+    "bits_at": (
+        "raw uint64 keys, raw uint64 ctr, uint64 gd, int64 idx, int64 st",
+        "uint64 z",
+        r"""
             const u64 s = isles_mix64(gd + (ctr[0] << 16));
             z = draw_bits(keys[st], s, (u64)idx);
-            """),
+            """,
+    ),
 }
 
 

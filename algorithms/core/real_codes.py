@@ -1,5 +1,6 @@
 """The codes of real variables (:mod:`isles.algorithms.core.encodings` describes them):
 :class:`Binary`, :class:`Gray` and :class:`Seed002`."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -116,8 +117,7 @@ class Binary(Encoding):
         head = f"#define ENC_W {self.n_words}\n#define ENC_B {self.b}\n#define ENC_D {self.dim}\n"
         head += f"#define ENC_M {_c_double(self.m)}\n"
         if uniform:
-            head += (f"#define ENC_LO(j) ({_c_double(self.lower[0])})\n"
-                     f"#define ENC_WID(j) ({_c_double(self.width[0])})\n")
+            head += f"#define ENC_LO(j) ({_c_double(self.lower[0])})\n#define ENC_WID(j) ({_c_double(self.width[0])})\n"
         else:
             head += _c_array("enc_lo", self.lower) + _c_array("enc_wid", self.width)
             head += "#define ENC_LO(j) (enc_lo[(j)])\n#define ENC_WID(j) (enc_wid[(j)])\n"
@@ -241,7 +241,9 @@ class Seed002(Encoding):
     @property
     def cuda_decode(self) -> str:
         """``enc_decode(row, j)``: integer digits, ``K``, one ``__ddiv_rn``, the sign, cast to ``T``."""
-        head = (f"#define ENC_W {self.n_words}\n#define ENC_NVDEC {self.nvdec}\n"
-                f"#define ENC_NVBIN {self.nvbin}\n#define ENC_MI {self.m}ull\n"
-                f"#define ENC_SCALE {_c_double(self.scale)}\n")
+        head = (
+            f"#define ENC_W {self.n_words}\n#define ENC_NVDEC {self.nvdec}\n"
+            f"#define ENC_NVBIN {self.nvbin}\n#define ENC_MI {self.m}ull\n"
+            f"#define ENC_SCALE {_c_double(self.scale)}\n"
+        )
         return source("#define ENC_CODE 2\n" + head, "encodings.cuh")

@@ -31,6 +31,7 @@ same ones, so they draw the same numbers):
   (exp uses the first ``D - 1`` columns), compared with ``CR`` rounded to ``dtype``;
 * NEC: ``rng.uniform(generation, DRAW_CROSS, (N,), float64)``.
 """
+
 from __future__ import annotations
 
 import math

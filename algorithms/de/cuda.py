@@ -70,6 +70,7 @@ Files: the sources, their configuration macros, thread layout and limits in
 (:class:`~isles.algorithms.de.cuda_variation.DEVariation`) in :mod:`isles.algorithms.de.cuda_variation`;
 the CuPy plan (:class:`FusedDE`) and the makers (:func:`make_plan`, :func:`make_variation`) here.
 """
+
 from __future__ import annotations
 
 import logging
@@ -162,8 +163,16 @@ class FusedDE(EpochPaths, PingPongGraph):
             from isles.algorithms.de.epoch import EpochDE  # noqa: PLC0415
 
             #: the epoch kernel's source before its layout's defines (:class:`EpochDE`)
-            self.epoch_src = kernel_source(self.dtype, self.D, self.N, objective, params.crossover,
-                                           params.bound_handling, self.penalty, tail="de_epoch.cu")
+            self.epoch_src = kernel_source(
+                self.dtype,
+                self.D,
+                self.N,
+                objective,
+                params.crossover,
+                params.bound_handling,
+                self.penalty,
+                tail="de_epoch.cu",
+            )
             try:
                 self.epoch = EpochDE(self, self.epoch_src)
             except ValueError as exc:
@@ -183,10 +192,31 @@ class FusedDE(EpochPaths, PingPongGraph):
         X, f, v = src
         Xn, fn, vn = dst
         self._k_gen(
-            (self.grid,), (self.block,),
-            (X, f, v, Xn, fn, vn, trial, ftrial, np.int32(write), self._keys, self._lower,
-             self._upper, gen_dev, np.int64(gen_off), self._ctr, nan, np.int32(self.total), self._F,
-             self._CR, self._log_cr, self._cr_case),
+            (self.grid,),
+            (self.block,),
+            (
+                X,
+                f,
+                v,
+                Xn,
+                fn,
+                vn,
+                trial,
+                ftrial,
+                np.int32(write),
+                self._keys,
+                self._lower,
+                self._upper,
+                gen_dev,
+                np.int64(gen_off),
+                self._ctr,
+                nan,
+                np.int32(self.total),
+                self._F,
+                self._CR,
+                self._log_cr,
+                self._cr_case,
+            ),
         )
 
     def _arrays(self, state):
@@ -237,8 +267,9 @@ class FusedDE(EpochPaths, PingPongGraph):
         Points: uniform in the box, and the same scaled towards the box centre by 1e-3 (near the
         optimum of the centred functions). This protects against a wrong ``cuda_objective``.
         """
-        return real_objective_error(self.cp, self.problem, self.evaluate_fv, self.dtype,
-                                    bool(self.macros["OBJ_HAS_V"]), n_points, seed=20240611)
+        return real_objective_error(
+            self.cp, self.problem, self.evaluate_fv, self.dtype, bool(self.macros["OBJ_HAS_V"]), n_points, seed=20240611
+        )
 
     # -- the algorithm ----------------------------------------------------------------------------
     def trial(self, state):
@@ -293,7 +324,6 @@ class FusedDE(EpochPaths, PingPongGraph):
             self._bufs = tuple(tuple(cp.empty(sh, dtype=self.dtype) for sh in shapes) for _ in range(2))
         return self._bufs
 
-
     def _run_generations(self, state, n: int):
         """``n >= 1`` generations by the per-generation kernel (graph replays); a new state."""
         self._start(self._arrays(state), state["generation"])
@@ -319,5 +349,11 @@ def make_plan(de, ctx):
     ``problem.objective`` (:meth:`FusedDE.verify`, one host synchronisation). Returns ``None``
     with a log line when unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    return verified_plan("DE", "generic", unsupported_reason(de.params, ctx), lambda: FusedDE(de.params, ctx),
-                         VERIFY_RTOL, lambda p: f"{p.problem.name}, D={p.D}, TPI={p.tpi}, ITEMS={p.items}")
+    return verified_plan(
+        "DE",
+        "generic",
+        unsupported_reason(de.params, ctx),
+        lambda: FusedDE(de.params, ctx),
+        VERIFY_RTOL,
+        lambda p: f"{p.problem.name}, D={p.D}, TPI={p.tpi}, ITEMS={p.items}",
+    )

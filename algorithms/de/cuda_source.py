@@ -3,6 +3,7 @@ docstring describes the kernels; :mod:`isles.algorithms.de.host_epoch` runs the 
 the CPU): the thread layout (:func:`layout`), the sources with their configuration macros
 (:func:`kernel_source`, :func:`variation_source`), the crossover rate's kernel arguments, and why a
 configuration cannot be fused (:func:`unsupported_reason`, :func:`variation_unsupported_reason`)."""
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,16 @@ def layout(dim: int) -> tuple[int, int, int, int]:
     return tpi, items, ipb, tpi * ipb
 
 
-def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound_handling: str,
-                  penalty: float | None = None, tail: str = "de_generation.cu") -> str:
+def kernel_source(
+    dtype,
+    dim: int,
+    n: int,
+    objective: str,
+    crossover: str,
+    bound_handling: str,
+    penalty: float | None = None,
+    tail: str = "de_generation.cu",
+) -> str:
     """CUDA source of one configuration: ``defines + DRAWS + objective.cuh + de.cu + objective +
     tail`` (:mod:`isles.algorithms.core.cuda_lib`); ``tail`` is ``de_generation.cu`` (the
     per-generation kernels) or ``de_epoch.cu`` (:mod:`isles.algorithms.de.epoch`).
@@ -63,14 +72,25 @@ def kernel_source(dtype, dim: int, n: int, objective: str, crossover: str, bound
     macros = objective_macros(objective, "real")
     tpi, items, ipb, block = layout(dim)
     defines = {
-        "IS_F32": int(np.dtype(dtype) == np.float32), "DIM": int(dim), "NPOP": int(n),
-        "TPI": tpi, "ITEMS": items, "IPB": ipb, "BLOCK": block,
-        "XOVER": XOVER_IDS[crossover], "BOUND": BOUND_IDS[bound_handling],
+        "IS_F32": int(np.dtype(dtype) == np.float32),
+        "DIM": int(dim),
+        "NPOP": int(n),
+        "TPI": tpi,
+        "ITEMS": items,
+        "IPB": ipb,
+        "BLOCK": block,
+        "XOVER": XOVER_IDS[crossover],
+        "BOUND": BOUND_IDS[bound_handling],
     }
     if penalty is not None and macros["OBJ_HAS_V"]:
         defines["PENALTY"] = repr(float(penalty))
-    return source(c_defines(defines) + DRAWS, "objective.cuh", "de.cu",
-                  "// ---- the problem's fused objective ----\n" + objective, tail)
+    return source(
+        c_defines(defines) + DRAWS,
+        "objective.cuh",
+        "de.cu",
+        "// ---- the problem's fused objective ----\n" + objective,
+        tail,
+    )
 
 
 def _objective_of(ctx) -> tuple[str | None, str | None, dict | None]:
@@ -154,8 +174,13 @@ def variation_source(dtype, dim: int, n: int, crossover: str, bound_handling: st
     Raises:
         KeyError: an unsupported crossover or bound handling name.
     """
-    defines = {"IS_F32": int(np.dtype(dtype) == np.float32), "DIM": int(dim), "NPOP": int(n),
-               "XOVER": XOVER_IDS[crossover], "BOUND": BOUND_IDS[bound_handling]}
+    defines = {
+        "IS_F32": int(np.dtype(dtype) == np.float32),
+        "DIM": int(dim),
+        "NPOP": int(n),
+        "XOVER": XOVER_IDS[crossover],
+        "BOUND": BOUND_IDS[bound_handling],
+    }
     return source(c_defines(defines) + DRAWS, "de.cu", "de_variation.cu")
 
 
@@ -163,5 +188,8 @@ def _cr_args(params, dtype) -> tuple:
     """Kernel arguments of the crossover rate: ``(CR in dtype, log CR, case)`` (0: CR <= 0,
     1: 0 < CR < 1, 2: CR >= 1)."""
     cr = float(params.CR)
-    return (np.dtype(dtype).type(cr), np.float64(math.log(cr) if 0.0 < cr < 1.0 else 0.0),
-            np.int32(0 if cr <= 0.0 else (2 if cr >= 1.0 else 1)))
+    return (
+        np.dtype(dtype).type(cr),
+        np.float64(math.log(cr) if 0.0 < cr < 1.0 else 0.0),
+        np.int32(0 if cr <= 0.0 else (2 if cr >= 1.0 else 1)),
+    )

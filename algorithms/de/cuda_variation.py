@@ -1,5 +1,6 @@
 """The fused trial population and selection of DE/rand/1/{bin,nec} for problems evaluated as array
 code (:class:`DEVariation`, built by :func:`isles.algorithms.de.cuda.make_variation`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,14 +47,30 @@ class DEVariation:
         """
         cp = self.cp
         if X.shape != (self.I, self.N, self.D) or X.dtype != self.dtype:
-            raise ValueError(f"fused DE variation: X{X.shape} {X.dtype} is not "
-                             f"({self.I}, {self.N}, {self.D}) {self.dtype}")
+            raise ValueError(
+                f"fused DE variation: X{X.shape} {X.dtype} is not ({self.I}, {self.N}, {self.D}) {self.dtype}"
+            )
         X = cp.ascontiguousarray(X)
         U = cp.empty_like(X)
         total = self.I * self.N
-        self._k((-(-total // 4),), (128,),
-                (X, U, self._keys, self._lower, self._upper, np.int64(generation), self._ctr,
-                 np.int32(total), self._F, self._CR, self._log_cr, self._cr_case))
+        self._k(
+            (-(-total // 4),),
+            (128,),
+            (
+                X,
+                U,
+                self._keys,
+                self._lower,
+                self._upper,
+                np.int64(generation),
+                self._ctr,
+                np.int32(total),
+                self._F,
+                self._CR,
+                self._log_cr,
+                self._cr_case,
+            ),
+        )
         return U
 
     def select(self, state, U, fu, vu, n_nan):
@@ -80,9 +97,20 @@ def _select_kernels(cp):
     wins unless the target is strictly better), as in :func:`isles.algorithms.de.de.select`."""
     keep = "ISLES_BETTER(f[r], v[r], fu[r], vu[r])"
     deb = source("deb.cuh")
-    rows = elementwise(cp, "raw T X, raw T U, raw F f, raw F v, raw F fu, raw F vu, int64 D", "T out",
-                       f"const long long r = i / D; out = {keep} ? X[i] : U[i];", "isles_de_select_rows", deb)
-    fv = elementwise(cp, "raw F f, raw F v, raw F fu, raw F vu", "F fo, F vo",
-                     f"const long long r = i; const bool k = {keep}; fo = k ? f[r] : fu[r]; vo = k ? v[r] : vu[r];",
-                     "isles_de_select_fv", deb)
+    rows = elementwise(
+        cp,
+        "raw T X, raw T U, raw F f, raw F v, raw F fu, raw F vu, int64 D",
+        "T out",
+        f"const long long r = i / D; out = {keep} ? X[i] : U[i];",
+        "isles_de_select_rows",
+        deb,
+    )
+    fv = elementwise(
+        cp,
+        "raw F f, raw F v, raw F fu, raw F vu",
+        "F fo, F vo",
+        f"const long long r = i; const bool k = {keep}; fo = k ? f[r] : fu[r]; vo = k ? v[r] : vu[r];",
+        "isles_de_select_fv",
+        deb,
+    )
     return rows, fv

@@ -57,6 +57,7 @@ greedy selection are fused kernels (:class:`isles.algorithms.de.cuda_variation.D
 problem's own array code, and ``run`` replays that generation as one captured CUDA graph with the
 target tracked after every generation (:mod:`isles.algorithms.core.plan`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -118,17 +119,12 @@ class DEParams:
 
     def __post_init__(self):
         if not isinstance(self.strategy, str) or self.strategy not in STRATEGIES:
-            raise ValueError(
-                f"algorithm.strategy={self.strategy!r}: allowed values are {'|'.join(STRATEGIES)}"
-            )
+            raise ValueError(f"algorithm.strategy={self.strategy!r}: allowed values are {'|'.join(STRATEGIES)}")
         if not isinstance(self.crossover, str) or self.crossover not in CROSSOVERS:
-            raise ValueError(
-                f"algorithm.crossover={self.crossover!r}: allowed values are {'|'.join(CROSSOVERS)}"
-            )
+            raise ValueError(f"algorithm.crossover={self.crossover!r}: allowed values are {'|'.join(CROSSOVERS)}")
         if not isinstance(self.bound_handling, str) or self.bound_handling not in BOUND_HANDLINGS:
             raise ValueError(
-                f"algorithm.bound_handling={self.bound_handling!r}: allowed values are "
-                f"{'|'.join(BOUND_HANDLINGS)}"
+                f"algorithm.bound_handling={self.bound_handling!r}: allowed values are {'|'.join(BOUND_HANDLINGS)}"
             )
         fused, epoch = check_bool("algorithm.fused", self.fused), check_bool("algorithm.epoch", self.epoch)
         F = check_range("algorithm.F", self.F, 0, 2, lo_open=True)
@@ -138,8 +134,7 @@ class DEParams:
             n = check_range("algorithm.pop_size", self.pop_size, need, integer=True)
         except ValueError as e:
             raise ValueError(
-                f"{e} (strategy {self.strategy} needs the target and {need - 1} other distinct "
-                f"individuals)"
+                f"{e} (strategy {self.strategy} needs the target and {need - 1} other distinct individuals)"
             ) from None
         object.__setattr__(self, "F", F)
         object.__setattr__(self, "CR", CR)
@@ -271,9 +266,7 @@ def apply_bounds(kind: str, V, lower, upper, rng=None, generation: int = 0):
             raise ValueError("apply_bounds: bound_handling=reinit needs the RNG")
         u = rng.uniform(generation, DRAW_BOUND, V.shape[1:], V.dtype)
         return xp.where(out, lower + u * (upper - lower), V)
-    raise ValueError(
-        f"algorithm.bound_handling={kind!r}: allowed values are {'|'.join(BOUND_HANDLINGS)}"
-    )
+    raise ValueError(f"algorithm.bound_handling={kind!r}: allowed values are {'|'.join(BOUND_HANDLINGS)}")
 
 
 def select(xp, state: State, U, fu, vu, n_nan) -> State:
@@ -319,8 +312,6 @@ class DE(FusedAlgorithm):
     name = "de"
     Params = DEParams
 
-
-
     def evaluations_per_generation(self) -> int:
         """``N``: every trial vector is evaluated once (:func:`select`)."""
         return int(self.params.pop_size)
@@ -335,7 +326,11 @@ class DE(FusedAlgorithm):
         X = ctx.uniform_in_box(0, DRAW_INIT, n)
         f, v, n_nan = ctx.evaluator(X)
         return {
-            "X": X, "f": f, "v": v, "generation": 0, "evals": n,
+            "X": X,
+            "f": f,
+            "v": v,
+            "generation": 0,
+            "evals": n,
             "nan_evals": xp.asarray(n_nan, dtype=xp.int64),
         }
 
@@ -379,5 +374,3 @@ class DE(FusedAlgorithm):
         if variation is not None:  # CuPy: the same selection in two kernels (isles.algorithms.de.cuda)
             return variation.select(state, U, fu, vu, n_nan)
         return select(ctx.xp, state, U, fu, vu, n_nan)
-
-

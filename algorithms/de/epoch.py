@@ -24,6 +24,7 @@ keeps the per-generation kernel. The path is in the run summary (``GPU path``) a
 ``-DISLES_HOST_EMU`` (one thread per block, the fold sequential over coordinates) for the CI tests
 on NumPy states.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,8 +45,7 @@ def epoch_unsupported_reason(dtype, dim: int, n: int, tpi: int, nacc: int, optin
     ``optin`` bytes), or ``None``."""
     need = epoch_smem_bytes(dtype, dim, n, tpi, nacc, 1)
     if need > optin:
-        return (f"N x D = {n} x {dim}: two populations need {need} bytes of shared memory, a block "
-                f"may have {optin}")
+        return f"N x D = {n} x {dim}: two populations need {need} bytes of shared memory, a block may have {optin}"
     return None
 
 
@@ -106,8 +106,11 @@ class EpochDE:
         while self.smem > optin and self.block > e:  # the merge scratch of fewer groups
             self.block -= e
             self.smem = epoch_smem_bytes(plan.dtype, plan.D, plan.N, plan.tpi, nacc, self.block // e)
-        self.min_blocks = (int(min_blocks) if min_blocks is not None else
-                           epoch_min_blocks(self.block, plan.I, self.smem + 1024, n_sm, per_sm))
+        self.min_blocks = (
+            int(min_blocks)
+            if min_blocks is not None
+            else epoch_min_blocks(self.block, plan.I, self.smem + 1024, n_sm, per_sm)
+        )
         self.kernel = module(cp, epoch_source(src, self.block, e, self.min_blocks)).get_function("de_epoch")
         self.kernel.max_dynamic_shared_size_bytes = self.smem
 
@@ -121,12 +124,32 @@ class EpochDE:
         if tr is not None:
             tr.load(state)
         self.kernel(
-            (p.I,), (self.block,),
-            (X, f, v, Xo, fo, vo, p._keys, p._lower, p._upper, np.int64(state["generation"]), p._ctr,
-             np.int32(n), nan, tr.hit if tr is not None else p._zero,
-             tr.target if tr is not None else p.dtype.type(0), np.int32(tr is not None),
-             p._F, p._CR, p._log_cr, p._cr_case),
-            shared_mem=self.smem)
+            (p.I,),
+            (self.block,),
+            (
+                X,
+                f,
+                v,
+                Xo,
+                fo,
+                vo,
+                p._keys,
+                p._lower,
+                p._upper,
+                np.int64(state["generation"]),
+                p._ctr,
+                np.int32(n),
+                nan,
+                tr.hit if tr is not None else p._zero,
+                tr.target if tr is not None else p.dtype.type(0),
+                np.int32(tr is not None),
+                p._F,
+                p._CR,
+                p._log_cr,
+                p._cr_case,
+            ),
+            shared_mem=self.smem,
+        )
         s = dict(state)
         s["X"], s["f"], s["v"] = Xo, fo, vo
         if tr is not None:

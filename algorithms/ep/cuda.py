@@ -58,6 +58,7 @@ Files: the source, its configuration macros and limits in :mod:`isles.algorithms
 the host emulation (:class:`~isles.algorithms.ep.cuda_host.HostFEP`) in :mod:`isles.algorithms.ep.cuda_host`;
 the CuPy plans (:class:`FusedFEP`, :class:`FEPSelection`, their makers) here.
 """
+
 from __future__ import annotations
 
 import logging
@@ -148,37 +149,79 @@ class FusedFEP(EpochPaths, PingPongGraph):
         shape = (self.I, self.mu, self.n)
         X = (self._lower + (self._upper - self._lower) * rs.random_sample(shape)).astype(self.dtype)
         f, v = self.evaluate_fv(X)
-        return {"X": X, "eta": cp.full(shape, self.params.eta_init, dtype=self.dtype), "f": f, "v": v,
-                "generation": 0, "evals": 0, "nan_evals": 0}
+        return {
+            "X": X,
+            "eta": cp.full(shape, self.params.eta_init, dtype=self.dtype),
+            "f": f,
+            "v": v,
+            "generation": 0,
+            "evals": 0,
+            "nan_evals": 0,
+        }
 
     def _union(self):
         cp, I, M2, n = self.cp, self.I, 2 * self.mu, self.n
-        return (cp.empty((I, M2, n), self.dtype), cp.empty((I, M2, n), self.dtype),
-                cp.empty((I, M2), self.dtype), cp.empty((I, M2), self.dtype))
+        return (
+            cp.empty((I, M2, n), self.dtype),
+            cp.empty((I, M2, n), self.dtype),
+            cp.empty((I, M2), self.dtype),
+            cp.empty((I, M2), self.dtype),
+        )
 
     # -- launches -------------------------------------------------------------------------------
     def _generation(self, A, B, use_src, gen_dev, gen_off, nan):
         XA, EA, fA, vA = A
         XB, EB, fB, vB = B
-        self._k_gen((self.grid,), (32 * self.ipb,),
-                    (XA, EA, fA, vA, self._src, np.int32(use_src), XB, EB, fB, vB, self._keys, gen_dev,
-                     np.int64(gen_off), self._ctr, nan, np.int32(self.total), self._lower, self._upper,
-                     self.tau, self.taup, self.eta_min))
-        self._k_wins((self.wgrid,), (self.wblock,),
-                     (fB, vB, self._wins, self._keys, gen_dev, np.int64(gen_off), self._ctr,
-                      np.int32(2 * self.total)))
-        self._k_sel((self.I,), (self.sblock,), (self._wins, self._src, self._keys, gen_dev, np.int64(gen_off),
-                                                 self._ctr), shared_mem=self.hist_smem)
+        self._k_gen(
+            (self.grid,),
+            (32 * self.ipb,),
+            (
+                XA,
+                EA,
+                fA,
+                vA,
+                self._src,
+                np.int32(use_src),
+                XB,
+                EB,
+                fB,
+                vB,
+                self._keys,
+                gen_dev,
+                np.int64(gen_off),
+                self._ctr,
+                nan,
+                np.int32(self.total),
+                self._lower,
+                self._upper,
+                self.tau,
+                self.taup,
+                self.eta_min,
+            ),
+        )
+        self._k_wins(
+            (self.wgrid,),
+            (self.wblock,),
+            (fB, vB, self._wins, self._keys, gen_dev, np.int64(gen_off), self._ctr, np.int32(2 * self.total)),
+        )
+        self._k_sel(
+            (self.I,),
+            (self.sblock,),
+            (self._wins, self._src, self._keys, gen_dev, np.int64(gen_off), self._ctr),
+            shared_mem=self.hist_smem,
+        )
 
     def _load(self, state, A):
         """Parents of ``state`` into the parent half of union buffer ``A``."""
         cp = self.cp
         X, E, f, v = state["X"], state["eta"], state["f"], state["v"]
         if X.shape != (self.I, self.mu, self.n) or E.shape != X.shape or f.shape != (self.I, self.mu):
-            raise ValueError(f"fused FEP: state shapes X{X.shape} eta{E.shape} f{f.shape} do not match "
-                             f"(I, mu, n) = ({self.I}, {self.mu}, {self.n})")
+            raise ValueError(
+                f"fused FEP: state shapes X{X.shape} eta{E.shape} f{f.shape} do not match "
+                f"(I, mu, n) = ({self.I}, {self.mu}, {self.n})"
+            )
         for dst, a in zip(A, (X, E, f, v)):
-            dst[:, :self.mu] = cp.asarray(a, dtype=self.dtype)
+            dst[:, : self.mu] = cp.asarray(a, dtype=self.dtype)
 
     def _finish(self, state, U, n: int, nan):
         """New state: the survivors ``src`` of union ``U``, gathered into fresh arrays."""
@@ -204,8 +247,15 @@ class FusedFEP(EpochPaths, PingPongGraph):
     def verify(self, n_points: int = 32) -> float:
         """Largest ``|f_kernel - f_problem| / (1 + |f_problem|)`` (and the same for ``v``) on random
         points of the box and points near its centre (one host synchronisation)."""
-        return real_objective_error(self.cp, self.problem, self.evaluate_fv, self.dtype,
-                                    bool(getattr(self.problem, "n_constraints", 0)), n_points, seed=20261123)
+        return real_objective_error(
+            self.cp,
+            self.problem,
+            self.evaluate_fv,
+            self.dtype,
+            bool(getattr(self.problem, "n_constraints", 0)),
+            n_points,
+            seed=20261123,
+        )
 
     # -- the algorithm ----------------------------------------------------------------------------
     def step(self, state):
@@ -230,7 +280,6 @@ class FusedFEP(EpochPaths, PingPongGraph):
         if self._bufs is None:
             self._bufs = (self._union(), self._union())
         return self._bufs
-
 
     def _run_generations(self, state, n: int):
         """``n >= 1`` generations by the per-generation kernels (graph replays); a new state."""
@@ -287,10 +336,14 @@ class FEPSelection:
         wins = cp.empty((self.I, 2 * self.mu), dtype=np.int32)
         src = cp.empty((self.I, self.mu), dtype=np.int32)
         g = np.int64(generation)
-        self._k_wins((self.wgrid,), (self.wblock,),
-                     (fu, vu, wins, self._keys, self._zero, g, self._ctr, np.int32(2 * self.I * self.mu)))
-        self._k_sel((self.I,), (self.sblock,), (wins, src, self._keys, self._zero, g, self._ctr),
-                    shared_mem=self.hist_smem)
+        self._k_wins(
+            (self.wgrid,),
+            (self.wblock,),
+            (fu, vu, wins, self._keys, self._zero, g, self._ctr, np.int32(2 * self.I * self.mu)),
+        )
+        self._k_sel(
+            (self.I,), (self.sblock,), (wins, src, self._keys, self._zero, g, self._ctr), shared_mem=self.hist_smem
+        )
         return src.astype(np.int64)
 
 
@@ -311,5 +364,11 @@ def make_plan(fep, ctx):
     epoch kernels and keeps the faster (:meth:`FusedFEP.choose`). Returns ``None`` with a log line when
     unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    return verified_plan("FEP", "array", unsupported_reason(fep, ctx), lambda: FusedFEP(fep, ctx), VERIFY_RTOL,
-                         lambda p: f"n={p.n}, mu={p.mu}, q={p.params.q}")
+    return verified_plan(
+        "FEP",
+        "array",
+        unsupported_reason(fep, ctx),
+        lambda: FusedFEP(fep, ctx),
+        VERIFY_RTOL,
+        lambda p: f"n={p.n}, mu={p.mu}, q={p.params.q}",
+    )

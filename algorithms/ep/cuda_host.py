@@ -2,6 +2,7 @@
 :class:`HostFEP`, the twin of :class:`isles.algorithms.ep.cuda.FusedFEP` on NumPy states (same
 source, :func:`isles.algorithms.ep.cuda_source.kernel_source`; compiled by
 :func:`isles.algorithms.ga.cuda_host.compile_host`)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -60,8 +61,12 @@ class HostFEP:
         state's parents in the first half (``FusedFEP._load``)."""
         X = np.asarray(state["X"])
         I, mu, n = X.shape
-        U = (np.zeros((I, 2 * mu, n), self.dtype), np.zeros((I, 2 * mu, n), self.dtype),
-             np.zeros((I, 2 * mu), self.dtype), np.zeros((I, 2 * mu), self.dtype))
+        U = (
+            np.zeros((I, 2 * mu, n), self.dtype),
+            np.zeros((I, 2 * mu, n), self.dtype),
+            np.zeros((I, 2 * mu), self.dtype),
+            np.zeros((I, 2 * mu), self.dtype),
+        )
         for dst, k in zip(U, ("X", "eta", "f", "v")):
             dst[:, :mu] = np.asarray(state[k], dtype=self.dtype)
         return U
@@ -77,8 +82,20 @@ class HostFEP:
         nan = np.zeros(1, np.uint64)
         lo, hi, tau, taup, eta_min = self._common()
         self.lib.fep_generate_host(
-            *map(_ptr, A), None, ctypes.c_int(0), *map(_ptr, B), _ptr(self.ctx.rng.keys),
-            ctypes.c_longlong(int(state["generation"])), ctypes.c_int(I), lo, hi, tau, taup, eta_min, _ptr(nan))
+            *map(_ptr, A),
+            None,
+            ctypes.c_int(0),
+            *map(_ptr, B),
+            _ptr(self.ctx.rng.keys),
+            ctypes.c_longlong(int(state["generation"])),
+            ctypes.c_int(I),
+            lo,
+            hi,
+            tau,
+            taup,
+            eta_min,
+            _ptr(nan),
+        )
         return B[0][:, mu:], B[1][:, mu:], B[2][:, mu:], B[3][:, mu:], int(nan[0])
 
     def select(self, fu, vu, generation: int):
@@ -88,8 +105,15 @@ class HostFEP:
         I = fu.shape[0]
         wins = np.empty(fu.shape, np.int32)
         src = np.empty((I, self.cfg["FEP_MU"]), np.int32)
-        self.lib.fep_select_host(_ptr(fu), _ptr(vu), _ptr(wins), _ptr(src), _ptr(self.ctx.rng.keys),
-                                 ctypes.c_longlong(int(generation)), ctypes.c_int(I))
+        self.lib.fep_select_host(
+            _ptr(fu),
+            _ptr(vu),
+            _ptr(wins),
+            _ptr(src),
+            _ptr(self.ctx.rng.keys),
+            ctypes.c_longlong(int(generation)),
+            ctypes.c_int(I),
+        )
         return wins, src
 
     def _survivors(self, state, U, src, n: int, n_nan: int):
@@ -107,8 +131,10 @@ class HostFEP:
         """One generation as the per-generation kernels take it (``fep_generate``, ``fep_wins``,
         ``fep_select``); returns a new state (as :meth:`isles.algorithms.ep.fep.FEP.step`)."""
         Xo, Eo, fo, vo, n_nan = self.offspring(state)
-        U = tuple(np.concatenate([np.asarray(state[k], dtype=self.dtype), o], 1)
-                  for k, o in zip(("X", "eta", "f", "v"), (Xo, Eo, fo, vo)))
+        U = tuple(
+            np.concatenate([np.asarray(state[k], dtype=self.dtype), o], 1)
+            for k, o in zip(("X", "eta", "f", "v"), (Xo, Eo, fo, vo))
+        )
         _, src = self.select(U[2], U[3], state["generation"])
         return self._survivors(state, U, src, 1, n_nan)
 
@@ -129,17 +155,32 @@ class HostFEP:
         if n == 0:
             return dict(state)
         I = np.asarray(state["X"]).shape[0]
-        bufs = (self._union(state), self._union(state))   # parents in buffer 1 (fep_epoch.cu)
+        bufs = (self._union(state), self._union(state))  # parents in buffer 1 (fep_epoch.cu)
         src = np.zeros((I, self.mu), np.int32)
         wins = np.zeros((I, 2 * self.mu), np.int32)
         nan = np.zeros(1, np.uint64)
         hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
         lo, hi, tau, taup, eta_min = self._common()
         self.lib.fep_epoch_host(
-            *map(_ptr, bufs[0]), *map(_ptr, bufs[1]), _ptr(src), _ptr(wins), _ptr(self.ctx.rng.keys),
-            ctypes.c_longlong(int(state["generation"])), _ptr(self.ctx.rng.ctr), ctypes.c_int(n), ctypes.c_int(I),
-            _ptr(nan), _ptr(hit), self.T(0 if target is None else target), ctypes.c_int(target is not None),
-            lo, hi, tau, taup, eta_min)
+            *map(_ptr, bufs[0]),
+            *map(_ptr, bufs[1]),
+            _ptr(src),
+            _ptr(wins),
+            _ptr(self.ctx.rng.keys),
+            ctypes.c_longlong(int(state["generation"])),
+            _ptr(self.ctx.rng.ctr),
+            ctypes.c_int(n),
+            ctypes.c_int(I),
+            _ptr(nan),
+            _ptr(hit),
+            self.T(0 if target is None else target),
+            ctypes.c_int(target is not None),
+            lo,
+            hi,
+            tau,
+            taup,
+            eta_min,
+        )
         s = self._survivors(state, bufs[(n - 1) % 2], src, n, int(nan[0]))
         if target is not None:
             s["hit_generation"] = hit

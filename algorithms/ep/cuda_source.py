@@ -3,6 +3,7 @@ it, its docstring describes the kernels; :mod:`isles.algorithms.ep.cuda_host` ru
 on the CPU): the source with its configuration macros (:func:`kernel_source`), the learning rates
 the kernels take, and why a configuration cannot be fused (:func:`unsupported_reason`,
 :func:`selection_unsupported_reason`)."""
+
 from __future__ import annotations
 
 import math
@@ -31,12 +32,19 @@ MAX_Q = 4095
 
 #: the draw ids of the counter RNG (algorithms/ep/fep.py) and the generator's constants, injected
 #: into the kernels
-DRAWS = draw_ids(DRAW_CAUCHY=DRAW_CAUCHY, DRAW_ETA_IND=DRAW_ETA_IND, DRAW_ETA=DRAW_ETA, DRAW_BOUND=DRAW_BOUND,
-                 DRAW_GAUSS=DRAW_GAUSS, DRAW_OPP=DRAW_OPP, DRAW_TIE=DRAW_TIE) + defines(
-    {"MAX_DRAWS": f"{MAX_DRAWS}ull", "FEP_PI": repr(math.pi), "FEP_TWO_PI": repr(2.0 * math.pi)})
+DRAWS = draw_ids(
+    DRAW_CAUCHY=DRAW_CAUCHY,
+    DRAW_ETA_IND=DRAW_ETA_IND,
+    DRAW_ETA=DRAW_ETA,
+    DRAW_BOUND=DRAW_BOUND,
+    DRAW_GAUSS=DRAW_GAUSS,
+    DRAW_OPP=DRAW_OPP,
+    DRAW_TIE=DRAW_TIE,
+) + defines({"MAX_DRAWS": f"{MAX_DRAWS}ull", "FEP_PI": repr(math.pi), "FEP_TWO_PI": repr(2.0 * math.pi)})
 
 
 # ---- configuration ------------------------------------------------------------------------------
+
 
 def select_block(n_union: int) -> int:
     """Threads of a ``fep_select`` block: a power of two about ``2 mu / 8``, in ``[32, 1024]``."""
@@ -64,9 +72,15 @@ def kernel_source(fep, ctx, objective: str | None = None, tail: tuple = ()) -> t
         raise ValueError(f"problem {getattr(prob, 'name', prob)!r} has no cuda_objective")
     macros = objective_macros(obj, "real")
     cfg = {
-        "IS_F32": int(np.dtype(ctx.dtype) == np.float32), "FEP_N": int(ctx.dim), "FEP_MU": p.pop_size,
-        "FEP_Q": p.q, "FEP_MUT": MUTATIONS.index(p.mutation), "FEP_BOUND": BOUND_HANDLINGS.index(p.bound_handling),
-        "FEP_IPB": 4, "FEP_SBLOCK": select_block(2 * p.pop_size), "MAX_Q_HOST": MAX_Q,
+        "IS_F32": int(np.dtype(ctx.dtype) == np.float32),
+        "FEP_N": int(ctx.dim),
+        "FEP_MU": p.pop_size,
+        "FEP_Q": p.q,
+        "FEP_MUT": MUTATIONS.index(p.mutation),
+        "FEP_BOUND": BOUND_HANDLINGS.index(p.bound_handling),
+        "FEP_IPB": 4,
+        "FEP_SBLOCK": select_block(2 * p.pop_size),
+        "MAX_Q_HOST": MAX_Q,
     }
     if getattr(ctx.evaluator, "handling", "feasibility") == "penalty" and macros["OBJ_HAS_V"]:
         cfg["PENALTY"] = repr(float(ctx.evaluator.penalty))

@@ -22,6 +22,7 @@ functions' contracts (``tests/test_fep_epoch.py``, in CI).
 ``algorithm.epoch=false`` keeps the per-generation kernels. The path is in the run summary
 (``GPU path``) and the MLflow tag ``gpu_path``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -78,12 +79,35 @@ class EpochFEP:
             tr.load(state)
         (X0, E0, f0, v0), (X1, E1, f1, v1) = bufs
         self.kernel(
-            (p.I,), (self.block,),
-            (X0, E0, f0, v0, X1, E1, f1, v1, p._src, p._wins, p._keys, np.int64(state["generation"]), p._ctr,
-             np.int32(n), p._nan, tr.hit if tr is not None else p._zero,
-             tr.target if tr is not None else p.dtype.type(0), np.int32(tr is not None),
-             p._lower, p._upper, p.tau, p.taup, p.eta_min),
-            shared_mem=self.smem)
+            (p.I,),
+            (self.block,),
+            (
+                X0,
+                E0,
+                f0,
+                v0,
+                X1,
+                E1,
+                f1,
+                v1,
+                p._src,
+                p._wins,
+                p._keys,
+                np.int64(state["generation"]),
+                p._ctr,
+                np.int32(n),
+                p._nan,
+                tr.hit if tr is not None else p._zero,
+                tr.target if tr is not None else p.dtype.type(0),
+                np.int32(tr is not None),
+                p._lower,
+                p._upper,
+                p.tau,
+                p.taup,
+                p.eta_min,
+            ),
+            shared_mem=self.smem,
+        )
         s = p._finish(state, bufs[(n - 1) % 2], n, p._nan)
         if tr is not None:
             s["hit_generation"] = tr.hit.copy()

@@ -76,6 +76,7 @@ tournament and selection of that array code run as the fused kernels
 (:class:`isles.algorithms.ep.cuda.FEPSelection`, same survivors) and ``run`` replays the
 generation as one captured CUDA graph (:mod:`isles.algorithms.core.plan`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -150,8 +151,14 @@ class FEPParams:
         e0 = check_range("algorithm.eta_init", self.eta_init, 0, lo_open=True)
         emin = check_range("algorithm.eta_min", self.eta_min, 0)
         fused, epoch = check_bool("algorithm.fused", self.fused), check_bool("algorithm.epoch", self.epoch)
-        for k, val in (("pop_size", n), ("q", int(q)), ("eta_init", e0), ("eta_min", emin),
-                       ("fused", fused), ("epoch", epoch)):
+        for k, val in (
+            ("pop_size", n),
+            ("q", int(q)),
+            ("eta_init", e0),
+            ("eta_min", emin),
+            ("fused", fused),
+            ("epoch", epoch),
+        ):
             object.__setattr__(self, k, val)
 
 
@@ -161,6 +168,7 @@ def learning_rates(n: int) -> tuple[float, float]:
 
 
 # ---- operators (array code, NumPy or CuPy) ------------------------------------------------------
+
 
 def cauchy(rng, generation: int, draw: int, shape, dtype):
     """Standard Cauchy variates ``tan(pi (u - 1/2))``, shape ``(I, *shape)`` (inverse CDF of one
@@ -273,8 +281,6 @@ class FEP(FusedAlgorithm):
     EXTRAS = {"eta": "eta"}
     graph_safe = False  # the fused path replays its own CUDA graph in run()
 
-
-
     def population_size(self) -> int:
         """``mu = pop_size``."""
         return self.params.pop_size
@@ -294,8 +300,15 @@ class FEP(FusedAlgorithm):
         X = ctx.uniform_in_box(0, DRAW_INIT, mu)
         f, v, n_nan = ctx.evaluator(X)
         eta = xp.full(X.shape, self.params.eta_init, dtype=X.dtype)
-        return {"X": X, "eta": eta, "f": f, "v": v, "generation": 0, "evals": mu,
-                "nan_evals": xp.asarray(n_nan, dtype=np.int64)}
+        return {
+            "X": X,
+            "eta": eta,
+            "f": f,
+            "v": v,
+            "generation": 0,
+            "evals": mu,
+            "nan_evals": xp.asarray(n_nan, dtype=np.int64),
+        }
 
     def offspring(self, ctx: Context, state: State):
         """Evaluated offspring of generation ``state["generation"]`` (array code).
@@ -337,8 +350,9 @@ class FEP(FusedAlgorithm):
         else:
             wins = tournament_wins(ctx.rng, g, fu, vu, p.q)
             src = select_survivors(ctx.rng, g, wins, p.pop_size, p.q)
-        union = Population(xp.concatenate([state["X"], Xo], axis=1), fu, vu,
-                           {"eta": xp.concatenate([state["eta"], eta_o], axis=1)})
+        union = Population(
+            xp.concatenate([state["X"], Xo], axis=1), fu, vu, {"eta": xp.concatenate([state["eta"], eta_o], axis=1)}
+        )
         new = union.take(src)
         s = dict(state)
         s["X"], s["f"], s["v"], s["eta"] = new.genome, new.f, new.v, new.extras["eta"]
@@ -347,7 +361,6 @@ class FEP(FusedAlgorithm):
         s["nan_evals"] = state["nan_evals"] + n_nan
         return s
 
-
     def replace(self, ctx: Context, state: State, idx, immigrants: Population) -> State:
         """Immigrants in (:meth:`IslandAlgorithm.replace`), their ``eta`` kept; a step size
         ``<= 0`` (an immigrant that carried none) becomes ``eta_init``."""
@@ -355,7 +368,5 @@ class FEP(FusedAlgorithm):
         eta = immigrants.extras.get("eta")
         if eta is not None:
             eta = xp.where(eta > 0, eta, xp.asarray(self.params.eta_init, dtype=eta.dtype))
-            immigrants = Population(immigrants.genome, immigrants.f, immigrants.v,
-                                    {**immigrants.extras, "eta": eta})
+            immigrants = Population(immigrants.genome, immigrants.f, immigrants.v, {**immigrants.extras, "eta": eta})
         return super().replace(ctx, state, idx, immigrants)
-

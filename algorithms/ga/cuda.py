@@ -71,6 +71,7 @@ Files: the source, its configuration macros and thread layout in :mod:`isles.alg
 the host emulation (:class:`~isles.algorithms.ga.cuda_host.HostGA`) in :mod:`isles.algorithms.ga.cuda_host`;
 the CuPy plan (:class:`FusedGA`, :func:`make_plan`) here.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -91,7 +92,8 @@ def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int,
     elementwise kernel over ``(I, M, W)`` words, no host synchronisation."""
     cp = rng.xp
     kernel = elementwise(
-        cp, "raw uint64 keys, raw uint64 ctr, uint64 gd, raw uint64 K, int64 M, int64 W, int64 start, int64 L",
+        cp,
+        "raw uint64 keys, raw uint64 ctr, uint64 gd, raw uint64 K, int64 M, int64 W, int64 start, int64 L",
         "uint32 m",
         r"""
         const long long w = i % W;
@@ -103,18 +105,20 @@ def per_bit_flips_cupy(rng, generation: int, start: int, stop: int, n_bits: int,
         const u64 base = ((u64)c * (u64)W + (u64)w) * 32ull;
         m = ga_flips(keys[isl], s, (keys[isl] ^ s) + base * GOLDEN, base, nb, &K[0], K[nb]);
         """,
-        "isles_ga_flips", source("ga_flips.cuh"))
+        "isles_ga_flips",
+        source("ga_flips.cuh"),
+    )
     W = (int(n_bits) + 31) // 32
     M = stop - start
     out = cp.empty((rng.n_streams, M, W), dtype=np.uint32)
     gd = ((int(generation) << 16) + DRAW_MUTATE) & ((1 << 64) - 1)
     Kd = device_constant(cp, np.asarray(K, dtype=np.uint64))  # uploaded once: capturable
-    kernel(rng.keys, rng.ctr, np.uint64(gd), Kd, np.int64(M), np.int64(W), np.int64(start),
-                      np.int64(n_bits), out)
+    kernel(rng.keys, rng.ctr, np.uint64(gd), Kd, np.int64(M), np.int64(W), np.int64(start), np.int64(n_bits), out)
     return out
 
 
 # ---- the CuPy plan ------------------------------------------------------------------------------
+
 
 def _kernels(cp, src: str):
     # compiled once per device and source (algorithms/core/plan.py)
@@ -163,8 +167,11 @@ class FusedGA(EpochPaths, PingPongGraph):
         pm = self.params.mutation_probability(self.L)
         self._p_c, self._p_m = np.float64(self.params.p_c), np.float64(pm)
         self._K = cp.asarray(flip_thresholds(pm))
-        self._penalty = t(getattr(ctx.evaluator, "penalty", 0.0)
-                          if getattr(ctx.evaluator, "handling", "feasibility") == "penalty" else 0.0)
+        self._penalty = t(
+            getattr(ctx.evaluator, "penalty", 0.0)
+            if getattr(ctx.evaluator, "handling", "feasibility") == "penalty"
+            else 0.0
+        )
         self._target = t(ctx.target if ctx.target is not None else 0.0)
         self._track = np.int32(ctx.target is not None)
         self._keys = ctx.rng.keys
@@ -207,18 +214,53 @@ class FusedGA(EpochPaths, PingPongGraph):
         _, f, v = src
         eb = self.cfg["GA_EBLOCK"]
         grid = self.I + (-(-self.total // eb) if decide else 0)
-        self._k_select((grid,), (eb,),
-                       (f, v, self._elite, self._hit, np.int32(track), self._target, gen_dev,
-                        np.int64(gen_off), self._ctr, self._sel, self._keys, np.int32(self.I), self._p_c,
-                        self._p_m))
+        self._k_select(
+            (grid,),
+            (eb,),
+            (
+                f,
+                v,
+                self._elite,
+                self._hit,
+                np.int32(track),
+                self._target,
+                gen_dev,
+                np.int64(gen_off),
+                self._ctr,
+                self._sel,
+                self._keys,
+                np.int32(self.I),
+                self._p_c,
+                self._p_m,
+            ),
+        )
 
     def _launch_gen(self, src, dst, gen_dev, gen_off, nan):
         G, f, v = src
         Gn, fn, vn = dst
-        self._k_gen((self.grid,), (self.block,),
-                    (G, f, v, self._elite, self._sel, Gn, fn, vn, self._keys, gen_dev, np.int64(gen_off),
-                     self._ctr, nan, np.int32(self.total), self._K, self._penalty),
-                    shared_mem=self.smem)
+        self._k_gen(
+            (self.grid,),
+            (self.block,),
+            (
+                G,
+                f,
+                v,
+                self._elite,
+                self._sel,
+                Gn,
+                fn,
+                vn,
+                self._keys,
+                gen_dev,
+                np.int64(gen_off),
+                self._ctr,
+                nan,
+                np.int32(self.total),
+                self._K,
+                self._penalty,
+            ),
+            shared_mem=self.smem,
+        )
 
     def _generation(self, src, dst, gen_dev, gen_off, nan, track):
         self._launch_select(src, gen_dev, gen_off, track)
@@ -269,7 +311,7 @@ class FusedGA(EpochPaths, PingPongGraph):
         err = 0.0
         for a, b in ((fk, fp), (vk, vp)):
             a64, b64 = a.astype(np.float64), b.astype(np.float64)
-            same = (a64 == b64)  # infinities agree
+            same = a64 == b64  # infinities agree
             e = cp.where(same, 0.0, cp.abs(a64 - b64) / (1.0 + cp.abs(b64)))
             err = max(err, float(cp.nan_to_num(e, nan=np.inf).max()))
         return err
@@ -297,11 +339,14 @@ class FusedGA(EpochPaths, PingPongGraph):
         if self._bufs is None:
             cp = self.cp
             self._bufs = tuple(
-                (cp.empty((self.I, self.N, self.W), np.uint32), cp.empty((self.I, self.N), self.dtype),
-                 cp.empty((self.I, self.N), self.dtype))
-                for _ in range(2))
+                (
+                    cp.empty((self.I, self.N, self.W), np.uint32),
+                    cp.empty((self.I, self.N), self.dtype),
+                    cp.empty((self.I, self.N), self.dtype),
+                )
+                for _ in range(2)
+            )
         return self._bufs
-
 
     def _load_hit(self, state) -> None:
         """The state's ``hit_generation`` (or -1 everywhere) into the device's ``_hit``."""
@@ -346,5 +391,11 @@ def make_plan(ga, ctx):
     epoch kernels and keeps the faster (:meth:`FusedGA.choose`). Returns ``None`` with a log line
     when unsupported, and with a ``RuntimeWarning`` when the check fails.
     """
-    return verified_plan("GA", "array", unsupported_reason(ga, ctx), lambda: FusedGA(ga, ctx), VERIFY_RTOL,
-                         lambda p: f"L={p.L}, W={p.W}, TPI={p.tpi}, IPB={p.ipb}")
+    return verified_plan(
+        "GA",
+        "array",
+        unsupported_reason(ga, ctx),
+        lambda: FusedGA(ga, ctx),
+        VERIFY_RTOL,
+        lambda p: f"L={p.L}, W={p.W}, TPI={p.tpi}, IPB={p.ipb}",
+    )

@@ -2,6 +2,7 @@
 (:func:`host_compiler`, :func:`compile_host`, also EP's) and :class:`HostGA`, the twin of
 :class:`isles.algorithms.ga.cuda.FusedGA` on NumPy states (same source,
 :func:`isles.algorithms.ga.cuda_source.kernel_source`)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -87,10 +88,20 @@ class HostGA:
         hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
         do = int(track and self.target is not None)
         tgt = self.dtype.type(self.target if self.target is not None else 0.0)
-        self.lib.ga_select_host(_ptr(f), _ptr(v), _ptr(el), _ptr(hit), ctypes.c_int(do), self.T(tgt),
-                                ctypes.c_longlong(int(state["generation"])), ctypes.c_int(I),
-                                _ptr(sel) if decide else None, _ptr(self.ctx.rng.keys),
-                                ctypes.c_double(self.p_c), ctypes.c_double(self.p_m))
+        self.lib.ga_select_host(
+            _ptr(f),
+            _ptr(v),
+            _ptr(el),
+            _ptr(hit),
+            ctypes.c_int(do),
+            self.T(tgt),
+            ctypes.c_longlong(int(state["generation"])),
+            ctypes.c_int(I),
+            _ptr(sel) if decide else None,
+            _ptr(self.ctx.rng.keys),
+            ctypes.c_double(self.p_c),
+            ctypes.c_double(self.p_m),
+        )
         return el, hit, sel
 
     def step(self, state):
@@ -103,9 +114,22 @@ class HostGA:
         Gn, fn, vn = np.empty_like(G), np.empty_like(f), np.empty_like(v)
         nan = np.zeros(1, np.int64)
         self.lib.ga_generation_host(
-            _ptr(G), _ptr(f), _ptr(v), _ptr(el), _ptr(sel), _ptr(Gn), _ptr(fn), _ptr(vn),
-            _ptr(self.ctx.rng.keys), ctypes.c_longlong(int(state["generation"])), _ptr(nan),
-            ctypes.c_int(I * self.N), _ptr(self.K), self.T(self.penalty), _ptr(self._row))
+            _ptr(G),
+            _ptr(f),
+            _ptr(v),
+            _ptr(el),
+            _ptr(sel),
+            _ptr(Gn),
+            _ptr(fn),
+            _ptr(vn),
+            _ptr(self.ctx.rng.keys),
+            ctypes.c_longlong(int(state["generation"])),
+            _ptr(nan),
+            ctypes.c_int(I * self.N),
+            _ptr(self.K),
+            self.T(self.penalty),
+            _ptr(self._row),
+        )
         s = dict(state)
         s["genome"], s["f"], s["v"] = Gn, fn, vn
         s["generation"] = state["generation"] + 1
@@ -131,8 +155,10 @@ class HostGA:
             return dict(state)
         G = np.ascontiguousarray(state["genome"], dtype=np.uint32)
         I = G.shape[0]
-        bufs = [(G.copy(), np.array(state["f"], dtype=self.dtype), np.array(state["v"], dtype=self.dtype)),
-                (np.empty_like(G), np.empty((I, self.N), self.dtype), np.empty((I, self.N), self.dtype))]
+        bufs = [
+            (G.copy(), np.array(state["f"], dtype=self.dtype), np.array(state["v"], dtype=self.dtype)),
+            (np.empty_like(G), np.empty((I, self.N), self.dtype), np.empty((I, self.N), self.dtype)),
+        ]
         el = np.zeros((I, self.NEK), np.int32)
         sel = np.zeros((I, self.N, 5), np.int32)
         nan = np.zeros(1, np.uint64)
@@ -140,10 +166,24 @@ class HostGA:
         track = int(self.target is not None)
         tgt = self.dtype.type(self.target if track else 0.0)
         self.lib.ga_epoch_host(
-            *map(_ptr, bufs[0]), *map(_ptr, bufs[1]), _ptr(el), _ptr(sel), _ptr(self.ctx.rng.keys),
-            ctypes.c_longlong(int(state["generation"])), _ptr(self.ctx.rng.ctr), ctypes.c_int(n), ctypes.c_int(I),
-            _ptr(nan), _ptr(hit), ctypes.c_int(track), self.T(tgt), _ptr(self.K), self.T(self.penalty),
-            ctypes.c_double(self.p_c), ctypes.c_double(self.p_m))
+            *map(_ptr, bufs[0]),
+            *map(_ptr, bufs[1]),
+            _ptr(el),
+            _ptr(sel),
+            _ptr(self.ctx.rng.keys),
+            ctypes.c_longlong(int(state["generation"])),
+            _ptr(self.ctx.rng.ctr),
+            ctypes.c_int(n),
+            ctypes.c_int(I),
+            _ptr(nan),
+            _ptr(hit),
+            ctypes.c_int(track),
+            self.T(tgt),
+            _ptr(self.K),
+            self.T(self.penalty),
+            ctypes.c_double(self.p_c),
+            ctypes.c_double(self.p_m),
+        )
         s = dict(state)
         s["genome"], s["f"], s["v"] = bufs[n % 2]
         s["generation"] = state["generation"] + n

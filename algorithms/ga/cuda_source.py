@@ -2,6 +2,7 @@
 docstring describes the kernels; :mod:`isles.algorithms.ga.cuda_host` runs the same source on the
 CPU): the thread layout (:func:`layout`, :func:`elite_block`), the source with its configuration
 macros (:func:`kernel_source`) and why a configuration cannot be fused (:func:`unsupported_reason`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,11 +23,18 @@ from isles.problems.base import objective_macros
 MAX_TPI = 256
 
 #: the draw ids of the counter RNG (algorithms/ga/draws.py), injected into the kernels
-DRAWS = draw_ids(DRAW_SELECT=DRAW_SELECT, DRAW_XOVER=DRAW_XOVER, DRAW_CUT=DRAW_CUT, DRAW_XMASK=DRAW_XMASK,
-                 DRAW_MUTATE=DRAW_MUTATE, DRAW_RENEW=DRAW_RENEW)
+DRAWS = draw_ids(
+    DRAW_SELECT=DRAW_SELECT,
+    DRAW_XOVER=DRAW_XOVER,
+    DRAW_CUT=DRAW_CUT,
+    DRAW_XMASK=DRAW_XMASK,
+    DRAW_MUTATE=DRAW_MUTATE,
+    DRAW_RENEW=DRAW_RENEW,
+)
 
 
 # ---- configuration ------------------------------------------------------------------------------
+
 
 def layout(n_words: int, n_work: int, tpi: int | None = None) -> tuple[int, int, int]:
     """Thread layout ``(TPI, IPB, BLOCK)``: ``TPI`` threads per slot (the smallest power of two
@@ -84,10 +92,22 @@ def kernel_source(ga, ctx, tpi: int | None = None, extra: dict | None = None, ta
     pm = p.mutation_probability(L)
     mut = 0 if pm <= 0.0 else (1 if p.mutation == "per_bit" else 2)
     cfg = {
-        "IS_F32": int(np.dtype(ctx.dtype) == np.float32), "GA_N": p.pop_size, "GA_W": W, "GA_L": L,
-        "GA_NE": p.n_elite, "GA_NEK": max(p.n_elite, 1), "GA_NR": p.n_renew, "GA_S": p.group_size,
-        "GA_XOVER": CROSSOVERS.index(p.crossover), "GA_MUT": mut, "GA_REAL": int(real),
-        "GA_D": enc.dim, "GA_TPI": tpi, "GA_IPB": ipb, "GA_BLOCK": block, "GA_EBLOCK": elite_block(p.pop_size),
+        "IS_F32": int(np.dtype(ctx.dtype) == np.float32),
+        "GA_N": p.pop_size,
+        "GA_W": W,
+        "GA_L": L,
+        "GA_NE": p.n_elite,
+        "GA_NEK": max(p.n_elite, 1),
+        "GA_NR": p.n_renew,
+        "GA_S": p.group_size,
+        "GA_XOVER": CROSSOVERS.index(p.crossover),
+        "GA_MUT": mut,
+        "GA_REAL": int(real),
+        "GA_D": enc.dim,
+        "GA_TPI": tpi,
+        "GA_IPB": ipb,
+        "GA_BLOCK": block,
+        "GA_EBLOCK": elite_block(p.pop_size),
         "GA_PENALTY": int(getattr(ctx.evaluator, "handling", "feasibility") == "penalty"),
         # block mode: registers for >= 1024 resident threads per SM (latency hiding, measured)
         "GA_MINB": 1024 // block if tpi > 32 else 1,

@@ -28,6 +28,7 @@ paths once when built (CUDA events) and keeps the faster
 per-generation kernels. The path is in the run summary (``GPU path``) and the MLflow tag
 ``gpu_path``. Source: the generational GA of seed 002 (the paper's GA, section 2).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,8 +44,10 @@ def epoch_unsupported_reason(tpi: int, n_words: int) -> str | None:
     """Why the epoch kernel does not serve a plan whose slot group has ``tpi`` threads (``GA_TPI``)
     for rows of ``n_words`` 32-bit words, or ``None`` where it does."""
     if int(tpi) > MAX_EPOCH_TPI:
-        return (f"TPI={tpi} > {MAX_EPOCH_TPI}: a genome of {n_words} words fills the GPU per generation; "
-                f"one block per island would run an island's slots on one SM")
+        return (
+            f"TPI={tpi} > {MAX_EPOCH_TPI}: a genome of {n_words} words fills the GPU per generation; "
+            f"one block per island would run an island's slots on one SM"
+        )
     return None
 
 
@@ -88,14 +91,14 @@ class EpochGA:
         cp = plan.cp
         self.plan, self.cp = plan, cp
         n_sm, per_sm, optin = device_limits(cp)
-        optin -= 1024   # the block's static reserve
+        optin -= 1024  # the block's static reserve
         tpi, W = plan.tpi, plan.W
-        rows = epoch_rows_bytes(min(1024, plan.N * tpi), tpi, W) + 1024   # + the block's static reserve
+        rows = epoch_rows_bytes(min(1024, plan.N * tpi), tpi, W) + 1024  # + the block's static reserve
         block = int(eblock) if eblock is not None else epoch_block(plan.N, tpi, plan.I, rows, n_sm, per_sm)
         if block % 32 or not 32 <= block <= 1024:
             raise ValueError(f"GA epoch kernel: eblock={block}: allowed values are multiples of 32 in [32, 1024]")
         while eblock is None and block > 32 and epoch_rows_bytes(block, tpi, W) > optin:
-            block -= 32   # fewer groups where the staged rows do not fit one block
+            block -= 32  # fewer groups where the staged rows do not fit one block
         self.block = block
         self.smem = epoch_rows_bytes(block, tpi, W)
         self.min_blocks = epoch_min_blocks(block, plan.I, self.smem + 1024, n_sm, per_sm)
@@ -119,8 +122,30 @@ class EpochGA:
         p._nan.fill(0)
         (P0, f0, v0), (P1, f1, v1) = bufs
         self.kernel(
-            (p.I,), (self.block,),
-            (P0, f0, v0, P1, f1, v1, p._elite, p._sel, p._keys, np.int64(state["generation"]), p._ctr,
-             np.int32(n), p._nan, p._hit, np.int32(track), p._target, p._K, p._penalty, p._p_c, p._p_m),
-            shared_mem=self.smem)
+            (p.I,),
+            (self.block,),
+            (
+                P0,
+                f0,
+                v0,
+                P1,
+                f1,
+                v1,
+                p._elite,
+                p._sel,
+                p._keys,
+                np.int64(state["generation"]),
+                p._ctr,
+                np.int32(n),
+                p._nan,
+                p._hit,
+                np.int32(track),
+                p._target,
+                p._K,
+                p._penalty,
+                p._p_c,
+                p._p_m,
+            ),
+            shared_mem=self.smem,
+        )
         return p._finish(state, bufs[n % 2], n)

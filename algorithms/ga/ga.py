@@ -83,6 +83,7 @@ same individuals. Otherwise the array code runs on NumPy or CuPy (its operators 
 :mod:`isles.algorithms.ga.operators`; on CuPy the per-bit mutation is one elementwise kernel, so
 that no step synchronises with the host).
 """
+
 from __future__ import annotations
 
 import logging
@@ -197,9 +198,19 @@ class GAParams:
                 f"{n_renew} individuals and leaves no child; allowed values are numbers >= 0 and "
                 f"< {(n - ne) / n:g}"
             )
-        for k, val in (("pop_size", n), ("group_size", s), ("p_c", p_c), ("p_m", p_m), ("n_elite", ne),
-                       ("renewal", ren), ("bits_per_variable", b), ("nvdec", nvdec), ("nvbin", nvbin),
-                       ("fused", fused), ("epoch", epoch)):
+        for k, val in (
+            ("pop_size", n),
+            ("group_size", s),
+            ("p_c", p_c),
+            ("p_m", p_m),
+            ("n_elite", ne),
+            ("renewal", ren),
+            ("bits_per_variable", b),
+            ("nvdec", nvdec),
+            ("nvbin", nvbin),
+            ("fused", fused),
+            ("epoch", epoch),
+        ):
             object.__setattr__(self, k, val)
 
     @property
@@ -215,6 +226,7 @@ class GAParams:
 
 
 # ---- the algorithm ------------------------------------------------------------------------------
+
 
 def evaluate(ctx: Context, X):
     """``ctx.evaluator(X, dtype=ctx.dtype)``: ``(f, v, n_nan)`` with ``f, v (...)`` in ``ctx.dtype``
@@ -318,8 +330,14 @@ class GA(FusedAlgorithm):
         n = self.params.pop_size
         G = random_words(ctx.rng, 0, DRAW_INIT, 0, n, enc.n_bits)
         f, v, n_nan = self.evaluate_genomes(ctx, G)
-        return {"genome": G, "f": f, "v": v, "generation": 0, "evals": n,
-                "nan_evals": ctx.xp.asarray(n_nan, dtype=np.int64)}
+        return {
+            "genome": G,
+            "f": f,
+            "v": v,
+            "generation": 0,
+            "evals": n,
+            "nan_evals": ctx.xp.asarray(n_nan, dtype=np.int64),
+        }
 
     def offspring(self, ctx: Context, state: State):
         """The next population's genomes before evaluation (array code), and the elite indices.

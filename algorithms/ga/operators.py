@@ -2,6 +2,7 @@
 in the order its module docstring gives; the fused generation, :mod:`isles.algorithms.ga.cuda`,
 makes the same draws): elite search, tournaments, crossover, per-bit and seed mutation, renewal
 words."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -147,7 +148,7 @@ def per_bit_flips(rng, generation: int, start: int, stop: int, n_bits: int, p_m:
         r = nb - 1 - pos  # bits left after pos
         gap = ((k53[:, None] >= K[None, 1:]) & (ms[None, :] < r[:, None])).sum(axis=1)
         pos = pos + 1 + gap
-        flips[ii, cc, ww] |= (np.uint32(1) << pos.astype(np.uint32))
+        flips[ii, cc, ww] |= np.uint32(1) << pos.astype(np.uint32)
         k += 1
         keep = pos < nb - 1
         ii, cc, ww, b, pos, nb = ii[keep], cc[keep], ww[keep], b[keep], pos[keep], nb[keep]

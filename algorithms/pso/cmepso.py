@@ -7,6 +7,7 @@ generation their global bests go to the master swarm, one EPSO swarm (``I = 1``)
 velocity has the third term ``Rnd3 c3 (b_g^S - x)`` towards the best slave best ``b_g^S``
 (eqs. 12-14). Everything stays on the device: no host round trips between slaves and master.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace as dc_replace
@@ -72,11 +73,17 @@ class MasterSwarm:
         f = xp.asarray(slave_f, dtype=ctx.dtype)[idx][None]
         v = xp.asarray(slave_v, dtype=ctx.dtype)[idx][None]
         s = {
-            "x": x, "vel": xp.zeros_like(x), "pbest": x, "pbest_f": f, "pbest_v": v,
+            "x": x,
+            "vel": xp.zeros_like(x),
+            "pbest": x,
+            "pbest_f": f,
+            "pbest_v": v,
             "gbest": xp.zeros((1, ctx.dim), dtype=ctx.dtype),
             "gbest_f": xp.full((1,), xp.inf, dtype=ctx.dtype),
             "gbest_v": xp.full((1,), xp.inf, dtype=ctx.dtype),
-            "generation": 0, "evals": 0, "nan_evals": xp.zeros((), dtype=xp.int64),
+            "generation": 0,
+            "evals": 0,
+            "nan_evals": xp.zeros((), dtype=xp.int64),
         }
         s = update_gbest(xp, s)
         return EPSO.set_attractor(s, *best_row(x[0], f[0], v[0]))
@@ -92,8 +99,15 @@ class MasterSwarm:
         return state["gbest"][0], state["gbest_f"][0], state["gbest_v"][0]
 
 
-def run_cmepso(ctx_slaves: Context, ctx_master: Context, slaves: EPSO, master: MasterSwarm,
-               iterations: int, exchange_interval: int = 1, cuda_graph: bool = True):
+def run_cmepso(
+    ctx_slaves: Context,
+    ctx_master: Context,
+    slaves: EPSO,
+    master: MasterSwarm,
+    iterations: int,
+    exchange_interval: int = 1,
+    cuda_graph: bool = True,
+):
     """Run CMEPSO (seed 001 Algorithm 3) in one process on one device.
 
     The ``S = ctx_slaves.n_islands`` slave swarms are one batch; every ``exchange_interval``
@@ -116,23 +130,33 @@ def run_cmepso(ctx_slaves: Context, ctx_master: Context, slaves: EPSO, master: M
         ValueError: ``iterations < 0``, ``exchange_interval < 1`` or ``ctx_master.n_islands != 1``.
     """
     if int(iterations) < 0 or int(exchange_interval) < 1:
-        raise ValueError(f"run_cmepso: iterations={iterations} must be >= 0 and "
-                         f"exchange_interval={exchange_interval} >= 1")
+        raise ValueError(
+            f"run_cmepso: iterations={iterations} must be >= 0 and exchange_interval={exchange_interval} >= 1"
+        )
     s = slaves.init(ctx_slaves)
     m = master.init(ctx_master, s["gbest"], s["gbest_f"], s["gbest_v"])
     if cuda_graph and ctx_slaves.xp is not np and int(exchange_interval) == 1 and iterations > 0:
+
         def iteration(flat):
             s2 = slaves.step(ctx_slaves, {k[2:]: v for k, v in flat.items() if k.startswith("s.")})
-            m2 = master.run_epoch(ctx_master, {k[2:]: v for k, v in flat.items() if k.startswith("m.")},
-                                  s2["gbest"], s2["gbest_f"], s2["gbest_v"], 1)
+            m2 = master.run_epoch(
+                ctx_master,
+                {k[2:]: v for k, v in flat.items() if k.startswith("m.")},
+                s2["gbest"],
+                s2["gbest_f"],
+                s2["gbest_v"],
+                1,
+            )
             return {**{"s." + k: v for k, v in s2.items()}, **{"m." + k: v for k, v in m2.items()}}
 
         flat = {**{"s." + k: v for k, v in s.items()}, **{"m." + k: v for k, v in m.items()}}
         stepper = GraphStepper(iteration, flat, [ctx_slaves.rng, ctx_master.rng])
         stepper.run(iterations)
         flat = stepper.close()
-        return ({k[2:]: v for k, v in flat.items() if k.startswith("s.")},
-                {k[2:]: v for k, v in flat.items() if k.startswith("m.")})
+        return (
+            {k[2:]: v for k, v in flat.items() if k.startswith("s.")},
+            {k[2:]: v for k, v in flat.items() if k.startswith("m.")},
+        )
     done = 0
     while done < iterations:
         k = min(int(exchange_interval), int(iterations) - done)

@@ -58,6 +58,7 @@ Sources: seed 001 (Souza et al., CMEPSO-GPU) eqs. 1-5; Eberhart & Shi (1998, 200
 inertia schedule and the velocity clamp; Salmon et al. (SC 2011) / Steele et al. (OOPSLA 2014)
 for the counter-based generator.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -131,8 +132,9 @@ def _grid(n: int) -> int:
     return max(1, min(MAX_GRID, -(-int(n) // BLOCK)))
 
 
-def schedule_values(ctx, k: int, i_max: int, w_max: float, w_min: float, vmax_start: float,
-                    vmax_final: float, vmax_power: int = 3):
+def schedule_values(
+    ctx, k: int, i_max: int, w_max: float, w_min: float, vmax_start: float, vmax_final: float, vmax_power: int = 3
+):
     """Inertia weight and clamp fraction of iteration ``k + ctr`` as two 0-d device values (one launch).
 
     Bit-identical to ``inertia_weight(ctx.generation_value(k), i_max, w_max, w_min)`` (seed 001
@@ -162,15 +164,28 @@ def schedule_values(ctx, k: int, i_max: int, w_max: float, w_min: float, vmax_st
     out = cp.empty((2,), dtype=dt)
     ratio = vmax_final / vmax_start if v_sched else 1.0
     _kernel(cp, dt, "pso_schedule")(
-        (1,), (1,),
-        (ctx.rng.ctr, np.uint64(int(k) & _MASK), out, np.int32(w_sched), t(w_max), t(w_max - w_min),
-         np.int32(v_sched), t(vmax_start), t(ratio), t(vmax_power), t(max(i_max - 1, 1))),
+        (1,),
+        (1,),
+        (
+            ctx.rng.ctr,
+            np.uint64(int(k) & _MASK),
+            out,
+            np.int32(w_sched),
+            t(w_max),
+            t(w_max - w_min),
+            np.int32(v_sched),
+            t(vmax_start),
+            t(ratio),
+            t(vmax_power),
+            t(max(i_max - 1, 1)),
+        ),
     )
     return out[0], out[1]
 
 
-def fused_move(ctx, x, vel, pbest, gbest, generation: int, w, vmax, c1: float, c2: float, cor: float,
-               cor_mode: str = "overshoot"):
+def fused_move(
+    ctx, x, vel, pbest, gbest, generation: int, w, vmax, c1: float, c2: float, cor: float, cor_mode: str = "overshoot"
+):
     """One PSO move of every particle of every island in ONE kernel (seed 001 eqs. 1, 2, 4, 5).
 
     Computes what :meth:`isles.algorithms.pso.pso.PSO.step` computes before the evaluation: ``R1, R2,
@@ -212,10 +227,26 @@ def fused_move(ctx, x, vel, pbest, gbest, generation: int, w, vmax, c1: float, c
     vo = cp.empty((I, N, D), dtype=dt)
     total = I * N * D
     _kernel(cp, dt, "pso_move")(
-        (_grid(total),), (BLOCK,),
-        (*arrs, ctx.rng.keys, ctx.rng.ctr, w, vm, xo, vo, np.uint64((int(generation) << 16) & _MASK),
-         t(c1), t(c2), t(cor), np.int64(N * D), np.int32(D), np.int64(total), np.int32(vmax is not None),
-         np.int32(COR_MODE_IDS[cor_mode])),
+        (_grid(total),),
+        (BLOCK,),
+        (
+            *arrs,
+            ctx.rng.keys,
+            ctx.rng.ctr,
+            w,
+            vm,
+            xo,
+            vo,
+            np.uint64((int(generation) << 16) & _MASK),
+            t(c1),
+            t(c2),
+            t(cor),
+            np.int64(N * D),
+            np.int32(D),
+            np.int64(total),
+            np.int32(vmax is not None),
+            np.int32(COR_MODE_IDS[cor_mode]),
+        ),
     )
     return xo, vo
 
@@ -242,13 +273,26 @@ def fused_update_bests(ctx, state: dict, x, f, v, n_nan) -> dict:
     """
     cp, dt = ctx.xp, np.dtype(ctx.dtype)
     I, N, D = x.shape
-    if state["pbest"].shape != (I, N, D) or f.shape != (I, N) or v.shape != (I, N) \
-            or state["gbest"].shape != (I, D):
-        raise ValueError(f"fused PSO bests: shapes x{x.shape} f{f.shape} v{v.shape} "
-                         f"pbest{state['pbest'].shape} gbest{state['gbest'].shape}")
+    if state["pbest"].shape != (I, N, D) or f.shape != (I, N) or v.shape != (I, N) or state["gbest"].shape != (I, D):
+        raise ValueError(
+            f"fused PSO bests: shapes x{x.shape} f{f.shape} v{v.shape} "
+            f"pbest{state['pbest'].shape} gbest{state['gbest'].shape}"
+        )
     c = cp.ascontiguousarray
-    ins = [c(a, dtype=dt) for a in (x, f, v, state["pbest"], state["pbest_f"], state["pbest_v"],
-                                    state["gbest"], state["gbest_f"], state["gbest_v"])]
+    ins = [
+        c(a, dtype=dt)
+        for a in (
+            x,
+            f,
+            v,
+            state["pbest"],
+            state["pbest_f"],
+            state["pbest_v"],
+            state["gbest"],
+            state["gbest_f"],
+            state["gbest_v"],
+        )
+    ]
     nan_old = _scalar(cp, state["nan_evals"], np.int64)
     nan_add = _scalar(cp, n_nan, np.int64)
     pb_o = cp.empty((I, N, D), dtype=dt)
@@ -261,9 +305,24 @@ def fused_update_bests(ctx, state: dict, x, f, v, n_nan) -> dict:
     total = I * N * D
     rows = _grid(total)
     _kernel(cp, dt, "pso_bests")(
-        (rows + I,), (BLOCK,),
-        (*ins, nan_old, nan_add, pb_o, pf_o, pv_o, gb_o, gf_o, gv_o, nan_o, np.int32(N), np.int32(D),
-         np.int64(total), np.int32(rows)),
+        (rows + I,),
+        (BLOCK,),
+        (
+            *ins,
+            nan_old,
+            nan_add,
+            pb_o,
+            pf_o,
+            pv_o,
+            gb_o,
+            gf_o,
+            gv_o,
+            nan_o,
+            np.int32(N),
+            np.int32(D),
+            np.int64(total),
+            np.int32(rows),
+        ),
     )
     s = dict(state)
     s.update(pbest=pb_o, pbest_f=pf_o, pbest_v=pv_o, gbest=gb_o, gbest_f=gf_o, gbest_v=gv_o, nan_evals=nan_o)

@@ -26,14 +26,22 @@ Asia Pacific 2002. Each generation, for every particle:
 CMEPSO master swarm sets it to the best slave best); while it is unset (``attractor_v = inf``)
 the ``c3`` term is zero.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from isles.algorithms.core.base import Context, State, check_range
 from isles.algorithms.pso.draws import DRAW_COR, DRAW_R1, DRAW_R2, DRAW_R3
-from isles.algorithms.pso.pso import (PSO, PSOParams, boundary_correction, clamp_velocity, inertia_weight, update_bests,
-                                      vmax_schedule)
+from isles.algorithms.pso.pso import (
+    PSO,
+    PSOParams,
+    boundary_correction,
+    clamp_velocity,
+    inertia_weight,
+    update_bests,
+    vmax_schedule,
+)
 from isles.problems.constraints import argbest
 
 DRAW_NW, DRAW_NC1, DRAW_NC2, DRAW_NC3, DRAW_NG = 20, 21, 22, 23, 24
@@ -116,13 +124,19 @@ class EPSO(PSO):
             bgm = bg * (1 + p.sigma_g * rng.normal(g, DRAW_NG, (N, p.n_replicas, D), dt))
             bgm = xp.clip(bgm, ctx.lower, ctx.upper)  # eq. 10, b_g* per replica and coordinate
             bg = xp.concatenate([xp.broadcast_to(bg, (I, N, 1, D)), bgm], axis=2)
-        vel = (weights(w, DRAW_NW) * state["vel"][:, :, None]
-               + rng.uniform(g, DRAW_R1, (N, C, D), dt) * weights(p.c1, DRAW_NC1) * (state["pbest"][:, :, None] - x)
-               + rng.uniform(g, DRAW_R2, (N, C, D), dt) * weights(p.c2, DRAW_NC2) * (bg - x))
+        vel = (
+            weights(w, DRAW_NW) * state["vel"][:, :, None]
+            + rng.uniform(g, DRAW_R1, (N, C, D), dt) * weights(p.c1, DRAW_NC1) * (state["pbest"][:, :, None] - x)
+            + rng.uniform(g, DRAW_R2, (N, C, D), dt) * weights(p.c2, DRAW_NC2) * (bg - x)
+        )
         if p.c3 > 0:  # eqs. 12-13: third attractor b_g^S, zero while unset
             on = xp.isfinite(state["attractor_v"]).astype(dt)[:, None, None, None]
-            vel = vel + (on * rng.uniform(g, DRAW_R3, (N, C, D), dt) * weights(p.c3, DRAW_NC3)
-                         * (state["attractor"][:, None, None] - x))
+            vel = vel + (
+                on
+                * rng.uniform(g, DRAW_R3, (N, C, D), dt)
+                * weights(p.c3, DRAW_NC3)
+                * (state["attractor"][:, None, None] - x)
+            )
         if p.vmax_fraction > 0:
             vel = clamp_velocity(ctx, vel, vmax_schedule(kg, p.max_iterations, p.vmax_fraction, p.vmax_final))
         u = rng.uniform(g, DRAW_COR, (N, C, D), dt)
@@ -135,6 +149,7 @@ class EPSO(PSO):
         f_new = xp.take_along_axis(f, k, axis=2)[:, :, 0]
         v_new = xp.take_along_axis(v, k, axis=2)[:, :, 0]
         s = update_bests(xp, state, x_new, f_new, v_new)
-        s.update(x=x_new, vel=vel_new, generation=g + 1, evals=state["evals"] + N * C,
-                 nan_evals=state["nan_evals"] + n_nan)
+        s.update(
+            x=x_new, vel=vel_new, generation=g + 1, evals=state["evals"] + N * C, nan_evals=state["nan_evals"] + n_nan
+        )
         return s

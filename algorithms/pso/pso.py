@@ -30,6 +30,7 @@ On CuPy (float32/float64), :meth:`PSO.step` runs the fused kernels of :mod:`isle
 (schedules, move and best updates: three launches around the evaluation instead of about 60),
 bit-identical to the generic array code below, which NumPy (and ``PSOParams(fused=False)``) runs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -254,11 +255,17 @@ class PSO(IslandAlgorithm):
         f, v, n_nan = ctx.evaluator(x)
         I, D = ctx.n_islands, ctx.dim
         s = {
-            "x": x, "vel": vel, "pbest": x, "pbest_f": f, "pbest_v": v,
+            "x": x,
+            "vel": vel,
+            "pbest": x,
+            "pbest_f": f,
+            "pbest_v": v,
             "gbest": xp.zeros((I, D), dtype=ctx.dtype),
             "gbest_f": xp.full((I,), xp.inf, dtype=ctx.dtype),
             "gbest_v": xp.full((I,), xp.inf, dtype=ctx.dtype),
-            "generation": 0, "evals": n, "nan_evals": xp.asarray(n_nan, dtype=xp.int64),
+            "generation": 0,
+            "evals": n,
+            "nan_evals": xp.asarray(n_nan, dtype=xp.int64),
         }
         return update_gbest(xp, s)
 
@@ -276,16 +283,16 @@ class PSO(IslandAlgorithm):
         x, shape = state["x"], state["x"].shape[1:]
         r1 = ctx.rng.uniform(g, DRAW_R1, shape, ctx.dtype)
         r2 = ctx.rng.uniform(g, DRAW_R2, shape, ctx.dtype)
-        vel = (w * state["vel"] + r1 * p.c1 * (state["pbest"] - x)
-               + r2 * p.c2 * (state["gbest"][:, None] - x))
+        vel = w * state["vel"] + r1 * p.c1 * (state["pbest"] - x) + r2 * p.c2 * (state["gbest"][:, None] - x)
         if p.vmax_fraction > 0:
             vel = clamp_velocity(ctx, vel, vmax_schedule(k, p.max_iterations, p.vmax_fraction, p.vmax_final))
         u = ctx.rng.uniform(g, DRAW_COR, shape, ctx.dtype)
         x, vel = boundary_correction(ctx, x + vel, vel, u, p.cor, p.cor_mode)
         f, v, n_nan = ctx.evaluator(x)
         s = update_bests(xp, state, x, f, v)
-        s.update(x=x, vel=vel, generation=g + 1, evals=state["evals"] + p.n_particles,
-                 nan_evals=state["nan_evals"] + n_nan)
+        s.update(
+            x=x, vel=vel, generation=g + 1, evals=state["evals"] + p.n_particles, nan_evals=state["nan_evals"] + n_nan
+        )
         return s
 
     def _fused_ok(self, ctx: Context, state: State) -> bool:
@@ -303,10 +310,23 @@ class PSO(IslandAlgorithm):
         from isles.algorithms.pso import cuda as pso_cuda  # noqa: PLC0415
 
         p, g = self.params, state["generation"]
-        w, vmax = pso_cuda.schedule_values(ctx, g + 1, p.max_iterations, p.w_max, p.w_min, p.vmax_fraction,
-                                           p.vmax_final, VMAX_POWER)
-        x, vel = pso_cuda.fused_move(ctx, state["x"], state["vel"], state["pbest"], state["gbest"], g, w,
-                                     vmax if p.vmax_fraction > 0 else None, p.c1, p.c2, p.cor, p.cor_mode)
+        w, vmax = pso_cuda.schedule_values(
+            ctx, g + 1, p.max_iterations, p.w_max, p.w_min, p.vmax_fraction, p.vmax_final, VMAX_POWER
+        )
+        x, vel = pso_cuda.fused_move(
+            ctx,
+            state["x"],
+            state["vel"],
+            state["pbest"],
+            state["gbest"],
+            g,
+            w,
+            vmax if p.vmax_fraction > 0 else None,
+            p.c1,
+            p.c2,
+            p.cor,
+            p.cor_mode,
+        )
         f, v, n_nan = ctx.evaluator(x)
         s = pso_cuda.fused_update_bests(ctx, state, x, f, v, n_nan)
         s.update(x=x, vel=vel, generation=g + 1, evals=state["evals"] + p.n_particles)
