@@ -1,8 +1,8 @@
 """The built-in island algorithms as the options of the config group ``algorithm``.
 
 Each option ``conf/algorithm/NAME.yaml`` extends the node that Hydra's ConfigStore holds as
-``schema/algorithm/NAME`` (:func:`isles.islands.schema.register`): the class's ``_target_`` and
-every field of its ``Params`` dataclass with its default (:func:`isles.islands.schema.class_node`),
+``schema/algorithm/NAME`` (:func:`isles.islands.config.schema.register`): the class's ``_target_`` and
+every field of its ``Params`` dataclass with its default (:func:`isles.islands.config.schema.class_node`),
 so that an algorithm's defaults are written once, in its ``Params``. A user's own algorithm needs
 no entry here: ``algorithm._target_=my_module.MyAlgorithm`` names it.
 """

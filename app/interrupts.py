@@ -9,7 +9,7 @@ import signal
 import threading
 
 from isles.app.overrides import task_overrides
-from isles.islands import checkpoint
+from isles.islands.control import checkpoint
 
 
 def _raise_interrupt(signum, frame):

@@ -25,14 +25,14 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from isles.algorithms.core.backend import cupy_or_none
-from isles.islands import checkpoint
+from isles.islands.control import checkpoint
 from isles.app.overrides import job_overrides, user_problem_config
-from isles.islands.budget import with_budget
-from isles.islands.build import build_algorithm, build_plugins, build_problem, check_pairing
-from isles.islands.policies import check_migrants
-from isles.islands.placement import needs_ray
+from isles.islands.control.budget import with_budget
+from isles.islands.config.build import build_algorithm, build_plugins, build_problem, check_pairing
+from isles.islands.migration.policies import check_migrants
+from isles.islands.control.placement import needs_ray
 from isles.app.ray_security import check_dashboard_host
-from isles.islands.schema import check_keys, validated, with_generations
+from isles.islands.config.schema import check_keys, validated, with_generations
 from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
 from isles.app.progress import ConsoleProgress, print_summary, result_line
 from isles.app.run_files import HistoryFiles, SolutionFile
@@ -86,18 +86,18 @@ def validate(cfg: dict) -> dict:
     """Checks that need no actor, run before Ray starts; each error is one line naming the field
     as the user types it and the allowed values. Returns ``cfg`` with the schema's defaults.
 
-    The config's own fields are checked by the schema (:func:`isles.islands.schema.check_keys`,
-    :func:`isles.islands.schema.validated`); here only what depends on this machine or the
+    The config's own fields are checked by the schema (:func:`isles.islands.config.schema.check_keys`,
+    :func:`isles.islands.config.schema.validated`); here only what depends on this machine or the
     cluster is added.
 
     Raises:
         ValueError: a key the schema does not know, or a typed field out of range
-            (:func:`isles.islands.schema.check_values`); ``device=gpu`` on a machine without a GPU
+            (:func:`isles.islands.config.schema.check_values`); ``device=gpu`` on a machine without a GPU
             when no cluster address is given; an unreachable ``ray.address``, or
             ``ray.address=auto`` with no cluster to find (:func:`check_ray_address`);
             ``logger.system_metrics=true`` without psutil; a ``ray.dashboard_host`` that is not an
             IP address; a ``checkpoint.path`` that cannot be written
-            (:func:`isles.islands.checkpoint.check_path`). (A tracking server that does not answer
+            (:func:`isles.islands.control.checkpoint.check_path`). (A tracking server that does not answer
             is caught by :func:`isles.app.tracking_server.reach_tracking_store` in :func:`run_job`,
             also before Ray starts.)
     """
@@ -121,7 +121,7 @@ def validate(cfg: dict) -> dict:
 class Prepared(NamedTuple):
     """A job's config checked and built before Ray starts (:func:`prepare`)."""
 
-    plain: dict  # the resolved config with the schema's defaults, checked (islands/schema.py Validated)
+    plain: dict  # the resolved config with the schema's defaults, checked (islands/config/schema.py Validated)
     problem: Any
     topology: Any
     plugins: list  # the loop's plug-ins (islands/plugin.py), instantiated
@@ -145,16 +145,16 @@ def prepare(cfg: DictConfig) -> Prepared:
     each job of a sweep before its first job starts (:func:`isles.app.sweeper.check_job`): the
     problem's keys as typed (``cfg``'s own ``hydra`` node, or the running job's overrides), the
     default checkpoint path, :func:`validate` (the run's one check of its config: the runtime
-    trusts the :class:`~isles.islands.schema.Validated` config it returns), ``stop.max_evaluations``
-    as generations (:func:`isles.islands.budget.with_budget`), then the problem, topology,
+    trusts the :class:`~isles.islands.config.schema.Validated` config it returns), ``stop.max_evaluations``
+    as generations (:func:`isles.islands.control.budget.with_budget`), then the problem, topology,
     plug-ins and algorithm built and checked against each other. Starts nothing.
 
     Raises:
         ValueError: one line naming the field and the allowed values.
     """
     run_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])  # a sweep's job config has hydra's node
-    plain = validate(_resolved(run_cfg, cfg))  # the run's one check of its config (islands/schema.py)
-    if plain["stop"]["max_evaluations"] is not None:  # as generations (islands/budget.py)
+    plain = validate(_resolved(run_cfg, cfg))  # the run's one check of its config (islands/config/schema.py)
+    if plain["stop"]["max_evaluations"] is not None:  # as generations (islands/control/budget.py)
         budgeted = with_budget(run_cfg, plain, build_plugins(plain["plugins"]))
         if budgeted is not run_cfg:  # what interpolates ${generations} (max_iterations) follows the budget
             plain = with_generations(plain, _resolved(budgeted, cfg))
@@ -178,7 +178,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     typed and the composed problem node is built as it is).
 
     ``use_ray``: ``None`` (default) starts Ray only when the run needs it
-    (:func:`isles.islands.placement.needs_ray`: a cluster address, async mode, or several island
+    (:func:`isles.islands.control.placement.needs_ray`: a cluster address, async mode, or several island
     groups); ``True`` always, ``False`` never (everything in this process).
 
     The MLflow run, once opened, never ends FINISHED unless the run did: any error raised after

@@ -67,7 +67,7 @@ def user_problem_config(problem_cfg: dict, overrides) -> dict:
     ``++``), the other keys of the composed node belong to the problem that the config had chosen
     (an experiment's ``fep_f5``: ``dim: 32``, ``lower: -5.12``, ``upper: 5.12``): they are dropped,
     and only the ``problem.*`` keys on the command line are kept, so the class gets its own
-    constructor defaults for the rest (or :func:`isles.islands.build.build_problem` names the
+    constructor defaults for the rest (or :func:`isles.islands.config.build.build_problem` names the
     missing field). Without ``problem._target_`` on the command line (``problem=ackley``, an experiment's own problem,
     ``problem.dim=10``), the node is returned unchanged.
 

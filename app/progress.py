@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from isles.islands.placement import where
+from isles.islands.control.placement import where
 from isles.app.report import end_report, verdict
 
 
@@ -32,7 +32,7 @@ class ConsoleProgress:
         for i, g in enumerate(info["groups"]):
             ids = g["island_ids"]
             self.console.print(f"group {i}: islands {ids[0]}..{ids[-1]} on {where(g)}")
-        budget = info.get("max_evaluations")  # the generations that reach it (islands/budget.py)
+        budget = info.get("max_evaluations")  # the generations that reach it (islands/control/budget.py)
         self.console.print(
             f"actors ready in {info['startup_s']:.1f} s; {info['generations']} generations"
             + (f" (stop.max_evaluations={int(budget):,})" if budget is not None else "")

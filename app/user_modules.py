@@ -51,7 +51,7 @@ def user_module_paths(cfg: dict, shipped: tuple = ()) -> list[str]:
     the top-level module of each target, unless it is isles, installed code, or inside one of the
     folders ``shipped`` already travels in (the checkout as Ray's ``working_dir``, the directory
     of a ``ray job submit --working-dir``). Modules that cannot be found are left to the config
-    check (:func:`isles.islands.build.build_problem`).
+    check (:func:`isles.islands.config.build.build_problem`).
 
     Returns:
         Absolute paths, sorted: a ``.py`` file or a package folder each, as Ray's ``py_modules`` takes them.

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from isles.islands.build import build_problem  # noqa: E402
+from isles.islands.config.build import build_problem  # noqa: E402
 from isles.islands.group import IslandGroup  # noqa: E402
 from isles.islands.records import GroupSpec  # noqa: E402
 from tests.helpers import one_epoch  # noqa: E402

@@ -112,7 +112,7 @@ def bench_job(args) -> None:
     """The Ray job as users run it (run_job), without MLflow: wall time and evals/s."""
     from hydra import compose, initialize_config_dir  # noqa: PLC0415
 
-    from isles.islands import schema as _schema  # noqa: F401, PLC0415  (registers isles_schema)
+    from isles.islands.config import schema as _schema  # noqa: F401, PLC0415  (registers isles_schema)
 
     from isles.app.job import run_job  # noqa: PLC0415
 

@@ -69,7 +69,7 @@ def main(argv=None) -> int:
         flush=True,
     )
     if a.span_graph:  # the same group's epochs as replays of one captured epoch (islands/span_graph.py)
-        from isles.islands.exchange import NcclComm  # noqa: PLC0415
+        from isles.islands.transport.nccl import NcclComm  # noqa: PLC0415
 
         g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
         g.span_graph = "always"  # islands.span_graph=always: over NCCL too

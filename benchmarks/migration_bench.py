@@ -1,5 +1,5 @@
 """One island group's migration alone on the GPU, the generic array code against the fused kernels
-(islands/fused_migration.py): emigrant selection (``emigrants_of``) plus routing, replacement and
+(islands/migration/fused.py): emigrant selection (``emigrants_of``) plus routing, replacement and
 events (``immigrate``), as a plain call (wall, Python and launches included) and as replays of one
 captured CUDA graph (device time per migration, CUDA events).
 
@@ -34,9 +34,9 @@ def main(argv=None) -> None:
     import cupy as cp  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
 
-    from isles.islands import fused_migration as fm  # noqa: PLC0415
-    from isles.islands import migration  # noqa: PLC0415
-    from isles.islands.policies import FairReplace, SelectBest  # noqa: PLC0415
+    from isles.islands.migration import fused as fm  # noqa: PLC0415
+    from isles.islands.migration import moves as migration  # noqa: PLC0415
+    from isles.islands.migration.policies import FairReplace, SelectBest  # noqa: PLC0415
     from tests.fused_migration_cases import Plain, plans, random_state  # noqa: PLC0415
 
     ids, inbound = plans(a.islands)[0 if a.plan == "ring" else 1]

@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from isles.islands.build import build_problem  # noqa: E402
+from isles.islands.config.build import build_problem  # noqa: E402
 from isles.app.sweep_runs import PARENT_TAG, SWEEP_TAG  # noqa: E402
 
 

@@ -10,8 +10,8 @@ Prints one Markdown row per transport: milliseconds per epoch (all actors called
 back) and the ratio to tasks. This is the evidence behind the docs/runtime.md's "what would close it"
 for migrations between actors. The runtime (issue 19) no longer routes emigrants through the driver:
 CPU actors of one node exchange them through Compiled Graph's shared-memory channels, one per pair
-(``islands/channels.py``), and actors on different nodes post them to each other's inbox with
-one-sided actor calls (``islands/transport.py``).
+(``islands/transport/channels.py``), and actors on different nodes post them to each other's inbox with
+one-sided actor calls (``islands/transport/link.py``).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def run(overrides: list[str], n_actors: int):
     per epoch the driver waits for the actors' spans or None, CPU seconds per epoch of the driver and
     of each actor after the first span or None)`` (``SyncLoop.end_span``; the rest of an epoch is
     the driver's own books, while the next span runs; CPU times from psutil, user + system)."""
-    from isles.islands import sync_loop  # noqa: PLC0415
+    from isles.islands.control import sync_loop  # noqa: PLC0415
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(

@@ -5,8 +5,8 @@ checkpoints between spans, and restarts lost actors; it is not in the per-epoch 
 * ``islands.mode=sync``: every group runs spans of epochs itself
   (:meth:`isles.islands.group.IslandGroup.run_span`), one epoch body each
   (:func:`isles.islands.epoch.run_epoch`), computing each epoch's migration plan from the topology,
-  the seed and the epoch (:mod:`isles.islands.planner`) and exchanging emigrants with its peers
-  directly (:mod:`isles.islands.transport`): one or several Ray actors, or in-process groups (one
+  the seed and the epoch (:mod:`isles.islands.migration.planner`) and exchanging emigrants with its peers
+  directly (:mod:`isles.islands.transport.link`): one or several Ray actors, or in-process groups (one
   thread each). The plug-ins run as identical replicas in every group (:mod:`isles.islands.plugin`).
 * ``islands.mode=async``: a group that finishes its interval immediately exchanges with the
   driver's migrant store (the latest emigrants of every island) and goes on, without waiting
@@ -14,12 +14,12 @@ checkpoints between spans, and restarts lost actors; it is not in the per-epoch 
 
 The coordinator is assembled from pieces named for what they do:
 
-* :mod:`isles.islands.executor`: placement, start and release of the groups, calls to them;
-* :mod:`isles.islands.sync_loop`, :mod:`isles.islands.async_loop`: the schedules of spans;
-* :mod:`isles.islands.recovery`: snapshots, restarts, checkpoint compatibility;
+* :mod:`isles.islands.control.executor`: placement, start and release of the groups, calls to them;
+* :mod:`isles.islands.control.sync_loop`, :mod:`isles.islands.control.async_loop`: the schedules of spans;
+* :mod:`isles.islands.control.recovery`: snapshots, restarts, checkpoint compatibility;
 * :mod:`isles.islands.records`: the typed records between them;
 * :mod:`isles.islands.results`: the epoch records and the :class:`RunResult`;
-* :mod:`isles.islands.callbacks`: ``on_start``/``on_epoch``/``on_restart``/``on_end`` (MLflow
+* :mod:`isles.islands.control.callbacks`: ``on_start``/``on_epoch``/``on_restart``/``on_end`` (MLflow
   tracker, progress bar).
 """
 
@@ -28,15 +28,15 @@ from __future__ import annotations
 import logging
 import time
 
-from isles.islands import checkpoint
-from isles.islands.async_loop import AsyncLoop
-from isles.islands.budget import budget_generations
-from isles.islands.callbacks import Monitors
-from isles.islands.executor import Executor
-from isles.islands.recovery import Recovery, RestartFailed, check_resumable
+from isles.islands.control import checkpoint
+from isles.islands.control.async_loop import AsyncLoop
+from isles.islands.control.budget import budget_generations
+from isles.islands.control.callbacks import Monitors
+from isles.islands.control.executor import Executor
+from isles.islands.control.recovery import Recovery, RestartFailed, check_resumable
 from isles.islands.results import RunResult, island_nodes
-from isles.islands.schema import check_plugins, validated
-from isles.islands.sync_loop import SyncLoop
+from isles.islands.config.schema import check_plugins, validated
+from isles.islands.control.sync_loop import SyncLoop
 
 __all__ = ["Coordinator", "RestartFailed", "RunResult", "stop_target"]
 
@@ -45,10 +45,10 @@ log = logging.getLogger(__name__)
 
 class Coordinator:
     """Runs an archipelago described by a resolved config (plain dict), composed of an
-    :class:`isles.islands.executor.Executor` (placement, groups, calls, links), a schedule
-    (:class:`isles.islands.sync_loop.SyncLoop` or :class:`isles.islands.async_loop.AsyncLoop`), a
-    :class:`isles.islands.recovery.Recovery` (snapshots, restarts) and the
-    :class:`isles.islands.callbacks.Monitors` (callbacks).
+    :class:`isles.islands.control.executor.Executor` (placement, groups, calls, links), a schedule
+    (:class:`isles.islands.control.sync_loop.SyncLoop` or :class:`isles.islands.control.async_loop.AsyncLoop`), a
+    :class:`isles.islands.control.recovery.Recovery` (snapshots, restarts) and the
+    :class:`isles.islands.control.callbacks.Monitors` (callbacks).
 
     Args:
         cfg: the run config as a plain dict with keys ``problem``, ``constraints``,
@@ -57,8 +57,8 @@ class Coordinator:
             ``device``, ``dtype``, and optionally ``checkpoint`` (``every`` epochs, ``path``,
             ``resume`` = path of a checkpoint to continue from; sync mode), ``stop``
             (``f_target``, ``tol``, ``max_evaluations``: turned into ``generations`` here,
-            :func:`isles.islands.budget.budget_generations`).
-        topology: a :class:`isles.islands.topology.Topology`.
+            :func:`isles.islands.control.budget.budget_generations`).
+        topology: a :class:`isles.islands.migration.topology.Topology`.
         plugins: the loop's plug-in factories (the config's ``plugins`` objects, :mod:`isles.islands.plugin`).
         callbacks: objects with optional ``on_start``, ``on_epoch``, ``on_restart`` (island
             groups restarted after a lost actor or node) and ``on_end`` methods.
@@ -66,7 +66,7 @@ class Coordinator:
 
     Raises:
         ValueError: bad values of the config's typed fields, named by field
-            (:func:`isles.islands.schema.check_values`); plug-ins with ``islands.mode=async``;
+            (:func:`isles.islands.config.schema.check_values`); plug-ins with ``islands.mode=async``;
             island ids of the topology outside ``islands.n``; a ``checkpoint.resume`` file that
             does not exist, of another version, or saved under another config
             (:func:`check_resumable`); ``stop.max_evaluations`` with an algorithm that does not
@@ -74,10 +74,10 @@ class Coordinator:
     """
 
     def __init__(self, cfg: dict, topology, plugins=(), callbacks=(), use_ray: bool = True):
-        cfg = validated(cfg)  # the schema's defaults and checks (islands/schema.py), before any actor starts
+        cfg = validated(cfg)  # the schema's defaults and checks (islands/config/schema.py), before any actor starts
         plugins = list(plugins or ())
         check_plugins(plugins, cfg["islands"]["mode"])
-        # stop.max_evaluations: the generations that reach it, known before the run (islands/budget.py)
+        # stop.max_evaluations: the generations that reach it, known before the run (islands/control/budget.py)
         cfg["generations"] = budget_generations(cfg, plugins)
         isl = cfg["islands"]
         self.cfg, self.topology, self.use_ray = cfg, topology, use_ray
@@ -157,7 +157,7 @@ class Coordinator:
 
 def stop_target(stop: dict) -> float | None:
     """The stop rule's target ``stop.f_target + stop.tol`` (``None`` when ``stop.f_target`` is null),
-    of a checked ``stop`` section (:func:`isles.islands.schema.validated`).
+    of a checked ``stop`` section (:func:`isles.islands.config.schema.validated`).
 
     An island reaches the target when its best individual is feasible with ``f <= target``; the
     run ends when every island has (or at ``generations``).

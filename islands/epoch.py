@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from isles.islands.migration import emigrants_of, immigrate
-from isles.islands.planner import group_plan
+from isles.islands.migration.moves import emigrants_of, immigrate
+from isles.islands.migration.planner import group_plan
 from isles.islands.plugin import source_id
 
 
@@ -22,7 +22,7 @@ from isles.islands.plugin import source_id
 class Row:
     """One epoch of a span as device values (copies where a replay would overwrite them): the
     islands' ``best`` (Population ``(I, 1)``) and phenotype ``best_x``, the counters of the state,
-    the migration ``events`` (:func:`isles.islands.migration.immigrate`), and each plug-in's
+    the migration ``events`` (:func:`isles.islands.migration.moves.immigrate`), and each plug-in's
     ``(best, metrics)`` (:class:`isles.islands.plugin.Plugin`)."""
 
     best: Any
@@ -60,7 +60,7 @@ def run_epoch(g, k: int, epoch: int, plan, link, next_edges, captured: bool = Fa
         plan: the epoch's :class:`isles.islands.records.Plan` (a span's first epoch, from the driver),
             or the edges ``[(src, dst)]`` of the migration after epoch ``epoch - 1``: the remote
             sources come from ``link.take``.
-        link: :class:`isles.islands.transport.Alone`, ``Posts`` or ``Collective``.
+        link: :class:`isles.islands.transport.link.Alone`, ``Posts`` or ``Collective``.
         next_edges: the edges of the migration after this epoch (its emigrants are selected and sent;
             none where they are empty), or ``None`` after a span's last epoch (the span's end selects them).
         captured: inside a captured graph (the generations as plain steps).
@@ -69,7 +69,7 @@ def run_epoch(g, k: int, epoch: int, plan, link, next_edges, captured: bool = Fa
         ``(best Population (I, 1), phenotype (I, D), migration events)``, device arrays.
 
     Raises:
-        isles.islands.transport.Aborted, TimeoutError: a peer's message did not come (the link's).
+        isles.islands.transport.link.Aborted, TimeoutError: a peer's message did not come (the link's).
     """
     a, ctx = g.algorithm, g.ctx
     if isinstance(plan, list):  # the local sources: g.emigrants(), this group's after the epoch before

@@ -5,7 +5,7 @@ driver's process (``use_ray=False``). It holds ``I`` islands as one batch (``isl
 advances all of them with the same kernel launches. The driver orders spans of epochs
 (:meth:`IslandGroup.run_span`); each epoch is the one epoch body, :func:`isles.islands.epoch.run_epoch`
 (emigrants between this group's islands move on the device; those of other groups over the span's
-link, :mod:`isles.islands.transport`), and the summaries of a span come back as host arrays at its end.
+link, :mod:`isles.islands.transport.link`), and the summaries of a span come back as host arrays at its end.
 
 The class is plain Python, so tests and single-process benchmarks use it without Ray; the
 runtime wraps it with ``ray.remote``.
@@ -29,17 +29,17 @@ from isles.algorithms.core.graph import GraphStepper
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import CounterRNG
 from isles.islands import span_graph
-from isles.islands.build import build_algorithm, build_evaluator
-from isles.islands.channels import ChannelTransport
+from isles.islands.config.build import build_algorithm, build_evaluator
+from isles.islands.transport.channels import ChannelTransport
 from isles.islands.epoch import Row, run_epoch
-from isles.islands.links import PeerLinks
-from isles.islands.migration import emigrants_of, migration_events
-from isles.islands.placement import ray_location
-from isles.islands.planner import fixed_plan, migration_edges
-from isles.islands.policies import replacement_policy, selection_policy
+from isles.islands.transport.peer_links import PeerLinks
+from isles.islands.migration.moves import emigrants_of, migration_events
+from isles.islands.control.placement import ray_location
+from isles.islands.migration.planner import fixed_plan, migration_edges
+from isles.islands.migration.policies import replacement_policy, selection_policy
 from isles.islands.records import EpochSummary, GroupSnapshot, GroupSpec, SpanOrder
 from isles.islands.span_graph import SpanGraph
-from isles.islands.transport import ActorTransport, Alone, Collective, Posts
+from isles.islands.transport.link import ActorTransport, Alone, Collective, Posts
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class IslandGroup(PeerLinks):
             for j, f in enumerate(spec.plugins)
         ]
         self.sent = None  # the emigrants selected after the last epoch (state unchanged since), device arrays
-        self._init_links()  # inbox, NCCL communicator, channels (islands/links.py)
+        self._init_links()  # inbox, NCCL communicator, channels (islands/transport/peer_links.py)
         # held by a span and by state reads and writes: the driver's load of a snapshot after an
         # aborted span waits for the span's thread to leave (post and abort do not take it)
         self._state_lock = threading.RLock()
@@ -92,7 +92,7 @@ class IslandGroup(PeerLinks):
     # ------------------------------------------------------------------------------------------
     def info(self) -> dict:
         """Where this group runs: device name, host, pid, island ids, and its place in Ray
-        (:func:`isles.islands.placement.ray_location`: ``ray_gpu_ids``, ``node_id``, ``node_ip``)."""
+        (:func:`isles.islands.control.placement.ray_location`: ``ray_gpu_ids``, ``node_id``, ``node_ip``)."""
         return {
             "device": device_name(self.xp),
             "host": socket.gethostname(),
@@ -107,7 +107,7 @@ class IslandGroup(PeerLinks):
         with the peer groups directly, without the driver.
 
         Every group runs the same span: after each epoch ``e`` it computes the plan of the migration
-        after ``e`` from the topology, the seed and ``e`` (:func:`isles.islands.planner.migration_edges`)
+        after ``e`` from the topology, the seed and ``e`` (:func:`isles.islands.migration.planner.migration_edges`)
         and exchanges emigrants with its peers over the span's link: NCCL (``route.nccl``, a
         communicator formed by :meth:`nccl_join`), shared-memory channels (``route.channels``) or posts
         to the peers' inboxes (Ray actors, or in-process groups). The first epoch's migration is the
@@ -123,7 +123,7 @@ class IslandGroup(PeerLinks):
             where a snapshot fell due, with its ``snapshot``); ``compute_s`` is the span's time divided evenly.
 
         Raises:
-            isles.islands.transport.Aborted: the driver aborted the span (a peer was lost).
+            isles.islands.transport.link.Aborted: the driver aborted the span (a peer was lost).
             TimeoutError: a peer's message did not arrive within ``route.timeout_s``.
         """
         with self._state_lock:
@@ -166,7 +166,7 @@ class IslandGroup(PeerLinks):
         return pickle.dumps(self.run_span(order), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _link(self, order: SpanOrder):
-        """The span's link to the peers (:mod:`isles.islands.transport`)."""
+        """The span's link to the peers (:mod:`isles.islands.transport.link`)."""
         r = order.route
         if len(r.groups) == 1:
             return Alone(self.island_ids)
@@ -179,7 +179,7 @@ class IslandGroup(PeerLinks):
 
     # -- what the epoch body calls ----------------------------------------------------------------
     def emigrants(self):
-        """The emigrants of this group's islands now (:func:`isles.islands.migration.emigrants_of`;
+        """The emigrants of this group's islands now (:func:`isles.islands.migration.moves.emigrants_of`;
         kept until the state changes)."""
         if self.sent is None:
             self.sent = emigrants_of(self.algorithm, self.state, self.n_migrants, self.selection)

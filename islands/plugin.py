@@ -17,7 +17,7 @@ from typing import Protocol
 
 def source_id(j: int) -> int:
     """The source id of plug-in ``j``'s migrants in migration plans and records: -1, -3, -4, ...
-    (never an island's id, nor the route's padding, :data:`isles.islands.migration.PAD`)."""
+    (never an island's id, nor the route's padding, :data:`isles.islands.migration.moves.PAD`)."""
     return -1 if int(j) == 0 else -2 - int(j)
 
 

@@ -21,7 +21,7 @@ class GroupSpec:
         device: ``auto|cpu|gpu``; dtype: ``float32|float64``.
         n_migrants: emigrants per island and epoch (``k``).
         replacement, selection: the migration policies (a name, ``{_target_: ...}`` or a policy object,
-            :mod:`isles.islands.policies`).
+            :mod:`isles.islands.migration.policies`).
         target: the stop rule's ``stop.f_target + stop.tol``, or ``None``.
         cuda_graph: replay captured generations on CuPy; span_graph: ``auto|always|never``
             (:mod:`isles.islands.span_graph`).
@@ -62,7 +62,7 @@ class Route:
 
     Attributes:
         index: this group's index; groups: the island ids of every group.
-        topology, n, seed: what the migration plans are made from (:mod:`isles.islands.planner`).
+        topology, n, seed: what the migration plans are made from (:mod:`isles.islands.migration.planner`).
         timeout_s: the longest wait for a peer's message, seconds.
         peers: every group's handle by index (Ray actors, or in-process groups), for posts.
         nccl: exchange over the groups' NCCL communicator; channels: shared-memory channels where formed.

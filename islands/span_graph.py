@@ -2,8 +2,8 @@
 
 An epoch of :meth:`isles.islands.group.IslandGroup.run_span` (:func:`isles.islands.epoch.run_epoch`) issues a few hundred small device operations
 from Python: the exchange of the emigrants with the peer groups, if any
-(:func:`isles.islands.exchange.exchange`), immigration (:func:`isles.islands.migration.immigrate`),
-the generations, the islands' bests and the next emigrants (:func:`isles.islands.migration.emigrants_of`).
+(:func:`isles.islands.transport.nccl.exchange`), immigration (:func:`isles.islands.migration.moves.immigrate`),
+the generations, the islands' bests and the next emigrants (:func:`isles.islands.migration.moves.emigrants_of`).
 At one generation per epoch that Python, not the GPU, sets the pace (about 3.7 ms per epoch on an
 H100 for four tiny islands, ``benchmarks/epoch_overhead.py``). Where the rest of a batch repeats
 one epoch, :class:`SpanGraph` captures that same epoch body once, plug-ins included (:class:`isles.algorithms.core.graph.GraphStepper`;
@@ -14,7 +14,7 @@ replays it: one launch per epoch, plus the copies of the epoch's summary row.
 exchanges with no other actor (in-process, or one actor), ``always`` also across GPU actors over
 NCCL (the same answer in every group, since a captured NCCL exchange must be replayed by both of
 its ranks); CuPy with CUDA graphs on (``cuda_graph``); one population per island; the same plan
-every epoch (:func:`isles.islands.planner.fixed_plan`, or equal plans in a batch); no island with
+every epoch (:func:`isles.islands.migration.planner.fixed_plan`, or equal plans in a batch); no island with
 more sources than its population size (so the route never rotates); the same generations per
 epoch, at most :data:`MAX_K`; every plug-in started. The algorithm's ``step`` must not synchronise with the
 host (the families' fused steps, and array code that the ``cuda_graph`` path captures, do not):
@@ -54,7 +54,7 @@ class SpanGraph:
         group: the :class:`isles.islands.group.IslandGroup` (its state, emigrants and plug-ins'
             states are the epoch's input and output).
         k: generations per epoch; edges: the (fixed) plan of every epoch, ``[(src, dst)]``.
-        link: the span's link (:class:`isles.islands.transport.Alone` or ``Collective``).
+        link: the span's link (:class:`isles.islands.transport.link.Alone` or ``Collective``).
         events: the previous epoch's migration events (same plan: same shapes), or ``None``.
 
     Raises:
@@ -151,7 +151,7 @@ def eligible(group, across_actors: bool) -> bool:
     """The run's part of :meth:`SpanGraph.fits`: ``islands.span_graph`` (``group.span_graph``:
     ``auto`` for a group that exchanges with no other actor, ``always`` also across actors over
     NCCL), CuPy with CUDA graphs on (``cuda_graph``). A caller that replays one epoch's plan also
-    checks that the plan is fixed (:func:`isles.islands.planner.fixed_plan`)."""
+    checks that the plan is fixed (:func:`isles.islands.migration.planner.fixed_plan`)."""
     mode = getattr(group, "span_graph", "auto")
     if mode == "never" or (across_actors and mode != "always"):
         return False

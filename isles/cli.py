@@ -31,7 +31,7 @@ from isles.app.job import failure_line, run_job
 from isles.app.sweep_runs import sweep_info
 from isles.app.sweeper import JobFailed, use_isles_sweeper
 from isles.app.tracking_process import prestart
-from isles.islands.schema import check_override_keys
+from isles.islands.config.schema import check_override_keys
 
 CONF_DIR = str(Path(__import__("isles.conf", fromlist=["_"]).__file__).resolve().parent)
 """The Hydra config directory (``conf/`` of a checkout, or ``isles/conf`` of an installed wheel)."""
@@ -88,7 +88,7 @@ _hydra_run = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="c
 
 def main() -> None:
     """The ``isles`` command: refuse an unknown key typed as ``key=value`` with one line
-    (:func:`isles.islands.schema.check_override_keys`, exit status 2), make the launch directory
+    (:func:`isles.islands.config.schema.check_override_keys`, exit status 2), make the launch directory
     importable (:func:`import_from_launch_directory`), then let Hydra compose the config and run
     :func:`run` (once, or per job of a ``-m`` sweep). On a GPU, the experiment's CUDA kernels
     start compiling in parallel at once (:mod:`isles.algorithms.core.precompile`)."""

@@ -50,7 +50,7 @@ class Problem:
             (:func:`isles.problems.constraints.as_inequalities`).
         eq_tol: the tolerance of the equalities (default ``1e-4``, the CEC 2006/2010
             convention); a run sets it from ``constraints.eq_tol``
-            (:func:`isles.islands.build.build_problem`).
+            (:func:`isles.islands.config.build.build_problem`).
         lower, upper: float64 arrays of shape ``(D,)``, the closed box (bit problems: 0 and 1).
         f_star: known optimum value, or ``None``.
         constraint_scale: float64 array ``(m,)`` dividing ``g`` before violations are summed

@@ -12,7 +12,7 @@ constraint handling method for genetic algorithms", CMAME 186, 2000):
 The static penalty (``handling="penalty"``) ranks by ``f + r * v`` with ``v`` reported as 0 to the
 algorithm, so the same lexicographic comparison serves both. ``handling="augmented_lagrangian"``
 ranks like ``feasibility``: the problem itself is turned into the min-max problem of its augmented
-Lagrangian (:class:`isles.problems.minmax.AugmentedLagrangian`, built by ``islands/build.py``), which only
+Lagrangian (:class:`isles.problems.minmax.AugmentedLagrangian`, built by ``islands/config/build.py``), which only
 a min-max algorithm (the co-evolutionary DE) solves; ``(f, v)`` stay the real objective and
 violation, on which its result is chosen.
 

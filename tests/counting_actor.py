@@ -1,7 +1,7 @@
 """An island group that counts, in its Ray actor, the schema checks made while it is built and runs
 (``tests/test_validation_once.py``; a module of its own so that Ray's workers import it by name)."""
 
-from isles.islands import schema
+from isles.islands.config import schema
 from isles.islands.group import IslandGroup
 
 

@@ -1,7 +1,7 @@
 """Random island groups for the fused migration tests (tests/test_fused_migration.py on the CPU,
 tests/test_fused_migration_gpu.py on CuPy): populations with ties, infeasible individuals and
 NaNs, plans (ring, fully connected, random), and :func:`compare`, which runs
-:func:`isles.islands.migration.emigrants_of` and :func:`~isles.islands.migration.immigrate` with the
+:func:`isles.islands.migration.moves.emigrants_of` and :func:`~isles.islands.migration.moves.immigrate` with the
 fused kernels and with the generic code and checks that every byte agrees."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numpy as np
 
 from isles.algorithms.core.base import IslandAlgorithm
 from isles.algorithms.core.population import Population
-from isles.islands import fused_migration as fm
-from isles.islands import migration
-from isles.islands.policies import SelectBest
+from isles.islands.migration import fused as fm
+from isles.islands.migration import moves as migration
+from isles.islands.migration.policies import SelectBest
 
 
 class Plain(IslandAlgorithm):

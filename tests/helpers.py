@@ -6,7 +6,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
 from isles.app.overrides import retarget_problem
-from isles.islands import schema as _schema  # noqa: F401  (registers isles_schema in Hydra's ConfigStore)
+from isles.islands.config import schema as _schema  # noqa: F401  (registers isles_schema in Hydra's ConfigStore)
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
@@ -63,7 +63,7 @@ def host_run_and_steps(host, s0: dict, n: int) -> tuple:
 def interrupt_at(monkeypatch, epoch: int) -> None:
     """Make the coordinator raise ``KeyboardInterrupt`` (Ctrl-C) once it has published ``epoch``
     (undo with ``monkeypatch.undo()``)."""
-    from isles.islands.callbacks import Monitors  # noqa: PLC0415
+    from isles.islands.control.callbacks import Monitors  # noqa: PLC0415
 
     publish = Monitors.publish
 

@@ -3,14 +3,14 @@
 ``islands.selection={_target_: tests.migration_policies.SelectWorst}``. Each is one class with one
 method of array code over ``xp`` (NumPy or CuPy), without host synchronisation."""
 
-from isles.islands.policies import Replacement, Selection, rank_order, worst_first
+from isles.islands.migration.policies import Replacement, Selection, rank_order, worst_first
 
 
 class RejectAll(Replacement):
     """Accepts no immigrant: every island keeps its residents (they are written back unchanged)."""
 
     def replace(self, residents, immigrants, valid):
-        """As :meth:`isles.islands.policies.Replacement.replace`, with ``accepted`` all False."""
+        """As :meth:`isles.islands.migration.policies.Replacement.replace`, with ``accepted`` all False."""
         idx, imm, res, valid, order = worst_first(residents, immigrants, valid)
         accepted = residents.xp.zeros_like(valid)
         return idx, imm.where(accepted, res), accepted, order

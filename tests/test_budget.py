@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hydra.utils import get_class, instantiate
-from isles.islands.budget import evaluation_counts, evaluations_after
-from isles.islands.build import build_algorithm
+from isles.islands.control.budget import evaluation_counts, evaluations_after
+from isles.islands.config.build import build_algorithm
 from isles.islands.coordinator import Coordinator
-from isles.islands.schema import validated
+from isles.islands.config.schema import validated
 from isles.problems.base import Problem
 
 from tests.helpers import make_cfg, plain
@@ -335,7 +335,7 @@ def test_mlflow_and_the_summary_report_points_and_pairs_apart(store, capsys):
 def test_schedules_that_read_generations_span_the_budget():
     """``run.py`` sets ``generations`` to the budget's before ``${generations}`` resolves: PSO's
     inertia schedule (``max_iterations``) spans the run the budget buys; a value set by hand stays."""
-    from isles.islands.budget import with_budget
+    from isles.islands.control.budget import with_budget
 
     over = [*FAMILIES["pso"], *COMMON, "generations=100000", "stop.max_evaluations=1000"]
     c = plain(with_budget(make_cfg(*over)))

@@ -11,7 +11,7 @@ from isles.algorithms.core.base import Context
 from isles.algorithms.core.random import CounterRNG
 from isles.algorithms.de.de import apply_bounds, mutant_vectors, sample_indices
 from isles.algorithms.de.crossover import crossover_mask
-from isles.islands.build import build_evaluator, check_pairing
+from isles.islands.config.build import build_evaluator, check_pairing
 from isles.islands.group import IslandGroup
 from isles.islands.records import GroupSpec
 from isles.problems.cec2006 import G07, G10

@@ -1,4 +1,4 @@
-"""Shared-memory channels between the actors of one node (islands/channels.py): the transport's
+"""Shared-memory channels between the actors of one node (islands/transport/channels.py): the transport's
 routing, copies and checks with stand-in channels; a real channel between two Ray actors, its
 timeout and its abort; whole sync runs over channels equal the in-process run bit for bit."""
 
@@ -9,10 +9,10 @@ import pytest
 from hydra.utils import instantiate
 
 from isles.algorithms.core.population import Population
-from isles.islands.channels import ChannelLinks, ChannelTransport
+from isles.islands.transport.channels import ChannelLinks, ChannelTransport
 from isles.islands.coordinator import Coordinator
-from isles.islands.executor import Executor
-from isles.islands.transport import Aborted
+from isles.islands.control.executor import Executor
+from isles.islands.transport.link import Aborted
 from tests.helpers import make_cfg, plain
 from tests.test_spmd import DE
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from isles.app import errors, job
-from isles.islands import checkpoint
+from isles.islands.control import checkpoint
 
 from tests.helpers import interrupt_at, make_cfg
 

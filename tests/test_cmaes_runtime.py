@@ -18,11 +18,11 @@ from isles.algorithms.core.base import Context
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import CounterRNG
 from isles.app import job
-from isles.islands import checkpoint
-from isles.islands.budget import evaluation_counts, evaluations_after
-from isles.islands.build import build_algorithm
+from isles.islands.control import checkpoint
+from isles.islands.control.budget import evaluation_counts, evaluations_after
+from isles.islands.config.build import build_algorithm
 from isles.islands.coordinator import Coordinator
-from isles.islands.migration import emigrants_of, immigrate
+from isles.islands.migration.moves import emigrants_of, immigrate
 from isles.problems.base import Problem, ScalableProblem
 from isles.problems.constraints import Evaluator
 
@@ -98,7 +98,7 @@ def test_the_best_so_far_survives_a_policy_that_writes_over_it():
 
 
 def test_migration_routes_the_best_into_a_cmaes_island():
-    """Through the runtime's own code path (:func:`isles.islands.migration.immigrate`, fair_replace,
+    """Through the runtime's own code path (:func:`isles.islands.migration.moves.immigrate`, fair_replace,
     a two-way ring): the worse island receives the better one's best as its best so far and as a
     pending injection; the better island keeps its best so far (an immigrant that beats only its
     latest samples is injected there too, as fair_replace accepts it)."""

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from isles.islands.build import build_algorithm, build_problem
+from isles.islands.config.build import build_algorithm, build_problem
 from tests.helpers import make_cfg, plain
 
 EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "experiment").glob("*.yaml"))
@@ -77,7 +77,7 @@ def test_cmepso_defaults_are_the_papers():
 )
 def test_schema_checks_fire_before_anything_starts(overrides, message, monkeypatch):
     """Issue 19: the range checks that the Coordinator made on its own are the schema's
-    (``islands/schema.py``: :func:`check_values`), run by the job before it builds anything: no
+    (``islands/config/schema.py``: :func:`check_values`), run by the job before it builds anything: no
     Coordinator is made, no Ray and no MLflow run started; one line naming the field as typed."""
     from isles.app import job
 
@@ -93,9 +93,9 @@ def test_schema_checks_fire_before_anything_starts(overrides, message, monkeypat
 
 
 def test_coordinator_reads_the_schemas_defaults_and_checks():
-    """The runtime reads a config through the schema (:func:`isles.islands.schema.validated`): a
+    """The runtime reads a config through the schema (:func:`isles.islands.config.schema.validated`): a
     hand-made dict gets the defaults of the keys it lacks, and a bad value the same line as the job's."""
-    from isles.islands.schema import IslandsConfig, validated
+    from isles.islands.config.schema import IslandsConfig, validated
 
     cfg = validated({"islands": {"n": 4}, "device": "cpu"})
     assert cfg["islands"]["migration_interval"] == IslandsConfig.migration_interval

@@ -1,5 +1,5 @@
 """Issue 26, item 6: every default is written once, in the dataclasses (the schema of
-``islands/schema.py`` for the runtime, each algorithm's ``Params`` for the algorithms); a YAML file
+``islands/config/schema.py`` for the runtime, each algorithm's ``Params`` for the algorithms); a YAML file
 under ``conf/`` only chooses groups and overrides what differs (an experiment's or a paper's
 settings). The golden of every composed config is computed from those dataclasses and the YAML
 files' own values, never a dump."""
@@ -16,7 +16,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.utils import get_object
 from omegaconf import OmegaConf
 
-from isles.islands import schema
+from isles.islands.config import schema
 from tests.helpers import CONF, make_cfg, plain
 
 CONF_DIR = Path(CONF)
@@ -28,7 +28,7 @@ SECTIONS = {
     if dataclasses.is_dataclass(t)
 }
 MISSING = object()
-#: the groups whose options' nodes are derived from their class (:func:`isles.islands.schema.class_node`)
+#: the groups whose options' nodes are derived from their class (:func:`isles.islands.config.schema.class_node`)
 DERIVED = ("algorithm", "topology")
 
 
@@ -104,7 +104,7 @@ def chosen_plugin(name: str | None) -> str | None:
 
 def declared_defaults(target: str) -> dict:
     """The defaults that the class ``target`` declares: its ``Params`` dataclass's fields, else its
-    constructor's parameters that have one (what :func:`isles.islands.schema.class_node` puts in a
+    constructor's parameters that have one (what :func:`isles.islands.config.schema.class_node` puts in a
     node, read here on their own so that this module also counts a tree without that node)."""
     cls = get_object(target)
     params = getattr(cls, "Params", None)
@@ -120,7 +120,7 @@ def declared_defaults(target: str) -> dict:
 
 def extended(path: Path) -> dict:
     """The node that YAML file ``path`` extends (its defaults list's ``/schema/GROUP/NAME@_here_``:
-    a class's :func:`~isles.islands.schema.class_node` in Hydra's ConfigStore); for a file of a
+    a class's :func:`~isles.islands.config.schema.class_node` in Hydra's ConfigStore); for a file of a
     :data:`DERIVED` group that names its ``_target_`` itself, the defaults that class declares
     (:func:`declared_defaults`); else ``{}``."""
     for entry in defaults_list(path):
@@ -279,7 +279,11 @@ def test_defaults_override_as_typed():
     )
     assert (cfg["algorithm"]["F"], cfg["algorithm"]["epoch"], cfg["islands"]["n"]) == (0.3, False, 3)
     assert cfg["algorithm"]["CR"] == 0.2  # the experiment's (seed 004 Table II)
-    assert cfg["topology"] == {"_target_": "isles.islands.topology.Ring", "bidirectional": False, "weight": 0.5}
+    assert cfg["topology"] == {
+        "_target_": "isles.islands.migration.topology.Ring",
+        "bidirectional": False,
+        "weight": 0.5,
+    }
 
 
 if __name__ == "__main__":  # python -m tests.test_defaults: the repeated values by kind of file

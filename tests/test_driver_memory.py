@@ -103,7 +103,7 @@ def test_job_writes_every_epoch_and_migration_as_it_goes(tmp_path, monkeypatch):
 def test_a_checkpoint_of_before_the_logs_resumes_into_bounded_logs():
     """A checkpoint saved with plain lists (before the logs were bounded) resumes into
     :class:`RecordLog` s that count what it held."""
-    from isles.islands.recovery import LOOP_KEYS, loop_copy  # noqa: PLC0415
+    from isles.islands.control.recovery import LOOP_KEYS, loop_copy  # noqa: PLC0415
 
     saved = dict.fromkeys(LOOP_KEYS) | {
         "history": [{"epoch": 1}, {"epoch": 2}],

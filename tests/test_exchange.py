@@ -1,4 +1,4 @@
-"""The device-to-device exchange of a sync span (islands/exchange.py) on NumPy, with an in-process
+"""The device-to-device exchange of a sync span (islands/transport/nccl.py) on NumPy, with an in-process
 communicator in place of NCCL: packing keeps every leaf, the plan's sends are the peers' receives,
 and groups that exchange through it run the same epochs, bit for bit, as through their inboxes."""
 
@@ -13,9 +13,9 @@ from hydra.utils import instantiate
 
 from isles.algorithms.core.population import Population, PopulationRoles
 from isles.islands.coordinator import Coordinator
-from isles.islands.exchange import exchange, island_bytes, layout, pack, plan, unpack
-from isles.islands.planner import migration_edges
-from isles.islands.topology import FullyConnected, RandomGraph, Ring
+from isles.islands.transport.nccl import exchange, island_bytes, layout, pack, plan, unpack
+from isles.islands.migration.planner import migration_edges
+from isles.islands.migration.topology import FullyConnected, RandomGraph, Ring
 from tests.helpers import make_cfg, plain, run_span
 from tests.test_spmd import DE
 
@@ -220,7 +220,7 @@ def test_a_span_of_replayed_epochs_equals_the_plain_span(monkeypatch, topology, 
 
 
 def test_transport_is_checked_in_one_line():
-    from isles.islands.schema import check_values, with_defaults  # noqa: PLC0415
+    from isles.islands.config.schema import check_values, with_defaults  # noqa: PLC0415
 
     cfg = with_defaults(plain(make_cfg(*DE, "islands.transport=tcp")))
     with pytest.raises(ValueError, match=r"^islands\.transport='tcp': allowed values are auto\|ray\|nccl\|channel$"):

@@ -1,4 +1,4 @@
-"""Emigrants from GPU to GPU over NCCL (islands/exchange.py), on 2 GPUs (marked ``gpu``; skipped with
+"""Emigrants from GPU to GPU over NCCL (islands/transport/nccl.py), on 2 GPUs (marked ``gpu``; skipped with
 fewer). Two island groups, one per GPU, each in a process of its own, run a span of epochs
 exchanging over a real NCCL communicator; every epoch equals the same span over their inboxes (two
 threads), bit for bit. And a whole run over 2 actors (Ray, one GPU each) with ``islands.transport=nccl`` equals
@@ -19,7 +19,7 @@ if cp.cuda.runtime.getDeviceCount() < 2:
 from hydra.utils import instantiate  # noqa: E402
 
 from isles.islands.coordinator import Coordinator  # noqa: E402
-from isles.islands.exchange import NcclComm  # noqa: E402
+from isles.islands.transport.nccl import NcclComm  # noqa: E402
 from isles.islands.span_graph import SpanGraph  # noqa: E402
 from tests.helpers import make_cfg, plain, run_span  # noqa: E402
 from tests.test_exchange import assert_same_spans  # noqa: E402

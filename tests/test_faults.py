@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
-from isles.islands import checkpoint
-from isles.islands.callbacks import Monitors
+from isles.islands.control import checkpoint
+from isles.islands.control.callbacks import Monitors
 from isles.islands.coordinator import Coordinator
 from tests.helpers import interrupt_at, make_cfg, plain
 

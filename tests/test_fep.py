@@ -29,7 +29,7 @@ from isles.algorithms.ep.fep import (
     select_survivors,
     tournament_wins,
 )
-from isles.islands.build import build_problem
+from isles.islands.config.build import build_problem
 from isles.islands.group import IslandGroup
 from isles.islands.plugin import source_id
 from isles.islands.records import GroupSpec
@@ -291,7 +291,7 @@ def _group(policy="replace_worst"):
 
 
 def test_eta_survives_migration():
-    """Step sizes travel with their individuals through islands/migration.py's one code path:
+    """Step sizes travel with their individuals through islands/migration/moves.py's one code path:
     local migrants, remote migrants (eta given) and the master's (no eta: gets eta_init)."""
     g = _group()
     g.state = g.algorithm.run(g.ctx, g.state, 3)
@@ -347,7 +347,7 @@ def test_seed_003_problems_and_experiment():
     assert (r["islands"]["n"], r["islands"]["n_actors"], r["topology"]["_target_"]) == (
         20,
         1,
-        "isles.islands.topology.Unconnected",
+        "isles.islands.migration.topology.Unconnected",
     )
 
 

@@ -20,9 +20,9 @@ from tests.fused_migration_cases import (
     random_state,
 )
 from isles.algorithms.core import migration_kernels as mk
-from isles.islands import fused_migration as fm
-from isles.islands import migration
-from isles.islands.policies import FairReplace, ReplaceWorst, SelectBest
+from isles.islands.migration import fused as fm
+from isles.islands.migration import moves as migration
+from isles.islands.migration.policies import FairReplace, ReplaceWorst, SelectBest
 from isles.problems.cuda_check import compiler
 
 needs_cc = pytest.mark.skipif(compiler() is None, reason="no C compiler")
@@ -164,7 +164,7 @@ def test_emulated_select_best_trusts_k_checked_at_construction(monkeypatch):
     """Issue 26 item 6: ``k`` is checked once, when a group builds its selection (a ``k`` above the
     population is refused there), not at every migration by the fused selection."""
     from isles.algorithms.de.de import DE
-    from isles.islands import policies
+    from isles.islands.migration import policies
 
     monkeypatch.setattr(migration, "_fused", lambda pop: True)
     checked = []

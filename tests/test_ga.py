@@ -279,7 +279,7 @@ def test_island_group_runs_ga():
 
 def test_config_instantiates():
     from tests.helpers import make_cfg, plain  # noqa: PLC0415
-    from isles.islands.build import build_algorithm  # noqa: PLC0415
+    from isles.islands.config.build import build_algorithm  # noqa: PLC0415
 
     cfg = plain(make_cfg("algorithm=ga"))["algorithm"]
     ga = build_algorithm(cfg)

@@ -15,9 +15,9 @@ from isles.algorithms.core.population import Population
 from isles.algorithms.lshade.lshade import LSHADE, LSHADEParams, population_at
 from isles.algorithms.lshade.operators import lehmer_mean
 from isles.app import job
-from isles.islands import checkpoint
-from isles.islands.budget import evaluation_counts, evaluations_after, with_budget
-from isles.islands.build import build_algorithm
+from isles.islands.control import checkpoint
+from isles.islands.control.budget import evaluation_counts, evaluations_after, with_budget
+from isles.islands.config.build import build_algorithm
 from isles.islands.coordinator import Coordinator
 from isles.problems.base import ScalableProblem
 
@@ -375,7 +375,7 @@ def test_adapted_parameters_report_the_memories():
 
 def test_checkpoint_regroups_islands_over_other_actors():
     """A state of two islands saved mid-generation and regrouped as two groups of one
-    (:func:`isles.islands.checkpoint.regroup`, a resume on more actors) goes on as the pair does."""
+    (:func:`isles.islands.control.checkpoint.regroup`, a resume on more actors) goes on as the pair does."""
     from isles.algorithms.core.base import Context  # noqa: PLC0415
     from isles.algorithms.core.random import CounterRNG  # noqa: PLC0415
 

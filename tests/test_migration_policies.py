@@ -14,8 +14,8 @@ from hydra.utils import instantiate
 from isles.algorithms.core.population import Population
 from isles.islands.coordinator import Coordinator
 from isles.islands.group import IslandGroup
-from isles.islands.migration import REPLACEMENTS, replacement
-from isles.islands.policies import (
+from isles.islands.migration.moves import REPLACEMENTS, replacement
+from isles.islands.migration.policies import (
     FairReplace,
     ReplaceWorst,
     SelectBest,
@@ -24,7 +24,7 @@ from isles.islands.policies import (
     selection_policy,
 )
 from isles.islands.records import GroupSpec
-from isles.islands.schema import validated
+from isles.islands.config.schema import validated
 
 from tests.helpers import make_cfg, plain
 from tests.migration_policies import RejectAll, SelectWorst

@@ -13,7 +13,7 @@ from isles.islands.records import GroupSpec
 from tests.helpers import one_epoch
 
 MASTER_ID = source_id(0)  # a plug-in's migrants (islands/plugin.py)
-from isles.islands.migration import REPLACEMENTS
+from isles.islands.migration.moves import REPLACEMENTS
 
 
 class WordsAlgorithm(IslandAlgorithm):

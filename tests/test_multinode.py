@@ -30,11 +30,12 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
-from isles.islands import checkpoint, sync_loop
+from isles.islands.control import checkpoint
+from isles.islands.control import sync_loop
 from isles.islands.coordinator import Coordinator, RestartFailed
 from isles.app.job import run_job
 from isles.app.ray_setup import init_ray
-from isles.islands.placement import actor_options, cluster_nodes, plan_nodes, ray_location, reserve
+from isles.islands.control.placement import actor_options, cluster_nodes, plan_nodes, ray_location, reserve
 from tests.helpers import make_cfg, plain
 
 # slow: a real multi-node Ray cluster and ray job submit (CI runs them; the quick run -m "not slow" does not)

@@ -1,4 +1,4 @@
-"""Placement on a cluster's nodes without Ray (:func:`isles.islands.placement.plan_nodes` over
+"""Placement on a cluster's nodes without Ray (:func:`isles.islands.control.placement.plan_nodes` over
 node lists as ``ray.nodes()`` gives them), the placement fields' one-line errors before Ray
 starts, and how a group's place is written. The placement groups themselves run on a real
 multi-node cluster in ``tests/test_multinode.py``."""
@@ -6,7 +6,7 @@ multi-node cluster in ``tests/test_multinode.py``."""
 import pytest
 
 from isles.app.job import validate
-from isles.islands.placement import STRATEGIES, needs_ray, plan_nodes, where
+from isles.islands.control.placement import STRATEGIES, needs_ray, plan_nodes, where
 from tests.helpers import make_cfg, plain
 
 HEAD = {"node_id": "h0", "ip": "10.0.0.1", "CPU": 4.0, "GPU": 0.0}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from isles.islands.build import build_problem
+from isles.islands.config.build import build_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 FINITE = "allowed values are finite numbers (one number, or one per variable)"

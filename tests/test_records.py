@@ -24,7 +24,7 @@ from isles.algorithms.pso.epso import EPSO
 from isles.algorithms.pso.pso import PSO
 from isles.app import job
 from isles.app.run_files import HistoryFiles, history_header, history_row
-from isles.islands import checkpoint
+from isles.islands.control import checkpoint
 from isles.islands.coordinator import Coordinator
 from isles.islands.results import CSV, MLFLOW, EpochRecord, epoch_record
 from isles.problems.benchmarks import Sphere

@@ -5,8 +5,8 @@ import pytest
 from hydra.utils import instantiate
 
 from isles.islands.coordinator import Coordinator
-from isles.islands.placement import plan, split
-from isles.islands.schema import validated
+from isles.islands.control.placement import plan, split
+from isles.islands.config.schema import validated
 from tests.helpers import make_cfg, plain
 
 SMALL = [
@@ -190,7 +190,7 @@ def test_batched_epochs_equal_epoch_by_epoch(monkeypatch, tmp_path, extra):
     replica of the master swarm beside the slaves); the run is the same as epoch by epoch (spans of
     one) and as two in-process groups (one thread each, a replica in each): every epoch's record,
     migration and result."""
-    from isles.islands import sync_loop
+    from isles.islands.control import sync_loop
 
     ck = [f"checkpoint.path={tmp_path}/ck.pkl", "checkpoint.every=5"]
     from isles.islands.group import IslandGroup
@@ -223,7 +223,7 @@ def test_two_plug_ins_run_side_by_side_in_every_grouping():
     """Two master swarm plug-ins (``plugins`` is a list), each sending its best to every island:
     their migrants come from sources -1 and -3 (never the route's padding), their evaluations add
     up, and the run is the same in one group and in two in-process groups, bit for bit."""
-    from isles.islands.migration import PAD  # noqa: PLC0415
+    from isles.islands.migration.moves import PAD  # noqa: PLC0415
     from isles.islands.plugin import source_id  # noqa: PLC0415
 
     def go(n_actors):

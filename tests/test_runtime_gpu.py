@@ -43,7 +43,7 @@ def test_captured_cmepso_iteration_equals_the_plain_path():
 def one_group_of_four():
     """``(Coordinator, route)`` of one group of 4 tiny DE islands on a GPU, on a ring, with no peer
     (skips where CuPy has no NCCL)."""
-    from isles.islands.exchange import NcclComm  # noqa: PLC0415
+    from isles.islands.transport.nccl import NcclComm  # noqa: PLC0415
 
     if NcclComm.available() is not None:
         pytest.skip(NcclComm.available())
@@ -70,7 +70,7 @@ def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
     NCCL communicator replays one captured epoch from the third epoch on (islands/span_graph.py),
     and every epoch's summary equals the plain span's (no communicator), bit for bit. The 2-GPU
     exchange inside the capture: tests/test_exchange_gpu.py."""
-    from isles.islands.exchange import NcclComm  # noqa: PLC0415
+    from isles.islands.transport.nccl import NcclComm  # noqa: PLC0415
     from isles.islands.group import IslandGroup  # noqa: PLC0415
     from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
     from tests.test_exchange import assert_same_spans  # noqa: PLC0415
@@ -97,7 +97,7 @@ def test_a_snapshot_inside_a_replayed_span_keeps_the_state_of_its_epoch():
     """A snapshot due after epoch 6 of a 9-epoch span over a 1-rank NCCL communicator: the replays
     stop at epoch 6 (IslandGroup.run_span cuts them there), the group keeps its state and that
     epoch's emigrants in the summary, and both equal the plain span's, bit for bit."""
-    from isles.islands.exchange import NcclComm  # noqa: PLC0415
+    from isles.islands.transport.nccl import NcclComm  # noqa: PLC0415
     from isles.islands.group import IslandGroup  # noqa: PLC0415
     from tests.test_exchange import assert_same_spans  # noqa: PLC0415
 

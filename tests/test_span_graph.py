@@ -11,9 +11,9 @@ from hydra.utils import instantiate
 
 from isles.islands import span_graph
 from isles.islands.coordinator import Coordinator
-from isles.islands.planner import migration_edges
+from isles.islands.migration.planner import migration_edges
 from isles.islands.span_graph import SpanGraph
-from isles.islands.topology import FullyConnected, RandomGraph, Ring
+from isles.islands.migration.topology import FullyConnected, RandomGraph, Ring
 from tests.helpers import make_cfg, plain, run_span
 from tests.test_exchange import _groups, assert_same_spans
 from tests.test_spmd import DE
@@ -97,14 +97,14 @@ def test_span_graph_fits_only_like_epochs_of_an_eligible_run():
 
 
 def test_fixed_plan_tells_fixed_topologies_from_random_ones():
-    from isles.islands.planner import fixed_plan  # noqa: PLC0415
+    from isles.islands.migration.planner import fixed_plan  # noqa: PLC0415
 
     assert fixed_plan(Ring(), 6) and fixed_plan(FullyConnected(), 6)
     assert not fixed_plan(RandomGraph(p=0.4), 6)
 
 
 def test_span_graph_is_checked_in_one_line():
-    from isles.islands.schema import check_values, with_defaults  # noqa: PLC0415
+    from isles.islands.config.schema import check_values, with_defaults  # noqa: PLC0415
 
     cfg = with_defaults(plain(make_cfg(*DE, "islands.span_graph=sometimes")))
     with pytest.raises(ValueError, match=r"^islands\.span_graph='sometimes': allowed values are auto\|always\|never$"):

@@ -1,5 +1,5 @@
 """The SPMD loop: every island group runs its epochs in its own Ray actor and exchanges emigrants
-with its peers directly (islands/transport.py), and the result is that of in-process groups (one
+with its peers directly (islands/transport/link.py), and the result is that of in-process groups (one
 thread each) and of one group, bit for bit; the inbox of the transport; the typed records across Ray."""
 
 import threading
@@ -10,7 +10,7 @@ import pytest
 from hydra.utils import instantiate
 
 from isles.islands.coordinator import Coordinator
-from isles.islands.transport import Aborted, Inbox
+from isles.islands.transport.link import Aborted, Inbox
 from tests.helpers import make_cfg, plain, run_span
 
 DE = [
@@ -80,7 +80,7 @@ def assert_same_master_runs(a, b) -> None:
 def test_spmd_actors_equal_in_process_groups_and_one_group(ray_local, monkeypatch, topology):
     spans = []
     # counted in the driver: the driver's loop calls run_span on the actors (a span of several epochs)
-    from isles.islands import sync_loop  # noqa: PLC0415
+    from isles.islands.control import sync_loop  # noqa: PLC0415
 
     real = sync_loop.SyncLoop.start_span
     monkeypatch.setattr(sync_loop.SyncLoop, "start_span", lambda self, *a: spans.append(a[5]) or real(self, *a))
@@ -104,7 +104,7 @@ def test_master_replicas_in_two_actors_equal_one_actor_and_in_process(ray_local,
     """CMEPSO over 2 actors: each runs the spans with a replica of the master swarm (islands/plugin.py),
     the bests all-gathered through the inboxes; the run equals 1 actor and the in-process run, bit
     for bit, and every epoch ran in a span (the driver is not in the per-epoch path)."""
-    from isles.islands import sync_loop  # noqa: PLC0415
+    from isles.islands.control import sync_loop  # noqa: PLC0415
 
     over = [f"plugins.0.sends_best={sends}", f"islands.migration_interval={interval}"]
     spans, real = [], sync_loop.SyncLoop.start_span
@@ -232,7 +232,7 @@ def test_every_group_cuts_the_same_plan_from_the_topology_the_seed_and_the_epoch
     """The planner: two calls with the same (topology, n, seed, epoch) give the same edges; the
     groups' shares of the plan, cut independently, are together the whole plan (each edge once,
     at its destination's group), and another epoch gives another sample where the topology samples."""
-    from isles.islands.planner import group_plan, migration_edges  # noqa: PLC0415
+    from isles.islands.migration.planner import group_plan, migration_edges  # noqa: PLC0415
 
     cfg = plain(make_cfg(*DE, f"topology={topology}", "islands.n=7"))
     topo = instantiate(cfg["topology"])
@@ -267,7 +267,7 @@ def test_a_snapshot_load_waits_for_the_aborted_span_to_leave(monkeypatch):
         except Exception as err:  # noqa: BLE001
             errors.append(err)
 
-    import isles.islands.transport as transport  # noqa: PLC0415
+    import isles.islands.transport.link as transport  # noqa: PLC0415
 
     monkeypatch.setattr(transport.ActorTransport, "send", lambda self, *a: None)
     t = threading.Thread(target=span)
@@ -287,7 +287,9 @@ def test_snapshots_fall_inside_spans_and_one_taken_there_resumes_to_the_same_run
     (IslandGroup._keep_snapshot) and the driver's snapshot needs no call; such a snapshot, saved as a
     checkpoint, resumes in-process to the uninterrupted result."""
     from isles.app.job import run_job  # noqa: PLC0415
-    from isles.islands import checkpoint, recovery, sync_loop  # noqa: PLC0415
+    from isles.islands.control import checkpoint
+    from isles.islands.control import recovery
+    from isles.islands.control import sync_loop  # noqa: PLC0415
 
     spans, taken = [], []
     real_span, real_snapshot = sync_loop.SyncLoop.start_span, recovery.Recovery.snapshot
@@ -338,7 +340,7 @@ def test_the_next_span_starts_before_the_driver_books_the_last_one(ray_local, mo
     """The driver starts span k + 1 (its first migration from span k's last emigrants) before it
     books span k's epochs (SyncLoop.start_ahead), so the actors evolve while it does; not where
     a checkpoint falls due at the span's end. The run is the in-process one, bit for bit."""
-    from isles.islands import sync_loop  # noqa: PLC0415
+    from isles.islands.control import sync_loop  # noqa: PLC0415
 
     log = []
 
@@ -373,11 +375,11 @@ def test_the_typed_records_that_cross_ray_equal_the_in_process_ones(ray_local, m
     from dataclasses import fields  # noqa: PLC0415
 
     from isles.algorithms.core.population import Population  # noqa: PLC0415
-    from isles.islands import sync_loop  # noqa: PLC0415
+    from isles.islands.control import sync_loop  # noqa: PLC0415
     from isles.islands.records import EpochSummary, Plan, Route, SpanOrder  # noqa: PLC0415
 
     def summaries(use_ray):
-        from isles.islands.executor import Executor  # noqa: PLC0415
+        from isles.islands.control.executor import Executor  # noqa: PLC0415
 
         seen, orders, real_end, real_call = [], [], sync_loop.SyncLoop.end_span, Executor.call
 

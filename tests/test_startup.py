@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from isles.islands.placement import needs_ray
+from isles.islands.control.placement import needs_ray
 from tests.helpers import make_cfg, plain
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from isles.algorithms.core.population import Population
-from isles.islands.migration import PAD, replacement, route, select_best
-from isles.islands.topology import FreeForm, FullyConnected, RandomGraph, Ring, Star, Unconnected
+from isles.islands.migration.moves import PAD, replacement, route, select_best
+from isles.islands.migration.topology import FreeForm, FullyConnected, RandomGraph, Ring, Star, Unconnected
 
 
 def test_ring_edges():

@@ -18,7 +18,7 @@ from isles.algorithms.core.encoding_choice import make_encoding
 from isles.algorithms.core.real_codes import Seed002
 from isles.app.job import run_job
 from isles.app.overrides import job_overrides, user_problem_config
-from isles.islands.build import build_problem
+from isles.islands.config.build import build_problem
 from isles.islands.coordinator import RunResult
 from isles.problems.base import ProblemShapeError, probe_evaluation
 from isles.problems.benchmarks import Rastrigin

@@ -8,7 +8,8 @@ import pytest
 from hydra.utils import instantiate
 
 from isles.app import job
-from isles.islands import policies, schema
+from isles.islands.migration import policies
+from isles.islands.config import schema
 from isles.islands.coordinator import Coordinator
 from tests.counting_actor import CountingGroup
 from tests.helpers import make_cfg
@@ -32,7 +33,7 @@ TINY = [
 
 @pytest.fixture
 def checks(monkeypatch):
-    """Counts of the schema's value checks (:func:`isles.islands.schema.check_values`, what
+    """Counts of the schema's value checks (:func:`isles.islands.config.schema.check_values`, what
     ``validated`` runs) and of the ``islands.n_migrants`` checks, by name."""
     counts = {"check_values": 0, "check_n_migrants": 0}
 
@@ -80,7 +81,7 @@ def test_a_hand_made_config_is_still_checked(checks):
     """A plain dict (a library user's, a test's) is checked by the Coordinator, with the one-line error."""
     cfg = {"islands": {"n": 2, "mode": "lazy"}, "device": "cpu", "problem": {}, "algorithm": {}}
     with pytest.raises(ValueError, match=r"^islands.mode='lazy': allowed values are sync\|async$"):
-        Coordinator(cfg, instantiate({"_target_": "isles.islands.topology.Unconnected"}), use_ray=False)
+        Coordinator(cfg, instantiate({"_target_": "isles.islands.migration.topology.Unconnected"}), use_ray=False)
     assert checks["check_values"] == 1
     assert schema.validated(schema.validated({"device": "cpu"})) is not None and checks["check_values"] == 2
 
@@ -133,7 +134,7 @@ def test_selection_policy_checks_k_when_built():
 def test_an_in_actor_run_checks_its_config_once(checks, monkeypatch):
     """The whole run in one Ray actor: the job checks the config; the driver's Coordinator and the
     actor's group (built from its GroupSpec) check nothing."""
-    import isles.islands.executor as executor
+    import isles.islands.control.executor as executor
 
     monkeypatch.setattr(executor, "IslandGroup", CountingGroup)
     prepared = job.prepare(make_cfg(*TINY))

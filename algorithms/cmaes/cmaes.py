@@ -7,7 +7,7 @@ CuPy/cuSOLVER: no linear algebra of our own). A generation does no host synchron
 
 **Generations and blocks (static shapes, exact budgets).** Restarts change an island's population
 size ``lambda`` (IPOP doubles it), per island and from device values; isles' budgets need a
-fixed number of evaluations per island and generation (:mod:`isles.islands.budget`). So an isles
+fixed number of evaluations per island and generation (:mod:`isles.islands.control.budget`). So an isles
 *generation* samples and evaluates one **block** of ``lambda_start`` points per island, and a
 CMA-ES *iteration* with ``lambda = k lambda_start`` spans ``k`` generations: its blocks are all
 drawn from the same distribution ``N(m, sigma^2 C)`` (the distribution only changes when an

@@ -185,7 +185,7 @@ class CDE(CDEPieces, IslandAlgorithm):
     name = "cde"
     Params = CDEParams
     graph_safe = True  # one step (a cycle) has no host synchronisation: CUDA-graph replay on CuPy
-    minmax = True  # solves min-max problems (islands/build.py pairs it with augmented_lagrangian)
+    minmax = True  # solves min-max problems (islands/config/build.py pairs it with augmented_lagrangian)
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)

@@ -162,7 +162,7 @@ class IslandAlgorithm:
     ``state["nan_evals"]`` (0-d device int) counts NaN evaluations of the whole batch.
 
     State layout, which checkpoints rely on to regroup islands over a different number of
-    actors (:func:`isles.islands.checkpoint.regroup`): each field declares its island axis
+    actors (:func:`isles.islands.control.checkpoint.regroup`): each field declares its island axis
     (:meth:`island_axes`). By default every array of one or more dimensions has the island axis
     first; 0-d arrays are totals of the batch; host ints are the same for every island. A family
     whose state differs says so in ``ISLAND_AXES`` (or overrides :meth:`island_axes`).
@@ -192,7 +192,7 @@ class IslandAlgorithm:
     def population_sizes(self) -> dict:
         """Individuals per island of each migration role (:meth:`populations`' keys), known before
         any state exists: ``{None: population_size()}`` for one population. Migration checks
-        ``islands.n_migrants`` against each once (:func:`isles.islands.policies.check_migrants`)."""
+        ``islands.n_migrants`` against each once (:func:`isles.islands.migration.policies.check_migrants`)."""
         return {None: int(self.population_size())}
 
     def initial_evaluations(self) -> int:
@@ -204,7 +204,7 @@ class IslandAlgorithm:
         """Evaluations of the objective and constraints per island and generation (host int;
         what :meth:`step` adds to ``state["evals"]``). A family whose count is deterministic
         declares it, so that ``stop.max_evaluations`` becomes a generation limit before the run
-        (:mod:`isles.islands.budget`).
+        (:mod:`isles.islands.control.budget`).
 
         Raises:
             NotImplementedError: the algorithm does not declare it (a user's algorithm may).
@@ -213,7 +213,7 @@ class IslandAlgorithm:
 
     def check_problem(self, problem) -> None:
         """Refuse a problem this algorithm's parameters do not suit, before any island starts
-        (:func:`isles.islands.build.check_pairing`). Default: every problem suits.
+        (:func:`isles.islands.config.build.check_pairing`). Default: every problem suits.
 
         Raises:
             ValueError: one line naming the parameter (``algorithm.<field>``) and the values that fit.
@@ -234,7 +234,7 @@ class IslandAlgorithm:
 
         Default: axis 0 for every array of one or more dimensions, ``None`` for 0-d arrays and
         host values; :attr:`ISLAND_AXES` overrides it field by field. Checkpoints regroup states
-        by it (:func:`isles.islands.checkpoint.regroup`).
+        by it (:func:`isles.islands.control.checkpoint.regroup`).
         """
         axes = {k: 0 if getattr(v, "ndim", 0) >= 1 else None for k, v in state.items()}
         axes.update({k: a for k, a in self.ISLAND_AXES.items() if k in state})

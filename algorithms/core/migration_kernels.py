@@ -3,10 +3,10 @@ emigrant selection (:func:`select_best`, the ``k`` best of each island and every
 one kernel) and replacement (:func:`replace`: routing from the emigrant pool, the immigrants
 ranked against the worst residents, acceptance, the write of every leaf and the events, in one
 kernel). The array code they replace, and the choice of when to use them, is
-:mod:`isles.islands.migration` (with :mod:`isles.islands.fused_migration`); that code is their twin.
+:mod:`isles.islands.migration.moves` (with :mod:`isles.islands.migration.fused`); that code is their twin.
 
 The kernels rank by NumPy's stable sort order (``(v, f, position)``, NaN last), as
-:func:`isles.islands.policies.rank_order`, and move every leaf as bytes (any dtype), so their
+:func:`isles.islands.migration.policies.rank_order`, and move every leaf as bytes (any dtype), so their
 results equal the array code's bit for bit. On CuPy they launch on the current stream without
 host synchronisation (a captured CUDA graph takes them); on NumPy arrays the same C text runs
 compiled for the CPU with one thread per block (``-DISLES_HOST_EMU``, the CPU tests' twin).
@@ -221,7 +221,7 @@ def select_best(pop: Population, k: int) -> Population | None:
     """The ``k`` best of each island, best first, every leaf (:class:`SelectBest` then
     :meth:`Population.take`) in one kernel: a Population ``(I, k)``, or ``None`` where the layout
     is not supported (:func:`layout_reason`). On NumPy arrays the host emulation runs (tests).
-    The caller checks ``k`` once, when it builds its selection (:func:`isles.islands.policies.check_migrants`)."""
+    The caller checks ``k`` once, when it builds its selection (:func:`isles.islands.migration.policies.check_migrants`)."""
     if layout_reason(pop, k) is not None:
         return None
     xp = pop.xp
@@ -235,8 +235,8 @@ def select_best(pop: Population, k: int) -> Population | None:
 
 def replace(residents: Population, pool: Population, rows, valid, worst: bool, slots: bool):
     """Immigrants from ``pool`` into ``residents`` in one kernel, as
-    :func:`isles.islands.policies.worst_first` pairs them and :class:`~isles.islands.policies.FairReplace`
-    (``worst`` False: a better immigrant, Deb's rules) or :class:`~isles.islands.policies.ReplaceWorst`
+    :func:`isles.islands.migration.policies.worst_first` pairs them and :class:`~isles.islands.migration.policies.FairReplace`
+    (``worst`` False: a better immigrant, Deb's rules) or :class:`~isles.islands.migration.policies.ReplaceWorst`
     (``worst`` True: every real one) accepts them.
 
     Args:
@@ -245,14 +245,14 @@ def replace(residents: Population, pool: Population, rows, valid, worst: bool, s
             individuals in C order are the pool rows (the group's emigrants ``(I, k)``: row
             ``r`` = island ``r // k``, emigrant ``r % k``).
         rows, valid: the route's plan ``(I, K)``, ``K <= N`` (host arrays,
-            :func:`isles.islands.migration.route`; uploaded once as device constants).
+            :func:`isles.islands.migration.moves.route`; uploaded once as device constants).
         worst: replace_worst, else fair_replace.
         slots: write the ``K`` slots (``new (I, K)`` and their positions ``idx``), else the
             whole new population (``new (I, N)``, ``idx`` None).
 
     Returns:
         ``(new, idx, order, accepted, f_new)`` (``order``, ``accepted``, ``f_new``: ``(I, K)``, as
-        :meth:`isles.islands.policies.Replacement.replace` returns them), or ``None`` where the
+        :meth:`isles.islands.migration.policies.Replacement.replace` returns them), or ``None`` where the
         layout is not supported or the pool's leaves differ from the residents'.
     """
     I, N = residents.shape

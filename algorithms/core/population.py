@@ -13,7 +13,7 @@ island axis first:
 
 Selection of emigrants, transport between actors and replacement of residents all go through
 :meth:`Population.take`, :meth:`Population.put`, :meth:`Population.where` and
-:meth:`Population.conform`, one code path for every algorithm (:mod:`isles.islands.migration`). The
+:meth:`Population.conform`, one code path for every algorithm (:mod:`isles.islands.migration.moves`). The
 class is array-module agnostic (NumPy or CuPy; :meth:`to_host` and :meth:`to_device` move it).
 """
 

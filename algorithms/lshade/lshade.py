@@ -47,7 +47,7 @@ for every island, because the schedule (eq. 10) depends only on the evaluations,
 of a run performs equally; so no per-island mask is needed, and a generation computes on the
 active prefix, whose length is known on the host without looking at device values: nothing in a
 step synchronises with the host. The island runtime counts a fixed number of evaluations per
-generation (:mod:`isles.islands.budget`), while an L-SHADE generation evaluates ``N_G`` trials, a
+generation (:mod:`isles.islands.control.budget`), while an L-SHADE generation evaluates ``N_G`` trials, a
 number that shrinks. So one runtime generation (:meth:`LSHADE.step`) evaluates exactly ``E =
 evals_per_generation`` trial vectors per island (default ``N_init``): it continues the L-SHADE
 generation in progress, finishing it and starting the next as often as needed; the trials of an
@@ -55,7 +55,7 @@ unfinished generation (``U``, ``F_i``, ``CR_i`` and the results so far) wait in 
 checkpoint taken between runtime generations resumes bit for bit. Every L-SHADE generation is the
 paper's; only the runtime's bookkeeping is in units of ``E`` evaluations. ``MAX_NFE = N_init +
 max_generations · E`` is the island's budget: ``max_generations`` defaults to the run's
-``${generations}``, which ``stop.max_evaluations`` sets (:func:`isles.islands.budget.with_budget`),
+``${generations}``, which ``stop.max_evaluations`` sets (:func:`isles.islands.control.budget.with_budget`),
 so the population reaches ``N_min`` at the run's last evaluation. The run's evaluations are
 ``islands.n (N_init + g E)`` after ``g`` generations: a budget ``B`` is met exactly where ``B /
 islands.n - N_init`` is a multiple of ``E`` (else the run stops at the first generation past it).

@@ -33,7 +33,7 @@ class MasterSwarmPlugin:
         self.swarm = MasterSwarm(**params)
 
     def evaluations_per_generation(self) -> int:
-        """The master's evaluations per generation (:mod:`isles.islands.budget`)."""
+        """The master's evaluations per generation (:mod:`isles.islands.control.budget`)."""
         return self.swarm.evaluations_per_generation()
 
     def make(self, xp, dtype, evaluator, seed: int, stream: int) -> MasterPlugin:

@@ -18,7 +18,7 @@ def migration_edges(topology, n: int, seed: int, epoch: int) -> list:
     """The topology's edges sampled for the migration after epoch ``epoch``.
 
     Args:
-        topology: a :class:`isles.islands.topology.Topology`.
+        topology: a :class:`isles.islands.migration.topology.Topology`.
         n: islands of the archipelago; seed: the run's seed; epoch: the epoch just finished
             (sync loop) or the number of group epochs completed (async loop).
 

@@ -3,7 +3,7 @@ compatibility of a checkpoint with the config it is resumed under.
 
 A snapshot is every group's state (host arrays) with the loop's variables (:data:`LOOP_KEYS`),
 the seed, the grouping and the resumable config (:func:`resumable_config`); states are per
-island, so any grouping resumes it (:func:`isles.islands.checkpoint.regroup`).
+island, so any grouping resumes it (:func:`isles.islands.control.checkpoint.regroup`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import logging
 import time
 from dataclasses import fields
 
-from isles.islands.checkpoint import generations_done
-from isles.islands.placement import where
+from isles.islands.control.checkpoint import generations_done
+from isles.islands.control.placement import where
 from isles.islands.records import LoopState
 from isles.islands.results import RecordLog, migration_log
 
@@ -130,8 +130,8 @@ class Recovery:
     """Snapshots of a running archipelago and restarts of lost actors from them.
 
     Args:
-        cfg: the checked run config; executor: the run's :class:`isles.islands.executor.Executor`;
-        monitors: its :class:`isles.islands.callbacks.Monitors` (``on_restart``).
+        cfg: the checked run config; executor: the run's :class:`isles.islands.control.executor.Executor`;
+        monitors: its :class:`isles.islands.control.callbacks.Monitors` (``on_restart``).
 
     Attributes:
         last_snapshot: the latest snapshot (what an interrupt's checkpoint saves), or ``None``.

@@ -1,7 +1,7 @@
 """The executor of the control plane: where the island groups run and how the driver calls them.
 
 The groups are Ray actors (one per GPU, or per CPU worker), each in its bundle of the placement
-group reserved for the run (:mod:`isles.islands.placement`), or in-process groups
+group reserved for the run (:mod:`isles.islands.control.placement`), or in-process groups
 (``use_ray=False``), each called in a thread of its own (:class:`Local`), so that several in-process
 groups run their spans at once, as actors do. :meth:`Executor.call` calls a method of either;
 :meth:`Executor.gather` collects the results as they finish. It also forms the groups' links
@@ -16,7 +16,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from isles.islands.group import IslandGroup
-from isles.islands.placement import actor_options, cluster_nodes, local_resources, plan, plan_nodes, reserve
+from isles.islands.control.placement import actor_options, cluster_nodes, local_resources, plan, plan_nodes, reserve
 from isles.islands.plugin import plugin_stream
 from isles.islands.records import GroupSpec
 
@@ -51,7 +51,7 @@ class Executor:
     """The placement, start, calls, links and release of a run's island groups.
 
     Args:
-        cfg: the checked run config (:func:`isles.islands.schema.validated`).
+        cfg: the checked run config (:func:`isles.islands.config.schema.validated`).
         plugins: the loop's plug-in factories (every group builds its replicas).
         target: the stop rule's target, or ``None``; use_ray: Ray actors, or in-process groups.
         restart_failed: ``(group indices) -> Exception``, raised when a deadline passes in :meth:`gather`.
@@ -89,7 +89,7 @@ class Executor:
         )
 
     def placement(self):
-        """The actors to start on Ray's nodes (:func:`isles.islands.placement.plan_nodes`), or
+        """The actors to start on Ray's nodes (:func:`isles.islands.control.placement.plan_nodes`), or
         in-process on this machine (one device: a local GPU when CuPy sees one)."""
         isl, device = self.cfg["islands"], self.cfg["device"]
         if self.use_ray:
@@ -99,7 +99,7 @@ class Executor:
 
     def start(self, p) -> list:
         """One island group per block of ``p.groups``: Ray actors, each in its bundle of the
-        placement group reserved for them (:func:`isles.islands.placement.reserve`), or in-process."""
+        placement group reserved for them (:func:`isles.islands.control.placement.reserve`), or in-process."""
         if not self.use_ray:
             return [Local(IslandGroup(self.spec(ids, p.device))) for ids in p.groups]
         import ray  # noqa: PLC0415
@@ -219,8 +219,8 @@ class Executor:
     def form_links(self, groups) -> str:
         """Form the groups' links for the sync spans (:attr:`link`), by ``islands.transport``:
         ``"nccl"`` (auto or nccl: the groups' NCCL communicator where every group can join one,
-        :mod:`isles.islands.exchange`), ``"channel"`` (auto or channel: shared-memory channels between
-        the actors on one node, :mod:`isles.islands.channels`; posts between nodes), ``""`` (ray,
+        :mod:`isles.islands.transport.nccl`), ``"channel"`` (auto or channel: shared-memory channels between
+        the actors on one node, :mod:`isles.islands.transport.channels`; posts between nodes), ``""`` (ray,
         in-process, or no two actors on one node: posts to the groups' inboxes only).
 
         Raises:

@@ -3,9 +3,9 @@ which reach whom, where they land.
 
 One code path moves whole individuals (:class:`isles.algorithms.core.population.Population`: genome of
 any dtype, fitness, violation and extras such as per-individual velocities or step sizes) for
-every algorithm, following pagmo 2's policies, which are objects (:mod:`isles.islands.policies`):
+every algorithm, following pagmo 2's policies, which are objects (:mod:`isles.islands.migration.policies`):
 
-* emigrant selection (``islands.selection``): e.g. :class:`~isles.islands.policies.SelectBest`,
+* emigrant selection (``islands.selection``): e.g. :class:`~isles.islands.migration.policies.SelectBest`,
   the ``k`` best individuals of each island under Deb's rules (:func:`select_best`);
 * routing :func:`route`: which emigrants (of islands in this group, of islands elsewhere, of the
   loop's plug-in) each destination island receives, with fair truncation;
@@ -20,7 +20,7 @@ path for every algorithm and population role); :func:`migration_events` reports 
 Immigrant blocks are padded to a common width ``K``; ``valid (I, K)`` marks real immigrants.
 Everything but :func:`route` (host planning on a few integers) runs on the device without host
 synchronisation. On CuPy, with the built-in policies and sources in the group, the same results
-come from two kernels instead of about 30 array operations (:mod:`isles.islands.fused_migration`;
+come from two kernels instead of about 30 array operations (:mod:`isles.islands.migration.fused`;
 ``ISLES_FUSED_MIGRATION=0`` turns them off); the array code here is their twin and fallback.
 """
 
@@ -30,19 +30,20 @@ import numpy as np
 
 from isles.algorithms.core.backend import device_constant, to_host
 from isles.algorithms.core.population import Population, PopulationRoles, by_role
-from isles.islands import fused_migration, policies
+from isles.islands.migration import fused as fused_migration
+from isles.islands.migration import policies
 
 # re-exported: app/job.py and the tests import them from here
-from isles.islands.policies import check_n_migrants, rank_order, replacement_policy, selection_policy  # noqa: F401
+from isles.islands.migration.policies import check_n_migrants, rank_order, replacement_policy, selection_policy  # noqa: F401
 
-#: the names of the built-in replacements (:data:`isles.islands.policies.REPLACEMENTS`)
+#: the names of the built-in replacements (:data:`isles.islands.migration.policies.REPLACEMENTS`)
 REPLACEMENTS = tuple(policies.REPLACEMENTS)
 PAD = -2  # source id of a padding slot in route()'s src_of
 
 
 def check_replacement(policy) -> None:
     """``islands.replacement``: a name of :data:`REPLACEMENTS` or ``{_target_: ...}``
-    (:func:`isles.islands.policies.replacement_policy`).
+    (:func:`isles.islands.migration.policies.replacement_policy`).
 
     Raises:
         ValueError: one line naming the field and the allowed values.
@@ -52,7 +53,7 @@ def check_replacement(policy) -> None:
 
 def check_selection(policy) -> None:
     """``islands.selection``: ``select_best`` or ``{_target_: ...}``
-    (:func:`isles.islands.policies.selection_policy`).
+    (:func:`isles.islands.migration.policies.selection_policy`).
 
     Raises:
         ValueError: one line naming the field and the allowed values.
@@ -62,8 +63,8 @@ def check_selection(policy) -> None:
 
 def select_best(f, v, k: int):
     """Emigrant indices ``(I, k)``: the ``k`` best individuals of each island (best first;
-    :class:`isles.islands.policies.SelectBest`); ``k`` in ``1..N`` is the caller's to check, once
-    (:func:`isles.islands.policies.check_migrants`)."""
+    :class:`isles.islands.migration.policies.SelectBest`); ``k`` in ``1..N`` is the caller's to check, once
+    (:func:`isles.islands.migration.policies.check_migrants`)."""
     return policies.SelectBest().select(f, v, k)
 
 
@@ -123,12 +124,12 @@ def route(inbound: dict, n_dest: int, offsets: dict, counts: dict, capacity: int
 
 def replacement(policy, residents: Population, immigrants: Population, valid):
     """Where immigrants go: ``policy.replace(residents, immigrants, valid)``
-    (:meth:`isles.islands.policies.Replacement.replace`).
+    (:meth:`isles.islands.migration.policies.Replacement.replace`).
 
     Args:
         policy: a replacement policy object, or a config value of ``islands.replacement``
             (``"fair_replace"``, ``"replace_worst"``, ``{_target_: ...}``;
-            :func:`isles.islands.policies.replacement_policy`).
+            :func:`isles.islands.migration.policies.replacement_policy`).
         residents: the islands' population ``(I, N)``.
         immigrants: ``(I, K)`` with the residents' leaves (:meth:`Population.conform`), ``K <= N``.
         valid: ``(I, K)`` bool, real immigrants (padding is False).
@@ -149,14 +150,14 @@ def replacement(policy, residents: Population, immigrants: Population, valid):
 def emigrants_of(algorithm, state: dict, k: int, selection=None):
     """The ``k`` emigrants of every population role (:meth:`IslandAlgorithm.populations`) of
     ``state``, chosen by ``selection`` (a policy with ``select(f, v, k)``; ``None``: the ``k`` best,
-    :class:`isles.islands.policies.SelectBest`): a :class:`Population` ``(I, k)`` for a
+    :class:`isles.islands.migration.policies.SelectBest`): a :class:`Population` ``(I, k)`` for a
     one-population algorithm, else a :class:`PopulationRoles`."""
     selection = policies.SelectBest() if selection is None else selection
     pops = algorithm.populations(state)
     fused = type(selection) is policies.SelectBest and _fused(pops[next(iter(pops))])
     out = {}
     for r, p in pops.items():
-        if fused:  # one kernel (isles.islands.fused_migration), the same emigrants; k checked once, at construction
+        if fused:  # one kernel (isles.islands.migration.fused), the same emigrants; k checked once, at construction
             out[r] = fused_migration.select_best(p, k)
         if out.get(r) is None:
             out[r] = p.take(selection.select(p.f, p.v, k))
@@ -204,7 +205,7 @@ def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound:
         rows, src_of, valid = route(inbound, I, offsets, counts, residents.shape[1], rotate=int(state["generation"]))
         if not valid.any():
             continue
-        if not remote and _fused(residents):  # one kernel (isles.islands.fused_migration), the same result
+        if not remote and _fused(residents):  # one kernel (isles.islands.migration.fused), the same result
             done = fused_migration.immigrate_role(
                 algorithm, ctx, state, role, residents, mine, rows, valid, replacement_policy(policy)
             )
@@ -256,7 +257,7 @@ def migration_events(pending, island_ids: list) -> list:
 
 def _fused(pop: Population) -> bool:
     """Whether migration may take the fused kernels for ``pop`` (CuPy arrays and
-    ``ISLES_FUSED_MIGRATION`` not ``0``, :func:`isles.islands.fused_migration.enabled`); they
+    ``ISLES_FUSED_MIGRATION`` not ``0``, :func:`isles.islands.migration.fused.enabled`); they
     still decline a policy or layout they do not support."""
     return pop.xp is not np and fused_migration.enabled()
 

@@ -14,8 +14,8 @@ The epoch body (:func:`isles.islands.epoch.run_epoch`) sees one of three links, 
 ``take``/``send``/``gather``: :class:`Alone` (no peers), :class:`Posts` (inboxes, or channels), and
 :class:`Collective` (the groups' communicator, device to device; capturable in a CUDA graph).
 
-Between actors of one node, :class:`isles.islands.channels.ChannelTransport` has the same
-interface over shared-memory channels; between GPUs, :func:`isles.islands.exchange.exchange`
+Between actors of one node, :class:`isles.islands.transport.channels.ChannelTransport` has the same
+interface over shared-memory channels; between GPUs, :func:`isles.islands.transport.nccl.exchange`
 moves the emigrants over NCCL, device to device.
 """
 
@@ -25,8 +25,8 @@ import threading
 import time
 
 from isles.algorithms.core.population import Population
-from isles.islands.exchange import exchange, layout
-from isles.islands.exchange import plan as exchange_plan
+from isles.islands.transport.nccl import exchange, layout
+from isles.islands.transport.nccl import plan as exchange_plan
 
 #: the tag of an island's best in an inbox message: key ``(BEST, island id)``
 BEST = "best"
@@ -150,7 +150,7 @@ class Alone:
 
 class _Peers:
     """What :class:`Posts` and :class:`Collective` share: the route's island ids and the exchange plan
-    of each epoch's edges (:func:`isles.islands.exchange.plan`, cached while the edges are the same)."""
+    of each epoch's edges (:func:`isles.islands.transport.nccl.plan`, cached while the edges are the same)."""
 
     def __init__(self, route):
         self.mine = {gid: p for p, gid in enumerate(route.groups[route.index])}
@@ -172,12 +172,12 @@ class _Peers:
 
 
 class Posts(_Peers):
-    """The link over posts to the peers' inboxes (or their channels, :mod:`isles.islands.channels`):
+    """The link over posts to the peers' inboxes (or their channels, :mod:`isles.islands.transport.channels`):
     emigrants as host arrays, one message per peer and epoch (with the bests where plug-ins need them).
 
     Args:
         route: the span's :class:`isles.islands.records.Route`; span: its id;
-        transport: :class:`ActorTransport` or :class:`isles.islands.channels.ChannelTransport`; xp: the group's.
+        transport: :class:`ActorTransport` or :class:`isles.islands.transport.channels.ChannelTransport`; xp: the group's.
     """
 
     def __init__(self, route, span: int, transport, xp):
@@ -216,7 +216,7 @@ class Posts(_Peers):
 
 
 class Collective(_Peers):
-    """The link over the groups' communicator (NCCL between GPUs, :func:`isles.islands.exchange.exchange`):
+    """The link over the groups' communicator (NCCL between GPUs, :func:`isles.islands.transport.nccl.exchange`):
     emigrants and bests device to device, sent and received in one group call; nothing to post.
 
     Args:

@@ -1,15 +1,15 @@
 """An island group's links to its peer groups, for the sync span (:meth:`IslandGroup.run_span`):
 its inbox of posted emigrants, the groups' NCCL communicator, its shared-memory channels; the
-driver forms them (:mod:`isles.islands.sync_loop`) and aborts them when a
+driver forms them (:mod:`isles.islands.control.sync_loop`) and aborts them when a
 peer is lost."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from isles.islands.channels import ChannelLinks
-from isles.islands.exchange import NcclComm
-from isles.islands.transport import Inbox
+from isles.islands.transport.channels import ChannelLinks
+from isles.islands.transport.nccl import NcclComm
+from isles.islands.transport.link import Inbox
 
 
 class PeerLinks:
@@ -23,7 +23,7 @@ class PeerLinks:
 
     def nccl_unique_id(self):
         """A new NCCL unique id for :meth:`nccl_join`, or ``None`` where this group cannot use NCCL
-        (NumPy, or CuPy without NCCL: :meth:`isles.islands.exchange.NcclComm.available`)."""
+        (NumPy, or CuPy without NCCL: :meth:`isles.islands.transport.nccl.NcclComm.available`)."""
         if self.xp is np or NcclComm.available() is not None:
             return None
         return NcclComm.unique_id()
@@ -50,7 +50,7 @@ class PeerLinks:
         self._channels.join(inbound)
 
     def post(self, span: int, epoch: int, sender: int, emigrants: dict) -> None:
-        """A peer's emigrants for this group (:meth:`isles.islands.transport.Inbox.post`)."""
+        """A peer's emigrants for this group (:meth:`isles.islands.transport.link.Inbox.post`)."""
         self.inbox.post(span, epoch, sender, emigrants)
 
     def abort(self, span: int) -> None:

@@ -2,15 +2,15 @@
 latest emigrants of every island) and goes on, without waiting for slower groups (pagmo's
 archipelago semantics). Each group's epoch is a span of one epoch
 (:meth:`isles.islands.group.IslandGroup.run_span`) whose plan comes from the migrant store, made
-by the same planner as the sync loop (:mod:`isles.islands.planner`)."""
+by the same planner as the sync loop (:mod:`isles.islands.migration.planner`)."""
 
 from __future__ import annotations
 
 import logging
 import time
 
-from isles.islands import checkpoint
-from isles.islands.planner import group_plan, migration_edges
+from isles.islands.control import checkpoint
+from isles.islands.migration.planner import group_plan, migration_edges
 from isles.islands.records import Plan, Route, SpanOrder
 from isles.islands.results import (
     RecordLog,
@@ -39,7 +39,7 @@ class AsyncLoop:
         self.generations, self.interval = co.generations, co.interval
 
     def run(self, groups, placement):
-        """The async epoch loop, a generator like :meth:`isles.islands.sync_loop.SyncLoop.run`.
+        """The async epoch loop, a generator like :meth:`isles.islands.control.sync_loop.SyncLoop.run`.
 
         **Snapshots and lost actors.** Each group's state is taken between two of its epochs,
         at its start and then every ``islands.snapshot_every`` of its epochs (and at every

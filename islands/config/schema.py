@@ -14,7 +14,7 @@ ConfigStore), so the composed config is typed and closed:
 
 Groups whose keys depend on the chosen class (``algorithm``, ``problem``, ``topology``,
 ``plugins``) are open here: their ``_target_`` class validates its own parameters when it is built
-(:mod:`isles.islands.build`), before Ray starts.
+(:mod:`isles.islands.config.build`), before Ray starts.
 
 This module is the one place of the defaults (the dataclasses below, :func:`with_defaults`; an
 algorithm's come from its ``Params`` dataclass and a topology's from its constructor,
@@ -40,17 +40,17 @@ from omegaconf import MISSING
 from isles.algorithms.core.backend import DEVICES, dtype_of
 from isles.algorithms.core.base import check_range
 from isles.algorithms.options import ALGORITHMS
-from isles.islands.policies import replacement_policy, selection_policy
-from isles.islands.placement import STRATEGIES
-from isles.islands.topology import TOPOLOGIES
+from isles.islands.migration.policies import replacement_policy, selection_policy
+from isles.islands.control.placement import STRATEGIES
+from isles.islands.migration.topology import TOPOLOGIES
 from isles.problems.constraints import check_handling
 
 #: values of ``islands.mode``: every group waits for the epoch's emigrants, or takes what has come
 MODES = ("sync", "async")
 #: values of ``islands.transport``: how emigrants go between actors in a sync run (auto: NCCL between
 #: GPUs where CuPy has it, else shared-memory channels between the actors of one node and posts to
-#: the actors' inboxes between nodes; ray: posts only; islands/exchange.py, islands/channels.py,
-#: islands/transport.py)
+#: the actors' inboxes between nodes; ray: posts only; islands/transport/nccl.py, islands/transport/channels.py,
+#: islands/transport/link.py)
 TRANSPORTS = ("auto", "ray", "nccl", "channel")
 #: values of ``islands.span_graph``: when a batch's like epochs replay one captured epoch on a GPU
 #: (islands/span_graph.py): auto (in-process groups, falling back to the plain epochs where the
@@ -63,7 +63,7 @@ class StopConfig:
     """Stop rules beside the generation budget: an island reaches the target when its best is
     feasible with ``f <= f_target + tol``; the run ends when every island has. ``max_evaluations``:
     the run ends at the first generation at which its evaluations of the objective and
-    constraints (all islands and the plug-ins) reach it (:mod:`isles.islands.budget`)."""
+    constraints (all islands and the plug-ins) reach it (:mod:`isles.islands.control.budget`)."""
 
     f_target: Optional[float] = None  # null: run all generations; a number: the target above
     tol: float = 0.0
@@ -117,7 +117,7 @@ class IslandsConfig:
     # generations per epoch; the islands meet (and a plug-in runs) once per epoch
     migration_interval: int = 10
     n_migrants: int = 1  # emigrants per island per migration (chosen by islands.selection)
-    # Any, not str: a built-in's name or {_target_: a class, ...} (islands/policies.py, check_values):
+    # Any, not str: a built-in's name or {_target_: a class, ...} (islands/migration/policies.py, check_values):
     # fair_replace | replace_worst | {_target_: my_module.MyReplace}
     replacement: Any = "fair_replace"
     selection: Any = "select_best"  # select_best | {_target_: my_module.MySelect}
@@ -409,7 +409,7 @@ def class_node(cls) -> dict:
     with only what differs (``max_iterations: ${generations}``, ``bidirectional: false``).
 
     The node is untyped, as a YAML file's: its values are checked by the class (``cls.Params``)
-    when it is built (:func:`isles.islands.build.build_algorithm`), with one-line errors naming
+    when it is built (:func:`isles.islands.config.build.build_algorithm`), with one-line errors naming
     the field (``algorithm.<field>``, ``topology.<field>``).
     """
     node = {"_target_": f"{cls.__module__}.{cls.__qualname__}"}
@@ -430,12 +430,12 @@ OPEN_FIELDS = tuple(f.name for f in fields(IslesConfig) if get_type_hints(IslesC
 
 def with_generations(cfg: Validated, resolved: dict) -> Validated:
     """The checked ``cfg`` after a budget in evaluations set its generations
-    (:func:`isles.islands.budget.with_budget`): ``generations`` and the open nodes
+    (:func:`isles.islands.control.budget.with_budget`): ``generations`` and the open nodes
     (:data:`OPEN_FIELDS`: ``algorithm``, ``problem``, ...) taken from ``resolved``, the same
     composed config resolved with the budget's generations, so that what interpolates
     ``${generations}`` (an algorithm's ``max_iterations``) follows it; the typed sections stay as
     checked. Not checked again: the budget's generations lie in ``1..cfg["generations"]``
-    (:func:`isles.islands.budget.budget_generations`), and the open nodes' classes check them when
+    (:func:`isles.islands.control.budget.budget_generations`), and the open nodes' classes check them when
     they are built."""
     out = Validated(cfg)
     out["generations"] = resolved["generations"]
@@ -447,7 +447,7 @@ def with_generations(cfg: Validated, resolved: dict) -> Validated:
 def register() -> None:
     """Store :class:`IslesConfig` in Hydra's ConfigStore as ``isles_schema``, and the
     :func:`class_node` of each built-in algorithm (:data:`isles.algorithms.options.ALGORITHMS`)
-    and topology (:data:`isles.islands.topology.TOPOLOGIES`) as ``schema/GROUP/NAME`` (idempotent)."""
+    and topology (:data:`isles.islands.migration.topology.TOPOLOGIES`) as ``schema/GROUP/NAME`` (idempotent)."""
     store = ConfigStore.instance()
     store.store(name="isles_schema", node=IslesConfig)
     for group, options in (("algorithm", ALGORITHMS), ("topology", TOPOLOGIES)):

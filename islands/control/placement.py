@@ -79,7 +79,7 @@ def plan(n_islands: int, device: str, n_actors: int | None, resources: dict) -> 
             module docstring).
         resources: ``ray.cluster_resources()`` (keys ``CPU``, ``GPU``).
 
-    The values come from a checked config (:func:`isles.islands.schema.validated`); only what
+    The values come from a checked config (:func:`isles.islands.config.schema.validated`); only what
     depends on the resources is checked here.
 
     Raises:
@@ -250,7 +250,7 @@ def needs_ray(cfg: dict) -> bool:
     without Ray's seconds of start-up and shutdown, and without importing Ray.
 
     Args:
-        cfg: the run config with the schema's defaults (:func:`isles.islands.schema.validated`)."""
+        cfg: the run config with the schema's defaults (:func:`isles.islands.config.schema.validated`)."""
     isl = cfg["islands"]
     if cfg["ray"]["address"] or isl["mode"] != "sync":
         return True

@@ -1,7 +1,7 @@
 """Emigrants from device to device: the exchange of a sync span's epoch between island groups over a
-collective communicator (NCCL between GPUs), instead of the inboxes of :mod:`isles.islands.transport`.
+collective communicator (NCCL between GPUs), instead of the inboxes of :mod:`isles.islands.transport.link`.
 
-In a sync span every group computes the same migration plan (:func:`isles.islands.planner.migration_edges`),
+In a sync span every group computes the same migration plan (:func:`isles.islands.migration.planner.migration_edges`),
 so each knows what it sends to each peer and what it receives from each, in the same order: the
 exchange is two-sided, one send and one receive per pair of groups that share an edge, all in one
 NCCL group call (no deadlock whatever the topology). A message is the emigrants of the sender's

@@ -10,9 +10,9 @@ receiver registers as its reader (:class:`ChannelLinks`, formed by the driver be
 and again after a restart, like the NCCL communicator).
 
 A sync span writes to a peer exactly when the peer reads: both compute the same plan from the
-topology, the seed and the epoch (:func:`isles.islands.exchange.plan`), so the messages of a pair
+topology, the seed and the epoch (:func:`isles.islands.transport.nccl.plan`), so the messages of a pair
 stay in step and each carries its ``(span, epoch)`` as a check. Pairs on different nodes keep the
-one-sided posts to the peer's inbox (:class:`isles.islands.transport.ActorTransport`).
+one-sided posts to the peer's inbox (:class:`isles.islands.transport.link.ActorTransport`).
 
 Measured on a 2-core machine (``python benchmarks/ray_transport_bench.py``, and the CPU row of
 issue 19 in ``docs/runtime.md``): a write and a read cost tens of microseconds, against about a
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pickle
 
-from isles.islands.transport import Aborted
+from isles.islands.transport.link import Aborted
 
 #: buffers per channel: the sender may write epoch e + 1 while the receiver still holds epoch e
 BUFFERS = 2
@@ -77,7 +77,7 @@ class ChannelLinks:
 
 
 class ChannelTransport:
-    """:class:`isles.islands.transport.ActorTransport`'s interface over a group's channels, with
+    """:class:`isles.islands.transport.link.ActorTransport`'s interface over a group's channels, with
     its posts for the peers that have no channel (another node).
 
     Args:
@@ -111,7 +111,7 @@ class ChannelTransport:
 
     def take(self, span: int, epoch: int, senders, timeout_s: float) -> dict:
         """The emigrants of every group in ``senders`` after ``epoch``, merged (as
-        :meth:`isles.islands.transport.Inbox.take`; copies, not views of the shared memory).
+        :meth:`isles.islands.transport.link.Inbox.take`; copies, not views of the shared memory).
 
         Raises:
             Aborted: the channels were closed (the span was aborted) while waiting.

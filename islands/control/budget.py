@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf, open_dict
 
-from isles.islands.build import build_algorithm, build_plugins
-from isles.islands.schema import check_keys, validated
+from isles.islands.config.build import build_algorithm, build_plugins
+from isles.islands.config.schema import check_keys, validated
 
 
 def evaluation_counts(algorithm, plugins=()) -> tuple[int, int, int]:
@@ -56,7 +56,7 @@ def evaluations_after(generations: int, n_islands: int, counts: tuple[int, int, 
 
 
 def budget_generations(cfg: dict, plugins=()) -> int:
-    """The generations a checked config (:func:`isles.islands.schema.validated`) runs: the first
+    """The generations a checked config (:func:`isles.islands.config.schema.validated`) runs: the first
     generation at which the cumulative evaluations reach ``stop.max_evaluations``, at most
     ``generations`` and at least 1 (a budget below the initial evaluations runs one generation);
     ``generations`` itself when ``stop.max_evaluations`` is null.
@@ -89,13 +89,13 @@ def with_budget(cfg, plain: dict | None = None, plugins=()):
 
     Args:
         cfg: the composed config.
-        plain: ``cfg`` resolved and checked (:func:`~isles.islands.schema.validated`: the job's
+        plain: ``cfg`` resolved and checked (:func:`~isles.islands.config.schema.validated`: the job's
             one check, :func:`isles.app.job.prepare`), with ``plugins`` built from its ``plugins``
             list; ``None``: resolved, checked and built here.
 
     Raises:
         ValueError: a key the schema does not know or a bad value (as
-            :func:`isles.islands.schema.check_keys` and :func:`~isles.islands.schema.validated`,
+            :func:`isles.islands.config.schema.check_keys` and :func:`~isles.islands.config.schema.validated`,
             where ``plain`` is ``None``), and as :func:`budget_generations`.
     """
     if OmegaConf.select(cfg, "stop.max_evaluations") is None:

@@ -16,11 +16,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from isles.islands import checkpoint
-from isles.islands.build import build_algorithm
-from isles.islands.planner import group_plan, migration_edges
+from isles.islands.control import checkpoint
+from isles.islands.config.build import build_algorithm
+from isles.islands.migration.planner import group_plan, migration_edges
 from isles.islands.records import LoopState, Plan, Route, SpanOrder
-from isles.islands.recovery import loop_copy
+from isles.islands.control.recovery import loop_copy
 from isles.islands.results import (
     RecordLog,
     best_of,

@@ -149,7 +149,7 @@ class FreeForm(Topology):
 
 
 #: the built-in topologies by the name of their option (``topology=NAME``): each option's node
-#: starts from :func:`isles.islands.schema.class_node` of its class (``ring_one_way``: ``Ring``'s)
+#: starts from :func:`isles.islands.config.schema.class_node` of its class (``ring_one_way``: ``Ring``'s)
 TOPOLOGIES = {
     "free_form": FreeForm,
     "fully_connected": FullyConnected,

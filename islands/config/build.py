@@ -18,7 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from isles import MOVED, MOVED_MODULES, moved_message, moved_module_message
 from isles.algorithms.core.base import IslandAlgorithm
-from isles.islands.schema import ConstraintsConfig, with_defaults
+from isles.islands.config.schema import ConstraintsConfig, with_defaults
 from isles.problems.base import check_n_eq, probe_evaluation
 from isles.problems.constraints import Evaluator
 from isles.problems.minmax import AugmentedLagrangian, check_payoff_shape

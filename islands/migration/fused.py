@@ -1,11 +1,11 @@
-"""Fused migration on the GPU: when :func:`isles.islands.migration.emigrants_of` and
-:func:`~isles.islands.migration.immigrate` take the kernels of
+"""Fused migration on the GPU: when :func:`isles.islands.migration.moves.emigrants_of` and
+:func:`~isles.islands.migration.moves.immigrate` take the kernels of
 :mod:`isles.algorithms.core.migration_kernels` (emigrant selection in one kernel; routing,
 replacement, the write of every leaf and the events in another) instead of the generic array
 code's ~30 small CuPy calls per exchange.
 
-They do on CuPy when the policies are the built-in ones (:class:`~isles.islands.policies.SelectBest`,
-:class:`~isles.islands.policies.FairReplace`, :class:`~isles.islands.policies.ReplaceWorst`; the
+They do on CuPy when the policies are the built-in ones (:class:`~isles.islands.migration.policies.SelectBest`,
+:class:`~isles.islands.migration.policies.FairReplace`, :class:`~isles.islands.migration.policies.ReplaceWorst`; the
 exact classes, not subclasses) and every source is an island of the group (no remote island and
 no plug-in immigrant); anything else, and ``ISLES_FUSED_MIGRATION=0``, runs the generic code,
 which is the twin. States, emigrants and events equal the generic path's bit for bit
@@ -28,7 +28,7 @@ import os
 from isles.algorithms.core import migration_kernels
 from isles.algorithms.core.base import IslandAlgorithm
 from isles.algorithms.core.population import Population
-from isles.islands.policies import FairReplace, ReplaceWorst
+from isles.islands.migration.policies import FairReplace, ReplaceWorst
 
 ENV = "ISLES_FUSED_MIGRATION"
 """Environment switch: ``0`` turns the fused path off (benchmarks, A/B checks)."""
@@ -73,11 +73,11 @@ def immigrate_role(algorithm, ctx, state: dict, role, residents: Population, poo
         algorithm, ctx, state: the group's algorithm, context and state.
         role: the population role (``None``: the only one); residents: its population ``(I, N)``.
         pool: the group's emigrants ``(I, k)``, pool row ``r`` = island ``r // k``, emigrant ``r % k``.
-        rows, valid: the route's plan ``(I, K)`` (host arrays, :func:`isles.islands.migration.route`).
+        rows, valid: the route's plan ``(I, K)`` (host arrays, :func:`isles.islands.migration.moves.route`).
         policy: the replacement policy object.
 
     Returns:
-        ``(state, order, accepted, f_new)`` as :func:`isles.islands.migration.immigrate`'s event
+        ``(state, order, accepted, f_new)`` as :func:`isles.islands.migration.moves.immigrate`'s event
         (device arrays ``(I, K)``), or ``None`` where the fused path does not apply (another
         policy, an algorithm without a write mode, an unsupported layout, or a pool whose leaves
         differ from the residents'): the caller runs the generic code.

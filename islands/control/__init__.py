@@ -1,0 +1,1 @@
+"""The driver's parts: the executor (placement, groups, calls, links), the sync and async schedules, recovery (snapshots, restarts), the monitors (callbacks), placement, checkpoints and the evaluation budget."""

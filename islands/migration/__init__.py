@@ -1,0 +1,1 @@
+"""What migrates and where: topologies, the planner (an epoch's edges from topology, seed and epoch), the selection and replacement policies, and the moves of individuals between islands (generic and fused on CuPy)."""
