@@ -52,6 +52,12 @@ def run_cli(*args, timeout=180):
         # caught before Ray starts, named as the user typed them (issue 9, section 3)
         (["+experiment=cmepso", "+generation=10"], "generation: unknown key (did you mean 'generations'?)"),
         (["+experiment=cmepso", "+islands.size=3"], "islands.size: unknown key; allowed keys here: islands.n,"),
+        # keys of earlier versions name where they went (issue 26: the master swarm became a plug-in)
+        (
+            ["+experiment=cmepso", "islands.master_sends_best=true"],
+            "islands.master_sends_best: unknown key (it moved: plugins.0.sends_best",
+        ),
+        (["+master=cmepso"], "master: unknown key (it moved: a plug-in of the list plugins: +plugin=master_swarm"),
         (
             ["+experiment=cmepso", "constraints.handling=deb"],
             "constraints.handling='deb': allowed values are feasibility|penalty",
