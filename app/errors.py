@@ -52,7 +52,24 @@ def is_config_error(err: BaseException) -> bool:
     return not frames or os.path.realpath(frames[-1][0]).startswith(_own_folders())
 
 
+#: config keys of earlier versions and where they went: an unknown-key line about one names the new place
+MOVED = {
+    "master": "a plug-in of the list plugins: +plugin=master_swarm (docs/architecture.md)",
+    "islands.master_sends_best": "plugins.0.sends_best, with +plugin=master_swarm or +experiment=cmepso",
+}
+
+
 def error_message(err: BaseException) -> str:
-    """The first line of ``err``'s message (of its cause, for a Ray task error)."""
+    """The first line of ``err``'s message (of its cause, for a Ray task error); an unknown key
+    that an earlier version had (:data:`MOVED`) gets where it went."""
     cause = getattr(err, "cause", None) or err
-    return str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    line = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    key, sep, rest = line.partition(": unknown key")
+    if sep and key in MOVED and "(it moved:" not in rest:
+        rest = rest.split(";", 1)[1] if rest.startswith(" (did you mean") and ";" in rest else rest.lstrip(";")
+        return (
+            f"{key}: unknown key (it moved: {MOVED[key]});{rest}"
+            if rest
+            else f"{key}: unknown key (it moved: {MOVED[key]})"
+        )
+    return line

@@ -104,7 +104,7 @@ def main() -> None:
     try:
         check_override_keys(sys.argv[1:], groups)
     except ValueError as err:
-        print(f"isles: error: {err}", file=sys.stderr)
+        print(f"isles: error: {error_message(err)}", file=sys.stderr)
         sys.exit(2)
     import_from_launch_directory()
     prestart(sys.argv[1:])  # MLflow's start-up overlaps Hydra's and the run's (isles.app.tracking_process)

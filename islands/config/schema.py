@@ -197,20 +197,12 @@ def check_keys(cfg: dict, schema=IslesConfig, prefix: str = "") -> None:
         if key not in hints:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
-            hint = f" (it moved: {MOVED[prefix + key]})" if prefix + key in MOVED else hint
             raise ValueError(
                 f"{prefix}{key}: unknown key{hint}; allowed keys here: {', '.join(prefix + k for k in known)}"
             )
         sub = hints[key]
         if is_dataclass(sub) and isinstance(value, dict):
             check_keys(value, sub, f"{prefix}{key}.")
-
-
-#: keys of earlier versions and where they went (the unknown-key line names the new place)
-MOVED = {
-    "master": "a plug-in of the list plugins: +plugin=master_swarm (docs/architecture.md)",
-    "islands.master_sends_best": "plugins.0.sends_best, with +plugin=master_swarm or +experiment=cmepso",
-}
 
 
 def check_override_keys(args: list, groups=(), schema=IslesConfig) -> None:
