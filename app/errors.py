@@ -64,12 +64,8 @@ def error_message(err: BaseException) -> str:
     that an earlier version had (:data:`MOVED`) gets where it went."""
     cause = getattr(err, "cause", None) or err
     line = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-    key, sep, rest = line.partition(": unknown key")
-    if sep and key in MOVED and "(it moved:" not in rest:
-        rest = rest.split(";", 1)[1] if rest.startswith(" (did you mean") and ";" in rest else rest.lstrip(";")
-        return (
-            f"{key}: unknown key (it moved: {MOVED[key]});{rest}"
-            if rest
-            else f"{key}: unknown key (it moved: {MOVED[key]})"
-        )
+    # the schema's line (islands/config/schema.py check_keys): KEY: unknown key[ (did you mean 'K'?)][; ...]
+    m = re.match(r"(\S+): unknown key(?: \(did you mean '[^']*'\?\))?(?=;|$)", line)
+    if m and m.group(1) in MOVED:
+        return f"{m.group(1)}: unknown key (it moved: {MOVED[m.group(1)]}){line[m.end() :]}"
     return line

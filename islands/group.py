@@ -141,12 +141,15 @@ class IslandGroup(PeerLinks):
                 m = min([m] + [e - epoch0 - j for e in snaps if e > epoch0 + j])  # replays end at a snapshot
                 live = single and self.graph is not None and self.graph.k == k  # replays go on from the last span
                 if graphable and (j >= 2 or live) and m >= 2:  # the same epoch m times: replays of one captured epoch
-                    edges = self.graph.edges if live else edges
-                    got = self._span_graph(k, m, edges, link, None if live else rows[-1].events, single)
+                    if live:
+                        edges, got = self.graph.edges, self.graph.run(m)
+                    else:
+                        got = self._span_graph(k, m, edges, link, rows[-1].events, single)
                     graphable = got is not None
                     if got is not None:
                         rows += got
                         j += m
+                        plan = edges  # the next epoch's sources, as after a plain epoch
                         self._keep_snapshot(rows, epoch0 + j in snaps, j < len(ks))
                         continue
                 self.leave_graph()  # a plain epoch: the state becomes plain arrays again
@@ -249,8 +252,6 @@ class IslandGroup(PeerLinks):
         fit. Without peers (``single``) a failed capture is logged once and ``None`` returned (the
         state is untouched: the caller goes on with plain epochs); over NCCL it raises (every peer
         captures the same epoch)."""
-        if self.graph is not None and single and self.graph.k == k:
-            return self.graph.run(m)
         self.leave_graph()
         if not SpanGraph.fits(self, [k] * m, True, self.emigrants(), span_graph.most_sources(edges)):
             return None
