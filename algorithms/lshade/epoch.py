@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import math
 import weakref
 
 import numpy as np
@@ -143,7 +142,9 @@ def kernel_source(alg, ctx, eblock: int, etpi: int) -> str:
     }
     if penalty is not None:
         d["PENALTY"] = repr(penalty)
-    return source(c_defines(d) + DRAWS, "objective.cuh", "// ---- the problem's fused objective ----\n" + src, "lshade_epoch.cu")
+    return source(
+        c_defines(d) + DRAWS, "objective.cuh", "// ---- the problem's fused objective ----\n" + src, "lshade_epoch.cu"
+    )
 
 
 def whole_generations(params, n: int, nfe: int, budget: int) -> tuple[int, int, int]:
@@ -303,7 +304,9 @@ class EpochLSHADE(_Epoch):
         self.etpi = virtual_lanes(self.D)
         self.block = int(eblock) if eblock is not None else default_block(self.cap, self.etpi)
         if self.block % 32 or not 32 <= self.block <= 1024:
-            raise ValueError(f"lshade epoch kernel: eblock={self.block}: allowed values are multiples of 32 in [32, 1024]")
+            raise ValueError(
+                f"lshade epoch kernel: eblock={self.block}: allowed values are multiples of 32 in [32, 1024]"
+            )
         self.kernel = module(cp, kernel_source(alg, ctx, self.block, self.etpi)).get_function("lshade_epoch")
         self.kernel.max_dynamic_shared_size_bytes = self.smem
 

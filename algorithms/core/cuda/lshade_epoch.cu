@@ -19,7 +19,8 @@
 //   P3  the sums of the weighted Lehmer means in NumPy's pairwise order (one thread each), max CR,
 //       the successes; the archive's sort keys (DRAW_ARCHIVE); the population's rank if LPSR cuts;
 //   P4  the memory update (thread 0); every archive candidate's place in the stable sort of the
-//       keys (new successes, then old members, then the rest in index order), counted, not sorted;
+//       keys (new successes, then old members, then the rest in index order), counted, not sorted
+//       (the counts split over several threads per candidate, added atomically), then placed;
 //   P5  kept parents take the physical rows freed by dropped old members (paired in order), their
 //       rows copied to Aw; P6 the next population (rank order where LPSR cuts) back into Xc.
 // Under -DISLES_HOST_EMU the same block code runs as C with one thread per block (tests).
@@ -40,6 +41,11 @@
 #define LS_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define LS_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define LS_PI 3.141592653589793
+#ifdef ISLES_HOST_EMU
+#define LS_NOINLINE static
+#else
+#define LS_NOINLINE __device__ __noinline__
+#endif
 
 ISLES_DEV T ls_atan(T a) { return ISLES_LIBM(atan)(a); }
 
@@ -66,7 +72,7 @@ ISLES_DEV T ls_elem(int which, int i, const T* Fv, const T* CRv, const T* dfv, c
     return e;
 }
 // numpy.add.reduce's pairwise order over elements [a, a + n) (npsum.cuh), iteratively for n <= 128
-ISLES_DEV T ls_sum_block(int which, int a, int n, const T* Fv, const T* CRv, const T* dfv, const int* succ) {
+LS_NOINLINE T ls_sum_block(int which, int a, int n, const T* Fv, const T* CRv, const T* dfv, const int* succ) {
     if (n < 8) {
         T res = (T)0;
         for (int i = 0; i < n; ++i) res = add_rn(res, ls_elem(which, a + i, Fv, CRv, dfv, succ));
@@ -83,7 +89,7 @@ ISLES_DEV T ls_sum_block(int which, int a, int n, const T* Fv, const T* CRv, con
 }
 // more than 128 terms: NumPy splits at n2 = n / 2 - (n / 2) % 8, recursively (one function per level)
 #define LS_LEVEL(name, below, cap)                                                                   \
-    ISLES_DEV T name(int w, int a, int n, const T* Fv, const T* CRv, const T* dfv, const int* succ) {     \
+    LS_NOINLINE T name(int w, int a, int n, const T* Fv, const T* CRv, const T* dfv, const int* succ) {     \
         if (n <= (cap) / 2) return below(w, a, n, Fv, CRv, dfv, succ);                               \
         const int n2 = n / 2 - (n / 2) % 8;                                                          \
         return add_rn(below(w, a, n2, Fv, CRv, dfv, succ), below(w, a + n2, n - n2, Fv, CRv, dfv, succ)); \
@@ -377,6 +383,7 @@ ISLES_DEV void lshade_epoch_block(
                 if (c < n) kv = succ[c] ? u : 3.0;
                 else kv = (c - n) < an ? dadd_rn(1.0, u) : 3.0;
                 akey[c] = kv;
+                tnew[c] = 0;
             }
         }
         if (n_next < n)
@@ -410,36 +417,51 @@ ISLES_DEV void lshade_epoch_block(
             }
         }
         if (ACAP > 0) {
+            // P4a: the counts behind each candidate's place, split over nch threads per candidate
+            const int M = n + ACAP;
+            const int nch = LS_MAX(1, nth / M);
+            for (int w = tid; w < M * nch; w += nth) {
+                const int c = w / nch, ch = w - c * nch;
+                const double kc = akey[c];
+                int cnt = 0;
+                if (c < n && succ[c]) {   // successes before it in key order
+                    const int j0 = (int)((long long)n * ch / nch), j1 = (int)((long long)n * (ch + 1) / nch);
+                    for (int j = j0; j < j1; ++j) cnt += succ[j] && (akey[j] < kc || (akey[j] == kc && j < c));
+                } else if (c < n) {       // successes before it in index order
+                    const int j0 = (int)((long long)c * ch / nch), j1 = (int)((long long)c * (ch + 1) / nch);
+                    for (int j = j0; j < j1; ++j) cnt += succ[j];
+                } else if (c - n < an) {  // old members before it in key order
+                    const int l = c - n;
+                    const int j0 = (int)((long long)an * ch / nch), j1 = (int)((long long)an * (ch + 1) / nch);
+                    for (int j = j0; j < j1; ++j) {
+                        const double kj = akey[n + j];
+                        cnt += kj < kc || (kj == kc && j < l);
+                    }
+                }
+                if (cnt) ISLES_ATOMIC_ADD(&tnew[c], cnt);
+            }
+        }
+        BLOCK_SYNC();
+        if (ACAP > 0) {
+            // P4b: each candidate's place t in the stable sort; kept parents numbered, dropped old
+            // members' physical rows listed in the same order, kept old members' rows mapped
             const int D1 = LS_MAX(0, S + an - ACAP);
             for (int c = tid; c < n + ACAP; c += nth) {
-                const double kc = akey[c];
+                const int cnt = tnew[c];
                 int t;
                 if (c < n) {
-                    if (succ[c]) {
-                        t = 0;
-                        for (int j = 0; j < n; ++j) t += succ[j] && (akey[j] < kc || (akey[j] == kc && j < c));
-                    } else {
-                        int before = 0;
-                        for (int j = 0; j < c; ++j) before += succ[j];
-                        t = S + an + (c - before);
-                    }
-                    if (t < ACAP) tnew[c] = t < S ? t : t - an;   // the kept parent's number among them
-                    else tnew[c] = -1;
+                    t = succ[c] ? cnt : S + an + (c - cnt);
+                    tnew[c] = t < ACAP ? (t < S ? t : t - an) : -1;   // the kept parent's number among them
                 } else {
                     const int l = c - n;
                     if (l < an) {
-                        t = S;
-                        for (int j = 0; j < an; ++j) {
-                            const double kj = akey[n + j];
-                            t += kj < kc || (kj == kc && j < l);
-                        }
+                        t = S + cnt;
                         if (t >= ACAP) dropslot[t - ACAP] = amap[l];
                     } else {
                         t = n + l;
                         if (t >= ACAP) dropslot[D1 + t - LS_MAX(ACAP, n + an)] = amap[l];
                     }
                     if (t < ACAP) amap2[t] = amap[l];
-                    tnew[c] = t;
                 }
             }
         }
