@@ -360,11 +360,14 @@ def plan(alg, ctx):
 def run(alg, ctx, state: dict, n_generations: int, kernel=None) -> dict | None:
     """``n_generations`` runtime generations (``E`` evaluations each, :meth:`LSHADE.step`) with
     the whole L-SHADE generations in one launch of the epoch kernel (module docstring); ``None``
-    where the kernel does not apply (the caller runs the array code).
+    where the kernel does not apply (the caller runs the array code), or while the current CuPy
+    stream is being captured (a launch's work depends on host counters).
 
     Args:
         kernel: the launcher (default :func:`plan`'s; the tests pass a :class:`HostEpochLSHADE`).
     """
+    if ctx.xp is not np and ctx.xp.cuda.get_current_stream().is_capturing():
+        return None  # the step refuses a capture (LSHADE.step): the caller's array code raises
     kernel = plan(alg, ctx) if kernel is None else kernel
     if kernel is None:
         return None

@@ -122,11 +122,12 @@ ISLES_DEV void ls_merge(T (*acc)[OBJ_NACC]) {
 #endif
 }
 
-// rank of row i among rows [0, n) by (v, f, index), lexicographic (operators.py rank)
-ISLES_DEV int ls_rank(int i, int n, const T* f, const T* v) {
+// rows j in [j0, j1) before row i by (v, f, index), lexicographic (operators.py rank): summed over
+// all j, row i's place
+ISLES_DEV int ls_rank(int i, int j0, int j1, const T* f, const T* v) {
     const T fi = f[i], vi = v[i];
     int r = 0;
-    for (int j = 0; j < n; ++j) {
+    for (int j = j0; j < j1; ++j) {
         const T fj = f[j], vj = v[j];
         r += (vj < vi) || (vj == vi && (fj < fi || (fj == fi && j < i)));
     }
@@ -180,6 +181,7 @@ ISLES_DEV void lshade_epoch_block(
         MCR[h] = MCRi[(long long)isl * HMEM + h];
     }
     for (int l = tid; l < ACAP; l += nth) amap[l] = l;
+    for (int i = tid; i < CAP; i += nth) pos[i] = 0;
     for (long long e = tid; e < (long long)ACAP * DIM; e += nth) Aw[aoff + e] = A[aoff + e];
     if (tid == 0) {
         iscal[0] = (int)kk[isl];
@@ -197,6 +199,7 @@ ISLES_DEV void lshade_epoch_block(
         const long long nfe_end = nfe + n;
         const int n_next = LS_MIN(n, ls_population_at(nfe_end, max_nfe));
         const double frac = ddiv_rn((double)nfe, (double)max_nfe);   // jSO's schedules
+        (void)frac;
 #if IS_JSO
         const int pnum = LS_MAX(ls_round_half_up(dmul_rn(dmul_rn(p, dsub_rn(1.0, dmul_rn(0.5, frac))), (double)n)), 2);
         const int not_self = frac < 0.5;
@@ -207,12 +210,17 @@ ISLES_DEV void lshade_epoch_block(
         const double wq = 1.0;
 #endif
         const int an = iscal[1];
-        // P0: ranks of the active rows
-        for (int i = tid; i < n; i += nth) {
-            const int r = ls_rank(i, n, fc, vc);
-            pos[i] = r;
-            order[r] = i;
+        // P0: ranks of the active rows, each counted by nch threads (pos is zero here)
+        {
+            const int nch = LS_MAX(1, nth / n);
+            for (int w = tid; w < n * nch; w += nth) {
+                const int i = w / nch, ch = w - i * nch;
+                const int r = ls_rank(i, (int)((long long)n * ch / nch), (int)((long long)n * (ch + 1) / nch), fc, vc);
+                if (r) ISLES_ATOMIC_ADD(&pos[i], r);
+            }
         }
+        BLOCK_SYNC();
+        for (int i = tid; i < n; i += nth) order[pos[i]] = i;
         BLOCK_SYNC();
         // P1: each row's parameters and indices
         {
@@ -386,11 +394,8 @@ ISLES_DEV void lshade_epoch_block(
                 tnew[c] = 0;
             }
         }
-        if (n_next < n)
-            for (int i = tid; i < n; i += nth) {
-                const int r = ls_rank(i, n, fn, vn);
-                if (r < n_next) keep[r] = i;
-            }
+        if (n_next < n)   // LPSR's ranks are counted in P4a into order (free after P1)
+            for (int i = tid; i < n; i += nth) order[i] = 0;
         BLOCK_SYNC();
         // P4: the memory update; each archive candidate's place
         const int S = iscal[2];
@@ -400,6 +405,7 @@ ISLES_DEV void lshade_epoch_block(
             T newf = okf ? div_rn(sums[1], sums[0]) : (T)0;
             T newc = okc ? div_rn(sums[3], sums[2]) : (T)0;
             const T oldcr = MCR[k], oldf = MF[k];
+            (void)oldf;
 #if IS_JSO
             const int term = sums[4] == (T)0;
 #else
@@ -414,6 +420,15 @@ ISLES_DEV void lshade_epoch_block(
                 MF[k] = newf;
                 if (okc || term) MCR[k] = newc;
                 iscal[0] = (k + 1) % HMEM;
+            }
+        }
+        if (n_next < n) {
+            // P4a (LPSR): the selected rows' ranks by (v, f, index), counted by nch threads each
+            const int nch = LS_MAX(1, nth / n);
+            for (int w = tid; w < n * nch; w += nth) {
+                const int i = w / nch, ch = w - i * nch;
+                const int r = ls_rank(i, (int)((long long)n * ch / nch), (int)((long long)n * (ch + 1) / nch), fn, vn);
+                if (r) ISLES_ATOMIC_ADD(&order[i], r);
             }
         }
         if (ACAP > 0) {
@@ -442,6 +457,9 @@ ISLES_DEV void lshade_epoch_block(
             }
         }
         BLOCK_SYNC();
+        if (n_next < n)
+            for (int i = tid; i < n; i += nth)
+                if (order[i] < n_next) keep[order[i]] = i;
         if (ACAP > 0) {
             // P4b: each candidate's place t in the stable sort; kept parents numbered, dropped old
             // members' physical rows listed in the same order, kept old members' rows mapped
@@ -498,6 +516,7 @@ ISLES_DEV void lshade_epoch_block(
             }
         }
         for (int l = tid; l < ACAP; l += nth) amap[l] = amap2[l];
+        for (int i = tid; i < n; i += nth) pos[i] = 0;   // P0's counters of the next generation
         nfe = nfe_end;
         n = n_next;
         BLOCK_SYNC();
