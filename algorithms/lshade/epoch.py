@@ -124,8 +124,6 @@ def unsupported_reason(alg, ctx, device: bool = True, optin: int = SMEM_OPTIN) -
 def kernel_source(alg, ctx, eblock: int, etpi: int) -> str:
     """The kernel's source: configuration defines, draw ids, ``objective.cuh``, the problem's
     ``cuda_objective`` and ``lshade_epoch.cu``."""
-    from isles.algorithms.lshade.jso import JSO  # noqa: PLC0415
-
     p = alg.params
     src, _, penalty = _objective(ctx)
     d = {
@@ -135,7 +133,7 @@ def kernel_source(alg, ctx, eblock: int, etpi: int) -> str:
         "ACAP": p.archive_capacity,
         "HMEM": p.H,
         "NMIN": p.N_min,
-        "IS_JSO": int(isinstance(alg, JSO)),
+        "IS_JSO": int(alg.name == "jso"),  # jSO's rules (isles.algorithms.lshade.jso), by name: no import cycle
         "EVL": virtual_lanes(ctx.dim),
         "EBLOCK": int(eblock),
         "ETPI": int(etpi),
