@@ -127,6 +127,49 @@ class CECRebuilt(Problem):
         xp = __import__("cupy") if "cupy" in xp.__name__ else np
         return self.evaluate_with(xp, X)
 
+    @property
+    def cuda_objective(self) -> str | None:
+        """The fused objective (:class:`isles.problems.base.Problem`'s contract) of the separable
+        F8 and F10, the shift baked in, so that L-SHADE's epoch kernel evaluates them in its
+        generation; ``None`` for F1 (a quadratic form is not a fold over coordinates)."""
+        if self.kind == "quadratic":
+            return None
+        shift = ", ".join(repr(float(v)) for v in self.o)
+        head = (
+            "#define OBJ_NACC 1\n#define OBJ_HAS_V 0\n#define OBJ_NEXT 0\n"
+            "#ifdef ISLES_HOST_EMU\n#define CEC_CONST static const\n#else\n#define CEC_CONST __device__ const\n#endif\n"
+            f"CEC_CONST double cec_o[{self.dim}] = {{{shift}}};\n"
+            "ISLES_DEV void obj_init(T* acc) { acc[0] = (T)0; }\n"
+            "ISLES_DEV void obj_merge(T* acc, const T* o) { acc[0] += o[0]; }\n"
+        )
+        if self.kind == "rastrigin":
+            return head + (
+                "ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) {\n"
+                "    (void)x_next;\n"
+                "    const T z = (x - (T)cec_o[j]) * (T)0.0512;\n"
+                "    acc[0] += z * z - (T)10 * t_cos((T)6.283185307179586 * z) + (T)10;\n"
+                "}\n"
+                "ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[0] + (T)800; }\n"
+            )
+        return head + (
+            "ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) {\n"
+            "    (void)x_next;\n"
+            "    const T z = (x - (T)cec_o[j]) * (T)10 + (T)420.9687462275036;\n"
+            "    const T n = (T)DIM;\n"
+            "    if (z > (T)500) {\n"
+            "        const T a = (T)500 - t_fmod(z, (T)500), t = (z - (T)500) / (T)100;\n"
+            "        acc[0] += -a * t_sin(t_sqrt(t_abs(a))) + t * t / n;\n"
+            "    } else if (z < (T)-500) {\n"
+            "        const T a = (T)-500 + t_fmod(t_abs(z), (T)500), b = (T)500 - t_fmod(t_abs(z), (T)500);\n"
+            "        const T t = (z + (T)500) / (T)100;\n"
+            "        acc[0] += -a * t_sin(t_sqrt(t_abs(b))) + t * t / n;\n"
+            "    } else {\n"
+            "        acc[0] += -z * t_sin(t_sqrt(t_abs(z)));\n"
+            "    }\n"
+            "}\n"
+            "ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[0] + (T)418.9828872724338 * (T)DIM + (T)1000; }\n"
+        )
+
     def check(self, n: int = 200, seed: int = 0) -> float:
         """Max relative difference to pygmo on ``n`` random points of the box (and near ``o``)."""
         rng = np.random.default_rng(seed)

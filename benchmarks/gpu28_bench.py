@@ -21,7 +21,9 @@ Parts (``--part a b c``, default all; about 4 minutes in all on an H100):
   best error reaches pygmo ``sade``'s median final error (``--seeds`` runs of 10000 D evaluations,
   computed first on the CPU, or ``--targets``), for isles' L-SHADE and CMA-ES (BIPOP) on the GPU
   and EvoX's SHADE and CMA-ES on the GPU, each capped at ``--cap`` seconds and 10000 D
-  evaluations. The functions run on the GPU as array code on both sides, rebuilt from pygmo's
+  evaluations (the row names each isles path: L-SHADE's epoch kernel on F8 and F10, whose rebuilt
+  functions carry a fused objective, its array code on F1). The functions run on the GPU
+  (:mod:`benchmarks.cec_gpu`), rebuilt from pygmo's
   ``cec2014`` (the oracle; no CEC data in this repository): F1 is a quadratic form
   ``(x - o)^T Q (x - o) + 100``, recovered exactly by ``D (D + 3) / 2 + 1`` probes; F8 and F10 are
   separable, their shift ``o`` found coordinate by coordinate (grid, then golden section); each
@@ -304,7 +306,8 @@ def _isles_ttt(cp, name, prob, target, budget, cap, dtype):
     e1.record()
     e1.synchronize()
     sec = cp.cuda.get_elapsed_time(e0, e1) / 1e3
-    return (sec if hit else None), sec, int(s["evals"]), err
+    path = "CUDA graph" if runner is not None and runner.reason is None else alg.gpu_path(ctx)
+    return (sec if hit else None), sec, int(s["evals"]), err, path
 
 
 def _evox_ttt(torch, name, prob, target, budget, cap, tdt):
@@ -361,7 +364,7 @@ def _evox_ttt(torch, name, prob, target, budget, cap, tdt):
     e1.record()
     e1.synchronize()
     sec = e0.elapsed_time(e1) / 1e3
-    return (sec if hit else None), sec, int(seen["evals"]), err
+    return (sec if hit else None), sec, int(seen["evals"]), err, "torch"
 
 
 def part_c(args) -> None:
@@ -393,9 +396,9 @@ def part_c(args) -> None:
                 res[f"EvoX {name}"] = _evox_ttt(torch, name, prob, tgt, budget, args.cap, torch.float64)
         except ImportError as exc:
             print(f"EvoX not run: {exc}")
-        for who, (ttt, sec, ev, err) in res.items():
+        for who, (ttt, sec, ev, err, path) in res.items():
             shown = f"**{ttt:.3f}**" if ttt is not None else f"not reached ({sec:.2f} s, {ev} evals)"
-            rows.append((f"F{fid}", f"{targets[fid]:.3g}", f"{diff:.1e}", who, shown, f"{err:.3g}"))
+            rows.append((f"F{fid}", f"{targets[fid]:.3g}", f"{diff:.1e}", f"{who} ({path})", shown, f"{err:.3g}"))
         for a, b in (("isles L-SHADE", "EvoX SHADE"), ("isles CMA-ES", "EvoX CMA-ES")):
             if a in res and b in res and res[a][0] is not None:
                 tb = res[b][0] if res[b][0] is not None else res[b][1]

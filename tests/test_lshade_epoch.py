@@ -22,7 +22,13 @@ import numpy as np
 import pytest
 
 from isles.algorithms.lshade import epoch
-from isles.algorithms.lshade.epoch import HostEpochLSHADE, smem_bytes, unsupported_reason, whole_generations
+from isles.algorithms.lshade.epoch import (
+    HostEpochLSHADE,
+    smem_bytes,
+    trials_in_global,
+    unsupported_reason,
+    whole_generations,
+)
 from isles.algorithms.lshade.jso import JSO
 from isles.algorithms.lshade.lshade import LSHADE
 from isles.algorithms.lshade.params import population_at
@@ -97,11 +103,11 @@ def _same(a, b):
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
-def _both(alg, prob, n, islands=3, dtype=np.float64, handling="feasibility", first=None):
+def _both(alg, prob, n, islands=3, dtype=np.float64, handling="feasibility", first=None, xn_global=False):
     ctx = island_ctx(np, prob, islands=islands, dtype=dtype, handling=handling)
     s0 = alg.init(ctx)
     ref = alg.run(ctx, dict(s0), n)
-    host = HostEpochLSHADE(alg, ctx)
+    host = HostEpochLSHADE(alg, ctx, xn_global=xn_global)
     if first is None:
         out = epoch.run(alg, ctx, dict(s0), n, kernel=host)
     else:  # two calls: a pending generation is carried from one to the next
@@ -125,14 +131,16 @@ def test_bit_for_bit_with_the_twin(cls, dtype, c_library_math):
         assert _same(out[key], ref[key]), key
 
 
-def test_bit_for_bit_without_archive_and_above_128(c_library_math):
-    """``r_arc = 0`` (no archive: r2 from the population only) and ``N_init = 150`` (NumPy's pairwise
-    sums split above 128 terms)."""
-    for alg in (
-        LSHADE(dim=5, pop_size=20, r_arc=0.0, max_generations=12),
-        LSHADE(dim=5, pop_size=150, max_generations=8),
+def test_bit_for_bit_without_archive_above_128_and_trials_in_global_memory(c_library_math):
+    """``r_arc = 0`` (no archive: r2 from the population only), ``N_init = 150`` (NumPy's pairwise
+    sums split above 128 terms), and the trial rows in a global scratch (the layout of islands too
+    large for two populations in shared memory)."""
+    for alg, xn_global in (
+        (LSHADE(dim=5, pop_size=20, r_arc=0.0, max_generations=12), False),
+        (LSHADE(dim=5, pop_size=150, max_generations=8), False),
+        (JSO(dim=5, pop_size=40, max_generations=12), True),
     ):
-        ref, out = _both(alg, MaxDistance(5), alg.params.max_generations)
+        ref, out = _both(alg, MaxDistance(5), alg.params.max_generations, xn_global=xn_global)
         for key in STATE_KEYS:
             assert _same(out[key], ref[key]), key
 
@@ -189,8 +197,12 @@ def test_where_the_kernel_does_not_apply():
     assert "array module" in unsupported_reason(alg, ctx)
     assert "epoch=False" in unsupported_reason(LSHADE(dim=4, pop_size=20, epoch=False), ctx, device=False)
     need = smem_bytes(np.float64, 4, 20, alg.params.archive_capacity, alg.params.H)
-    assert need > 2 * 20 * 4 * 8
-    assert "shared memory" in unsupported_reason(alg, ctx, device=False, optin=need - 1)
+    one = smem_bytes(np.float64, 4, 20, alg.params.archive_capacity, alg.params.H, xn_global=True)
+    assert need - one == 20 * 4 * 8  # the trial rows
+    assert trials_in_global(np.float64, 4, 20, alg.params.archive_capacity, alg.params.H, need) is False
+    assert trials_in_global(np.float64, 4, 20, alg.params.archive_capacity, alg.params.H, need - 1) is True
+    assert unsupported_reason(alg, ctx, device=False, optin=one) is None
+    assert "shared memory" in unsupported_reason(alg, ctx, device=False, optin=one - 1)
     with pytest.raises(ValueError, match="algorithm.epoch=1: allowed values are true|false"):
         LSHADE(dim=4, pop_size=20, epoch=1)
     assert epoch.run(alg, ctx, alg.init(ctx), 2) is None  # NumPy: the caller's array code

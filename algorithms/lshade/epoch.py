@@ -40,8 +40,9 @@ one with the array code again: the state after ``n`` runtime generations is :met
 **Who uses it.** :meth:`LSHADE.run` on CuPy with ``algorithm.epoch=true`` (default), where
 :func:`unsupported_reason` gives no reason: a real problem with a usable ``cuda_objective``,
 float32/float64, no stop target (the array path tracks the target after every runtime generation),
-and the island's two populations fitting one block's shared memory (float64 ``N_init D`` up to
-about 13,000 on an H100). Otherwise the array code runs.
+and the island's population fitting one block's shared memory (two populations: float64
+``N_init D`` up to about 13,000 on an H100; beyond, the trial rows go to a global scratch, L2-resident,
+and one population up to about 25,000 fits). Otherwise the array code runs.
 """
 
 from __future__ import annotations
@@ -73,12 +74,24 @@ def virtual_lanes(dim: int) -> int:
     return e
 
 
-def smem_bytes(dtype, dim: int, cap: int, acap: int, H: int) -> int:
+def smem_bytes(dtype, dim: int, cap: int, acap: int, H: int, xn_global: bool = False) -> int:
     """Dynamic shared memory of one block (the carving of ``lshade_epoch.cu``): the archive keys
-    (float64, ``N_init + |A|max``), two populations ``(N_init, D)`` and seven ``N_init`` vectors
-    in ``dtype``, the memories, and int bookkeeping."""
+    (float64, ``N_init + |A|max``), two populations ``(N_init, D)`` (one with ``xn_global``: the
+    trial rows in global memory) and seven ``N_init`` vectors in ``dtype``, the memories, and int
+    bookkeeping."""
     it = np.dtype(dtype).itemsize
-    return 8 * (cap + acap) + it * (2 * cap * dim + 7 * cap + 2 * H + 5) + 4 * (10 * cap + 3 * acap + 4)
+    pops = 1 if xn_global else 2
+    return 8 * (cap + acap) + it * (pops * cap * dim + 7 * cap + 2 * H + 5) + 4 * (10 * cap + 3 * acap + 4)
+
+
+def trials_in_global(dtype, dim: int, cap: int, acap: int, H: int, optin: int = SMEM_OPTIN) -> bool | None:
+    """Where the trial rows live: ``False`` (shared memory: both populations fit ``optin`` bytes),
+    ``True`` (global memory: only the current population fits), ``None`` (neither fits)."""
+    if smem_bytes(dtype, dim, cap, acap, H) <= optin:
+        return False
+    if smem_bytes(dtype, dim, cap, acap, H, True) <= optin:
+        return True
+    return None
 
 
 def _objective(ctx):
@@ -115,15 +128,15 @@ def unsupported_reason(alg, ctx, device: bool = True, optin: int = SMEM_OPTIN) -
     if reason is not None:
         return reason
     p = alg.params
-    need = smem_bytes(dtype, ctx.dim, p.n_init, p.archive_capacity, p.H)
-    if need > optin:
+    if trials_in_global(dtype, ctx.dim, p.n_init, p.archive_capacity, p.H, optin) is None:
+        need = smem_bytes(dtype, ctx.dim, p.n_init, p.archive_capacity, p.H, True)
         return f"N_init x D = {p.n_init} x {ctx.dim}: {need} bytes of shared memory, a block may have {optin}"
     return None
 
 
-def kernel_source(alg, ctx, eblock: int, etpi: int) -> str:
+def kernel_source(alg, ctx, eblock: int, etpi: int, xn_global: bool = False) -> str:
     """The kernel's source: configuration defines, draw ids, ``objective.cuh``, the problem's
-    ``cuda_objective`` and ``lshade_epoch.cu``."""
+    ``cuda_objective`` and ``lshade_epoch.cu``; ``xn_global``: the trial rows in global memory."""
     p = alg.params
     src, _, penalty = _objective(ctx)
     d = {
@@ -137,6 +150,7 @@ def kernel_source(alg, ctx, eblock: int, etpi: int) -> str:
         "EVL": virtual_lanes(ctx.dim),
         "EBLOCK": int(eblock),
         "ETPI": int(etpi),
+        "XN_GLOBAL": int(bool(xn_global)),
     }
     if penalty is not None:
         d["PENALTY"] = repr(penalty)
@@ -170,12 +184,13 @@ def schedule(params, n: int, nfe: int, k: int) -> tuple[int, int]:
 class _Epoch:
     """What the GPU launcher and the host build share: the state's arrays in and out."""
 
-    def __init__(self, alg, ctx):
+    def __init__(self, alg, ctx, xn_global: bool = False):
         self.alg, self.ctx, self.xp = alg, ctx, ctx.xp
         p = alg.params
         self.dtype, self.D = np.dtype(ctx.dtype), int(ctx.dim)
         self.cap, self.acap, self.H = p.n_init, p.archive_capacity, p.H
-        self.smem = smem_bytes(self.dtype, self.D, self.cap, self.acap, self.H)
+        self.xn_global = bool(xn_global)
+        self.smem = smem_bytes(self.dtype, self.D, self.cap, self.acap, self.H, self.xn_global)
 
     def run(self, state: dict, k: int, nfe0: int) -> dict:
         """``k`` whole L-SHADE generations of every island from ``state`` (between L-SHADE
@@ -195,7 +210,7 @@ class _Epoch:
         ins += [c(xp.asarray(state[key], dtype=dt)) for key in ("M_F", "M_CR")]
         ins.append(c(xp.asarray(state["k"], dtype=np.int64)))
         outs = [xp.empty_like(a) for a in ins]
-        work = xp.empty_like(ins[3])
+        work = [xp.empty_like(ins[3]), xp.empty_like(ins[0]) if self.xn_global else xp.empty(1, dtype=dt)]
         nan = xp.zeros(1, dtype=np.uint64)
         n0 = int(state["n_active"])
         _, n_end = schedule(self.alg.params, n0, nfe0, k)
@@ -221,20 +236,22 @@ class HostEpochLSHADE(_Epoch):
         alg: an :class:`isles.algorithms.lshade.lshade.LSHADE` (or jSO).
         ctx: a NumPy :class:`isles.algorithms.core.base.Context` whose problem has a usable
             ``cuda_objective``.
+        xn_global: the trial rows in a global scratch (the GPU's layout where the island is too
+            large for two populations in shared memory).
 
     Raises:
         ValueError: :func:`unsupported_reason` (``device=False``) gives a reason.
         RuntimeError: no C compiler, or the source does not compile.
     """
 
-    def __init__(self, alg, ctx):
+    def __init__(self, alg, ctx, xn_global: bool = False):
         why = unsupported_reason(alg, ctx, device=False, optin=1 << 40)
         if why is not None:
             raise ValueError(f"lshade epoch kernel: {why}")
-        super().__init__(alg, ctx)
+        super().__init__(alg, ctx, xn_global)
         from isles.problems.cuda_check import compile_c  # noqa: PLC0415
 
-        self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + kernel_source(alg, ctx, 1, 1))
+        self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + kernel_source(alg, ctx, 1, 1, xn_global))
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
 
     def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k):
@@ -252,7 +269,8 @@ class HostEpochLSHADE(_Epoch):
             ctypes.c_longlong(self.smem),
             *(ptr(a) for a in ins),
             *(ptr(a) for a in outs),
-            ptr(work),
+            ptr(work[0]),
+            ptr(work[1]),
             ptr(keys),
             ptr(lo),
             ptr(hi),
@@ -298,14 +316,17 @@ class EpochLSHADE(_Epoch):
         why = unsupported_reason(alg, ctx, optin=optin)
         if why is not None:
             raise ValueError(f"lshade epoch kernel: {why}")
-        super().__init__(alg, ctx)
+        p = alg.params
+        xn_global = trials_in_global(ctx.dtype, ctx.dim, p.n_init, p.archive_capacity, p.H, optin)
+        super().__init__(alg, ctx, xn_global)
         self.etpi = virtual_lanes(self.D)
         self.block = int(eblock) if eblock is not None else default_block(self.cap, self.etpi)
         if self.block % 32 or not 32 <= self.block <= 1024:
             raise ValueError(
                 f"lshade epoch kernel: eblock={self.block}: allowed values are multiples of 32 in [32, 1024]"
             )
-        self.kernel = module(cp, kernel_source(alg, ctx, self.block, self.etpi)).get_function("lshade_epoch")
+        src = kernel_source(alg, ctx, self.block, self.etpi, self.xn_global)
+        self.kernel = module(cp, src).get_function("lshade_epoch")
         self.kernel.max_dynamic_shared_size_bytes = self.smem
 
     def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k):
@@ -317,7 +338,7 @@ class EpochLSHADE(_Epoch):
             (
                 *ins,
                 *outs,
-                work,
+                *work,
                 ctx.rng.keys,
                 ctx.lower,
                 ctx.upper,

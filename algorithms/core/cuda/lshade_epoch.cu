@@ -1,8 +1,9 @@
 // lshade_epoch.cu: the SM-resident L-SHADE / jSO epoch (algorithms/lshade/epoch.py): one thread block
 // per island runs k whole L-SHADE generations in one launch, the population (current and trial rows),
 // f, v, the memories and the archive's bookkeeping in shared memory; the archive's rows stay in global
-// memory (a work copy Aw, read through the logical -> physical map amap). Assembled after the
-// defines (IS_F32 DIM CAP ACAP HMEM NMIN IS_JSO EVL EBLOCK ETPI), the draw ids (DRAW_INDIVIDUAL
+// memory (a work copy Aw, read through the logical -> physical map amap); with XN_GLOBAL the trial
+// rows Xn too (a scratch Xg, L2-resident), for islands whose two populations do not fit. Assembled
+// after the defines (IS_F32 DIM CAP ACAP HMEM NMIN IS_JSO EVL EBLOCK ETPI XN_GLOBAL), the draw ids (DRAW_INDIVIDUAL
 // DRAW_CROSS DRAW_ARCHIVE), objective.cuh and the problem's fused objective.
 //
 // One generation is the NumPy twin's (algorithms/lshade/lshade.py _start_generation and
@@ -137,7 +138,7 @@ ISLES_DEV int ls_rank(int i, int j0, int j1, const T* f, const T* v) {
 ISLES_DEV void lshade_epoch_block(
     const int isl, const int tid, const int nth, unsigned char* smem,
     const T* X, const T* fx, const T* vx, const T* A, const long long* a_n, const T* MFi, const T* MCRi,
-    const long long* kk, T* Xo, T* fo, T* vo, T* Ao, long long* a_no, T* MFo, T* MCRo, long long* ko, T* Aw,
+    const long long* kk, T* Xo, T* fo, T* vo, T* Ao, long long* a_no, T* MFo, T* MCRo, long long* ko, T* Aw, T* Xg,
     const u64* keys, const T* lower, const T* upper, const u64* rng_ctr, const long long lgen0, const int n0,
     const long long nfe0, const int n_gen, const long long max_nfe, const double p, const double r_arc,
     unsigned long long* nan_count)
@@ -145,8 +146,13 @@ ISLES_DEV void lshade_epoch_block(
     // shared memory (epoch.py smem_bytes): doubles, then T, then ints
     double* akey = (double*)smem;                     // CAP + ACAP archive sort keys
     T* Xc = (T*)(akey + CAP + ACAP);                  // the population (CAP rows)
+#if XN_GLOBAL
+    T* Xn = Xg + (long long)isl * CAP * DIM;          // trial rows, then the selected rows (global: L2)
+    T* fc = Xc + CAP * DIM;
+#else
     T* Xn = Xc + CAP * DIM;                           // trial rows, then the selected rows
     T* fc = Xn + CAP * DIM;
+#endif
     T* vc = fc + CAP;
     T* fn = vc + CAP;
     T* vn = fn + CAP;
@@ -546,7 +552,7 @@ ISLES_DEV void lshade_epoch_block(
 int lshade_epoch_host(
     const int n_islands, const long long smem_bytes,
     const T* X, const T* fx, const T* vx, const T* A, const long long* a_n, const T* MFi, const T* MCRi,
-    const long long* kk, T* Xo, T* fo, T* vo, T* Ao, long long* a_no, T* MFo, T* MCRo, long long* ko, T* Aw,
+    const long long* kk, T* Xo, T* fo, T* vo, T* Ao, long long* a_no, T* MFo, T* MCRo, long long* ko, T* Aw, T* Xg,
     const u64* keys, const T* lower, const T* upper, const u64* rng_ctr, const long long lgen0, const int n0,
     const long long nfe0, const int n_gen, const long long max_nfe, const double p, const double r_arc,
     unsigned long long* nan_count)
@@ -554,7 +560,7 @@ int lshade_epoch_host(
     unsigned char* smem = (unsigned char*)malloc((size_t)smem_bytes);
     if (!smem) return 1;
     for (int b = 0; b < n_islands; ++b)
-        lshade_epoch_block(b, 0, 1, smem, X, fx, vx, A, a_n, MFi, MCRi, kk, Xo, fo, vo, Ao, a_no, MFo, MCRo, ko, Aw,
+        lshade_epoch_block(b, 0, 1, smem, X, fx, vx, A, a_n, MFi, MCRi, kk, Xo, fo, vo, Ao, a_no, MFo, MCRo, ko, Aw, Xg,
                            keys, lower, upper, rng_ctr, lgen0, n0, nfe0, n_gen, max_nfe, p, r_arc, nan_count);
     free(smem);
     return 0;
@@ -565,14 +571,14 @@ lshade_epoch(const T* __restrict__ X, const T* __restrict__ fx, const T* __restr
              const long long* __restrict__ a_n, const T* __restrict__ MFi, const T* __restrict__ MCRi,
              const long long* __restrict__ kk, T* __restrict__ Xo, T* __restrict__ fo, T* __restrict__ vo,
              T* __restrict__ Ao, long long* __restrict__ a_no, T* __restrict__ MFo, T* __restrict__ MCRo,
-             long long* __restrict__ ko, T* __restrict__ Aw, const u64* __restrict__ keys,
+             long long* __restrict__ ko, T* __restrict__ Aw, T* __restrict__ Xg, const u64* __restrict__ keys,
              const T* __restrict__ lower, const T* __restrict__ upper, const u64* __restrict__ rng_ctr,
              const long long lgen0, const int n0, const long long nfe0, const int n_gen, const long long max_nfe,
              const double p, const double r_arc, unsigned long long* __restrict__ nan_count)
 {
     extern __shared__ __align__(16) unsigned char isles_smem[];
     lshade_epoch_block(blockIdx.x, threadIdx.x, blockDim.x, isles_smem, X, fx, vx, A, a_n, MFi, MCRi, kk, Xo, fo, vo,
-                       Ao, a_no, MFo, MCRo, ko, Aw, keys, lower, upper, rng_ctr, lgen0, n0, nfe0, n_gen, max_nfe, p,
+                       Ao, a_no, MFo, MCRo, ko, Aw, Xg, keys, lower, upper, rng_ctr, lgen0, n0, nfe0, n_gen, max_nfe, p,
                        r_arc, nan_count);
 }
 #endif
