@@ -276,7 +276,7 @@ def _isles_ttt(cp, name, prob, target, budget, cap, dtype):
     if name == "L-SHADE":
         n0 = LSHADE(dim=D).params.n_init
         alg = LSHADE(dim=D, max_generations=(budget - n0) // n0)
-        chunk = 5
+        chunk = 20  # runtime generations (N_init evaluations each) per check: long launches of the epoch kernel
     else:
         alg = CMAES(dim=D, restarts="bipop")
         chunk = 50
