@@ -9,9 +9,9 @@
 // One generation is the NumPy twin's (algorithms/lshade/lshade.py _start_generation and
 // _end_generation), step for step, with the same draws and the same separately rounded operations:
 //   P0  rank of the active rows by (v, f, index) (the twin's two stable argsorts), order and pos;
-//   P1  per row, one thread: the 8 uniforms of DRAW_INDIVIDUAL, memory slot, CR (Box-Muller in
-//       float64), F (the Cauchy conditioned on F > 0 by its inverse CDF), jSO's repairs, pbest, r1,
-//       r2 (from population and archive), j_rand;
+//   P1  per row, three threads (independent chains): the uniforms of DRAW_INDIVIDUAL, memory slot,
+//       CR (Box-Muller in float64), F (the Cauchy conditioned on F > 0 by its inverse CDF), jSO's
+//       repairs; pbest, r1, r2 (from population and archive), j_rand;
 //   P2  per row, a group of ETPI threads: the trial row (current-to-pbest/1, halfway-back bounds,
 //       binomial crossover with DRAW_CROSS in T) into Xn, the objective folded in EVL virtual lanes
 //       (lane m: coordinates m, m + EVL, ...; merged by an xor butterfly, the same order on the
@@ -228,62 +228,73 @@ ISLES_DEV void lshade_epoch_block(
         BLOCK_SYNC();
         for (int i = tid; i < n; i += nth) order[pos[i]] = i;
         BLOCK_SYNC();
-        // P1: each row's parameters and indices
+        // P1: each row's parameters and indices, three independent chains per row on three threads
+        // (role 0: the slot and CR, Box-Muller in float64; 1: the slot and F; 2: pbest, r1, r2, j_rand)
         {
             const u64 bind = key ^ ls_stream(g, DRAW_INDIVIDUAL, ctr);
-            for (int i = tid; i < n; i += nth) {
-                double u[8];
-                for (int c = 0; c < 8; ++c) u[c] = unif53(isles_mix64(bind + (u64)(i * 8 + c) * GOLDEN));
-                long long r = (long long)dmul_rn(u[0], (double)HMEM);
-                r = LS_MIN(r, HMEM - 1);
-                T mf = MF[r], mcr = MCR[r];
+            for (int w = tid; w < 3 * n; w += nth) {
+                const int i = w / 3, role = w - 3 * i;
+#define LS_U(c) unif53(isles_mix64(bind + (u64)(i * 8 + (c)) * GOLDEN))
+                if (role < 2) {
+                    long long r = (long long)dmul_rn(LS_U(0), (double)HMEM);
+                    r = LS_MIN(r, HMEM - 1);
+                    T mf = MF[r], mcr = MCR[r];
 #if IS_JSO
-                if (r == HMEM - 1) { mf = (T)0.9; mcr = (T)0.9; }
+                    if (r == HMEM - 1) { mf = (T)0.9; mcr = (T)0.9; }
 #endif
-                const double z = dmul_rn(sqrt(dmul_rn(-2.0, log1p(-u[2]))), cos(dmul_rn(2.0 * LS_PI, u[3])));
-                T cr = add_rn(mcr, mul_rn((T)0.1, (T)z));
-                cr = cr < (T)0 ? (T)0 : (cr > (T)1 ? (T)1 : cr);
-                if (mcr < (T)0) cr = (T)0;
-                const T c0 = add_rn((T)0.5, div_rn(ls_atan(div_rn(-mf, (T)0.1)), (T)LS_PI));
-                const T q = add_rn(c0, mul_rn((T)u[1], sub_rn((T)1, c0)));
-                T F = add_rn(mf, mul_rn((T)0.1, t_tan(mul_rn((T)LS_PI, sub_rn(q, (T)0.5)))));
+                    if (role == 0) {
+                        const double z = dmul_rn(sqrt(dmul_rn(-2.0, log1p(-LS_U(2)))), cos(dmul_rn(2.0 * LS_PI, LS_U(3))));
+                        T cr = add_rn(mcr, mul_rn((T)0.1, (T)z));
+                        cr = cr < (T)0 ? (T)0 : (cr > (T)1 ? (T)1 : cr);
+                        if (mcr < (T)0) cr = (T)0;
+#if IS_JSO
+                        if (frac < 0.25) cr = cr > (T)0.7 ? cr : (T)0.7;
+                        else if (frac < 0.5) cr = cr > (T)0.6 ? cr : (T)0.6;
+#endif
+                        CRv[i] = cr;
+                    } else {
+                        (void)mcr;
+                        const T c0 = add_rn((T)0.5, div_rn(ls_atan(div_rn(-mf, (T)0.1)), (T)LS_PI));
+                        const T q = add_rn(c0, mul_rn((T)LS_U(1), sub_rn((T)1, c0)));
+                        T F = add_rn(mf, mul_rn((T)0.1, t_tan(mul_rn((T)LS_PI, sub_rn(q, (T)0.5)))));
 #if IS_F32
-                F = F > (T)1.17549435e-38f ? F : (T)1.17549435e-38f;
+                        F = F > (T)1.17549435e-38f ? F : (T)1.17549435e-38f;
 #else
-                F = F > (T)2.2250738585072014e-308 ? F : (T)2.2250738585072014e-308;
+                        F = F > (T)2.2250738585072014e-308 ? F : (T)2.2250738585072014e-308;
 #endif
-                F = F < (T)1 ? F : (T)1;
+                        F = F < (T)1 ? F : (T)1;
 #if IS_JSO
-                if (frac < 0.25) cr = cr > (T)0.7 ? cr : (T)0.7;
-                else if (frac < 0.5) cr = cr > (T)0.6 ? cr : (T)0.6;
-                if (frac < 0.6) F = F < (T)0.7 ? F : (T)0.7;
+                        if (frac < 0.6) F = F < (T)0.7 ? F : (T)0.7;
 #endif
-                Fv[i] = F;
-                CRv[i] = cr;
-                int pb;
-                if (!not_self) {
-                    long long c = (long long)dmul_rn(u[4], (double)pnum);
-                    pb = order[LS_MIN(c, pnum - 1)];
+                        Fv[i] = F;
+                    }
                 } else {
-                    const int own = pos[i] < pnum;
-                    long long c = (long long)dmul_rn(u[4], (double)(pnum - own));
-                    c = LS_MIN(c, pnum - 1 - own);
-                    pb = order[c + own * (c >= pos[i])];
+                    int pb;
+                    if (!not_self) {
+                        long long c = (long long)dmul_rn(LS_U(4), (double)pnum);
+                        pb = order[LS_MIN(c, pnum - 1)];
+                    } else {
+                        const int own = pos[i] < pnum;
+                        long long c = (long long)dmul_rn(LS_U(4), (double)(pnum - own));
+                        c = LS_MIN(c, pnum - 1 - own);
+                        pb = order[c + own * (c >= pos[i])];
+                    }
+                    pbv[i] = pb;
+                    long long c1 = (long long)dmul_rn(LS_U(5), (double)(n - 1));
+                    c1 = LS_MIN(c1, n - 2);
+                    const int r1 = (int)(c1 + (c1 >= i));
+                    const long long m2 = (long long)(n - 2 + an);
+                    long long c2 = (long long)dmul_rn(LS_U(6), (double)m2);
+                    c2 = LS_MIN(c2, m2 - 1);
+                    const int lo = LS_MIN(i, r1), hi = LS_MAX(i, r1);
+                    long long r2 = c2 + (c2 >= lo);
+                    r2 = r2 + (r2 >= hi);
+                    r1v[i] = r1;
+                    r2v[i] = (int)r2;
+                    long long jr = (long long)dmul_rn(LS_U(7), (double)DIM);
+                    jrv[i] = (int)LS_MIN(jr, DIM - 1);
                 }
-                pbv[i] = pb;
-                long long c1 = (long long)dmul_rn(u[5], (double)(n - 1));
-                c1 = LS_MIN(c1, n - 2);
-                const int r1 = (int)(c1 + (c1 >= i));
-                const long long m2 = (long long)(n - 2 + an);
-                long long c2 = (long long)dmul_rn(u[6], (double)m2);
-                c2 = LS_MIN(c2, m2 - 1);
-                const int lo = LS_MIN(i, r1), hi = LS_MAX(i, r1);
-                long long r2 = c2 + (c2 >= lo);
-                r2 = r2 + (r2 >= hi);
-                r1v[i] = r1;
-                r2v[i] = (int)r2;
-                long long jr = (long long)dmul_rn(u[7], (double)DIM);
-                jrv[i] = (int)LS_MIN(jr, DIM - 1);
+#undef LS_U
             }
         }
         BLOCK_SYNC();
