@@ -39,7 +39,7 @@ one with the array code again: the state after ``n`` runtime generations is :met
 
 **Who uses it.** :meth:`LSHADE.run` on CuPy with ``algorithm.epoch=true`` (default), where
 :func:`unsupported_reason` gives no reason: a real problem with a usable ``cuda_objective``,
-float32/float64, no stop target (the array path tracks the target after every runtime generation),
+float32/float64,
 and the island's population fitting one block's shared memory (two populations: float64
 ``N_init D`` up to about 13,000 on an H100; beyond, the trial rows go to a global scratch, L2-resident,
 and one population up to about 25,000 fits). Otherwise the array code runs.
@@ -60,6 +60,9 @@ from isles.algorithms.lshade.draws import DRAW_ARCHIVE, DRAW_CROSS, DRAW_INDIVID
 from isles.algorithms.lshade.params import population_at
 
 log = logging.getLogger(__name__)
+
+#: ``hit_eval``'s "not reached" (the kernel's ``LS_NO_HIT``)
+NO_HIT = 1 << 62
 
 DRAWS = draw_ids(DRAW_INDIVIDUAL=DRAW_INDIVIDUAL, DRAW_CROSS=DRAW_CROSS, DRAW_ARCHIVE=DRAW_ARCHIVE)
 
@@ -122,8 +125,6 @@ def unsupported_reason(alg, ctx, device: bool = True, optin: int = SMEM_OPTIN) -
     dtype = np.dtype(ctx.dtype)
     if dtype not in (np.float32, np.float64):
         return f"dtype {dtype} (epoch kernel: float32|float64)"
-    if ctx.target is not None:
-        return "a stop target (tracked after every runtime generation by the array code)"
     _, reason, _ = _objective(ctx)
     if reason is not None:
         return reason
@@ -192,11 +193,15 @@ class _Epoch:
         self.xn_global = bool(xn_global)
         self.smem = smem_bytes(self.dtype, self.D, self.cap, self.acap, self.H, self.xn_global)
 
-    def run(self, state: dict, k: int, nfe0: int) -> dict:
+    def run(self, state: dict, k: int, nfe0: int, hit_eval=None) -> dict:
         """``k`` whole L-SHADE generations of every island from ``state`` (between L-SHADE
         generations: ``cursor == 0``), ``nfe0`` evaluations per island so far, in one launch; no
         host synchronisation. Returns a new state; the runtime counters ``generation``/``evals``
         are the caller's (:func:`run`).
+
+        Args:
+            hit_eval: with ``ctx.target``, an int64 array ``(I,)`` lowered in place to the first
+                evaluation count (1-based, per island) of a feasible trial with ``f <= target``.
 
         Raises:
             ValueError: ``state`` has a pending generation.
@@ -214,7 +219,9 @@ class _Epoch:
         nan = xp.zeros(1, dtype=np.uint64)
         n0 = int(state["n_active"])
         _, n_end = schedule(self.alg.params, n0, nfe0, k)
-        self._launch(ins, outs, work, nan, int(state["lgen"]), n0, int(nfe0), int(k))
+        tgt = self.ctx.target if hit_eval is not None else None
+        hit = hit_eval if hit_eval is not None else xp.zeros(1, dtype=np.int64)
+        self._launch(ins, outs, work, nan, int(state["lgen"]), n0, int(nfe0), int(k), hit, tgt)
         s = dict(state)
         for key, a in zip(("X", "f", "v", "A", "a_n", "M_F", "M_CR", "k"), outs):
             s[key] = a
@@ -254,7 +261,7 @@ class HostEpochLSHADE(_Epoch):
         self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + kernel_source(alg, ctx, 1, 1, xn_global))
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
 
-    def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k):
+    def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k, hit, target):
         def ptr(a):
             return a.ctypes.data_as(ctypes.c_void_p)
 
@@ -283,6 +290,9 @@ class HostEpochLSHADE(_Epoch):
             ctypes.c_double(p),
             ctypes.c_double(r_arc),
             ptr(nan),
+            ptr(hit),
+            self._T(0 if target is None else target),
+            ctypes.c_int(target is not None),
         )
         if rc != 0:
             raise MemoryError("lshade epoch kernel (host): no memory for an island's block")
@@ -329,7 +339,7 @@ class EpochLSHADE(_Epoch):
         self.kernel = module(cp, src).get_function("lshade_epoch")
         self.kernel.max_dynamic_shared_size_bytes = self.smem
 
-    def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k):
+    def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k, hit, target):
         ctx = self.ctx
         lgen0, n0, nfe0, k, max_nfe, p, r_arc = self._scalars(lgen0, n0, nfe0, k)
         self.kernel(
@@ -351,6 +361,9 @@ class EpochLSHADE(_Epoch):
                 np.float64(p),
                 np.float64(r_arc),
                 nan,
+                hit,
+                self.dtype.type(0 if target is None else target),
+                np.int32(target is not None),
             ),
             shared_mem=self.smem,
         )
@@ -378,7 +391,10 @@ def plan(alg, ctx):
 
 def run(alg, ctx, state: dict, n_generations: int, kernel=None) -> dict | None:
     """``n_generations`` runtime generations (``E`` evaluations each, :meth:`LSHADE.step`) with
-    the whole L-SHADE generations in one launch of the epoch kernel (module docstring); ``None``
+    the whole L-SHADE generations in one launch of the epoch kernel (module docstring), and with
+    ``ctx.target`` the ``hit_generation`` that tracking after every step records (the best of an
+    island reaches the target at the step that first evaluates a feasible point ``<= target``: the
+    population never loses its best within a run); ``None``
     where the kernel does not apply (the caller runs the array code), or while the current CuPy
     stream is being captured (a launch's work depends on host counters).
 
@@ -392,17 +408,26 @@ def run(alg, ctx, state: dict, n_generations: int, kernel=None) -> dict | None:
         return None
     xp, E = ctx.xp, alg.params.E
     s, todo, evals = dict(state), int(n_generations) * E, int(state["evals"])
+    first = None  # with a target: the first evaluation count of a feasible trial <= target
+    if ctx.target is not None and todo > 0:
+        b = alg.best(state)
+        hit0 = (b.v[:, 0] <= 0) & (b.f[:, 0] <= ctx.target)
+        first = xp.full((ctx.n_islands,), NO_HIT, dtype=np.int64)
     while todo > 0:
         if s["cursor"] == 0:
             k, used, _ = whole_generations(alg.params, s["n_active"], evals, todo)
             if k > 0:
-                s = kernel.run(s, k, evals)
+                s = kernel.run(s, k, evals, first)
                 todo, evals = todo - used, evals + used
                 continue
             s = alg._start_generation(ctx, s, evals)
         c, n = s["cursor"], s["n_active"]
         m = min(todo, n - c)
         fu, vu, n_nan = ctx.evaluator(s["U"][:, c : c + m])
+        if first is not None:
+            ok = (vu <= 0) & (fu <= ctx.target)
+            at = evals + 1 + xp.argmax(ok, axis=1).astype(np.int64)
+            first = xp.minimum(first, xp.where(ok.any(axis=1), at, NO_HIT))
         s["fu"] = xp.concatenate([s["fu"], fu], axis=1)
         s["vu"] = xp.concatenate([s["vu"], vu], axis=1)
         s["nan_evals"] = s["nan_evals"] + n_nan
@@ -411,4 +436,11 @@ def run(alg, ctx, state: dict, n_generations: int, kernel=None) -> dict | None:
             s = alg._end_generation(ctx, s, evals)
     s["generation"] = state["generation"] + int(n_generations)
     s["evals"] = state["evals"] + int(n_generations) * E
+    if first is not None:  # IslandAlgorithm.run's per-step tracking: the step whose evaluations hit
+        step = xp.where(hit0, 1, (first - int(state["evals"]) + E - 1) // E)
+        hg = state.get("hit_generation")
+        if hg is None:
+            hg = xp.full((ctx.n_islands,), -1, dtype=np.int64)
+        found = hit0 | (first < NO_HIT)
+        s["hit_generation"] = xp.where((hg < 0) & found, ctx.generation_counter(state["generation"]) + step, hg)
     return s

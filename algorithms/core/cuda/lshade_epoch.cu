@@ -24,6 +24,9 @@
 //       (the counts split over several threads per candidate, added atomically), then placed;
 //   P5  kept parents take the physical rows freed by dropped old members (paired in order), their
 //       rows copied to Aw; P6 the next population (rank order where LPSR cuts) back into Xc.
+// The stop target (use_target): hit_eval[island] becomes the smallest evaluation count (1-based,
+// the island's) of a feasible trial with f <= target, if below its value (epoch.py turns it into
+// the runtime generation, as IslandAlgorithm.run's per-step tracking would).
 // Under -DISLES_HOST_EMU the same block code runs as C with one thread per block (tests).
 #include "fitness.cuh"
 #include "block.cuh"
@@ -42,6 +45,7 @@
 #define LS_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define LS_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define LS_PI 3.141592653589793
+#define LS_NO_HIT (1ll << 62)   // hit_eval's "not reached"
 #ifdef ISLES_HOST_EMU
 #define LS_NOINLINE static
 #else
@@ -141,7 +145,7 @@ ISLES_DEV void lshade_epoch_block(
     const long long* kk, T* Xo, T* fo, T* vo, T* Ao, long long* a_no, T* MFo, T* MCRo, long long* ko, T* Aw, T* Xg,
     const u64* keys, const T* lower, const T* upper, const u64* rng_ctr, const long long lgen0, const int n0,
     const long long nfe0, const int n_gen, const long long max_nfe, const double p, const double r_arc,
-    unsigned long long* nan_count)
+    unsigned long long* nan_count, long long* hit_eval, const T target, const int use_target)
 {
     // shared memory (epoch.py smem_bytes): doubles, then T, then ints
     double* akey = (double*)smem;                     // CAP + ACAP archive sort keys
@@ -197,6 +201,7 @@ ISLES_DEV void lshade_epoch_block(
     const u64 ctr = rng_ctr[0];
     const int grp = tid / ETPI, lane = tid - grp * ETPI, ngrp = nth / ETPI;
     unsigned long long nan_local = 0ull;
+    long long hit_local = LS_NO_HIT;
     int n = n0;
     long long nfe = nfe0;
     BLOCK_SYNC();
@@ -379,6 +384,8 @@ ISLES_DEV void lshade_epoch_block(
                         if (!(sc && df == df && df != T_INF)) df = (T)0;
                         dfv[i] = df;
                         nan_local += (unsigned long long)bad;
+                        // the stop target: the first evaluation (count nfe + i + 1) of a feasible trial <= target
+                        if (use_target && v <= (T)0 && f <= target && nfe + i + 1 < hit_local) hit_local = nfe + i + 1;
                     }
                 }
             }
@@ -556,6 +563,7 @@ ISLES_DEV void lshade_epoch_block(
         a_no[isl] = iscal[1];
     }
     if (nan_local) ISLES_ATOMIC_ADD(nan_count, nan_local);
+    if (hit_local < LS_NO_HIT) ISLES_ATOMIC_MIN(&hit_eval[isl], hit_local);
 }
 
 #ifdef ISLES_HOST_EMU
@@ -566,13 +574,14 @@ int lshade_epoch_host(
     const long long* kk, T* Xo, T* fo, T* vo, T* Ao, long long* a_no, T* MFo, T* MCRo, long long* ko, T* Aw, T* Xg,
     const u64* keys, const T* lower, const T* upper, const u64* rng_ctr, const long long lgen0, const int n0,
     const long long nfe0, const int n_gen, const long long max_nfe, const double p, const double r_arc,
-    unsigned long long* nan_count)
+    unsigned long long* nan_count, long long* hit_eval, const T target, const int use_target)
 {
     unsigned char* smem = (unsigned char*)malloc((size_t)smem_bytes);
     if (!smem) return 1;
     for (int b = 0; b < n_islands; ++b)
         lshade_epoch_block(b, 0, 1, smem, X, fx, vx, A, a_n, MFi, MCRi, kk, Xo, fo, vo, Ao, a_no, MFo, MCRo, ko, Aw, Xg,
-                           keys, lower, upper, rng_ctr, lgen0, n0, nfe0, n_gen, max_nfe, p, r_arc, nan_count);
+                           keys, lower, upper, rng_ctr, lgen0, n0, nfe0, n_gen, max_nfe, p, r_arc, nan_count,
+                           hit_eval, target, use_target);
     free(smem);
     return 0;
 }
@@ -585,11 +594,12 @@ lshade_epoch(const T* __restrict__ X, const T* __restrict__ fx, const T* __restr
              long long* __restrict__ ko, T* __restrict__ Aw, T* __restrict__ Xg, const u64* __restrict__ keys,
              const T* __restrict__ lower, const T* __restrict__ upper, const u64* __restrict__ rng_ctr,
              const long long lgen0, const int n0, const long long nfe0, const int n_gen, const long long max_nfe,
-             const double p, const double r_arc, unsigned long long* __restrict__ nan_count)
+             const double p, const double r_arc, unsigned long long* __restrict__ nan_count,
+             long long* __restrict__ hit_eval, const T target, const int use_target)
 {
     extern __shared__ __align__(16) unsigned char isles_smem[];
     lshade_epoch_block(blockIdx.x, threadIdx.x, blockDim.x, isles_smem, X, fx, vx, A, a_n, MFi, MCRi, kk, Xo, fo, vo,
                        Ao, a_no, MFo, MCRo, ko, Aw, Xg, keys, lower, upper, rng_ctr, lgen0, n0, nfe0, n_gen, max_nfe, p,
-                       r_arc, nan_count);
+                       r_arc, nan_count, hit_eval, target, use_target);
 }
 #endif
