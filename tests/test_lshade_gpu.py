@@ -140,26 +140,30 @@ def test_capture_is_refused():
 # -- the epoch kernel (algorithms/lshade/epoch.py) ----------------------------------------------------
 
 
-def _epoch_pair(cls, prob, dtype, islands=4, **kw):
+def _epoch_pair(cls, prob, dtype, islands=4, xn_global=False, **kw):
     from isles.algorithms.lshade.epoch import EpochLSHADE, HostEpochLSHADE  # noqa: PLC0415
 
     alg = cls(**kw)
     cn, cc = island_ctx(np, prob, islands=islands, dtype=dtype), island_ctx(cp, prob, islands=islands, dtype=dtype)
-    return alg, cn, cc, HostEpochLSHADE(alg, cn), EpochLSHADE(alg, cc)
+    return alg, cn, cc, HostEpochLSHADE(alg, cn, xn_global), EpochLSHADE(alg, cc, xn_global=xn_global)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(("dtype", "xn_global"), [(np.float64, False), (np.float32, False), (np.float64, True)])
 @pytest.mark.parametrize("jso", [False, True])
-def test_epoch_kernel_equals_its_host_build(dtype, jso):
-    """The CUDA kernel and its host build (the same text) from the same state: the same decisions
-    (archive fill, memory slot, population size) and the same values up to the math libraries'
-    last bit (CUDA's tan/atan/log1p/cos against the C library's; bit for bit where they agree)."""
+def test_epoch_kernel_equals_its_host_build(dtype, xn_global, jso):
+    """The CUDA kernel and its host build (the same text) from the same state, trial rows in shared
+    or global memory: the same decisions (archive fill, memory slot, population size) and the same
+    values up to the math libraries' last bit (CUDA's tan/atan/log1p/cos against the C library's;
+    bit for bit where they agree). The block's threads split the ranks and the archive's counts,
+    which the one-thread host build does not: a wrong split would show here."""
     from isles.algorithms.lshade import epoch  # noqa: PLC0415
     from isles.algorithms.lshade.jso import JSO  # noqa: PLC0415
     from tests.test_lshade_epoch import MaxDistance  # noqa: PLC0415
 
     cls = JSO if jso else LSHADE
-    alg, cn, cc, host, dev = _epoch_pair(cls, MaxDistance(9), dtype, dim=9, pop_size=40, max_generations=20)
+    alg, cn, cc, host, dev = _epoch_pair(
+        cls, MaxDistance(9), dtype, xn_global=xn_global, dim=9, pop_size=40, max_generations=20
+    )
     s = alg.init(cn)
     a = epoch.run(alg, cn, dict(s), 6, kernel=host)
     b = epoch.run(alg, cc, _to_cupy(s), 6, kernel=dev)

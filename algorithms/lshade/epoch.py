@@ -310,6 +310,8 @@ class EpochLSHADE(_Epoch):
     Args:
         alg, ctx: as :class:`HostEpochLSHADE`, ``ctx`` on CuPy.
         eblock: threads per block (a multiple of 32); default :func:`default_block`.
+        xn_global: the trial rows in global memory; default :func:`trials_in_global` (only where
+            two populations do not fit).
 
     Raises:
         ValueError: :func:`unsupported_reason` gives a reason on this device.
@@ -317,7 +319,7 @@ class EpochLSHADE(_Epoch):
 
     gpu_path = "epoch kernel"
 
-    def __init__(self, alg, ctx, eblock: int | None = None):
+    def __init__(self, alg, ctx, eblock: int | None = None, xn_global: bool | None = None):
         from isles.algorithms.core.epoch_layout import device_limits  # noqa: PLC0415
         from isles.algorithms.core.plan import module  # noqa: PLC0415
 
@@ -327,7 +329,8 @@ class EpochLSHADE(_Epoch):
         if why is not None:
             raise ValueError(f"lshade epoch kernel: {why}")
         p = alg.params
-        xn_global = trials_in_global(ctx.dtype, ctx.dim, p.n_init, p.archive_capacity, p.H, optin)
+        if xn_global is None:
+            xn_global = trials_in_global(ctx.dtype, ctx.dim, p.n_init, p.archive_capacity, p.H, optin)
         super().__init__(alg, ctx, xn_global)
         self.etpi = virtual_lanes(self.D)
         self.block = int(eblock) if eblock is not None else default_block(self.cap, self.etpi)
