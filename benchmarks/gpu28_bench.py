@@ -98,6 +98,7 @@ def part_a(args) -> None:
     import cupy as cp  # noqa: PLC0415
 
     from isles.algorithms.lshade.epoch import EpochLSHADE, default_block, virtual_lanes  # noqa: PLC0415
+    from isles.algorithms.lshade.jso import JSO  # noqa: PLC0415
     from isles.algorithms.lshade.lshade import LSHADE  # noqa: PLC0415
     from isles.problems import make_problem  # noqa: PLC0415
 
@@ -121,6 +122,13 @@ def part_a(args) -> None:
             rows.append(
                 ("epoch kernel", dt, eb, f"{us:.2f}", f"**{us / I:.4f}**", "met" if us / I <= 0.05 else "missed")
             )
+        # jSO (its schedules, pbest != i early) from the same state: the same kernel with IS_JSO
+        kj = EpochLSHADE(JSO(**kw), ctx)
+        kj.run(s, 4, s["evals"])
+        us = 1e3 * _cupy_time(cp, lambda: kj.run(s, args.lgens, s["evals"])) / args.lgens
+        rows.append(
+            ("epoch kernel, jSO", dt, kj.block, f"{us:.2f}", f"{us / I:.4f}", "met" if us / I <= 0.05 else "missed")
+        )
         off = LSHADE(**kw, epoch=False)
         off.run(ctx, s, 2)
         gens = 20
