@@ -122,10 +122,12 @@ def part_a(args) -> None:
             rows.append(
                 ("epoch kernel", dt, eb, f"{us:.2f}", f"**{us / I:.4f}**", "met" if us / I <= 0.05 else "missed")
             )
-        # jSO (its schedules, pbest != i early) from the same state: the same kernel with IS_JSO
-        kj = EpochLSHADE(JSO(**kw), ctx)
-        kj.run(s, 4, s["evals"])
-        us = 1e3 * _cupy_time(cp, lambda: kj.run(s, args.lgens, s["evals"])) / args.lgens
+        # jSO (its schedules, pbest != i early; H = 5, r_arc = 1: a state of its own)
+        jso = JSO(**kw)
+        sj = jso.run(ctx, jso.init(ctx), 2)
+        kj = EpochLSHADE(jso, ctx)
+        kj.run(sj, 4, sj["evals"])
+        us = 1e3 * _cupy_time(cp, lambda: kj.run(sj, args.lgens, sj["evals"])) / args.lgens
         rows.append(
             ("epoch kernel, jSO", dt, kj.block, f"{us:.2f}", f"{us / I:.4f}", "met" if us / I <= 0.05 else "missed")
         )
