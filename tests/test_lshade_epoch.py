@@ -228,3 +228,6 @@ def test_where_the_kernel_does_not_apply():
     with pytest.raises(ValueError, match="algorithm.epoch=1: allowed values are true|false"):
         LSHADE(dim=4, pop_size=20, epoch=1)
     assert epoch.run(alg, ctx, alg.init(ctx), 2) is None  # NumPy: the caller's array code
+    host = HostEpochLSHADE(alg, ctx)
+    with pytest.raises(ValueError, match=r"state\['A'\] has shape"):  # a jSO state: another archive
+        host.run(JSO(dim=4, pop_size=20).init(ctx), 1, 20)

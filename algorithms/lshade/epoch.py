@@ -204,10 +204,17 @@ class _Epoch:
                 evaluation count (1-based, per island) of a feasible trial with ``f <= target``.
 
         Raises:
-            ValueError: ``state`` has a pending generation.
+            ValueError: ``state`` has a pending generation, or arrays of another configuration's
+                shapes (``N_init``, ``D``, the archive, ``H``).
         """
         if state["cursor"] != 0:
             raise ValueError("lshade epoch kernel: the state has a pending L-SHADE generation (cursor != 0)")
+        want = {"X": (self.cap, self.D), "A": (self.acap, self.D), "M_F": (self.H,), "M_CR": (self.H,)}
+        for key, shape in want.items():
+            if tuple(state[key].shape[1:]) != shape:
+                raise ValueError(
+                    f"lshade epoch kernel: state[{key!r}] has shape {state[key].shape}, the kernel's is (I, *{shape})"
+                )
         xp, dt = self.xp, self.dtype
         c = xp.ascontiguousarray
         ins = [c(xp.asarray(state[key], dtype=dt)) for key in ("X", "f", "v", "A")]
