@@ -155,7 +155,7 @@ class CECRebuilt(Problem):
             "ISLES_DEV void obj_term(T* acc, T x, T x_next, int j) {\n"
             "    (void)x_next;\n"
             "    const T z = (x - (T)cec_o[j]) * (T)10 + (T)420.9687462275036;\n"
-            "    const T n = (T)DIM;\n"
+            f"    const T n = (T){self.dim};\n"
             "    if (z > (T)500) {\n"
             "        const T a = (T)500 - t_fmod(z, (T)500), t = (z - (T)500) / (T)100;\n"
             "        acc[0] += -a * t_sin(t_sqrt(t_abs(a))) + t * t / n;\n"
@@ -167,7 +167,9 @@ class CECRebuilt(Problem):
             "        acc[0] += -z * t_sin(t_sqrt(t_abs(z)));\n"
             "    }\n"
             "}\n"
-            "ISLES_DEV T obj_final(const T* acc, int n) { (void)n; return acc[0] + (T)418.9828872724338 * (T)DIM + (T)1000; }\n"
+            "ISLES_DEV T obj_final(const T* acc, int n) {\n"
+            "    return acc[0] + (T)418.9828872724338 * (T)n + (T)1000;\n"
+            "}\n"
         )
 
     def check(self, n: int = 200, seed: int = 0) -> float:
