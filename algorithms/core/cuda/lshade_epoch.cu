@@ -318,7 +318,9 @@ ISLES_DEV void lshade_epoch_block(
                 const T* xr1 = Xc + r1v[i] * DIM;
                 const T* xr2 = r2 < n ? Xc + r2 * DIM : Aw + aoff + (long long)amap[r2 - n] * DIM;
                 T* un = Xn + i * DIM;
-                const u64 hrow = bcross + (u64)i * (u64)DIM * GOLDEN;
+                // draw_bits(key, s_cross, i D + j) with the row's and the lane's parts of the counter
+                // hoisted ((a + b) G = a G + b G mod 2^64): the rest a compile-time constant per item
+                const u64 hrow = bcross + ((u64)i * (u64)DIM + (u64)lane) * GOLDEN;
                 T u[LS_VL][LS_ITEMS];
 #pragma unroll
                 for (int m = 0; m < LS_VL; ++m) {
@@ -329,7 +331,7 @@ ISLES_DEV void lshade_epoch_block(
                         if (act && j < DIM) {
                             const T x = xc[j];
                             uj = x;
-                            if (j == jr || unifT(isles_mix64(hrow + (u64)j * GOLDEN)) < CR) {
+                            if (j == jr || unifT(isles_mix64(hrow + (u64)(ETPI * m + EVL * q) * GOLDEN)) < CR) {
                                 T vj = add_rn(add_rn(x, mul_rn(Fw, sub_rn(xpb[j], x))), mul_rn(F, sub_rn(xr1[j], xr2[j])));
                                 if (vj < lower[j]) vj = div_rn(add_rn(lower[j], x), (T)2);
                                 else if (vj > upper[j]) vj = div_rn(add_rn(upper[j], x), (T)2);
