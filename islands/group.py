@@ -14,6 +14,7 @@ runtime wraps it with ``ray.remote``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import os
 import pickle
@@ -363,6 +364,17 @@ class IslandGroup(PeerLinks):
             if plugins is not None:
                 for p, st in zip(self.plugins, plugins):
                     p.load_state_dict(st)
+
+    def regroup(self, island_ids, state: dict, plugins: list | None = None) -> None:
+        """Host the islands ``island_ids`` (global ids) from now on, with their ``state`` (host arrays,
+        :func:`isles.islands.control.checkpoint.regroup`) and the plug-ins' (``None``: theirs stay):
+        sync mode's placement by cost (:class:`isles.islands.control.placement.Balancer`). The islands'
+        random streams are their own (:class:`CounterRNG` of the ids), so the run goes on bit for bit."""
+        with self._state_lock:
+            self.island_ids = [int(i) for i in island_ids]
+            self.spec = dataclasses.replace(self.spec, island_ids=tuple(self.island_ids))
+            self.ctx.rng = CounterRNG(self.xp, int(self.spec.seed), self.island_ids)
+            self.load_state_dict(state, plugins)
 
     def plugin_states(self) -> list:
         """Every plug-in's ``state_dict()`` (host arrays; ``None`` before its first epoch)."""
