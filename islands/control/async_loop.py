@@ -31,7 +31,7 @@ from dataclasses import replace
 import numpy as np
 
 from isles.islands.control import checkpoint
-from isles.islands.epoch import run_epoch
+from isles.islands.epoch import Rows, run_epoch
 from isles.islands.migration.planner import group_plan, migration_edges
 from isles.islands.records import Plan, Route, SpanOrder
 from isles.islands.results import (
@@ -72,7 +72,7 @@ def group_epochs(g, order: SpanOrder):
             edges, emigrants = link.arrived() if isinstance(link, Arrivals) else ([], {})
             plan = Plan(*group_plan(own + edges, g.island_ids, emigrants))
             best, px, events = run_epoch(g, k, e, plan, link, migration_edges(r.topology, r.n, r.seed, e))
-            rows = [g.row(best, px, events)]
+            rows = [Rows.of(g.row(best, px, events))]
             g._keep_snapshot(rows, e in order.snapshots, False)
             summary = g._summaries(rows, t0)[0]
         yield pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)
