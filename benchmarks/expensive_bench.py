@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import sys
@@ -170,6 +171,17 @@ class _Started:
         self.t = time.time()
 
 
+class _Moves(logging.Handler):
+    """Counts the sync loop's moves of islands by measured cost (:class:`isles.islands.control.placement.Balancer`)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.count = 0
+
+    def emit(self, record):
+        self.count += record.getMessage().startswith("islands spread over the actors")
+
+
 def run_isles(mode: str, actors: int, span: float, seed: int, generations: int) -> dict:
     """One isles run (Ray actors, this machine's local Ray); its figures."""
     from hydra import compose, initialize_config_dir  # noqa: PLC0415
@@ -202,8 +214,16 @@ def run_isles(mode: str, actors: int, span: float, seed: int, generations: int) 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True)
     cfg.pop("hydra", None)
-    started = _Started()
-    result = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[started], use_ray=True).run()
+    started, moves = _Started(), _Moves()
+    log = logging.getLogger("isles.islands.coordinator")
+    level = log.level
+    log.addHandler(moves)
+    log.setLevel(logging.INFO)
+    try:
+        result = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[started], use_ray=True).run()
+    finally:
+        log.removeHandler(moves)
+        log.setLevel(level)
     t1 = started.t + result.wall_s
     b = busy(log_dir, started.t, t1)
     return {
@@ -216,6 +236,7 @@ def run_isles(mode: str, actors: int, span: float, seed: int, generations: int) 
         "busy": b,
         "evaluations": result.evaluations,
         "best_f": result.best_f,
+        "moves": moves.count,
     }
 
 
@@ -319,7 +340,10 @@ def main() -> None:
         for mode in modes:
             for n in actors:
                 timing.append(run_isles(mode, n, span, 0, a.generations))
-                print(f"  isles {mode} {n}: {timing[-1]['wall_s']:.2f} s", file=sys.stderr, flush=True)
+                r = timing[-1]
+                print(
+                    f"  isles {mode} {n}: {r['wall_s']:.2f} s, islands moved {r['moves']}x", file=sys.stderr, flush=True
+                )
         if a.pygmo:
             timing.append(run_pygmo(a.pygmo, span, 0, a.generations))
         print("\n" + timing_table(timing), flush=True)

@@ -115,11 +115,10 @@ def test_sync_islands_moved_by_cost_keep_the_run_bit_for_bit(monkeypatch, caplog
 
     cost = {0: 0.5, 1: 0.5, 2: 0.1, 3: 0.1}  # CPU seconds per span of each island
 
-    def measured(self):  # each actor's process CPU seconds, as psutil would give them
-        self.spent = [
-            s + sum(cost[i] for i in info["island_ids"]) for s, info in zip(getattr(self, "spent", [0.0, 0.0]), self.ex.infos)
-        ] if self.ex.infos else None
-        return self.spent
+    def measured(self):  # each actor's (pid, process CPU seconds), as psutil would give them
+        spent = [s + sum(cost[i] for i in info["island_ids"]) for s, info in zip(getattr(self, "spent", [0, 0]), self.ex.infos)]
+        self.spent = spent
+        return [(i, s) for i, s in enumerate(spent)]
 
     def run(n_actors):
         cfg = plain(
@@ -148,4 +147,4 @@ def test_sync_islands_moved_by_cost_keep_the_run_bit_for_bit(monkeypatch, caplog
     assert len(moved.history) == len(reference.history) == 20
     for a, b in zip(moved.history, reference.history):
         np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
-    assert moved.evaluations == reference.evaluations
+    assert moved.evaluations == reference.evaluations and moved.migrations == reference.migrations

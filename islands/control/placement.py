@@ -308,7 +308,7 @@ class Balancer:
         self.cpu = self.measure()
 
     def measure(self) -> list | None:
-        """Each actor's process CPU seconds (user + system) now, or ``None`` (:class:`Balancer`)."""
+        """Each actor's ``(pid, process CPU seconds)`` (user + system) now, or ``None`` (:class:`Balancer`)."""
         if not self.ex.use_ray or self.ex.cfg["device"] != "cpu" or len(self.groups) < 2:
             return None
         import socket  # noqa: PLC0415
@@ -318,7 +318,7 @@ class Balancer:
         try:
             if any(info.get("host") != socket.gethostname() for info in self.ex.infos):
                 return None
-            return [sum(psutil.Process(info["pid"]).cpu_times()[:2]) for info in self.ex.infos]
+            return [(info["pid"], sum(psutil.Process(info["pid"]).cpu_times()[:2])) for info in self.ex.infos]
         except (psutil.Error, KeyError):  # an actor restarting
             return None
 
@@ -327,9 +327,9 @@ class Balancer:
         per actor), or ``None`` (the rule: :class:`Balancer`)."""
         now, before = self.measure(), self.cpu
         self.cpu = now
-        if now is None or before is None:
+        if now is None or before is None or [p for p, _ in now] != [p for p, _ in before]:  # a restarted actor
             return None
-        used = [max(0.0, a - b) for a, b in zip(now, before)]
+        used = [a - b for (_, a), (_, b) in zip(now, before)]
         if max(used) / max(1, n_epochs) < BALANCE_MIN_EPOCH_S:
             return None
         return balanced(groups, {i: u / len(g) for g, u in zip(groups, used) for i in g})

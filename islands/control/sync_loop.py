@@ -188,7 +188,8 @@ class SyncLoop:
         loop.done_gens += k
         loop.epoch = epoch = loop.epoch + 1
         bx, bf, bv, bg, emigrants, evals, nan, hits = merge_summaries(self.n, summaries)
-        moved = [(epoch, *e) for i in sorted(summaries) for e in summaries[i].migrations]
+        # by destination island: the same order however the islands are grouped (Balancer moves them)
+        moved = sorted(((epoch, *e) for i in sorted(summaries) for e in summaries[i].migrations), key=lambda m: m[2])
         loop.migrations.extend(moved)
         cand, named = [(bx, bf, bv, bg)], {}
         for pbest, metrics in summaries[0].plugins:  # every replica's are the same: group 0's are booked
