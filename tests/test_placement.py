@@ -104,16 +104,24 @@ def test_balanced_moves_the_costly_islands_apart_and_only_where_it_pays():
     assert three is not None and sorted(i for g in three for i in g) == list(range(6)) and all(three)
 
 
-def test_sync_islands_moved_by_cost_keep_the_run_bit_for_bit(monkeypatch, caplog):
-    """Two in-process actors whose measured CPU time says islands 0 and 1 cost five times 2 and 3:
-    the islands move between spans ([[0, 1], [2, 3]] -> [[0, 2], [1, 3]]) and the run is the
-    one-actor run, record for record (only which actor runs which island changed)."""
+@pytest.mark.parametrize(
+    "cost, moves",
+    [
+        ({0: 5.0, 1: 5.0, 2: 1.0, 3: 1.0}, ["[[0, 2], [1, 3]]"]),
+        # one costly island: the even split first moves 1 (as costly as 0 in the estimate), which
+        # tells them apart; then 0 alone, and no more moves (no back and forth)
+        ({0: 5.0, 1: 1.0, 2: 1.0, 3: 1.0}, ["[[0, 2], [1, 3]]", "[[0], [1, 2, 3]]"]),
+    ],
+)
+def test_sync_islands_moved_by_cost_keep_the_run_bit_for_bit(monkeypatch, caplog, tmp_path, cost, moves):
+    """Two in-process actors whose measured CPU time says some islands cost five times the others:
+    the islands move between spans until the busiest actor carries what a placement by cost gives
+    it, and the run is the one-actor run, record for record (only which actor runs which island
+    changed)."""
     from hydra.utils import instantiate
 
     from isles.islands.control import placement
     from isles.islands.coordinator import Coordinator
-
-    cost = {0: 0.5, 1: 0.5, 2: 0.1, 3: 0.1}  # CPU seconds per span of each island
 
     def measured(self):  # each actor's (pid, process CPU seconds), as psutil would give them
         spent = [s + sum(cost[i] for i in info["island_ids"]) for s, info in zip(getattr(self, "spent", [0, 0]), self.ex.infos)]
@@ -131,6 +139,8 @@ def test_sync_islands_moved_by_cost_keep_the_run_bit_for_bit(monkeypatch, caplog
                 "islands.n=4",
                 "islands.migration_interval=2",
                 f"islands.n_actors={n_actors}",
+                "checkpoint.every=4",  # spans of at most 4 epochs: a move may follow each
+                f"checkpoint.path={tmp_path / 'ck.pkl'}",
                 "logger=none",
                 "progress=false",
                 "device=cpu",
@@ -142,7 +152,8 @@ def test_sync_islands_moved_by_cost_keep_the_run_bit_for_bit(monkeypatch, caplog
     monkeypatch.setattr(placement.Balancer, "measure", measured)
     with caplog.at_level("INFO", logger="isles.islands.coordinator"):
         moved = run(2)
-    assert "islands spread over the actors by measured cost: [[0, 2], [1, 3]]" in caplog.text
+    said = [r.getMessage() for r in caplog.records if "measured cost" in r.getMessage()]
+    assert said == [f"islands spread over the actors by measured cost: {m}" for m in moves]
     assert moved.best_f == reference.best_f and np.array_equal(moved.best_x, reference.best_x)
     assert len(moved.history) == len(reference.history) == 20
     for a, b in zip(moved.history, reference.history):

@@ -293,7 +293,8 @@ class Balancer:
     runs which island changes, :func:`isles.islands.control.checkpoint.regroup`).
 
     The rule, with nothing to tune: after each span the actors' CPU seconds (their processes', psutil:
-    the objective's work, not the waits for peers) are split evenly over their islands; where the
+    the objective's work, not the waits for peers) are split over their islands as the islands'
+    last estimates share them (evenly at first: a move then tells the islands' costs apart); where the
     busiest actor spent at least :data:`BALANCE_MIN_EPOCH_S` an epoch and a placement by those costs
     (:func:`balanced`) takes at least :data:`BALANCE_GAIN` of its load off it, the islands move
     before the next span. Many cheap islands per actor, GPU actors, in-process groups or actors on
@@ -304,7 +305,7 @@ class Balancer:
     """
 
     def __init__(self, executor, groups):
-        self.ex, self.groups, self.moved = executor, groups, False
+        self.ex, self.groups, self.moved, self.cost = executor, groups, False, {}
         self.cpu = self.measure()
 
     def measure(self) -> list | None:
@@ -330,9 +331,12 @@ class Balancer:
         if now is None or before is None or [p for p, _ in now] != [p for p, _ in before]:  # a restarted actor
             return None
         used = [a - b for (_, a), (_, b) in zip(now, before)]
+        for g, u in zip(groups, used):  # each actor's seconds over its islands, as their last estimates share them
+            w = {i: max(self.cost.get(i, 1.0), 1e-9) for i in g}
+            self.cost.update({i: u * w[i] / sum(w.values()) for i in g})
         if max(used) / max(1, n_epochs) < BALANCE_MIN_EPOCH_S:
             return None
-        return balanced(groups, {i: u / len(g) for g, u in zip(groups, used) for i in g})
+        return balanced(groups, self.cost)
 
     def move(self, placement, new: list, states: list, island_axes, plugins=None, old: list | None = None) -> None:
         """Give each actor its islands of ``new`` with their states (``states``: one per actor of ``old``,
