@@ -26,7 +26,7 @@ each system's best f (median, min, max) and whether async's median lies within s
 
 Usage (repository root)::
 
-    # a quick check on 2 cores (about 30 s; a smoke test, not a measurement)
+    # a quick check on 2 cores (about a minute; a smoke test, not a measurement)
     python benchmarks/expensive_bench.py --cost-ms 1 --actors 1,2 --pygmo 2 --generations 10
     # the 16-core GPU machine, the timing table (about 4 min at 4 ms a design)
     python benchmarks/expensive_bench.py --cost-ms 4 --actors 1,2,4,8 --pygmo 8
