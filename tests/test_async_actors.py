@@ -49,10 +49,10 @@ def idle_fractions(log_dir: Path) -> list:
 
 
 class SlowBooks:
-    """A driver that is slow at its books (a tracker that takes 30 ms an epoch)."""
+    """A driver that is slow at its books (a tracker that takes 60 ms an epoch)."""
 
     def on_epoch(self, record):
-        time.sleep(0.03)
+        time.sleep(0.06)
 
 
 def test_arrivals_post_without_waiting_and_take_what_has_arrived():
@@ -91,7 +91,7 @@ def test_async_actors_are_never_idle_while_their_work_remains(tmp_path):
     logs = {mode: tmp_path / mode for mode in ("async", "sync")}
     for mode, log_dir in logs.items():
         log_dir.mkdir()
-        args = [f"islands.mode={mode}", "islands.n_actors=2", f"+problem.log_dir={log_dir}", "+problem.row_s=0.002"]
+        args = [f"islands.mode={mode}", "islands.n_actors=2", f"+problem.log_dir={log_dir}", "+problem.row_s=0.004"]
         result = coordinator(*args, callbacks=[SlowBooks()] if mode == "async" else []).run()
         assert result.generations == 20 and result.evaluations == 3 * 8 * 21
     idle = {mode: idle_fractions(d) for mode, d in logs.items()}
