@@ -291,11 +291,10 @@ class Arrivals(_Peers):
     def send(self, epoch: int, sent, edges, best) -> None:
         """Post ``sent``'s emigrants to the groups of the destinations of ``edges`` (one message per peer,
         keyed ``(source, destination)``), fire and forget; ``best`` is unused (no plug-ins in async mode)."""
-        msgs = {}
-        host = None
+        msgs, host = {}, None
         for src, dst in edges or ():
             if src in self.mine and dst not in self.mine:
-                host = host or sent.to_host()
+                host = sent.to_host() if host is None else host
                 msgs.setdefault(self.where[dst], {})[(src, dst)] = host.island(self.mine[src])
         if msgs:
             self.transport.send(ASYNC_SPAN, epoch, msgs)
