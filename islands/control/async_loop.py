@@ -53,9 +53,10 @@ def group_epochs(g, order: SpanOrder):
     to back: the actor's half of the async loop (:meth:`isles.islands.group.IslandGroup.run_async`).
 
     Before its epoch ``e`` the group immigrates, into each island, the sources that the plan after
-    its epoch ``e - 1`` (:func:`migration_edges`) names among its own islands, then those that the
-    peers have posted since its last epoch (:meth:`Arrivals.arrived`, in id order); after the epoch
-    it posts its emigrants by the plan after ``e`` and goes on at once.
+    its epoch ``e - 1`` (:func:`migration_edges`) names among its own islands and those that the
+    peers have posted since its last epoch (:meth:`Arrivals.arrived`), in the plan's order (the
+    sources it does not name after them, in id order); after the epoch it posts its emigrants by
+    the plan after ``e`` and goes on at once.
 
     Yields:
         each epoch's :class:`isles.islands.records.EpochSummary`, pickled (bytes), with the group's
@@ -68,9 +69,12 @@ def group_epochs(g, order: SpanOrder):
         e = order.epoch0 + j + 1
         with g._state_lock:
             t0 = time.perf_counter()
-            own = [(s, d) for s, d in migration_edges(r.topology, r.n, r.seed, e - 1) if s in mine] if e > 1 else []
+            planned = migration_edges(r.topology, r.n, r.seed, e - 1) if e > 1 else []
             edges, emigrants = link.arrived() if isinstance(link, Arrivals) else ([], {})
-            plan = Plan(*group_plan(own + edges, g.island_ids, emigrants))
+            # in the plan's order (a remote source as the sync run takes it, where it came), then the rest
+            arrived, named = set(edges), set(planned)
+            ordered = [x for x in planned if x[0] in mine or x in arrived] + [x for x in edges if x not in named]
+            plan = Plan(*group_plan(ordered, g.island_ids, emigrants))
             best, px, events = run_epoch(g, k, e, plan, link, migration_edges(r.topology, r.n, r.seed, e))
             rows = [Rows.of(g.row(best, px, events))]
             g._keep_snapshot(rows, e in order.snapshots, False)
