@@ -14,6 +14,7 @@ runtime wraps it with ``ray.remote``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import os
 import pickle
@@ -161,6 +162,14 @@ class IslandGroup(PeerLinks):
                 j += 1
                 self._keep_snapshot(rows, epoch0 + j in snaps, j < len(ks))
             return self._summaries(rows, t0)
+
+    def run_async(self, order: SpanOrder):
+        """The async loop's epochs of this group, back to back, never waiting for a peer
+        (:func:`isles.islands.control.async_loop.group_epochs`): a generator of one pickled
+        :class:`isles.islands.records.EpochSummary` per epoch, for a Ray streaming call."""
+        from isles.islands.control.async_loop import group_epochs  # noqa: PLC0415  (the schedule's other half)
+
+        yield from group_epochs(self, order)
 
     def run_span_packed(self, order: SpanOrder) -> bytes:
         """:meth:`run_span`'s summaries pickled into one bytes object, for the driver across Ray
@@ -364,6 +373,17 @@ class IslandGroup(PeerLinks):
             if plugins is not None:
                 for p, st in zip(self.plugins, plugins):
                     p.load_state_dict(st)
+
+    def regroup(self, island_ids, state: dict, plugins: list | None = None) -> None:
+        """Host the islands ``island_ids`` (global ids) from now on, with their ``state`` (host arrays,
+        :func:`isles.islands.control.checkpoint.regroup`) and the plug-ins' (``None``: theirs stay):
+        sync mode's placement by cost (:class:`isles.islands.control.placement.Balancer`). The islands'
+        random streams are their own (:class:`CounterRNG` of the ids), so the run goes on bit for bit."""
+        with self._state_lock:
+            self.island_ids = [int(i) for i in island_ids]
+            self.spec = dataclasses.replace(self.spec, island_ids=tuple(self.island_ids))
+            self.ctx.rng = CounterRNG(self.xp, int(self.spec.seed), self.island_ids)
+            self.load_state_dict(state, plugins)
 
     def plugin_states(self) -> list:
         """Every plug-in's ``state_dict()`` (host arrays; ``None`` before its first epoch)."""
