@@ -206,8 +206,9 @@ class GraphStepper:
         return self.state
 
 
-#: :meth:`RowRing.put`'s CuPy kernel (:func:`isles.algorithms.core.plan.elementwise`): ``ring[slot * n + i] = v[i]``
+#: :meth:`RowRing.put`'s CuPy kernel ``ring[slot * n + i] = v[i]`` (signature, body, name), and the kernel once built
 _RING_PUT = ("T v, raw int64 slot, int64 n", "raw T ring", "ring[slot[0] * n + i] = v", "isles_ring_put")
+_RING_KERNEL: list = []
 
 
 class RowRing:
@@ -244,10 +245,10 @@ class RowRing:
             if xp is np:
                 ring[int(self.slot[0])] = v
             else:
-                from isles.algorithms.core.plan import elementwise  # noqa: PLC0415 (plan.py imports this module)
-
+                if not _RING_KERNEL:  # built once a process; CuPy compiles it once per device and dtype
+                    _RING_KERNEL.append(xp.ElementwiseKernel(*_RING_PUT))
                 v = xp.ascontiguousarray(xp.asarray(v, dtype=ring.dtype))
-                elementwise(xp, *_RING_PUT)(v, self.slot, v.size, ring)
+                _RING_KERNEL[0](v, self.slot, v.size, ring)
         self.slot += 1
 
     def reset(self) -> None:
