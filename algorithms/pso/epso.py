@@ -55,6 +55,23 @@ from isles.algorithms.pso.pso import (
 from isles.problems.constraints import argbest
 
 
+def select_candidates(xp, xc, vel, f, v):
+    """Each particle's best candidate under Deb's rules (selection, step 5 of the module docstring).
+
+    Args:
+        xc, vel: candidates' positions and velocities ``(I, N, C, D)``; f, v: their ranking pair
+            ``(I, N, C)``.
+
+    Returns:
+        ``(x, vel, f, v)`` of the chosen candidates: ``(I, N, D)``, ``(I, N, D)``, ``(I, N)``,
+        ``(I, N)`` (:func:`isles.problems.constraints.argbest`: first index on ties).
+    """
+    k = argbest(f, v, axis=2)[:, :, None]  # (I, N, 1)
+    x_new = xp.take_along_axis(xc, k[..., None], axis=2)[:, :, 0]
+    vel_new = xp.take_along_axis(vel, k[..., None], axis=2)[:, :, 0]
+    return x_new, vel_new, xp.take_along_axis(f, k, axis=2)[:, :, 0], xp.take_along_axis(v, k, axis=2)[:, :, 0]
+
+
 @dataclass(frozen=True)
 class EPSOParams(PSOParams):
     """Parameters of :class:`EPSO`: those of :class:`isles.algorithms.pso.pso.PSOParams` (seed 001 section 6
@@ -160,11 +177,7 @@ class EPSO(PSO):
         xc, vel = boundary_correction(ctx, x + vel, vel, u, p.cor, p.cor_mode)
         f, v, n_nan = ctx.evaluator(xc.reshape(I, N * C, D))
         f, v = f.reshape(I, N, C), v.reshape(I, N, C)
-        k = argbest(f, v, axis=2)[:, :, None]  # (I, N, 1): selection under Deb's rules
-        x_new = xp.take_along_axis(xc, k[..., None], axis=2)[:, :, 0]
-        vel_new = xp.take_along_axis(vel, k[..., None], axis=2)[:, :, 0]
-        f_new = xp.take_along_axis(f, k, axis=2)[:, :, 0]
-        v_new = xp.take_along_axis(v, k, axis=2)[:, :, 0]
+        x_new, vel_new, f_new, v_new = select_candidates(xp, xc, vel, f, v)
         s = update_bests(xp, state, x_new, f_new, v_new)
         s.update(
             x=x_new, vel=vel_new, generation=g + 1, evals=state["evals"] + N * C, nan_evals=state["nan_evals"] + n_nan
