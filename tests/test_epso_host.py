@@ -12,12 +12,17 @@ bit for bit. On the GPU the kernel and CuPy call the same CUDA library functions
 
 from __future__ import annotations
 
+import ctypes
+import re
+import subprocess
+import types
+
 import numpy as np
 import pytest
 
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.random import CounterRNG
-from isles.algorithms.ga.cuda_host import host_compiler
+from isles.algorithms.ga.cuda_host import compile_host, host_compiler
 from isles.algorithms.pso import cuda_host
 from isles.algorithms.pso.draws import DRAW_NC1, DRAW_NG, DRAW_NW
 from isles.algorithms.pso.epso import EPSO, select_candidates
@@ -200,3 +205,105 @@ def test_fused_flag_and_numpy_take_the_generic_path():
     assert plugin.swarm.epso.params.fused is True and plugin.swarm.epso.params.c3 > 0
     with pytest.raises(ValueError, match="algorithm.fused"):
         EPSO(fused="yes")
+
+
+# ---------------------------------------------------------------------------------------------
+# the launchers: a CuPy stand-in on NumPy whose kernels are the host emulation
+# ---------------------------------------------------------------------------------------------
+_EMU = {"epso_move": "emu_epso_move_kernel", "pso_bests": "emu_pso_bests"}  # kernel -> its host twin
+
+
+def _kernel_params(src: str, name: str) -> list[str]:
+    """Parameter declarations of kernel ``name`` in CUDA source ``src``, macros expanded (the C
+    preprocessor on the device side of the text)."""
+    cc = host_compiler()
+    out = subprocess.run([cc, "-E", "-P", "-x", "c", "-"], input=src, capture_output=True, text=True, check=True)
+    m = re.search(
+        r"__global__\s+void\s+(?:__launch_bounds__\s*\(\s*\d+\s*\)\s*)?" + name + r"\s*\(([^)]*)\)", out.stdout
+    )
+    assert m, f"kernel {name} not found"
+    return [" ".join(p.split()) for p in m.group(1).split(",")]
+
+
+def _ctype(decl: str, arg, dtype):
+    """``arg`` as the ctypes value of parameter ``decl``, asserting that its type is the one the
+    kernel declares (CuPy's RawKernel passes any argument as given, unchecked)."""
+    t = np.dtype(dtype)
+    if "*" in decl:
+        base = decl.replace("const", "").replace("__restrict__", "").split("*")[0].strip()
+        want = {"T": t, "u64": np.dtype(np.uint64), "long long": np.dtype(np.int64)}[base]
+        assert isinstance(arg, np.ndarray) and arg.dtype == want and arg.flags.c_contiguous, (decl, type(arg))
+        return arg.ctypes.data_as(ctypes.c_void_p)
+    base = decl.replace("const", "").strip().rsplit(" ", 1)[0].strip()
+    want, ct = {
+        "T": (t.type, ctypes.c_float if t == np.float32 else ctypes.c_double),
+        "int": (np.int32, ctypes.c_int),
+        "long long": (np.int64, ctypes.c_longlong),
+        "u64": (np.uint64, ctypes.c_ulonglong),
+    }[base]
+    assert type(arg) is want, (decl, type(arg))
+    return ct(arg.item())
+
+
+def _fake_function(launched, dtype):
+    """Stand-in of :func:`isles.algorithms.core.plan.function`: checks every launch against the
+    kernel's parameters and runs its host twin where it has one."""
+
+    def function(cp, src, name, options=()):
+        params = _kernel_params(src, name)
+        lib = compile_host(src) if name in _EMU else None
+
+        def launch(grid, block, args):
+            assert len(args) == len(params), (name, len(args), len(params))
+            cargs = [_ctype(d, a, dtype) for d, a in zip(params, args)]
+            launched.append(name)
+            if lib is not None:
+                getattr(lib, _EMU[name])(*cargs)
+
+        return launch
+
+    return function
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("config", range(len(CONFIGS)))
+def test_fused_launchers_pass_the_kernels_parameters(dtype, config, monkeypatch):
+    """``EPSO._fused_step`` through its launchers (``epso_cuda.fused_move``,
+    ``pso.cuda.fused_select_bests``) on a CuPy stand-in whose kernels are their host twins: every
+    argument has the type the kernel declares, and in float64 (where the kernel's schedules in
+    ``T`` equal the NumPy path's host floats) the step equals the NumPy generic step bit for bit;
+    in float32 to rounding. The PSO launchers pass their kernels' types too."""
+    from isles.algorithms.pso import cuda as pso_cuda  # noqa: PLC0415
+    from isles.algorithms.pso import epso_cuda  # noqa: PLC0415
+    from isles.algorithms.pso.pso import PSO  # noqa: PLC0415
+
+    launched = []
+    monkeypatch.setattr(epso_cuda, "function", _fake_function(launched, dtype))
+    monkeypatch.setattr(pso_cuda, "function", _fake_function(launched, dtype))
+    fake = types.SimpleNamespace(
+        __name__="cupy", ascontiguousarray=np.ascontiguousarray, empty=np.empty, asarray=np.asarray
+    )
+    fields, attract = CONFIGS[config]
+    alg = EPSO(n_particles=9, max_iterations=10, **fields)
+    prob = make_problem("welded_beam")
+    nctx = _ctx(prob, dtype)
+    host = cuda_host.HostEPSO(alg, nctx)
+    _patched(nctx, host)
+    fctx = Context(fake, np.dtype(dtype), Evaluator(prob), CounterRNG(np, 11, [0, 3, 1]))
+    fctx.rng.normal = host.normal  # (not drawn by the fused path)
+    s = alg.init(nctx)
+    if attract:
+        s = _attract(alg, nctx, s)
+    assert alg._fused_ok(fctx, s)
+    for g in range(12):  # past max_iterations
+        a, b = alg.step(fctx, s), alg.step(nctx, s)
+        assert launched[-2:] == ["epso_move", "pso_bests"]
+        if dtype == np.float64:
+            _assert_same_state(a, b, f"step {g}")
+        else:
+            for k in ARRAYS:
+                np.testing.assert_allclose(a[k], b[k], rtol=1e-4, atol=1e-4 * float(np.max(prob.upper)))
+        s = b
+    pso = PSO(n_particles=6)
+    pso.step(fctx, pso.init(nctx))  # checked launches only (pso_schedule, pso_move have no host twin here)
+    assert launched[-3:] == ["pso_schedule", "pso_move", "pso_bests"]

@@ -109,7 +109,7 @@ class HostEPSO:
         return xo, vo
 
     def select_bests(self, state, xc, velc, f, v, n_nan) -> dict:
-        """``pso_bests``' work (``emu_bests``): each particle's best candidate of ``xc, velc (I, N, C,
+        """``pso_bests``' work (``emu_pso_bests``, the kernel's parameters): each particle's best candidate of ``xc, velc (I, N, C,
         D)``, ``f, v (I, N C)``, then the bests and ``nan_evals``; a new state (as
         :func:`isles.algorithms.pso.cuda.fused_select_bests`)."""
         I, N, C, D = xc.shape
@@ -120,7 +120,7 @@ class HostEPSO:
         outs = [np.empty(a.shape, self.dtype) for a in ins]
         nan_o = np.empty(1, np.int64)
         x_o, vel_o = np.empty((I, N, D), self.dtype), np.empty((I, N, D), self.dtype)
-        self.lib.emu_bests(
+        self.lib.emu_pso_bests(
             _ptr(xc),
             _ptr(f),
             _ptr(v),
@@ -129,9 +129,10 @@ class HostEPSO:
             _ptr(nan_add),
             *map(_ptr, outs),
             _ptr(nan_o),
-            ctypes.c_int(I),
             ctypes.c_int(N),
             ctypes.c_int(D),
+            ctypes.c_longlong(I * N * D),
+            ctypes.c_int(1),
             ctypes.c_int(C),
             ctypes.c_int(1),
             _ptr(velc),

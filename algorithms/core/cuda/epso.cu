@@ -115,19 +115,28 @@ void emu_epso_move(const T* x, const T* vel, const T* pbest, const T* gbest, con
     for (long long i = 0; i < total; ++i)
         epso_move_one(i, x, vel, pbest, gbest, attr, attr_v, lower, upper, keys, st, k, xo, vo);
 }
+#endif  // ISLES_HOST_EMU
+
+// ---- the kernel (under ISLES_HOST_EMU: emu_epso_move_kernel, the same code run by one thread) ----
+#ifdef ISLES_HOST_EMU
+#define EPSO_MOVE_ENTRY void emu_epso_move_kernel
+#define EPSO_FIRST 0
+#define EPSO_STRIDE 1
 #else
-// ---- kernel ----
+#define EPSO_MOVE_ENTRY ISLES_KERNEL void epso_move
+#define EPSO_FIRST ((long long)blockIdx.x * blockDim.x + threadIdx.x)
+#define EPSO_STRIDE ((long long)gridDim.x * blockDim.x)
+#endif
 // The schedules of iteration kbase + ctr[0] (pso.cu's schedule_one, in every thread: no separate
 // launch), then epso_move_one for every coordinate of every candidate.
-ISLES_KERNEL void epso_move(const T* __restrict__ x, const T* __restrict__ vel, const T* __restrict__ pbest,
-                            const T* __restrict__ gbest, const T* __restrict__ attr, const T* __restrict__ attr_v,
-                            const T* __restrict__ lower, const T* __restrict__ upper, const u64* __restrict__ keys,
-                            const u64* __restrict__ ctr, T* __restrict__ xo, T* __restrict__ vo, const u64 gbase,
-                            const u64 kbase, const int w_sched, const T w_max, const T w_span, const int v_sched,
-                            const T v_start, const T v_ratio, const T v_pow, const T denom, const T c1, const T c2,
-                            const T c3, const T sigma, const T sigma_g, const T two_pi, const T cor,
-                            const int npart, const int ncand, const int dim, const long long total,
-                            const int clamp, const int mode, const int use_c3) {
+EPSO_MOVE_ENTRY(const T* __restrict__ x, const T* __restrict__ vel, const T* __restrict__ pbest,
+                const T* __restrict__ gbest, const T* __restrict__ attr, const T* __restrict__ attr_v,
+                const T* __restrict__ lower, const T* __restrict__ upper, const u64* __restrict__ keys,
+                const u64* __restrict__ ctr, T* __restrict__ xo, T* __restrict__ vo, const u64 gbase,
+                const u64 kbase, const int w_sched, const T w_max, const T w_span, const int v_sched,
+                const T v_start, const T v_ratio, const T v_pow, const T denom, const T c1, const T c2, const T c3,
+                const T sigma, const T sigma_g, const T two_pi, const T cor, const int npart, const int ncand,
+                const int dim, const long long total, const int clamp, const int mode, const int use_c3) {
     const u64 ctr0 = ctr[0];
     u64 st[EPSO_NS];
     epso_streams(gbase, ctr0, st);
@@ -135,8 +144,6 @@ ISLES_KERNEL void epso_move(const T* __restrict__ x, const T* __restrict__ vel, 
     schedule_one(ctr0, kbase, w_sched, w_max, w_span, v_sched, v_start, v_ratio, v_pow, denom, sched);
     const epso_coef k = epso_make_coef(sched[0], clamp ? sched[1] : (T)0, c1, c2, c3, sigma, sigma_g, two_pi, cor,
                                        npart, ncand, dim, clamp, mode, use_c3);
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride)
+    for (long long i = EPSO_FIRST; i < total; i += EPSO_STRIDE)
         epso_move_one(i, x, vel, pbest, gbest, attr, attr_v, lower, upper, keys, st, k, xo, vo);
 }
-#endif  // ISLES_HOST_EMU

@@ -197,6 +197,16 @@ ISLES_DEV void bests_island(int isl, int tid, int nth, T* s_key, int* s_idx, con
     }
 }
 
+// pso_bests' parameters (one list for the kernel and its host emulation emu_pso_bests)
+#define PSO_BESTS_PARAMS                                                                                   \
+    const T* __restrict__ xc, const T* __restrict__ fc, const T* __restrict__ vc, const T* __restrict__ pb,    \
+        const T* __restrict__ pf, const T* __restrict__ pv, const T* __restrict__ gb, const T* __restrict__ gf, \
+        const T* __restrict__ gv, const long long* __restrict__ nan_old, const long long* __restrict__ nan_add, \
+        T* __restrict__ pb_o, T* __restrict__ pf_o, T* __restrict__ pv_o, T* __restrict__ gb_o,                 \
+        T* __restrict__ gf_o, T* __restrict__ gv_o, long long* __restrict__ nan_o, const int npart,            \
+        const int dim, const long long total, const int n_row_blocks, const int ncand, const int write_xv,     \
+        const T* __restrict__ velc, T* __restrict__ xo, T* __restrict__ vo
+
 // the per-draw stream constant of CounterRNG.uniform: mix64(((g << 16) + draw) + (ctr[0] << 16))
 ISLES_DEV u64 draw_stream(u64 gbase, u64 draw, u64 ctr0) { return isles_mix64(gbase + draw + (ctr0 << 16)); }
 
@@ -215,14 +225,13 @@ void emu_move(const T* x, const T* vel, const T* pbest, const T* gbest, const T*
         move_one(i, x, vel, pbest, gbest, lower, upper, keys, s1, s2, s3, w, vmax, c1, c2, cor, m, dim,
                  clamp, mode, xo, vo);
 }
-void emu_bests(const T* xc, const T* fc, const T* vc, const T* pb, const T* pf, const T* pv, const T* gb,
-               const T* gf, const T* gv, const long long* nan_old, const long long* nan_add, T* pb_o, T* pf_o,
-               T* pv_o, T* gb_o, T* gf_o, T* gv_o, long long* nan_o, int n_isl, int npart, int dim, int ncand,
-               int write_xv, const T* velc, T* xo, T* vo) {
+// pso_bests with its own arguments: the rows, then every island (one thread per block)
+void emu_pso_bests(PSO_BESTS_PARAMS) {
     T s_key[1];
     int s_idx[1];
-    bests_rows(0, 1, xc, velc, fc, vc, ncand, pb, pf, pv, pb_o, write_xv, xo, vo, dim,
-               (long long)n_isl * npart * dim);
+    const int n_isl = (int)(total / ((long long)npart * dim));
+    (void)n_row_blocks;
+    bests_rows(0, 1, xc, velc, fc, vc, ncand, pb, pf, pv, pb_o, write_xv, xo, vo, dim, total);
     for (int isl = 0; isl < n_isl; ++isl)
         bests_island(isl, 0, 1, s_key, s_idx, xc, fc, vc, ncand, pb, pf, pv, gb, gf, gv, nan_old, nan_add, pf_o,
                      pv_o, gb_o, gf_o, gv_o, nan_o, npart, dim);
@@ -256,15 +265,7 @@ ISLES_KERNEL void pso_move(const T* __restrict__ x, const T* __restrict__ vel, c
 
 // bests_rows and bests_island in one launch: blocks [0, n_row_blocks) the rows, block
 // n_row_blocks + isl island isl.
-ISLES_KERNEL void __launch_bounds__(BESTS_BLOCK)
-pso_bests(const T* __restrict__ xc, const T* __restrict__ fc, const T* __restrict__ vc,
-          const T* __restrict__ pb, const T* __restrict__ pf, const T* __restrict__ pv,
-          const T* __restrict__ gb, const T* __restrict__ gf, const T* __restrict__ gv,
-          const long long* __restrict__ nan_old, const long long* __restrict__ nan_add,
-          T* __restrict__ pb_o, T* __restrict__ pf_o, T* __restrict__ pv_o,
-          T* __restrict__ gb_o, T* __restrict__ gf_o, T* __restrict__ gv_o, long long* __restrict__ nan_o,
-          const int npart, const int dim, const long long total, const int n_row_blocks, const int ncand,
-          const int write_xv, const T* __restrict__ velc, T* __restrict__ xo, T* __restrict__ vo) {
+ISLES_KERNEL void __launch_bounds__(BESTS_BLOCK) pso_bests(PSO_BESTS_PARAMS) {
     const int tid = threadIdx.x;
     if ((int)blockIdx.x < n_row_blocks) {
         bests_rows((long long)blockIdx.x * BESTS_BLOCK + tid, (long long)n_row_blocks * BESTS_BLOCK, xc, velc, fc,
