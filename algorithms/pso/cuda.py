@@ -15,7 +15,7 @@ three kernels around the (generic) evaluation:
    :class:`isles.algorithms.core.random.CounterRNG` advances on the device at each replay);
 2. :func:`fused_move` (one thread per coordinate): the random factors ``R1, R2`` (eq. 1) and the
    COR uniforms (eq. 5), drawn exactly as ``CounterRNG.uniform`` would (draw ids
-   :data:`isles.algorithms.pso.pso.DRAW_R1`, ``DRAW_R2``, ``DRAW_COR``, same SplitMix64 counter hash, same
+   :data:`isles.algorithms.pso.draws.DRAW_R1`, ``DRAW_R2``, ``DRAW_COR``, same SplitMix64 counter hash, same
    element index within the island's ``(N, D)`` block, same float conversion), the velocity
    update (eq. 1), the clamp, the move (eq. 2) and :func:`isles.algorithms.pso.pso.boundary_correction` in
    both COR modes (eqs. 4-5);
@@ -23,6 +23,11 @@ three kernels around the (generic) evaluation:
 4. :func:`fused_update_bests`: personal bests, island global bests under Deb's rules and the NaN
    counter in one kernel (blocks ``0..B-1`` copy the personal-best rows, one block per island
    reduces its swarm and writes the global best).
+
+``pso.cu`` is also the fused EPSO generation's base (:mod:`isles.algorithms.pso.epso_cuda`): its
+schedules (``schedule_one``), the clamp, move and boundary correction (``pso_finish``) and the
+best-update kernel ``pso_bests``, which takes ``C`` candidates per particle and first picks each
+particle's best under Deb's rules (:func:`fused_select_bests`; PSO: ``C = 1``).
 
 **What is bit-identical.** The float operations of (1) and (2) are the generic code's, in the
 same order, each rounded once (explicit ``__fmul_rn``/``__fadd_rn``/``__fsub_rn``/``__fdiv_rn``
@@ -80,8 +85,9 @@ def kernel_source(dtype) -> str:
     """CUDA source for ``dtype`` (float32 or float64): ``#define IS_F32``, :data:`DRAWS` and
     ``pso.cu`` (:mod:`isles.algorithms.core.cuda_lib`).
 
-    Compiling it with ``-DISLES_HOST_EMU`` as C on the host gives ``emu_schedule``/``emu_move``,
-    the same arithmetic on the CPU (used to check the kernel against NumPy without a GPU).
+    Compiling it with ``-DISLES_HOST_EMU`` as C on the host gives ``emu_schedule``/``emu_move``/
+    ``emu_pso_bests``, the same arithmetic on the CPU (used to check the kernels against NumPy
+    without a GPU: ``tests/test_epso_host.py``).
 
     Raises:
         ValueError: another dtype.
@@ -286,7 +292,7 @@ def fused_update_bests(ctx, state: dict, x, f, v, n_nan) -> dict:
     return fused_select_bests(ctx, state, x, None, f, v, n_nan)
 
 
-def fused_select_bests(ctx, state: dict, xc, velc, f, v, n_nan) -> dict:
+def fused_select_bests(ctx, state: dict, xc, velc, f, v, n_nan, src: str | None = None) -> dict:
     """Each particle's best candidate under Deb's rules, then the personal and island global bests
     and ``nan_evals``, in ONE kernel (``pso.cu``'s ``pso_bests``).
 
@@ -304,6 +310,8 @@ def fused_select_bests(ctx, state: dict, xc, velc, f, v, n_nan) -> dict:
         xc: candidates ``(I, N, C, D)`` (or ``(I, N, D)``: ``C = 1``); velc: their velocities of
             the same shape, or ``None`` (PSO: ``x`` and ``vel`` are not written).
         f, v: the candidates' ranking pair ``(I, N * C)`` (or ``(I, N, C)``); n_nan: 0-d count.
+        src: the source to take ``pso_bests`` from (default :func:`kernel_source`; EPSO passes its
+            own, which includes ``pso.cu``, so that a run compiles one module).
 
     Returns:
         A new dict: ``state`` with new ``pbest*``, ``gbest*`` and ``nan_evals``, and (``velc`` given)
@@ -346,7 +354,7 @@ def fused_select_bests(ctx, state: dict, xc, velc, f, v, n_nan) -> dict:
         vc_in, x_o, vel_o = c(velc, dtype=dt), cp.empty((I, N, D), dtype=dt), cp.empty((I, N, D), dtype=dt)
     total = I * N * D
     rows = _grid(total)
-    _kernel(cp, dt, "pso_bests")(
+    (_kernel(cp, dt, "pso_bests") if src is None else function(cp, src, "pso_bests"))(
         (rows + I,),
         (BLOCK,),
         (

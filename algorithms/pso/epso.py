@@ -205,6 +205,7 @@ class EPSO(PSO):
         xc, velc = epso_cuda.fused_move(ctx, state, self.params)
         I, N, C, D = xc.shape
         f, v, n_nan = ctx.evaluator(xc.reshape(I, N * C, D))
-        s = pso_cuda.fused_select_bests(ctx, state, xc, velc, f, v, n_nan)
+        src = epso_cuda.kernel_source(ctx.dtype)  # one module: epso.cu includes pso.cu's pso_bests
+        s = pso_cuda.fused_select_bests(ctx, state, xc, velc, f, v, n_nan, src)
         s.update(generation=g + 1, evals=state["evals"] + N * C)
         return s

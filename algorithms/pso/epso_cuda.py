@@ -53,6 +53,7 @@ Salmon et al. (SC 2011) / Steele et al. (OOPSLA 2014) for the counter-based gene
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -90,12 +91,14 @@ DRAWS = draw_ids(
 TWO_PI = 2.0 * math.pi  # CounterRNG.normal's Python scalar, rounded to the dtype as CuPy rounds it
 
 
+@functools.lru_cache(maxsize=None)
 def kernel_source(dtype) -> str:
     """CUDA source for ``dtype`` (float32 or float64): ``#define IS_F32``, :data:`DRAWS` and
     ``epso.cu`` (which includes ``pso.cu``; :mod:`isles.algorithms.core.cuda_lib`).
 
     Compiled with ``-DISLES_HOST_EMU`` as C on the host it gives ``emu_epso_move``,
-    ``emu_normal`` and ``emu_bests`` (:mod:`isles.algorithms.pso.cuda_host`).
+    ``emu_normal``, ``emu_epso_move_kernel`` and ``emu_pso_bests`` (:mod:`isles.algorithms.pso.cuda_host`).
+    Cached: the same string object at every launch.
 
     Raises:
         ValueError: another dtype.
