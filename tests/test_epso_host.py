@@ -307,3 +307,47 @@ def test_fused_launchers_pass_the_kernels_parameters(dtype, config, monkeypatch)
     pso = PSO(n_particles=6)
     pso.step(fctx, pso.init(nctx))  # checked launches only (pso_schedule, pso_move have no host twin here)
     assert launched[-3:] == ["pso_schedule", "pso_move", "pso_bests"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["overshoot", "range"])
+@pytest.mark.parametrize("clamp", [True, False])
+def test_pso_move_shares_pso_finish(dtype, mode, clamp):
+    """PSO's move (``pso.cu``'s ``move_one``, whose clamp, move and boundary correction are now
+    ``pso_finish``, shared with EPSO) equals the NumPy PSO step's ``x`` and ``vel`` bit for bit,
+    with the schedules' values as NumPy computes them."""
+    from isles.algorithms.pso import cuda as pso_cuda  # noqa: PLC0415
+    from isles.algorithms.pso.pso import PSO, inertia_weight, vmax_schedule  # noqa: PLC0415
+
+    ctx = _ctx(make_problem("speed_reducer"), dtype)
+    alg = PSO(n_particles=11, cor_mode=mode, vmax_fraction=0.5 if clamp else 0.0, max_iterations=8)
+    lib = compile_host(pso_cuda.kernel_source(dtype))
+    T = ctypes.c_float if np.dtype(dtype) == np.float32 else ctypes.c_double
+    s = alg.init(ctx)
+    for g in range(10):
+        ref = alg.step(ctx, s)
+        k = g + 1
+        w, vmax = inertia_weight(k, 8, alg.params.w_max, alg.params.w_min), vmax_schedule(k, 8, 0.5, 1e-6)
+        I, N, D = s["x"].shape
+        xo, vo = np.empty((I, N, D), dtype), np.empty((I, N, D), dtype)
+        arrs = [np.ascontiguousarray(a, dtype=dtype) for a in (s["x"], s["vel"], s["pbest"], s["gbest"])]
+        arrs += [np.ascontiguousarray(ctx.lower), np.ascontiguousarray(ctx.upper), ctx.rng.keys]
+        lib.emu_move(
+            *(a.ctypes.data_as(ctypes.c_void_p) for a in arrs),
+            ctypes.c_ulonglong(0),
+            ctypes.c_ulonglong(g << 16),
+            T(w),
+            T(vmax),
+            T(alg.params.c1),
+            T(alg.params.c2),
+            T(alg.params.cor),
+            ctypes.c_longlong(N * D),
+            ctypes.c_int(D),
+            ctypes.c_longlong(I * N * D),
+            ctypes.c_int(clamp),
+            ctypes.c_int(pso_cuda.COR_MODE_IDS[mode]),
+            xo.ctypes.data_as(ctypes.c_void_p),
+            vo.ctypes.data_as(ctypes.c_void_p),
+        )
+        assert _same_bits(xo, ref["x"]) and _same_bits(vo, ref["vel"]), g
+        s = ref
