@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from isles.algorithms.core.base import Context, State, check_range
-from isles.algorithms.pso.draws import (  # noqa: F401  (DRAW_N*: re-exported, EPSO's draw ids)
+from isles.algorithms.pso.draws import (
     DRAW_COR,
     DRAW_NC1,
     DRAW_NC2,
