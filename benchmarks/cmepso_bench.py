@@ -2,6 +2,7 @@
 
     python benchmarks/cmepso_bench.py inprocess --device gpu      # 1000-iteration welded beam, all swarms on one device
     python benchmarks/cmepso_bench.py pso-step --device gpu       # EvoX's workload: PSO, N=100, sphere D=500
+    python benchmarks/cmepso_bench.py epso-step --device gpu      # the main job's slave step: fused vs generic
     python benchmarks/cmepso_bench.py job --device gpu            # the Ray job (run_job), wall time and evals/s
     python benchmarks/cmepso_bench.py job --device gpu --particles 4096
 
@@ -108,6 +109,40 @@ def bench_pso_step(args) -> None:
         print(f"| PSO step N=100 sphere D={args.dim} {np.dtype(dtype).name} | {device_name(xp)} | {us:.1f} us/step |")
 
 
+def bench_epso_step(args) -> None:
+    """One EPSO step of the main job's slaves (``--slaves`` islands of ``--particles`` particles, 5
+    replicas, welded beam, float64), fused kernels (:mod:`isles.algorithms.pso.epso_cuda`) against
+    the generic array code (``fused=False``), as CUDA-graph replays timed with CUDA events; and the
+    master swarm's step (one island of 10, ``c3 = 2.02``)."""
+    xp = get_xp(args.device)
+    if xp is np:
+        raise SystemExit("epso-step: a GPU benchmark (--device gpu)")
+    problem = make_problem(args.problem)
+    for label, n_isl, n_part, c3 in (("slaves", args.slaves, args.particles, 0.0), ("master", 1, 10, 2.02)):
+        for fused in (True, False):
+            ctx = Context(
+                xp=xp, dtype=np.dtype(np.float64), evaluator=Evaluator(problem), rng=CounterRNG(xp, 0, range(n_isl))
+            )
+            alg = EPSO(n_particles=n_part, c3=c3, max_iterations=args.iterations, fused=fused)
+            state = alg.run(ctx, alg.init(ctx), 5)
+            if c3 > 0:
+                state = EPSO.set_attractor(state, state["gbest"], state["gbest_f"], state["gbest_v"])
+            stepper = GraphStepper.for_algorithm(alg, ctx, state)
+            stepper.run(50)
+            n = 1000
+            start, end = xp.cuda.Event(), xp.cuda.Event()
+            start.record(stepper.stream)
+            stepper.run(n)
+            end.record(stepper.stream)
+            end.synchronize()
+            us = xp.cuda.get_elapsed_time(start, end) * 1e3 / n
+            kind = "fused" if fused else "generic"
+            print(
+                f"| EPSO step {label} {n_isl}x{n_part} R=5 {args.problem} float64 {kind} | {device_name(xp)} | "
+                f"{us:.1f} us/step (graph replay, events) |"
+            )
+
+
 def bench_job(args) -> None:
     """The Ray job as users run it (run_job), without MLflow: wall time and evals/s."""
     from hydra import compose, initialize_config_dir  # noqa: PLC0415
@@ -144,7 +179,7 @@ def bench_job(args) -> None:
 def main() -> None:
     """CLI entry point."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["inprocess", "pso-step", "job"])
+    ap.add_argument("what", choices=["inprocess", "pso-step", "epso-step", "job"])
     ap.add_argument("--device", default="auto")
     ap.add_argument("--problem", default="welded_beam")
     ap.add_argument("--iterations", type=int, default=1000)
@@ -155,7 +190,8 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=500)
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for 'job'")
     a = ap.parse_intermixed_args()
-    {"inprocess": bench_inprocess, "pso-step": bench_pso_step, "job": bench_job}[a.what](a)
+    benches = {"inprocess": bench_inprocess, "pso-step": bench_pso_step, "epso-step": bench_epso_step, "job": bench_job}
+    benches[a.what](a)
 
 
 if __name__ == "__main__":

@@ -113,6 +113,7 @@ def _family_sources():
     from isles.algorithms.ga import cuda_source as ga_source  # noqa: PLC0415
     from isles.algorithms.ga.ga import GA  # noqa: PLC0415
     from isles.algorithms.pso import cuda as pso_cuda  # noqa: PLC0415
+    from isles.algorithms.pso import epso_cuda  # noqa: PLC0415
     from isles.problems.cec2006 import G07  # noqa: PLC0415
     from isles.problems.minmax import AugmentedLagrangian, SaddleP1  # noqa: PLC0415
 
@@ -151,6 +152,7 @@ def _family_sources():
             (f"fep penalty {t}", ep_source.kernel_source(FEP(pop_size=10, q=3), _ctx(vessel, dt, "penalty"))[0], False)
         )
         out.append((f"pso {t}", pso_cuda.kernel_source(dt), False))
+        out.append((f"epso {t}", epso_cuda.kernel_source(dt), False))
         for prob in (SaddleP1(7), AugmentedLagrangian(G07())):
             out.append((f"cde pairs {prob.name} {t}", cde_cuda.kernel_source(prob, dt), False))
     return out
@@ -160,7 +162,7 @@ def test_every_family_source_compiles_for_the_host_emulation():
     if compiler() is None:
         pytest.skip("no C compiler for the host emulation")
     srcs = _family_sources()
-    assert {s[0].split()[0] for s in srcs} == {"de", "ga", "fep", "pso", "cde"}
+    assert {s[0].split()[0] for s in srcs} == {"de", "ga", "fep", "pso", "epso", "cde"}
     for name, src, cxx in srcs:
         try:
             _host(src, cxx)

@@ -15,7 +15,7 @@ three kernels around the (generic) evaluation:
    :class:`isles.algorithms.core.random.CounterRNG` advances on the device at each replay);
 2. :func:`fused_move` (one thread per coordinate): the random factors ``R1, R2`` (eq. 1) and the
    COR uniforms (eq. 5), drawn exactly as ``CounterRNG.uniform`` would (draw ids
-   :data:`isles.algorithms.pso.pso.DRAW_R1`, ``DRAW_R2``, ``DRAW_COR``, same SplitMix64 counter hash, same
+   :data:`isles.algorithms.pso.draws.DRAW_R1`, ``DRAW_R2``, ``DRAW_COR``, same SplitMix64 counter hash, same
    element index within the island's ``(N, D)`` block, same float conversion), the velocity
    update (eq. 1), the clamp, the move (eq. 2) and :func:`isles.algorithms.pso.pso.boundary_correction` in
    both COR modes (eqs. 4-5);
@@ -23,6 +23,11 @@ three kernels around the (generic) evaluation:
 4. :func:`fused_update_bests`: personal bests, island global bests under Deb's rules and the NaN
    counter in one kernel (blocks ``0..B-1`` copy the personal-best rows, one block per island
    reduces its swarm and writes the global best).
+
+``pso.cu`` is also the fused EPSO generation's base (:mod:`isles.algorithms.pso.epso_cuda`): its
+schedules (``schedule_one``), the clamp, move and boundary correction (``pso_finish``) and the
+best-update kernel ``pso_bests``, which takes ``C`` candidates per particle and first picks each
+particle's best under Deb's rules (:func:`fused_select_bests`; PSO: ``C = 1``).
 
 **What is bit-identical.** The float operations of (1) and (2) are the generic code's, in the
 same order, each rounded once (explicit ``__fmul_rn``/``__fadd_rn``/``__fsub_rn``/``__fdiv_rn``
@@ -80,8 +85,9 @@ def kernel_source(dtype) -> str:
     """CUDA source for ``dtype`` (float32 or float64): ``#define IS_F32``, :data:`DRAWS` and
     ``pso.cu`` (:mod:`isles.algorithms.core.cuda_lib`).
 
-    Compiling it with ``-DISLES_HOST_EMU`` as C on the host gives ``emu_schedule``/``emu_move``,
-    the same arithmetic on the CPU (used to check the kernel against NumPy without a GPU).
+    Compiling it with ``-DISLES_HOST_EMU`` as C on the host gives ``emu_schedule``/``emu_move``/
+    ``emu_pso_bests``, the same arithmetic on the CPU (used to check the kernels against NumPy
+    without a GPU: ``tests/test_epso_host.py``).
 
     Raises:
         ValueError: another dtype.
@@ -132,6 +138,29 @@ def _grid(n: int) -> int:
     return max(1, min(MAX_GRID, -(-int(n) // BLOCK)))
 
 
+def schedule_args(dtype, i_max: int, w_max: float, w_min: float, vmax_start: float, vmax_final: float, vmax_power):
+    """The host arguments of ``pso.cu``'s ``schedule_one`` after ``(ctr0, kbase)``: ``(w_sched, w_max,
+    w_span, v_sched, v_start, v_ratio, v_pow, denom)`` as kernel scalars of ``dtype``, with the
+    host constants of :func:`isles.algorithms.pso.pso.inertia_weight` and ``vmax_schedule``
+    (``w_span = w_max - w_min`` and ``final/start`` in double, then rounded, as CuPy rounds those
+    Python scalars); shared by :func:`schedule_values` and the fused EPSO move."""
+    t = np.dtype(dtype).type
+    i_max = int(i_max)
+    w_sched = i_max > 1
+    v_sched = not (vmax_start <= 0 or vmax_final >= vmax_start or i_max <= 1)
+    ratio = vmax_final / vmax_start if v_sched else 1.0
+    return (
+        np.int32(w_sched),
+        t(w_max),
+        t(w_max - w_min),
+        np.int32(v_sched),
+        t(vmax_start),
+        t(ratio),
+        t(vmax_power),
+        t(max(i_max - 1, 1)),
+    )
+
+
 def schedule_values(
     ctx, k: int, i_max: int, w_max: float, w_min: float, vmax_start: float, vmax_final: float, vmax_power: int = 3
 ):
@@ -157,12 +186,7 @@ def schedule_values(
     """
     cp = ctx.xp
     dt = np.dtype(ctx.dtype)
-    t = dt.type
-    i_max = int(i_max)
-    w_sched = i_max > 1
-    v_sched = not (vmax_start <= 0 or vmax_final >= vmax_start or i_max <= 1)
     out = cp.empty((2,), dtype=dt)
-    ratio = vmax_final / vmax_start if v_sched else 1.0
     _kernel(cp, dt, "pso_schedule")(
         (1,),
         (1,),
@@ -170,14 +194,7 @@ def schedule_values(
             ctx.rng.ctr,
             np.uint64(int(k) & _MASK),
             out,
-            np.int32(w_sched),
-            t(w_max),
-            t(w_max - w_min),
-            np.int32(v_sched),
-            t(vmax_start),
-            t(ratio),
-            t(vmax_power),
-            t(max(i_max - 1, 1)),
+            *schedule_args(dt, i_max, w_max, w_min, vmax_start, vmax_final, vmax_power),
         ),
     )
     return out[0], out[1]
@@ -257,7 +274,8 @@ def fused_update_bests(ctx, state: dict, x, f, v, n_nan) -> dict:
     Same result (bit-identical) as :func:`isles.algorithms.pso.pso.update_bests` ``(xp, state, x, f, v)``
     followed by ``nan_evals = state["nan_evals"] + n_nan``: ``pbest`` where ``(f, v)`` is
     strictly better, then ``gbest`` = better of the old ``gbest`` and the island's best personal
-    best (first one on ties; NaN keys as NumPy's argmin).
+    best (first one on ties; NaN keys as NumPy's argmin). :func:`fused_select_bests` with one
+    candidate per particle.
 
     Args:
         ctx: :class:`isles.algorithms.core.base.Context` on CuPy.
@@ -271,28 +289,56 @@ def fused_update_bests(ctx, state: dict, x, f, v, n_nan) -> dict:
     Raises:
         ValueError: shapes that do not match.
     """
+    return fused_select_bests(ctx, state, x, None, f, v, n_nan)
+
+
+def fused_select_bests(ctx, state: dict, xc, velc, f, v, n_nan, src: str | None = None) -> dict:
+    """Each particle's best candidate under Deb's rules, then the personal and island global bests
+    and ``nan_evals``, in ONE kernel (``pso.cu``'s ``pso_bests``).
+
+    With ``C`` candidates per particle (EPSO: the original move and ``R`` replicas), bit-identical to
+    the generic code of :meth:`isles.algorithms.pso.epso.EPSO.step` after the evaluation: ``k =
+    argbest(f, v, axis=2)`` (:func:`isles.problems.constraints.argbest`: the NaN-propagating
+    minimum of ``v``, then the first smallest ``f`` among those), ``x, vel, f, v`` of candidate
+    ``k``, :func:`isles.algorithms.pso.pso.update_bests` and ``nan_evals += n_nan``: the kernel only
+    compares and copies.
+
+    Args:
+        ctx: :class:`isles.algorithms.core.base.Context` on CuPy.
+        state: PSO/EPSO state (``pbest (I, N, D)``, ``pbest_f, pbest_v (I, N)``, ``gbest (I, D)``,
+            ``gbest_f, gbest_v (I,)``, ``nan_evals``).
+        xc: candidates ``(I, N, C, D)`` (or ``(I, N, D)``: ``C = 1``); velc: their velocities of
+            the same shape, or ``None`` (PSO: ``x`` and ``vel`` are not written).
+        f, v: the candidates' ranking pair ``(I, N * C)`` (or ``(I, N, C)``); n_nan: 0-d count.
+        src: the source to take ``pso_bests`` from (default :func:`kernel_source`; EPSO passes its
+            own, which includes ``pso.cu``, so that a run compiles one module).
+
+    Returns:
+        A new dict: ``state`` with new ``pbest*``, ``gbest*`` and ``nan_evals``, and (``velc`` given)
+        the chosen ``x, vel (I, N, D)``.
+
+    Raises:
+        ValueError: shapes that do not match.
+    """
     cp, dt = ctx.xp, np.dtype(ctx.dtype)
-    I, N, D = x.shape
-    if state["pbest"].shape != (I, N, D) or f.shape != (I, N) or v.shape != (I, N) or state["gbest"].shape != (I, D):
+    I, N, D = state["pbest"].shape
+    C = 1 if xc.ndim == 3 else xc.shape[2]
+    if (
+        xc.shape not in ((I, N, D), (I, N, C, D))
+        or (velc is not None and velc.shape != xc.shape)
+        or f.size != I * N * C
+        or v.size != I * N * C
+        or f.shape[0] != I
+        or v.shape != f.shape
+        or state["gbest"].shape != (I, D)
+    ):
         raise ValueError(
-            f"fused PSO bests: shapes x{x.shape} f{f.shape} v{v.shape} "
+            f"fused PSO bests: shapes x{xc.shape} f{f.shape} v{v.shape} "
             f"pbest{state['pbest'].shape} gbest{state['gbest'].shape}"
         )
     c = cp.ascontiguousarray
-    ins = [
-        c(a, dtype=dt)
-        for a in (
-            x,
-            f,
-            v,
-            state["pbest"],
-            state["pbest_f"],
-            state["pbest_v"],
-            state["gbest"],
-            state["gbest_f"],
-            state["gbest_v"],
-        )
-    ]
+    xc, f, v = (c(a, dtype=dt) for a in (xc, f, v))
+    ins = [c(state[k], dtype=dt) for k in ("pbest", "pbest_f", "pbest_v", "gbest", "gbest_f", "gbest_v")]
     nan_old = _scalar(cp, state["nan_evals"], np.int64)
     nan_add = _scalar(cp, n_nan, np.int64)
     pb_o = cp.empty((I, N, D), dtype=dt)
@@ -302,12 +348,19 @@ def fused_update_bests(ctx, state: dict, x, f, v, n_nan) -> dict:
     gf_o = cp.empty((I,), dtype=dt)
     gv_o = cp.empty((I,), dtype=dt)
     nan_o = cp.empty((), dtype=np.int64)
+    if velc is None:  # not read, not written
+        vc_in, x_o, vel_o = xc, pb_o, pb_o
+    else:
+        vc_in, x_o, vel_o = c(velc, dtype=dt), cp.empty((I, N, D), dtype=dt), cp.empty((I, N, D), dtype=dt)
     total = I * N * D
     rows = _grid(total)
-    _kernel(cp, dt, "pso_bests")(
+    (_kernel(cp, dt, "pso_bests") if src is None else function(cp, src, "pso_bests"))(
         (rows + I,),
         (BLOCK,),
         (
+            xc,
+            f,
+            v,
             *ins,
             nan_old,
             nan_add,
@@ -322,8 +375,15 @@ def fused_update_bests(ctx, state: dict, x, f, v, n_nan) -> dict:
             np.int32(D),
             np.int64(total),
             np.int32(rows),
+            np.int32(C),
+            np.int32(velc is not None),
+            vc_in,
+            x_o,
+            vel_o,
         ),
     )
     s = dict(state)
     s.update(pbest=pb_o, pbest_f=pf_o, pbest_v=pv_o, gbest=gb_o, gbest_f=gf_o, gbest_v=gv_o, nan_evals=nan_o)
+    if velc is not None:
+        s.update(x=x_o, vel=vel_o)
     return s

@@ -32,7 +32,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from isles.algorithms.core.base import Context, State, check_range
-from isles.algorithms.pso.draws import DRAW_COR, DRAW_R1, DRAW_R2, DRAW_R3
+from isles.algorithms.pso.draws import (
+    DRAW_COR,
+    DRAW_NC1,
+    DRAW_NC2,
+    DRAW_NC3,
+    DRAW_NG,
+    DRAW_NW,
+    DRAW_R1,
+    DRAW_R2,
+    DRAW_R3,
+)
 from isles.algorithms.pso.pso import (
     PSO,
     PSOParams,
@@ -44,7 +54,22 @@ from isles.algorithms.pso.pso import (
 )
 from isles.problems.constraints import argbest
 
-DRAW_NW, DRAW_NC1, DRAW_NC2, DRAW_NC3, DRAW_NG = 20, 21, 22, 23, 24
+
+def select_candidates(xp, xc, vel, f, v):
+    """Each particle's best candidate under Deb's rules (selection, step 5 of the module docstring).
+
+    Args:
+        xc, vel: candidates' positions and velocities ``(I, N, C, D)``; f, v: their ranking pair
+            ``(I, N, C)``.
+
+    Returns:
+        ``(x, vel, f, v)`` of the chosen candidates: ``(I, N, D)``, ``(I, N, D)``, ``(I, N)``,
+        ``(I, N)`` (:func:`isles.problems.constraints.argbest`: first index on ties).
+    """
+    k = argbest(f, v, axis=2)[:, :, None]  # (I, N, 1)
+    x_new = xp.take_along_axis(xc, k[..., None], axis=2)[:, :, 0]
+    vel_new = xp.take_along_axis(vel, k[..., None], axis=2)[:, :, 0]
+    return x_new, vel_new, xp.take_along_axis(f, k, axis=2)[:, :, 0], xp.take_along_axis(v, k, axis=2)[:, :, 0]
 
 
 @dataclass(frozen=True)
@@ -55,7 +80,9 @@ class EPSOParams(PSOParams):
 
     ``n_replicas`` R copies per particle; ``c3`` the third attractor (eqs. 12-14), 0 for the slaves
     and 2.02 for the master swarm; ``sigma`` the mutation strength of w, c1, c2, c3 (eqs. 7-9,
-    14); ``sigma_g`` that of the global best (eq. 10). ``fused`` concerns PSO's own step only.
+    14); ``sigma_g`` that of the global best (eq. 10). ``fused``: on CuPy, EPSO's step runs the fused
+    kernels of :mod:`isles.algorithms.pso.epso_cuda` (same results, bit for bit); ``False`` forces
+    the generic array code.
 
     Raises:
         ValueError: a field out of range, named ``algorithm.<field>``.
@@ -104,7 +131,14 @@ class EPSO(PSO):
         return {**state, "attractor": x, "attractor_f": f, "attractor_v": v}
 
     def step(self, ctx: Context, state: State) -> State:
-        """One EPSO generation for every island (module docstring); no host synchronisation."""
+        """One EPSO generation for every island (module docstring); no host synchronisation.
+
+        On CuPy (``params.fused``, float32/float64) the fused kernels of
+        :mod:`isles.algorithms.pso.epso_cuda` run instead of the array code below, with bit-identical
+        results (:meth:`_fused_step`).
+        """
+        if self._fused_ok(ctx, state):
+            return self._fused_step(ctx, state)
         p, xp, rng, g, dt = self.params, ctx.xp, ctx.rng, state["generation"], ctx.dtype
         I, N, D = state["x"].shape
         C = 1 + p.n_replicas  # candidates per particle: the original then R replicas
@@ -143,13 +177,35 @@ class EPSO(PSO):
         xc, vel = boundary_correction(ctx, x + vel, vel, u, p.cor, p.cor_mode)
         f, v, n_nan = ctx.evaluator(xc.reshape(I, N * C, D))
         f, v = f.reshape(I, N, C), v.reshape(I, N, C)
-        k = argbest(f, v, axis=2)[:, :, None]  # (I, N, 1): selection under Deb's rules
-        x_new = xp.take_along_axis(xc, k[..., None], axis=2)[:, :, 0]
-        vel_new = xp.take_along_axis(vel, k[..., None], axis=2)[:, :, 0]
-        f_new = xp.take_along_axis(f, k, axis=2)[:, :, 0]
-        v_new = xp.take_along_axis(v, k, axis=2)[:, :, 0]
+        x_new, vel_new, f_new, v_new = select_candidates(xp, xc, vel, f, v)
         s = update_bests(xp, state, x_new, f_new, v_new)
         s.update(
             x=x_new, vel=vel_new, generation=g + 1, evals=state["evals"] + N * C, nan_evals=state["nan_evals"] + n_nan
         )
+        return s
+
+    def _fused_ok(self, ctx: Context, state: State) -> bool:
+        """Whether :meth:`step` can take the fused CUDA path (CuPy, float32/float64, (I, N, D))."""
+        if not getattr(self.params, "fused", False) or getattr(ctx.xp, "__name__", "") != "cupy":
+            return False
+        from isles.algorithms.pso.epso_cuda import unsupported_reason  # noqa: PLC0415
+
+        return unsupported_reason(ctx, state["x"], 1 + self.params.n_replicas) is None
+
+    def _fused_step(self, ctx: Context, state: State) -> State:
+        """:meth:`step` on CuPy with :mod:`isles.algorithms.pso.epso_cuda`: the candidates' move with
+        its schedules and draws (1 launch), ``ctx.evaluator`` on the ``(I, N C, D)`` candidates,
+        then the selection, best updates and NaN count (1 launch,
+        :func:`isles.algorithms.pso.cuda.fused_select_bests`). Bit-identical to the generic code;
+        no host synchronisation."""
+        from isles.algorithms.pso import cuda as pso_cuda  # noqa: PLC0415
+        from isles.algorithms.pso import epso_cuda  # noqa: PLC0415
+
+        g = state["generation"]
+        xc, velc = epso_cuda.fused_move(ctx, state, self.params)
+        I, N, C, D = xc.shape
+        f, v, n_nan = ctx.evaluator(xc.reshape(I, N * C, D))
+        src = epso_cuda.kernel_source(ctx.dtype)  # one module: epso.cu includes pso.cu's pso_bests
+        s = pso_cuda.fused_select_bests(ctx, state, xc, velc, f, v, n_nan, src)
+        s.update(generation=g + 1, evals=state["evals"] + N * C)
         return s
