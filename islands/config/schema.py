@@ -162,6 +162,9 @@ class IslesConfig:
     groups, an experiment overrides values)."""
 
     algorithm: Any = MISSING
+    # null: every island runs `algorithm`; a list of {algorithm: NAME or node, islands: N, name: ...}, or a
+    # mapping name -> such a group: islands of several algorithms in one run (with_groups; docs/mixed_islands.md)
+    groups: Any = None
     problem: Any = MISSING
     topology: Any = MISSING
     plugins: List[Any] = field(default_factory=list)
@@ -396,9 +399,66 @@ def validated(cfg: dict) -> Validated:
     """
     if isinstance(cfg, Validated):
         return Validated(cfg)
-    out = Validated(with_defaults(cfg))
+    out = Validated(with_groups(with_defaults(cfg)))
     check_values(out)
     return out
+
+
+#: the island algorithm of a run with ``groups`` (islands of several algorithms in one batch)
+MIXED_TARGET = "isles.algorithms.core.mixed.Mixed"
+
+
+def with_groups(cfg: dict) -> dict:
+    """``cfg`` (a plain dict with the schema's defaults) with its ``groups`` as the run's algorithm:
+    ``groups`` normalised to a list of ``{name, islands, algorithm}`` (a built-in algorithm's name
+    becomes its :func:`class_node`; a mapping's keys are the names; else the name is the option's or
+    the class's, made unique), ``islands.n`` their sum and ``algorithm`` the node of
+    :data:`MIXED_TARGET` over them (the algorithm nodes are built by it, each error naming
+    ``groups.<j>.algorithm``). ``cfg`` itself where ``groups`` is null.
+
+    Raises:
+        ValueError: one line naming the field: ``groups`` neither a list nor a mapping, or empty; a
+            group that is not a mapping, or with a key other than ``algorithm``, ``islands``, ``name``;
+            ``groups.<j>.islands`` not an integer >= 1; ``groups.<j>.algorithm`` neither a built-in's
+            name nor a node with ``_target_``.
+    """
+    groups = cfg.get("groups")
+    if groups is None:
+        return cfg
+    allowed = "a list of {algorithm: NAME or {_target_: ...}, islands: N}, or a mapping name -> such a group"
+    if isinstance(groups, dict):
+        items = [(str(k), str(k), g) for k, g in groups.items()]
+    elif isinstance(groups, (list, tuple)):
+        items = [(str(j), None, g) for j, g in enumerate(groups)]
+    else:
+        raise ValueError(f"groups={groups!r}: allowed values are {allowed} (or null: every island runs `algorithm`)")
+    if not items:
+        raise ValueError(f"groups={groups!r}: no group; allowed values are {allowed}, with at least one group")
+    out, names = [], set()
+    for j, (key, name, g) in enumerate(items):
+        field = f"groups.{key}"
+        if not isinstance(g, dict):
+            raise ValueError(f"{field}={g!r}: allowed values are {{algorithm: NAME or {{_target_: ...}}, islands: N}}")
+        for k in g:
+            if k not in ("algorithm", "islands", "name"):
+                raise ValueError(f"{field}.{k}: unknown key; allowed keys here: {field}.algorithm, {field}.islands, {field}.name")
+        islands = check_range(f"{field}.islands", g.get("islands"), 1, integer=True)
+        node = g.get("algorithm")
+        if isinstance(node, str) and node in ALGORITHMS:
+            name, node = name or node, class_node(ALGORITHMS[node])
+        elif not isinstance(node, dict) or not node.get("_target_"):
+            raise ValueError(
+                f"{field}.algorithm={node!r}: allowed values are {'|'.join(ALGORITHMS)} or a node {{_target_: ...}}"
+            )
+        name = str(g.get("name") or name or node["_target_"].rsplit(".", 1)[-1].lower())
+        name = name if name not in names else f"{name}{j}"
+        names.add(name)
+        out.append({"name": name, "islands": islands, "algorithm": node})
+    cfg = dict(cfg)
+    cfg["groups"] = out
+    cfg["islands"] = {**cfg["islands"], "n": sum(g["islands"] for g in out)}
+    cfg["algorithm"] = {"_target_": MIXED_TARGET, "_recursive_": False, "groups": out}
+    return cfg
 
 
 def class_node(cls) -> dict:
@@ -441,7 +501,7 @@ def with_generations(cfg: Validated, resolved: dict) -> Validated:
     out["generations"] = resolved["generations"]
     for name in OPEN_FIELDS:
         out[name] = resolved.get(name)
-    return out
+    return Validated(with_groups(out)) if out.get("groups") is not None else out
 
 
 def register() -> None:
