@@ -404,61 +404,35 @@ def validated(cfg: dict) -> Validated:
     return out
 
 
-#: the island algorithm of a run with ``groups`` (islands of several algorithms in one batch)
-MIXED_TARGET = "isles.algorithms.core.mixed.Mixed"
-
-
 def with_groups(cfg: dict) -> dict:
-    """``cfg`` (a plain dict with the schema's defaults) with its ``groups`` as the run's algorithm:
-    ``groups`` normalised to a list of ``{name, islands, algorithm}`` (a built-in algorithm's name
-    becomes its :func:`class_node`; a mapping's keys are the names; else the name is the option's or
-    the class's, made unique), ``islands.n`` their sum and ``algorithm`` the node of
-    :data:`MIXED_TARGET` over them (the algorithm nodes are built by it, each error naming
-    ``groups.<j>.algorithm``). ``cfg`` itself where ``groups`` is null.
+    """``cfg`` with its ``groups`` (``None``: ``cfg`` itself) as a list of ``{name, islands, algorithm}``
+    (a built-in's name becomes its :func:`class_node`; the name: the mapping's key, the option's, or the
+    class's, made unique), ``islands.n`` their sum and ``algorithm`` the node of
+    :class:`isles.algorithms.core.mixed.Mixed`, which builds each group's algorithm (docs/mixed_islands.md).
 
     Raises:
-        ValueError: one line naming the field: ``groups`` neither a list nor a mapping, or empty; a
-            group that is not a mapping, or with a key other than ``algorithm``, ``islands``, ``name``;
-            ``groups.<j>.islands`` not an integer >= 1; ``groups.<j>.algorithm`` neither a built-in's
-            name nor a node with ``_target_``.
+        ValueError: one line naming the field (``groups``, ``groups.<j>``, ``.islands``, ``.algorithm``):
+            not a list or mapping, empty, an unknown key, islands not an integer >= 1, an unknown algorithm.
     """
-    groups = cfg.get("groups")
+    groups, out, names = cfg.get("groups"), [], set()
     if groups is None:
         return cfg
-    allowed = "a list of {algorithm: NAME or {_target_: ...}, islands: N}, or a mapping name -> such a group"
-    if isinstance(groups, dict):
-        items = [(str(k), str(k), g) for k, g in groups.items()]
-    elif isinstance(groups, (list, tuple)):
-        items = [(str(j), None, g) for j, g in enumerate(groups)]
-    else:
-        raise ValueError(f"groups={groups!r}: allowed values are {allowed} (or null: every island runs `algorithm`)")
-    if not items:
-        raise ValueError(f"groups={groups!r}: no group; allowed values are {allowed}, with at least one group")
-    out, names = [], set()
-    for j, (key, name, g) in enumerate(items):
-        field = f"groups.{key}"
-        if not isinstance(g, dict):
+    if not isinstance(groups, (dict, list, tuple)) or not groups:
+        raise ValueError(f"groups={groups!r}: allowed values are a list or a mapping of one or more groups")
+    for j, (key, g) in enumerate(groups.items() if isinstance(groups, dict) else enumerate(groups)):
+        field, name = f"groups.{key}", key if isinstance(groups, dict) else None
+        if not isinstance(g, dict) or set(g) - {"algorithm", "islands", "name"}:
             raise ValueError(f"{field}={g!r}: allowed values are {{algorithm: NAME or {{_target_: ...}}, islands: N}}")
-        for k in g:
-            if k not in ("algorithm", "islands", "name"):
-                raise ValueError(f"{field}.{k}: unknown key; allowed keys here: {field}.algorithm, {field}.islands, {field}.name")
-        islands = check_range(f"{field}.islands", g.get("islands"), 1, integer=True)
-        node = g.get("algorithm")
+        islands, node = check_range(f"{field}.islands", g.get("islands"), 1, integer=True), g.get("algorithm")
         if isinstance(node, str) and node in ALGORITHMS:
             name, node = name or node, class_node(ALGORITHMS[node])
         elif not isinstance(node, dict) or not node.get("_target_"):
-            raise ValueError(
-                f"{field}.algorithm={node!r}: allowed values are {'|'.join(ALGORITHMS)} or a node {{_target_: ...}}"
-            )
+            raise ValueError(f"{field}.algorithm={node!r}: allowed values are {'|'.join(ALGORITHMS)}|{{_target_: ...}}")
         name = str(g.get("name") or name or node["_target_"].rsplit(".", 1)[-1].lower())
-        name = name if name not in names else f"{name}{j}"
-        names.add(name)
+        names.add(name := name if name not in names else f"{name}{j}")
         out.append({"name": name, "islands": islands, "algorithm": node})
-    cfg = dict(cfg)
-    cfg["groups"] = out
-    cfg["islands"] = {**cfg["islands"], "n": sum(g["islands"] for g in out)}
-    cfg["algorithm"] = {"_target_": MIXED_TARGET, "_recursive_": False, "groups": out}
-    return cfg
+    n, mixed = sum(g["islands"] for g in out), {"_target_": "isles.algorithms.core.mixed.Mixed", "groups": out}
+    return {**cfg, "groups": out, "islands": {**cfg["islands"], "n": n}, "algorithm": {**mixed, "_recursive_": False}}
 
 
 def class_node(cls) -> dict:
