@@ -51,9 +51,10 @@ def only(pops) -> Population:
     return pop
 
 
-def built(node, j: int) -> IslandAlgorithm:
-    """The algorithm of group ``j``: ``node`` itself, or built from its config node
-    (:func:`isles.islands.config.build.build_algorithm`), an error naming ``groups.<j>.algorithm``.
+def built(node, j) -> IslandAlgorithm:
+    """The algorithm of group ``j`` (its key as typed: an index or a name): ``node`` itself, or built
+    from its config node (:func:`isles.islands.config.build.build_algorithm`), an error naming
+    ``groups.<j>.algorithm``.
 
     Raises:
         ValueError: a bad value or target of the node, one line naming ``groups.<j>.algorithm.<field>``.
@@ -75,7 +76,7 @@ class Mixed(IslandAlgorithm):
     """Islands of several families in one batch (module docstring).
 
     Args:
-        groups: ``[{"name": str, "islands": int, "algorithm": IslandAlgorithm or its config node}]``,
+        groups: ``[{"name": str, "islands": int, "algorithm": IslandAlgorithm or its config node, "key": as typed}]``,
             in the config's order (the ``_target_`` node that :func:`isles.islands.config.schema.with_groups`
             makes; each algorithm node is built here, :func:`built`).
 
@@ -90,13 +91,13 @@ class Mixed(IslandAlgorithm):
     def __init__(self, groups: list):
         super().__init__(params=object())
         self.names = [str(g["name"]) for g in groups]
-        self.algorithms = [built(g["algorithm"], j) for j, g in enumerate(groups)]
+        self.algorithms = [built(g["algorithm"], g.get("key", j)) for j, g in enumerate(groups)]
         self.sizes = [int(g["islands"]) for g in groups]
         self.starts = [int(s) for s in np.cumsum([0] + self.sizes[:-1])]
-        for j, a in enumerate(self.algorithms):
+        for j, (g, a) in enumerate(zip(groups, self.algorithms)):
             if getattr(a, "minmax", False) or len(a.population_sizes()) != 1:
                 raise ValueError(
-                    f"groups.{j}.algorithm={type(a).__name__}: a family with several populations (min-max) "
+                    f"groups.{g.get('key', j)}.algorithm={type(a).__name__}: a family with several populations (min-max) "
                     "cannot join a mixed archipelago; allowed are families with one population (DE, FEP, GA, PSO, ...)"
                 )
         self.dtype = np.float64

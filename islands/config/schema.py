@@ -405,9 +405,9 @@ def validated(cfg: dict) -> Validated:
 
 
 def with_groups(cfg: dict) -> dict:
-    """``cfg`` with its ``groups`` (``None``: ``cfg`` itself) as a list of ``{name, islands, algorithm}``
+    """``cfg`` with its ``groups`` (``None``: ``cfg`` itself) as a list of ``{name, islands, algorithm, key}``
     (a built-in's name becomes its :func:`class_node`; the name: the mapping's key, the option's, or the
-    class's, made unique), ``islands.n`` their sum and ``algorithm`` the node of
+    class's, made unique; ``key``: as typed, ``groups.<key>``), ``islands.n`` their sum and ``algorithm`` the node of
     :class:`isles.algorithms.core.mixed.Mixed`, which builds each group's algorithm (docs/mixed_islands.md).
 
     Raises:
@@ -421,7 +421,7 @@ def with_groups(cfg: dict) -> dict:
         raise ValueError(f"groups={groups!r}: allowed values are a list or a mapping of one or more groups")
     for j, (key, g) in enumerate(groups.items() if isinstance(groups, dict) else enumerate(groups)):
         field, name = f"groups.{key}", key if isinstance(groups, dict) else None
-        if not isinstance(g, dict) or set(g) - {"algorithm", "islands", "name"}:
+        if not isinstance(g, dict) or set(g) - {"algorithm", "islands", "name", "key"}:
             raise ValueError(f"{field}={g!r}: allowed values are {{algorithm: NAME or {{_target_: ...}}, islands: N}}")
         islands, node = check_range(f"{field}.islands", g.get("islands"), 1, integer=True), g.get("algorithm")
         if isinstance(node, str) and node in ALGORITHMS:
@@ -430,7 +430,7 @@ def with_groups(cfg: dict) -> dict:
             raise ValueError(f"{field}.algorithm={node!r}: allowed values are {'|'.join(ALGORITHMS)}|{{_target_: ...}}")
         name = str(g.get("name") or name or node["_target_"].rsplit(".", 1)[-1].lower())
         names.add(name := name if name not in names else f"{name}{j}")
-        out.append({"name": name, "islands": islands, "algorithm": node})
+        out.append({"name": name, "islands": islands, "algorithm": node, "key": g.get("key", str(key))})
     n, mixed = sum(g["islands"] for g in out), {"_target_": "isles.algorithms.core.mixed.Mixed", "groups": out}
     return {**cfg, "groups": out, "islands": {**cfg["islands"], "n": n}, "algorithm": {**mixed, "_recursive_": False}}
 
