@@ -250,3 +250,16 @@ def test_bad_group_on_the_command_line_and_the_experiment_as_users_type_it(tmp_p
     )
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "evaluations 60,600" in ok.stdout and "de: numpy; fep: numpy; pso: numpy" in ok.stdout
+
+
+def test_a_budget_in_evaluations_where_the_groups_count_alike_and_one_line_where_not(monkeypatch):
+    """DE, FEP and PSO islands of 12 (12 evaluations each at init and per generation, 7 islands: 84 a
+    generation): ``stop.max_evaluations=2000`` runs 23 generations, 2,016 evaluations. With the GA
+    (``N - n_elite`` a generation) the counts differ: one line before Ray starts."""
+    prepared = job.prepare(make_cfg(*SMALL, "~groups.ga", "stop.max_evaluations=2000"))
+    assert prepared.plain["generations"] == 23
+    run = Coordinator(prepared.plain, prepared.topology, prepared.plugins, use_ray=False).run()
+    assert (run.generations, run.evaluations) == (23, 84 * 24)
+    monkeypatch.setattr(job, "init_ray", lambda *a, **k: pytest.fail("Ray started"))
+    with pytest.raises(ValueError, match=r"^stop.max_evaluations: the groups' evaluations_per_generation\(\) differ"):
+        job.prepare(make_cfg(*SMALL, "stop.max_evaluations=2000"))
