@@ -160,9 +160,10 @@ def test_migrants_cross_between_every_pair_of_families(src, dst):
 
 # -- checkpoint and resume -----------------------------------------------------------------------
 def test_checkpoint_and_resume_of_a_mixed_run_is_the_uninterrupted_run(tmp_path):
-    """Stopped after 12 of 30 generations (a checkpoint every 2 epochs), resumed to 30: the run
-    without the stop, bit for bit (the FEP and GA islands' states, the PSO schedule over 30
-    generations). A resume on another number of groups is one line."""
+    """Stopped after 12 of 30 generations (a checkpoint every 2 epochs) on 2 groups, resumed to 30
+    on 2, 1 and 3 groups (each family's islands regrouped by its own island axes: the FEP and GA
+    states, the GA's re-evaluations of its arrivals, the PSO schedule over 30 generations): the run
+    without the stop, bit for bit."""
     path = tmp_path / "ck.pkl"
     whole = coordinator("islands.n_actors=2").run()
     coordinator(
@@ -172,11 +173,10 @@ def test_checkpoint_and_resume_of_a_mixed_run_is_the_uninterrupted_run(tmp_path)
         f"checkpoint.path={path}",
         "groups.pso.algorithm.max_iterations=30",
     ).run()
-    resumed = coordinator("islands.n_actors=2", f"checkpoint.resume={path}").run()
-    assert [h.generation for h in resumed.history] == list(range(3, 31, 3))
-    assert_same_runs(whole, resumed)
-    with pytest.raises(ValueError, match=r"^checkpoint.resume: a run of several algorithm groups resumes"):
-        coordinator("islands.n_actors=1", f"checkpoint.resume={path}").run()
+    for n in (2, 1, 3):
+        resumed = coordinator(f"islands.n_actors={n}", f"checkpoint.resume={path}").run()
+        assert [h.generation for h in resumed.history] == list(range(3, 31, 3))
+        assert_same_runs(whole, resumed)
 
 
 # -- the groups' metrics ----------------------------------------------------------------------------

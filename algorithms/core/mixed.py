@@ -20,8 +20,8 @@ re-evaluated; DE, CMA-ES, L-SHADE: as it is). The rule is the same whatever the 
 
 **State.** A flat dict: each part's state under ``"<j>:<key>"`` (``j`` the group's index in the
 list), and ``generation``, ``evals`` (the batch's evaluations, all islands: :meth:`batch_evaluations`),
-``nan_evals`` (0-d, the batch's) and ``adopted_evals`` (the GA's evaluations of its arrivals) at the top. A checkpoint resumes on the grouping it was saved with
-(:meth:`Mixed.island_axes` refuses another, in one line).
+``nan_evals`` (0-d, the batch's) and ``adopted_evals`` (the GA's evaluations of its arrivals) at the top.
+A checkpoint resumes on any grouping (:meth:`Mixed.regroup`, each family's part by its own island axes).
 """
 
 from __future__ import annotations
@@ -198,15 +198,37 @@ class Mixed(IslandAlgorithm):
         for a in self.algorithms:
             a.check_problem(problem)
 
-    def island_axes(self, state: State) -> dict:
-        """Called only to regroup a checkpoint over another grouping, which a mixed batch does not do.
+    def regroup(self, states: list, old_groups: list, new_groups: list) -> list:
+        """A checkpoint's batch states of the islands grouped as ``old_groups`` (global ids), grouped as
+        ``new_groups``: each family's part regrouped over its own islands by the family's
+        ``island_axes`` (:func:`isles.islands.control.checkpoint.regroup`), ``hit_generation`` by the
+        batch's islands, ``adopted_evals`` (a total) kept on the first new group; the rest made anew
+        (:meth:`joined`)."""
+        from isles.islands.control.checkpoint import regroup  # noqa: PLC0415  (the runtime's regroup)
 
-        Raises:
-            ValueError: one line: resume with the ``islands.n_actors`` the run was saved with."""
-        raise ValueError(
-            "checkpoint.resume: a run of several algorithm groups resumes with the islands.n_actors (and devices) "
-            "it was saved with; allowed here is that grouping"
-        )
+        if [list(g) for g in old_groups] == [list(g) for g in new_groups]:
+            return states
+        fam = lambda ids, j: [i for i in ids if self.family_of(i) == j]  # noqa: E731
+        parts = [{} for _ in new_groups]
+        for j, a in enumerate(self.algorithms):
+            old = [(st, fam(ids, j)) for st, ids in zip(states, old_groups) if fam(ids, j)]
+            new = [(n, fam(ids, j)) for n, ids in enumerate(new_groups) if fam(ids, j)]
+            moved = regroup(
+                [self.part(st, j) for st, _ in old], [o for _, o in old], [i for _, i in new], a.island_axes
+            )
+            for (n, _), st in zip(new, moved):
+                parts[n][j] = st
+        out, generation = [], states[0]["generation"]
+        adopted = sum(int(st.get("adopted_evals", 0)) for st in states)
+        hits = "hit_generation" in states[0]
+        if hits:
+            where = {gid: (g, p) for g, ids in enumerate(old_groups) for p, gid in enumerate(ids)}
+        for n, ids in enumerate(new_groups):
+            before = {"adopted_evals": 0}
+            if hits:
+                before["hit_generation"] = np.array([states[where[i][0]]["hit_generation"][where[i][1]] for i in ids])
+            out.append(self.joined(parts[n], before, generation, adopted if n == 0 else 0))
+        return out
 
     def gpu_path(self, ctx: Context) -> str:
         """Each family's path, by group name."""

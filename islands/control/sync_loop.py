@@ -81,7 +81,7 @@ class SyncLoop:
             loop = loop_copy(resume)
             recovery.load(
                 groups,
-                checkpoint.regroup(resume["states"], resume["groups"], placement.groups, self.island_axes()),
+                self.regrouped(resume["states"], resume["groups"], placement.groups),
                 loop.plugins,
             )
         else:
@@ -161,9 +161,13 @@ class SyncLoop:
                 continue
         return run_result(loop.best, loop.history, loop.done_gens, t0, loop.migrations, hits)
 
-    def island_axes(self) -> dict:
-        """Where each state field of the run's algorithm has its islands (:func:`checkpoint.regroup`)."""
-        return build_algorithm(self.cfg["algorithm"]).island_axes
+    def regrouped(self, states: list, old: list, new: list) -> list:
+        """A checkpoint's group ``states`` of the islands grouped as ``old``, grouped as ``new``
+        (:func:`checkpoint.regroup` by the run's algorithm's ``island_axes``; an algorithm with a
+        ``regroup`` of its own, a batch of islands of several kinds, regroups them itself)."""
+        algorithm = build_algorithm(self.cfg["algorithm"])
+        own = getattr(algorithm, "regroup", None)
+        return own(states, old, new) if own else checkpoint.regroup(states, old, new, algorithm.island_axes)
 
     def epoch_done(self, loop: LoopState, k: int, summaries: dict, t0: float):
         """Book one finished epoch of ``k`` generations into ``loop`` (counters, migrations, the
