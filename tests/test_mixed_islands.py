@@ -263,3 +263,15 @@ def test_a_budget_in_evaluations_where_the_groups_count_alike_and_one_line_where
     monkeypatch.setattr(job, "init_ray", lambda *a, **k: pytest.fail("Ray started"))
     with pytest.raises(ValueError, match=r"^stop.max_evaluations: the groups' evaluations_per_generation\(\) differ"):
         job.prepare(make_cfg(*SMALL, "stop.max_evaluations=2000"))
+
+
+def test_one_group_of_a_family_without_extras_is_the_plain_run():
+    """``groups`` with one DE group of 5 islands is ``algorithm=de islands.n=5``, bit for bit: the same
+    random numbers per island, emigrants, routes, replacements and counts (DE has no extras, so its
+    arrival rule changes nothing). A family with extras differs by its rule (FEP's eta_init on arrival)."""
+    common = ["problem.dim=8", "generations=30", "islands.migration_interval=3", "islands.n_migrants=2"]
+    common += ["topology=fully_connected", "logger=none", "progress=false", "device=cpu"]
+    cfg = plain(make_cfg("algorithm=de", "algorithm.pop_size=12", "islands.n=5", "problem=rastrigin", *common))
+    alone = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run()
+    mixed = coordinator("~groups.pso", "~groups.fep", "~groups.ga", "groups.de.islands=5", *common)
+    assert_same_runs(alone, mixed.run())
