@@ -18,7 +18,7 @@ Usage (repository root)::
     python benchmarks/mixed_bench.py --problems rastrigin --arms mix,de --seeds 1 --generations 200
 
 Prints a Markdown table: per problem and arm, the median, best and worst final ``f`` over the seeds,
-the arm's rank by median, and for the mix each group's mean share of the run's improvements
+the arm's rank by median (ties share a rank), and for the mix each group's mean share of the run's improvements
 (:mod:`isles.app.group_books`); then the wall time of the whole benchmark.
 """
 
@@ -91,12 +91,11 @@ def main() -> None:
             fs = [r[0] for r in runs]
             share = {n: statistics.fmean(r[2][n] for r in runs) for n in runs[0][2]}
             rows[arm] = (statistics.median(fs), min(fs), max(fs), runs[0][1], share)
-        ranked = sorted(arms, key=lambda x: rows[x][0])
         for arm in arms:
             med, lo, hi, evals, share = rows[arm]
             shares = ", ".join(f"{n} {v:.2f}" for n, v in share.items())
             print(
-                f"| {problem} | {arm} | {med:.4g} | {lo:.4g} | {hi:.4g} | {ranked.index(arm) + 1} | {evals:,} | {shares} |"
+                f"| {problem} | {arm} | {med:.4g} | {lo:.4g} | {hi:.4g} | {1 + sum(rows[o][0] < med for o in arms)} | {evals:,} | {shares} |"
             )
         sys.stdout.flush()
     print(f"\nwall time {time.perf_counter() - t0:.0f} s")
