@@ -18,7 +18,8 @@ Usage (repository root)::
     python benchmarks/mixed_bench.py --problems rastrigin --arms mix,de --seeds 1 --generations 200
 
 Prints a Markdown table: per problem and arm, the median, best and worst final ``f`` over the seeds,
-the arm's rank by median (ties share a rank), and for the mix each group's mean share of the run's improvements
+the arm's rank by median (ties share a rank), on how many seeds the mix ended better and worse than
+the arm (paired by seed), and for the mix each group's mean share of the run's improvements
 (:mod:`isles.app.group_books`); then the wall time of the whole benchmark.
 """
 
@@ -82,20 +83,24 @@ def main() -> None:
     a = ap.parse_args()
     arms, t0 = a.arms.split(","), time.perf_counter()
     print(f"D={a.dim}, {a.generations} generations, seeds 0..{a.seeds - 1}, device={a.device}; 12 islands x 50\n")
-    print("| problem | arm | median f | best f | worst f | rank | evaluations | improvement share (mix) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| problem | arm | median f | best f | worst f | rank | mix better / worse (seeds) | evaluations | improvement share (mix) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for problem in a.problems.split(","):
         rows = {}
         for arm in arms:
             runs = [run_one(arm, problem, a.dim, a.generations, s, a.device) for s in range(a.seeds)]
             fs = [r[0] for r in runs]
             share = {n: statistics.fmean(r[2][n] for r in runs) for n in runs[0][2]}
-            rows[arm] = (statistics.median(fs), min(fs), max(fs), runs[0][1], share)
+            rows[arm] = (statistics.median(fs), min(fs), max(fs), runs[0][1], share, fs)
         for arm in arms:
-            med, lo, hi, evals, share = rows[arm]
+            med, lo, hi, evals, share, fs = rows[arm]
             shares = ", ".join(f"{n} {v:.2f}" for n, v in share.items())
+            mix = rows["mix"][5] if "mix" in rows and arm != "mix" else None
+            paired = f"{sum(m < f for m, f in zip(mix, fs))} / {sum(m > f for m, f in zip(mix, fs))}" if mix else ""
             print(
-                f"| {problem} | {arm} | {med:.4g} | {lo:.4g} | {hi:.4g} | {1 + sum(rows[o][0] < med for o in arms)} | {evals:,} | {shares} |"
+                f"| {problem} | {arm} | {med:.4g} | {lo:.4g} | {hi:.4g} | {1 + sum(rows[o][0] < med for o in arms)} | {paired} | {evals:,} | {shares} |"
             )
         sys.stdout.flush()
     print(f"\nwall time {time.perf_counter() - t0:.0f} s")
