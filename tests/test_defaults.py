@@ -174,7 +174,7 @@ def placed(name: str) -> list:
     its :func:`group_node` nested at ``PKG``."""
     out = []
     for entry in defaults_list(CONF_DIR / "experiment" / f"{name}.yaml"):
-        for key, option in (entry.items() if isinstance(entry, dict) else ()):
+        for key, option in entry.items() if isinstance(entry, dict) else ():
             if key.startswith("/") and "@" in key:
                 group, package = key[1:].split("@", 1)
                 node = group_node(group, option)
