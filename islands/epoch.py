@@ -37,6 +37,66 @@ class Row:
     snapshot: Any = None
 
 
+@dataclass
+class Rows:
+    """Like epochs' rows stacked on a leading epoch axis: a block of a span's replays
+    (:meth:`isles.islands.span_graph.SpanGraph.run`, written by the captured graph into device
+    buffers) or one plain epoch's :class:`Row` (:meth:`of`). Device leaves have shape ``(m, ...)``;
+    host counters are lists of ``m`` numbers.
+
+    Attributes:
+        best: ``{leaf: (m, I, 1, ...)}`` the islands' bests; best_x: ``(m, I, D)`` their phenotypes.
+        generation, evals, pair_evals: ``m`` host ints each (the state's counters after each epoch).
+        nan_evals: ``(m,)`` (or ``m`` host ints); hit_generation: ``(m, I)`` or ``None``.
+        events: ``[(src_of, order (m, ...), accepted (m, ...), f (m, ...))]`` per population role, or ``None``.
+        plugins: per plug-in ``(best leaves {leaf: (m, 1, 1, ...)} or None, metrics {name: (m,) or m numbers})``.
+        snapshot: the :class:`isles.islands.records.GroupSnapshot` taken after the last epoch, if one fell due.
+    """
+
+    best: dict
+    best_x: Any
+    generation: list
+    evals: list
+    pair_evals: list
+    nan_evals: Any
+    hit_generation: Any
+    events: Any
+    plugins: list = field(default_factory=list)
+    snapshot: Any = None
+
+    def __len__(self) -> int:
+        return len(self.generation)
+
+    @classmethod
+    def of(cls, row: Row) -> "Rows":
+        """One epoch's :class:`Row` as a block of one (views, no copies)."""
+
+        def one(v):
+            return v[None] if hasattr(v, "shape") else [v]
+
+        return cls(
+            best={k: v[None] for k, v in row.best.leaves().items()},
+            best_x=row.best_x[None],
+            generation=[row.generation],
+            evals=[row.evals],
+            pair_evals=[row.pair_evals],
+            nan_evals=one(row.nan_evals),
+            hit_generation=None if row.hit_generation is None else row.hit_generation[None],
+            events=None if row.events is None else [(s, o[None], a[None], f[None]) for s, o, a, f in row.events],
+            plugins=[
+                (
+                    None if pb is None else {k: v[None] for k, v in pb.leaves().items()},
+                    {k: one(v) for k, v in m.items()},
+                )
+                for pb, m in row.plugins
+            ],
+        )
+
+    def last_events(self):
+        """The last epoch's migration events ``[(src_of, order, accepted, f)]``, or ``None``."""
+        return None if self.events is None else [(s, o[-1], a[-1], f[-1]) for s, o, a, f in self.events]
+
+
 def with_migrants(plugins, n_local: int, inbound: dict, remote: dict) -> tuple:
     """``(inbound, remote)`` with every plug-in's migrants (:meth:`Plugin.migrants`) sent to each of
     the ``n_local`` islands, after the plan's sources (source ids :func:`isles.islands.plugin.source_id`)."""

@@ -14,6 +14,7 @@ runtime wraps it with ``ray.remote``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import os
 import pickle
@@ -31,7 +32,7 @@ from isles.algorithms.core.random import CounterRNG
 from isles.islands import span_graph
 from isles.islands.config.build import build_algorithm, build_evaluator
 from isles.islands.transport.channels import ChannelTransport
-from isles.islands.epoch import Row, run_epoch
+from isles.islands.epoch import Row, Rows, run_epoch
 from isles.islands.transport.peer_links import PeerLinks
 from isles.islands.migration.moves import emigrants_of, migration_events
 from isles.islands.control.placement import ray_location
@@ -144,7 +145,7 @@ class IslandGroup(PeerLinks):
                     if live:
                         edges, got = self.graph.edges, self.graph.run(m)
                     else:
-                        got = self._span_graph(k, m, edges, link, rows[-1].events, single)
+                        got = self._span_graph(k, m, edges, link, rows[-1].last_events(), single)
                     graphable = got is not None
                     if got is not None:
                         rows += got
@@ -157,10 +158,18 @@ class IslandGroup(PeerLinks):
                     edges = migration_edges(r.topology, r.n, r.seed, epoch0 + j + 1)
                 best, px, events = run_epoch(self, k, epoch0 + j + 1, plan, link, edges if j < len(ks) - 1 else None)
                 plan = edges  # the next epoch's sources: these edges
-                rows.append(self.row(best, px, events))
+                rows.append(Rows.of(self.row(best, px, events)))
                 j += 1
                 self._keep_snapshot(rows, epoch0 + j in snaps, j < len(ks))
             return self._summaries(rows, t0)
+
+    def run_async(self, order: SpanOrder):
+        """The async loop's epochs of this group, back to back, never waiting for a peer
+        (:func:`isles.islands.control.async_loop.group_epochs`): a generator of one pickled
+        :class:`isles.islands.records.EpochSummary` per epoch, for a Ray streaming call."""
+        from isles.islands.control.async_loop import group_epochs  # noqa: PLC0415  (the schedule's other half)
+
+        yield from group_epochs(self, order)
 
     def run_span_packed(self, order: SpanOrder) -> bytes:
         """:meth:`run_span`'s summaries pickled into one bytes object, for the driver across Ray
@@ -284,33 +293,42 @@ class IslandGroup(PeerLinks):
             self.graph.close()
             self.graph = None
 
-    def _summaries(self, rows: list, t0: float) -> list:
-        """The host summaries of a span's rows begun at ``t0``: the last epoch's emigrants selected
-        and copied to the host (which synchronises: the span's work is done), then each device leaf
-        stacked over the epochs and copied to the host once; the compute time divided evenly."""
+    def _summaries(self, blocks: list, t0: float) -> list:
+        """The host summaries of a span's rows (:class:`isles.islands.epoch.Rows` blocks) begun at
+        ``t0``: the last epoch's emigrants selected and copied to the host (which synchronises: the
+        span's work is done), then each device leaf concatenated over the blocks and copied to the
+        host once; the compute time divided evenly."""
         emigrants = self.emigrants().to_host()
         synchronize(self.xp)
-        compute_s = (time.perf_counter() - t0) / max(1, len(rows))
+        n = sum(len(b) for b in blocks)
+        compute_s = (time.perf_counter() - t0) / max(1, n)
         xp = self.xp
 
-        def stacked(values):  # device arrays stacked and copied once; host numbers (a plug-in's counters) as they are
-            if not any(hasattr(v, "shape") for v in values):
-                return np.asarray(values)
-            return to_host(xp.stack([xp.asarray(v) for v in values]))
+        def cat(values):  # one leaf of every block: device arrays joined and copied once; host numbers as they are
+            if all(hasattr(v, "shape") for v in values):
+                return to_host(xp.concatenate([xp.asarray(v) for v in values]))
+            return np.concatenate([to_host(v) if hasattr(v, "shape") else np.asarray(v) for v in values])
 
-        best = {name: stacked([r.best.leaves()[name] for r in rows]) for name in rows[0].best.leaves()}
-        best_x, nan = stacked([r.best_x for r in rows]), stacked([r.nan_evals for r in rows])
-        hits = None if rows[0].hit_generation is None else stacked([r.hit_generation for r in rows]).astype(np.int64)
-        plugins = []  # per plug-in: its bests' leaves and its metrics, stacked over the epochs
-        for j, (pb, metrics) in enumerate(rows[0].plugins):
-            bests = (
-                None if pb is None else {n: stacked([r.plugins[j][0].leaves()[n] for r in rows]) for n in pb.leaves()}
-            )
-            plugins.append((bests, {key: stacked([r.plugins[j][1][key] for r in rows]) for key in metrics}))
+        b0 = blocks[0]
+        best = {name: cat([b.best[name] for b in blocks]) for name in b0.best}
+        best_x, nan = cat([b.best_x for b in blocks]), cat([b.nan_evals for b in blocks])
+        hits = None if b0.hit_generation is None else cat([b.hit_generation for b in blocks]).astype(np.int64)
+        plugins = []  # per plug-in: its bests' leaves and its metrics, over the epochs
+        for j, (pb, metrics) in enumerate(b0.plugins):
+            bests = None if pb is None else {leaf: cat([b.plugins[j][0][leaf] for b in blocks]) for leaf in pb}
+            plugins.append((bests, {key: cat([b.plugins[j][1][key] for b in blocks]) for key in metrics}))
+        events, snaps = [], {}  # per epoch: its migration events (host arrays); the snapshots by epoch
+        for b in blocks:
+            host = None if b.events is None else [(s, *map(to_host, (o, a, f))) for s, o, a, f in b.events]
+            events += [None if host is None else [(s, o[e], a[e], f[e]) for s, o, a, f in host] for e in range(len(b))]
+            snaps[len(events) - 1] = b.snapshot
+        gens = [g for b in blocks for g in b.generation]
+        evals = [v for b in blocks for v in b.evals]
+        pairs = [v for b in blocks for v in b.pair_evals]
         out = []
-        for e, r in enumerate(rows):
+        for e in range(n):
             b = Population.from_leaves({name: a[e] for name, a in best.items()})
-            snap = r.snapshot
+            snap = snaps.get(e)
             out.append(
                 EpochSummary(
                     island_ids=self.island_ids,
@@ -318,19 +336,19 @@ class IslandGroup(PeerLinks):
                     best_x=best_x[e],
                     best_f=b.f[:, 0],
                     best_v=b.v[:, 0],
-                    emigrants=emigrants if e == len(rows) - 1 else snap and snap.emigrants,
-                    generation=r.generation,
-                    evals=r.evals,
-                    payoff_evals=r.pair_evals,
+                    emigrants=emigrants if e == n - 1 else snap and snap.emigrants,
+                    generation=int(gens[e]),
+                    evals=int(evals[e]),
+                    payoff_evals=int(pairs[e]),
                     nan_evals=int(nan[e]),
                     hit_generation=None if hits is None else hits[e],
-                    migrations=migration_events(r.events, self.island_ids),
+                    migrations=migration_events(events[e], self.island_ids),
                     compute_s=compute_s,
                     device=device_name(xp),
                     snapshot=snap,
                     plugins=[
                         (
-                            None if pb is None else Population.from_leaves({n: a[e] for n, a in pb.items()}),
+                            None if pb is None else Population.from_leaves({leaf: a[e] for leaf, a in pb.items()}),
                             {key: a[e].item() for key, a in metrics.items()},
                         )
                         for pb, metrics in plugins
@@ -358,6 +376,17 @@ class IslandGroup(PeerLinks):
             if plugins is not None:
                 for p, st in zip(self.plugins, plugins):
                     p.load_state_dict(st)
+
+    def regroup(self, island_ids, state: dict, plugins: list | None = None) -> None:
+        """Host the islands ``island_ids`` (global ids) from now on, with their ``state`` (host arrays,
+        :func:`isles.islands.control.checkpoint.regroup`) and the plug-ins' (``None``: theirs stay):
+        sync mode's placement by cost (:class:`isles.islands.control.placement.Balancer`). The islands'
+        random streams are their own (:class:`CounterRNG` of the ids), so the run goes on bit for bit."""
+        with self._state_lock:
+            self.island_ids = [int(i) for i in island_ids]
+            self.spec = dataclasses.replace(self.spec, island_ids=tuple(self.island_ids))
+            self.ctx.rng = CounterRNG(self.xp, int(self.spec.seed), self.island_ids)
+            self.load_state_dict(state, plugins)
 
     def plugin_states(self) -> list:
         """Every plug-in's ``state_dict()`` (host arrays; ``None`` before its first epoch)."""

@@ -335,17 +335,24 @@ def merge_summaries(n: int, summaries: dict):
     hits = None if first.hit_generation is None else np.full(n, -1, dtype=np.int64)
     emigrants, evals, nan = {}, 0, 0
     for s in summaries.values():
-        ids = s.island_ids
+        ids = _index(s.island_ids)
         bx[ids], bf[ids], bv[ids] = s.best_x, s.best_f, s.best_v
         bg[ids] = s.best.genome[:, 0]
         if hits is not None:
             hits[ids] = s.hit_generation
         if s.emigrants is not None:  # None inside a span
-            for p, gid in enumerate(ids):
+            for p, gid in enumerate(s.island_ids):
                 emigrants[gid] = s.emigrants.island(p)
         evals += s.evals
         nan += s.nan_evals
     return bx, bf, bv, bg, emigrants, evals, nan, hits
+
+
+def _index(ids: list):
+    """Island ids as an index: a slice where they are consecutive (a view, no fancy indexing)."""
+    if ids and ids[-1] - ids[0] == len(ids) - 1 and all(b == a + 1 for a, b in zip(ids, ids[1:])):
+        return slice(ids[0], ids[-1] + 1)
+    return np.asarray(ids)
 
 
 def payoff_total(summaries: dict) -> int:

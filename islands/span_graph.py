@@ -35,11 +35,11 @@ from __future__ import annotations
 import numpy as np
 
 from isles.algorithms.core import backend
-from isles.algorithms.core.graph import DirectStepper, GraphStepper
+from isles.algorithms.core.graph import DirectStepper, GraphStepper, RowRing
 from isles.algorithms.core.graph import prefixed as _prefixed
 from isles.algorithms.core.graph import split as _split
 from isles.algorithms.core.population import Population
-from isles.islands.epoch import run_epoch
+from isles.islands.epoch import Rows, run_epoch
 
 #: the most generations of one captured epoch (each is a node of the graph; beyond this the
 #: epoch's own work hides the Python of the plain path)
@@ -66,11 +66,12 @@ class SpanGraph:
     def __init__(self, group, k: int, edges: list, link, events):
         self.group, self.k, self.edges, self.link = group, int(k), edges, link
         self.src_of = [ev[0] for ev in events or []]  # host constants of the plan
+        self.ring = RowRing(group.xp)  # the epochs' rows, written by the captured epoch itself
+        self.host_metrics = [()] * len(group.plugins)  # per plug-in: its metrics that are host numbers
         if group.stepper is not None:  # the generations' own graph: its state becomes plain again
             group.state = group.stepper.close()
             group.stepper = None
-        best = group.algorithm.best(group.state)
-        flat = self._flat(best, group.algorithm.phenotype(best.genome[:, 0]), events)
+        flat = self._flat()
         if group.xp is np:  # the NumPy twin (tests): the same epoch, called directly
             self.stepper = DirectStepper(self._epoch, flat)
         else:
@@ -96,20 +97,12 @@ class SpanGraph:
             return False
         return most_sources + len(group.plugins) <= group_population(group)
 
-    def _flat(self, best, px, events) -> dict:
-        """The flat state of the group's state ``s.*``, emigrants ``e.*``, plug-ins ``p<j>.*``, and
-        the epoch's bests ``b.*``, ``r.best_x`` and events ``v<i>.*``."""
+    def _flat(self) -> dict:
+        """The flat state of the group's state ``s.*``, emigrants ``e.*`` and plug-ins ``p<j>.*``."""
         g = self.group
-        flat = {
-            **_prefixed(g.state, "s."),
-            **_prefixed(g.emigrants().leaves(), "e."),
-            **_prefixed(best.leaves(), "b."),
-            "r.best_x": px,
-        }
+        flat = {**_prefixed(g.state, "s."), **_prefixed(g.emigrants().leaves(), "e.")}
         for j, p in enumerate(g.plugins):
             flat.update(_prefixed(p.state_dict(host=False), f"p{j}."))
-        for i, (_, order, accepted, f) in enumerate(events or []):
-            flat.update({f"v{i}.order": order, f"v{i}.accepted": accepted, f"v{i}.f": f})
         return flat
 
     def _load(self, flat: dict) -> None:
@@ -120,27 +113,76 @@ class SpanGraph:
             p.load_state_dict(_split(flat, f"p{j}."))
 
     def _epoch(self, flat: dict) -> dict:
-        """The epoch body on the flat state (:meth:`_flat`)."""
+        """The epoch body on the flat state (:meth:`_flat`); its row's device values go to the ring."""
         self._load(flat)
-        best, px, events = run_epoch(self.group, self.k, 0, self.edges, self.link, self.edges, captured=True)
-        return self._flat(best, px, events)
+        g = self.group
+        best, px, events = run_epoch(g, self.k, 0, self.edges, self.link, self.edges, captured=True)
+        row = {**_prefixed(best.leaves(), "b."), "r.best_x": px}
+        for key in ("nan_evals", "hit_generation"):
+            if hasattr(g.state.get(key), "shape"):
+                row["r." + key] = g.state[key]
+        for i, (_, order, accepted, f) in enumerate(events or []):
+            row.update({f"v{i}.order": order, f"v{i}.accepted": accepted, f"v{i}.f": f})
+        for j, p in enumerate(g.plugins):
+            pb, metrics = p.best(), p.metrics()
+            row.update(_prefixed({} if pb is None else pb.leaves(), f"p{j}.b."))
+            row.update(_prefixed({k: v for k, v in metrics.items() if hasattr(v, "shape")}, f"p{j}.m."))
+            self.host_metrics[j] = tuple(k for k, v in metrics.items() if not hasattr(v, "shape"))
+        self.ring.put(row)
+        return self._flat()
 
     def run(self, n_epochs: int) -> list:
-        """``n_epochs`` replays, each followed by its :class:`isles.islands.epoch.Row` (copies,
-        since the next replay reuses the buffers); no host synchronisation. Returns the rows."""
-        g = self.group
-        rows = []
-        for _ in range(int(n_epochs)):
-            self.stepper.run(1)
-            flat = self.stepper.state
-            self._load(flat)
-            best = Population.from_leaves({k[2:]: flat[k].copy() for k in flat if k.startswith("b.")})
-            events = [
-                (src, flat[f"v{i}.order"].copy(), flat[f"v{i}.accepted"].copy(), flat[f"v{i}.f"].copy())
-                for i, src in enumerate(self.src_of)
-            ] or None
-            rows.append(g.row(best, flat["r.best_x"].copy(), events))
-        return rows
+        """``n_epochs`` replays in blocks of the ring's rows; no host synchronisation. Returns the
+        blocks' :class:`isles.islands.epoch.Rows` (the rows copied out of the ring once a block)."""
+        blocks, left, direct = [], int(n_epochs), isinstance(self.stepper, DirectStepper)
+        while left:
+            c = min(left, self.ring.rows or 1)
+            self.ring.reset()
+            if direct:  # NumPy: the host counters read after each epoch
+                hosts = []
+                for _ in range(c):
+                    self.stepper.run(1)
+                    hosts.append({k: v for k, v in self.stepper.state.items() if not hasattr(v, "shape")})
+            else:
+                r0 = self.stepper.replays
+                self.stepper.run(c)
+                hosts = [self.stepper.host_at(r0 + i + 1) for i in range(c)]
+            blocks.append(self._block(c, hosts))
+            left -= c
+        self._load(self.stepper.state)
+        return blocks
+
+    def _block(self, c: int, hosts: list) -> Rows:
+        """The :class:`isles.islands.epoch.Rows` of ``c`` replays: the ring's rows and the host
+        counters ``hosts`` (the flat state's host values after each replay)."""
+        g, rows = self.group, self.ring.take(c)
+        plugins = []
+        for j, p in enumerate(g.plugins):
+            metrics = {k[len(f"p{j}.m.") :]: v for k, v in rows.items() if k.startswith(f"p{j}.m.")}
+            if self.host_metrics[j]:  # host numbers: the plug-in's metrics at each replay's host counters
+                state, got = p.state_dict(host=False), []
+                for h in hosts:
+                    p.load_state_dict({**state, **_split(h, f"p{j}.")})
+                    got.append(p.metrics())
+                p.load_state_dict(state)
+                metrics.update({k: [m[k] for m in got] for k in self.host_metrics[j]})
+            pb = _split(rows, f"p{j}.b.")
+            plugins.append((pb or None, metrics))
+        nan = rows.get("r.nan_evals")
+        return Rows(
+            best=_split(rows, "b."),
+            best_x=rows["r.best_x"],
+            generation=[h["s.generation"] for h in hosts],
+            evals=[h["s.evals"] for h in hosts],
+            pair_evals=[h.get("s.pair_evals", 0) for h in hosts],
+            nan_evals=[h["s.nan_evals"] for h in hosts] if nan is None else nan,
+            hit_generation=rows.get("r.hit_generation"),
+            events=[
+                (src, rows[f"v{i}.order"], rows[f"v{i}.accepted"], rows[f"v{i}.f"]) for i, src in enumerate(self.src_of)
+            ]
+            or None,
+            plugins=plugins,
+        )
 
     def close(self) -> None:
         """Stop replaying: the group's state, emigrants and plug-ins become plain arrays (the buffers) again."""

@@ -166,3 +166,23 @@ def test_crossover_errors():
         crossover_mask("nec", rng, 0, 4, 3, 1.5)
     with pytest.raises(ValueError, match="exp\\|nec"):
         crossover_lengths("bin", rng, 0, 4, 3, 0.5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numpy_reflect_of_the_outside_coordinates_equals_the_whole_array_formula(dtype):
+    """NumPy's ``reflect`` computes only the coordinates outside the box; it must equal the
+    whole-array formula the GPU runs (``_reflected`` under ``where``), NaN, infinities, a
+    zero-width range and far-out values included, bit for bit."""
+    from isles.algorithms.de.de import _reflected, apply_bounds  # noqa: PLC0415
+
+    r = np.random.default_rng(3)
+    V = (r.standard_normal((3, 20, 6)) * 12).astype(dtype)
+    V[0, 0, :3] = [np.nan, np.inf, -np.inf]
+    lo, up = np.full(6, -5, dtype), np.array([5, 5, -5, 1e-3, 30, 5], dtype)
+    with np.errstate(all="ignore"):
+        whole = np.where((V < lo) | (V > up), _reflected(np, V, lo, up), V)
+    got = apply_bounds("reflect", V, lo, up)
+    assert got.dtype == V.dtype and got is not V
+    np.testing.assert_array_equal(got, whole)
+    inside = np.clip(V[1:], -4, 4)
+    np.testing.assert_array_equal(apply_bounds("reflect", inside, np.full(6, -5, dtype), np.full(6, 5, dtype)), inside)

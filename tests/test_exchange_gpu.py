@@ -77,12 +77,13 @@ def test_nccl_span_equals_the_inbox_span_on_two_gpus():
     nccl = {i: out for i, out, _ in got}
 
     groups, out, errors = [None, None], {}, []
-    ready = threading.Barrier(2)
+    ready, compose = threading.Barrier(2), threading.Lock()  # Hydra's compose is not thread-safe
 
     def rank(i):
         try:
             with cp.cuda.Device(i):
-                groups[i], topology, route = _span_group(i)
+                with compose:
+                    groups[i], topology, route = _span_group(i)
                 ready.wait(120)
                 route["peers"] = [
                     SimpleNamespace(post=SimpleNamespace(remote=lambda *a, j=j: groups[j].post(*a))) for j in range(2)

@@ -135,3 +135,68 @@ def test_capture_is_refused():
                 alg.step(ctx, s)
         finally:
             stream.end_capture()
+
+
+# -- the epoch kernel (algorithms/lshade/epoch.py) ----------------------------------------------------
+
+
+def _epoch_pair(cls, prob, dtype, islands=4, xn_global=False, **kw):
+    from isles.algorithms.lshade.epoch import EpochLSHADE, HostEpochLSHADE  # noqa: PLC0415
+
+    alg = cls(**kw)
+    cn, cc = island_ctx(np, prob, islands=islands, dtype=dtype), island_ctx(cp, prob, islands=islands, dtype=dtype)
+    return alg, cn, cc, HostEpochLSHADE(alg, cn, xn_global), EpochLSHADE(alg, cc, xn_global=xn_global)
+
+
+@pytest.mark.parametrize(("dtype", "xn_global"), [(np.float64, False), (np.float32, False), (np.float64, True)])
+@pytest.mark.parametrize("jso", [False, True])
+def test_epoch_kernel_equals_its_host_build(dtype, xn_global, jso):
+    """The CUDA kernel and its host build (the same text) from the same state, trial rows in shared
+    or global memory: the same decisions (archive fill, memory slot, population size) and the same
+    values up to the math libraries' last bit (CUDA's tan/atan/log1p/cos against the C library's;
+    bit for bit where they agree). The block's threads split the ranks and the archive's counts,
+    which the one-thread host build does not: a wrong split would show here."""
+    from isles.algorithms.lshade import epoch  # noqa: PLC0415
+    from isles.algorithms.lshade.jso import JSO  # noqa: PLC0415
+    from tests.test_lshade_epoch import MaxDistance  # noqa: PLC0415
+
+    cls = JSO if jso else LSHADE
+    alg, cn, cc, host, dev = _epoch_pair(
+        cls, MaxDistance(9), dtype, xn_global=xn_global, dim=9, pop_size=40, max_generations=20
+    )
+    s = alg.init(cn)
+    a = epoch.run(alg, cn, dict(s), 6, kernel=host)
+    b = epoch.run(alg, cc, _to_cupy(s), 6, kernel=dev)
+    for key in ("generation", "evals", "lgen", "n_active", "cursor"):
+        assert a[key] == b[key], key
+    for key in ("a_n", "k"):
+        assert _same_bits(b[key], a[key]), key
+    assert int(b["nan_evals"]) == int(a["nan_evals"])
+    tol = 1e-4 if dtype == np.float32 else 1e-9
+    for key in ("X", "f", "A", "M_F", "M_CR"):
+        np.testing.assert_allclose(cp.asnumpy(b[key]), a[key], rtol=tol, atol=tol, err_msg=key)
+
+
+def test_run_takes_the_epoch_kernel_and_agrees_with_the_array_code():
+    """``LSHADE.run`` on CuPy with a fused objective runs the epoch kernel (gpu_path), without host
+    synchronisation, and lands where the array code does (epoch=False) to rounding."""
+    from isles.problems.benchmarks import Sphere  # noqa: PLC0415
+
+    prob = Sphere(20, -100.0, 100.0)
+    on, off = LSHADE(dim=20, max_generations=30), LSHADE(dim=20, max_generations=30, epoch=False)
+    c1, c2 = island_ctx(cp, prob, islands=4), island_ctx(cp, prob, islands=4)
+    assert on.gpu_path(c1) == "epoch kernel" and off.gpu_path(c2) == "array code"
+    a = on.run(c1, on.init(c1), 5)
+    b = off.run(c2, off.init(c2), 5)
+    for key in ("generation", "evals", "lgen", "n_active", "cursor"):
+        assert a[key] == b[key], key
+    np.testing.assert_allclose(cp.asnumpy(a["f"]), cp.asnumpy(b["f"]), rtol=1e-6)
+    spin = cp.RawKernel(_SPIN, "spin")
+    cp.cuda.Device().synchronize()
+    spin((1,), (1,), (np.int64(1_500_000_000),))
+    t0 = time.perf_counter()
+    a = on.run(c1, a, 3)
+    host = time.perf_counter() - t0
+    busy = not cp.cuda.get_current_stream().done
+    cp.cuda.Device().synchronize()
+    assert busy and host < 1.0, f"host waited {host:.3f} s for the device"

@@ -275,3 +275,28 @@ def test_one_group_of_a_family_without_extras_is_the_plain_run():
     alone = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run()
     mixed = coordinator("~groups.pso", "~groups.fep", "~groups.ga", "groups.de.islands=5", *common)
     assert_same_runs(alone, mixed.run())
+
+
+def test_a_mixed_group_takes_islands_out_of_order_of_families_as_placement_by_cost_moves_them():
+    """Sync mode's placement by cost (:class:`isles.islands.control.placement.Balancer`) gives a group
+    islands that are not one block (here 0, 2, 5, 7 of DE 0-1, FEP 2-4, PSO 5-6, GA 7-8):
+    :meth:`Mixed.regroup` splits the one group's state so, and back to the same state; the group that
+    took them (:meth:`IslandGroup.regroup`, its context's streams changed) evolves them as the whole
+    group does, bit for bit."""
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
+    from isles.islands.records import GroupSpec  # noqa: PLC0415
+    from tests.helpers import one_epoch  # noqa: PLC0415
+
+    cfg = validated(plain(make_cfg(*SMALL)))
+    spec = GroupSpec(problem=cfg["problem"], algorithm=cfg["algorithm"], island_ids=tuple(range(9)), device="cpu")
+    whole, moved = IslandGroup(spec), IslandGroup(spec)
+    parts, some = [[0, 2, 5, 7], [1, 3, 4, 6, 8]], [0, 2, 5, 7]
+    split = whole.algorithm.regroup([whole.state_dict()], [list(range(9))], parts)
+    back = whole.algorithm.regroup(split, parts, [list(range(9))])[0]
+    for key, value in whole.state_dict().items():
+        np.testing.assert_array_equal(back[key], value, err_msg=key)
+    moved.regroup(some, split[0])
+    a, b = one_epoch(whole, 6), one_epoch(moved, 6)
+    np.testing.assert_array_equal(b.best_f, a.best_f[some])
+    np.testing.assert_array_equal(b.best_x, a.best_x[some])
+    assert b.evals == sum(12 + 6 * e for e in (12, 12, 12)) + (12 + 6 * 11)  # DE, FEP, PSO, GA (n_elite 1)

@@ -3,6 +3,7 @@ node lists as ``ray.nodes()`` gives them), the placement fields' one-line errors
 starts, and how a group's place is written. The placement groups themselves run on a real
 multi-node cluster in ``tests/test_multinode.py``."""
 
+import numpy as np
 import pytest
 
 from isles.app.job import validate
@@ -87,3 +88,74 @@ def test_where_names_the_device_gpu_and_node():
     }
     assert where(info) == "NVIDIA H100 (GPU 1), node 49d7afe3 at 10.0.0.7 (gpu-7)"
     assert where({"device": "cpu", "host": "laptop", "ray_gpu_ids": [], "node_id": None}) == "cpu (laptop)"
+
+
+# -- sync mode: islands spread over the actors by measured cost, bit for bit (issue 27) ----------
+
+
+def test_balanced_moves_the_costly_islands_apart_and_only_where_it_pays():
+    from isles.islands.control.placement import balanced
+
+    # islands 0 and 1 cost five times 2 and 3: one of each per actor takes 40% off the busiest
+    assert balanced([[0, 1], [2, 3]], {0: 5.0, 1: 5.0, 2: 1.0, 3: 1.0}) == [[0, 2], [1, 3]]
+    assert balanced([[0, 2], [1, 3]], {0: 3.0, 1: 3.0, 2: 3.0, 3: 3.0}) is None  # balanced already
+    assert balanced([[0, 1], [2, 3]], {0: 1.05, 1: 1.0, 2: 1.0, 3: 1.0}) is None  # a gain under 10%
+    three = balanced([[0, 1, 2], [3, 4, 5]], {0: 4.0, 1: 4.0, 2: 4.0, 3: 1.0, 4: 1.0, 5: 1.0})
+    assert three is not None and sorted(i for g in three for i in g) == list(range(6)) and all(three)
+
+
+@pytest.mark.parametrize(
+    "cost, moves",
+    [
+        ({0: 5.0, 1: 5.0, 2: 1.0, 3: 1.0}, ["[[0, 2], [1, 3]]"]),
+        # one costly island: the even split first moves 1 (as costly as 0 in the estimate), which
+        # tells them apart; then 0 alone, and no more moves (no back and forth)
+        ({0: 5.0, 1: 1.0, 2: 1.0, 3: 1.0}, ["[[0, 2], [1, 3]]", "[[0], [1, 2, 3]]"]),
+    ],
+)
+def test_sync_islands_moved_by_cost_keep_the_run_bit_for_bit(monkeypatch, caplog, tmp_path, cost, moves):
+    """Two in-process actors whose measured CPU time says some islands cost five times the others:
+    the islands move between spans until the busiest actor carries what a placement by cost gives
+    it, and the run is the one-actor run, record for record (only which actor runs which island
+    changed)."""
+    from hydra.utils import instantiate
+
+    from isles.islands.control import placement
+    from isles.islands.coordinator import Coordinator
+
+    def measured(self):  # each actor's (pid, process CPU seconds), as psutil would give them
+        spent = [s + sum(cost[i] for i in info["island_ids"]) for s, info in zip(getattr(self, "spent", [0, 0]), self.ex.infos)]
+        self.spent = spent
+        return [(i, s) for i, s in enumerate(spent)]
+
+    def run(n_actors):
+        cfg = plain(
+            make_cfg(
+                "+experiment=de_islands",
+                "problem=sphere",
+                "problem.dim=4",
+                "algorithm.pop_size=8",
+                "generations=40",
+                "islands.n=4",
+                "islands.migration_interval=2",
+                f"islands.n_actors={n_actors}",
+                "checkpoint.every=4",  # spans of at most 4 epochs: a move may follow each
+                f"checkpoint.path={tmp_path / 'ck.pkl'}",
+                "logger=none",
+                "progress=false",
+                "device=cpu",
+            )
+        )
+        return Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run()
+
+    reference = run(1)
+    monkeypatch.setattr(placement.Balancer, "measure", measured)
+    with caplog.at_level("INFO", logger="isles.islands.coordinator"):
+        moved = run(2)
+    said = [r.getMessage() for r in caplog.records if "measured cost" in r.getMessage()]
+    assert said == [f"islands spread over the actors by measured cost: {m}" for m in moves]
+    assert moved.best_f == reference.best_f and np.array_equal(moved.best_x, reference.best_x)
+    assert len(moved.history) == len(reference.history) == 20
+    for a, b in zip(moved.history, reference.history):
+        np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
+    assert moved.evaluations == reference.evaluations and moved.migrations == reference.migrations

@@ -6,6 +6,7 @@ over the in-process communicator: ``tests/test_exchange.py``."""
 
 import logging
 
+import numpy as np
 import pytest
 from hydra.utils import instantiate
 
@@ -109,3 +110,42 @@ def test_span_graph_is_checked_in_one_line():
     cfg = with_defaults(plain(make_cfg(*DE, "islands.span_graph=sometimes")))
     with pytest.raises(ValueError, match=r"^islands\.span_graph='sometimes': allowed values are auto\|always\|never$"):
         check_values(cfg)
+
+
+def test_a_run_with_a_plug_in_through_the_span_graph_in_blocks_of_rows_equals_the_plain_run(monkeypatch):
+    """CMEPSO (the master swarm plug-in: device metrics and a host counter) with islands.span_graph
+    on (the NumPy twin), its rows written by the captured epoch into a ring of 3 rows (blocks of 3
+    replays, then a shorter one), a snapshot every 4 epochs: the records equal the plain run's."""
+    import functools  # noqa: PLC0415
+
+    from isles.algorithms.core.graph import RowRing  # noqa: PLC0415
+
+    def run(*overrides):
+        cfg = plain(
+            make_cfg("+experiment=cmepso", "device=cpu", "generations=23", "algorithm.n_particles=8", *overrides)
+        )
+        plugins = [instantiate(p) for p in cfg["plugins"]]
+        return Coordinator(cfg, instantiate(cfg["topology"]), plugins, use_ray=False).run()
+
+    plainly = run("islands.snapshot_every=4")
+    monkeypatch.setattr(span_graph, "eligible", lambda group, across: True)  # as on CuPy
+    monkeypatch.setattr(span_graph, "RowRing", functools.partial(RowRing, max_rows=3))
+    before = SpanGraph.captures
+    replayed = run("islands.snapshot_every=4")
+    assert SpanGraph.captures > before
+    assert (replayed.best_f, replayed.evaluations, replayed.nan_evals) == (
+        plainly.best_f,
+        plainly.evaluations,
+        plainly.nan_evals,
+    )
+    np.testing.assert_array_equal(replayed.best_x, plainly.best_x)
+    assert len(replayed.history) == len(plainly.history) == 23
+    for a, b in zip(replayed.history, plainly.history, strict=True):
+        assert (a.generation, a.evaluations, a.best_f, a.nan_evaluations) == (
+            b.generation,
+            b.evaluations,
+            b.best_f,
+            b.nan_evaluations,
+        )
+        assert a.plugin_metrics == b.plugin_metrics
+        np.testing.assert_array_equal(a.island_best_f, b.island_best_f)

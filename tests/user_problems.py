@@ -337,3 +337,27 @@ ISLES_DEV T obj_violation(const T* acc, int n) {
 }
 """
         )
+
+
+class TimedSphere(Problem):
+    """Sphere whose evaluation costs ``row_s`` seconds per row (slept: a group of more islands costs
+    more) and logs each call as ``pid start end`` (``time.time()``, seconds) to ``log_dir/PID.log``:
+    an objective whose busy intervals a test reads per process (``log_dir`` null: no log)."""
+
+    name = "timed_sphere"
+
+    def __init__(self, dim=4, row_s=0.0005, log_dir=None):
+        super().__init__(dim, -1.0, 1.0, f_star=0.0)
+        self.row_s, self.log_dir = row_s, log_dir
+
+    def objective(self, X):
+        import os
+        import time
+
+        t0 = time.time()
+        time.sleep(self.row_s * int(np.prod(X.shape[:-1])))
+        f = (X**2).sum(axis=-1)
+        if self.log_dir:
+            with open(os.path.join(self.log_dir, f"{os.getpid()}.log"), "a") as out:
+                out.write(f"{os.getpid()} {t0!r} {time.time()!r}\n")
+        return f

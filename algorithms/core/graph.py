@@ -171,8 +171,11 @@ class GraphStepper:
     @property
     def state(self) -> dict:
         """The current state: the buffers plus host ints advanced by the replays so far."""
-        host = {k: (v + self.replays * self.delta[k] if k in self.delta else v) for k, v in self.host0.items()}
-        return {**host, **self.buffers}
+        return {**self.host_at(self.replays), **self.buffers}
+
+    def host_at(self, replays: int) -> dict:
+        """The state's host values after ``replays`` replays (host ints advance by a replay's amounts)."""
+        return {k: (v + replays * self.delta[k] if k in self.delta else v) for k, v in self.host0.items()}
 
     def load(self, state: dict) -> None:
         """Copy a state (e.g. after migration) into the buffers; host ints must be unchanged."""
@@ -201,6 +204,59 @@ class GraphStepper:
         for rng in self.rngs:
             rng.ctr[...] = 0
         return self.state
+
+
+#: :meth:`RowRing.put`'s CuPy kernel (:func:`isles.algorithms.core.plan.elementwise`): ``ring[slot * n + i] = v[i]``
+_RING_PUT = ("T v, raw int64 slot, int64 n", "raw T ring", "ring[slot[0] * n + i] = v", "isles_ring_put")
+
+
+class RowRing:
+    """Per-epoch rows written by a captured graph into device buffers (``islands.span_graph``):
+    each :meth:`put` (inside the captured function) writes its values into row ``slot`` of one
+    buffer per key and advances ``slot`` on the device, so replays fill rows ``0, 1, ...`` with no
+    copy launched from the host; :meth:`take` copies the first rows out once per block of replays.
+
+    Args:
+        xp: NumPy or CuPy.
+        max_bytes: the most bytes the buffers hold (rows per block: that over a row's bytes,
+            at least 1, at most ``max_rows``).
+        max_rows: the most rows per block.
+
+    The buffers are made at the first :meth:`put` (the uncaptured warm-up of
+    :class:`GraphStepper`), so a capture only writes into them.
+    """
+
+    def __init__(self, xp, max_bytes: int = 64 << 20, max_rows: int = 256):
+        self.xp, self.max_bytes, self.max_rows = xp, int(max_bytes), int(max_rows)
+        self.slot = xp.zeros(1, dtype=xp.int64)
+        self.rings: dict = {}
+        self.rows = 0  #: rows per block (0 before the first put)
+
+    def put(self, values: dict) -> None:
+        """Write ``values`` ``{key: array}`` into the current row and advance the row (device ops only)."""
+        xp = self.xp
+        if not self.rings:
+            size = sum(int(getattr(v, "nbytes", 8)) for v in values.values())
+            self.rows = max(1, min(self.max_rows, self.max_bytes // max(1, size)))
+            self.rings = {k: xp.zeros((self.rows, *xp.shape(v)), dtype=xp.asarray(v).dtype) for k, v in values.items()}
+        for k, v in values.items():
+            ring = self.rings[k]
+            if xp is np:
+                ring[int(self.slot[0])] = v
+            else:
+                from isles.algorithms.core.plan import elementwise  # noqa: PLC0415 (plan.py imports this module)
+
+                v = xp.ascontiguousarray(xp.asarray(v, dtype=ring.dtype))
+                elementwise(xp, *_RING_PUT)(v, self.slot, v.size, ring)
+        self.slot += 1
+
+    def reset(self) -> None:
+        """The next :meth:`put` writes row 0 (queued on the stream, no host synchronisation)."""
+        self.slot.fill(0)
+
+    def take(self, n: int) -> dict:
+        """Copies of the first ``n`` rows ``{key: (n, ...)}`` (device copies, no host synchronisation)."""
+        return {k: ring[:n].copy() for k, ring in self.rings.items()}
 
 
 class DirectStepper:

@@ -3,8 +3,8 @@
 A run whose config lists ``groups`` (``groups: [{algorithm: ..., islands: 4}, ...]``,
 :func:`isles.islands.config.schema.with_groups`) runs :class:`Mixed`: group ``j`` of the list owns the
 global islands ``start_j .. start_j + islands_j - 1`` (in the list's order), and an island group of the
-runtime (one per actor or device) holds whatever contiguous block of islands placement gives it, so
-it may hold islands of several families. :class:`Mixed` is one island algorithm to the runtime: each
+runtime (one per actor or device) holds the islands placement gives it, in id order (a block, or
+those the placement by cost spreads to it), so it may hold islands of several families. :class:`Mixed` is one island algorithm to the runtime: each
 family present in the batch (a *part*) runs its own ``init``/``step``/``run`` on its islands, with its own
 context (a :class:`~isles.algorithms.core.random.CounterRNG` over the part's global island ids, so the
 numbers of an island depend on (seed, island, generation) only, whatever the grouping: 1 and N actors
@@ -116,19 +116,19 @@ class Mixed(IslandAlgorithm):
     def parts(self, ctx: Context) -> list:
         """``[(j, positions (slice), sub-context)]`` of the families in ``ctx``'s batch, in order. The
         sub-context draws from the part's global island ids; it has no stop target (the batch tracks it)."""
-        hit = self._ctxs.get(id(ctx))
-        if hit is not None and hit[0] is ctx:
-            return hit[1]
         ids = list(ctx.rng.streams)
-        if ids != sorted(ids) or ids != list(range(ids[0], ids[0] + len(ids))):
-            raise ValueError(f"a mixed batch holds a contiguous block of islands, not {ids}")
+        hit = self._ctxs.get(id(ctx))
+        if hit is not None and hit[0] is ctx and hit[1] == ids:  # a group that regroups changes ctx.rng
+            return hit[2]
+        if ids != sorted(ids):
+            raise ValueError(f"a mixed batch holds its islands in id order, not {ids}")
         out = []
         for j in sorted({self.family_of(i) for i in ids}):
-            pos = [p for p, i in enumerate(ids) if self.family_of(i) == j]
+            pos = [p for p, i in enumerate(ids) if self.family_of(i) == j]  # consecutive: ids sorted
             rng = CounterRNG(ctx.xp, ctx.rng.seed, [ids[p] for p in pos])
             sub = Context(ctx.xp, ctx.dtype, ctx.evaluator, rng, None, ctx.cuda_graph)
             out.append((j, slice(pos[0], pos[-1] + 1), sub))
-        self._ctxs[id(ctx)] = (ctx, out)
+        self._ctxs[id(ctx)] = (ctx, ids, out)
         return out
 
     @staticmethod

@@ -255,6 +255,26 @@ class LSHADE(IslandAlgorithm):
         s["evals"] = state["evals"] + E
         return s
 
+    def run(self, ctx: Context, state: State, n_generations: int) -> State:
+        """``n_generations`` runtime generations; on CuPy the whole L-SHADE generations in the epoch
+        kernel where it applies (:mod:`isles.algorithms.lshade.epoch`, the same state), else
+        :meth:`step` after :meth:`step` with the target tracked."""
+        if ctx.xp is not np:
+            from isles.algorithms.lshade import epoch  # noqa: PLC0415  (no CuPy on NumPy runs)
+
+            out = epoch.run(self, ctx, state, int(n_generations))
+            if out is not None:
+                return out
+        return super().run(ctx, state, n_generations)
+
+    def gpu_path(self, ctx: Context) -> str:
+        """``"numpy"``, ``"epoch kernel"`` or ``"array code"`` (:meth:`run`)."""
+        if ctx.xp is np:
+            return "numpy"
+        from isles.algorithms.lshade import epoch  # noqa: PLC0415
+
+        return "epoch kernel" if epoch.plan(self, ctx) is not None else "array code"
+
     # -- what jSO (JSO below) changes; L-SHADE's rules here -----------------------------------------
     M_F0 = M_CR0 = 0.5  # the memories' initial values
 

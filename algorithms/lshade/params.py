@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from isles.algorithms.core.base import check_range
+from isles.algorithms.core.base import check_bool, check_range
 from isles.algorithms.lshade.operators import round_half_up
 
 
@@ -28,6 +28,8 @@ class LSHADEParams:
             ``evals_per_generation`` it sets ``MAX_NFE = N_init + max_generations · E`` of eq. 10.
         evals_per_generation: ``E``, trial evaluations per island and runtime generation;
             ``None`` (default): ``N_init``.
+        epoch: on CuPy, run whole L-SHADE generations in the epoch kernel where it applies
+            (:mod:`isles.algorithms.lshade.epoch`); ``False`` keeps the array code.
 
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
@@ -42,6 +44,7 @@ class LSHADEParams:
     H: int = 6
     max_generations: int = 1000
     evals_per_generation: int | None = None
+    epoch: bool = True
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -64,6 +67,7 @@ class LSHADEParams:
             set_(self, "pop_size", check_range("algorithm.pop_size", self.pop_size, self.N_min, integer=True))
         set_(self, "r_arc", check_range("algorithm.r_arc", self.r_arc, 0))
         set_(self, "p", check_range("algorithm.p", self.p, 0, 1, lo_open=True))
+        set_(self, "epoch", check_bool("algorithm.epoch", self.epoch))
         set_(self, "H", check_range("algorithm.H", self.H, 1, integer=True))
         set_(self, "max_generations", check_range("algorithm.max_generations", self.max_generations, 1, integer=True))
         if self.evals_per_generation is not None:

@@ -121,7 +121,7 @@ class IslandsConfig:
     # fair_replace | replace_worst | {_target_: my_module.MyReplace}
     replacement: Any = "fair_replace"
     selection: Any = "select_best"  # select_best | {_target_: my_module.MySelect}
-    mode: str = "sync"  # sync (all islands meet) | async (each exchanges with the migrant store)
+    mode: str = "sync"  # sync (all islands meet) | async (no actor waits: migrants from what has arrived)
     # epochs between in-memory snapshots (sync mode); a lost actor restarts from the last one (0: off)
     snapshot_every: int = 10
     max_restarts: int = 3  # how often a lost island-group actor is restarted before the run fails

@@ -1,15 +1,37 @@
-"""The async epoch loop: a group that finishes its interval exchanges with the migrant store (the
-latest emigrants of every island) and goes on, without waiting for slower groups (pagmo's
-archipelago semantics). Each group's epoch is a span of one epoch
-(:meth:`isles.islands.group.IslandGroup.run_span`) whose plan comes from the migrant store, made
-by the same planner as the sync loop (:mod:`isles.islands.migration.planner`)."""
+"""The async schedule (``islands.mode=async``): no island group waits for another.
+
+Each group runs all its epochs back to back in its actor (:func:`group_epochs`, one Ray streaming
+call of :meth:`isles.islands.group.IslandGroup.run_async`), as pagmo's archipelago does: after each
+epoch it posts its emigrants to the inboxes of the groups that the plan of its own epoch sends
+them to (fire and forget), and before each epoch it immigrates whatever has arrived
+(:class:`isles.islands.transport.link.Arrivals`) and, between its own islands, what the plan of its
+last epoch sends them (:mod:`isles.islands.migration.planner`). The driver only reads: it collects
+the groups' epoch summaries as they come (``ray.wait`` over the streams), books one record per
+completed group epoch (progress, MLflow and the final summary as in sync mode) and keeps every
+group's latest snapshot, carried in its summaries (the driver never calls a running group). The
+run ends when every group has run its generations (``generations``, or those that
+``stop.max_evaluations`` buys) or every island has reached the stop target.
+
+**Reproducible**: the random numbers (every draw from (seed, island, generation, draw), on any
+actor); the counters (generations and evaluations per island, hence the budget, exactly); and the
+result wherever no migrant crosses between actors: on one actor (the sync run's result bit for
+bit) or with a topology whose edges stay inside the groups (e.g. unconnected). **Not
+reproducible**: which emigrants of other actors have arrived when a group starts an epoch (the
+actors' relative speed), hence the trajectories and the best found when migrants cross actors;
+a resumed or restarted async run is not the uninterrupted one either, its counters are.
+"""
 
 from __future__ import annotations
 
 import logging
+import pickle
 import time
+from dataclasses import replace
+
+import numpy as np
 
 from isles.islands.control import checkpoint
+from isles.islands.epoch import Rows, run_epoch
 from isles.islands.migration.planner import group_plan, migration_edges
 from isles.islands.records import Plan, Route, SpanOrder
 from isles.islands.results import (
@@ -21,12 +43,47 @@ from isles.islands.results import (
     payoff_total,
     run_result,
 )
+from isles.islands.transport.link import ActorTransport, Alone, Arrivals
 
 log = logging.getLogger("isles.islands.coordinator")
 
 
+def group_epochs(g, order: SpanOrder):
+    """The epochs ``order.ks`` (generations each) of group ``g`` after its ``order.epoch0`` epochs, back
+    to back: the actor's half of the async loop (:meth:`isles.islands.group.IslandGroup.run_async`).
+
+    Before its epoch ``e`` the group immigrates, into each island, the sources that the plan after
+    its epoch ``e - 1`` (:func:`migration_edges`) names among its own islands and those that the
+    peers have posted since its last epoch (:meth:`Arrivals.arrived`), in the plan's order (the
+    sources it does not name after them, in id order); after the epoch it posts its emigrants by
+    the plan after ``e`` and goes on at once.
+
+    Yields:
+        each epoch's :class:`isles.islands.records.EpochSummary`, pickled (bytes), with the group's
+        :class:`isles.islands.records.GroupSnapshot` after the epochs in ``order.snapshots``.
+    """
+    r = order.route
+    link = Arrivals(r, ActorTransport(r.peers, r.index, g.inbox)) if len(r.groups) > 1 else Alone(g.island_ids)
+    mine = set(g.island_ids)
+    for j, k in enumerate(order.ks):
+        e = order.epoch0 + j + 1
+        with g._state_lock:
+            t0 = time.perf_counter()
+            planned = migration_edges(r.topology, r.n, r.seed, e - 1) if e > 1 else []
+            edges, emigrants = link.arrived() if isinstance(link, Arrivals) else ([], {})
+            # in the plan's order (a remote source as the sync run takes it, where it came), then the rest
+            arrived, named = set(edges), set(planned)
+            ordered = [x for x in planned if x[0] in mine or x in arrived] + [x for x in edges if x not in named]
+            plan = Plan(*group_plan(ordered, g.island_ids, emigrants))
+            best, px, events = run_epoch(g, k, e, plan, link, migration_edges(r.topology, r.n, r.seed, e))
+            rows = [Rows.of(g.row(best, px, events))]
+            g._keep_snapshot(rows, e in order.snapshots, False)
+            summary = g._summaries(rows, t0)[0]
+        yield pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class AsyncLoop:
-    """The async schedule of a run: each group's spans of one epoch, planned from the migrant store.
+    """The async schedule of a run: each group's epochs back to back in its actor, the driver collecting.
 
     Args:
         co: the :class:`isles.islands.coordinator.Coordinator` (its run's sizes, ``topology``,
@@ -39,26 +96,27 @@ class AsyncLoop:
         self.generations, self.interval = co.generations, co.interval
 
     def run(self, groups, placement):
-        """The async epoch loop, a generator like :meth:`isles.islands.control.sync_loop.SyncLoop.run`.
+        """The async loop, a generator like :meth:`isles.islands.control.sync_loop.SyncLoop.run`: yields a
+        record per completed group epoch (``epoch``: completions so far; ``generation``: the slowest
+        group's), returns the :class:`isles.islands.results.RunResult`.
 
-        **Snapshots and lost actors.** Each group's state is taken between two of its epochs,
-        at its start and then every ``islands.snapshot_every`` of its epochs (and at every
-        ``checkpoint.every``-th completion), without stopping anything: the ``state_dict`` call
-        is queued on the group's actor before its next epoch. A group whose actor dies is
-        restarted by Ray and goes back to its own last state alone; the other groups go on.
-        The recovery's ``last_snapshot`` holds every group's latest state with the loop's variables (what a
-        checkpoint saves and ``checkpoint.resume`` continues, with the same grouping). Async
-        results depend on timing, so a resumed or restarted run is not the uninterrupted one
-        bit for bit; its counters (generations and evaluations per island) are.
+        **Snapshots and lost actors.** Each group's state is taken at the start, then carried in its
+        summaries after every ``islands.snapshot_every``-th of its epochs (``checkpoint.every`` where
+        that is 0) and after its last one: nothing stops. The recovery's ``last_snapshot`` holds every
+        group's latest state with the loop's variables (what a checkpoint saves, every
+        ``checkpoint.every`` completions and at the end, and ``checkpoint.resume`` continues with the
+        same grouping). A group whose actor dies is restarted by Ray and goes back to its own last
+        state alone; the other groups go on.
+
+        Raises:
+            ValueError: without Ray actors (``use_ray=False``).
         """
         import ray  # noqa: PLC0415
 
         if not self.ex.use_ray:
             raise ValueError("islands.mode=async needs Ray actors")
-        recovery = self.recovery
-        every = int(self.cfg["islands"]["snapshot_every"])
-        ck = self.cfg["checkpoint"]
-        snapshots = bool(every or ck["every"])
+        recovery, ck, n_groups = self.recovery, self.cfg["checkpoint"], len(groups)
+        every = int(self.cfg["islands"]["snapshot_every"]) or int(ck["every"] or 0)
         resume = self.co.resume_from
         if resume is not None:
             recovery.load(groups, resume["states"])
@@ -69,113 +127,94 @@ class AsyncLoop:
             loop["history"] = RecordLog.of(resume["async"]["history"])  # a list: a checkpoint of before the logs
             loop["migrations"] = migration_log(resume["async"]["migrations"])
             parts = [
-                {"state": st, "gens": g, "summary": loop["summaries"].get(i)}
-                for i, (st, g) in enumerate(zip(resume["states"], loop["gens"]))
+                {"state": st, "gens": g, "epochs": e, "summary": loop["summaries"].get(i)}
+                for i, (st, g, e) in enumerate(zip(resume["states"], loop["gens"], loop["epochs"]))
             ]
         else:
             loop = {
                 "summaries": {},
-                "store": {},
-                "gens": [0] * len(groups),
+                "gens": [0] * n_groups,
+                "epochs": [0] * n_groups,
                 "history": RecordLog(),
                 "migrations": migration_log(),
                 "best": None,
                 "completions": 0,
-                "epochs": [0] * len(groups),
             }
-            parts = [None] * len(groups)
-        summaries, store, gens = loop["summaries"], loop["store"], loop["gens"]
+            parts = [None] * n_groups
+            if every:  # the start: what an interrupt or a lost actor goes back to at worst
+                got = self.ex.gather([self.ex.call(g, "state_dict") for g in groups])
+                parts = [{"state": got[i], "gens": 0, "epochs": 0, "summary": None} for i in range(n_groups)]
+        summaries, gens, epochs = loop["summaries"], loop["gens"], loop["epochs"]
         history, migrations = loop["history"], loop["migrations"]
-        t0 = time.perf_counter()
-        hits = None
+        t0, hits = time.perf_counter(), None
 
-        def snapshot_due(i) -> bool:
-            return bool(every) and loop["epochs"][i] % every == 0
-
-        taking = {}  # group -> its state being taken: {"state": ObjectRef, "gens", "summary"}
-
-        def take(i):  # group i's state now, between two of its epochs (queued before its next one)
-            taking[i] = {"state": groups[i].state_dict.remote(), "gens": gens[i], "summary": summaries.get(i)}
-
-        def settle(wait: bool = False):  # the states that have arrived become the groups' parts
-            for i, part in list(taking.items()):
-                ready, _ = ray.wait([part["state"]], timeout=None if wait else 0)
-                if ready:
-                    del taking[i]
-                    try:
-                        parts[i] = {**part, "state": ray.get(ready[0])}
-                    except Exception:  # noqa: BLE001  (its actor died first: the older part stays)
-                        pass
-
-        def submit(i, plan=None):
-            k = min(self.interval, self.generations - gens[i])
-            gens[i] += k
-            loop["spans"] = loop.get("spans", 0) + 1  # a span of one epoch, alone (no peers)
-            route = Route(0, [placement.groups[i]], self.topology, self.n, self.seed, recovery.timeout_s)
-            return groups[i].run_span.remote(SpanOrder(loop["spans"], [k], loop["epochs"][i], route, plan or Plan()))
-
-        def publish_snapshot():
-            settle(wait=True)
+        def publish():  # every group's latest part, with the loop's variables, as the run's snapshot
             if any(p is None for p in parts):
-                return recovery.last_snapshot
-            loop_now = {
+                return
+            now = {
                 **loop,
                 "gens": [p["gens"] for p in parts],
+                "epochs": [p["epochs"] for p in parts],
                 "summaries": {i: p["summary"] for i, p in enumerate(parts) if p["summary"] is not None},
-                "store": dict(store),
                 "history": history.copy(),
                 "migrations": migrations.copy(),
             }
             recovery.last_snapshot = recovery.of(
-                placement, [p["state"] for p in parts], mode="async", epoch=loop["completions"], **{"async": loop_now}
+                placement, [p["state"] for p in parts], mode="async", epoch=loop["completions"], **{"async": now}
             )
-            return recovery.last_snapshot
 
-        if snapshots:
-            for i in range(len(groups)):
-                if parts[i] is None:
-                    take(i)
-            publish_snapshot()  # the start: what an interrupt or a lost actor goes back to at worst
-        pending = {submit(i): i for i in range(len(groups)) if gens[i] < self.generations}
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            i = pending.pop(done[0])
+        def start(i):  # group i's remaining epochs, one streaming call
+            ks, g = [], gens[i]
+            while g < self.generations:
+                ks.append(min(self.interval, self.generations - g))
+                g += ks[-1]
+            e0, last = epochs[i], epochs[i] + len(ks)
+            due = tuple(e for e in range(e0 + 1, last + 1) if every and (e % every == 0 or e == last))
+            route = Route(i, placement.groups, self.topology, self.n, self.seed, recovery.timeout_s, list(groups))
+            return groups[i].run_async.options(num_returns="streaming").remote(SpanOrder(0, ks, e0, route, Plan(), due))
+
+        publish()
+        streams = {start(i): i for i in range(n_groups) if gens[i] < self.generations}
+        while streams:
+            ready, _ = ray.wait(list(streams), num_returns=1)
+            i = streams[ready[0]]
             try:
-                s = ray.get(done[0])[0]
+                s = pickle.loads(ray.get(next(ready[0])))  # noqa: S301  (our actors')
+            except StopIteration:
+                del streams[ready[0]]
+                continue
             except Exception as err:
-                settle(wait=True)
+                del streams[ready[0]]
                 recovery.recover(err, parts[i])
+                part = parts[i]
                 log.warning(
                     "island group %d died (%s); restored its own state of generation %d, the other groups go "
                     "on (restart %d of %d)",
                     i,
                     type(err).__name__,
-                    parts[i]["gens"],
+                    part["gens"],
                     recovery.restarts,
                     recovery.max_restarts,
                 )
-                recovery.restore(groups, [i], [parts[i]["state"]])
-                gens[i] = parts[i]["gens"]
+                recovery.restore(groups, [i], [part["state"]])
+                gens[i], epochs[i] = part["gens"], part["epochs"]
                 summaries.pop(i, None)
-                if parts[i]["summary"] is not None:
-                    summaries[i] = parts[i]["summary"]
-                pending[submit(i)] = i
+                if part["summary"] is not None:
+                    summaries[i] = part["summary"]
+                streams[start(i)] = i
                 continue
             prev_gen = summaries[i].generation if i in summaries else 0
-            summaries[i] = s
+            summaries[i] = s if s.snapshot is None else replace(s, snapshot=None)
+            gens[i], epochs[i] = s.generation, epochs[i] + 1
             loop["completions"] += 1
-            loop["epochs"][i] += 1
             completions = loop["completions"]
-            for p, gid in enumerate(s.island_ids):
-                store[gid] = s.emigrants.island(p)
-            moved = [(completions, *e) for e in s.migrations]
+            moved = [(completions, *m) for m in s.migrations]
             migrations.extend(moved)
             bx, bf, bv, bg, _, evals, nan, hits = merge_summaries(self.n, summaries)
             best = loop["best"] = best_of([(bx, bf, bv, bg)] + ([loop["best"]] if loop["best"] else []))
-            done_gen = min(summaries[j].generation if j in summaries else 0 for j in range(len(groups)))
             record = epoch_record(
                 epoch=completions,
-                generation=done_gen,
+                generation=min(summaries[j].generation if j in summaries else 0 for j in range(n_groups)),
                 t0=t0,
                 evaluations=evals,
                 nan_evaluations=nan,
@@ -190,19 +229,13 @@ class AsyncLoop:
                 migrations=moved,
             )
             history.append(record)
+            if s.snapshot is not None:
+                parts[i] = {"state": s.snapshot.state, "gens": gens[i], "epochs": epochs[i], "summary": summaries[i]}
+                publish()
             yield record
-            settle()
-            if snapshots and (snapshot_due(i) or gens[i] >= self.generations):
-                take(i)  # and at the group's last epoch, for a checkpoint that goes on with more generations
-            if ck["every"] and (completions % int(ck["every"]) == 0 or not pending and gens[i] >= self.generations):
-                if i not in taking:
-                    take(i)
-                snap = publish_snapshot()
-                if snap is not None:
-                    checkpoint.save(ck["path"], snap)
-            elif snapshot_due(i):
-                publish_snapshot()
-            if gens[i] < self.generations:
-                edges = migration_edges(self.topology, self.n, self.seed, completions)
-                pending[submit(i, Plan(*group_plan(edges, placement.groups[i], store)))] = i
+            if hits is not None and np.all(hits >= 0):  # every island reached the stop target
+                break
+            if ck["every"] and (completions % int(ck["every"]) == 0 or min(gens) >= self.generations):
+                if recovery.last_snapshot is not None:
+                    checkpoint.save(ck["path"], recovery.last_snapshot)
         return run_result(loop["best"], history, min(gens), t0, migrations, hits)

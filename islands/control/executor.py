@@ -105,13 +105,11 @@ class Executor:
         import ray  # noqa: PLC0415
 
         self._reserved = reserve(p)
-        # sync spans: a second thread takes the peers' posts while the first runs epochs; async, one
-        # thread, so that calls run in the order they were made (a state_dict call before the next epoch)
-        threads = 2 if self.cfg["islands"]["mode"] == "sync" else 1
+        # a second thread takes the peers' posts while the first runs epochs (sync spans, async loops)
         restarts = int(self.cfg["islands"]["max_restarts"])
         return [
             ray.remote(IslandGroup)
-            .options(**actor_options(p, self._reserved, i, restarts), max_concurrency=threads)
+            .options(**actor_options(p, self._reserved, i, restarts), max_concurrency=2)
             .remote(self.spec(ids, p.device))
             for i, ids in enumerate(p.groups)
         ]

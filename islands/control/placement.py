@@ -31,12 +31,13 @@ STRATEGIES = {"spread": "SPREAD", "strict_spread": "STRICT_SPREAD", "pack": "PAC
 RESERVE_TIMEOUT_S = 120.0
 
 
-@dataclass(frozen=True)
+@dataclass
 class Placement:
     """Actors to start.
 
     Attributes:
-        groups: island ids of each actor, contiguous blocks (``len(groups)`` actors).
+        groups: island ids of each actor, contiguous blocks (``len(groups)`` actors); sync mode's
+            :class:`Balancer` sets others between spans.
         use_gpu: each actor takes one GPU (``num_gpus=1``) and runs CuPy.
         strategy: ``islands.placement`` (a key of :data:`STRATEGIES`).
         node_ids: the Ray node ids the actors may use (``islands.n_nodes``), ``None``: any node.
@@ -257,3 +258,95 @@ def needs_ray(cfg: dict) -> bool:
     device = cfg["device"]
     here = {"node_id": "local", "ip": "127.0.0.1", **local_resources(cfg["ray"]["num_cpus"], device)}
     return len(plan_nodes(isl["n"], device, isl, [here]).groups) > 1
+
+
+#: sync mode's placement by cost (:class:`Balancer`): the busiest actor's measured CPU seconds per epoch
+#: below which nothing moves (cheap islands: a move would cost more than it saves), and the least
+#: share of the busiest actor's load that a move must take off
+BALANCE_MIN_EPOCH_S = 0.05
+BALANCE_GAIN = 0.1
+
+
+def balanced(groups: list, costs: dict, gain: float = BALANCE_GAIN) -> list | None:
+    """The islands of ``groups`` spread over as many actors by cost: the costliest island first, each to
+    the least loaded actor (fewest islands on a tie), each actor's islands in id order; ``None`` where
+    that takes less than ``gain`` of the busiest actor's load off it, or changes nothing.
+
+    Args:
+        groups: island ids per actor now; costs: ``{island id: cost}`` (seconds, >= 0).
+    """
+    now = max(sum(costs[i] for i in g) for g in groups)
+    load, out = [0.0] * len(groups), [[] for _ in groups]
+    for i in sorted(costs, key=lambda i: (-costs[i], i)):
+        a = min(range(len(groups)), key=lambda a: (load[a], len(out[a]), a))
+        load[a] += costs[i]
+        out[a].append(i)
+    out = [sorted(g) for g in out]
+    if max(load) > (1.0 - gain) * now or sorted(out) == sorted(sorted(g) for g in groups):
+        return None
+    return out
+
+
+class Balancer:
+    """Sync mode on CPU actors of this machine: spreads the islands over the actors by their measured
+    cost, keeping the result bit for bit (the random numbers are the islands' own: only which actor
+    runs which island changes, :func:`isles.islands.control.checkpoint.regroup`).
+
+    The rule, with nothing to tune: after each span the actors' CPU seconds (their processes', psutil:
+    the objective's work, not the waits for peers) are split over their islands as the islands'
+    last estimates share them (evenly at first: a move then tells the islands' costs apart); where the
+    busiest actor spent at least :data:`BALANCE_MIN_EPOCH_S` an epoch and a placement by those costs
+    (:func:`balanced`) takes at least :data:`BALANCE_GAIN` of its load off it, the islands move
+    before the next span. Many cheap islands per actor, GPU actors, in-process groups or actors on
+    other nodes: nothing is measured, nothing moves.
+
+    Args:
+        executor: the run's :class:`isles.islands.control.executor.Executor`; groups: its actors.
+    """
+
+    def __init__(self, executor, groups):
+        self.ex, self.groups, self.moved, self.cost = executor, groups, False, {}
+        self.cpu = self.measure()
+
+    def measure(self) -> list | None:
+        """Each actor's ``(pid, process CPU seconds)`` (user + system) now, or ``None`` (:class:`Balancer`)."""
+        if not self.ex.use_ray or self.ex.cfg["device"] != "cpu" or len(self.groups) < 2:
+            return None
+        import socket  # noqa: PLC0415
+
+        import psutil  # noqa: PLC0415  (Ray's dependency)
+
+        try:
+            if any(info.get("host") != socket.gethostname() for info in self.ex.infos):
+                return None
+            return [(info["pid"], sum(psutil.Process(info["pid"]).cpu_times()[:2])) for info in self.ex.infos]
+        except (psutil.Error, KeyError):  # an actor restarting
+            return None
+
+    def due(self, groups: list, n_epochs: int) -> list | None:
+        """The new island ids per actor after a span of ``n_epochs`` epochs in ``groups`` (island ids
+        per actor), or ``None`` (the rule: :class:`Balancer`)."""
+        now, before = self.measure(), self.cpu
+        self.cpu = now
+        if now is None or before is None or [p for p, _ in now] != [p for p, _ in before]:  # a restarted actor
+            return None
+        used = [a - b for (_, a), (_, b) in zip(now, before)]
+        for g, u in zip(groups, used):  # each actor's seconds over its islands, as their last estimates share them
+            w = {i: max(self.cost.get(i, 1.0), 1e-9) for i in g}
+            self.cost.update({i: u * w[i] / sum(w.values()) for i in g})
+        if max(used) / max(1, n_epochs) < BALANCE_MIN_EPOCH_S:
+            return None
+        return balanced(groups, self.cost)
+
+    def move(self, placement, new: list, states: list, regroup, plugins=None, old: list | None = None) -> None:
+        """Give each actor its islands of ``new`` with their states (``states``: one per actor of ``old``,
+        default ``placement.groups``; host arrays), regrouped by ``regroup(states, old, new)`` (the sync
+        loop's, :func:`isles.islands.control.checkpoint.regroup` or the algorithm's own), and the plug-ins'
+        ``plugins`` (``None``: theirs stay), and make ``new`` the placement's grouping."""
+        moved = regroup(states, old or placement.groups, new)
+        ex = self.ex
+        ex.gather([ex.call(g, "regroup", ids, st, plugins) for g, ids, st in zip(self.groups, new, moved)])
+        placement.groups = [list(g) for g in new]
+        self.moved = True
+        ex.infos = [{**info, "island_ids": list(ids)} for info, ids in zip(ex.infos, new)]
+        self.cpu = self.measure()

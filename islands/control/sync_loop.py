@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from isles.islands.control import checkpoint
+from isles.islands.control.placement import Balancer
 from isles.islands.config.build import build_algorithm
 from isles.islands.migration.planner import group_plan, migration_edges
 from isles.islands.records import LoopState, Plan, Route, SpanOrder
@@ -89,6 +90,7 @@ class SyncLoop:
         every = int(self.cfg["islands"]["snapshot_every"])
         snapshot = recovery.snapshot(groups, placement, loop) if every else None
         yielded, hits, epoch_s, span = loop.epoch, None, None, 0
+        balancer = Balancer(self.ex, groups)  # islands spread over the actors by measured cost
         # spans: the one started ahead (_start_ahead) and the epoch of the last snapshot scheduled
         ahead, scheduled = None, snapshot["epoch"] if every else 0
         t0 = time.perf_counter()
@@ -110,8 +112,9 @@ class SyncLoop:
                 scheduled = started.scheduled
                 epochs = self.end_span(groups, started)
                 epoch_s = (time.perf_counter() - started.t0) / len(epochs)
+                spread = balancer.due(placement.groups, len(epochs))  # islands to move after the books
                 # the next span starts before this one's books (the driver's, while the groups evolve)
-                ahead = self.start_ahead(groups, placement, loop, epochs, epoch_s, span + 1, scheduled)
+                ahead = None if spread else self.start_ahead(groups, placement, loop, epochs, epoch_s, span + 1, scheduled)
                 span += ahead is not None
                 # the epochs' books, snapshots and checkpoints: an actor found lost here (e.g. by
                 # the snapshot's call) restarts like one lost during the epochs
@@ -141,6 +144,13 @@ class SyncLoop:
                             else recovery.snapshot(groups, placement, loop)
                         )
                         checkpoint.save(ck["path"], fresh)
+                if spread and loop.done_gens < self.generations:
+                    got = self.ex.gather([self.ex.call(g, "state_dict") for g in groups])
+                    balancer.move(placement, spread, [got[i] for i in range(len(groups))], self.regrouped)
+                    log.info("islands spread over the actors by measured cost: %s", placement.groups)
+                    if every:  # the snapshot a lost actor goes back to, in the new grouping
+                        snapshot = recovery.snapshot(groups, placement, loop)
+                        scheduled = snapshot["epoch"]
             except Exception as err:
                 recovery.recover(err, snapshot)
                 if ahead is not None:  # a span started ahead waits for the lost actor: abort it
@@ -157,6 +167,9 @@ class SyncLoop:
                 )
                 loop = loop_copy(snapshot)
                 recovery.restore(groups, list(range(len(groups))), snapshot["states"], loop.plugins)
+                if balancer.moved:  # a restarted actor holds the islands it was started with: the snapshot's
+                    groups_then = snapshot["groups"]
+                    balancer.move(placement, groups_then, snapshot["states"], self.regrouped, loop.plugins, groups_then)
                 scheduled = snapshot["epoch"]
                 continue
         return run_result(loop.best, loop.history, loop.done_gens, t0, loop.migrations, hits)
@@ -179,7 +192,8 @@ class SyncLoop:
         loop.done_gens += k
         loop.epoch = epoch = loop.epoch + 1
         bx, bf, bv, bg, emigrants, evals, nan, hits = merge_summaries(self.n, summaries)
-        moved = [(epoch, *e) for i in sorted(summaries) for e in summaries[i].migrations]
+        # by destination island: the same order however the islands are grouped (Balancer moves them)
+        moved = sorted(((epoch, *e) for i in sorted(summaries) for e in summaries[i].migrations), key=lambda m: m[2])
         loop.migrations.extend(moved)
         cand, named = [(bx, bf, bv, bg)], {}
         for pbest, metrics in summaries[0].plugins:  # every replica's are the same: group 0's are booked

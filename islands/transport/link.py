@@ -13,6 +13,7 @@ dropped. With plug-ins, a message also carries the sender's islands' bests, keye
 The epoch body (:func:`isles.islands.epoch.run_epoch`) sees one of three links, all with the same
 ``take``/``send``/``gather``: :class:`Alone` (no peers), :class:`Posts` (inboxes, or channels), and
 :class:`Collective` (the groups' communicator, device to device; capturable in a CUDA graph).
+The async loop's groups use :class:`Arrivals`: posts that never wait, and whatever has arrived.
 
 Between actors of one node, :class:`isles.islands.transport.channels.ChannelTransport` has the same
 interface over shared-memory channels; between GPUs, :func:`isles.islands.transport.nccl.exchange`
@@ -86,6 +87,13 @@ class Inbox:
             for s in senders:
                 out.update(self._box.pop((span, epoch, s), {}))
             return out
+
+    def drain(self, span: int) -> list:
+        """Every message of ``span`` that has arrived, oldest epoch first (removed from the inbox;
+        never waits): the async loop's immigrants (:class:`Arrivals`)."""
+        with self._cond:
+            keys = sorted(k for k in self._box if k[0] == span)
+            return [self._box.pop(k) for k in keys]
 
     def start(self, span: int) -> None:
         """Begin ``span``: messages of earlier spans are dropped (kept: those already posted for it)."""
@@ -246,3 +254,51 @@ class Collective(_Peers):
         self.best_lay = self.best_lay or layout(best.island(0))
         got = exchange(self.comm, self.xp, best, self.mine, self.all_sends, self.all_receives, self.best_lay)
         return self.assemble(best, got)
+
+
+#: the span id of every async post (:class:`Arrivals`): an async run has one span per group, restarts included
+ASYNC_SPAN = 0
+
+
+class Arrivals(_Peers):
+    """The async link (``islands.mode=async``, :mod:`isles.islands.control.async_loop`): emigrants are
+    posted to the destination group's inbox without waiting, and a group immigrates whatever has
+    arrived since its last epoch (pagmo's archipelago), the latest of each ``(source, destination)``.
+
+    Args:
+        route: the group's :class:`isles.islands.records.Route`; transport: its :class:`ActorTransport`.
+    """
+
+    def __init__(self, route, transport):
+        super().__init__(route)
+        self.transport = transport
+
+    def arrived(self) -> tuple:
+        """What the peers posted to this group since the last call, never waiting: ``(edges, emigrants)``,
+        the ``(source, destination)`` pairs in id order and ``{source id: Population (1, k)}`` (host
+        arrays; a source's latest emigrants where several of its epochs came)."""
+        edges, emigrants = set(), {}
+        for msg in self.transport.inbox.drain(ASYNC_SPAN):  # oldest first: the latest stays
+            for (src, dst), pop in msg.items():
+                edges.add((src, dst))
+                emigrants[src] = pop
+        return sorted(edges), emigrants
+
+    def take(self, epoch: int, sent, edges) -> dict:
+        """Unused: the async loop hands the epoch body a :class:`isles.islands.records.Plan` of :meth:`arrived`."""
+        return {}
+
+    def send(self, epoch: int, sent, edges, best) -> None:
+        """Post ``sent``'s emigrants to the groups of the destinations of ``edges`` (one message per peer,
+        keyed ``(source, destination)``), fire and forget; ``best`` is unused (no plug-ins in async mode)."""
+        msgs, host = {}, None
+        for src, dst in edges or ():
+            if src in self.mine and dst not in self.mine:
+                host = sent.to_host() if host is None else host
+                msgs.setdefault(self.where[dst], {})[(src, dst)] = host.island(self.mine[src])
+        if msgs:
+            self.transport.send(ASYNC_SPAN, epoch, msgs)
+
+    def gather(self, epoch: int, best):
+        """Not offered: plug-ins need ``islands.mode=sync`` (the schema refuses them in async mode)."""
+        raise NotImplementedError("plug-ins need islands.mode=sync")
