@@ -300,3 +300,11 @@ def test_a_mixed_group_takes_islands_out_of_order_of_families_as_placement_by_co
     np.testing.assert_array_equal(b.best_f, a.best_f[some])
     np.testing.assert_array_equal(b.best_x, a.best_x[some])
     assert b.evals == sum(12 + 6 * e for e in (12, 12, 12)) + (12 + 6 * 11)  # DE, FEP, PSO, GA (n_elite 1)
+
+
+def test_async_mixed_run_on_one_actor_is_the_sync_run_and_counts_exactly_on_two(ray_local):
+    """``islands.mode=async``: on one actor the sync run, bit for bit; on two actors (what has
+    arrived decides the trajectories) the evaluations without GA islands are the sync run's."""
+    assert_same_runs(coordinator("islands.mode=async", "islands.n_actors=1", use_ray=True).run(), coordinator().run())
+    two = coordinator("islands.mode=async", "islands.n_actors=2", "~groups.ga", use_ray=True).run()
+    assert two.evaluations == coordinator("~groups.ga").run().evaluations == 2 * 372 + 3 * 372 + 2 * 372
