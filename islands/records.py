@@ -111,7 +111,7 @@ class EpochSummary:
         island_ids: the group's islands; best: Population ``(I, 1)`` of each island's best;
         best_x ``(I, D)``: its phenotype; best_f, best_v ``(I,)``.
         emigrants: Population ``(I, k)`` after the epoch (a span's last epoch, or a snapshot's), else ``None``.
-        generation, evals, payoff_evals: per island; nan_evals: the whole group's.
+        generation, payoff_evals: per island; evals, nan_evals: the whole group's.
         hit_generation: ``(I,)`` int (-1 = not yet), or ``None`` without a stop target.
         migrations: ``[(src, dst, accepted, best f moved)]``; compute_s: seconds; device: its name.
         plugins: each plug-in's ``(best, metrics)`` after the epoch: best a Population ``(1, 1)`` or

@@ -343,7 +343,7 @@ def merge_summaries(n: int, summaries: dict):
         if s.emigrants is not None:  # None inside a span
             for p, gid in enumerate(s.island_ids):
                 emigrants[gid] = s.emigrants.island(p)
-        evals += s.evals * len(s.island_ids)
+        evals += s.evals
         nan += s.nan_evals
     return bx, bf, bv, bg, emigrants, evals, nan, hits
 

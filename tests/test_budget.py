@@ -253,7 +253,7 @@ def test_docs_table_covers_every_experiment_and_matches_the_counts():
     rows = budget_table()
     assert sorted(rows) == EXPERIMENTS
     for name, (n, init, per, master_per, total) in rows.items():
-        cfg = plain(make_cfg(f"+experiment={name}"))
+        cfg = validated(plain(make_cfg(f"+experiment={name}")))  # a run's groups set its algorithm and islands.n
         plugins = [instantiate(p) for p in cfg["plugins"]]
         counts = evaluation_counts(build_algorithm(cfg["algorithm"]), plugins)
         assert (n, init, per, master_per) == (cfg["islands"]["n"], *counts), name

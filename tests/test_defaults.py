@@ -162,9 +162,26 @@ def golden(name: str | None) -> dict:
         cfg,
         {"logger": body(CONF_DIR / "logger" / f"{chosen(name, 'logger')}.yaml")},
         *([body(CONF_DIR / "plugin" / f"{plugin}.yaml")] if plugin else []),
+        *(placed(name) if name else []),
         *(experiment_chain(name) if name else []),
     )
     return OmegaConf.to_container(merged, resolve=True)
+
+
+def placed(name: str) -> list:
+    """The group options that experiment ``name`` composes at a package of their own
+    (``- /GROUP@PKG: OPTION``, e.g. a mixed archipelago's ``/algorithm@groups.de.algorithm: de``), each
+    its :func:`group_node` nested at ``PKG``."""
+    out = []
+    for entry in defaults_list(CONF_DIR / "experiment" / f"{name}.yaml"):
+        for key, option in entry.items() if isinstance(entry, dict) else ():
+            if key.startswith("/") and "@" in key:
+                group, package = key[1:].split("@", 1)
+                node = group_node(group, option)
+                for part in reversed(package.split(".")):
+                    node = {part: node}
+                out.append(node)
+    return out
 
 
 def applied_default(path: Path, key: str):

@@ -273,7 +273,7 @@ def test_island_group_runs_ga():
     g = IslandGroup(GroupSpec(**spec))
     out = one_epoch(g, 30)
     assert out.best_x.shape == (2, 40) and out.best_x.dtype == np.uint8
-    assert out.evals == 20 + 30 * 19
+    assert out.evals == 2 * (20 + 30 * 19)  # the group's evaluations, both islands
     assert out.hit_generation is not None
 
 

@@ -282,6 +282,23 @@ class IslandAlgorithm:
         """
         return state, immigrants
 
+    def adopt(self, ctx: Context, state: State, immigrants: Population, valid):
+        """This family's arrival rule in a mixed archipelago (:mod:`isles.algorithms.core.mixed`):
+        individuals of any family, as they travel (``genome`` = the phenotype ``x (I, K, D)`` in
+        ``ctx.dtype``, ``f``, ``v``, no extras), made individuals of this family, with every leaf of
+        :meth:`population` (its extras initialised by the family's rule). ``valid (I, K)`` (host
+        bool) marks the real immigrants (the rest is padding).
+
+        Default (a family whose genome is ``x`` and whose extras, if any, start at zero, e.g. DE,
+        CMA-ES, L-SHADE): ``x``, ``f``, ``v`` as they are, extras zero
+        (:meth:`Population.conform`). No host synchronisation.
+
+        Returns:
+            ``(state, immigrants)``: the state (a family that evaluates its arrivals counts them in
+            it) and the immigrants ``(I, K)`` with this family's leaves.
+        """
+        return state, immigrants.conform(self.population(state))
+
     def best(self, state: State) -> Population:
         """Best individual of each island under Deb's rules, a Population of shape ``(I, 1)``."""
         pop = self.population(state)

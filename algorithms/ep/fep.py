@@ -361,6 +361,14 @@ class FEP(FusedAlgorithm):
         s["nan_evals"] = state["nan_evals"] + n_nan
         return s
 
+    def adopt(self, ctx: Context, state: State, immigrants: Population, valid):
+        """FEP's arrival rule in a mixed archipelago (:meth:`IslandAlgorithm.adopt`): the immigrant's
+        ``x``, ``f`` and ``v`` as they are, its step sizes ``eta = eta_init`` (those of a new individual,
+        :meth:`init`), whatever the family it comes from."""
+        imm = immigrants.conform(self.population(state))
+        eta = ctx.xp.full(imm.genome.shape, self.params.eta_init, dtype=imm.extras["eta"].dtype)
+        return state, Population(imm.genome, imm.f, imm.v, {"eta": eta})
+
     def replace(self, ctx: Context, state: State, idx, immigrants: Population) -> State:
         """Immigrants in (:meth:`IslandAlgorithm.replace`), their ``eta`` kept; a step size
         ``<= 0`` (an immigrant that carried none) becomes ``eta_init``."""

@@ -92,6 +92,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
 from isles.algorithms.core.encoding_choice import make_encoding
 from isles.algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding
@@ -252,6 +253,7 @@ class GA(FusedAlgorithm):
     FIELDS = {"genome": "genome", "f": "f", "v": "v"}
     graph_safe = False  # the fused path replays its own CUDA graph in run()
     FUSED_MODULE = "isles.algorithms.ga.cuda"
+    evaluates_arrivals = True  # adopt() evaluates immigrants of a mixed archipelago
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
@@ -322,6 +324,20 @@ class GA(FusedAlgorithm):
         enc = self.setup(ctx)
         X = enc.decode(genome, ctx.dtype) if enc.genome == "real" else enc.decode(genome)
         return evaluate(ctx, X)
+
+    def adopt(self, ctx: Context, state: State, immigrants, valid):
+        """The GA's arrival rule in a mixed archipelago (:meth:`IslandAlgorithm.adopt`): the genome
+        is the nearest code of the immigrant's ``x`` (:meth:`encode`; a GA immigrant of the same
+        encoding gets its own genome back), re-evaluated, since the code's ``x`` may differ from the
+        immigrant's by the encoding's resolution (``evaluates_arrivals``: the mixed batch counts the
+        real immigrants' evaluations); NaN results of real immigrants count in ``nan_evals``."""
+        xp = ctx.xp
+        genome = self.encode(immigrants.genome)
+        f, v, _ = self.evaluate_genomes(ctx, genome)
+        bad = device_constant(xp, valid) & (xp.isnan(f) | xp.isnan(v))
+        s = dict(state)
+        s["nan_evals"] = state["nan_evals"] + bad.sum().astype(np.int64)
+        return s, type(immigrants)(genome, f.astype(state["f"].dtype), v.astype(state["v"].dtype), {})
 
     # -- generations ------------------------------------------------------------------------------
     def init(self, ctx: Context) -> State:

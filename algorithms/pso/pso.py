@@ -332,6 +332,15 @@ class PSO(IslandAlgorithm):
         s.update(x=x, vel=vel, generation=g + 1, evals=state["evals"] + p.n_particles)
         return s
 
+    def adopt(self, ctx: Context, state: State, immigrants, valid):
+        """PSO's arrival rule in a mixed archipelago (:meth:`IslandAlgorithm.adopt`): the immigrant
+        becomes a particle at rest on its own best: personal best = current position ``x`` = the
+        immigrant's ``x`` (with its ``f``, ``v``), velocity 0, whatever the family it comes from;
+        :meth:`replace` then updates the swarm's best."""
+        imm = immigrants.conform(self.population(state))
+        vel = ctx.xp.zeros_like(imm.extras["vel"])
+        return state, type(imm)(imm.genome, imm.f, imm.v, {"x": imm.genome, "vel": vel})
+
     def replace(self, ctx: Context, state: State, idx, immigrants) -> State:
         """Immigrants ``(I, k)`` at particles ``idx (I, k)``: personal best (the genome), fitness,
         violation, and the extras current position ``x`` and velocity ``vel``, so an immigrant

@@ -162,6 +162,9 @@ class IslesConfig:
     groups, an experiment overrides values)."""
 
     algorithm: Any = MISSING
+    # null: every island runs `algorithm`; a list of {algorithm: NAME or node, islands: N, name: ...}, or a
+    # mapping name -> such a group: islands of several algorithms in one run (with_groups; docs/mixed_islands.md)
+    groups: Any = None
     problem: Any = MISSING
     topology: Any = MISSING
     plugins: List[Any] = field(default_factory=list)
@@ -396,9 +399,40 @@ def validated(cfg: dict) -> Validated:
     """
     if isinstance(cfg, Validated):
         return Validated(cfg)
-    out = Validated(with_defaults(cfg))
+    out = Validated(with_groups(with_defaults(cfg)))
     check_values(out)
     return out
+
+
+def with_groups(cfg: dict) -> dict:
+    """``cfg`` with its ``groups`` (``None``: ``cfg`` itself) as a list of ``{name, islands, algorithm, key}``
+    (a built-in's name becomes its :func:`class_node`; the name: the mapping's key, the option's, or the
+    class's, made unique; ``key``: as typed, ``groups.<key>``), ``islands.n`` their sum and ``algorithm`` the node of
+    :class:`isles.algorithms.core.mixed.Mixed`, which builds each group's algorithm (docs/mixed_islands.md).
+
+    Raises:
+        ValueError: one line naming the field (``groups``, ``groups.<j>``, ``.islands``, ``.algorithm``):
+            not a list or mapping, empty, an unknown key, islands not an integer >= 1, an unknown algorithm.
+    """
+    groups, out, names = cfg.get("groups"), [], set()
+    if groups is None:
+        return cfg
+    if not isinstance(groups, (dict, list, tuple)) or not groups:
+        raise ValueError(f"groups={groups!r}: allowed values are a list or a mapping of one or more groups")
+    for j, (key, g) in enumerate(groups.items() if isinstance(groups, dict) else enumerate(groups)):
+        field, name = f"groups.{key}", key if isinstance(groups, dict) else None
+        if not isinstance(g, dict) or set(g) - {"algorithm", "islands", "name", "key"}:
+            raise ValueError(f"{field}={g!r}: allowed values are {{algorithm: NAME or {{_target_: ...}}, islands: N}}")
+        islands, node = check_range(f"{field}.islands", g.get("islands"), 1, integer=True), g.get("algorithm")
+        if isinstance(node, str) and node in ALGORITHMS:
+            name, node = name or node, class_node(ALGORITHMS[node])
+        elif not isinstance(node, dict) or not node.get("_target_"):
+            raise ValueError(f"{field}.algorithm={node!r}: allowed values are {'|'.join(ALGORITHMS)}|{{_target_: ...}}")
+        name = str(g.get("name") or name or node["_target_"].rsplit(".", 1)[-1].lower())
+        names.add(name := name if name not in names else f"{name}{j}")
+        out.append({"name": name, "islands": islands, "algorithm": node, "key": g.get("key", str(key))})
+    n, mixed = sum(g["islands"] for g in out), {"_target_": "isles.algorithms.core.mixed.Mixed", "groups": out}
+    return {**cfg, "groups": out, "islands": {**cfg["islands"], "n": n}, "algorithm": {**mixed, "_recursive_": False}}
 
 
 def class_node(cls) -> dict:
@@ -441,7 +475,7 @@ def with_generations(cfg: Validated, resolved: dict) -> Validated:
     out["generations"] = resolved["generations"]
     for name in OPEN_FIELDS:
         out[name] = resolved.get(name)
-    return out
+    return Validated(with_groups(out)) if out.get("groups") is not None else out
 
 
 def register() -> None:

@@ -338,13 +338,12 @@ class Balancer:
             return None
         return balanced(groups, self.cost)
 
-    def move(self, placement, new: list, states: list, island_axes, plugins=None, old: list | None = None) -> None:
+    def move(self, placement, new: list, states: list, regroup, plugins=None, old: list | None = None) -> None:
         """Give each actor its islands of ``new`` with their states (``states``: one per actor of ``old``,
-        default ``placement.groups``; host arrays) and the plug-ins' ``plugins`` (``None``: theirs stay),
-        and make ``new`` the placement's grouping."""
-        from isles.islands.control.checkpoint import regroup  # noqa: PLC0415
-
-        moved = regroup(states, old or placement.groups, new, island_axes)
+        default ``placement.groups``; host arrays), regrouped by ``regroup(states, old, new)`` (the sync
+        loop's, :func:`isles.islands.control.checkpoint.regroup` or the algorithm's own), and the plug-ins'
+        ``plugins`` (``None``: theirs stay), and make ``new`` the placement's grouping."""
+        moved = regroup(states, old or placement.groups, new)
         ex = self.ex
         ex.gather([ex.call(g, "regroup", ids, st, plugins) for g, ids, st in zip(self.groups, new, moved)])
         placement.groups = [list(g) for g in new]

@@ -82,7 +82,7 @@ class SyncLoop:
             loop = loop_copy(resume)
             recovery.load(
                 groups,
-                checkpoint.regroup(resume["states"], resume["groups"], placement.groups, self.island_axes()),
+                self.regrouped(resume["states"], resume["groups"], placement.groups),
                 loop.plugins,
             )
         else:
@@ -146,7 +146,7 @@ class SyncLoop:
                         checkpoint.save(ck["path"], fresh)
                 if spread and loop.done_gens < self.generations:
                     got = self.ex.gather([self.ex.call(g, "state_dict") for g in groups])
-                    balancer.move(placement, spread, [got[i] for i in range(len(groups))], self.island_axes())
+                    balancer.move(placement, spread, [got[i] for i in range(len(groups))], self.regrouped)
                     log.info("islands spread over the actors by measured cost: %s", placement.groups)
                     if every:  # the snapshot a lost actor goes back to, in the new grouping
                         snapshot = recovery.snapshot(groups, placement, loop)
@@ -169,14 +169,18 @@ class SyncLoop:
                 recovery.restore(groups, list(range(len(groups))), snapshot["states"], loop.plugins)
                 if balancer.moved:  # a restarted actor holds the islands it was started with: the snapshot's
                     groups_then = snapshot["groups"]
-                    balancer.move(placement, groups_then, snapshot["states"], self.island_axes(), loop.plugins, groups_then)
+                    balancer.move(placement, groups_then, snapshot["states"], self.regrouped, loop.plugins, groups_then)
                 scheduled = snapshot["epoch"]
                 continue
         return run_result(loop.best, loop.history, loop.done_gens, t0, loop.migrations, hits)
 
-    def island_axes(self) -> dict:
-        """Where each state field of the run's algorithm has its islands (:func:`checkpoint.regroup`)."""
-        return build_algorithm(self.cfg["algorithm"]).island_axes
+    def regrouped(self, states: list, old: list, new: list) -> list:
+        """A checkpoint's group ``states`` of the islands grouped as ``old``, grouped as ``new``
+        (:func:`checkpoint.regroup` by the run's algorithm's ``island_axes``; an algorithm with a
+        ``regroup`` of its own, a batch of islands of several kinds, regroups them itself)."""
+        algorithm = build_algorithm(self.cfg["algorithm"])
+        own = getattr(algorithm, "regroup", None)
+        return own(states, old, new) if own else checkpoint.regroup(states, old, new, algorithm.island_axes)
 
     def epoch_done(self, loop: LoopState, k: int, summaries: dict, t0: float):
         """Book one finished epoch of ``k`` generations into ``loop`` (counters, migrations, the

@@ -153,6 +153,8 @@ def emigrants_of(algorithm, state: dict, k: int, selection=None):
     :class:`isles.islands.migration.policies.SelectBest`): a :class:`Population` ``(I, k)`` for a
     one-population algorithm, else a :class:`PopulationRoles`."""
     selection = policies.SelectBest() if selection is None else selection
+    if hasattr(algorithm, "emigrants_of"):  # a batch of islands of several kinds selects its own
+        return algorithm.emigrants_of(state, k, selection)
     pops = algorithm.populations(state)
     fused = type(selection) is policies.SelectBest and _fused(pops[next(iter(pops))])
     out = {}
@@ -183,6 +185,8 @@ def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound:
         ``(state, events)``: the new state and one ``(src_of, order, accepted, f_new)`` per role
         that received immigrants (device arrays; :func:`migration_events` reads them).
     """
+    if hasattr(algorithm, "immigrate"):  # a batch of islands of several kinds routes its own (through route)
+        return algorithm.immigrate(ctx, state, island_ids, emigrants, inbound, remote, policy)
     xp, I = ctx.xp, len(island_ids)
     emigrants = by_role(emigrants)
     remote = {rid: by_role(r) for rid, r in remote.items()}
