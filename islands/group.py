@@ -223,11 +223,8 @@ class IslandGroup(PeerLinks):
     def row(self, best: Population, px, events) -> Row:
         """The epoch's :class:`isles.islands.epoch.Row`: copies of what its summary needs (``best``
         and ``px`` must not be buffers that a later replay overwrites), and each plug-in's best and metrics."""
-        xp, state, a = self.xp, self.state, self.algorithm
+        xp, state = self.xp, self.state
         hit = state.get("hit_generation")
-        # the group's evaluations: per island times the islands, or a batch of several kinds' own count
-        count = getattr(a, "batch_evaluations", None)
-        evals = count(state) if count else int(state["evals"]) * len(self.island_ids)
 
         def copied(v):
             return xp.array(v, copy=True) if hasattr(v, "shape") else v
@@ -240,13 +237,19 @@ class IslandGroup(PeerLinks):
             best,
             px,
             int(state["generation"]),
-            evals,
+            self.evaluations(state),
             int(state.get("pair_evals", 0)),
             xp.array(state["nan_evals"], copy=True),
             None if hit is None else xp.array(hit, copy=True),
             events,
             plugins,
         )
+
+    def evaluations(self, state: dict) -> int:
+        """The group's evaluations so far in ``state`` (its host counters suffice): per island times
+        the islands, or a batch of several kinds' own count (``algorithm.batch_evaluations``)."""
+        count = getattr(self.algorithm, "batch_evaluations", None)
+        return int(count(state)) if count else int(state["evals"]) * len(self.island_ids)
 
     # -- spans' helpers ---------------------------------------------------------------------------
     def _keep_snapshot(self, rows: list, due: bool, more: bool) -> None:

@@ -173,7 +173,7 @@ class SpanGraph:
             best=_split(rows, "b."),
             best_x=rows["r.best_x"],
             generation=[h["s.generation"] for h in hosts],
-            evals=[h["s.evals"] for h in hosts],
+            evals=[g.evaluations({**g.state, **_split(h, "s.")}) for h in hosts],
             pair_evals=[h.get("s.pair_evals", 0) for h in hosts],
             nan_evals=[h["s.nan_evals"] for h in hosts] if nan is None else nan,
             hit_generation=rows.get("r.hit_generation"),

@@ -124,7 +124,10 @@ def test_sync_islands_moved_by_cost_keep_the_run_bit_for_bit(monkeypatch, caplog
     from isles.islands.coordinator import Coordinator
 
     def measured(self):  # each actor's (pid, process CPU seconds), as psutil would give them
-        spent = [s + sum(cost[i] for i in info["island_ids"]) for s, info in zip(getattr(self, "spent", [0, 0]), self.ex.infos)]
+        spent = [
+            s + sum(cost[i] for i in info["island_ids"])
+            for s, info in zip(getattr(self, "spent", [0, 0]), self.ex.infos)
+        ]
         self.spent = spent
         return [(i, s) for i, s in enumerate(spent)]
 

@@ -114,7 +114,9 @@ class SyncLoop:
                 epoch_s = (time.perf_counter() - started.t0) / len(epochs)
                 spread = balancer.due(placement.groups, len(epochs))  # islands to move after the books
                 # the next span starts before this one's books (the driver's, while the groups evolve)
-                ahead = None if spread else self.start_ahead(groups, placement, loop, epochs, epoch_s, span + 1, scheduled)
+                ahead = (
+                    None if spread else self.start_ahead(groups, placement, loop, epochs, epoch_s, span + 1, scheduled)
+                )
                 span += ahead is not None
                 # the epochs' books, snapshots and checkpoints: an actor found lost here (e.g. by
                 # the snapshot's call) restarts like one lost during the epochs
