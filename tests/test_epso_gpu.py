@@ -233,9 +233,12 @@ def test_fused_step_does_not_synchronise():
     spin = cp.RawKernel(_SPIN, "spin")
     spin((1,), (1,), (np.int64(1_000_000_000),))  # 1 s of device work queued ahead
     t0 = time.perf_counter()
-    s = epso.run(ctx, s, 20)
+    # 3 generations: the welded beam's generic evaluation issues ~75 launches a call, and 20 generations
+    # overflow CUDA's queue of pending launches, where the host then waits without any synchronisation
+    # (measured on one H100 behind a 0.3 s spin: the generic fused=False path waits the same 0.37 s)
+    s = epso.run(ctx, s, 3)
     host = time.perf_counter() - t0
     busy = not cp.cuda.get_current_stream().done
     cp.cuda.Device().synchronize()
     assert busy and host < 0.8, f"host waited {host:.3f} s for the device"
-    assert s["generation"] == 23
+    assert s["generation"] == 6
