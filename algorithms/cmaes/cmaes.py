@@ -299,9 +299,24 @@ class CMAES(IslandAlgorithm):
     def step(self, ctx: Context, state: State) -> State:
         """One generation of every island: a block sampled and evaluated; where it completes an
         iteration, the CMA update (:meth:`update`) and the restart rules
-        (:func:`isles.algorithms.cmaes.restarts.restart`); the eigendecomposition when due. No host
-        synchronisation."""
+        (:func:`isles.algorithms.cmaes.restarts.restart`); the eigendecomposition when due. Where
+        fewer than ``lambda_start`` evaluations are left of the island's budget, :meth:`last_block`
+        instead. No host synchronisation.
+
+        Raises:
+            RuntimeError: under a CUDA-graph capture, where the budget ends inside a block (the
+                capture's replays would evaluate whole blocks; the runtime then runs plain epochs).
+        """
         xp, g, lam0 = ctx.xp, state["generation"], self.lam0
+        if self.params.budget is not None:
+            if under_capture(xp) and (self.params.budget - 1) % lam0:
+                raise RuntimeError(
+                    "cmaes: a run whose budget ends inside a block has a shorter last generation, which a "
+                    "replayed capture would not have"
+                )
+            left = self.evaluations_left(state["evals"])
+            if left < lam0:
+                return self.last_block(ctx, state, left)
         I = ctx.n_islands
         xb, y, z2, out = self.sample_block(ctx, state)
         f, v, n_nan = ctx.evaluator(xb)
@@ -339,6 +354,38 @@ class CMAES(IslandAlgorithm):
         s["generation"] = g + 1
         s["evals"] = state["evals"] + lam0
         s["nan_evals"] = state["nan_evals"] + n_nan
+        return s
+
+    def evaluations_left(self, evals: int) -> int:
+        """Samples the next generation evaluates after ``evals`` per island: ``lambda_start``, or
+        what is left of the island's budget (:attr:`CMAESParams.budget`; 0 once it is spent)."""
+        b = self.params.budget
+        return self.lam0 if b is None else max(0, min(self.lam0, b - int(evals)))
+
+    def last_block(self, ctx: Context, state: State, left: int) -> State:
+        """The generation that ends an island's budget inside a block: only the block's first
+        ``left`` samples (``0 <= left < lambda_start``) are evaluated; they update the best so far and
+        the migration view's first rows (the others keep the previous block's points). The
+        distribution, the iteration's buffers and the pending injections stay as they are: an
+        iteration is updated from whole blocks only, so a state resumed with a larger budget goes
+        on as if the partial block had not been drawn. Returns a new state; no host synchronisation."""
+        s = dict(state)
+        if left > 0:
+            xp, I = ctx.xp, ctx.n_islands
+            xb = self.sample_block(ctx, state)[0][:, :left]
+            f, v, n_nan = ctx.evaluator(xb)
+            r = xp.arange(I)
+            b = argbest(f, v, axis=1)
+            keep = ~better(f[r, b], v[r, b], state["f"][:, 0], state["v"][:, 0])
+            s["X"] = xp.concatenate(
+                [xp.where(keep[:, None], state["X"][:, 0], xb[r, b])[:, None], xb, state["X"][:, 1 + left :]], axis=1
+            )
+            for key, a in (("f", f), ("v", v)):
+                head = xp.where(keep, state[key][:, 0], a[r, b])[:, None]
+                s[key] = xp.concatenate([head, a, state[key][:, 1 + left :]], axis=1)
+            s["nan_evals"] = state["nan_evals"] + n_nan
+        s["generation"] = state["generation"] + 1
+        s["evals"] = state["evals"] + left
         return s
 
     def update(self, ctx: Context, s: State, done) -> State:

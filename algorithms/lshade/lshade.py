@@ -57,8 +57,12 @@ paper's; only the runtime's bookkeeping is in units of ``E`` evaluations. ``MAX_
 max_generations · E`` is the island's budget: ``max_generations`` defaults to the run's
 ``${generations}``, which ``stop.max_evaluations`` sets (:func:`isles.islands.control.budget.with_budget`),
 so the population reaches ``N_min`` at the run's last evaluation. The run's evaluations are
-``islands.n (N_init + g E)`` after ``g`` generations: a budget ``B`` is met exactly where ``B /
-islands.n - N_init`` is a multiple of ``E`` (else the run stops at the first generation past it).
+``islands.n (N_init + g E)`` after ``g`` generations, except where a budget ``B`` caps them:
+``algorithm.max_evaluations`` (``${stop.max_evaluations}``) gives each of the ``islands.n`` islands
+``ceil(B / islands.n)`` evaluations, the last runtime generation evaluates only what is left of
+them (``E`` trials or fewer, across L-SHADE generations as always), and ``MAX_NFE`` is that share:
+the budget is exact wherever ``islands.n`` divides it (else each island spends ``ceil(B /
+islands.n)``: fewer than ``islands.n`` evaluations past ``B``).
 
 **Migration** moves individuals (genome, ``f``, ``v``) into the active rows
 (:meth:`LSHADE.population` is the active prefix); the archive, the memories and the pending trials
@@ -226,9 +230,10 @@ class LSHADE(IslandAlgorithm):
 
     # -- one runtime generation -------------------------------------------------------------------
     def step(self, ctx: Context, state: State) -> State:
-        """Exactly ``E`` trial evaluations per island (module docstring): the L-SHADE generation in
-        progress is continued, finished (selection, archive, memory, LPSR) and the next started as
-        often as needed. No host synchronisation: the loop runs on host counters.
+        """Exactly ``E`` trial evaluations per island (module docstring; the run's last generation
+        only what is left of ``algorithm.max_evaluations``' share, :meth:`LSHADEParams.evaluations_left`):
+        the L-SHADE generation in progress is continued, finished (selection, archive, memory,
+        LPSR) and the next started as often as needed. No host synchronisation: the loop runs on host counters.
 
         Raises:
             RuntimeError: called while a CUDA graph is being captured (the step's work depends on
@@ -237,7 +242,7 @@ class LSHADE(IslandAlgorithm):
         xp = ctx.xp
         if xp is not np and xp.cuda.get_current_stream().is_capturing():
             raise RuntimeError("lshade: a generation depends on host counters and cannot be captured as a CUDA graph")
-        E = self.params.E
+        E = self.params.evaluations_left(state["evals"])  # E, or what is left of the budget
         s, todo = dict(state), E
         while todo > 0:
             if s["cursor"] == 0:
