@@ -10,7 +10,16 @@ import pytest
 
 pg = pytest.importorskip("pygmo")
 
-from benchmarks.cec_bench import CEC2014, error, run_isles, run_pygmo  # noqa: E402
+from benchmarks.cec_bench import (  # noqa: E402
+    CEC2014,
+    complete_runs,
+    error,
+    errors,
+    report,
+    run_one,
+    time_to_target,
+    wilcoxon_wtl,
+)
 from isles.problems.constraints import Evaluator  # noqa: E402
 
 
@@ -33,11 +42,38 @@ def test_error_counts_below_1e8_as_zero():
     assert error(100.0 + 5e-9, 1) == 0.0 and error(300.5, 3) == pytest.approx(0.5)
 
 
-def test_both_sides_spend_the_same_budget():
-    """A short budget: isles' L-SHADE and DE and pygmo's sade evaluate exactly 2000 points each."""
-    prob = CEC2014(1, 10)
-    for name in ("isles-lshade", "isles-de"):
-        f, _, _, evals = run_isles(name, prob, 2000, seed=0)
-        assert evals == 2000 and f >= 100.0
-    f, _, _, evals = run_pygmo("pygmo-sade", 1, 10, 2000, seed=0)
-    assert evals == 2000 and f >= 100.0
+def test_every_optimiser_spends_the_same_budget_exactly():
+    """A short budget (CEC's rule scaled down): isles' L-SHADE, jSO, BIPOP-CMA-ES and DE and pygmo's
+    sade, de1220 and cmaes evaluate at most 2000 points each, isles' exactly 2000 (the exact budget),
+    and every record carries a trace whose errors never increase (best so far)."""
+    for name in ("isles-lshade", "isles-jso", "isles-cmaes", "isles-de", "pygmo-sade", "pygmo-de1220", "pygmo-cmaes"):
+        rec = run_one(name, 1, 10, seed=0, budget=2000)
+        assert rec["f"] >= 100.0 and rec["error"] == error(rec["f"], 1)
+        assert rec["evaluations"] == 2000 if name.startswith("isles") else 1900 <= rec["evaluations"] <= 2000, name
+        errs = [e for _, _, e in rec["trace"]]
+        assert errs == sorted(errs, reverse=True) and errs[-1] == rec["error"], name
+
+
+def test_report_counts_wins_ties_losses_and_time_to_target():
+    """The report's statistics on hand-made records: a peer that is worse on every run loses the
+    Wilcoxon signed-rank test (p < 0.05 needs >= 6 pairs), equal samples tie, and the time-to-target
+    is the first trace point at or below pygmo sade's median final error."""
+    recs = []
+    for seed in range(8):
+        for name, err in (
+            ("isles-lshade", 1.0 + seed * 0.01),
+            ("pygmo-sade", 5.0 + seed),
+            ("pygmo-de1220", 1.0 + seed * 0.01),
+        ):
+            trace = [[100, 0.5, 10.0], [200, 1.0, err]]
+            recs.append(
+                {"function": 3, "dim": 10, "optimiser": name, "seed": seed, "error": err, "wall_s": 1.0, "trace": trace}
+            )
+    assert complete_runs(recs, 10, ["isles-lshade", "pygmo-sade"], [3]) == 8
+    a, b = errors(recs, 10, 3, "isles-lshade", 8), errors(recs, 10, 3, "pygmo-sade", 8)
+    assert wilcoxon_wtl(a, b) == "+" and wilcoxon_wtl(b, a) == "-"
+    assert wilcoxon_wtl(a, errors(recs, 10, 3, "pygmo-de1220", 8)) == "="
+    t, k = time_to_target(recs, 10, 3, "isles-lshade", 8, float(np.median(b)))
+    assert (t, k) == (1.0, 8)
+    text = report(recs)
+    assert "| isles-lshade | 1/0/0; median <= on 1/1 | 0/1/0; median <= on 1/1 |" in text
