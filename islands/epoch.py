@@ -22,8 +22,9 @@ from isles.islands.plugin import source_id
 class Row:
     """One epoch of a span as device values (copies where a replay would overwrite them): the
     islands' ``best`` (Population ``(I, 1)``) and phenotype ``best_x``, the counters of the state,
-    the migration ``events`` (:func:`isles.islands.migration.moves.immigrate`), and each plug-in's
-    ``(best, metrics)`` (:class:`isles.islands.plugin.Plugin`)."""
+    the migration ``events`` (:func:`isles.islands.migration.moves.immigrate`), each plug-in's
+    ``(best, metrics)`` (:class:`isles.islands.plugin.Plugin`), and the algorithm's own ``metrics``
+    (:meth:`isles.algorithms.core.base.IslandAlgorithm.metrics`)."""
 
     best: Any
     best_x: Any
@@ -35,6 +36,7 @@ class Row:
     events: Any
     plugins: list = field(default_factory=list)
     snapshot: Any = None
+    metrics: dict = field(default_factory=dict)  # the algorithm's (IslandAlgorithm.metrics), copies
 
 
 def with_migrants(plugins, n_local: int, inbound: dict, remote: dict) -> tuple:

@@ -234,6 +234,7 @@ class IslandGroup(PeerLinks):
             None if hit is None else xp.array(hit, copy=True),
             events,
             plugins,
+            metrics={k: copied(v) for k, v in self.algorithm.metrics(state).items()},
         )
 
     # -- spans' helpers ---------------------------------------------------------------------------
@@ -304,6 +305,7 @@ class IslandGroup(PeerLinks):
                 None if pb is None else {n: stacked([r.plugins[j][0].leaves()[n] for r in rows]) for n in pb.leaves()}
             )
             plugins.append((bests, {key: stacked([r.plugins[j][1][key] for r in rows]) for key in metrics}))
+        alg_metrics = {key: stacked([r.metrics[key] for r in rows]) for key in rows[0].metrics}  # (epochs, I) each
         out = []
         for e, r in enumerate(rows):
             b = Population.from_leaves({name: a[e] for name, a in best.items()})
@@ -332,6 +334,7 @@ class IslandGroup(PeerLinks):
                         )
                         for pb, metrics in plugins
                     ],
+                    metrics={key: a[e] for key, a in alg_metrics.items()},
                 )
             )
         return out

@@ -256,7 +256,7 @@ def test_adapted_parameters_report_the_restarts():
     for _ in range(30):  # the first run ends at generation 20, the second would at 50
         s = alg.step(ctx, s)
     rep = alg.adapted_parameters(s)
-    assert (rep["lambda"] == 12).all() and (rep["restarts"] == 1).all() and (rep["regime"] == 0).all()
+    assert (rep["pop_size"] == 12).all() and (rep["restarts"] == 1).all() and (rep["regime"] == 0).all()
     np.testing.assert_array_equal(rep["sigma"], s["sigma"])
     assert (rep["condition"] >= 1).all()
 

@@ -398,7 +398,7 @@ def test_adapted_parameters_report_the_memories():
     out = alg.adapted_parameters(s)
     np.testing.assert_allclose(out["M_CR"], [3.0 / 6, 0.5])
     np.testing.assert_allclose(out["M_F"], s["M_F"].mean(axis=1))
-    assert out["n_active"] == s["n_active"] and list(out["archive"]) == list(s["a_n"])
+    assert (out["pop_size"] == s["n_active"]).all() and list(out["archive"]) == list(s["a_n"])
 
 
 def test_checkpoint_regroups_islands_over_other_actors():

@@ -200,20 +200,24 @@ class CMAES(IslandAlgorithm):
         """``H = 10 + ceil(30 n / lambda_start)``: TolFun's longest window in dimension ``n``."""
         return 10 + int(math.ceil(30.0 * n / self.lam0))
 
-    def adapted_parameters(self, state: State) -> dict:
-        """The adapted parameters, host arrays per island (for reports; the runtime has no hook that
-        logs an algorithm's own metrics to MLflow, docs/cmaes.md): ``sigma``, ``lambda``,
-        ``restarts`` (runs so far), ``regime`` (BIPOP: 0 large, 1 small), ``condition`` (of ``C``,
-        ``(max d / min d)^2`` at the last eigendecomposition). Synchronises (a host copy)."""
-        get = (lambda a: a) if isinstance(state["sigma"], np.ndarray) else (lambda a: a.get())
+    def metrics(self, state: State) -> dict:
+        """The adapted parameters per island, ``(I,)`` arrays on the state's device, which the runtime
+        records every epoch in ``history.csv`` and MLflow (the mean over the islands as ``sigma``,
+        ..., and ``island_XX_sigma``, ...): ``sigma``, ``pop_size`` (the current ``lambda``),
+        ``restarts`` (restarts so far), ``regime`` (BIPOP: 0 large, 1 small) and ``condition`` (of
+        ``C``, ``(max d / min d)^2`` at the last eigendecomposition). No host synchronisation."""
         d = state["d"]
         return {
-            "sigma": get(state["sigma"]),
-            "lambda": get(state["lam"]),
-            "restarts": get(state["runs"]),
-            "regime": get(state["regime"]),
-            "condition": get((d.max(axis=1) / d.min(axis=1)) ** 2),
+            "sigma": state["sigma"],
+            "pop_size": state["lam"],
+            "restarts": state["runs"],
+            "regime": state["regime"],
+            "condition": (d.max(axis=1) / d.min(axis=1)) ** 2,
         }
+
+    def adapted_parameters(self, state: State) -> dict:
+        """:meth:`metrics` as host arrays (synchronises: a host copy)."""
+        return {k: v.get() if hasattr(v, "get") else v for k, v in self.metrics(state).items()}
 
     # -- the distribution at a (re)start ------------------------------------------------------------
     def box_scale(self, ctx: Context):

@@ -214,19 +214,23 @@ class LSHADE(IslandAlgorithm):
             pop = Population.concat([pop, Population(state["U"][:, :c], state["fu"], state["vu"], {})])
         return pop.take(argbest(pop.f, pop.v, axis=1)[:, None])
 
-    def adapted_parameters(self, state: State) -> dict:
-        """The adapted parameters, host floats per island (for reports; no MLflow hook exists):
-        ``M_F``, ``M_CR`` (mean over the memory, the terminal value counted as 0), ``n_active``,
-        ``archive`` (fill). Synchronises (a host copy)."""
-        xp = np if isinstance(state["M_F"], np.ndarray) else __import__("cupy")
-        mcr = xp.maximum(state["M_CR"], 0)
-        get = (lambda a: a) if xp is np else (lambda a: a.get())
+    def metrics(self, state: State) -> dict:
+        """The adapted parameters per island, ``(I,)`` arrays on the state's device, which the runtime
+        records every epoch in ``history.csv`` and MLflow (the mean over the islands as ``M_F``, ...,
+        and ``island_XX_M_F``, ...): ``M_F`` and ``M_CR`` (means over the memory's ``H`` slots, the
+        terminal value of ``M_CR`` counted as 0), ``pop_size`` (``N_G``, the active population) and
+        ``archive`` (``|A|``). No host synchronisation."""
+        a_n = state["a_n"]
         return {
-            "M_F": get(state["M_F"].mean(axis=1)),
-            "M_CR": get(mcr.mean(axis=1)),
-            "n_active": state["n_active"],
-            "archive": get(state["a_n"]),
+            "M_F": state["M_F"].mean(axis=1),
+            "M_CR": state["M_CR"].clip(0, None).mean(axis=1),
+            "pop_size": a_n * 0 + state["n_active"],
+            "archive": a_n,
         }
+
+    def adapted_parameters(self, state: State) -> dict:
+        """:meth:`metrics` as host arrays (synchronises: a host copy)."""
+        return {k: v.get() if hasattr(v, "get") else v for k, v in self.metrics(state).items()}
 
     # -- one runtime generation -------------------------------------------------------------------
     def step(self, ctx: Context, state: State) -> State:

@@ -16,6 +16,7 @@ from isles.islands.results import (
     RecordLog,
     best_of,
     epoch_record,
+    island_metrics,
     merge_summaries,
     migration_log,
     payoff_total,
@@ -188,6 +189,7 @@ class AsyncLoop:
                 hits=hits,
                 payoff_evaluations=payoff_total(summaries),
                 migrations=moved,
+                algorithm_metrics=island_metrics(self.n, summaries),
             )
             history.append(record)
             yield record
