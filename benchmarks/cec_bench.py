@@ -146,8 +146,8 @@ def error(f: float, fid: int) -> float:
 
 
 class _Trace:
-    """Best-so-far error against evaluations and wall time of one run (``points``: ``[evals, wall
-    s, error]``), the clock started at construction."""
+    """Best-so-far error against evaluations and time of one run (``points``: ``[evals, wall s,
+    error, CPU s of the process]``), the clocks started at construction."""
 
     def __init__(self, fid: int):
         self.fid, self.points, self.best = fid, [], math.inf
@@ -155,7 +155,9 @@ class _Trace:
 
     def add(self, evals: int, f: float) -> None:
         self.best = min(self.best, float(f))
-        self.points.append([int(evals), time.perf_counter() - self.t0, error(self.best, self.fid)])
+        self.points.append(
+            [int(evals), time.perf_counter() - self.t0, error(self.best, self.fid), time.process_time() - self.c0]
+        )
 
     def record(self, evals: int) -> dict:
         """The run's fields: final ``f``, ``error``, ``wall_s``, ``cpu_s``, ``evaluations``, ``trace``."""
@@ -322,12 +324,16 @@ def _key(r: dict) -> tuple:
 
 
 def load(paths) -> list[dict]:
-    """The records of JSON-lines files (missing files: none)."""
+    """The records of JSON-lines files (missing files: none; a line cut short is skipped)."""
     out = []
     for p in paths:
         p = Path(p)
         if p.exists():
-            out += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+            for line in p.read_text().splitlines():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:  # a line cut short by a killed run
+                    continue
     return out
 
 
@@ -393,13 +399,18 @@ def wilcoxon_wtl(a: np.ndarray, b: np.ndarray, alpha: float = 0.05) -> str:
     return "+" if np.median(d) < 0 or (np.median(d) == 0 and d.mean() < 0) else "-"
 
 
-def time_to_target(records, dim: int, fid: int, name: str, runs: int, target: float) -> tuple[float, int]:
-    """``(median wall s to reach error <= target over the runs that reach it, runs that reach it)``
-    from the traces (the first trace point at or below ``target``; NaN where none)."""
+def time_to_target(
+    records, dim: int, fid: int, name: str, runs: int, target: float, clock: str = "cpu"
+) -> tuple[float, int]:
+    """``(median seconds to reach error <= target over the runs that reach it, runs that reach it)``
+    from the traces (the first trace point at or below ``target``; NaN where none); ``clock``:
+    ``"cpu"``, the process's CPU time (steady on a shared machine; a trace without it: wall), or
+    ``"wall"`` (a GPU's runs, whose CPU waits)."""
     times = []
+    col = 3 if clock == "cpu" else 1
     for r in records:
         if r["dim"] == dim and r["function"] == fid and r["optimiser"] == name and r["seed"] < runs:
-            hit = next((t for _, t, e in r["trace"] if e <= target), None)
+            hit = next((p[col if len(p) > col else 1] for p in r["trace"] if p[2] <= target), None)
             if hit is not None:
                 times.append(hit)
     return (float(np.median(times)) if times else math.nan), len(times)
@@ -463,8 +474,8 @@ def report(records, dims=None, optimisers=None, functions=None) -> str:
             out.append(f"| {a} | " + " | ".join(cells) + " |")
         if "pygmo-sade" in names:
             out.append(
-                "\nTime-to-target: median wall seconds to reach pygmo sade's median final error "
-                "(runs that reach it / runs); target 0 means error < 1e-8\n"
+                "\nTime-to-target: median CPU seconds of the process (wall seconds for GPU runs) to reach "
+                "pygmo sade's median final error (runs that reach it / runs); target 0 means error < 1e-8\n"
             )
             out.append("| F | target | " + " | ".join(names) + " |")
             out.append("|---|---|" + "---|" * len(names))
@@ -472,16 +483,21 @@ def report(records, dims=None, optimisers=None, functions=None) -> str:
                 target = float(np.median(E[f, "pygmo-sade"]))
                 cells = []
                 for n in names:
-                    t, k = time_to_target(recs, dim, f, n, runs, target)
+                    gpu = any(r.get("device") == "gpu" for r in recs if r["optimiser"] == n)
+                    t, k = time_to_target(recs, dim, f, n, runs, target, "wall" if gpu else "cpu")
                     cells.append(f"{_fmt(t)} s ({k}/{runs})" if k else f"- (0/{runs})")
                 out.append(f"| F{f} | {_fmt(target)} | " + " | ".join(cells) + " |")
-            out.append("\nMedian wall seconds of a whole run\n")
+            out.append("\nMedian CPU seconds of a whole run (the process's; wall for GPU runs)\n")
             out.append("| F | " + " | ".join(names) + " |")
             out.append("|---|" + "---|" * len(names))
             for f in fids:
                 cells = []
                 for n in names:
-                    w = [r["wall_s"] for r in recs if r["function"] == f and r["optimiser"] == n and r["seed"] < runs]
+                    w = [
+                        r["wall_s"] if r.get("device") == "gpu" else r["cpu_s"]
+                        for r in recs
+                        if r["function"] == f and r["optimiser"] == n and r["seed"] < runs
+                    ]
                     cells.append(f"{np.median(w):.2f}")
                 out.append(f"| F{f} | " + " | ".join(cells) + " |")
         if dim == 30 and "isles-lshade" in names and PUBLISHED_LSHADE_D30 is not None:
@@ -601,7 +617,7 @@ def main(argv=None) -> None:
         if a.curves:
             plot_curves(records, a.functions, a.dim, a.curves)
             return
-        print(report(records))
+        print(report(records, optimisers=a.optimisers, functions=a.functions))
         return
     if a.speed:
         print("| optimiser | wall time (best of 3) | CPU time (best of 3) | evaluations |\n|---|---|---|---|")

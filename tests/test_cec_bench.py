@@ -50,7 +50,7 @@ def test_every_optimiser_spends_the_same_budget_exactly():
         rec = run_one(name, 1, 10, seed=0, budget=2000)
         assert rec["f"] >= 100.0 and rec["error"] == error(rec["f"], 1)
         assert rec["evaluations"] == 2000 if name.startswith("isles") else 1900 <= rec["evaluations"] <= 2000, name
-        errs = [e for _, _, e in rec["trace"]]
+        errs = [p[2] for p in rec["trace"]]
         assert errs == sorted(errs, reverse=True) and errs[-1] == rec["error"], name
 
 
@@ -67,7 +67,16 @@ def test_report_counts_wins_ties_losses_and_time_to_target():
         ):
             trace = [[100, 0.5, 10.0], [200, 1.0, err]]
             recs.append(
-                {"function": 3, "dim": 10, "optimiser": name, "seed": seed, "error": err, "wall_s": 1.0, "trace": trace}
+                {
+                    "function": 3,
+                    "dim": 10,
+                    "optimiser": name,
+                    "seed": seed,
+                    "error": err,
+                    "wall_s": 1.0,
+                    "cpu_s": 1.0,
+                    "trace": trace,
+                }
             )
     assert complete_runs(recs, 10, ["isles-lshade", "pygmo-sade"], [3]) == 8
     a, b = errors(recs, 10, 3, "isles-lshade", 8), errors(recs, 10, 3, "pygmo-sade", 8)
