@@ -83,12 +83,22 @@ OPTIMISERS = ISLES + PYGMO + EVOX
 TRACE_POINTS = 100
 
 #: Tanabe & Fukunaga, "Improving the search performance of SHADE using linear population size
-#: reduction", Proc. IEEE CEC 2014, pp. 1658-1665 (doi:10.1109/CEC.2014.6900380), Table II: L-SHADE
-#: on CEC 2014 at D = 30, 51 runs, 300,000 evaluations, mean and standard deviation of the error
-#: per function (F1..F30), errors below 1e-8 as 0. ``None``: not found (module docstring of
-#: docs/cec2014.md says what was searched).
-PUBLISHED_LSHADE_D30: dict[int, tuple[float, float]] | None = None
-PUBLISHED_SOURCE = "Tanabe & Fukunaga, Proc. IEEE CEC 2014, pp. 1658-1665, Table II (D = 30, 51 runs)"
+#: reduction", Proc. IEEE CEC 2014, pp. 1658-1665 (doi:10.1109/CEC.2014.6900380): L-SHADE on CEC 2014
+#: at D = 30, 51 runs, 300,000 evaluations, errors below 1e-8 as 0: ``{function: (mean, std)}`` of
+#: the error. Only the four functions whose values we could find in a public, citable transcription
+#: of the paper's table: NiaOrg/NiaPy pull request #390 (https://github.com/NiaOrg/NiaPy/pull/390,
+#: comment of 2022-08-14, "Results in the publication (based on 51 runs)", two significant digits).
+#: The full table (F1-F30) was not found in the sources searched (docs/cec2014.md lists them).
+PUBLISHED_LSHADE_D30: dict[int, tuple[float, float]] = {
+    5: (2.0e1, 3.7e-2),
+    9: (6.8e0, 1.5e0),
+    14: (2.4e-1, 3.0e-2),
+    19: (3.7e0, 6.8e-1),
+}
+PUBLISHED_SOURCE = (
+    "Tanabe & Fukunaga, CEC 2014, D = 30, 51 runs, as transcribed in NiaOrg/NiaPy pull request #390; "
+    "F5, F9, F14, F19 only"
+)
 
 
 class CEC2014(Problem):
@@ -291,7 +301,7 @@ def run_evox(name: str, fid: int, dim: int, budget: int, seed: int) -> dict:
         mean = lb + torch.rand(dim, device=device) * (ub - lb)
         algo = EvoxCMAES(mean_init=mean, sigma=0.3 * 200.0, device=device)
         n = algo.pop_size
-    monitor = EvalMonitor(device=device)
+    monitor = EvalMonitor(full_fit_history=False, device=device)
     wf = StdWorkflow(algo, _CEC(), monitor=monitor, device=device)
     steps = budget // n
     chunk = max(1, steps // TRACE_POINTS)
@@ -418,10 +428,13 @@ def time_to_target(
 
 def within_published(mean_err: float, fid: int, tol: float = 0.1) -> bool | None:
     """Whether a mean error is *within* the published L-SHADE result of ``fid`` (D = 30): at most
-    ``published mean + 2 published std + tol * published mean + 1e-8`` (the published mean's
-    95 % band of one run's spread, plus 10 %: our mean over fewer runs is noisier than the
-    paper's over 51); ``None`` without the table."""
-    if PUBLISHED_LSHADE_D30 is None or fid not in PUBLISHED_LSHADE_D30:
+    ``published mean + 2 published std + tol * published mean + 1e-8``. Why: our mean over ``k``
+    runs has a standard error of about ``std / sqrt(k)``, so ``+ 2 std`` accepts a same-quality
+    implementation's mean even at ``k = 1`` (about 95 % of single runs), while a worse one (a mean
+    beyond the paper's run-to-run spread) fails; ``tol`` (10 %) absorbs the published values'
+    two significant digits. Only worse is tested: a lower mean is within. ``None`` where the
+    function has no published value."""
+    if fid not in PUBLISHED_LSHADE_D30:
         return None
     m, s = PUBLISHED_LSHADE_D30[fid]
     return mean_err <= m + 2 * s + tol * m + ZERO
@@ -500,14 +513,15 @@ def report(records, dims=None, optimisers=None, functions=None) -> str:
                     ]
                     cells.append(f"{np.median(w):.2f}")
                 out.append(f"| F{f} | " + " | ".join(cells) + " |")
-        if dim == 30 and "isles-lshade" in names and PUBLISHED_LSHADE_D30 is not None:
+        published = [f for f in fids if f in PUBLISHED_LSHADE_D30]
+        if dim == 30 and "isles-lshade" in names and published:
             out.append(
                 f"\nisles-lshade against the published L-SHADE ({PUBLISHED_SOURCE}); within = mean <= published mean + 2 std + 10 % of the mean\n"
             )
             out.append("| F | published mean (std) | isles mean (std) | within |")
             out.append("|---|---|---|---|")
             n_in = 0
-            for f in fids:
+            for f in published:
                 e = E[f, "isles-lshade"]
                 ok = within_published(float(e.mean()), f)
                 n_in += bool(ok)
@@ -515,7 +529,9 @@ def report(records, dims=None, optimisers=None, functions=None) -> str:
                 out.append(
                     f"| F{f} | {_fmt(m)} ({_fmt(s)}) | {_fmt(e.mean())} ({_fmt(e.std())}) | {'yes' if ok else 'no'} |"
                 )
-            out.append(f"\nwithin the published results on {n_in} of {len(fids)} functions")
+            out.append(
+                f"\nwithin the published results on {n_in} of the {len(published)} functions with published values"
+            )
         out.append("")
     return "\n".join(out)
 

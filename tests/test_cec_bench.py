@@ -86,3 +86,14 @@ def test_report_counts_wins_ties_losses_and_time_to_target():
     assert (t, k) == (1.0, 8)
     text = report(recs)
     assert "| isles-lshade | 1/0/0; median <= on 1/1 | 0/1/0; median <= on 1/1 |" in text
+
+
+def test_within_the_published_results_is_mean_plus_two_std_plus_ten_percent():
+    """F5 (published 20 +- 0.037): within up to 20 + 0.074 + 2 = 22.074; a lower mean is within; a
+    function without a published value gives None."""
+    from benchmarks.cec_bench import PUBLISHED_LSHADE_D30, within_published  # noqa: PLC0415
+
+    assert PUBLISHED_LSHADE_D30[5] == (20.0, 0.037)
+    assert within_published(22.07, 5) and within_published(0.0, 5)
+    assert not within_published(22.08, 5)
+    assert within_published(1.0, 1) is None

@@ -15,7 +15,9 @@ iteration completes), collected in buffers of the largest size a run reaches,
 ``lambda_cap = lambda_start 2^max_doublings``, and the update (eqs. 41-47) is applied at the
 generation that completes the iteration. Every evaluation is a real sample (none is wasted on
 padding), ``evaluations_per_generation() = lambda_start`` exactly, and the arrays never change
-shape. The cost: on CuPy the update's arithmetic runs on ``lambda_cap`` rows at every generation
+shape. Under ``stop.max_evaluations`` (``algorithm.max_evaluations``, shared by ``n_islands``) the
+generation that would pass an island's share evaluates only the samples left (:meth:`CMAES.last_block`):
+the budget is exact. The cost: on CuPy the update's arithmetic runs on ``lambda_cap`` rows at every generation
 (masked where no iteration completes), ``O(lambda_cap D^2)`` per island (NumPy, where a host
 branch costs nothing, skips a generation that completes no iteration and ranks only up to the
 largest current ``lambda``); memory ``O(lambda_cap D + D^2)`` per island. A restart past ``max_doublings`` keeps ``lambda_cap``. BIPOP's small populations are
