@@ -207,23 +207,48 @@ def isles_algorithm(name: str, dim: int, budget: int):
 
 
 def run_isles(name: str, prob: Problem, budget: int, seed: int, device: str = "cpu") -> dict:
-    """One island of isles' ``name`` on ``prob`` (one run): the record's fields (:class:`_Trace`)."""
+    """One island of isles' ``name`` on ``prob`` (one run, the counter RNG's seed ``seed``, stream
+    0): the record's fields (:class:`_Trace`)."""
+    return run_isles_batch(name, prob, budget, [seed], device, batched=False)[0]
+
+
+def run_isles_batch(
+    name: str, prob: Problem, budget: int, seeds, device: str = "cpu", batched: bool = True
+) -> list[dict]:
+    """Runs of isles' ``name`` on ``prob`` as the islands of one batch (unconnected: independent
+    runs; ``batched``: run ``s`` is stream ``s`` of seed 0, which is what ``islands.n=K
+    topology=unconnected`` evolves; else one seed ``seeds[0]``, stream 0): one record's fields per
+    run, their times the batch's divided by the runs (amortised; ``batch`` says how many shared it)."""
     alg, gens = isles_algorithm(name, prob.dim, budget)
     if device == "gpu":
         import cupy as xp  # noqa: PLC0415
     else:
         xp = np
-    ctx = Context(xp, np.float64, Evaluator(prob), CounterRNG(xp, seed, [0]))
+    seeds = [int(x) for x in seeds]
+    rng = CounterRNG(xp, 0, seeds) if batched else CounterRNG(xp, seeds[0], [0])
+    ctx = Context(xp, np.float64, Evaluator(prob), rng)
     chunk = max(1, gens // TRACE_POINTS)
-    tr = _Trace(getattr(prob, "fid", 0))
+    k = len(seeds)
+    traces = [_Trace(getattr(prob, "fid", 0)) for _ in seeds]
+    t0, c0 = time.perf_counter(), time.process_time()
     s = alg.init(ctx)
     done = 0
     while done < gens:
-        k = min(chunk, gens - done)
-        s = alg.run(ctx, s, k)
-        done += k
-        tr.add(s["evals"], float(alg.best(s).f[0, 0]))  # a host copy: the device waits here
-    return tr.record(s["evals"])
+        n = min(chunk, gens - done)
+        s = alg.run(ctx, s, n)
+        done += n
+        best = np.asarray(alg.best(s).f[:, 0].tolist())  # a host copy: the device waits here
+        wall, cpu = (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
+        for tr, f in zip(traces, best):
+            tr.best = min(tr.best, float(f))
+            tr.points.append([int(s["evals"]), wall, error(tr.best, tr.fid), cpu])
+    wall, cpu = (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
+    out = []
+    for tr in traces:
+        rec = tr.record(s["evals"])
+        rec.update(wall_s=wall, cpu_s=cpu, batch=k, rng="seed 0, stream = seed" if batched else "seed, stream 0")
+        out.append(rec)
+    return out
 
 
 def _pygmo_uda(name: str, gen: int, seed: int, memory: bool):
@@ -347,28 +372,48 @@ def load(paths) -> list[dict]:
     return out
 
 
-def benchmark(functions, dim: int, runs: int, optimisers, out: Path | None, device: str = "cpu") -> list[dict]:
+def benchmark(
+    functions, dim: int, runs: int, optimisers, out: Path | None, device: str = "cpu", batch: int = 1
+) -> list[dict]:
     """Every ``(seed, function, optimiser)`` run not yet in ``out``, seeds outermost (so that an
-    interrupted benchmark has whole seeds over all functions); each record appended to ``out``."""
+    interrupted benchmark has whole seeds over all functions); each record appended to ``out``.
+    ``batch > 1``: isles' runs of ``batch`` consecutive seeds as the islands of one batch
+    (:func:`run_isles_batch`)."""
     done = {_key(r) for r in load([out])} if out else set()
     records = []
-    for seed in range(runs):
+
+    def where(name):
+        return device if name in ISLES else ("gpu" if name in EVOX else "cpu")
+
+    def keep(rec):
+        records.append(rec)
+        if out:
+            with open(out, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rec) + "\n")
+        print(
+            f"D{dim} F{rec['function']} {rec['optimiser']} seed {rec['seed']}: error {rec['error']:.3g} "
+            f"({rec['evaluations']} evaluations, {rec['cpu_s']:.2f} s CPU)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    for first in range(0, runs, batch):
+        seeds = list(range(first, min(runs, first + batch)))
         for fid in functions:
             for name in optimisers:
-                where = device if name in ISLES else ("gpu" if name in EVOX else "cpu")
-                if (fid, dim, name, seed, where) in done:
+                todo = [x for x in seeds if (fid, dim, name, x, where(name)) not in done]
+                if not todo:
                     continue
-                rec = run_one(name, fid, dim, seed, device)
-                records.append(rec)
-                if out:
-                    with open(out, "a", encoding="utf-8") as fh:
-                        fh.write(json.dumps(rec) + "\n")
-                print(
-                    f"D{dim} F{fid} {name} seed {seed}: error {rec['error']:.3g} "
-                    f"({rec['evaluations']} evaluations, {rec['wall_s']:.2f} s)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                if name in ISLES and batch > 1:
+                    budget = 10000 * dim
+                    for x, rec in zip(todo, run_isles_batch(name, CEC2014(fid, dim), budget, todo, device)):
+                        keep(
+                            {"function": fid, "dim": dim, "optimiser": name, "seed": x, "device": device}
+                            | {"budget": budget, **rec}
+                        )
+                    continue
+                for x in todo:
+                    keep(run_one(name, fid, dim, x, device))
     return records
 
 
@@ -627,6 +672,7 @@ def main(argv=None) -> None:
     ap.add_argument("--report", type=Path, nargs="+", default=None, help="print the tables of these JSON-lines files")
     ap.add_argument("--curves", type=Path, default=None, help="with --report: plot error against evaluations here")
     ap.add_argument("--speed", action="store_true", help="only the wall-time comparison on F1 (no trace)")
+    ap.add_argument("--batch", type=int, default=1, help="isles' runs of this many seeds as one batch of islands")
     a = ap.parse_args(argv)
     if a.report:
         records = load(a.report)
@@ -641,7 +687,7 @@ def main(argv=None) -> None:
         return
     names = a.optimisers or list(ISLES + PYGMO + (EVOX if a.evox else ()))
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    records = benchmark(a.functions, a.dim, a.runs, names, a.out, a.device)
+    records = benchmark(a.functions, a.dim, a.runs, names, a.out, a.device, a.batch)
     print(report(records))
 
 

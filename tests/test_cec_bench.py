@@ -97,3 +97,17 @@ def test_within_the_published_results_is_mean_plus_two_std_plus_ten_percent():
     assert within_published(22.07, 5) and within_published(0.0, 5)
     assert not within_published(22.08, 5)
     assert within_published(1.0, 1) is None
+
+
+@pytest.mark.parametrize("name", ["isles-lshade", "isles-cmaes"])
+def test_a_batch_of_runs_is_the_runs_one_by_one(name):
+    """``--batch``: runs as the islands of one batch are the same runs (stream = seed) as alone, and
+    each record says how many shared the batch's time."""
+    from benchmarks.cec_bench import run_isles_batch  # noqa: PLC0415
+
+    prob = CEC2014(4, 10)
+    both = run_isles_batch(name, prob, 2000, [3, 5])
+    alone = run_isles_batch(name, prob, 2000, [5])
+    assert both[1]["f"] == alone[0]["f"] and both[1]["evaluations"] == alone[0]["evaluations"] == 2000
+    assert [p[2] for p in both[1]["trace"]] == [p[2] for p in alone[0]["trace"]]
+    assert both[0]["f"] != both[1]["f"] and both[0]["batch"] == 2 and alone[0]["batch"] == 1
