@@ -58,6 +58,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -602,7 +603,10 @@ def plot_curves(records, functions, dim: int, path: Path) -> None:
                 er = np.array([p[2] for p in r["trace"]])
                 i = np.searchsorted(ev, grid, side="right") - 1
                 ys.append(np.where(i >= 0, er[np.maximum(i, 0)], np.nan))
-            ax.plot(grid, np.maximum(np.nanmedian(ys, axis=0), 1e-9), label=f"{name} ({len(rs)})")
+            with warnings.catch_warnings():  # grid points before a run's first trace point are NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                med = np.nanmedian(ys, axis=0)
+            ax.plot(grid, np.maximum(med, 1e-9), label=f"{name} ({len(rs)})")
         ax.set_yscale("log")
         ax.set_title(f"CEC 2014 F{fid}, D = {dim}")
         ax.set_xlabel("evaluations")
