@@ -10,16 +10,8 @@ import pytest
 
 pg = pytest.importorskip("pygmo")
 
-from benchmarks.cec_bench import (  # noqa: E402
-    CEC2014,
-    complete_runs,
-    error,
-    errors,
-    report,
-    run_one,
-    time_to_target,
-    wilcoxon_wtl,
-)
+from benchmarks.cec_bench import CEC2014, error, run_one  # noqa: E402
+from benchmarks.cec_report import complete_runs, errors, report, time_to_target, wilcoxon_wtl  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
 
 
@@ -91,7 +83,7 @@ def test_report_counts_wins_ties_losses_and_time_to_target():
 def test_within_the_published_results_is_mean_plus_two_std_plus_ten_percent():
     """F5 (published 20 +- 0.037): within up to 20 + 0.074 + 2 = 22.074; a lower mean is within; a
     function without a published value gives None."""
-    from benchmarks.cec_bench import PUBLISHED_LSHADE_D30, within_published  # noqa: PLC0415
+    from benchmarks.cec_report import PUBLISHED_LSHADE_D30, within_published  # noqa: PLC0415
 
     assert PUBLISHED_LSHADE_D30[5] == (20.0, 0.037)
     assert within_published(22.07, 5) and within_published(0.0, 5)
