@@ -64,6 +64,19 @@ def wilcoxon_wtl(a: np.ndarray, b: np.ndarray, alpha: float = 0.05) -> str:
     return "+" if np.median(d) < 0 or (np.median(d) == 0 and d.mean() < 0) else "-"
 
 
+def across_functions(a: np.ndarray, b: np.ndarray) -> tuple[int, int, float]:
+    """``(functions where a < b, where a > b, p)``: the Wilcoxon signed-rank test (two-sided,
+    ``scipy.stats.wilcoxon``) of per-function values ``a`` against ``b`` (e.g. median errors, paired by
+    function), the functions where both are equal left out (``zero_method="wilcox"``); p = 1 where
+    all are equal."""
+    from scipy.stats import wilcoxon  # noqa: PLC0415
+
+    d = a - b
+    if not np.any(d != 0):
+        return 0, 0, 1.0
+    return int((d < 0).sum()), int((d > 0).sum()), float(wilcoxon(a, b, zero_method="wilcox").pvalue)
+
+
 def time_to_target(
     records, dim: int, fid: int, name: str, runs: int, target: float, clock: str = "cpu"
 ) -> tuple[float, int]:
@@ -139,6 +152,28 @@ def report(records, dims=None, optimisers=None, functions=None) -> str:
                 w = [wilcoxon_wtl(E[f, a], E[f, b]) for f in fids]
                 le = sum(np.median(E[f, a]) <= np.median(E[f, b]) for f in fids)
                 cells.append(f"{w.count('+')}/{w.count('=')}/{w.count('-')}; median <= on {le}/{len(fids)}")
+            out.append(f"| {a} | " + " | ".join(cells) + " |")
+        if runs < 6:
+            out.append(
+                f"\n({runs} runs: the signed-rank test cannot reach p < 0.05 with fewer than 6 pairs, so every "
+                "function is a tie; the test across the functions below has the power)"
+            )
+        out.append(
+            "\nAcross the functions: Wilcoxon signed-rank on the functions' median errors (paired by function; "
+            "functions where both are equal left out): functions where the isles optimiser is lower / higher, p\n"
+        )
+        out.append("| isles | " + " | ".join(peers) + " |")
+        out.append("|---|" + "---|" * len(peers))
+        for a in mine:
+            cells = []
+            for b in peers:
+                if a == b:
+                    cells.append("-")
+                    continue
+                ma = np.array([np.median(E[f, a]) for f in fids])
+                mb = np.array([np.median(E[f, b]) for f in fids])
+                lower, higher, p = across_functions(ma, mb)
+                cells.append(f"{lower} / {higher}, p = {p:.2g}")
             out.append(f"| {a} | " + " | ".join(cells) + " |")
         if "pygmo-sade" in names:
             out.append(

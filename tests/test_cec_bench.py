@@ -103,3 +103,15 @@ def test_a_batch_of_runs_is_the_runs_one_by_one(name):
     assert both[1]["f"] == alone[0]["f"] and both[1]["evaluations"] == alone[0]["evaluations"] == 2000
     assert [p[2] for p in both[1]["trace"]] == [p[2] for p in alone[0]["trace"]]
     assert both[0]["f"] != both[1]["f"] and both[0]["batch"] == 2 and alone[0]["batch"] == 1
+
+
+def test_across_functions_counts_lower_and_higher_and_tests_them():
+    """Ten functions, isles lower on eight, higher on one, equal on one: a two-sided signed-rank p
+    below 0.05 (scipy's exact test on the nine non-zero differences)."""
+    from benchmarks.cec_report import across_functions  # noqa: PLC0415
+
+    a = np.array([1.0, 2, 3, 4, 5, 6, 7, 8, 10, 5])
+    b = np.array([2.0, 3, 4, 5, 6, 7, 8, 9, 9.5, 5])
+    lower, higher, p = across_functions(a, b)
+    assert (lower, higher) == (8, 1) and p < 0.05
+    assert across_functions(a, a) == (0, 0, 1.0)
