@@ -1,45 +1,62 @@
-"""CEC 2014 benchmark harness: isles' L-SHADE and DE against pygmo's ``sade`` and ``de1220``.
+"""CEC 2014 benchmark harness (issue 28): isles' L-SHADE, jSO, BIPOP-CMA-ES and DE against pygmo's
+``sade``, ``de1220`` and ``cmaes``, and EvoX's SHADE and CMA-ES (``--evox``, GPU, torch).
 
-Issue 28 item 4, the start. Under CEC 2014's rules (Liang, Qu & Suganthan, "Problem definitions and
-evaluation criteria for the CEC 2014 special session...", 2013): box ``[-100, 100]^D``, a budget of
-``10000 D`` evaluations, the error ``f(x_best) - F_i*`` (``F_i* = 100 i``) counted as 0 below
-``1e-8``. pygmo's ``cec2014`` is the oracle of the function values (no CEC data in this repository):
-:class:`CEC2014` wraps it as an isles user problem evaluated on the host, one pygmo call per row.
+**Rules** (Liang, Qu & Suganthan, "Problem definitions and evaluation criteria for the CEC 2014
+special session and competition on single objective real-parameter numerical optimization",
+Technical Report 201311, Zhengzhou University / NTU Singapore, 2013): box ``[-100, 100]^D``, a budget
+of ``10000 D`` evaluations per run, the error ``f(x_best) - F_i*`` (``F_i* = 100 i``) counted as 0
+below ``1e-8``, 51 runs (``--runs 51``; fewer where time does not allow, and the report says how
+many). pygmo's ``cec2014`` is the oracle of the function values (no CEC data in this repository):
+:class:`CEC2014` wraps it as an isles user problem evaluated on the host, one pygmo call per row;
+EvoX's peers evaluate the same pygmo functions (:func:`run_evox`).
 
-Every optimiser gets the same budget and runs in this process, one after the other, one run per
-(function, seed):
+**Optimisers** (every one gets the same budget, in this process, one run after the other):
 
 * ``isles-lshade``: :class:`isles.algorithms.lshade.lshade.LSHADE` at the paper's defaults
-  (``N_init = 18 D``), one island, through the algorithm API (``init`` + ``run``: the island's
-  generations without the runtime's epochs);
-* ``isles-jso``: :class:`isles.algorithms.lshade.jso.JSO` at its defaults (``N_init = round(25 ln(D)
-  sqrt(D))``), likewise;
-* ``isles-de``: :class:`isles.algorithms.de.de.DE`, DE/rand/1/bin, ``N = 50``, ``F = 0.5``,
-  ``CR = 0.9``, likewise;
-* ``pygmo-sade``: ``pygmo.sade`` (jDE variant 2, rand/1/exp, population 50);
-* ``pygmo-de1220``: ``pygmo.de1220`` (population 50).
+  (``N_init = 18 D``), one island through the algorithm API (``init`` + ``run``: the island's
+  generations without the runtime's epochs); ``isles-jso``: :class:`isles.algorithms.lshade.jso.JSO`;
+* ``isles-cmaes``: :class:`isles.algorithms.cmaes.cmaes.CMAES`, BIPOP, the tutorial's defaults,
+  ``sigma0 = 0.3`` of the box;
+* ``isles-de``: :class:`isles.algorithms.de.de.DE`, DE/rand/1/bin, ``N = 50``, ``F = 0.5``, ``CR = 0.9``;
+* ``pygmo-sade`` (jDE, variant 2 rand/1/exp, population 50), ``pygmo-de1220`` (population 50),
+  ``pygmo-cmaes`` (no restarts, ``lambda = 4 + floor(3 ln D)``, ``sigma0 = 0.3``, ``force_bounds``);
+  ``ftol = xtol = 0`` so that none stops before the budget;
+* ``--evox``: ``evox-shade`` (``evox.algorithms.SHADE``, population 100, as the SHADE paper) and
+  ``evox-cmaes`` (``evox.algorithms.CMAES``, no restarts, mean uniform in the box, ``sigma = 0.3 *
+  200``; its samples are clipped to the box for the evaluation), through ``evox.workflows.StdWorkflow``
+  and ``EvalMonitor`` (evox 1.4, torch; on ``cuda`` where there is one).
 
-The wall times include the host evaluation (the same Python loop over pygmo for isles; pygmo's own
-optimisers call their C++ problem directly, so their times are the lower bound of a CPU optimiser
-here): ``--time-only`` times F1 with a NumPy objective of the same cost for isles instead (see
-docs/lshade.md).
+``--device gpu`` runs isles' islands on CuPy (the objective still pygmo on the host: one copy of the
+trials each way per generation).
+
+**Output.** Every run appends one JSON line to ``--out`` (a run already there is skipped, so an
+interrupted benchmark goes on): function, dim, optimiser, seed, device, final ``f`` and error,
+wall and CPU seconds, evaluations and a trace of ``(evaluations, wall s, best error, CPU s)`` at
+about 100 points. ``--report FILE...`` prints the Markdown tables from such files
+(:mod:`benchmarks.cec_report`): median and mean errors, success rates (error 0), Wilcoxon
+signed-rank wins/ties/losses (scipy) against each peer, time-to-target (the CPU time to reach
+pygmo ``sade``'s median final error; wall time on a GPU), and, at D = 30, the comparison with the
+published L-SHADE results (:data:`benchmarks.cec_report.PUBLISHED_LSHADE_D30`). ``--curves PNG``
+plots error against evaluations (median over the runs) for ``--functions``.
 
 Usage::
 
     pip install -e ".[bench]"
-    python benchmarks/cec_bench.py                         # F1-F10, D = 10, 3 seeds
-    python benchmarks/cec_bench.py --functions 1 4 9 --dim 30 --seeds 5
-    python benchmarks/cec_bench.py --speed                 # F1 D = 10: L-SHADE vs sade wall time
-    python benchmarks/cec_bench.py --functions 1 5 9 --curves docs/lshade_curves.png   # error against evaluations
-
-Prints a table (median and mean error, success rate = error < 1e-8, median CPU time of the
-process, steadier than wall time on a shared machine) per function and optimiser; ``--json PATH`` writes every run.
+    python benchmarks/cec_bench.py --dim 10 --runs 51 --out cec_d10.jsonl      # all 30 functions
+    python benchmarks/cec_bench.py --dim 30 --runs 5 --out cec_d30.jsonl
+    python benchmarks/cec_bench.py --report cec_d10.jsonl cec_d30.jsonl        # the tables (docs/cec2014.md)
+    python benchmarks/cec_bench.py --report cec_d10.jsonl --curves docs/cec2014_curves.png --functions 1 4 6 11
+    python benchmarks/cec_bench.py --speed                                     # 1e5 evaluations, D = 10: vs sade
+    python benchmarks/cec_bench.py --dim 30 --runs 5 --evox --device gpu --optimisers isles-lshade \\
+        isles-cmaes evox-shade evox-cmaes pygmo-sade --out cec_gpu.jsonl       # the device
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -48,6 +65,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from isles.algorithms.cmaes.cmaes import CMAES  # noqa: E402
 from isles.algorithms.core.base import Context  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.algorithms.de.de import DE  # noqa: E402
@@ -58,13 +76,18 @@ from isles.problems.constraints import Evaluator  # noqa: E402
 
 #: errors below this count as 0 (CEC 2014)
 ZERO = 1e-8
-OPTIMISERS = ("isles-lshade", "isles-jso", "isles-de", "pygmo-sade", "pygmo-de1220")
+ISLES = ("isles-lshade", "isles-jso", "isles-cmaes", "isles-de")
+PYGMO = ("pygmo-sade", "pygmo-de1220", "pygmo-cmaes")
+EVOX = ("evox-shade", "evox-cmaes")
+OPTIMISERS = ISLES + PYGMO + EVOX
+#: points of a run's trace (evaluations, wall s, best error)
+TRACE_POINTS = 100
 
 
 class CEC2014(Problem):
     """CEC 2014 function ``fid`` (1-30) in dimension ``dim`` (2, 10, 20, 30, 50 or 100), evaluated by
     pygmo on the host (``pygmo.cec2014``), as an isles user problem: box ``[-100, 100]^D``,
-    ``f_star = 100 fid``.
+    ``f_star = 100 fid``. CuPy input (``--device gpu``) is copied to the host and the values back.
 
     Args:
         fid: the function number ``1..30``.
@@ -98,7 +121,11 @@ class CEC2014(Problem):
         self._udp = pygmo.problem(pygmo.cec2014(prob_id=self.fid, dim=self.dim))
 
     def objective(self, X):
-        """``f (...)`` of ``X (..., D)`` (NumPy; one pygmo call per row)."""
+        """``f (...)`` of ``X (..., D)`` (one pygmo call per row, on the host)."""
+        if hasattr(X, "get"):  # CuPy: to the host and back
+            import cupy  # noqa: PLC0415
+
+            return cupy.asarray(self.objective(X.get()))
         X = np.asarray(X, dtype=np.float64)
         rows = X.reshape(-1, self.dim)
         fit = self._udp.fitness
@@ -111,98 +138,272 @@ def error(f: float, fid: int) -> float:
     return 0.0 if e < ZERO else e
 
 
-def run_isles(name: str, prob: Problem, budget: int, seed: int) -> tuple[float, float, float, int]:
-    """``(best f, wall s, CPU s, evaluations)`` of one island of isles' ``name`` on ``prob``."""
+class _Trace:
+    """Best-so-far error against evaluations and time of one run (``points``: ``[evals, wall s,
+    error, CPU s of the process]``), the clocks started at construction."""
+
+    def __init__(self, fid: int):
+        self.fid, self.points, self.best = fid, [], math.inf
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+
+    def add(self, evals: int, f: float) -> None:
+        self.best = min(self.best, float(f))
+        self.points.append(
+            [int(evals), time.perf_counter() - self.t0, error(self.best, self.fid), time.process_time() - self.c0]
+        )
+
+    def record(self, evals: int) -> dict:
+        """The run's fields: final ``f``, ``error``, ``wall_s``, ``cpu_s``, ``evaluations``, ``trace``."""
+        return {
+            "f": self.best,
+            "error": error(self.best, self.fid),
+            "wall_s": time.perf_counter() - self.t0,
+            "cpu_s": time.process_time() - self.c0,
+            "evaluations": int(evals),
+            "trace": self.points,
+        }
+
+
+def isles_algorithm(name: str, dim: int, budget: int):
+    """``(algorithm, generations)``: isles' ``name`` set up to spend at most ``budget`` evaluations
+    on one island (exactly ``budget`` where the family's parameters allow it, see the code)."""
     if name in ("isles-lshade", "isles-jso"):
         cls = LSHADE if name == "isles-lshade" else JSO
-        n0 = cls(dim=prob.dim).params.n_init
-        # the budget exactly where a divisor of budget - N_init up to N_init is large enough (for a
-        # given MAX_NFE, E does not change the search, only the runtime's bookkeeping, and a small E
-        # costs a step per E evaluations); else E = N_init, and the run stops short of the budget
-        # by < N_init
+        n0 = cls(dim=dim).params.n_init
+        if "max_evaluations" in {f for f in cls.Params.__dataclass_fields__}:
+            gens = -(-(budget - n0) // n0)
+            return cls(dim=dim, max_generations=gens, max_evaluations=budget), gens
+        # before the exact budget: a divisor E of budget - N_init large enough (E does not change
+        # the search, only the runtime's bookkeeping), else E = N_init and a run short by < N_init
         e = max(k for k in range(1, n0 + 1) if (budget - n0) % k == 0)
         e = e if 4 * e >= n0 else n0
-        gens = (budget - n0) // e
-        alg = cls(dim=prob.dim, max_generations=gens, evals_per_generation=e)
+        return cls(dim=dim, max_generations=(budget - n0) // e, evals_per_generation=e), (budget - n0) // e
+    if name == "isles-cmaes":
+        alg = CMAES(dim=dim, restarts="bipop")
+        lam = alg.evaluations_per_generation()
+        if "max_evaluations" in CMAES.Params.__dataclass_fields__:
+            return CMAES(dim=dim, restarts="bipop", max_evaluations=budget), -(-(budget - 1) // lam)
+        return alg, (budget - 1) // lam
+    if name == "isles-de":
+        return DE(pop_size=50, F=0.5, CR=0.9), (budget - 50) // 50
+    raise ValueError(f"optimiser {name!r}: allowed values are {'|'.join(ISLES)}")
+
+
+def run_isles(name: str, prob: Problem, budget: int, seed: int, device: str = "cpu") -> dict:
+    """One island of isles' ``name`` on ``prob`` (one run, the counter RNG's seed ``seed``, stream
+    0): the record's fields (:class:`_Trace`)."""
+    return run_isles_batch(name, prob, budget, [seed], device, batched=False)[0]
+
+
+def run_isles_batch(
+    name: str, prob: Problem, budget: int, seeds, device: str = "cpu", batched: bool = True
+) -> list[dict]:
+    """Runs of isles' ``name`` on ``prob`` as the islands of one batch (unconnected: independent
+    runs; ``batched``: run ``s`` is stream ``s`` of seed 0, which is what ``islands.n=K
+    topology=unconnected`` evolves; else one seed ``seeds[0]``, stream 0): one record's fields per
+    run, their times the batch's divided by the runs (amortised; ``batch`` says how many shared it)."""
+    alg, gens = isles_algorithm(name, prob.dim, budget)
+    if device == "gpu":
+        import cupy as xp  # noqa: PLC0415
     else:
-        alg = DE(pop_size=50, F=0.5, CR=0.9)
-        gens = (budget - 50) // 50
-    ctx = Context(np, np.float64, Evaluator(prob), CounterRNG(np, seed, [0]))
+        xp = np
+    seeds = [int(x) for x in seeds]
+    rng = CounterRNG(xp, 0, seeds) if batched else CounterRNG(xp, seeds[0], [0])
+    ctx = Context(xp, np.float64, Evaluator(prob), rng)
+    chunk = max(1, gens // TRACE_POINTS)
+    k = len(seeds)
+    traces = [_Trace(getattr(prob, "fid", 0)) for _ in seeds]
     t0, c0 = time.perf_counter(), time.process_time()
-    s = alg.run(ctx, alg.init(ctx), gens)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    b = alg.best(s)
-    return float(b.f[0, 0]), wall, cpu, int(s["evals"])
-
-
-def run_pygmo(name: str, fid: int, dim: int, budget: int, seed: int) -> tuple[float, float, float, int]:
-    """``(best f, wall s, CPU s, evaluations)`` of pygmo's ``name`` (population 50) on CEC 2014 ``fid``."""
-    import pygmo as pg  # noqa: PLC0415
-
-    prob = pg.problem(pg.cec2014(prob_id=fid, dim=dim))
-    gen = budget // 50 - 1
-    if name == "pygmo-sade":
-        uda = pg.sade(gen=gen, variant=2, variant_adptv=1, ftol=0, xtol=0, seed=seed)
-    else:
-        uda = pg.de1220(gen=gen, ftol=0, xtol=0, seed=seed)
-    t0, c0 = time.perf_counter(), time.process_time()
-    pop = pg.population(prob, 50, seed=seed)
-    pop = pg.algorithm(uda).evolve(pop)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return float(pop.champion_f[0]), wall, cpu, int(pop.problem.get_fevals())
-
-
-def benchmark(functions, dim: int, seeds: int, optimisers=OPTIMISERS) -> list[dict]:
-    """Every ``(function, optimiser, seed)`` run: a list of records."""
-    budget = 10000 * dim
+    s = alg.init(ctx)
+    done = 0
+    while done < gens:
+        n = min(chunk, gens - done)
+        s = alg.run(ctx, s, n)
+        done += n
+        best = np.asarray(alg.best(s).f[:, 0].tolist())  # a host copy: the device waits here
+        wall, cpu = (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
+        for tr, f in zip(traces, best):
+            tr.best = min(tr.best, float(f))
+            tr.points.append([int(s["evals"]), wall, error(tr.best, tr.fid), cpu])
+    wall, cpu = (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
     out = []
-    for fid in functions:
-        prob = CEC2014(fid, dim)
-        for name in optimisers:
-            for seed in range(seeds):
-                if name.startswith("isles"):
-                    f, wall, cpu, evals = run_isles(name, prob, budget, seed)
-                else:
-                    f, wall, cpu, evals = run_pygmo(name, fid, dim, budget, seed)
-                out.append(
-                    {
-                        "function": fid,
-                        "dim": dim,
-                        "optimiser": name,
-                        "seed": seed,
-                        "f": f,
-                        "error": error(f, fid),
-                        "wall_s": wall,
-                        "cpu_s": cpu,
-                        "evaluations": evals,
-                    }
-                )
-                print(
-                    f"F{fid} {name} seed {seed}: error {out[-1]['error']:.3g} ({evals} evaluations, {wall:.2f} s)",
-                    file=sys.stderr,
-                )
+    for tr in traces:
+        rec = tr.record(s["evals"])
+        rec.update(wall_s=wall, cpu_s=cpu, batch=k, rng="seed 0, stream = seed" if batched else "seed, stream 0")
+        out.append(rec)
     return out
 
 
-def table(records: list[dict]) -> str:
-    """A Markdown table: per function and optimiser, median / mean error, success rate, median CPU time."""
-    names = [n for n in OPTIMISERS if any(r["optimiser"] == n for r in records)]
-    lines = ["| function | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-    for fid in sorted({r["function"] for r in records}):
-        cells = []
-        for n in names:
-            rs = [r for r in records if r["function"] == fid and r["optimiser"] == n]
-            e = np.array([r["error"] for r in rs])
-            c = np.median([r["cpu_s"] for r in rs])
-            cells.append(f"{np.median(e):.3g} / {e.mean():.3g} / {(e == 0).mean():.0%} / {c:.2f} s")
-        lines.append(f"| F{fid} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+def _pygmo_uda(name: str, gen: int, seed: int, memory: bool):
+    import pygmo as pg  # noqa: PLC0415
+
+    if name == "pygmo-sade":
+        return pg.sade(gen=gen, variant=2, variant_adptv=1, ftol=0, xtol=0, memory=memory, seed=seed)
+    if name == "pygmo-de1220":
+        return pg.de1220(gen=gen, ftol=0, xtol=0, memory=memory, seed=seed)
+    return pg.cmaes(gen=gen, sigma0=0.3, ftol=0, xtol=0, memory=memory, force_bounds=True, seed=seed)
+
+
+def pygmo_pop_size(name: str, dim: int) -> int:
+    """pygmo's population: 50 for ``sade`` and ``de1220``, ``4 + floor(3 ln D)`` for ``cmaes``."""
+    return 4 + int(math.floor(3 * math.log(dim))) if name == "pygmo-cmaes" else 50
+
+
+def run_pygmo(name: str, fid: int, dim: int, budget: int, seed: int) -> dict:
+    """pygmo's ``name`` on its own CEC 2014 ``fid`` (one run, seed ``seed``), ``budget`` evaluations
+    at most (``budget / N - 1`` generations after the initial population of ``N``), evolved in
+    about :data:`TRACE_POINTS` calls with ``memory=True`` (the adaptation goes on across them):
+    the record's fields."""
+    import pygmo as pg  # noqa: PLC0415
+
+    n = pygmo_pop_size(name, dim)
+    total = budget // n - 1
+    chunk = max(1, total // TRACE_POINTS)
+    tr = _Trace(fid)
+    prob = pg.problem(pg.cec2014(prob_id=fid, dim=dim))
+    pop = pg.population(prob, n, seed=seed)
+    algo, done = pg.algorithm(_pygmo_uda(name, chunk, seed, True)), 0
+    while done < total:
+        if total - done < chunk:
+            algo = pg.algorithm(_pygmo_uda(name, total - done, seed, True))
+        pop = algo.evolve(pop)
+        done += min(chunk, total - done)
+        tr.add(pop.problem.get_fevals(), pop.champion_f[0])
+    return tr.record(pop.problem.get_fevals())
+
+
+def run_evox(name: str, fid: int, dim: int, budget: int, seed: int) -> dict:
+    """EvoX's (1.4, torch) ``name`` on CEC 2014 ``fid`` (pygmo's values, the points copied to the
+    host) through ``StdWorkflow`` and ``EvalMonitor``, ``budget // N`` steps of ``N`` evaluations
+    (EvoX's SHADE and CMA-ES evaluate their population once per step, SHADE none at ``init_step``):
+    the record's fields. On ``cuda`` where torch sees one.
+
+    Raises:
+        ImportError: without evox and torch.
+    """
+    import torch  # noqa: PLC0415
+    from evox.algorithms import CMAES as EvoxCMAES  # noqa: PLC0415
+    from evox.algorithms import SHADE as EvoxSHADE  # noqa: PLC0415
+    from evox.core import Problem as EvoxProblem  # noqa: PLC0415
+    from evox.workflows import EvalMonitor, StdWorkflow  # noqa: PLC0415
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(seed)
+    host = CEC2014(fid, dim)
+
+    class _CEC(EvoxProblem):
+        def __init__(self):
+            super().__init__()
+
+        @torch.compiler.disable
+        def evaluate(self, pop: torch.Tensor) -> torch.Tensor:
+            x = pop.detach().clamp(-100.0, 100.0).to("cpu", torch.float64).numpy()
+            return torch.as_tensor(host.objective(x), dtype=pop.dtype, device=pop.device)
+
+    lb = torch.full((dim,), -100.0, device=device)
+    ub = torch.full((dim,), 100.0, device=device)
+    if name == "evox-shade":
+        algo = EvoxSHADE(pop_size=100, lb=lb, ub=ub, device=device)
+        n = 100
+    else:
+        mean = lb + torch.rand(dim, device=device) * (ub - lb)
+        algo = EvoxCMAES(mean_init=mean, sigma=0.3 * 200.0, device=device)
+        n = algo.pop_size
+    monitor = EvalMonitor(full_fit_history=False, device=device)
+    wf = StdWorkflow(algo, _CEC(), monitor=monitor, device=device)
+    steps = budget // n
+    chunk = max(1, steps // TRACE_POINTS)
+    tr = _Trace(fid)
+    wf.init_step()
+    done = 1
+    while done < steps:
+        for _ in range(min(chunk, steps - done)):
+            wf.step()
+        done = min(steps, done + chunk)
+        tr.add(done * n, float(monitor.get_best_fitness()))
+    return tr.record(steps * n)
+
+
+def run_one(name: str, fid: int, dim: int, seed: int, device: str = "cpu", budget: int | None = None) -> dict:
+    """One run of ``name`` on CEC 2014 ``fid`` in dimension ``dim``: its JSON record."""
+    budget = 10000 * dim if budget is None else budget
+    if name in ISLES:
+        rec = run_isles(name, CEC2014(fid, dim), budget, seed, device)
+    elif name in PYGMO:
+        rec = run_pygmo(name, fid, dim, budget, seed)
+    else:
+        rec = run_evox(name, fid, dim, budget, seed)
+    where = device if name in ISLES else ("gpu" if name in EVOX else "cpu")
+    return {"function": fid, "dim": dim, "optimiser": name, "seed": seed, "device": where, "budget": budget, **rec}
+
+
+def _key(r: dict) -> tuple:
+    return (r["function"], r["dim"], r["optimiser"], r["seed"], r.get("device", "cpu"))
+
+
+def load(paths) -> list[dict]:
+    """The records of JSON-lines files (missing files: none; a line cut short is skipped)."""
+    out = []
+    for p in paths:
+        p = Path(p)
+        if p.exists():
+            for line in p.read_text().splitlines():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:  # a line cut short by a killed run
+                    continue
+    return out
+
+
+def benchmark(
+    functions, dim: int, runs: int, optimisers, out: Path | None, device: str = "cpu", batch: int = 1
+) -> list[dict]:
+    """Every ``(seed, function, optimiser)`` run not yet in ``out``, seeds outermost (so that an
+    interrupted benchmark has whole seeds over all functions); each record appended to ``out``.
+    ``batch > 1``: isles' runs of ``batch`` consecutive seeds as the islands of one batch
+    (:func:`run_isles_batch`)."""
+    done = {_key(r) for r in load([out])} if out else set()
+    records = []
+
+    def where(name):
+        return device if name in ISLES else ("gpu" if name in EVOX else "cpu")
+
+    def keep(rec):
+        records.append(rec)
+        if out:
+            with open(out, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rec) + "\n")
+        print(
+            f"D{dim} F{rec['function']} {rec['optimiser']} seed {rec['seed']}: error {rec['error']:.3g} "
+            f"({rec['evaluations']} evaluations, {rec['cpu_s']:.2f} s CPU)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    for first in range(0, runs, batch):
+        seeds = list(range(first, min(runs, first + batch)))
+        for fid in functions:
+            for name in optimisers:
+                todo = [x for x in seeds if (fid, dim, name, x, where(name)) not in done]
+                if not todo:
+                    continue
+                if name in ISLES and batch > 1:
+                    budget = 10000 * dim
+                    for x, rec in zip(todo, run_isles_batch(name, CEC2014(fid, dim), budget, todo, device)):
+                        keep(
+                            {"function": fid, "dim": dim, "optimiser": name, "seed": x, "device": device}
+                            | {"budget": budget, **rec}
+                        )
+                    continue
+                for x in todo:
+                    keep(run_one(name, fid, dim, x, device))
+    return records
 
 
 def speed(dim: int = 10, repeats: int = 3) -> str:
     """F1, ``10000 D`` evaluations: isles' L-SHADE (pygmo's F1 on the host, and a NumPy
     elliptic function of no evaluation cost to speak of, which isolates the optimiser) against
-    pygmo's ``sade`` (population 50), side by side, the best of ``repeats``."""
+    pygmo's ``sade`` (population 50), side by side, the best of ``repeats`` (one call, no trace)."""
 
     class Elliptic(Problem):
         name = "elliptic"
@@ -214,115 +415,71 @@ def speed(dim: int = 10, repeats: int = 3) -> str:
         def objective(self, X):
             return (self.w * (X - 1.0) ** 2).sum(axis=-1)
 
-    budget = 10000 * dim
-    rows = {}
-    for label, fn in (
-        ("pygmo sade (pop 50), F1", lambda s: run_pygmo("pygmo-sade", 1, dim, budget, s)),
-        (
-            "isles L-SHADE, F1 through pygmo on the host",
-            lambda s: run_isles("isles-lshade", CEC2014(1, dim), budget, s),
-        ),
-        ("isles L-SHADE, NumPy elliptic", lambda s: run_isles("isles-lshade", Elliptic(dim), budget, s)),
-        ("isles DE (pop 50), NumPy elliptic", lambda s: run_isles("isles-de", Elliptic(dim), budget, s)),
-    ):
-        runs = [fn(s) for s in range(repeats)]
-        rows[label] = (min(r[1] for r in runs), min(r[2] for r in runs), runs[0][3])
-    return "\n".join(f"| {k} | {w:.3f} s | {c:.3f} s | {e:,} |" for k, (w, c, e) in rows.items())
-
-
-def curves(functions, dim: int = 10, seed: int = 0, n_points: int = 50) -> dict:
-    """Best-so-far error against evaluations, ``{fid: {optimiser: (evaluations, errors)}}``, for
-    isles' L-SHADE and jSO (runtime generation by generation) and pygmo's ``sade`` (population 50,
-    ``memory=True``, so that its adaptation goes on across the ``evolve`` calls), at most ``10000 D``
-    evaluations (isles: ``E = N_init``, the generations that fit), about ``n_points`` points each."""
     import pygmo as pg  # noqa: PLC0415
 
     budget = 10000 * dim
-    out = {}
-    for fid in functions:
-        prob = CEC2014(fid, dim)
-        out[fid] = {}
-        for name, cls in (("isles-lshade", LSHADE), ("isles-jso", JSO)):
-            n0 = cls(dim=dim).params.n_init
-            gens = (budget - n0) // n0
-            alg = cls(dim=dim, max_generations=gens)
-            ctx = Context(np, np.float64, Evaluator(prob), CounterRNG(np, seed, [0]))
-            s, ev, err, best = alg.init(ctx), [], [], np.inf
-            every = max(1, gens // n_points)
-            for g in range(gens):
-                s = alg.step(ctx, s)
-                best = min(best, float(alg.best(s).f[0, 0]))
-                if g % every == 0 or g == gens - 1:
-                    ev.append(s["evals"])
-                    err.append(error(best, fid))
-            out[fid][name] = (ev, err)
-        udp = pg.problem(pg.cec2014(prob_id=fid, dim=dim))
-        pop = pg.population(udp, 50, seed=seed)
-        total = budget // 50 - 1
-        step = max(1, total // n_points)
-        algo = pg.algorithm(pg.sade(gen=step, variant=2, variant_adptv=1, ftol=0, xtol=0, memory=True, seed=seed))
-        ev, err, done = [], [], 0
-        while done < total:
-            if total - done < step:
-                algo = pg.algorithm(
-                    pg.sade(gen=total - done, variant=2, variant_adptv=1, ftol=0, xtol=0, memory=True, seed=seed)
-                )
-            pop = algo.evolve(pop)
-            done += min(step, total - done)
-            ev.append(int(pop.problem.get_fevals()))
-            err.append(error(pop.champion_f[0], fid))
-        out[fid]["pygmo-sade"] = (ev, err)
-    return out
 
+    def isles(name, prob, seed):
+        alg, gens = isles_algorithm(name, dim, budget)
+        ctx = Context(np, np.float64, Evaluator(prob), CounterRNG(np, seed, [0]))
+        t0, c0 = time.perf_counter(), time.process_time()
+        s = alg.run(ctx, alg.init(ctx), gens)
+        return time.perf_counter() - t0, time.process_time() - c0, s["evals"]
 
-def plot_curves(data: dict, path: Path, dim: int) -> None:
-    """One panel per function of :func:`curves`' data, log error against evaluations, to ``path``."""
-    import matplotlib  # noqa: PLC0415
+    def sade(seed):
+        t0, c0 = time.perf_counter(), time.process_time()
+        pop = pg.population(pg.problem(pg.cec2014(prob_id=1, dim=dim)), 50, seed=seed)
+        pop = pg.algorithm(_pygmo_uda("pygmo-sade", budget // 50 - 1, seed, False)).evolve(pop)
+        return time.perf_counter() - t0, time.process_time() - c0, pop.problem.get_fevals()
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    fids = sorted(data)
-    fig, axes = plt.subplots(1, len(fids), figsize=(4 * len(fids), 3.4), squeeze=False)
-    for ax, fid in zip(axes[0], fids):
-        for name, (ev, err) in data[fid].items():
-            ax.plot(ev, np.maximum(err, 1e-9), label=name)
-        ax.set_yscale("log")
-        ax.set_title(f"CEC 2014 F{fid}, D = {dim}")
-        ax.set_xlabel("evaluations")
-        ax.axhline(1e-8, color="grey", lw=0.5, ls=":")
-    axes[0][0].set_ylabel("best error (0 drawn at 1e-9)")
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    rows = {}
+    for label, fn in (
+        ("pygmo sade (pop 50), F1", sade),
+        ("isles L-SHADE, F1 through pygmo on the host", lambda s: isles("isles-lshade", CEC2014(1, dim), s)),
+        ("isles L-SHADE, NumPy elliptic", lambda s: isles("isles-lshade", Elliptic(dim), s)),
+        ("isles jSO, NumPy elliptic", lambda s: isles("isles-jso", Elliptic(dim), s)),
+        ("isles DE (pop 50), NumPy elliptic", lambda s: isles("isles-de", Elliptic(dim), s)),
+        ("isles BIPOP-CMA-ES, NumPy elliptic", lambda s: isles("isles-cmaes", Elliptic(dim), s)),
+    ):
+        runs = [fn(s) for s in range(repeats)]
+        rows[label] = (min(r[0] for r in runs), min(r[1] for r in runs), runs[0][2])
+    return "\n".join(f"| {k} | {w:.3f} s | {c:.3f} s | {e:,} |" for k, (w, c, e) in rows.items())
 
 
 def main(argv=None) -> None:
     """The command line (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--functions", type=int, nargs="+", default=list(range(1, 11)))
-    ap.add_argument("--dim", type=int, default=10)
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--optimisers", nargs="+", default=list(OPTIMISERS), choices=OPTIMISERS)
-    ap.add_argument("--json", type=Path, default=None, help="write every run's record here")
-    ap.add_argument("--speed", action="store_true", help="only the wall-time comparison on F1")
-    ap.add_argument("--curves", type=Path, default=None, help="plot error against evaluations (seed 0) to this PNG")
+    ap.add_argument("--functions", type=int, nargs="+", default=list(range(1, 31)))
+    ap.add_argument("--dim", type=int, default=10, choices=(10, 30, 50, 100))
+    ap.add_argument("--runs", type=int, default=51, help="runs (seeds 0..runs-1) per function and optimiser")
+    ap.add_argument("--optimisers", nargs="+", default=None, choices=OPTIMISERS)
+    ap.add_argument("--evox", action="store_true", help="add EvoX's SHADE and CMA-ES (evox 1.4, torch)")
+    ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="isles' islands on NumPy or CuPy")
+    ap.add_argument("--out", type=Path, default=None, help="append every run's JSON record here (and skip those there)")
+    ap.add_argument("--report", type=Path, nargs="+", default=None, help="print the tables of these JSON-lines files")
+    ap.add_argument("--curves", type=Path, default=None, help="with --report: plot error against evaluations here")
+    ap.add_argument("--speed", action="store_true", help="only the wall-time comparison on F1 (no trace)")
+    ap.add_argument("--batch", type=int, default=1, help="isles' runs of this many seeds as one batch of islands")
     a = ap.parse_args(argv)
-    if a.curves:
-        plot_curves(curves(a.functions, a.dim), a.curves, a.dim)
+    if a.report:
+        from benchmarks.cec_report import plot_curves, report  # noqa: PLC0415
+
+        records = load(a.report)
+        if a.curves:
+            plot_curves(records, a.functions, a.dim, a.curves)
+            return
+        print(report(records, optimisers=a.optimisers, functions=a.functions))
         return
     if a.speed:
         print("| optimiser | wall time (best of 3) | CPU time (best of 3) | evaluations |\n|---|---|---|---|")
         print(speed(a.dim))
         return
-    records = benchmark(a.functions, a.dim, a.seeds, a.optimisers)
-    if a.json:
-        a.json.write_text(json.dumps(records, indent=1))
-    print(
-        f"D = {a.dim}, {10000 * a.dim} evaluations, {a.seeds} seeds; cells: median error / mean error / "
-        "success rate (error < 1e-8) / median CPU time of the process"
-    )
-    print(table(records))
+    names = a.optimisers or list(ISLES + PYGMO + (EVOX if a.evox else ()))
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    records = benchmark(a.functions, a.dim, a.runs, names, a.out, a.device, a.batch)
+    from benchmarks.cec_report import report  # noqa: PLC0415
+
+    print(report(records))
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ from isles.islands.plugin import source_id
 class Row:
     """One epoch of a span as device values (copies where a replay would overwrite them): the
     islands' ``best`` (Population ``(I, 1)``) and phenotype ``best_x``, the counters of the state,
-    the migration ``events`` (:func:`isles.islands.migration.moves.immigrate`), and each plug-in's
-    ``(best, metrics)`` (:class:`isles.islands.plugin.Plugin`)."""
+    the migration ``events`` (:func:`isles.islands.migration.moves.immigrate`), each plug-in's
+    ``(best, metrics)`` (:class:`isles.islands.plugin.Plugin`), and the algorithm's own ``metrics``
+    (:meth:`isles.algorithms.core.base.IslandAlgorithm.metrics`)."""
 
     best: Any
     best_x: Any
@@ -35,6 +36,7 @@ class Row:
     events: Any
     plugins: list = field(default_factory=list)
     snapshot: Any = None
+    metrics: dict = field(default_factory=dict)  # the algorithm's (IslandAlgorithm.metrics), copies
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Rows:
         nan_evals: ``(m,)`` (or ``m`` host ints); hit_generation: ``(m, I)`` or ``None``.
         events: ``[(src_of, order (m, ...), accepted (m, ...), f (m, ...))]`` per population role, or ``None``.
         plugins: per plug-in ``(best leaves {leaf: (m, 1, 1, ...)} or None, metrics {name: (m,) or m numbers})``.
+        metrics: the algorithm's own metrics ``{name: (m, I)}`` (:meth:`isles.algorithms.core.base.IslandAlgorithm.metrics`).
         snapshot: the :class:`isles.islands.records.GroupSnapshot` taken after the last epoch, if one fell due.
     """
 
@@ -62,6 +65,7 @@ class Rows:
     hit_generation: Any
     events: Any
     plugins: list = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
     snapshot: Any = None
 
     def __len__(self) -> int:
@@ -90,6 +94,7 @@ class Rows:
                 )
                 for pb, m in row.plugins
             ],
+            metrics={k: v[None] for k, v in row.metrics.items()},
         )
 
     def last_events(self):

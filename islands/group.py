@@ -243,6 +243,7 @@ class IslandGroup(PeerLinks):
             None if hit is None else xp.array(hit, copy=True),
             events,
             plugins,
+            metrics={k: copied(v) for k, v in self.algorithm.metrics(state).items()},
         )
 
     def evaluations(self, state: dict) -> int:
@@ -328,6 +329,7 @@ class IslandGroup(PeerLinks):
         gens = [g for b in blocks for g in b.generation]
         evals = [v for b in blocks for v in b.evals]
         pairs = [v for b in blocks for v in b.pair_evals]
+        alg_metrics = {key: cat([b.metrics[key] for b in blocks]) for key in b0.metrics}  # (epochs, I) each
         out = []
         for e in range(n):
             b = Population.from_leaves({name: a[e] for name, a in best.items()})
@@ -356,6 +358,7 @@ class IslandGroup(PeerLinks):
                         )
                         for pb, metrics in plugins
                     ],
+                    metrics={key: a[e] for key, a in alg_metrics.items()},
                 )
             )
         return out

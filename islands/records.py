@@ -117,6 +117,8 @@ class EpochSummary:
         plugins: each plug-in's ``(best, metrics)`` after the epoch: best a Population ``(1, 1)`` or
             ``None``, metrics ``{name: value}`` (:meth:`isles.islands.plugin.Plugin.metrics`).
         snapshot: the group's :class:`GroupSnapshot` where one fell due after this epoch.
+        metrics: the algorithm's own metrics ``{name: (I,) host array}``
+            (:meth:`isles.algorithms.core.base.IslandAlgorithm.metrics`).
     """
 
     island_ids: list
@@ -135,6 +137,7 @@ class EpochSummary:
     device: str
     plugins: list = field(default_factory=list)
     snapshot: GroupSnapshot | None = None
+    metrics: dict = field(default_factory=dict)
 
 
 @dataclass

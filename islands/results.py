@@ -134,6 +134,10 @@ class EpochRecord:
         best_feasible_f: ``best_f`` where the best is feasible, else NaN.
         plugin_metrics: ``{name: value}`` a loop plug-in reports (the master swarm's
             ``master_best_f``); each is a metric (column, MLflow metric) of that name.
+        algorithm_metrics: ``{name: (n_islands,) float64}`` the algorithm reports per island
+            (:meth:`isles.algorithms.core.base.IslandAlgorithm.metrics`, e.g. CMA-ES's ``sigma``):
+            the metrics ``name`` (the mean over the islands that reported it) and, with more than
+            one island, ``island_XX_name``.
         nan_evaluations: evaluations with a NaN objective or constraint so far.
         migrations_accepted: immigrants accepted in this epoch.
         us_per_generation: the slowest group's compute time per generation of the epoch, µs.
@@ -159,6 +163,7 @@ class EpochRecord:
     best_v: float = _metric(CSV, MLFLOW)
     best_feasible_f: float = _metric(CSV, MLFLOW)
     plugin_metrics: dict[str, float] = _metric(CSV, MLFLOW, default_factory=dict)
+    algorithm_metrics: dict[str, np.ndarray] = _metric(CSV, MLFLOW, default_factory=dict)
     nan_evaluations: int = _metric(CSV, MLFLOW)
     migrations_accepted: int = _metric(CSV, MLFLOW)
     us_per_generation: float = _metric(CSV, MLFLOW)
@@ -190,6 +195,8 @@ class EpochRecord:
                 continue
             if f.name == "plugin_metrics":
                 out.update(value)
+            elif f.name == "algorithm_metrics":
+                out.update(island_metric_columns(value))
             elif f.name == "island_best_f":
                 out.update({f"island_{i:02d}_best_f": float(v) for i, v in enumerate(value)})
             else:
@@ -355,6 +362,30 @@ def _index(ids: list):
     return np.asarray(ids)
 
 
+def island_metrics(n: int, summaries: dict) -> dict:
+    """The algorithm's own metrics of ``n`` islands, island-ordered, from group summaries ``{group
+    index: EpochSummary}``: ``{name: (n,) float64}``, NaN for an island whose group has not
+    reported (an async run's first epochs)."""
+    out = {}
+    for s in summaries.values():
+        for name, values in s.metrics.items():
+            out.setdefault(name, np.full(n, np.nan))[s.island_ids] = values
+    return out
+
+
+def island_metric_columns(metrics: dict) -> dict:
+    """``{name: mean over the islands, island_XX_name: each island's}`` (Python floats) of
+    :func:`island_metrics`' arrays (the per-island columns only with more than one island)."""
+    out = {}
+    for name, values in metrics.items():
+        values = np.asarray(values, dtype=np.float64)
+        finite = values[~np.isnan(values)]
+        out[name] = float(finite.mean()) if finite.size else math.nan
+        if values.size > 1:
+            out.update({f"island_{i:02d}_{name}": float(v) for i, v in enumerate(values)})
+    return out
+
+
 def payoff_total(summaries: dict) -> int:
     """Pair payoffs of all islands (a min-max algorithm's ``payoff_evals`` per island) of the
     latest group summaries ``{group index: summary}``."""
@@ -378,6 +409,7 @@ def epoch_record(
     payoff_evaluations: int = 0,
     migrations=(),
     plugin_metrics: dict | None = None,
+    algorithm_metrics: dict | None = None,
 ) -> EpochRecord:
     """The :class:`EpochRecord` of an epoch that ends now (host values; every field typed here).
 
@@ -393,6 +425,7 @@ def epoch_record(
         payoff_evaluations: a min-max algorithm's pair payoffs (:func:`payoff_total`), recorded where > 0.
         migrations: the epoch's ``(epoch, src, dst, accepted, best f moved)`` tuples.
         plugin_metrics: ``{name: value}`` a loop plug-in reports (e.g. ``master_best_f``).
+        algorithm_metrics: ``{name: (n_islands,)}`` the algorithm's own (:func:`island_metrics`).
     """
     wall = time.perf_counter() - t0
     moved = tuple(migrations)
@@ -406,6 +439,7 @@ def epoch_record(
         best_v=float(best_v),
         best_feasible_f=float(best_f) if best_v <= 0 else math.nan,
         plugin_metrics={k: float(v) for k, v in (plugin_metrics or {}).items()},
+        algorithm_metrics={k: np.array(v, dtype=np.float64) for k, v in (algorithm_metrics or {}).items()},
         nan_evaluations=int(nan_evaluations),
         migrations_accepted=int(sum(m[3] for m in moved)),
         us_per_generation=1e6 * float(compute_s) / max(1, int(epoch_generations)),

@@ -123,6 +123,7 @@ class SpanGraph:
                 row["r." + key] = g.state[key]
         for i, (_, order, accepted, f) in enumerate(events or []):
             row.update({f"v{i}.order": order, f"v{i}.accepted": accepted, f"v{i}.f": f})
+        row.update(_prefixed(g.algorithm.metrics(g.state), "a."))  # the algorithm's own metrics, (I,) each
         for j, p in enumerate(g.plugins):
             pb, metrics = p.best(), p.metrics()
             row.update(_prefixed({} if pb is None else pb.leaves(), f"p{j}.b."))
@@ -182,6 +183,7 @@ class SpanGraph:
             ]
             or None,
             plugins=plugins,
+            metrics=_split(rows, "a."),
         )
 
     def close(self) -> None:

@@ -130,3 +130,22 @@ def test_batched_decomposition_at_d100_and_no_host_sync():
     busy = not cp.cuda.get_current_stream().done
     cp.cuda.Device().synchronize()
     assert busy and waited < 1.0, f"host waited {waited:.3f} s for the device"
+
+
+def test_budget_and_metrics_on_cupy():
+    """The budget's short last block on CuPy: exactly the share is evaluated, the distribution stays;
+    the metrics hook gives (I,) device arrays (sigma, pop_size, restarts, regime, condition)."""
+    ctx = ctx_of(cp, Sphere(4), islands=2)
+    lam = CMAES(dim=4).lam0
+    alg = CMAES(dim=4, restarts="ipop", max_evaluations=2 * (1 + 5 * lam + 3), n_islands=2)
+    s = alg.init(ctx)
+    for _ in range(5):
+        s = alg.step(ctx, s)
+    last = alg.step(ctx, s)
+    assert last["evals"] == 1 + 5 * lam + 3 and alg.step(ctx, last)["evals"] == last["evals"]
+    for key in ("mean", "sigma", "C", "Y", "blk"):
+        assert bool((last[key] == s[key]).all()), key
+    m = alg.metrics(last)
+    assert set(m) == {"sigma", "pop_size", "restarts", "regime", "condition"}
+    assert all(isinstance(v, cp.ndarray) and v.shape == (2,) for v in m.values())
+    np.testing.assert_array_equal(host(m["sigma"]), host(last["sigma"]))

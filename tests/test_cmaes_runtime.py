@@ -196,19 +196,52 @@ def budget_run(*extra):
     return cfg, Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run(), counter.points
 
 
-def test_budget_is_exact():
-    """``stop.max_evaluations``: the first generation whose evaluations reach it, counted as a
-    user's own objective counts them (restarts and migrations change nothing: one block of
-    ``lambda_start`` per generation)."""
-    budget = 1234
+@pytest.mark.parametrize(("budget", "n"), [(1234, 3), (20000, 4), (1236, 3), (1000, 1)])
+def test_budget_is_exact(budget, n):
+    """``stop.max_evaluations`` = the points a user's own objective counts, exactly (restarts and
+    migration on): each island's last generation evaluates only what is left of its share
+    ``ceil(budget / islands.n)`` (before: whole blocks, 20,004 for 20,000 on 4 islands); the
+    generations are the formula's (the first whose blocks reach the budget)."""
     cfg, result, points = budget_run(
-        f"stop.max_evaluations={budget}", "algorithm.restarts=ipop", "algorithm.tol_fun=1e-3"
+        f"stop.max_evaluations={budget}", f"islands.n={n}", "algorithm.restarts=ipop", "algorithm.tol_fun=1e-3"
     )
-    counts = evaluation_counts(build_algorithm(cfg["algorithm"]))
-    lam0 = default_pop_size(3)
-    assert counts == (1, lam0, 0)
-    assert result.evaluations == points == evaluations_after(result.generations, 3, counts)
-    assert budget <= result.evaluations < budget + 3 * lam0
+    alg = build_algorithm(cfg["algorithm"])
+    counts = evaluation_counts(alg)
+    assert counts == (1, default_pop_size(3), 0)
+    share = -(-budget // n)
+    assert alg.params.budget == share
+    assert result.evaluations == points == n * share
+    assert budget <= result.evaluations < budget + n
+    assert (
+        evaluations_after(result.generations - 1, n, counts)
+        < budget
+        <= evaluations_after(result.generations, n, counts)
+    )
+
+
+def test_the_last_block_evaluates_what_is_left_and_leaves_the_distribution():
+    """A budget that ends inside a block: the last generation evaluates its first ``left`` samples
+    (they may become the best so far), spends nothing more after, and changes neither the
+    distribution nor the iteration's buffers."""
+    ctx = ctx_of(Ellipsoid(4))
+    lam = default_pop_size(4)
+    alg = CMAES(dim=4, restarts="ipop", max_evaluations=2 * (1 + 5 * lam + 3), n_islands=2)
+    s = alg.init(ctx)
+    for _ in range(5):
+        s = alg.step(ctx, s)
+    assert s["evals"] == 1 + 5 * lam and alg.evaluations_left(s["evals"]) == 3
+    last = alg.step(ctx, s)
+    assert last["evals"] == s["evals"] + 3 and last["generation"] == 6
+    for key in ("mean", "sigma", "C", "B", "d", "p_sigma", "p_c", "Y", "fb", "blk", "it", "lam", "inj_on"):
+        np.testing.assert_array_equal(last[key], s[key], err_msg=key)
+    full = CMAES(dim=4, restarts="ipop").step(ctx, s)  # the same block, unbudgeted
+    np.testing.assert_array_equal(last["X"][:, 1:4], full["X"][:, 1:4])  # its first 3 samples
+    np.testing.assert_array_equal(last["f"][:, 1:4], full["f"][:, 1:4])
+    np.testing.assert_array_equal(last["X"][:, 4:], s["X"][:, 4:])  # the rest: the previous block's
+    assert (last["f"][:, 0] == np.minimum(s["f"][:, 0], full["f"][:, 1:4].min(axis=1))).all()
+    after = alg.step(ctx, last)
+    assert after["evals"] == last["evals"] and after["generation"] == 7
+    np.testing.assert_array_equal(after["f"], last["f"])
 
 
 def test_checkpoint_resume_is_bit_identical(tmp_path):

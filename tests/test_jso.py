@@ -87,3 +87,48 @@ def test_jso_sphere_d10_error_below_1e8_within_1e5_evaluations():
     s = _run(alg, island_ctx(np, _Sphere(10), islands=1), 713)
     assert s["evals"] == 100_002 and s["n_active"] == 4
     assert s["f"][0, :4].min() < 1e-8
+
+
+# -- the runtime: migration, checkpoints and the exact budget (what jSO shares with L-SHADE) ----------
+def test_jso_islands_migrate_and_spend_the_budget_exactly():
+    """``+experiment=lshade algorithm=jso``: two jSO islands on a ring migrate and accept immigrants,
+    spend exactly the budget (each island's last generation what is left of its 10,001 share), and
+    solve the sphere."""
+    from tests.test_lshade import _coordinator_run  # noqa: PLC0415
+
+    result, cfg, _ = _coordinator_run(
+        "algorithm=jso", "islands.n=2", "topology=ring", "islands.migration_interval=3", "stop.max_evaluations=20002"
+    )
+    assert cfg["algorithm"]["_target_"].endswith("JSO")
+    assert result.migration_count > 0 and result.migrations_accepted > 0
+    assert result.evaluations == 20002 and result.best_f < 1e-6
+
+
+def test_jso_checkpoint_resume_is_bit_identical(tmp_path):
+    """A jSO run saved mid L-SHADE generation at generation 10 and resumed to 24 ends where the run
+    of 24 in one go ends (its schedules read the evaluations, which the state carries)."""
+    from isles.app import job  # noqa: PLC0415
+    from isles.islands.control import checkpoint  # noqa: PLC0415
+
+    from tests.helpers import make_cfg  # noqa: PLC0415
+    from tests.test_lshade import COMMON  # noqa: PLC0415
+
+    common = [
+        "+experiment=lshade",
+        "algorithm=jso",
+        *COMMON,
+        "stop.max_evaluations=null",
+        "islands.n=2",
+        "topology=ring",
+        "islands.migration_interval=2",
+        "algorithm.evals_per_generation=50",
+        "algorithm.max_generations=24",
+        "quiet=true",
+    ]
+    whole = job.run_job(make_cfg(*common, "generations=24"), use_ray=False)[0]
+    path = tmp_path / "ck.pkl"
+    job.run_job(make_cfg(*common, "generations=10", "checkpoint.every=1", f"checkpoint.path={path}"), use_ray=False)
+    assert checkpoint.load(path)["states"][0]["cursor"] > 0
+    resumed = job.run_job(make_cfg(*common, "generations=24", f"checkpoint.resume={path}"), use_ray=False)[0]
+    assert resumed.evaluations == whole.evaluations and resumed.best_f == whole.best_f
+    np.testing.assert_array_equal(resumed.best_x, whole.best_x)

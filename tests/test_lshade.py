@@ -307,27 +307,55 @@ def test_islands_migrate_into_lshade():
     assert result.best_f < 1e-6
 
 
-@pytest.mark.parametrize(("epg", "exact"), [(140, True), (None, False)])
-def test_budget_is_the_formulas_and_exact_where_it_divides(epg, exact):
-    """``stop.max_evaluations`` = the points a user's counter sees; exactly the budget where
-    ``budget / islands.n - N_init`` is a multiple of ``evals_per_generation`` (here 2 islands,
-    N_init = 72: 2 (72 + 70 * 140) = 19744), else the first generation past it."""
-    budget = 19744
+@pytest.mark.parametrize(
+    ("budget", "n", "epg"),
+    [(19744, 2, 140), (19744, 2, None), (20001, 2, None), (20000, 4, 33), (777, 1, None)],
+)
+def test_budget_is_exact(budget, n, epg):
+    """``stop.max_evaluations`` = the points a user's counter sees, exactly the budget: each of the
+    ``islands.n`` islands spends ``ceil(budget / islands.n)``, its last generation only what is left
+    (before: the first generation past the budget, 19,872 for 19,744 with ``E = N_init = 72``);
+    where ``islands.n`` does not divide the budget, fewer than ``islands.n`` evaluations past it.
+    LPSR spans exactly the island's share (``MAX_NFE``), so the population ends at ``N_min``."""
     extra = [f"algorithm.evals_per_generation={'null' if epg is None else epg}"]
     result, cfg, points = _coordinator_run(
         "problem._target_=tests.test_budget.PointCounter",
         "++problem.lower=-1.0",
         "++problem.upper=1.0",
-        "islands.n=2",
+        f"islands.n={n}",
         f"stop.max_evaluations={budget}",
         *extra,
     )
-    counts = evaluation_counts(build_algorithm(cfg["algorithm"]))
-    assert result.evaluations == points == evaluations_after(result.generations, 2, counts)
-    assert (result.evaluations == budget) == exact
-    assert budget <= result.evaluations < budget + 2 * counts[1]
-    # the island's LPSR spans exactly the run: MAX_NFE = the evaluations per island
-    assert build_algorithm(cfg["algorithm"]).params.max_nfe == result.evaluations // 2
+    share = -(-budget // n)
+    assert result.evaluations == points == n * share
+    assert budget <= result.evaluations < budget + n
+    alg = build_algorithm(cfg["algorithm"])
+    assert alg.params.budget == share and alg.params.max_nfe == share
+    # the generations are the formula's (the first generation that reaches the budget)
+    counts = evaluation_counts(alg)
+    assert (
+        evaluations_after(result.generations - 1, n, counts)
+        < budget
+        <= evaluations_after(result.generations, n, counts)
+    )
+
+
+def test_budget_ends_inside_a_generation_at_n_min():
+    """The island's last runtime generation evaluates only what is left (37 of E = 50 here), and the
+    population is N_min at its last evaluation: LPSR's MAX_NFE is the budget, not ``N_init + g E``."""
+    prob = _Sphere(4)
+    alg = LSHADE(
+        dim=4, max_generations=30, evals_per_generation=50, max_evaluations=2 * (72 + 10 * 50 + 37), n_islands=2
+    )
+    assert alg.params.budget == 609 and alg.params.max_nfe == 609
+    ctx = island_ctx(np, prob, islands=2)
+    s = alg.init(ctx)
+    evals = []
+    for _ in range(12):
+        s = alg.step(ctx, s)
+        evals.append(s["evals"])
+    assert evals[9:] == [572, 609, 609]  # 10 whole generations, then 37, then nothing
+    assert s["n_active"] == 4 and s["generation"] == 12
 
 
 def test_constrained_problem_by_feasibility_rules():
@@ -370,7 +398,7 @@ def test_adapted_parameters_report_the_memories():
     out = alg.adapted_parameters(s)
     np.testing.assert_allclose(out["M_CR"], [3.0 / 6, 0.5])
     np.testing.assert_allclose(out["M_F"], s["M_F"].mean(axis=1))
-    assert out["n_active"] == s["n_active"] and list(out["archive"]) == list(s["a_n"])
+    assert (out["pop_size"] == s["n_active"]).all() and list(out["archive"]) == list(s["a_n"])
 
 
 def test_checkpoint_regroups_islands_over_other_actors():

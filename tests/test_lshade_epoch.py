@@ -81,6 +81,11 @@ V(tan) V(atan) V(log1p) V(cos)
 @pytest.fixture
 def c_library_math(monkeypatch):
     """NumPy's ``tan``, ``arctan``, ``log1p``, ``cos`` as the C library's (what the host build calls)."""
+    # array-api-compat's NumPy namespace copies NumPy's functions when first imported: imported under
+    # the patch it would keep the C library's for the rest of the process (an in-process run's
+    # Rastrigin then differed from a Ray actor's in the last bit)
+    import array_api_compat.numpy  # noqa: F401, PLC0415
+
     lib = compile_c(_LIBM)
 
     def wrap(name):

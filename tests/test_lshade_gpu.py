@@ -200,3 +200,22 @@ def test_run_takes_the_epoch_kernel_and_agrees_with_the_array_code():
     busy = not cp.cuda.get_current_stream().done
     cp.cuda.Device().synchronize()
     assert busy and host < 1.0, f"host waited {host:.3f} s for the device"
+
+
+def test_budget_and_metrics_on_cupy():
+    """The exact budget's short last generation and the metrics hook on CuPy: the evaluations and
+    N_G are NumPy's (host counters), the metrics are (I,) device arrays equal to NumPy's decisions
+    (pop_size, archive) and to rounding (the memories)."""
+    kw = dict(dim=4, max_generations=30, evals_per_generation=50, max_evaluations=2 * (72 + 10 * 50 + 37), n_islands=2)
+    out = {}
+    for xp in (np, cp):
+        alg = LSHADE(**kw)
+        ctx = island_ctx(xp, _Sphere(4), islands=2)
+        s = alg.run(ctx, alg.init(ctx), 12)
+        out[xp] = (s, alg.metrics(s))
+    (sn, mn), (sc, mc) = out[np], out[cp]
+    assert sn["evals"] == sc["evals"] == 609 and sn["n_active"] == sc["n_active"] == 4
+    assert all(isinstance(v, cp.ndarray) and v.shape == (2,) for v in mc.values())
+    np.testing.assert_array_equal(cp.asnumpy(mc["pop_size"]), mn["pop_size"])
+    np.testing.assert_array_equal(cp.asnumpy(mc["archive"]), mn["archive"])
+    np.testing.assert_allclose(cp.asnumpy(mc["M_F"]), mn["M_F"], rtol=1e-9)

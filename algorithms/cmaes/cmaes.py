@@ -15,7 +15,9 @@ iteration completes), collected in buffers of the largest size a run reaches,
 ``lambda_cap = lambda_start 2^max_doublings``, and the update (eqs. 41-47) is applied at the
 generation that completes the iteration. Every evaluation is a real sample (none is wasted on
 padding), ``evaluations_per_generation() = lambda_start`` exactly, and the arrays never change
-shape. The cost: on CuPy the update's arithmetic runs on ``lambda_cap`` rows at every generation
+shape. Under ``stop.max_evaluations`` (``algorithm.max_evaluations``, shared by ``n_islands``) the
+generation that would pass an island's share evaluates only the samples left (:meth:`CMAES.last_block`):
+the budget is exact. The cost: on CuPy the update's arithmetic runs on ``lambda_cap`` rows at every generation
 (masked where no iteration completes), ``O(lambda_cap D^2)`` per island (NumPy, where a host
 branch costs nothing, skips a generation that completes no iteration and ranks only up to the
 largest current ``lambda``); memory ``O(lambda_cap D + D^2)`` per island. A restart past ``max_doublings`` keeps ``lambda_cap``. BIPOP's small populations are
@@ -200,20 +202,24 @@ class CMAES(IslandAlgorithm):
         """``H = 10 + ceil(30 n / lambda_start)``: TolFun's longest window in dimension ``n``."""
         return 10 + int(math.ceil(30.0 * n / self.lam0))
 
-    def adapted_parameters(self, state: State) -> dict:
-        """The adapted parameters, host arrays per island (for reports; the runtime has no hook that
-        logs an algorithm's own metrics to MLflow, docs/cmaes.md): ``sigma``, ``lambda``,
-        ``restarts`` (runs so far), ``regime`` (BIPOP: 0 large, 1 small), ``condition`` (of ``C``,
-        ``(max d / min d)^2`` at the last eigendecomposition). Synchronises (a host copy)."""
-        get = (lambda a: a) if isinstance(state["sigma"], np.ndarray) else (lambda a: a.get())
+    def metrics(self, state: State) -> dict:
+        """The adapted parameters per island, ``(I,)`` arrays on the state's device, which the runtime
+        records every epoch in ``history.csv`` and MLflow (the mean over the islands as ``sigma``,
+        ..., and ``island_XX_sigma``, ...): ``sigma``, ``pop_size`` (the current ``lambda``),
+        ``restarts`` (restarts so far), ``regime`` (BIPOP: 0 large, 1 small) and ``condition`` (of
+        ``C``, ``(max d / min d)^2`` at the last eigendecomposition). No host synchronisation."""
         d = state["d"]
         return {
-            "sigma": get(state["sigma"]),
-            "lambda": get(state["lam"]),
-            "restarts": get(state["runs"]),
-            "regime": get(state["regime"]),
-            "condition": get((d.max(axis=1) / d.min(axis=1)) ** 2),
+            "sigma": state["sigma"],
+            "pop_size": state["lam"],
+            "restarts": state["runs"],
+            "regime": state["regime"],
+            "condition": (d.max(axis=1) / d.min(axis=1)) ** 2,
         }
+
+    def adapted_parameters(self, state: State) -> dict:
+        """:meth:`metrics` as host arrays (synchronises: a host copy)."""
+        return {k: v.get() if hasattr(v, "get") else v for k, v in self.metrics(state).items()}
 
     # -- the distribution at a (re)start ------------------------------------------------------------
     def box_scale(self, ctx: Context):
@@ -299,9 +305,24 @@ class CMAES(IslandAlgorithm):
     def step(self, ctx: Context, state: State) -> State:
         """One generation of every island: a block sampled and evaluated; where it completes an
         iteration, the CMA update (:meth:`update`) and the restart rules
-        (:func:`isles.algorithms.cmaes.restarts.restart`); the eigendecomposition when due. No host
-        synchronisation."""
+        (:func:`isles.algorithms.cmaes.restarts.restart`); the eigendecomposition when due. Where
+        fewer than ``lambda_start`` evaluations are left of the island's budget, :meth:`last_block`
+        instead. No host synchronisation.
+
+        Raises:
+            RuntimeError: under a CUDA-graph capture, where the budget ends inside a block (the
+                capture's replays would evaluate whole blocks; the runtime then runs plain epochs).
+        """
         xp, g, lam0 = ctx.xp, state["generation"], self.lam0
+        if self.params.budget is not None:
+            if under_capture(xp) and (self.params.budget - 1) % lam0:
+                raise RuntimeError(
+                    "cmaes: a run whose budget ends inside a block has a shorter last generation, which a "
+                    "replayed capture would not have"
+                )
+            left = self.evaluations_left(state["evals"])
+            if left < lam0:
+                return self.last_block(ctx, state, left)
         I = ctx.n_islands
         xb, y, z2, out = self.sample_block(ctx, state)
         f, v, n_nan = ctx.evaluator(xb)
@@ -339,6 +360,38 @@ class CMAES(IslandAlgorithm):
         s["generation"] = g + 1
         s["evals"] = state["evals"] + lam0
         s["nan_evals"] = state["nan_evals"] + n_nan
+        return s
+
+    def evaluations_left(self, evals: int) -> int:
+        """Samples the next generation evaluates after ``evals`` per island: ``lambda_start``, or
+        what is left of the island's budget (:attr:`CMAESParams.budget`; 0 once it is spent)."""
+        b = self.params.budget
+        return self.lam0 if b is None else max(0, min(self.lam0, b - int(evals)))
+
+    def last_block(self, ctx: Context, state: State, left: int) -> State:
+        """The generation that ends an island's budget inside a block: only the block's first
+        ``left`` samples (``0 <= left < lambda_start``) are evaluated; they update the best so far and
+        the migration view's first rows (the others keep the previous block's points). The
+        distribution, the iteration's buffers and the pending injections stay as they are: an
+        iteration is updated from whole blocks only, so a state resumed with a larger budget goes
+        on as if the partial block had not been drawn. Returns a new state; no host synchronisation."""
+        s = dict(state)
+        if left > 0:
+            xp, I = ctx.xp, ctx.n_islands
+            xb = self.sample_block(ctx, state)[0][:, :left]
+            f, v, n_nan = ctx.evaluator(xb)
+            r = xp.arange(I)
+            b = argbest(f, v, axis=1)
+            keep = ~better(f[r, b], v[r, b], state["f"][:, 0], state["v"][:, 0])
+            s["X"] = xp.concatenate(
+                [xp.where(keep[:, None], state["X"][:, 0], xb[r, b])[:, None], xb, state["X"][:, 1 + left :]], axis=1
+            )
+            for key, a in (("f", f), ("v", v)):
+                head = xp.where(keep, state[key][:, 0], a[r, b])[:, None]
+                s[key] = xp.concatenate([head, a, state[key][:, 1 + left :]], axis=1)
+            s["nan_evals"] = state["nan_evals"] + n_nan
+        s["generation"] = state["generation"] + 1
+        s["evals"] = state["evals"] + left
         return s
 
     def update(self, ctx: Context, s: State, done) -> State:

@@ -38,6 +38,12 @@ class CMAESParams:
             (:func:`isles.algorithms.de.de.apply_bounds`).
         eigen_interval: generations between eigendecompositions; ``null``: the tutorial's lazy
             rule ``max(1, floor(1 / (10 n (c_1 + c_mu))))`` at ``lambda_start``.
+        max_evaluations: the run's evaluation budget ``stop.max_evaluations`` (config:
+            ``${oc.select:stop.max_evaluations,null}``), shared by ``n_islands`` islands: each island
+            evaluates at most ``ceil(max_evaluations / n_islands)`` points (:attr:`budget`; the
+            initial mean included), the last generation only the first samples of its block that
+            fit; ``None``: no cap.
+        n_islands: the islands that share ``max_evaluations`` (config: ``${islands.n}``).
 
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
@@ -52,6 +58,8 @@ class CMAESParams:
     tol_x: float = 1e-12
     bound_handling: str = "reflect"
     eigen_interval: int | None = None
+    max_evaluations: int | None = None
+    n_islands: int = 1
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -76,6 +84,11 @@ class CMAESParams:
         set_(self, "tol_x", check_range("algorithm.tol_x", self.tol_x, 0))
         if self.eigen_interval is not None:
             set_(self, "eigen_interval", check_range("algorithm.eigen_interval", self.eigen_interval, 1, integer=True))
+        if self.max_evaluations is not None:
+            set_(
+                self, "max_evaluations", check_range("algorithm.max_evaluations", self.max_evaluations, 1, integer=True)
+            )
+        set_(self, "n_islands", check_range("algorithm.n_islands", self.n_islands, 1, integer=True))
 
     @property
     def lam_start(self) -> int:
@@ -87,3 +100,8 @@ class CMAESParams:
         """``lambda_cap = lambda_start 2^max_doublings``, the largest population the buffers hold
         (``lambda_start`` with ``restarts=none``)."""
         return self.lam_start << (0 if self.restarts == "none" else self.max_doublings)
+
+    @property
+    def budget(self) -> int | None:
+        """Evaluations per island at most: ``ceil(max_evaluations / n_islands)``; ``None`` without a budget."""
+        return None if self.max_evaluations is None else -(-self.max_evaluations // self.n_islands)

@@ -304,6 +304,14 @@ class IslandAlgorithm:
         pop = self.population(state)
         return pop.take(argbest(pop.f, pop.v, axis=1)[:, None])
 
+    def metrics(self, state: State) -> dict:
+        """The algorithm's own per-island metrics after an epoch, ``{name: (I,) device array}`` (e.g.
+        an adapted step size), which the runtime records in ``history.csv`` and MLflow as ``name``
+        (the mean over the islands) and ``island_XX_name`` (:class:`isles.islands.results.EpochRecord`).
+        Default: none. No host synchronisation (the runtime copies them to the host with the
+        epoch's other values)."""
+        return {}
+
     def phenotype(self, genome):
         """The problem's input for ``genome (..., *G)``: ``X (..., D)``; identity for real genomes
         (the GA decodes its bits, :mod:`isles.algorithms.core.encodings`)."""

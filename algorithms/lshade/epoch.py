@@ -418,6 +418,9 @@ def run(alg, ctx, state: dict, n_generations: int, kernel=None) -> dict | None:
         return None
     xp, E = ctx.xp, alg.params.E
     s, todo, evals = dict(state), int(n_generations) * E, int(state["evals"])
+    if alg.params.budget is not None:  # the exact budget: what LSHADE.step's evaluations_left would spend
+        todo = min(todo, max(0, alg.params.budget - evals))
+    spent = todo
     first = None  # with a target: the first evaluation count of a feasible trial <= target
     if ctx.target is not None and todo > 0:
         b = alg.best(state)
@@ -445,7 +448,7 @@ def run(alg, ctx, state: dict, n_generations: int, kernel=None) -> dict | None:
         if s["cursor"] == n:
             s = alg._end_generation(ctx, s, evals)
     s["generation"] = state["generation"] + int(n_generations)
-    s["evals"] = state["evals"] + int(n_generations) * E
+    s["evals"] = state["evals"] + spent
     if first is not None:  # IslandAlgorithm.run's per-step tracking: the step whose evaluations hit
         step = xp.where(hit0, 1, (first - int(state["evals"]) + E - 1) // E)
         hg = state.get("hit_generation")

@@ -57,8 +57,12 @@ paper's; only the runtime's bookkeeping is in units of ``E`` evaluations. ``MAX_
 max_generations · E`` is the island's budget: ``max_generations`` defaults to the run's
 ``${generations}``, which ``stop.max_evaluations`` sets (:func:`isles.islands.control.budget.with_budget`),
 so the population reaches ``N_min`` at the run's last evaluation. The run's evaluations are
-``islands.n (N_init + g E)`` after ``g`` generations: a budget ``B`` is met exactly where ``B /
-islands.n - N_init`` is a multiple of ``E`` (else the run stops at the first generation past it).
+``islands.n (N_init + g E)`` after ``g`` generations, except where a budget ``B`` caps them:
+``algorithm.max_evaluations`` (``${stop.max_evaluations}``) gives each of the ``islands.n`` islands
+``ceil(B / islands.n)`` evaluations, the last runtime generation evaluates only what is left of
+them (``E`` trials or fewer, across L-SHADE generations as always), and ``MAX_NFE`` is that share:
+the budget is exact wherever ``islands.n`` divides it (else each island spends ``ceil(B /
+islands.n)``: fewer than ``islands.n`` evaluations past ``B``).
 
 **Migration** moves individuals (genome, ``f``, ``v``) into the active rows
 (:meth:`LSHADE.population` is the active prefix); the archive, the memories and the pending trials
@@ -210,25 +214,30 @@ class LSHADE(IslandAlgorithm):
             pop = Population.concat([pop, Population(state["U"][:, :c], state["fu"], state["vu"], {})])
         return pop.take(argbest(pop.f, pop.v, axis=1)[:, None])
 
-    def adapted_parameters(self, state: State) -> dict:
-        """The adapted parameters, host floats per island (for reports; no MLflow hook exists):
-        ``M_F``, ``M_CR`` (mean over the memory, the terminal value counted as 0), ``n_active``,
-        ``archive`` (fill). Synchronises (a host copy)."""
-        xp = np if isinstance(state["M_F"], np.ndarray) else __import__("cupy")
-        mcr = xp.maximum(state["M_CR"], 0)
-        get = (lambda a: a) if xp is np else (lambda a: a.get())
+    def metrics(self, state: State) -> dict:
+        """The adapted parameters per island, ``(I,)`` arrays on the state's device, which the runtime
+        records every epoch in ``history.csv`` and MLflow (the mean over the islands as ``M_F``, ...,
+        and ``island_XX_M_F``, ...): ``M_F`` and ``M_CR`` (means over the memory's ``H`` slots, the
+        terminal value of ``M_CR`` counted as 0), ``pop_size`` (``N_G``, the active population) and
+        ``archive`` (``|A|``). No host synchronisation."""
+        a_n = state["a_n"]
         return {
-            "M_F": get(state["M_F"].mean(axis=1)),
-            "M_CR": get(mcr.mean(axis=1)),
-            "n_active": state["n_active"],
-            "archive": get(state["a_n"]),
+            "M_F": state["M_F"].mean(axis=1),
+            "M_CR": state["M_CR"].clip(0, None).mean(axis=1),
+            "pop_size": a_n * 0 + state["n_active"],
+            "archive": a_n,
         }
+
+    def adapted_parameters(self, state: State) -> dict:
+        """:meth:`metrics` as host arrays (synchronises: a host copy)."""
+        return {k: v.get() if hasattr(v, "get") else v for k, v in self.metrics(state).items()}
 
     # -- one runtime generation -------------------------------------------------------------------
     def step(self, ctx: Context, state: State) -> State:
-        """Exactly ``E`` trial evaluations per island (module docstring): the L-SHADE generation in
-        progress is continued, finished (selection, archive, memory, LPSR) and the next started as
-        often as needed. No host synchronisation: the loop runs on host counters.
+        """Exactly ``E`` trial evaluations per island (module docstring; the run's last generation
+        only what is left of ``algorithm.max_evaluations``' share, :meth:`LSHADEParams.evaluations_left`):
+        the L-SHADE generation in progress is continued, finished (selection, archive, memory,
+        LPSR) and the next started as often as needed. No host synchronisation: the loop runs on host counters.
 
         Raises:
             RuntimeError: called while a CUDA graph is being captured (the step's work depends on
@@ -237,7 +246,7 @@ class LSHADE(IslandAlgorithm):
         xp = ctx.xp
         if xp is not np and xp.cuda.get_current_stream().is_capturing():
             raise RuntimeError("lshade: a generation depends on host counters and cannot be captured as a CUDA graph")
-        E = self.params.E
+        E = self.params.evaluations_left(state["evals"])  # E, or what is left of the budget
         s, todo = dict(state), E
         while todo > 0:
             if s["cursor"] == 0:

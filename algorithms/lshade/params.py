@@ -30,6 +30,12 @@ class LSHADEParams:
             ``None`` (default): ``N_init``.
         epoch: on CuPy, run whole L-SHADE generations in the epoch kernel where it applies
             (:mod:`isles.algorithms.lshade.epoch`); ``False`` keeps the array code.
+        max_evaluations: the run's evaluation budget ``stop.max_evaluations`` (config:
+            ``${oc.select:stop.max_evaluations,null}``), shared by ``n_islands`` islands: each island
+            evaluates at most ``ceil(max_evaluations / n_islands)`` points (:attr:`budget`), the
+            last runtime generation only what is left, and ``MAX_NFE`` is at most that (LPSR
+            reaches ``N_min`` at the island's last evaluation); ``None``: no cap.
+        n_islands: the islands that share ``max_evaluations`` (config: ``${islands.n}``).
 
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
@@ -45,6 +51,8 @@ class LSHADEParams:
     max_generations: int = 1000
     evals_per_generation: int | None = None
     epoch: bool = True
+    max_evaluations: int | None = None
+    n_islands: int = 1
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -76,6 +84,11 @@ class LSHADEParams:
                 "evals_per_generation",
                 check_range("algorithm.evals_per_generation", self.evals_per_generation, 1, integer=True),
             )
+        if self.max_evaluations is not None:
+            set_(
+                self, "max_evaluations", check_range("algorithm.max_evaluations", self.max_evaluations, 1, integer=True)
+            )
+        set_(self, "n_islands", check_range("algorithm.n_islands", self.n_islands, 1, integer=True))
 
     @property
     def n_init(self) -> int:
@@ -88,9 +101,21 @@ class LSHADEParams:
         return self.evals_per_generation if self.evals_per_generation is not None else self.n_init
 
     @property
+    def budget(self) -> int | None:
+        """Evaluations per island at most: ``ceil(max_evaluations / n_islands)``; ``None`` without a budget."""
+        return None if self.max_evaluations is None else -(-self.max_evaluations // self.n_islands)
+
+    @property
     def max_nfe(self) -> int:
-        """``MAX_NFE`` of eq. 10: ``N_init + max_generations · E`` evaluations per island."""
-        return self.n_init + self.max_generations * self.E
+        """``MAX_NFE`` of eq. 10: ``N_init + max_generations · E`` evaluations per island, at most
+        :attr:`budget` (at least ``N_init``)."""
+        nfe = self.n_init + self.max_generations * self.E
+        return nfe if self.budget is None else max(self.n_init, min(nfe, self.budget))
+
+    def evaluations_left(self, evals: int) -> int:
+        """Trial evaluations of the next runtime generation after ``evals`` per island: ``E``, or
+        what is left of :attr:`budget` (0 once it is spent)."""
+        return self.E if self.budget is None else max(0, min(self.E, self.budget - int(evals)))
 
     @property
     def archive_capacity(self) -> int:

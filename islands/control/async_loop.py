@@ -38,6 +38,7 @@ from isles.islands.results import (
     RecordLog,
     best_of,
     epoch_record,
+    island_metrics,
     merge_summaries,
     migration_log,
     payoff_total,
@@ -227,6 +228,7 @@ class AsyncLoop:
                 hits=hits,
                 payoff_evaluations=payoff_total(summaries),
                 migrations=moved,
+                algorithm_metrics=island_metrics(self.n, summaries),
             )
             history.append(record)
             if s.snapshot is not None:

@@ -26,6 +26,7 @@ from isles.islands.results import (
     RecordLog,
     best_of,
     epoch_record,
+    island_metrics,
     merge_summaries,
     migration_log,
     payoff_total,
@@ -222,6 +223,7 @@ class SyncLoop:
             payoff_evaluations=payoff_total(summaries),
             migrations=moved,
             plugin_metrics=named,
+            algorithm_metrics=island_metrics(self.n, summaries),
         )
         loop.history.append(record)
         return record, emigrants, hits
