@@ -32,6 +32,15 @@ PUBLISHED_SOURCE = (
 )
 
 
+def _pair_table(mine: list, peers: list, cell) -> list:
+    """Markdown lines of a table with a row per isles optimiser in ``mine`` and a column per peer,
+    each cell ``cell(a, b)`` (``-`` on the diagonal)."""
+    out = ["| isles | " + " | ".join(peers) + " |", "|---|" + "---|" * len(peers)]
+    for a in mine:
+        out.append(f"| {a} | " + " | ".join("-" if a == b else cell(a, b) for b in peers) + " |")
+    return out
+
+
 def complete_runs(records, dim: int, names, functions) -> int:
     """Seeds ``0..k-1`` present for every (function, optimiser) of ``names``: ``k`` (the run count
     the tables use, so that every cell has the same runs)."""
@@ -141,18 +150,13 @@ def report(records, dims=None, optimisers=None, functions=None) -> str:
         out.append(
             "\nWilcoxon signed-rank (two-sided, p < 0.05) wins / ties / losses of each isles optimiser (row) against each peer (column), over the functions; and functions where its median error is <= the peer's\n"
         )
-        out.append("| isles | " + " | ".join(peers) + " |")
-        out.append("|---|" + "---|" * len(peers))
-        for a in mine:
-            cells = []
-            for b in peers:
-                if a == b:
-                    cells.append("-")
-                    continue
-                w = [wilcoxon_wtl(E[f, a], E[f, b]) for f in fids]
-                le = sum(np.median(E[f, a]) <= np.median(E[f, b]) for f in fids)
-                cells.append(f"{w.count('+')}/{w.count('=')}/{w.count('-')}; median <= on {le}/{len(fids)}")
-            out.append(f"| {a} | " + " | ".join(cells) + " |")
+
+        def per_function(a, b):
+            w = [wilcoxon_wtl(E[f, a], E[f, b]) for f in fids]
+            le = sum(np.median(E[f, a]) <= np.median(E[f, b]) for f in fids)
+            return f"{w.count('+')}/{w.count('=')}/{w.count('-')}; median <= on {le}/{len(fids)}"
+
+        out += _pair_table(mine, peers, per_function)
         if runs < 6:
             out.append(
                 f"\n({runs} runs: the signed-rank test cannot reach p < 0.05 with fewer than 6 pairs, so every "
@@ -162,19 +166,14 @@ def report(records, dims=None, optimisers=None, functions=None) -> str:
             "\nAcross the functions: Wilcoxon signed-rank on the functions' median errors (paired by function; "
             "functions where both are equal left out): functions where the isles optimiser is lower / higher, p\n"
         )
-        out.append("| isles | " + " | ".join(peers) + " |")
-        out.append("|---|" + "---|" * len(peers))
-        for a in mine:
-            cells = []
-            for b in peers:
-                if a == b:
-                    cells.append("-")
-                    continue
-                ma = np.array([np.median(E[f, a]) for f in fids])
-                mb = np.array([np.median(E[f, b]) for f in fids])
-                lower, higher, p = across_functions(ma, mb)
-                cells.append(f"{lower} / {higher}, p = {p:.2g}")
-            out.append(f"| {a} | " + " | ".join(cells) + " |")
+
+        def across(a, b):
+            ma = np.array([np.median(E[f, a]) for f in fids])
+            mb = np.array([np.median(E[f, b]) for f in fids])
+            lower, higher, p = across_functions(ma, mb)
+            return f"{lower} / {higher}, p = {p:.2g}"
+
+        out += _pair_table(mine, peers, across)
         if "pygmo-sade" in names:
             out.append(
                 "\nTime-to-target: median CPU seconds of the process (wall seconds for GPU runs) to reach "
