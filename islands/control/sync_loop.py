@@ -243,9 +243,16 @@ class SyncLoop:
             ks.append(min(self.interval, self.generations - gens))
             gens += ks[-1]
         # several groups keep a snapshot inside the span (their summaries carry the states, so a span need
-        # not end there); one group's snapshot is taken at the span's end, so its replays run the whole span
-        every = int(self.cfg["islands"]["snapshot_every"]) if len(groups) > 1 else 0
-        due = tuple(range(max(scheduled + every, epoch0 + 1), epoch0 + n_epochs + 1, every)) if every else ()
+        # not end there); one group keeps it at the span's end only, so its replays run the whole span. The
+        # summaries carry it in both cases: the span started ahead (start_ahead) is already changing the
+        # state when the driver books these epochs, so a state asked for then would be a later epoch's
+        every, end = int(self.cfg["islands"]["snapshot_every"]), epoch0 + n_epochs
+        if not every:
+            due = ()
+        elif len(groups) > 1:
+            due = tuple(range(max(scheduled + every, epoch0 + 1), end + 1, every))
+        else:
+            due = (end,) if end - scheduled >= every else ()
         if pending:
             edges = migration_edges(self.topology, self.n, self.seed, pending[0])
             first = [Plan(*group_plan(edges, ids, pending[1])) for ids in placement.groups]
