@@ -159,7 +159,7 @@ class SpanGraph:
         g, rows = self.group, self.ring.take(c)
         plugins = []
         for j, p in enumerate(g.plugins):
-            metrics = {k[len(f"p{j}.m.") :]: v for k, v in rows.items() if k.startswith(f"p{j}.m.")}
+            metrics = _split(rows, f"p{j}.m.")
             if self.host_metrics[j]:  # host numbers: the plug-in's metrics at each replay's host counters
                 state, got = p.state_dict(host=False), []
                 for h in hosts:

@@ -31,6 +31,7 @@ from dataclasses import replace
 import numpy as np
 
 from isles.islands.control import checkpoint
+from isles.islands.control.sync_loop import Schedule
 from isles.islands.epoch import Rows, run_epoch
 from isles.islands.migration.planner import group_plan, migration_edges
 from isles.islands.records import Plan, Route, SpanOrder
@@ -83,18 +84,9 @@ def group_epochs(g, order: SpanOrder):
         yield pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-class AsyncLoop:
-    """The async schedule of a run: each group's epochs back to back in its actor, the driver collecting.
-
-    Args:
-        co: the :class:`isles.islands.coordinator.Coordinator` (its run's sizes, ``topology``,
-            ``executor``, ``recovery`` and ``resume_from``).
-    """
-
-    def __init__(self, co):
-        self.co, self.ex, self.recovery = co, co.executor, co.recovery
-        self.cfg, self.n, self.seed, self.topology = co.cfg, co.n, co.seed, co.topology
-        self.generations, self.interval = co.generations, co.interval
+class AsyncLoop(Schedule):
+    """The async schedule of a run: each group's epochs back to back in its actor, the driver
+    collecting (constructed as :class:`isles.islands.control.sync_loop.Schedule`)."""
 
     def run(self, groups, placement):
         """The async loop, a generator like :meth:`isles.islands.control.sync_loop.SyncLoop.run`: yields a

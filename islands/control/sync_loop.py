@@ -51,8 +51,9 @@ class Span:
     scheduled: int  #: the epoch of the last snapshot scheduled, up to this span
 
 
-class SyncLoop:
-    """The sync schedule of a run: spans of epochs in every group, the books between them.
+class Schedule:
+    """What a run's schedule (:class:`SyncLoop`, :class:`isles.islands.control.async_loop.AsyncLoop`)
+    takes from its coordinator.
 
     Args:
         co: the :class:`isles.islands.coordinator.Coordinator` (its run's sizes, ``topology``,
@@ -63,6 +64,11 @@ class SyncLoop:
         self.co, self.ex, self.recovery = co, co.executor, co.recovery
         self.cfg, self.n, self.seed, self.topology = co.cfg, co.n, co.seed, co.topology
         self.generations, self.interval = co.generations, co.interval
+
+
+class SyncLoop(Schedule):
+    """The sync schedule of a run: spans of epochs in every group, the books between them
+    (constructed as :class:`Schedule`)."""
 
     def run(self, groups, placement):
         """The sync epoch loop, a generator: yields each epoch's record, returns the :class:`RunResult`.
