@@ -202,9 +202,5 @@ def test_every_experiment_has_a_kernel_list():
     with gzip.open(kernel_lists.LIST_PATH, "rt") as fh:
         lists = json.load(fh)
     names = {p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")}
-    # added in a session whose device time ran out before they were recorded: they compile their kernels
-    # on first use (a slower cold start, the same run); once recorded, this set must be emptied
-    not_recorded = {"mixed_islands"}
-    assert names - not_recorded <= set(lists["experiments"]), sorted(names - not_recorded - set(lists["experiments"]))
-    assert not_recorded.isdisjoint(lists["experiments"]), "recorded now: empty not_recorded"
+    assert names <= set(lists["experiments"]), sorted(names - set(lists["experiments"]))
     assert all(0 <= i < len(lists["kernels"]) for idx in lists["experiments"].values() for i in idx)

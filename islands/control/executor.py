@@ -219,13 +219,14 @@ class Executor:
         ``"nccl"`` (auto or nccl: the groups' NCCL communicator where every group can join one,
         :mod:`isles.islands.transport.nccl`), ``"channel"`` (auto or channel: shared-memory channels between
         the actors on one node, :mod:`isles.islands.transport.channels`; posts between nodes), ``""`` (ray,
-        in-process, or no two actors on one node: posts to the groups' inboxes only).
+        in-process, or no two actors on one node: posts to the groups' inboxes only). In-process groups
+        never form NCCL: they share this process's GPU, and NCCL takes one rank per GPU.
 
         Raises:
             ValueError: ``islands.transport=nccl`` and a group cannot use NCCL."""
         transport = self.cfg["islands"]["transport"]
         self.link = ""
-        if transport in ("auto", "nccl"):
+        if transport in ("auto", "nccl") and self.use_ray:  # in-process groups share one GPU: no NCCL
             uid = self.gather([self.call(groups[0], "nccl_unique_id")])[0]
             if uid is not None:
                 self.gather([self.call(g, "nccl_join", uid, len(groups), i) for i, g in enumerate(groups)])
