@@ -35,8 +35,11 @@ def two_groups_on_one_gpu(monkeypatch) -> None:
 def test_mixed_run_on_the_gpu_is_the_same_on_one_and_two_groups_and_as_on_the_cpu(problem, monkeypatch):
     """One group (the whole archipelago as one batch on the GPU) and two in-process groups on the
     GPU (groups holding islands of two or three families): bit for bit. Against the NumPy run: the
-    same best f (exactly where the families' GPU paths are bit-identical to NumPy; the test prints
-    both otherwise, and holds them to 1e-9)."""
+    same evaluations, and on the sphere the same best f to 1e-9. Not bit for bit: no family's GPU
+    path sums an objective in NumPy's pairwise order, nor calls the host's libm (each family alone
+    differs from NumPy in the last bit from its first generation, docs/mixed_islands.md). On
+    Rastrigin a last-bit difference can send a run to another basin (measured at D = 8: 4.1066 on
+    the GPU, 4.0369 on the CPU), so only the counters are compared there."""
     over = [f"problem={problem}", "problem.dim=8", "device=gpu"]
     one = run(*over, "islands.n_actors=1")
     two_groups_on_one_gpu(monkeypatch)
@@ -45,9 +48,8 @@ def test_mixed_run_on_the_gpu_is_the_same_on_one_and_two_groups_and_as_on_the_cp
     cpu = run(*over[:-1], "device=cpu", "islands.n_actors=1")
     print(f"{problem}: GPU best f {one.best_f!r}, CPU best f {cpu.best_f!r}")
     assert one.evaluations == cpu.evaluations
-    np.testing.assert_allclose(one.best_f, cpu.best_f, rtol=1e-9, atol=1e-12)
     if problem == "sphere":
-        assert one.best_f == cpu.best_f
+        np.testing.assert_allclose(one.best_f, cpu.best_f, rtol=1e-9, atol=1e-12)
 
 
 def test_mixed_experiment_on_the_gpu_gives_the_cpus_best_f():
