@@ -154,16 +154,40 @@ def part_a(args) -> None:
 
 
 # -- part b: 128 CMA-ES at D = 100 ------------------------------------------------------------------
+def _evox_cmaes_class(torch):
+    """EvoX's ``CMAES`` with its decomposition's ``torch.cond`` taken eagerly: torch 2.9 rejects that
+    ``cond`` (``UncapturedHigherOrderOpError``: its untaken branch returns the state tensors B, D and
+    C^-1/2 as they are, which ``cond`` calls aliasing), so EvoX 1.4's CMA-ES does not run on it at
+    all. The rule is EvoX's own: decompose C when ``iteration % decomp_per_iter == 0``; where that
+    interval is 1 (D = 100 with lambda = 17 in part b, D = 30 in part c) every generation decomposes,
+    with no host round trip and under ``vmap`` too; otherwise a Python ``if`` (one sync a
+    generation). Nothing else of EvoX's algorithm changes."""
+    from evox.algorithms import CMAES  # noqa: PLC0415
+
+    class EagerCMAES(CMAES):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.every = int(self.decomp_per_iter)
+
+        def _conditional_decomposition(self, iteration, C):
+            if self.every == 1 or bool(iteration % self.every == 0):
+                return self._decomposition(C)
+            return self._no_decomposition(C)
+
+    return EagerCMAES
+
+
 def _evox_cmaes_step(torch, D: int, I: int, lam: int, dtype):
     """``(step function advancing the I EvoX CMA-ES instances by one generation, how)``: vmapped
     where EvoX's functional API allows it, else a loop over I workflows."""
-    from evox.algorithms import CMAES as ECMAES  # noqa: PLC0415
     from evox.core import Problem as EProblem  # noqa: PLC0415
     from evox.workflows import StdWorkflow  # noqa: PLC0415
 
     class ESphere(EProblem):
         def evaluate(self, pop):
             return (pop * pop).sum(-1)
+
+    ECMAES = _evox_cmaes_class(torch)
 
     def workflow(seed):
         torch.manual_seed(seed)
@@ -323,12 +347,12 @@ def _isles_ttt(cp, name, prob, target, budget, cap, dtype):
 def _evox_ttt(torch, name, prob, target, budget, cap, tdt):
     """The same for EvoX's SHADE (population 100) or CMAES (default lambda, sigma = 30); the best
     error is the best of every point evaluated (a wrapper of the problem keeps it on the device)."""
-    from evox.algorithms import CMAES as ECMAES  # noqa: PLC0415
     from evox.algorithms import SHADE  # noqa: PLC0415
     from evox.core import Problem as EProblem  # noqa: PLC0415
     from evox.workflows import StdWorkflow  # noqa: PLC0415
 
     D = prob.dim
+    ECMAES = _evox_cmaes_class(torch)
 
     seen = {"best": None, "evals": 0}  # best-so-far and evaluations of every evaluated point
 
