@@ -56,7 +56,8 @@ def busy_to_the_end(log_dir: Path) -> list:
     or waits, is idle in it; the initial populations' evaluations left out)."""
     spans = {}
     for path in sorted(log_dir.glob("*.log")):
-        spans[path] = sorted((float(a), float(b)) for _, a, b in (line.split() for line in path.read_text().splitlines()))[1:]
+        rows = (line.split() for line in path.read_text().splitlines())
+        spans[path] = sorted((float(a), float(b)) for _, a, b in rows)[1:]
     t0, t1 = min(s[0][0] for s in spans.values()), max(s[-1][1] for s in spans.values())
     return [sum(b - a for a, b in s) / (t1 - t0) for s in spans.values()]
 

@@ -258,5 +258,5 @@ class AsyncLoop(Schedule):
                         checkpoint.save(ck["path"], recovery.last_snapshot)
             return run_result(loop["best"], history, done(gens), t0, migrations, hits)
         finally:
-            if pool is not None:
+            if pool is not None and ray.is_initialized():  # a generator closed late (an interrupt) may outlive Ray
                 ray.kill(pool)
