@@ -1,6 +1,6 @@
 """The async schedule (``islands.mode=async``): no island group waits for another.
 
-Each group runs all its epochs back to back in its actor (:func:`group_epochs`, one Ray streaming
+Each group runs its epochs back to back in its actor (:func:`group_epochs`, one Ray streaming
 call of :meth:`isles.islands.group.IslandGroup.run_async`), as pagmo's archipelago does: after each
 epoch it posts its emigrants to the inboxes of the groups that the plan of its own epoch sends
 them to (fire and forget), and before each epoch it immigrates whatever has arrived
@@ -8,17 +8,29 @@ them to (fire and forget), and before each epoch it immigrates whatever has arri
 last epoch sends them (:mod:`isles.islands.migration.planner`). The driver only reads: it collects
 the groups' epoch summaries as they come (``ray.wait`` over the streams), books one record per
 completed group epoch (progress, MLflow and the final summary as in sync mode) and keeps every
-group's latest snapshot, carried in its summaries (the driver never calls a running group). The
-run ends when every group has run its generations (``generations``, or those that
-``stop.max_evaluations`` buys) or every island has reached the stop target.
+group's latest snapshot, carried in its summaries (the driver never calls a running group).
+
+**The budget** (``islands.async_budget``). The run's work is ``n_islands x generations``
+island-generations (``generations``, or those that ``stop.max_evaluations`` buys). ``shared`` (the
+default): one pool of them (:class:`isles.islands.control.pool.SharedBudget`, a tiny Ray actor) that
+each group draws its next epoch from (up to ``migration_interval`` generations) while any is left,
+so the groups whose islands are cheaper run more generations and every actor works to about the
+end (with fixed shares the fast actors idled while the slowest worked); grants keep the last
+island-generation spendable, so the total is exact. ``island``: each island runs ``generations``
+itself. The run ends when the pool is spent (``island``: every group has run its generations) or
+every island has reached the stop target.
 
 **Reproducible**: the random numbers (every draw from (seed, island, generation, draw), on any
-actor); the counters (generations and evaluations per island, hence the budget, exactly); and the
-result wherever no migrant crosses between actors: on one actor (the sync run's result bit for
-bit) or with a topology whose edges stay inside the groups (e.g. unconnected). **Not
-reproducible**: which emigrants of other actors have arrived when a group starts an epoch (the
-actors' relative speed), hence the trajectories and the best found when migrants cross actors;
-a resumed or restarted async run is not the uninterrupted one either, its counters are.
+actor); the run's total island-generations and evaluations (the budget, exactly); with
+``island`` also each island's counters (generations, evaluations); and the result on one actor
+(the sync run's bit for bit, either budget: a lone group draws the sync run's epochs) or, with
+``island``, where no migrant crosses actors (a topology whose edges stay inside the groups, e.g.
+unconnected). **Not reproducible**: which emigrants of other actors have arrived when a group
+starts an epoch (the actors' relative speed), hence the trajectories and the best found when
+migrants cross actors; with ``shared`` also each island's generations (its actor's share of the
+pool); a resumed or restarted async run is not the uninterrupted one either, its total counters
+are (a group restarted from its snapshot gives back to the pool what it claimed since: nothing is
+lost or spent twice).
 """
 
 from __future__ import annotations
@@ -106,7 +118,8 @@ class AsyncLoop(Schedule):
         group's latest state with the loop's variables (what a checkpoint saves, every
         ``checkpoint.every`` completions and at the end, and ``checkpoint.resume`` continues with the
         same grouping). A group whose actor dies is restarted by Ray and goes back to its own last
-        state alone; the other groups go on.
+        state alone (with the shared pool, what it had claimed since returns to the pool); the other
+        groups go on. A resumed run's pool holds what the checkpoint's groups had not run.
 
         Raises:
             ValueError: without Ray actors (``use_ray=False``).
