@@ -6,13 +6,15 @@ The run's work is ``n_islands * generations`` island-generations (``generations`
 that runs an epoch of ``k`` generations spends ``k * s`` of it; a group keeps running epochs while
 the pool grants it some, so the actors whose islands draw cheaper designs run more generations and
 all of them end at about the same time (with a fixed share each, the fast actors idled while the
-slowest worked: the idle tail). Every island of a group runs the group's generations (one batch),
-so a grant is a whole number of the group's generations; the pool grants the most generations up to
-the epoch's ``migration_interval`` that leave a remainder the groups still drawing can spend
-exactly (:func:`spendable`: groups of 2 and 3 islands, 1 left, is not), so the run spends the
-pool to the last island-generation and the evaluations are the budget's, exactly as with fixed
-shares (``n_islands * (init + generations * per_generation)``). On one actor the grants are the
-fixed epochs of the sync run.
+slowest worked: the idle tail). Every island of a group runs the group's generations (one batch), so a grant is a whole number of
+the group's generations: the most up to the epoch's ``migration_interval`` and to the generations
+left per island of the groups drawing (guided self-scheduling: the last epochs shorten, so the
+actors end within about a generation of each other rather than an epoch; migrations then come more
+often in the run's last generations), that leave a remainder the groups still drawing can spend
+exactly (:func:`spendable`: groups of 2 and 3 islands and 1 island-generation left cannot). The run
+spends the pool to the last island-generation, so the evaluations are the budget's exactly, as with
+fixed shares (``n_islands * (init + generations * per_generation)``). On one actor the grants are
+the sync run's epochs.
 
 :class:`SharedBudget` is the pool: a plain object behind a lock, run as a tiny Ray actor by the
 async loop (its calls run one at a time: a claim is atomic). :class:`Claims` is a group's side of
@@ -77,15 +79,18 @@ class SharedBudget:
         self._lock = threading.Lock()
 
     def claim(self, group: int, want: int, attempt: int = 0) -> int:
-        """Grant group ``group`` its next epoch: the most generations ``k <= want`` whose ``k * size``
-        island-generations leave a pool that the groups still drawing can spend exactly
-        (:func:`spendable`); 0 when none is left for it (the group stops drawing) or ``attempt`` is
-        not the group's current one (a lost incarnation's late claim)."""
+        """Grant group ``group`` its next epoch: the most generations ``k <= want``, and at most the
+        generations left per island of the groups drawing (rounded up: near the end the epochs
+        shorten, so the actors end together), whose ``k * size`` island-generations leave a pool
+        that the groups still drawing can spend exactly (:func:`spendable`); 0 when none is left for
+        it (the group stops drawing) or ``attempt`` is not the group's current one (a lost
+        incarnation's late claim). A lone group is granted ``min(want, generations left)``."""
         with self._lock:
             if attempt != self.attempt[group] or group not in self.drawing:
                 return 0
             s, others = self.sizes[group], [self.sizes[j] for j in self.drawing]
-            for k in range(min(int(want), self.left // s), 0, -1):
+            share = -(-self.left // sum(others))  # generations left per island drawing: the last epochs shorten
+            for k in range(min(int(want), self.left // s, share), 0, -1):
                 if spendable(self.left - k * s, others):
                     self.left -= k * s
                     self.claimed[group] += k
