@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 
 from isles.algorithms.core.population import Population
 from isles.islands.control import checkpoint
-from isles.islands.control.pool import Claims, SharedBudget, spendable
+from isles.islands.control.pool import Claims, SharedBudget, shares_itself, spendable
 from isles.islands.coordinator import Coordinator
 from isles.islands.records import Route
 from isles.islands.transport.link import ActorTransport, Arrivals, Inbox
@@ -203,3 +203,7 @@ def test_the_budget_setting_is_checked_and_a_shared_checkpoint_counts_its_spent_
     with pytest.raises(ValueError, match=r"^islands.async_budget='pooled': allowed values are shared\|island$"):
         coordinator("islands.mode=async", "islands.async_budget=pooled")
     assert checkpoint.generations_done({"mode": "async", "async": {"gens": [30, 15], "done": 20}}) == 20
+    # families that share the budget per island themselves keep each island's generations
+    assert shares_itself(plain(make_cfg("+experiment=lshade", "stop.max_evaluations=5000", "device=cpu")))
+    assert not shares_itself(plain(make_cfg("+experiment=lshade", "stop.max_evaluations=null", "device=cpu")))
+    assert not shares_itself(plain(make_cfg(*DE, "stop.max_evaluations=5000")))

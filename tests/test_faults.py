@@ -240,7 +240,8 @@ def test_async_checkpoint_resumes_with_more_generations(ray_local, tmp_path):
     assert saved["mode"] == "async" and sum(saved["async"]["gens"]) == 120 and saved["async"]["done"] == 60
     resumed = coordinator(*ASYNC, f"checkpoint.resume={path}").run()
     assert (resumed.generations, resumed.evaluations) == (120, reference.evaluations)
-    assert resumed.history[0].epoch == 1 and resumed.history[-1].epoch == 24  # the saved records go on
+    # the saved records go on (24 epochs of 10 generations, and the pool's shortened last epochs)
+    assert [h.epoch for h in resumed.history] == list(range(1, len(resumed.history) + 1)) and len(resumed.history) >= 24
     with pytest.raises(
         ValueError,
         match=r"an async run resumes with the grouping it was saved with: "

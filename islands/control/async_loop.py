@@ -43,7 +43,7 @@ from dataclasses import replace
 import numpy as np
 
 from isles.islands.control import checkpoint
-from isles.islands.control.pool import Claims, SharedBudget
+from isles.islands.control.pool import Claims, SharedBudget, shares_itself
 from isles.islands.control.sync_loop import Schedule
 from isles.islands.epoch import Rows, run_epoch
 from isles.islands.migration.planner import group_plan, migration_edges
@@ -125,6 +125,7 @@ class AsyncLoop(Schedule):
             ValueError: without Ray actors (``use_ray=False``).
         """
         import ray  # noqa: PLC0415
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
 
         if not self.ex.use_ray:
             raise ValueError("islands.mode=async needs Ray actors")
@@ -163,8 +164,13 @@ class AsyncLoop(Schedule):
         sizes = [len(ids) for ids in placement.groups]
         # islands.async_budget=shared: one pool of island-generations that every group draws from (islands/control/pool.py)
         pool = None
-        if self.cfg["islands"]["async_budget"] == "shared":
-            pool = ray.remote(num_cpus=0, max_restarts=0)(SharedBudget).remote(sizes, gens, self.n * self.generations)
+        if self.cfg["islands"]["async_budget"] == "shared" and not shares_itself(self.cfg):
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)  # the driver's
+            pool = (
+                ray.remote(SharedBudget)
+                .options(num_cpus=0, max_restarts=0, scheduling_strategy=here)
+                .remote(sizes, gens, self.n * self.generations)
+            )
         attempts = [0] * n_groups
 
         def done(counts):  # generations per island done: the slowest group's, or the pool's spent share per island

@@ -61,6 +61,18 @@ def spendable(left: int, sizes) -> bool:
     return left >= least[left % m]
 
 
+def shares_itself(cfg: dict) -> bool:
+    """Whether the run's families share the evaluation budget per island themselves (a checked config
+    whose ``algorithm.max_evaluations``, or a group's in ``groups``, is set: L-SHADE, jSO, CMA-ES give
+    each island ``ceil(stop.max_evaluations / islands.n)``): the pool would give an island generations
+    past its own share, and the run's evaluations would fall short of the budget, so such a run keeps
+    each island's generations (``islands.async_budget=shared`` acts as ``island``)."""
+    groups = cfg.get("groups") or []
+    groups = list(groups.values()) if isinstance(groups, dict) else list(groups)
+    algorithms = [cfg.get("algorithm")] + [g.get("algorithm") for g in groups if isinstance(g, dict)]
+    return any(isinstance(a, dict) and a.get("max_evaluations") is not None for a in algorithms)
+
+
 class SharedBudget:
     """The pool of island-generations of an async run (thread-safe; a Ray actor in the run).
 
