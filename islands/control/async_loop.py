@@ -267,7 +267,12 @@ class AsyncLoop(Schedule):
                 )
                 history.append(record)
                 if s.snapshot is not None:
-                    parts[i] = {"state": s.snapshot.state, "gens": gens[i], "epochs": epochs[i], "summary": summaries[i]}
+                    parts[i] = {
+                        "state": s.snapshot.state,
+                        "gens": gens[i],
+                        "epochs": epochs[i],
+                        "summary": summaries[i],
+                    }
                     publish()
                 yield record
                 if hits is not None and np.all(hits >= 0):  # every island reached the stop target
