@@ -107,6 +107,31 @@ class AsyncLoop(Schedule):
     """The async schedule of a run: each group's epochs back to back in its actor, the driver
     collecting (constructed as :class:`isles.islands.control.sync_loop.Schedule`)."""
 
+    pool = None  #: the shared pool's actor (:meth:`prepare`), or ``None``
+
+    def prepare(self, placement) -> None:
+        """Start the shared pool's actor (``islands.async_budget=shared``,
+        :class:`isles.islands.control.pool.SharedBudget`) on the driver's node, before the groups: a
+        Ray actor takes about half a second to start, which it then does while they start (started in
+        :meth:`run`, it stalled the groups' second epochs). Runs whose families share the budget per
+        island themselves (:func:`isles.islands.control.pool.shares_itself`), in-process groups, and
+        ``islands.async_budget=island`` have none."""
+        self.pool = None
+        if self.cfg["islands"]["async_budget"] != "shared" or shares_itself(self.cfg) or not self.ex.use_ray:
+            return
+        import ray  # noqa: PLC0415
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
+
+        sizes = [len(ids) for ids in placement.groups]
+        saved = self.co.resume_from  # a resumed run's pool holds what its groups had not run
+        done = list(saved["async"]["gens"]) if saved is not None else [0] * len(sizes)
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.pool = (
+            ray.remote(SharedBudget)
+            .options(num_cpus=0, max_restarts=0, scheduling_strategy=here)
+            .remote(sizes, done, self.n * self.generations)
+        )
+
     def run(self, groups, placement):
         """The async loop, a generator like :meth:`isles.islands.control.sync_loop.SyncLoop.run`: yields a
         record per completed group epoch (``epoch``: completions so far; ``generation``: the slowest
@@ -125,7 +150,6 @@ class AsyncLoop(Schedule):
             ValueError: without Ray actors (``use_ray=False``).
         """
         import ray  # noqa: PLC0415
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
 
         if not self.ex.use_ray:
             raise ValueError("islands.mode=async needs Ray actors")
@@ -163,14 +187,9 @@ class AsyncLoop(Schedule):
         t0, hits = time.perf_counter(), None
         sizes = [len(ids) for ids in placement.groups]
         # islands.async_budget=shared: one pool of island-generations that every group draws from (islands/control/pool.py)
-        pool = None
-        if self.cfg["islands"]["async_budget"] == "shared" and not shares_itself(self.cfg):
-            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)  # the driver's
-            pool = (
-                ray.remote(SharedBudget)
-                .options(num_cpus=0, max_restarts=0, scheduling_strategy=here)
-                .remote(sizes, gens, self.n * self.generations)
-            )
+        if self.pool is None:  # not prepared (the schedule run by hand): started now
+            self.prepare(placement)
+        pool = self.pool
         attempts = [0] * n_groups
 
         def done(counts):  # generations per island done: the slowest group's, or the pool's spent share per island
@@ -284,3 +303,4 @@ class AsyncLoop(Schedule):
         finally:
             if pool is not None and ray.is_initialized():  # a generator closed late (an interrupt) may outlive Ray
                 ray.kill(pool)
+            self.pool = None
