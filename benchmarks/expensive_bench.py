@@ -28,7 +28,9 @@ Usage (repository root)::
 
     # a quick check on 2 cores (about a minute; a smoke test, not a measurement)
     python benchmarks/expensive_bench.py --cost-ms 1 --actors 1,2 --pygmo 2 --generations 10
-    # the 16-core GPU machine, the timing table (about 4 min at 4 ms a design)
+    # the 16-core GPU machine, the timing table (about 4 min at 4 ms a design); async rows draw from
+    # the shared pool (islands.async_budget=shared); --async-budget island: fixed generations per
+    # island (the idle tail), --async-budget shared,island: both
     python benchmarks/expensive_bench.py --cost-ms 4 --actors 1,2,4,8 --pygmo 8
     # the quality over 10 seeds on 8 actors (about 2 min at 1 ms a design)
     python benchmarks/expensive_bench.py --cost-ms 1 --actors 8 --pygmo 8 --seeds 10 --no-timing
@@ -182,8 +184,10 @@ class _Moves(logging.Handler):
         self.count += record.getMessage().startswith("islands spread over the actors")
 
 
-def run_isles(mode: str, actors: int, span: float, seed: int, generations: int) -> dict:
-    """One isles run (Ray actors, this machine's local Ray); its figures."""
+def run_isles(mode: str, actors: int, span: float, seed: int, generations: int, budget: str = "shared") -> dict:
+    """One isles run (Ray actors, this machine's local Ray); its figures. ``budget``: async mode's
+    ``islands.async_budget`` (``shared``: the actors draw epochs from one pool; ``island``: fixed
+    generations per island)."""
     from hydra import compose, initialize_config_dir  # noqa: PLC0415
     from hydra.utils import instantiate  # noqa: PLC0415
     from omegaconf import OmegaConf  # noqa: PLC0415
@@ -205,6 +209,7 @@ def run_isles(mode: str, actors: int, span: float, seed: int, generations: int) 
         f"islands.migration_interval={INTERVAL}",
         f"islands.n_actors={actors}",
         f"islands.mode={mode}",
+        f"islands.async_budget={budget}",
         "topology=ring",
         f"seed={seed}",
         "logger=none",
@@ -220,7 +225,8 @@ def run_isles(mode: str, actors: int, span: float, seed: int, generations: int) 
     log.addHandler(moves)
     log.setLevel(logging.INFO)
     try:
-        result = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[started], use_ray=True).run()
+        co = Coordinator(cfg, instantiate(cfg["topology"]), None, callbacks=[started], use_ray=True)
+        result = co.run()
     finally:
         log.removeHandler(moves)
         log.setLevel(level)
@@ -228,7 +234,7 @@ def run_isles(mode: str, actors: int, span: float, seed: int, generations: int) 
     b = busy(log_dir, started.t, t1)
     return {
         "system": "isles",
-        "mode": mode,
+        "mode": mode if mode == "sync" else f"async ({budget})",
         "workers": actors,
         "seed": seed,
         "wall_s": result.wall_s,
@@ -237,6 +243,8 @@ def run_isles(mode: str, actors: int, span: float, seed: int, generations: int) 
         "evaluations": result.evaluations,
         "best_f": result.best_f,
         "moves": moves.count,
+        # async: generations each actor's islands ran (the shared pool's shares; island: all alike)
+        "group_generations": None if mode == "sync" else co.last_snapshot["async"]["gens"],
     }
 
 
@@ -317,6 +325,12 @@ def main() -> None:
     ap.add_argument("--cost-ms", type=float, default=5.0, help="mean cost of one design, ms (calibrated here)")
     ap.add_argument("--actors", default="1,2,4,8", help="isles CPU actor counts, comma-separated")
     ap.add_argument("--modes", default="sync,async", help="isles modes, comma-separated")
+    ap.add_argument(
+        "--async-budget",
+        default="shared",
+        help="async rows' islands.async_budget, comma-separated: shared (one pool the actors draw epochs "
+        "from), island (fixed generations per island, the idle tail), or both: shared,island",
+    )
     ap.add_argument("--pygmo", type=int, default=8, help="pygmo's pool processes (0: no pygmo)")
     ap.add_argument("--generations", type=int, default=GENERATIONS)
     ap.add_argument("--seeds", type=int, default=0, help="quality over seeds 0..N-1 at the largest actor count")
@@ -324,7 +338,8 @@ def main() -> None:
     ap.add_argument("--json", help="write every run's figures here")
     a = ap.parse_args()
     actors = [int(x) for x in a.actors.split(",")]
-    modes = a.modes.split(",")
+    # each async budget is a mode of its own in the tables: ("async", "shared"), ("async", "island")
+    modes = [(m, b) for m in a.modes.split(",") for b in (a.async_budget.split(",") if m == "async" else ["shared"])]
     from isles.app.ray_setup import init_ray  # noqa: PLC0415
 
     span, cost = calibrate(a.cost_ms)
@@ -337,20 +352,23 @@ def main() -> None:
     init_ray({"num_cpus": max(actors + [a.pygmo, 1]) + 1})
     timing, seeds = [], []
     if not a.no_timing:
-        for mode in modes:
+        for mode, budget in modes:
             for n in actors:
-                timing.append(run_isles(mode, n, span, 0, a.generations))
+                timing.append(run_isles(mode, n, span, 0, a.generations, budget))
                 r = timing[-1]
                 print(
-                    f"  isles {mode} {n}: {r['wall_s']:.2f} s, islands moved {r['moves']}x", file=sys.stderr, flush=True
+                    f"  isles {r['mode']} {n}: {r['wall_s']:.2f} s, islands moved {r['moves']}x"
+                    + ("" if r["group_generations"] is None else f", generations per actor {r['group_generations']}"),
+                    file=sys.stderr,
+                    flush=True,
                 )
         if a.pygmo:
             timing.append(run_pygmo(a.pygmo, span, 0, a.generations))
         print("\n" + timing_table(timing), flush=True)
     if a.seeds:
         for seed in range(a.seeds):
-            for mode in modes:
-                seeds.append(run_isles(mode, max(actors), span, seed, a.generations))
+            for mode, budget in modes:
+                seeds.append(run_isles(mode, max(actors), span, seed, a.generations, budget))
             if a.pygmo:
                 seeds.append(run_pygmo(a.pygmo, span, seed, a.generations))
             print(f"  seed {seed} done", file=sys.stderr, flush=True)

@@ -132,6 +132,7 @@ class Coordinator:
                 f"checkpoint.resume: an async run resumes with the grouping it was saved with: "
                 f"islands.n_actors={len(saved['groups'])} (now {len(placement.groups)})"
             )
+        self.schedule.prepare(placement)  # e.g. async mode's shared pool, started beside the groups
         groups = ex.start(placement)
         try:
             got = ex.gather([ex.call(g, "info") for g in groups])

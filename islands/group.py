@@ -163,13 +163,14 @@ class IslandGroup(PeerLinks):
                 self._keep_snapshot(rows, epoch0 + j in snaps, j < len(ks))
             return self._summaries(rows, t0)
 
-    def run_async(self, order: SpanOrder):
+    def run_async(self, order: SpanOrder, claims=None):
         """The async loop's epochs of this group, back to back, never waiting for a peer
-        (:func:`isles.islands.control.async_loop.group_epochs`): a generator of one pickled
-        :class:`isles.islands.records.EpochSummary` per epoch, for a Ray streaming call."""
+        (:func:`isles.islands.control.async_loop.group_epochs`): ``order.ks``, or those that ``claims``
+        (:class:`isles.islands.control.pool.Claims`) draws from the run's shared pool; a generator of
+        one pickled :class:`isles.islands.records.EpochSummary` per epoch, for a Ray streaming call."""
         from isles.islands.control.async_loop import group_epochs  # noqa: PLC0415  (the schedule's other half)
 
-        yield from group_epochs(self, order)
+        yield from group_epochs(self, order, claims)
 
     def run_span_packed(self, order: SpanOrder) -> bytes:
         """:meth:`run_span`'s summaries pickled into one bytes object, for the driver across Ray

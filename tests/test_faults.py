@@ -224,7 +224,8 @@ def test_async_killed_actor_goes_back_to_its_own_snapshot(ray_local, caplog):
         result = coordinator(*ASYNC, callbacks=[kill]).run()
     assert kill.killed and list(kill.restarted) == [0]
     assert "island group 0 died" in caplog.text and "the other groups go on" in caplog.text
-    # every island ran all its generations once (the lost epochs again, from the group's snapshot)
+    # the run's island-generations spent once (the shared pool, islands.async_budget's default: what the
+    # lost group had claimed since its snapshot went back to the pool, and its lost epochs ran again)
     assert (result.generations, result.evaluations) == (reference.generations, reference.evaluations) == (120, 5808)
     assert result.history[-1].generation == 120
 
@@ -235,10 +236,12 @@ def test_async_checkpoint_resumes_with_more_generations(ray_local, tmp_path):
     first = coordinator(*ASYNC, "generations=60", "checkpoint.every=2", f"checkpoint.path={path}").run()
     assert first.generations == 60
     saved = checkpoint.load(path)
-    assert saved["mode"] == "async" and saved["async"]["gens"] == [60, 60]  # the final checkpoint
+    # the final checkpoint: the pool spent (groups of 2 islands; each group's share depends on timing)
+    assert saved["mode"] == "async" and sum(saved["async"]["gens"]) == 120 and saved["async"]["done"] == 60
     resumed = coordinator(*ASYNC, f"checkpoint.resume={path}").run()
     assert (resumed.generations, resumed.evaluations) == (120, reference.evaluations)
-    assert resumed.history[0].epoch == 1 and resumed.history[-1].epoch == 24  # the saved records go on
+    # the saved records go on (24 epochs of 10 generations, and the pool's shortened last epochs)
+    assert [h.epoch for h in resumed.history] == list(range(1, len(resumed.history) + 1)) and len(resumed.history) >= 24
     with pytest.raises(
         ValueError,
         match=r"an async run resumes with the grouping it was saved with: "

@@ -42,6 +42,7 @@ from isles.algorithms.core.base import check_range
 from isles.algorithms.options import ALGORITHMS
 from isles.islands.migration.policies import replacement_policy, selection_policy
 from isles.islands.control.placement import STRATEGIES
+from isles.islands.control.pool import ASYNC_BUDGETS
 from isles.islands.migration.topology import TOPOLOGIES
 from isles.problems.constraints import check_handling
 
@@ -122,6 +123,8 @@ class IslandsConfig:
     replacement: Any = "fair_replace"
     selection: Any = "select_best"  # select_best | {_target_: my_module.MySelect}
     mode: str = "sync"  # sync (all islands meet) | async (no actor waits: migrants from what has arrived)
+    # async: shared (the actors draw epochs from one pool of the run's island-generations) | island (each its own)
+    async_budget: str = "shared"
     # epochs between in-memory snapshots (sync mode); a lost actor restarts from the last one (0: off)
     snapshot_every: int = 10
     max_restarts: int = 3  # how often a lost island-group actor is restarted before the run fails
@@ -288,7 +291,7 @@ def check_values(cfg: dict) -> None:
             ``.multiplier_bound`` not a finite number > 0 (also where the handling leaves them
             unused); ``constraints.eq_tol`` not a finite number >= 0; ``islands.n``, ``.n_actors``, ``.n_nodes``, ``.migration_interval``,
             ``.n_migrants`` < 1, ``islands.replacement``, ``.selection`` (a name or a
-            ``_target_`` that cannot be built), ``.mode`` or ``.placement`` unknown, a
+            ``_target_`` that cannot be built), ``.mode``, ``.async_budget`` or ``.placement`` unknown, a
             ``plugins`` with ``islands.mode=async``, ``islands.n_nodes`` > 1 on a local Ray
             (``ray.address`` null), ``islands.n_actors`` > ``islands.n_nodes`` under
             ``strict_spread``, ``islands.snapshot_every`` or ``.max_restarts`` < 0,
@@ -340,6 +343,8 @@ def _check_islands(isl: dict, plugins, address) -> None:
     selection_policy(isl["selection"])
     if isl["mode"] not in MODES:
         raise ValueError(f"islands.mode={isl['mode']!r}: allowed values are {'|'.join(MODES)}")
+    if isl["async_budget"] not in ASYNC_BUDGETS:
+        raise ValueError(f"islands.async_budget={isl['async_budget']!r}: allowed values are {'|'.join(ASYNC_BUDGETS)}")
     check_plugins(plugins, isl["mode"])
     strategy, n_nodes, n_actors = isl["placement"], isl["n_nodes"], isl["n_actors"]
     if strategy not in STRATEGIES:

@@ -125,9 +125,10 @@ def load(path: str | os.PathLike) -> dict:
 
 def generations_done(data: dict) -> int:
     """The generations a checkpoint's run has done: the sync loop's ``done_gens``, or in async
-    mode the most any group has done (``async.gens``)."""
+    mode the most any group has done (``async.gens``), or with the shared pool (``async.done``, where
+    the groups run different generations) the island-generations spent per island."""
     if data.get("mode") == "async":
-        return int(max(data["async"]["gens"]))
+        return int(data["async"]["done"] if "done" in data["async"] else max(data["async"]["gens"]))
     return int(data["done_gens"])
 
 

@@ -65,6 +65,10 @@ class Schedule:
         self.cfg, self.n, self.seed, self.topology = co.cfg, co.n, co.seed, co.topology
         self.generations, self.interval = co.generations, co.interval
 
+    def prepare(self, placement) -> None:
+        """What the schedule starts before the groups (``placement``: the run's
+        :class:`isles.islands.control.placement.Placement`), so it starts while they do; nothing here."""
+
 
 class SyncLoop(Schedule):
     """The sync schedule of a run: spans of epochs in every group, the books between them
