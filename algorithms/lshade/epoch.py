@@ -160,25 +160,33 @@ def kernel_source(alg, ctx, eblock: int, etpi: int, xn_global: bool = False) -> 
     )
 
 
+def _generations(params, n: int, nfe: int, budget: int, k_max: int) -> tuple[int, int, int]:
+    """Whole L-SHADE generations from population ``n`` after ``nfe`` evaluations, at most ``k_max``
+    and at most ``budget`` evaluations: ``(k, evaluations used, population after them)``. Eq. 10 as
+    :func:`isles.algorithms.lshade.params.population_at` computes it, with its three parameters read
+    once (a run at D = 10 has about 1,100 generations: the properties' cost showed in its profile)."""
+    n0, nmin, m = params.n_init, params.N_min, params.max_nfe
+    a, b, m2 = 2 * n0 * m + m, 2 * (n0 - nmin), 2 * m
+    n, nfe = int(n), int(nfe)
+    k = used = 0
+    while k < k_max and used + n <= budget:
+        used += n
+        n = min(n, max(nmin, (a - b * (nfe + used)) // m2))
+        k += 1
+    return k, used, n
+
+
 def whole_generations(params, n: int, nfe: int, budget: int) -> tuple[int, int, int]:
     """The whole L-SHADE generations that fit ``budget`` evaluations per island from population
     ``n`` after ``nfe`` evaluations: ``(k, evaluations used, population after them)`` (eq. 10,
     :func:`isles.algorithms.lshade.params.population_at`)."""
-    k = used = 0
-    while used + n <= budget:
-        used += n
-        n = min(n, population_at(params, nfe + used))
-        k += 1
-    return k, used, n
+    return _generations(params, n, nfe, budget, 1 << 62)
 
 
 def schedule(params, n: int, nfe: int, k: int) -> tuple[int, int]:
     """``(evaluations, population after them)`` of ``k`` L-SHADE generations from population ``n``
     after ``nfe`` evaluations per island (eq. 10)."""
-    used = 0
-    for _ in range(int(k)):
-        used += n
-        n = min(n, population_at(params, nfe + used))
+    _, used, n = _generations(params, n, nfe, 1 << 62, int(k))
     return used, n
 
 
