@@ -31,6 +31,7 @@ from isles.algorithms.lshade.epoch import (
 )
 from isles.algorithms.lshade.jso import JSO
 from isles.algorithms.lshade.lshade import LSHADE
+from isles.algorithms.lshade.operators import round_half_up
 from isles.algorithms.lshade.params import population_at
 from isles.problems import make_problem
 from isles.problems.base import ScalableProblem
@@ -148,6 +149,22 @@ def test_bit_for_bit_without_archive_above_128_and_trials_in_global_memory(c_lib
         ref, out = _both(alg, MaxDistance(5), alg.params.max_generations, xn_global=xn_global)
         for key in STATE_KEYS:
             assert _same(out[key], ref[key]), key
+
+
+def test_bit_for_bit_with_a_large_archive_at_the_paper_defaults(c_library_math):
+    """D = 10 at the paper's defaults (``N_init = 180``, ``|A|`` up to 468): the archive fills to
+    more than 350 members and then is cut to ``round(2.6 N_G)`` as LPSR shrinks ``N``, the regime
+    where the host build places its members by sorting (``ls_host_archive_counts``) and ranks by
+    sorting (``ls_host_ranks``) where the GPU counts: the same places, so the same state."""
+    alg = LSHADE(dim=10, max_generations=40)
+    ref, out = _both(alg, MaxDistance(10), 12, islands=2, first=5)
+    for key in STATE_KEYS:
+        assert _same(out[key], ref[key]), key
+    bound = round_half_up(alg.params.r_arc * ref["n_active"])
+    assert (ref["a_n"] == bound).all() and bound > 128  # the archive is full: old members were dropped
+    mid = LSHADE(dim=10, max_generations=40)
+    ctx = island_ctx(np, MaxDistance(10), islands=2)
+    assert int(mid.run(ctx, mid.init(ctx), 8)["a_n"].max()) > 350
 
 
 def test_the_same_trajectory_to_rounding_with_numpy_math():

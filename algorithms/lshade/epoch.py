@@ -273,7 +273,8 @@ class HostEpochLSHADE(_Epoch):
         super().__init__(alg, ctx, xn_global)
         from isles.problems.cuda_check import compile_c  # noqa: PLC0415
 
-        self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + kernel_source(alg, ctx, 1, 1, xn_global))
+        # -O3 (no -march: the same code on every x86-64), after HOST_FLAGS' -O2; values as -O2's
+        self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + kernel_source(alg, ctx, 1, 1, xn_global), ("-O3",))
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
 
     def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k, hit, target):
