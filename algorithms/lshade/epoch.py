@@ -28,8 +28,13 @@ is the twin's bit for bit, where two things agree that the kernel does not contr
   any order (a maximum, tests/test_lshade_epoch.py) gives the twin's values bit for bit.
 
 The host build (:class:`HostEpochLSHADE`, the same text as C with ``-DISLES_HOST_EMU``, one thread
-per island) runs the kernel's arithmetic and fold on the CPU, for the CI tests; the GPU kernel equals
-it bit for bit up to the math library (tests/test_lshade_gpu.py).
+per island) runs the kernel's arithmetic and fold on the CPU: the CI's check of the kernel and the
+CPU path of NumPy runs (below); the GPU kernel equals it bit for bit up to the math library
+(tests/test_lshade_gpu.py). Where one thread does the work, it places the archive's members and
+ranks the population by sorting (stable: the same places the block's counts give, in
+``O(m log m)``, not ``O(m^2)``), computes F's Cauchy CDF at 0 once per memory slot, and writes the
+kernel's separately rounded operations as plain C (FLT_EVAL_METHOD 0, no contraction: the same
+roundings); all under ``#ifdef ISLES_HOST_EMU``, the GPU's text unchanged.
 
 **Runtime generations.** The island runtime's generation is ``E`` evaluations
 (:meth:`LSHADE.step`), which does not end on L-SHADE generations. :func:`run` finishes a pending
@@ -37,7 +42,10 @@ L-SHADE generation with the array code, runs the whole generations that fit the 
 evaluations in one launch (their sizes are host arithmetic, eq. 10), and starts the last partial
 one with the array code again: the state after ``n`` runtime generations is :meth:`LSHADE.run`'s.
 
-**Who uses it.** :meth:`LSHADE.run` on CuPy with ``algorithm.epoch=true`` (default), where
+**Who uses it.** On NumPy, :meth:`LSHADE.run` runs the host build (:func:`host_plan`) with
+``algorithm.host_kernel=auto`` (default) or ``true`` where it applies (below, and a C compiler):
+about 25x the NumPy array code's speed at D = 10 (docs/cec2014.md, "CPU speed").
+:meth:`LSHADE.run` on CuPy with ``algorithm.epoch=true`` (default), where
 :func:`unsupported_reason` gives no reason: a real problem with a usable ``cuda_objective``,
 float32/float64,
 and the island's population fitting one block's shared memory (two populations: float64
@@ -57,7 +65,6 @@ from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.epoch_layout import SMEM_OPTIN
 from isles.algorithms.lshade.draws import DRAW_ARCHIVE, DRAW_CROSS, DRAW_INDIVIDUAL
-from isles.algorithms.lshade.params import population_at
 
 log = logging.getLogger(__name__)
 
@@ -405,6 +412,40 @@ def plan(alg, ctx):
     else:
         log.info("lshade: array code on the GPU (%s)", why)
     _PLANS[key] = (weakref.ref(alg), weakref.ref(ctx), built)
+    return built
+
+
+_HOST_PLANS: dict = {}
+
+
+def host_plan(alg, ctx):
+    """The :class:`HostEpochLSHADE` of ``(alg, ctx)`` on NumPy, built once, where
+    ``algorithm.host_kernel`` (:class:`isles.algorithms.lshade.params.LSHADEParams`) allows it and it
+    applies; else ``None`` (the caller runs the NumPy array code), the reason logged once: at INFO
+    level with ``host_kernel="auto"`` (a problem without a ``cuda_objective``, no C compiler, ...),
+    as a warning with ``host_kernel=True``. Not cached across processes: each process compiles
+    the kernel once (about 1 s at D = 10, ``gcc -O3``)."""
+    mode = getattr(alg.params, "host_kernel", False)
+    if mode is False or ctx.xp is not np:
+        return None
+    key = (id(alg), id(ctx))
+    hit = _HOST_PLANS.get(key)
+    if hit is not None and hit[0]() is alg and hit[1]() is ctx:
+        return hit[2]
+    from isles.problems.cuda_check import compiler  # noqa: PLC0415
+
+    why = unsupported_reason(alg, ctx, device=False, optin=1 << 40)
+    if why is None and compiler() is None:
+        why = "no C compiler ($CC, cc, gcc or clang on PATH)"
+    built = None
+    if why is None:
+        try:
+            built = HostEpochLSHADE(alg, ctx)
+        except (RuntimeError, OSError) as e:  # a compiler that fails: the array code, never a failed run
+            why = str(e).splitlines()[0]
+    if why is not None:
+        (log.warning if mode is True else log.info)("lshade: NumPy array code on the CPU, not the host kernel (%s)", why)
+    _HOST_PLANS[key] = (weakref.ref(alg), weakref.ref(ctx), built)
     return built
 
 
