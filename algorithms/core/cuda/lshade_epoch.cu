@@ -168,19 +168,36 @@ ISLES_DEV int ls_rank(int i, int j0, int j1, const T* f, const T* v) {
 // archive's old members, |A| up to 2.6 N_init, dominated its run), a sort takes O(m log m). A stable
 // merge sort of an index list by a strict weak order puts each index at its place among (key, list
 // position), the number the counts give: the same places, the same state bit for bit.
-// idx: the m indices to sort (in place), tmp: m ints of scratch.
+// idx: the m indices to sort (in place), tmp: m ints of scratch; by key, else by (v, f), else
+// (v null: every v equal) by f.
+#define LS_HOST_BEFORE(y, x) \
+    (key ? key[y] < key[x] : (v ? (v[y] < v[x] || (v[y] == v[x] && f[y] < f[x])) : f[y] < f[x]))
 static void ls_host_merge_sort(const int m, int* idx, int* tmp, const double* key, const T* f, const T* v) {
+    // runs of 8 by insertion (stable: an index moves left only past ones it is strictly before)
+    for (int lo = 0; lo < m; lo += 8) {
+        const int hi = LS_MIN(lo + 8, m);
+        for (int i = lo + 1; i < hi; ++i) {
+            const int y = idx[i];
+            int j = i;
+            while (j > lo && LS_HOST_BEFORE(y, idx[j - 1])) {
+                idx[j] = idx[j - 1];
+                --j;
+            }
+            idx[j] = y;
+        }
+    }
     int *src = idx, *dst = tmp;
-    for (int w = 1; w < m; w *= 2) {
+    for (int w = 8; w < m; w *= 2) {
         for (int lo = 0; lo < m; lo += 2 * w) {
             const int mid = LS_MIN(lo + w, m), hi = LS_MIN(lo + 2 * w, m);
             int a = lo, b = mid, o = lo;
+            if (mid < hi && !LS_HOST_BEFORE(src[mid], src[mid - 1])) a = b = hi;   // already in order
             while (a < mid && b < hi) {
                 const int x = src[a], y = src[b];
-                // y (the later) first only where strictly before x: ls_rank's (v, f) or the key
-                const int first = key ? key[y] < key[x] : (v[y] < v[x] || (v[y] == v[x] && f[y] < f[x]));
-                if (first) { dst[o++] = y; ++b; } else { dst[o++] = x; ++a; }
+                // y (the later) first only where strictly before x
+                if (LS_HOST_BEFORE(y, x)) { dst[o++] = y; ++b; } else { dst[o++] = x; ++a; }
             }
+            if (a == hi) for (int i = lo; i < hi; ++i) dst[i] = src[i];
             while (a < mid) dst[o++] = src[a++];
             while (b < hi) dst[o++] = src[b++];
         }
@@ -188,15 +205,27 @@ static void ls_host_merge_sort(const int m, int* idx, int* tmp, const double* ke
     }
     if (src != idx) memcpy(idx, src, (size_t)m * sizeof(int));
 }
+#undef LS_HOST_BEFORE
 
 // ls_rank of every row i < n (its place by (v, f, index)) into out[i] by one sort; 0 (nothing
-// written: the caller counts) where a NaN makes (v, f) no strict weak order. scratch: 2 n ints.
+// written: the caller counts) where a NaN makes (v, f) no strict weak order. Rows already in
+// order (the population after LPSR's cut, kept in rank order) take their index without a sort;
+// where no row violates a constraint the sort compares f alone (the same order: v ties).
+// scratch: 2 n ints.
 static int ls_host_ranks(const int n, const T* f, const T* v, int* out, int* scratch) {
-    for (int i = 0; i < n; ++i)
+    int sorted = 1, feasible = 1;
+    for (int i = 0; i < n; ++i) {
         if (f[i] != f[i] || v[i] != v[i]) return 0;
+        feasible &= v[i] == (T)0;
+        if (i > 0) sorted &= !(v[i] < v[i - 1] || (v[i] == v[i - 1] && f[i] < f[i - 1]));
+    }
+    if (sorted) {
+        for (int i = 0; i < n; ++i) out[i] = i;
+        return 1;
+    }
     int* idx = scratch;
     for (int i = 0; i < n; ++i) idx[i] = i;
-    ls_host_merge_sort(n, idx, scratch + n, (const double*)0, f, v);
+    ls_host_merge_sort(n, idx, scratch + n, (const double*)0, f, feasible ? (const T*)0 : v);
     for (int t = 0; t < n; ++t) out[idx[t]] = t;
     return 1;
 }
