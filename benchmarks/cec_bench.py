@@ -444,7 +444,7 @@ class Elliptic(Problem):
 
 def speed(dim: int = 10, repeats: int = 5) -> str:
     """``10000 D`` evaluations, one island, side by side in this process, the best of ``repeats``
-    (one call each, no trace): pygmo's ``sade`` (population 50) on its CEC 2014 F1 and on its
+    (one call each, no trace; the rows in turn, ``repeats`` rounds): pygmo's ``sade`` (population 50) on its CEC 2014 F1 and on its
     Rastrigin (C++), against isles' L-SHADE (and jSO) through the epoch kernel's host build
     (``algorithm.host_kernel``: the objective in C, :class:`Elliptic` and isles' ``rastrigin``) and
     through the NumPy array code (``host_kernel=False``; pygmo's F1 on the host, and the NumPy
@@ -478,8 +478,7 @@ def speed(dim: int = 10, repeats: int = 5) -> str:
 
     compiled: list = []
     rast = make_problem("rastrigin", dim=dim)
-    rows = {}
-    for label, fn in (
+    rows = (
         ("pygmo sade (pop 50), CEC 2014 F1 (C++)", lambda s: sade(pg.cec2014(prob_id=1, dim=dim), s)),
         ("pygmo sade (pop 50), Rastrigin (C++)", lambda s: sade(pg.rastrigin(dim), s)),
         ("isles L-SHADE, host build, shifted elliptic (C)", lambda s: isles("isles-lshade", Elliptic(dim), s)),
@@ -490,10 +489,14 @@ def speed(dim: int = 10, repeats: int = 5) -> str:
         ("isles jSO, NumPy, elliptic (NumPy)", lambda s: isles("isles-jso", Elliptic(dim), s, False)),
         ("isles DE (pop 50), NumPy, elliptic (NumPy)", lambda s: isles("isles-de", Elliptic(dim), s, False)),
         ("isles BIPOP-CMA-ES, NumPy, elliptic (NumPy)", lambda s: isles("isles-cmaes", Elliptic(dim), s, False)),
-    ):
-        runs = [fn(s) for s in range(repeats)]
-        rows[label] = (min(r[0] for r in runs), min(r[1] for r in runs), runs[0][2])
-    out = "\n".join(f"| {k} | {w:.3f} s | {c:.3f} s | {e:,} |" for k, (w, c, e) in rows.items())
+    )
+    runs: dict = {label: [] for label, _ in rows}
+    for seed in range(repeats):  # round robin: a change of the machine's load reaches every row alike
+        for label, fn in rows:
+            runs[label].append(fn(seed))
+    out = "\n".join(
+        f"| {k} | {min(r[0] for r in v):.3f} s | {min(r[1] for r in v):.3f} s | {v[0][2]:,} |" for k, v in runs.items()
+    )
     return out + f"\n\nhost build compilations (once per process and configuration): {max(compiled):.2f} s wall at most"
 
 
