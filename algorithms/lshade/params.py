@@ -33,7 +33,7 @@ class LSHADEParams:
         host_kernel: on NumPy, run whole L-SHADE generations in the epoch kernel's host build
             (the same C text compiled by the system C compiler, :func:`isles.algorithms.lshade.epoch.host_plan`):
             ``"auto"`` (default) where it applies (a problem with a ``cuda_objective``,
-            float32/float64, a C compiler), else the NumPy array code with a one-line log;
+            float32/float64, ``epoch`` true, a C compiler), else the NumPy array code with a one-line log;
             ``True`` the same, the fallback logged as a warning; ``False`` always the NumPy
             array code. The host build gives the GPU epoch kernel's values (up to the math
             library) and the NumPy twin's up to the math library and the objective's summation
