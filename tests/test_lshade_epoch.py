@@ -312,6 +312,9 @@ def test_no_c_compiler_falls_back_to_numpy(monkeypatch, caplog):
     for key in STATE_KEYS:
         assert _same(got[key], ref[key]), key
     assert [r.getMessage() for r in caplog.records if "C compiler" in r.getMessage()]
+    for _ in range(40):  # the plans (each holding its alg and ctx) do not pile up
+        epoch.host_plan(alg, island_ctx(np, make_problem("sphere", dim=4), islands=2))
+    assert len(epoch._HOST_PLANS) <= epoch._HOST_PLANS_KEPT
 
 
 def test_host_kernel_values():

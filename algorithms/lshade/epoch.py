@@ -416,6 +416,8 @@ def plan(alg, ctx):
 
 
 _HOST_PLANS: dict = {}
+#: host plans kept (a run uses one per island group; an evicted one is rebuilt from the compiled library)
+_HOST_PLANS_KEPT = 16
 
 
 def host_plan(alg, ctx):
@@ -446,6 +448,8 @@ def host_plan(alg, ctx):
     if why is not None:
         (log.warning if mode is True else log.info)("lshade: NumPy array code on the CPU, not the host kernel (%s)", why)
     _HOST_PLANS[key] = (weakref.ref(alg), weakref.ref(ctx), built)
+    while len(_HOST_PLANS) > _HOST_PLANS_KEPT:  # a plan holds its alg and ctx: keep the latest only
+        _HOST_PLANS.pop(next(iter(_HOST_PLANS)))
     return built
 
 
