@@ -357,9 +357,17 @@ def load(paths) -> list[dict]:
 
 
 def benchmark(
-    functions, dim: int, runs: int, optimisers, out: Path | None, device: str = "cpu", batch: int = 1
+    functions,
+    dim: int,
+    runs: int,
+    optimisers,
+    out: Path | None,
+    device: str = "cpu",
+    batch: int = 1,
+    first_seed: int = 0,
 ) -> list[dict]:
-    """Every ``(seed, function, optimiser)`` run not yet in ``out``, seeds outermost (so that an
+    """Every ``(seed, function, optimiser)`` run not yet in ``out`` (seeds ``first_seed .. runs - 1``:
+    a long benchmark split over processes by seed ranges), seeds outermost (so that an
     interrupted benchmark has whole seeds over all functions); each record appended to ``out``.
     ``batch > 1``: isles' runs of ``batch`` consecutive seeds as the islands of one batch
     (:func:`run_isles_batch`)."""
@@ -381,7 +389,7 @@ def benchmark(
             flush=True,
         )
 
-    for first in range(0, runs, batch):
+    for first in range(first_seed, runs, batch):
         seeds = list(range(first, min(runs, first + batch)))
         for fid in functions:
             for name in optimisers:
@@ -506,6 +514,7 @@ def main(argv=None) -> None:
     ap.add_argument("--functions", type=int, nargs="+", default=list(range(1, 31)))
     ap.add_argument("--dim", type=int, default=10, choices=(10, 30, 50, 100))
     ap.add_argument("--runs", type=int, default=51, help="runs (seeds 0..runs-1) per function and optimiser")
+    ap.add_argument("--first-seed", type=int, default=0, help="start at this seed (split a benchmark over processes)")
     ap.add_argument("--optimisers", nargs="+", default=None, choices=OPTIMISERS)
     ap.add_argument("--evox", action="store_true", help="add EvoX's SHADE and CMA-ES (evox 1.4, torch)")
     ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="isles' islands on NumPy or CuPy")
@@ -530,7 +539,7 @@ def main(argv=None) -> None:
         return
     names = a.optimisers or list(ISLES + PYGMO + (EVOX if a.evox else ()))
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    records = benchmark(a.functions, a.dim, a.runs, names, a.out, a.device, a.batch)
+    records = benchmark(a.functions, a.dim, a.runs, names, a.out, a.device, a.batch, a.first_seed)
     from benchmarks.cec_report import report  # noqa: PLC0415
 
     print(report(records))

@@ -205,7 +205,7 @@ def _evox_cmaes_step(torch, D: int, I: int, lam: int, dtype):
         wf = workflow(0)
         stateful = use_state(wf.step)
         batched = vmap(stateful, randomness="different")
-        st = torch.func.stack_module_states([workflow(i) for i in range(I)])
+        st = torch.func.stack_module_state([workflow(i) for i in range(I)])  # (params, buffers)
         if isinstance(st, tuple):
             st = {**st[0], **st[1]}
         box = {"s": st}
