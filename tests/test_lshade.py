@@ -20,6 +20,7 @@ from isles.islands.control.budget import evaluation_counts, evaluations_after, w
 from isles.islands.config.build import build_algorithm
 from isles.islands.coordinator import Coordinator
 from isles.problems.base import ScalableProblem
+from isles.problems.cuda_check import compiler
 
 from tests.helpers import island_ctx, make_cfg, plain
 
@@ -434,3 +435,19 @@ def test_best_includes_evaluated_trials_of_the_unfinished_generation():
     b = alg.best(s)
     assert b.f[1, 0] == -1.0 and (b.genome[1, 0] == s["U"][1, 2]).all()
     assert b.f[0, 0] == min(s["f"][0, :54].min(), s["fu"][0].min())
+
+
+@pytest.mark.skipif(compiler() is None, reason="no C compiler")
+def test_cpu_run_takes_the_host_build_unless_host_kernel_is_false():
+    """A ``device=cpu`` run of L-SHADE on a problem with a fused objective runs the epoch kernel's
+    host build (``algorithm.host_kernel=auto``, the default; the run's ``gpu_paths`` say so), with
+    the exact budget; ``algorithm.host_kernel=false`` keeps the NumPy array code. Both reach the
+    sphere's optimum: the same search, up to the math library's last bit."""
+    runs = {}
+    for mode in ("auto", "false"):
+        result, _, _ = _coordinator_run("islands.n=2", "stop.max_evaluations=12000", f"algorithm.host_kernel={mode}")
+        runs[mode] = result
+        assert result.evaluations == 12000
+        assert result.best_f < 1e-6
+    assert set(runs["auto"].gpu_paths.values()) == {"host kernel"}
+    assert set(runs["false"].gpu_paths.values()) == {"numpy"}

@@ -17,6 +17,8 @@ The GPU kernel is the same text (tests/test_lshade_gpu.py).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import logging
 
 import numpy as np
 import pytest
@@ -31,6 +33,7 @@ from isles.algorithms.lshade.epoch import (
 )
 from isles.algorithms.lshade.jso import JSO
 from isles.algorithms.lshade.lshade import LSHADE
+from isles.algorithms.lshade.operators import round_half_up
 from isles.algorithms.lshade.params import population_at
 from isles.problems import make_problem
 from isles.problems.base import ScalableProblem
@@ -108,10 +111,15 @@ def _same(a, b):
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
+def _twin(alg):
+    """``alg`` with ``host_kernel=False``: :meth:`LSHADE.run` on NumPy is then the array code."""
+    return type(alg)(dataclasses.replace(alg.params, host_kernel=False))
+
+
 def _both(alg, prob, n, islands=3, dtype=np.float64, handling="feasibility", first=None, xn_global=False):
     ctx = island_ctx(np, prob, islands=islands, dtype=dtype, handling=handling)
     s0 = alg.init(ctx)
-    ref = alg.run(ctx, dict(s0), n)
+    ref = _twin(alg).run(ctx, dict(s0), n)
     host = HostEpochLSHADE(alg, ctx, xn_global=xn_global)
     if first is None:
         out = epoch.run(alg, ctx, dict(s0), n, kernel=host)
@@ -148,6 +156,22 @@ def test_bit_for_bit_without_archive_above_128_and_trials_in_global_memory(c_lib
         ref, out = _both(alg, MaxDistance(5), alg.params.max_generations, xn_global=xn_global)
         for key in STATE_KEYS:
             assert _same(out[key], ref[key]), key
+
+
+def test_bit_for_bit_with_a_large_archive_at_the_paper_defaults(c_library_math):
+    """D = 10 at the paper's defaults (``N_init = 180``, ``|A|`` up to 468): the archive fills to
+    more than 350 members and then is cut to ``round(2.6 N_G)`` as LPSR shrinks ``N``, the regime
+    where the host build places its members by sorting (``ls_host_archive_counts``) and ranks by
+    sorting (``ls_host_ranks``) where the GPU counts: the same places, so the same state."""
+    alg = LSHADE(dim=10, max_generations=40)
+    ref, out = _both(alg, MaxDistance(10), 12, islands=2, first=5)
+    for key in STATE_KEYS:
+        assert _same(out[key], ref[key]), key
+    bound = round_half_up(alg.params.r_arc * ref["n_active"])
+    assert (ref["a_n"] == bound).all() and bound > 128  # the archive is full: old members were dropped
+    mid = LSHADE(dim=10, max_generations=40, host_kernel=False)
+    ctx = island_ctx(np, MaxDistance(10), islands=2)
+    assert int(mid.run(ctx, mid.init(ctx), 8)["a_n"].max()) > 350
 
 
 def test_the_same_trajectory_to_rounding_with_numpy_math():
@@ -188,7 +212,7 @@ def test_stop_target_generation_as_the_twin_tracks_it(when, c_library_math):
     target = {"during": float(alg.best(mid).f.max()), "at once": 1e9, "never": -1.0}[when]
     ctx = island_ctx(np, prob, islands=3, target=target)
     s0 = alg.init(ctx)
-    ref = alg.run(ctx, dict(s0), 25)
+    ref = _twin(alg).run(ctx, dict(s0), 25)
     host = HostEpochLSHADE(alg, ctx)
     out = epoch.run(alg, ctx, dict(s0), 11, kernel=host)
     out = epoch.run(alg, ctx, out, 14, kernel=host)
@@ -236,3 +260,67 @@ def test_where_the_kernel_does_not_apply():
     host = HostEpochLSHADE(alg, ctx)
     with pytest.raises(ValueError, match=r"state\['A'\] has shape"):  # a jSO state: another archive
         host.run(JSO(dim=4, pop_size=20).init(ctx), 1, 20)
+
+
+def test_numpy_runs_take_the_host_build_where_host_kernel_allows(caplog, monkeypatch):
+    """``algorithm.host_kernel``: ``auto`` (default) and ``true`` run :meth:`LSHADE.run` on NumPy
+    through the host build (the same state as ``epoch.run`` with it, bit for bit; ``gpu_path``
+    "host kernel"), ``false`` the array code; where it does not apply (no ``cuda_objective``)
+    the array code with a one-line log, a warning only where ``true`` asked for it."""
+    prob = make_problem("sphere", dim=5)
+    launches = []
+    launch = HostEpochLSHADE._launch
+    monkeypatch.setattr(HostEpochLSHADE, "_launch", lambda self, *a: launches.append(1) or launch(self, *a))
+    for mode in ("auto", True, False):
+        alg = LSHADE(dim=5, pop_size=24, max_generations=12, evals_per_generation=17, host_kernel=mode)
+        ctx = island_ctx(np, prob, islands=2)
+        s0 = alg.init(ctx)
+        launches.clear()
+        got = alg.run(ctx, dict(s0), 12)
+        assert bool(launches) == (mode is not False), mode
+        host = epoch.run(alg, ctx, dict(s0), 12, kernel=HostEpochLSHADE(alg, ctx))
+        twin = _twin(alg).run(ctx, dict(s0), 12)
+        want = twin if mode is False else host
+        for key in STATE_KEYS:
+            assert _same(got[key], want[key]), (mode, key)
+        assert alg.gpu_path(ctx) == ("numpy" if mode is False else "host kernel")
+    np.testing.assert_allclose(host["f"], twin["f"], rtol=1e-6, atol=1e-12)  # the math library's last bit aside
+    no_fused = make_problem("schwefel_1_2", dim=4)
+    for mode, level in (("auto", logging.INFO), (True, logging.WARNING)):
+        caplog.clear()
+        alg = LSHADE(dim=4, pop_size=20, max_generations=5, host_kernel=mode)
+        ctx = island_ctx(np, no_fused, islands=2)
+        with caplog.at_level(logging.INFO, logger="isles.algorithms.lshade.epoch"):
+            assert alg.gpu_path(ctx) == "numpy"
+            s = alg.run(ctx, alg.init(ctx), 3)
+        assert s["evals"] == 20 + 3 * 20
+        recs = [r for r in caplog.records if "host kernel" in r.getMessage()]
+        assert len(recs) == 1 and recs[0].levelno == level and "cuda_objective" in recs[0].getMessage()
+
+
+def test_no_c_compiler_falls_back_to_numpy(monkeypatch, caplog):
+    """Without a C compiler a NumPy run is the array code's, logged in one line, never a failure."""
+    import isles.problems.cuda_check as cc  # noqa: PLC0415
+
+    monkeypatch.setattr(cc, "compiler", lambda: None)
+    alg = LSHADE(dim=4, pop_size=20, max_generations=5)
+    ctx = island_ctx(np, make_problem("sphere", dim=4), islands=2)
+    s0 = alg.init(ctx)
+    with caplog.at_level(logging.INFO, logger="isles.algorithms.lshade.epoch"):
+        got = alg.run(ctx, dict(s0), 4)
+    ref = _twin(alg).run(ctx, dict(s0), 4)
+    for key in STATE_KEYS:
+        assert _same(got[key], ref[key]), key
+    assert [r.getMessage() for r in caplog.records if "C compiler" in r.getMessage()]
+    for _ in range(40):  # the plans (each holding its alg and ctx) do not pile up
+        epoch.host_plan(alg, island_ctx(np, make_problem("sphere", dim=4), islands=2))
+    assert len(epoch._HOST_PLANS) <= epoch._HOST_PLANS_KEPT
+
+
+def test_host_kernel_values():
+    """``algorithm.host_kernel``: auto, true or false; anything else a one-line error naming it."""
+    assert LSHADE(dim=4, pop_size=20).params.host_kernel == "auto"
+    assert JSO(dim=4, host_kernel=False).params.host_kernel is False
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError, match=f"algorithm.host_kernel={bad}: allowed values are auto.true.false"):
+            LSHADE(dim=4, pop_size=20, host_kernel=bad)

@@ -28,8 +28,13 @@ is the twin's bit for bit, where two things agree that the kernel does not contr
   any order (a maximum, tests/test_lshade_epoch.py) gives the twin's values bit for bit.
 
 The host build (:class:`HostEpochLSHADE`, the same text as C with ``-DISLES_HOST_EMU``, one thread
-per island) runs the kernel's arithmetic and fold on the CPU, for the CI tests; the GPU kernel equals
-it bit for bit up to the math library (tests/test_lshade_gpu.py).
+per island) runs the kernel's arithmetic and fold on the CPU: the CI's check of the kernel and the
+CPU path of NumPy runs (below); the GPU kernel equals it bit for bit up to the math library
+(tests/test_lshade_gpu.py). Where one thread does the work, it places the archive's members and
+ranks the population by sorting (stable: the same places the block's counts give, in
+``O(m log m)``, not ``O(m^2)``), computes F's Cauchy CDF at 0 once per memory slot, and writes the
+kernel's separately rounded operations as plain C (FLT_EVAL_METHOD 0, no contraction: the same
+roundings); all under ``#ifdef ISLES_HOST_EMU``, the GPU's text unchanged.
 
 **Runtime generations.** The island runtime's generation is ``E`` evaluations
 (:meth:`LSHADE.step`), which does not end on L-SHADE generations. :func:`run` finishes a pending
@@ -37,7 +42,10 @@ L-SHADE generation with the array code, runs the whole generations that fit the 
 evaluations in one launch (their sizes are host arithmetic, eq. 10), and starts the last partial
 one with the array code again: the state after ``n`` runtime generations is :meth:`LSHADE.run`'s.
 
-**Who uses it.** :meth:`LSHADE.run` on CuPy with ``algorithm.epoch=true`` (default), where
+**Who uses it.** On NumPy, :meth:`LSHADE.run` runs the host build (:func:`host_plan`) with
+``algorithm.host_kernel=auto`` (default) or ``true`` where it applies (below, and a C compiler):
+about 25x the NumPy array code's speed at D = 10 (docs/cec2014.md, "CPU speed").
+:meth:`LSHADE.run` on CuPy with ``algorithm.epoch=true`` (default), where
 :func:`unsupported_reason` gives no reason: a real problem with a usable ``cuda_objective``,
 float32/float64,
 and the island's population fitting one block's shared memory (two populations: float64
@@ -57,7 +65,6 @@ from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.epoch_layout import SMEM_OPTIN
 from isles.algorithms.lshade.draws import DRAW_ARCHIVE, DRAW_CROSS, DRAW_INDIVIDUAL
-from isles.algorithms.lshade.params import population_at
 
 log = logging.getLogger(__name__)
 
@@ -160,25 +167,33 @@ def kernel_source(alg, ctx, eblock: int, etpi: int, xn_global: bool = False) -> 
     )
 
 
+def _generations(params, n: int, nfe: int, budget: int, k_max: int) -> tuple[int, int, int]:
+    """Whole L-SHADE generations from population ``n`` after ``nfe`` evaluations, at most ``k_max``
+    and at most ``budget`` evaluations: ``(k, evaluations used, population after them)``. Eq. 10 as
+    :func:`isles.algorithms.lshade.params.population_at` computes it, with its three parameters read
+    once (a run at D = 10 has about 1,100 generations: the properties' cost showed in its profile)."""
+    n0, nmin, m = params.n_init, params.N_min, params.max_nfe
+    a, b, m2 = 2 * n0 * m + m, 2 * (n0 - nmin), 2 * m
+    n, nfe = int(n), int(nfe)
+    k = used = 0
+    while k < k_max and used + n <= budget:
+        used += n
+        n = min(n, max(nmin, (a - b * (nfe + used)) // m2))
+        k += 1
+    return k, used, n
+
+
 def whole_generations(params, n: int, nfe: int, budget: int) -> tuple[int, int, int]:
     """The whole L-SHADE generations that fit ``budget`` evaluations per island from population
     ``n`` after ``nfe`` evaluations: ``(k, evaluations used, population after them)`` (eq. 10,
     :func:`isles.algorithms.lshade.params.population_at`)."""
-    k = used = 0
-    while used + n <= budget:
-        used += n
-        n = min(n, population_at(params, nfe + used))
-        k += 1
-    return k, used, n
+    return _generations(params, n, nfe, budget, 1 << 62)
 
 
 def schedule(params, n: int, nfe: int, k: int) -> tuple[int, int]:
     """``(evaluations, population after them)`` of ``k`` L-SHADE generations from population ``n``
     after ``nfe`` evaluations per island (eq. 10)."""
-    used = 0
-    for _ in range(int(k)):
-        used += n
-        n = min(n, population_at(params, nfe + used))
+    _, used, n = _generations(params, n, nfe, 1 << 62, int(k))
     return used, n
 
 
@@ -265,7 +280,8 @@ class HostEpochLSHADE(_Epoch):
         super().__init__(alg, ctx, xn_global)
         from isles.problems.cuda_check import compile_c  # noqa: PLC0415
 
-        self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + kernel_source(alg, ctx, 1, 1, xn_global))
+        # -O3 (no -march: the same code on every x86-64), after HOST_FLAGS' -O2; values as -O2's
+        self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + kernel_source(alg, ctx, 1, 1, xn_global), ("-O3",))
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
 
     def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k, hit, target):
@@ -396,6 +412,44 @@ def plan(alg, ctx):
     else:
         log.info("lshade: array code on the GPU (%s)", why)
     _PLANS[key] = (weakref.ref(alg), weakref.ref(ctx), built)
+    return built
+
+
+_HOST_PLANS: dict = {}
+#: host plans kept (a run uses one per island group; an evicted one is rebuilt from the compiled library)
+_HOST_PLANS_KEPT = 16
+
+
+def host_plan(alg, ctx):
+    """The :class:`HostEpochLSHADE` of ``(alg, ctx)`` on NumPy, built once, where
+    ``algorithm.host_kernel`` (:class:`isles.algorithms.lshade.params.LSHADEParams`) allows it and it
+    applies; else ``None`` (the caller runs the NumPy array code), the reason logged once: at INFO
+    level with ``host_kernel="auto"`` (a problem without a ``cuda_objective``, no C compiler, ...),
+    as a warning with ``host_kernel=True``. Not cached across processes: each process compiles
+    the kernel once (about 1 s at D = 10, ``gcc -O3``)."""
+    mode = getattr(alg.params, "host_kernel", False)
+    if mode is False or ctx.xp is not np:
+        return None
+    key = (id(alg), id(ctx))
+    hit = _HOST_PLANS.get(key)
+    if hit is not None and hit[0]() is alg and hit[1]() is ctx:
+        return hit[2]
+    from isles.problems.cuda_check import compiler  # noqa: PLC0415
+
+    why = unsupported_reason(alg, ctx, device=False, optin=1 << 40)
+    if why is None and compiler() is None:
+        why = "no C compiler ($CC, cc, gcc or clang on PATH)"
+    built = None
+    if why is None:
+        try:
+            built = HostEpochLSHADE(alg, ctx)
+        except (RuntimeError, OSError) as e:  # a compiler that fails: the array code, never a failed run
+            why = str(e).splitlines()[0]
+    if why is not None:
+        (log.warning if mode is True else log.info)("lshade: NumPy array code on the CPU, not the host kernel (%s)", why)
+    _HOST_PLANS[key] = (weakref.ref(alg), weakref.ref(ctx), built)
+    while len(_HOST_PLANS) > _HOST_PLANS_KEPT:  # a plan holds its alg and ctx: keep the latest only
+        _HOST_PLANS.pop(next(iter(_HOST_PLANS)))
     return built
 
 

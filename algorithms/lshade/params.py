@@ -30,6 +30,14 @@ class LSHADEParams:
             ``None`` (default): ``N_init``.
         epoch: on CuPy, run whole L-SHADE generations in the epoch kernel where it applies
             (:mod:`isles.algorithms.lshade.epoch`); ``False`` keeps the array code.
+        host_kernel: on NumPy, run whole L-SHADE generations in the epoch kernel's host build
+            (the same C text compiled by the system C compiler, :func:`isles.algorithms.lshade.epoch.host_plan`):
+            ``"auto"`` (default) where it applies (a problem with a ``cuda_objective``,
+            float32/float64, ``epoch`` true, a C compiler), else the NumPy array code with a one-line log;
+            ``True`` the same, the fallback logged as a warning; ``False`` always the NumPy
+            array code. The host build gives the GPU epoch kernel's values (up to the math
+            library) and the NumPy twin's up to the math library and the objective's summation
+            order (docs/gpu_lshade_cmaes.md).
         max_evaluations: the run's evaluation budget ``stop.max_evaluations`` (config:
             ``${oc.select:stop.max_evaluations,null}``), shared by ``n_islands`` islands: each island
             evaluates at most ``ceil(max_evaluations / n_islands)`` points (:attr:`budget`), the
@@ -51,6 +59,7 @@ class LSHADEParams:
     max_generations: int = 1000
     evals_per_generation: int | None = None
     epoch: bool = True
+    host_kernel: bool | str = "auto"
     max_evaluations: int | None = None
     n_islands: int = 1
 
@@ -76,6 +85,9 @@ class LSHADEParams:
         set_(self, "r_arc", check_range("algorithm.r_arc", self.r_arc, 0))
         set_(self, "p", check_range("algorithm.p", self.p, 0, 1, lo_open=True))
         set_(self, "epoch", check_bool("algorithm.epoch", self.epoch))
+        if self.host_kernel != "auto":
+            if not isinstance(self.host_kernel, bool):
+                raise ValueError(f"algorithm.host_kernel={self.host_kernel}: allowed values are auto|true|false")
         set_(self, "H", check_range("algorithm.H", self.H, 1, integer=True))
         set_(self, "max_generations", check_range("algorithm.max_generations", self.max_generations, 1, integer=True))
         if self.evals_per_generation is not None:

@@ -31,10 +31,34 @@
 #include "fitness.cuh"
 #include "block.cuh"
 #ifdef ISLES_HOST_EMU
+#include <float.h>
 #include <stdlib.h>
+#include <string.h>
 #define LS_GROUP_SYNC() ((void)0)
 #undef ETPI
 #define ETPI 1
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+// This file's separately rounded operations as plain C: with no excess precision (FLT_EVAL_METHOD 0)
+// and no contraction (HOST_FLAGS) each is rounded once to its type, the value arith.cuh's volatile
+// stores give, without a store and a load per operation (about 13 % of the host build's run). The
+// objective, included before this file, keeps arith.cuh's.
+static inline double ls_dadd(double a, double b) { return a + b; }
+static inline double ls_dsub(double a, double b) { return a - b; }
+static inline double ls_dmul(double a, double b) { return a * b; }
+static inline double ls_ddiv(double a, double b) { return a / b; }
+static inline T ls_add(T a, T b) { return a + b; }
+static inline T ls_sub(T a, T b) { return a - b; }
+static inline T ls_mul(T a, T b) { return a * b; }
+static inline T ls_div(T a, T b) { return a / b; }
+#define dadd_rn(a, b) ls_dadd((a), (b))
+#define dsub_rn(a, b) ls_dsub((a), (b))
+#define dmul_rn(a, b) ls_dmul((a), (b))
+#define ddiv_rn(a, b) ls_ddiv((a), (b))
+#define add_rn(a, b) ls_add((a), (b))
+#define sub_rn(a, b) ls_sub((a), (b))
+#define mul_rn(a, b) ls_mul((a), (b))
+#define div_rn(a, b) ls_div((a), (b))
+#endif
 #else
 #include "reduce.cuh"
 #define LS_GROUP_SYNC() __syncwarp()
@@ -139,6 +163,130 @@ ISLES_DEV int ls_rank(int i, int j0, int j1, const T* f, const T* v) {
     return r;
 }
 
+#ifdef ISLES_HOST_EMU
+// The host build's places by sorting: one thread would spend O(m^2) on the block's counts (the
+// archive's old members, |A| up to 2.6 N_init, dominated its run), a sort takes O(m log m). A stable
+// merge sort of an index list by a strict weak order puts each index at its place among (key, list
+// position), the number the counts give: the same places, the same state bit for bit.
+// idx: the m indices to sort (in place), tmp: m ints of scratch; by key, else by (v, f), else
+// (v null: every v equal) by f.
+#define LS_HOST_BEFORE(y, x) \
+    (key ? key[y] < key[x] : (v ? (v[y] < v[x] || (v[y] == v[x] && f[y] < f[x])) : f[y] < f[x]))
+static void ls_host_merge_sort(const int m, int* idx, int* tmp, const double* key, const T* f, const T* v) {
+    // runs of 8 by insertion (stable: an index moves left only past ones it is strictly before)
+    for (int lo = 0; lo < m; lo += 8) {
+        const int hi = LS_MIN(lo + 8, m);
+        for (int i = lo + 1; i < hi; ++i) {
+            const int y = idx[i];
+            int j = i;
+            while (j > lo && LS_HOST_BEFORE(y, idx[j - 1])) {
+                idx[j] = idx[j - 1];
+                --j;
+            }
+            idx[j] = y;
+        }
+    }
+    int *src = idx, *dst = tmp;
+    for (int w = 8; w < m; w *= 2) {
+        for (int lo = 0; lo < m; lo += 2 * w) {
+            const int mid = LS_MIN(lo + w, m), hi = LS_MIN(lo + 2 * w, m);
+            int a = lo, b = mid, o = lo;
+            if (mid < hi && !LS_HOST_BEFORE(src[mid], src[mid - 1])) a = b = hi;   // already in order
+            while (a < mid && b < hi) {
+                const int x = src[a], y = src[b];
+                // y (the later) first only where strictly before x
+                if (LS_HOST_BEFORE(y, x)) { dst[o++] = y; ++b; } else { dst[o++] = x; ++a; }
+            }
+            if (a == hi) for (int i = lo; i < hi; ++i) dst[i] = src[i];
+            while (a < mid) dst[o++] = src[a++];
+            while (b < hi) dst[o++] = src[b++];
+        }
+        int* t = src; src = dst; dst = t;
+    }
+    if (src != idx) memcpy(idx, src, (size_t)m * sizeof(int));
+}
+#undef LS_HOST_BEFORE
+
+// ls_rank of every row i < n (its place by (v, f, index)) into out[i] by one sort; 0 (nothing
+// written: the caller counts) where a NaN makes (v, f) no strict weak order. Rows already in
+// order (the population after LPSR's cut, kept in rank order) take their index without a sort;
+// where no row violates a constraint the sort compares f alone (the same order: v ties).
+// scratch: 2 n ints.
+static int ls_host_ranks(const int n, const T* f, const T* v, int* out, int* scratch) {
+    int sorted = 1, feasible = 1;
+    for (int i = 0; i < n; ++i) {
+        if (f[i] != f[i] || v[i] != v[i]) return 0;
+        feasible &= v[i] == (T)0;
+        if (i > 0) sorted &= !(v[i] < v[i - 1] || (v[i] == v[i - 1] && f[i] < f[i - 1]));
+    }
+    if (sorted) {
+        for (int i = 0; i < n; ++i) out[i] = i;
+        return 1;
+    }
+    int* idx = scratch;
+    for (int i = 0; i < n; ++i) idx[i] = i;
+    ls_host_merge_sort(n, idx, scratch + n, (const double*)0, f, feasible ? (const T*)0 : v);
+    for (int t = 0; t < n; ++t) out[idx[t]] = t;
+    return 1;
+}
+
+// A stable sort of idx[0..m) by key[idx] for the archive's keys (uniform draws, finite): a stable
+// counting sort into m buckets by where the key lies in [min, max], then one insertion pass, which
+// moves each index only within its bucket (expected O(m); it alone decides the order, so the
+// result is the stable sort whatever the buckets: equal keys share a bucket in list order).
+// tmp: m ints, cnt: m + 1 ints.
+static void ls_host_bucket_sort(const int m, int* idx, int* tmp, int* cnt, const double* key) {
+    if (m < 2) return;
+    double lo = key[idx[0]], hi = lo;
+    for (int i = 1; i < m; ++i) {
+        const double k = key[idx[i]];
+        lo = k < lo ? k : lo;
+        hi = k > hi ? k : hi;
+    }
+    if (!(hi > lo)) return;   // all keys equal: the list order is the stable order
+    const double sc = (double)m / (hi - lo);
+    for (int b = 0; b <= m; ++b) cnt[b] = 0;
+    for (int i = 0; i < m; ++i) ++cnt[LS_MIN((int)((key[idx[i]] - lo) * sc), m - 1) + 1];
+    for (int b = 0; b < m; ++b) cnt[b + 1] += cnt[b];
+    for (int i = 0; i < m; ++i) tmp[cnt[LS_MIN((int)((key[idx[i]] - lo) * sc), m - 1)]++] = idx[i];
+    for (int i = 1; i < m; ++i) {
+        const int x = tmp[i];
+        const double k = key[x];
+        int j = i;
+        while (j > 0 && k < key[tmp[j - 1]]) {
+            tmp[j] = tmp[j - 1];
+            --j;
+        }
+        tmp[j] = x;
+    }
+    memcpy(idx, tmp, (size_t)m * sizeof(int));
+}
+
+// P4a's counts of the archive's candidates (tnew, zero on entry) by sorting: a success its place
+// among the successes by (key, index), any other parent the successes before it, an old member its
+// place among the old members by (key, index). scratch: 3 (CAP + ACAP) + 1 ints.
+static void ls_host_archive_counts(const int n, const int an, const double* akey, const int* succ, int* tnew,
+                                   int* scratch) {
+    int* idx = scratch;
+    int* tmp = scratch + CAP + ACAP;
+    int* cnt = tmp + CAP + ACAP;
+    int S = 0;
+    for (int c = 0; c < n; ++c) {
+        if (succ[c]) idx[S++] = c;
+        else tnew[c] = S;
+    }
+    ls_host_bucket_sort(S, idx, tmp, cnt, akey);
+    for (int t = 0; t < S; ++t) tnew[idx[t]] = t;
+    for (int l = 0; l < an; ++l) idx[l] = n + l;
+    ls_host_bucket_sort(an, idx, tmp, cnt, akey);
+    for (int t = 0; t < an; ++t) tnew[idx[t]] = t;
+}
+
+// the host's scratch past the block's smem_bytes: F's Cauchy CDF at 0 per memory slot (HMEM T,
+// first: aligned), then the sorts' 3 (CAP + ACAP) + 1 ints
+#define LS_HOST_SCRATCH ((size_t)8 + sizeof(T) * HMEM + sizeof(int) * (3 * (CAP + ACAP) + 1))
+#endif
+
 ISLES_DEV void lshade_epoch_block(
     const int isl, const int tid, const int nth, unsigned char* smem,
     const T* X, const T* fx, const T* vx, const T* A, const long long* a_n, const T* MFi, const T* MCRi,
@@ -179,6 +327,11 @@ ISLES_DEV void lshade_epoch_block(
     int* amap2 = amap + ACAP;
     int* dropslot = amap2 + ACAP;                     // CAP: physical rows freed, in order
     int* iscal = dropslot + CAP;                      // 0: k, 1: |A|, 2: successes
+#ifdef ISLES_HOST_EMU
+    // past smem_bytes (LS_HOST_SCRATCH): the slots' c0, 8-byte aligned, then the sorts' ints
+    T* hc0 = (T*)(((size_t)(iscal + 4) + 7) & ~(size_t)7);
+    int* hscr = (int*)(hc0 + HMEM);
+#endif
 
     const long long off = (long long)isl * CAP * DIM, aoff = (long long)isl * ACAP * DIM;
     for (int e = tid; e < CAP * DIM; e += nth) Xc[e] = X[off + e];
@@ -222,6 +375,9 @@ ISLES_DEV void lshade_epoch_block(
 #endif
         const int an = iscal[1];
         // P0: ranks of the active rows, each counted by nch threads (pos is zero here)
+#ifdef ISLES_HOST_EMU
+        if (!ls_host_ranks(n, fc, vc, pos, hscr))
+#endif
         {
             const int nch = LS_MAX(1, nth / n);
             for (int w = tid; w < n * nch; w += nth) {
@@ -237,6 +393,16 @@ ISLES_DEV void lshade_epoch_block(
         // (role 0: the slot and CR, Box-Muller in float64; 1: the slot and F; 2: pbest, r1, r2, j_rand)
         {
             const u64 bind = key ^ ls_stream(g, DRAW_INDIVIDUAL, ctr);
+#ifdef ISLES_HOST_EMU
+            // c0 depends on the slot only: once per slot (the same function of the same value)
+            for (int h = 0; h < HMEM; ++h) {
+                T mf = MF[h];
+#if IS_JSO
+                if (h == HMEM - 1) mf = (T)0.9;
+#endif
+                hc0[h] = add_rn((T)0.5, div_rn(ls_atan(div_rn(-mf, (T)0.1)), (T)LS_PI));
+            }
+#endif
             for (int w = tid; w < 3 * n; w += nth) {
                 const int i = w / 3, role = w - 3 * i;
 #define LS_U(c) unif53(isles_mix64(bind + (u64)(i * 8 + (c)) * GOLDEN))
@@ -259,7 +425,11 @@ ISLES_DEV void lshade_epoch_block(
                         CRv[i] = cr;
                     } else {
                         (void)mcr;
+#ifdef ISLES_HOST_EMU
+                        const T c0 = hc0[r];
+#else
                         const T c0 = add_rn((T)0.5, div_rn(ls_atan(div_rn(-mf, (T)0.1)), (T)LS_PI));
+#endif
                         const T q = add_rn(c0, mul_rn((T)LS_U(1), sub_rn((T)1, c0)));
                         T F = add_rn(mf, mul_rn((T)0.1, t_tan(mul_rn((T)LS_PI, sub_rn(q, (T)0.5)))));
 #if IS_F32
@@ -412,7 +582,13 @@ ISLES_DEV void lshade_epoch_block(
         if (ACAP > 0) {
             const u64 barc = key ^ ls_stream(g, DRAW_ARCHIVE, ctr);
             for (int c = tid; c < n + ACAP; c += nth) {
+#ifdef ISLES_HOST_EMU
+                // the draw only where the key is one (a success, an old member): the same keys
+                const int drawn = c < n ? succ[c] : (c - n) < an;
+                const double u = drawn ? unif53(isles_mix64(barc + (u64)c * GOLDEN)) : 0.0;
+#else
                 const double u = unif53(isles_mix64(barc + (u64)c * GOLDEN));
+#endif
                 double kv;
                 if (c < n) kv = succ[c] ? u : 3.0;
                 else kv = (c - n) < an ? dadd_rn(1.0, u) : 3.0;
@@ -448,7 +624,11 @@ ISLES_DEV void lshade_epoch_block(
                 iscal[0] = (k + 1) % HMEM;
             }
         }
-        if (n_next < n) {
+        if (n_next < n)
+#ifdef ISLES_HOST_EMU
+        if (!ls_host_ranks(n, fn, vn, order, hscr))
+#endif
+        {
             // P4a (LPSR): the selected rows' ranks by (v, f, index), counted by nch threads each
             const int nch = LS_MAX(1, nth / n);
             for (int w = tid; w < n * nch; w += nth) {
@@ -457,6 +637,9 @@ ISLES_DEV void lshade_epoch_block(
                 if (r) ISLES_ATOMIC_ADD(&order[i], r);
             }
         }
+#ifdef ISLES_HOST_EMU
+        if (ACAP > 0) ls_host_archive_counts(n, an, akey, succ, tnew, hscr);
+#else
         if (ACAP > 0) {
             // P4a: the counts behind each candidate's place, split over nch threads per candidate
             const int M = n + ACAP;
@@ -482,6 +665,7 @@ ISLES_DEV void lshade_epoch_block(
                 if (cnt) ISLES_ATOMIC_ADD(&tnew[c], cnt);
             }
         }
+#endif
         BLOCK_SYNC();
         if (n_next < n)
             for (int i = tid; i < n; i += nth)
@@ -516,11 +700,18 @@ ISLES_DEV void lshade_epoch_block(
                 const int q = tnew[c];
                 if (q >= 0) amap2[q < S ? q : q + an] = dropslot[q];
             }
+#ifdef ISLES_HOST_EMU
+            for (int c = 0; c < n; ++c) {   // row by row (no division per element)
+                const int q = tnew[c];
+                if (q >= 0) memcpy(Aw + aoff + (long long)dropslot[q] * DIM, Xc + c * DIM, sizeof(T) * DIM);
+            }
+#else
             for (int e = tid; e < n * DIM; e += nth) {
                 const int c = e / DIM;
                 const int q = tnew[c];
                 if (q >= 0) Aw[aoff + (long long)dropslot[q] * DIM + (e - c * DIM)] = Xc[e];
             }
+#endif
             if (tid == 0) iscal[1] = LS_MIN(an + S, LS_MIN(ACAP, ls_round_half_up(dmul_rn(r_arc, (double)n_next))));
         }
         BLOCK_SYNC();
@@ -578,7 +769,8 @@ int lshade_epoch_host(
     const long long nfe0, const int n_gen, const long long max_nfe, const double p, const double r_arc,
     unsigned long long* nan_count, long long* hit_eval, const T target, const int use_target)
 {
-    unsigned char* smem = (unsigned char*)malloc((size_t)smem_bytes);
+    // the block's shared memory, then the sorts' scratch (hscr)
+    unsigned char* smem = (unsigned char*)malloc((size_t)smem_bytes + LS_HOST_SCRATCH);
     if (!smem) return 1;
     for (int b = 0; b < n_islands; ++b)
         lshade_epoch_block(b, 0, 1, smem, X, fx, vx, A, a_n, MFi, MCRi, kk, Xo, fo, vo, Ao, a_no, MFo, MCRo, ko, Aw, Xg,
