@@ -492,7 +492,10 @@ def speed(dim: int = 10, repeats: int = 5) -> str:
         ("isles L-SHADE, host build, shifted elliptic (C)", lambda s: isles("isles-lshade", Elliptic(dim), s)),
         ("isles L-SHADE, host build, Rastrigin (C)", lambda s: isles("isles-lshade", rast, s)),
         ("isles jSO, host build, shifted elliptic (C)", lambda s: isles("isles-jso", Elliptic(dim), s)),
-        ("isles L-SHADE, NumPy, F1 through pygmo on the host", lambda s: isles("isles-lshade", CEC2014(1, dim), s, False)),
+        (
+            "isles L-SHADE, NumPy, F1 through pygmo on the host",
+            lambda s: isles("isles-lshade", CEC2014(1, dim), s, False),
+        ),
         ("isles L-SHADE, NumPy, elliptic (NumPy)", lambda s: isles("isles-lshade", Elliptic(dim), s, False)),
         ("isles jSO, NumPy, elliptic (NumPy)", lambda s: isles("isles-jso", Elliptic(dim), s, False)),
         ("isles DE (pop 50), NumPy, elliptic (NumPy)", lambda s: isles("isles-de", Elliptic(dim), s, False)),

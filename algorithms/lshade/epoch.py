@@ -446,7 +446,9 @@ def host_plan(alg, ctx):
         except (RuntimeError, OSError) as e:  # a compiler that fails: the array code, never a failed run
             why = str(e).splitlines()[0]
     if why is not None:
-        (log.warning if mode is True else log.info)("lshade: NumPy array code on the CPU, not the host kernel (%s)", why)
+        (log.warning if mode is True else log.info)(
+            "lshade: NumPy array code on the CPU, not the host kernel (%s)", why
+        )
     _HOST_PLANS[key] = (weakref.ref(alg), weakref.ref(ctx), built)
     while len(_HOST_PLANS) > _HOST_PLANS_KEPT:  # a plan holds its alg and ctx: keep the latest only
         _HOST_PLANS.pop(next(iter(_HOST_PLANS)))
