@@ -15,7 +15,7 @@ import pytest
 from isles.app import errors, job
 from isles.islands.control import checkpoint
 
-from tests.helpers import interrupt_at, make_cfg
+from tests.helpers import interrupt_at, make_cfg, plain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -232,3 +232,25 @@ def test_a_failed_save_keeps_the_previous_checkpoint_and_leaves_no_temporary_fil
     monkeypatch.undo()
     assert checkpoint.load(path)["note"] == "first"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.pkl"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_checkpoint_saved_before_async_budget_existed_resumes_as_it_ran(mode):
+    """A checkpoint written before ``islands.async_budget`` existed has no such key: a sync run's
+    resumes whatever the field says (sync runs do not use the pool), an async one's resumes with
+    ``island`` (how async runs spent their budget then) and is refused with the new default
+    ``shared``, naming the field and both values."""
+    from isles.islands.control.recovery import check_resumable, resumable_config  # noqa: PLC0415
+
+    def cfg(*over):
+        return plain(make_cfg("+experiment=de_islands", "device=cpu", f"islands.mode={mode}", *over))
+
+    saved = resumable_config(cfg("islands.async_budget=island"))
+    saved.pop("islands.async_budget", None)  # as an older release wrote it
+    data = {"config": saved, "done_gens": 0}
+    check_resumable(data, cfg("islands.async_budget=island"), "old.pkl")
+    if mode == "sync":
+        check_resumable(data, cfg(), "old.pkl")
+    else:
+        with pytest.raises(ValueError, match=r"islands\.async_budget: saved 'island', now 'shared'"):
+            check_resumable(data, cfg(), "old.pkl")

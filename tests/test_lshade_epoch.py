@@ -23,14 +23,14 @@ import logging
 import numpy as np
 import pytest
 
-from isles.algorithms.lshade import epoch
+from isles.algorithms.lshade import epoch, host_epoch
 from isles.algorithms.lshade.epoch import (
-    HostEpochLSHADE,
     smem_bytes,
     trials_in_global,
     unsupported_reason,
     whole_generations,
 )
+from isles.algorithms.lshade.host_epoch import HostEpochLSHADE
 from isles.algorithms.lshade.jso import JSO
 from isles.algorithms.lshade.lshade import LSHADE
 from isles.algorithms.lshade.operators import round_half_up
@@ -313,8 +313,8 @@ def test_no_c_compiler_falls_back_to_numpy(monkeypatch, caplog):
         assert _same(got[key], ref[key]), key
     assert [r.getMessage() for r in caplog.records if "C compiler" in r.getMessage()]
     for _ in range(40):  # the plans (each holding its alg and ctx) do not pile up
-        epoch.host_plan(alg, island_ctx(np, make_problem("sphere", dim=4), islands=2))
-    assert len(epoch._HOST_PLANS) <= epoch._HOST_PLANS_KEPT
+        host_epoch.host_plan(alg, island_ctx(np, make_problem("sphere", dim=4), islands=2))
+    assert len(host_epoch._HOST_PLANS) <= host_epoch._HOST_PLANS_KEPT
 
 
 def test_host_kernel_values():

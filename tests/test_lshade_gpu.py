@@ -141,7 +141,8 @@ def test_capture_is_refused():
 
 
 def _epoch_pair(cls, prob, dtype, islands=4, xn_global=False, **kw):
-    from isles.algorithms.lshade.epoch import EpochLSHADE, HostEpochLSHADE  # noqa: PLC0415
+    from isles.algorithms.lshade.epoch import EpochLSHADE  # noqa: PLC0415
+    from isles.algorithms.lshade.host_epoch import HostEpochLSHADE  # noqa: PLC0415
 
     alg = cls(**kw)
     cn, cc = island_ctx(np, prob, islands=islands, dtype=dtype), island_ctx(cp, prob, islands=islands, dtype=dtype)

@@ -268,14 +268,14 @@ class LSHADE(IslandAlgorithm):
         """``n_generations`` runtime generations; the whole L-SHADE generations in the epoch
         kernel where it applies (:mod:`isles.algorithms.lshade.epoch`, the same state): on CuPy
         the GPU kernel (``algorithm.epoch``), on NumPy its host build (``algorithm.host_kernel``,
-        :func:`isles.algorithms.lshade.epoch.host_plan`); else :meth:`step` after :meth:`step` with
+        :func:`isles.algorithms.lshade.host_epoch.host_plan`); else :meth:`step` after :meth:`step` with
         the target tracked."""
-        from isles.algorithms.lshade import epoch  # noqa: PLC0415  (an import cycle at module level)
+        from isles.algorithms.lshade import epoch, host_epoch  # noqa: PLC0415  (an import cycle at module level)
 
         if ctx.xp is not np:
             out = epoch.run(self, ctx, state, int(n_generations))
-        else:  # the kernel's host build where algorithm.host_kernel allows it (epoch.host_plan)
-            host = epoch.host_plan(self, ctx)
+        else:  # the kernel's host build where algorithm.host_kernel allows it (host_epoch.host_plan)
+            host = host_epoch.host_plan(self, ctx)
             out = None if host is None else epoch.run(self, ctx, state, int(n_generations), kernel=host)
         if out is not None:
             return out
@@ -284,10 +284,10 @@ class LSHADE(IslandAlgorithm):
     def gpu_path(self, ctx: Context) -> str:
         """``"numpy"``, ``"host kernel"`` (NumPy with the kernel's host build), ``"epoch kernel"``
         or ``"array code"`` (:meth:`run`)."""
-        from isles.algorithms.lshade import epoch  # noqa: PLC0415
+        from isles.algorithms.lshade import epoch, host_epoch  # noqa: PLC0415
 
         if ctx.xp is np:
-            return "host kernel" if epoch.host_plan(self, ctx) is not None else "numpy"
+            return "host kernel" if host_epoch.host_plan(self, ctx) is not None else "numpy"
         return "epoch kernel" if epoch.plan(self, ctx) is not None else "array code"
 
     # -- what jSO (JSO below) changes; L-SHADE's rules here -----------------------------------------

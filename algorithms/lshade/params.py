@@ -31,7 +31,7 @@ class LSHADEParams:
         epoch: on CuPy, run whole L-SHADE generations in the epoch kernel where it applies
             (:mod:`isles.algorithms.lshade.epoch`); ``False`` keeps the array code.
         host_kernel: on NumPy, run whole L-SHADE generations in the epoch kernel's host build
-            (the same C text compiled by the system C compiler, :func:`isles.algorithms.lshade.epoch.host_plan`):
+            (the same C text compiled by the system C compiler, :func:`isles.algorithms.lshade.host_epoch.host_plan`):
             ``"auto"`` (default) where it applies (a problem with a ``cuda_objective``,
             float32/float64, ``epoch`` true, a C compiler), else the NumPy array code with a one-line log;
             ``True`` the same, the fallback logged as a warning; ``False`` always the NumPy

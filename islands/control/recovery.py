@@ -41,6 +41,9 @@ RESUME_FREE_KEYS = (
     "generations",
     "stop.max_evaluations",
 )
+#: fields added after checkpoints were first written, each with the value that a checkpoint saved
+#: without it ran as (its run's behaviour then): such a checkpoint resumes where the field is set so
+ADDED_SINCE = {"islands.async_budget": "island"}
 
 
 def loop_copy(src) -> LoopState:
@@ -54,7 +57,8 @@ def loop_copy(src) -> LoopState:
 
 def resumable_config(cfg: dict) -> dict:
     """The flattened config that a resume must repeat: everything but where and how the run
-    runs (:data:`RESUME_FREE`, :data:`RESUME_FREE_KEYS`); ``generations`` and ``stop.max_evaluations`` may grow."""
+    runs (:data:`RESUME_FREE`, :data:`RESUME_FREE_KEYS`; ``islands.async_budget`` in sync mode);
+    ``generations`` and ``stop.max_evaluations`` may grow."""
     flat = {}
 
     def walk(d, prefix):
@@ -68,6 +72,8 @@ def resumable_config(cfg: dict) -> dict:
                 flat[key] = v
 
     walk(cfg, "")
+    if flat.get("islands.mode") == "sync":  # the async budget pool is not used by sync runs
+        flat.pop("islands.async_budget", None)
     return flat
 
 
@@ -80,6 +86,7 @@ def check_resumable(data: dict, cfg: dict, path: str) -> None:
             ``generations`` and the checkpoint's generation.
     """
     saved, now = data.get("config", {}), resumable_config(cfg)
+    saved = {**{k: v for k, v in ADDED_SINCE.items() if k in now}, **saved}
     diff = sorted(k for k in set(saved) | set(now) if saved.get(k, "<unset>") != now.get(k, "<unset>"))
     if diff:
         shown = "; ".join(f"{k}: saved {saved.get(k, '<unset>')!r}, now {now.get(k, '<unset>')!r}" for k in diff[:6])
