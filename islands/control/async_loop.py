@@ -35,6 +35,7 @@ lost or spent twice).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import pickle
 import time
@@ -302,5 +303,6 @@ class AsyncLoop(Schedule):
             return run_result(loop["best"], history, done(gens), t0, migrations, hits)
         finally:
             if pool is not None and ray.is_initialized():  # a generator closed late (an interrupt) may outlive Ray
-                ray.kill(pool)
+                with contextlib.suppress(ray.exceptions.ActorHandleNotFoundError):  # ... or its Ray session
+                    ray.kill(pool)
             self.pool = None
