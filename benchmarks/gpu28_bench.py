@@ -13,7 +13,8 @@ Parts (``--part a b c``, default all; about 4 minutes in all on an H100):
   covariances per generation, where the tutorial's lazy rule gives an interval of 1 at this D and
   lambda; plain ``step`` calls and the generation captured as a CUDA graph) against EvoX's
   ``CMAES`` (torch) on the same 128 instances, vmapped (``evox.core.use_state`` + ``vmap``) where
-  that works, else one instance after another (the row says which). The same process and GPU,
+  that works, else one instance after another (the row says which; EvoX 1.4's decomposition
+  ``torch.cond`` taken eagerly, :func:`_evox_cmaes_class`: torch 2.9 rejects it). The same process and GPU,
   CUDA events, median of 5; float32 on both sides (EvoX's default; ``--dtype``).
 * **c** -- time-to-target at D = 30 on CEC 2014 F1 (rotated high-conditioned elliptic), F8
   (shifted Rastrigin) and F10 (shifted Schwefel) (``--functions``): wall time (CUDA events around
