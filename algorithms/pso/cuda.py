@@ -92,10 +92,20 @@ def kernel_source(dtype) -> str:
     Raises:
         ValueError: another dtype.
     """
+    return typed_source(dtype, "fused PSO", DRAWS, "pso.cu")
+
+
+def typed_source(dtype, what: str, draws: str, name: str) -> str:
+    """``#define IS_F32`` for ``dtype``, the ``draws`` defines and the CUDA library file ``name``
+    assembled (:func:`isles.algorithms.core.cuda_lib.source`): the PSO and EPSO kernels' source.
+
+    Raises:
+        ValueError: ``dtype`` is neither float32 nor float64 (the message names ``what``).
+    """
     dt = np.dtype(dtype)
     if dt not in (np.float32, np.float64):
-        raise ValueError(f"fused PSO: dtype {dt} (allowed: float32|float64)")
-    return source(f"#define IS_F32 {int(dt == np.float32)}\n" + DRAWS, "pso.cu")
+        raise ValueError(f"{what}: dtype {dt} (allowed: float32|float64)")
+    return source(f"#define IS_F32 {int(dt == np.float32)}\n" + draws, name)
 
 
 def unsupported_reason(ctx, x=None) -> str | None:

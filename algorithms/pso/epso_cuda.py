@@ -58,7 +58,7 @@ import math
 
 import numpy as np
 
-from isles.algorithms.core.cuda_lib import defines, draw_ids, source
+from isles.algorithms.core.cuda_lib import defines, draw_ids
 from isles.algorithms.core.plan import function
 from isles.algorithms.core.random import _MASK, MAX_DRAWS
 from isles.algorithms.pso import cuda as pso_cuda
@@ -103,10 +103,7 @@ def kernel_source(dtype) -> str:
     Raises:
         ValueError: another dtype.
     """
-    dt = np.dtype(dtype)
-    if dt not in (np.float32, np.float64):
-        raise ValueError(f"fused EPSO: dtype {dt} (allowed: float32|float64)")
-    return source(f"#define IS_F32 {int(dt == np.float32)}\n" + DRAWS, "epso.cu")
+    return pso_cuda.typed_source(dtype, "fused EPSO", DRAWS, "epso.cu")
 
 
 def unsupported_reason(ctx, x=None, n_candidates: int = 1) -> str | None:
