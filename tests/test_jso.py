@@ -111,20 +111,9 @@ def test_jso_checkpoint_resume_is_bit_identical(tmp_path):
     from isles.islands.control import checkpoint  # noqa: PLC0415
 
     from tests.helpers import make_cfg  # noqa: PLC0415
-    from tests.test_lshade import COMMON  # noqa: PLC0415
+    from tests.test_lshade import RESUMED  # noqa: PLC0415
 
-    common = [
-        "+experiment=lshade",
-        "algorithm=jso",
-        *COMMON,
-        "stop.max_evaluations=null",
-        "islands.n=2",
-        "topology=ring",
-        "islands.migration_interval=2",
-        "algorithm.evals_per_generation=50",
-        "algorithm.max_generations=24",
-        "quiet=true",
-    ]
+    common = ["+experiment=lshade", "algorithm=jso", *RESUMED]
     whole = job.run_job(make_cfg(*common, "generations=24"), use_ray=False)[0]
     path = tmp_path / "ck.pkl"
     job.run_job(make_cfg(*common, "generations=10", "checkpoint.every=1", f"checkpoint.path={path}"), use_ray=False)

@@ -287,6 +287,17 @@ def test_migration_writes_active_rows_and_keeps_archive_and_memories():
 
 # -- the runtime: migration, budget, checkpoints, constraints ---------------------------------------
 COMMON = ["logger=none", "progress=false", "device=cpu", "problem=sphere", "problem.dim=4"]
+#: a 2-island run of 24 generations of 50 evaluations, checkpointed and resumed mid L-SHADE generation
+RESUMED = [
+    *COMMON,
+    "stop.max_evaluations=null",
+    "islands.n=2",
+    "topology=ring",
+    "islands.migration_interval=2",
+    "algorithm.evals_per_generation=50",
+    "algorithm.max_generations=24",
+    "quiet=true",
+]
 
 
 def _coordinator_run(*overrides):
@@ -367,17 +378,7 @@ def test_constrained_problem_by_feasibility_rules():
 
 def test_checkpoint_resume_is_bit_identical(tmp_path):
     """A run saved at generation 10 and resumed to 24 ends where the run of 24 in one go ends."""
-    common = [
-        "+experiment=lshade",
-        *COMMON,
-        "stop.max_evaluations=null",
-        "islands.n=2",
-        "topology=ring",
-        "islands.migration_interval=2",
-        "algorithm.evals_per_generation=50",
-        "algorithm.max_generations=24",
-        "quiet=true",
-    ]
+    common = ["+experiment=lshade", *RESUMED]
     whole = job.run_job(make_cfg(*common, "generations=24"), use_ray=False)[0]
     path = tmp_path / "ck.pkl"
     job.run_job(make_cfg(*common, "generations=10", "checkpoint.every=1", f"checkpoint.path={path}"), use_ray=False)
