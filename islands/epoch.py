@@ -137,6 +137,7 @@ def run_epoch(g, k: int, epoch: int, plan, link, next_edges, captured: bool = Fa
         isles.islands.transport.link.Aborted, TimeoutError: a peer's message did not come (the link's).
     """
     a, ctx = g.algorithm, g.ctx
+    g.epoch = epoch - 1  # the migration before this epoch is the one after epoch - 1 (the policies' context)
     if isinstance(plan, list):  # the local sources: g.emigrants(), this group's after the epoch before
         inbound, remote = group_plan(plan, g.island_ids, link.take(epoch - 1, g.emigrants, plan))
     else:
@@ -144,14 +145,18 @@ def run_epoch(g, k: int, epoch: int, plan, link, next_edges, captured: bool = Fa
     inbound, remote = with_migrants(g.plugins, len(g.island_ids), inbound, remote)
     events = None
     if inbound:
-        state, events = immigrate(a, ctx, g.state, g.island_ids, g.emigrants(), inbound, remote, g.replacement)
+        context = g.policy_context("replace", epoch - 1)
+        state, events = immigrate(a, ctx, g.state, g.island_ids, g.emigrants(), inbound, remote, g.replacement, context)
         g.set_state(state, captured)
         events = events or None
     g.evolve(k, captured)
+    g.epoch = epoch
     best = a.best(g.state)  # fresh arrays: a replayed graph reuses its buffers
     px = a.phenotype(best.genome[:, 0])
     # the next emigrants, where the next epoch's plan has edges (else selected when asked for)
-    g.sent = emigrants_of(a, g.state, g.n_migrants, g.selection) if next_edges else None
+    g.sent = (
+        emigrants_of(a, g.state, g.n_migrants, g.selection, g.policy_context("select", epoch)) if next_edges else None
+    )
     link.send(epoch, g.sent, next_edges, best if g.plugins else None)
     if g.plugins:
         bests = link.gather(epoch, best)

@@ -37,6 +37,7 @@ from isles.islands.transport.peer_links import PeerLinks
 from isles.islands.migration.moves import emigrants_of, migration_events
 from isles.islands.control.placement import ray_location
 from isles.islands.migration.planner import fixed_plan, migration_edges
+from isles.islands.migration.contract import Guarded, MigrationContext, guarded, policy_rng
 from isles.islands.migration.policies import replacement_policy, selection_policy
 from isles.islands.records import EpochSummary, GroupSnapshot, GroupSpec, SpanOrder
 from isles.islands.span_graph import SpanGraph
@@ -62,8 +63,11 @@ class IslandGroup(PeerLinks):
         self.evaluator = build_evaluator(spec.problem, spec.constraints)
         self.algorithm = build_algorithm(spec.algorithm)
         self.n_migrants = int(spec.n_migrants)
-        self.replacement = replacement_policy(spec.replacement)
-        self.selection = selection_policy(spec.selection, self.n_migrants, self.algorithm)
+        # a user's policy is checked where it returns (islands/migration/contract.py); the built-ins as they are
+        self.replacement = guarded(replacement_policy(spec.replacement), "replace")
+        self.selection = guarded(selection_policy(spec.selection, self.n_migrants, self.algorithm), "select")
+        self.epoch = 0  # the epochs completed (the next migration is the one after this epoch)
+        self._policy_rngs: dict = {}  # the policies' generators of this group's islands (policy_context)
         self.ctx = Context(
             xp=self.xp,
             dtype=dtype_of(spec.dtype),
@@ -150,6 +154,7 @@ class IslandGroup(PeerLinks):
                     if got is not None:
                         rows += got
                         j += m
+                        self.epoch = epoch0 + j
                         plan = edges  # the next epoch's sources, as after a plain epoch
                         self._keep_snapshot(rows, epoch0 + j in snaps, j < len(ks))
                         continue
@@ -195,8 +200,24 @@ class IslandGroup(PeerLinks):
         """The emigrants of this group's islands now (:func:`isles.islands.migration.moves.emigrants_of`;
         kept until the state changes)."""
         if self.sent is None:
-            self.sent = emigrants_of(self.algorithm, self.state, self.n_migrants, self.selection)
+            context = self.policy_context("select", self.epoch)
+            self.sent = emigrants_of(self.algorithm, self.state, self.n_migrants, self.selection, context)
         return self.sent
+
+    def policy_context(self, method: str, epoch: int) -> MigrationContext | None:
+        """The :class:`isles.islands.migration.contract.MigrationContext` of ``method``'s call
+        (``select`` or ``replace``) at the migration after epoch ``epoch``, from the islands' ids and
+        generation now (a user's policy gets it where its method takes it, and its checks name the
+        islands by it); ``None`` for the built-ins (nothing is made)."""
+        if not isinstance(self.selection, Guarded) and not isinstance(self.replacement, Guarded):
+            return None
+        key = (method, tuple(self.island_ids), id(self.ctx.rng))
+        rng = self._policy_rngs.get(key)
+        if rng is None:  # after a regroup, new ids: a new generator (the counter shared with the group's)
+            rng = policy_rng(self.xp, int(self.spec.seed), self.island_ids, method, self.ctx.rng.ctr)
+            self._policy_rngs = {k: v for k, v in self._policy_rngs.items() if k[1:] == key[1:]}
+            self._policy_rngs[key] = rng
+        return MigrationContext(tuple(self.island_ids), int(self.state["generation"]), int(epoch), rng)
 
     def set_state(self, state: dict, captured: bool = False) -> None:
         """The islands' state after a migration (into the generations' captured graph, if any)."""

@@ -40,6 +40,7 @@ from isles.algorithms.core.graph import prefixed as _prefixed
 from isles.algorithms.core.graph import split as _split
 from isles.algorithms.core.population import Population
 from isles.islands.epoch import Rows, run_epoch
+from isles.islands.migration.contract import uses_context
 
 #: the most generations of one captured epoch (each is a node of the graph; beyond this the
 #: epoch's own work hides the Python of the plain path)
@@ -195,9 +196,13 @@ def eligible(group, across_actors: bool) -> bool:
     """The run's part of :meth:`SpanGraph.fits`: ``islands.span_graph`` (``group.span_graph``:
     ``auto`` for a group that exchanges with no other actor, ``always`` also across actors over
     NCCL), CuPy with CUDA graphs on (``cuda_graph``). A caller that replays one epoch's plan also
-    checks that the plan is fixed (:func:`isles.islands.migration.planner.fixed_plan`)."""
+    checks that the plan is fixed (:func:`isles.islands.migration.planner.fixed_plan`). A group whose
+    migration policy takes a context (:mod:`isles.islands.migration.contract`) runs plain epochs: a
+    replay would hand the policy the captured epoch's generation and epoch."""
     mode = getattr(group, "span_graph", "auto")
     if mode == "never" or (across_actors and mode != "always"):
+        return False
+    if uses_context(getattr(group, "selection", None), getattr(group, "replacement", None)):
         return False
     return group.xp is not np and bool(group.ctx.cuda_graph)
 

@@ -266,23 +266,29 @@ class Mixed(IslandAlgorithm):
         """The identity: a mixed batch's individuals carry their phenotype."""
         return genome
 
-    def emigrants_of(self, state: State, k: int, selection) -> PopulationRoles:
+    def emigrants_of(self, state: State, k: int, selection, context=None) -> PopulationRoles:
         """Each part's ``k`` emigrants (:func:`isles.islands.migration.moves.emigrants_of`) as they
-        travel (:func:`common`), ``(I, k)``, under the role :data:`ROLE`."""
+        travel (:func:`common`), ``(I, k)``, under the role :data:`ROLE`; ``context``: the batch's
+        :class:`~isles.islands.migration.contract.MigrationContext` (each part gets its islands'), or ``None``."""
         from isles.islands.migration.moves import emigrants_of  # noqa: PLC0415  (the runtime calls this)
 
-        pops = []
+        pops, at = [], 0
         for j in self.present(state):
-            a = self.algorithms[j]
-            pops.append(common(emigrants_of(a, self.part(state, j), k, selection), a, self.dtype))
+            a, sub = self.algorithms[j], self.part(state, j)
+            n = self._islands(j, sub)
+            c = None if context is None else context.part(slice(at, at + n))
+            pops.append(common(emigrants_of(a, sub, k, selection, c), a, self.dtype))
+            at += n
         return PopulationRoles({ROLE: Population.concat(pops, axis=0)})
 
-    def immigrate(self, ctx: Context, state: State, island_ids: list, emigrants, inbound: dict, remote: dict, policy):
+    def immigrate(
+        self, ctx: Context, state: State, island_ids: list, emigrants, inbound: dict, remote: dict, policy, context=None
+    ):
         """:func:`isles.islands.migration.moves.immigrate` for a mixed batch: one pool of every source's
         emigrants as they travel; for each part, the route of its islands
         (:func:`~isles.islands.migration.moves.route`), the family's arrival rule (:meth:`adopt`), the
-        replacement policy and the family's ``replace``. Returns ``(state, events)``, the events over the
-        batch's rows."""
+        replacement policy (with the part's islands' ``context``, where given) and the family's
+        ``replace``. Returns ``(state, events)``, the events over the batch's rows."""
         from isles.islands.migration.moves import replacement, route  # noqa: PLC0415
 
         xp, I = ctx.xp, len(island_ids)
@@ -323,7 +329,8 @@ class Mixed(IslandAlgorithm):
             rows_d = device_constant(xp, rows)
             st, imm = a.adopt(sub, parts[j], flat.map(lambda v: v[rows_d]), valid)
             adopted += int(valid.sum()) if getattr(a, "evaluates_arrivals", False) else 0
-            idx, new, accepted, order = replacement(policy, a.population(st), imm, device_constant(xp, valid))
+            c = None if context is None else context.part(where)
+            idx, new, accepted, order = replacement(policy, a.population(st), imm, device_constant(xp, valid), c)
             parts[j] = a.replace_role(sub, st, None, idx, new)
             events.append(self._rows(xp, I, off, src_of, order, accepted, new.f))
         return self.joined(parts, state, state["generation"], adopted), events

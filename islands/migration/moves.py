@@ -26,12 +26,15 @@ come from two kernels instead of about 30 array operations (:mod:`isles.islands.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from isles.algorithms.core.backend import device_constant, to_host
 from isles.algorithms.core.population import Population, PopulationRoles, by_role
 from isles.islands.migration import fused as fused_migration
 from isles.islands.migration import policies
+from isles.islands.migration.contract import guarded
 
 # re-exported: app/job.py and the tests import them from here
 from isles.islands.migration.policies import check_n_migrants, rank_order, replacement_policy, selection_policy  # noqa: F401
@@ -122,9 +125,10 @@ def route(inbound: dict, n_dest: int, offsets: dict, counts: dict, capacity: int
     return rows, src_of, valid
 
 
-def replacement(policy, residents: Population, immigrants: Population, valid):
-    """Where immigrants go: ``policy.replace(residents, immigrants, valid)``
-    (:meth:`isles.islands.migration.policies.Replacement.replace`).
+def replacement(policy, residents: Population, immigrants: Population, valid, context=None):
+    """Where immigrants go: ``policy.replace(residents, immigrants, valid[, context])``
+    (:meth:`isles.islands.migration.policies.Replacement.replace`), a user's policy's return
+    checked (:func:`isles.islands.migration.contract.guarded`).
 
     Args:
         policy: a replacement policy object, or a config value of ``islands.replacement``
@@ -133,6 +137,8 @@ def replacement(policy, residents: Population, immigrants: Population, valid):
         residents: the islands' population ``(I, N)``.
         immigrants: ``(I, K)`` with the residents' leaves (:meth:`Population.conform`), ``K <= N``.
         valid: ``(I, K)`` bool, real immigrants (padding is False).
+        context: the :class:`isles.islands.migration.contract.MigrationContext` of the
+            destination islands (for a policy that takes one), or ``None``.
 
     Returns:
         ``(idx (I, K), new (I, K) Population, accepted (I, K), order (I, K))``: write ``new`` at
@@ -143,18 +149,25 @@ def replacement(policy, residents: Population, immigrants: Population, valid):
 
     Raises:
         ValueError: an unknown policy (:func:`check_replacement`).
+        isles.islands.migration.contract.PolicyError: a user's policy's return breaks its contract.
     """
-    return replacement_policy(policy).replace(residents, immigrants, valid)
+    return guarded(replacement_policy(policy), "replace").replace(residents, immigrants, valid, context)
 
 
-def emigrants_of(algorithm, state: dict, k: int, selection=None):
+def emigrants_of(algorithm, state: dict, k: int, selection=None, context=None):
     """The ``k`` emigrants of every population role (:meth:`IslandAlgorithm.populations`) of
-    ``state``, chosen by ``selection`` (a policy with ``select(f, v, k)``; ``None``: the ``k`` best,
+    ``state``, chosen by ``selection`` (a policy with ``select(f, v, k[, context])``, a user's
+    checked, :func:`isles.islands.migration.contract.guarded`; ``None``: the ``k`` best,
     :class:`isles.islands.migration.policies.SelectBest`): a :class:`Population` ``(I, k)`` for a
-    one-population algorithm, else a :class:`PopulationRoles`."""
-    selection = policies.SelectBest() if selection is None else selection
+    one-population algorithm, else a :class:`PopulationRoles`. ``context``: the islands'
+    :class:`isles.islands.migration.contract.MigrationContext` (each role's with its ``role``), or ``None``.
+
+    Raises:
+        isles.islands.migration.contract.PolicyError: a user's selection's return breaks its contract.
+    """
+    selection = policies.SelectBest() if selection is None else guarded(selection, "select")
     if hasattr(algorithm, "emigrants_of"):  # a batch of islands of several kinds selects its own
-        return algorithm.emigrants_of(state, k, selection)
+        return algorithm.emigrants_of(state, k, selection, context)
     pops = algorithm.populations(state)
     fused = type(selection) is policies.SelectBest and _fused(pops[next(iter(pops))])
     out = {}
@@ -162,11 +175,14 @@ def emigrants_of(algorithm, state: dict, k: int, selection=None):
         if fused:  # one kernel (isles.islands.migration.fused), the same emigrants; k checked once, at construction
             out[r] = fused_migration.select_best(p, k)
         if out.get(r) is None:
-            out[r] = p.take(selection.select(p.f, p.v, k))
+            c = context if context is None or r is None else dataclasses.replace(context, role=r)
+            out[r] = p.take(selection.select(p.f, p.v, k, c))
     return out[None] if list(out) == [None] else PopulationRoles(out)
 
 
-def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound: dict, remote: dict, policy: str):
+def immigrate(
+    algorithm, ctx, state: dict, island_ids: list, emigrants, inbound: dict, remote: dict, policy, context=None
+):
     """Immigrants into a group's islands, through :func:`route` and :func:`replacement`: the one
     code path for every algorithm. Each population role receives emigrants of the same role
     only, and the algorithm may re-assess immigrants before they compete
@@ -180,13 +196,15 @@ def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound:
             (1, k)}`` of islands elsewhere and of the plug-ins (ids ``-1, -2, ...``, one individual).
         policy: the replacement policy (:func:`replacement`), e.g. the group's built from
             ``islands.replacement``.
+        context: the islands' :class:`isles.islands.migration.contract.MigrationContext` (for a
+            policy that takes one; each role's with its ``role``), or ``None``.
 
     Returns:
         ``(state, events)``: the new state and one ``(src_of, order, accepted, f_new)`` per role
         that received immigrants (device arrays; :func:`migration_events` reads them).
     """
     if hasattr(algorithm, "immigrate"):  # a batch of islands of several kinds routes its own (through route)
-        return algorithm.immigrate(ctx, state, island_ids, emigrants, inbound, remote, policy)
+        return algorithm.immigrate(ctx, state, island_ids, emigrants, inbound, remote, policy, context)
     xp, I = ctx.xp, len(island_ids)
     emigrants = by_role(emigrants)
     remote = {rid: by_role(r) for rid, r in remote.items()}
@@ -227,7 +245,8 @@ def immigrate(algorithm, ctx, state: dict, island_ids: list, emigrants, inbound:
         immigrants = flat.map(lambda a: a[rows_d])
         state, immigrants = algorithm.assess_immigrants(ctx, state, role, immigrants)
         residents = algorithm.populations(state)[role]
-        idx, new, accepted, order = replacement(policy, residents, immigrants, device_constant(xp, valid))
+        c = context if context is None or role is None else dataclasses.replace(context, role=role)
+        idx, new, accepted, order = replacement(policy, residents, immigrants, device_constant(xp, valid), c)
         state = algorithm.replace_role(ctx, state, role, idx, new)
         events.append((src_of, order, accepted, new.f))
     return state, events

@@ -7,6 +7,12 @@ with one method each.
   (idx, new, accepted, order)``, where the immigrants land, e.g. :class:`FairReplace`,
   :class:`ReplaceWorst`.
 
+A method that takes one more argument, ``context`` (``select(f, v, k, context)``), gets a
+:class:`~isles.islands.migration.contract.MigrationContext`: the islands' global ids, generation and
+epoch, and a counter-based generator keyed by (seed, island, generation, draw), so that a random
+policy does not depend on the grouping of the islands. A user's policy's return is checked at the
+first migration (:func:`isles.islands.migration.contract.guarded`); the built-in classes are trusted.
+
 The config names a built-in policy (``islands.replacement=replace_worst``, the names of
 :data:`SELECTIONS` and :data:`REPLACEMENTS`) or any class by ``_target_``
 (``islands.replacement={_target_: my_module.MyReplace, some_arg: 1}``), built through
@@ -87,19 +93,22 @@ class Selection:
     """An emigrant selection policy (``islands.selection``); subclass it, or give any class
     with this method."""
 
-    def select(self, f, v, k: int):
-        """Emigrant indices ``(I, k)`` (int, along the population axis, distinct per island) of
-        islands with fitness ``f (I, N)`` and violation ``v (I, N)`` (device arrays); the
-        emigrants go in this order (best first for the built-ins)."""
+    def select(self, f, v, k: int, context=None):
+        """Emigrant indices ``(I, k)`` (int, along the population axis, in ``[0, N)``, distinct
+        per island) of islands with fitness ``f (I, N)`` and violation ``v (I, N)`` (device
+        arrays); the emigrants go in this order (best first for the built-ins). ``context``: a
+        :class:`~isles.islands.migration.contract.MigrationContext` (island ids, generation, epoch,
+        generator), given to a method that declares it; leave it out if the policy needs none."""
         raise NotImplementedError
 
 
 class SelectBest(_Stateless, Selection):
     """The ``k`` best individuals of each island under Deb's rules, best first (``pagmo::select_best``)."""
 
-    def select(self, f, v, k: int):
+    def select(self, f, v, k: int, context=None):
         """Indices ``(I, k)`` of the ``k`` best of each island (:func:`rank_order`); ``k`` in
-        ``1..N``, checked once when the group built its selection (:func:`check_migrants`)."""
+        ``1..N``, checked once when the group built its selection (:func:`check_migrants`);
+        ``context`` unused."""
         return rank_order(f, v)[:, :k]
 
 
@@ -108,19 +117,22 @@ class Replacement:
     """An immigrant replacement policy (``islands.replacement``); subclass it, or give any
     class with this method."""
 
-    def replace(self, residents: Population, immigrants: Population, valid):
+    def replace(self, residents: Population, immigrants: Population, valid, context=None):
         """Where immigrants go.
 
         Args:
             residents: the islands' population ``(I, N)``.
             immigrants: ``(I, K)`` with the residents' leaves (:meth:`Population.conform`), ``K <= N``.
             valid: ``(I, K)`` bool, real immigrants (padding is False).
+            context: a :class:`~isles.islands.migration.contract.MigrationContext`, given to a
+                method that declares it (leave it out if the policy needs none).
 
         Returns:
             ``(idx (I, K), new (I, K) Population, accepted (I, K) bool, order (I, K))``: write
-            ``new`` at ``idx`` (distinct per island); where an immigrant is not accepted ``new``
-            holds the resident at ``idx`` unchanged; ``order`` is the permutation applied to the
-            immigrants, so ``accepted[i, j]`` refers to immigrant ``order[i, j]`` of the input.
+            ``new`` at ``idx`` (integer positions in ``[0, N)``, distinct per island); where an
+            immigrant is not accepted ``new`` holds the resident at ``idx`` unchanged; ``order`` is
+            the permutation applied to the immigrants, so ``accepted[i, j]`` refers to immigrant
+            ``order[i, j]`` of the input (only a real one, ``valid``, can be accepted).
             :func:`worst_first` gives the pairing of the built-ins.
         """
         raise NotImplementedError
@@ -150,9 +162,9 @@ class FairReplace(_Stateless, Replacement):
     """A resident is replaced only by a better immigrant (Deb's rules): each island keeps the best
     ``N`` of residents plus immigrants (``pagmo::fair_replace``)."""
 
-    def replace(self, residents: Population, immigrants: Population, valid):
+    def replace(self, residents: Population, immigrants: Population, valid, context=None):
         """As :meth:`Replacement.replace`: the worst residents, worst first (:func:`worst_first`),
-        each replaced by its immigrant where that one is better."""
+        each replaced by its immigrant where that one is better (``context`` unused)."""
         idx, imm, res, valid, order = worst_first(residents, immigrants, valid)
         accepted = valid & better(imm.f, imm.v, res.f, res.v)
         return idx, imm.where(accepted, res), accepted, order
@@ -161,9 +173,9 @@ class FairReplace(_Stateless, Replacement):
 class ReplaceWorst(_Stateless, Replacement):
     """Immigrants overwrite the worst residents unconditionally (pagmo 1's ``worst_r_policy``)."""
 
-    def replace(self, residents: Population, immigrants: Population, valid):
+    def replace(self, residents: Population, immigrants: Population, valid, context=None):
         """As :meth:`Replacement.replace`: every real immigrant replaces one of the worst
-        residents (:func:`worst_first`)."""
+        residents (:func:`worst_first`; ``context`` unused)."""
         idx, imm, res, valid, order = worst_first(residents, immigrants, valid)
         accepted = valid
         return idx, imm.where(accepted, res), accepted, order
