@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from isles.algorithms.core.backend import cupy_or_none
 from isles.islands.control import checkpoint
 from isles.app.group_books import GroupBooks
-from isles.app.overrides import job_overrides, user_problem_config
+from isles.app.overrides import RETARGETED, job_overrides, typed_class_node
 from isles.islands.control.budget import with_budget
 from isles.islands.config.build import build_algorithm, build_plugins, build_problem, check_pairing
 from isles.islands.migration.policies import check_migrants
@@ -130,11 +130,14 @@ class Prepared(NamedTuple):
 
 
 def _resolved(run_cfg: DictConfig, cfg: DictConfig) -> dict:
-    """The composed run config ``run_cfg`` resolved as the job runs it: the problem's keys as typed
-    (``cfg``'s own ``hydra`` node, or the running job's overrides: no stale keys of another
-    problem) and the default checkpoint path (the job's output directory)."""
+    """The composed run config ``run_cfg`` resolved as the job runs it: the problem's and the
+    topology's keys as typed (``cfg``'s own ``hydra`` node, or the running job's overrides: no stale
+    keys of another class, :func:`isles.app.overrides.typed_class_node`) and the default checkpoint
+    path (the job's output directory)."""
     plain = OmegaConf.to_container(run_cfg, resolve=True)
-    plain["problem"] = user_problem_config(plain.get("problem") or {}, job_overrides(cfg))
+    overrides = job_overrides(cfg)
+    for group in RETARGETED:
+        plain[group] = typed_class_node(plain.get(group) or {}, overrides, group)
     ck = plain.get("checkpoint") or {}
     if ck.get("every") and not ck.get("path"):
         plain["checkpoint"] = {**ck, "path": os.path.join(_output_dir(), "checkpoint.pkl")}

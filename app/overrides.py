@@ -1,14 +1,18 @@
-"""The command line's overrides of a Hydra job, and what they mean for the problem to build.
+"""The command line's overrides of a Hydra job, and what they mean for the problem and the
+topology to build.
 
 A class named on the command line starts from its own constructor defaults: Hydra merges
-``problem._target_=my.Problem`` into the problem node that the config (an experiment's problem,
-e.g. ``fep_f5``: ``dim: 32``, ``lower: -5.12``) composed, and :func:`user_problem_config` drops the
-keys that came with that node, keeping only the ``problem.*`` keys typed on the command line.
+``problem._target_=my.Problem`` (or ``problem={_target_: my.Problem, dim: 3}``) into the problem
+node that the config (an experiment's problem, e.g. ``fep_f5``: ``dim: 32``, ``lower: -5.12``)
+composed, and :func:`typed_class_node` drops the keys that came with that node, keeping only the
+keys typed on the command line. The same holds for ``topology`` (``topology={_target_:
+my.Topology}`` over an experiment's ``ring``: not its ``bidirectional`` and ``weight``); the groups
+are :data:`RETARGETED`.
 
 The overrides are the running Hydra job's (``python run.py ...``, ``isles ...``, a sweep's job) or,
 for a config composed in-process (Hydra's ``compose(..., return_hydra_config=True)``), the ones
 its own ``hydra`` node records (:func:`job_overrides`). A config composed without its ``hydra``
-node does not say which keys were typed: :func:`retarget_problem` applies the rule where it is
+node does not say which keys were typed: :func:`retarget` applies the rule where it is
 composed (``tests/helpers.make_cfg`` does), before the node is dropped.
 """
 
@@ -44,45 +48,66 @@ def job_overrides(cfg=None) -> list[str]:
         return task_overrides()
 
 
-def retarget_problem(cfg):
-    """``cfg`` (a ``DictConfig`` composed with its ``hydra`` node) with its ``problem`` node as
-    the job builds it (:func:`user_problem_config` on :func:`job_overrides`): a class named on
-    the command line gets only the ``problem.*`` keys typed there, not those of the experiment's
-    problem (``+experiment=fep``: ``lower: -5.12``, ``upper: 5.12``). Changes ``cfg`` in place
-    and returns it."""
-    node = OmegaConf.to_container(cfg.problem, resolve=True) if cfg.get("problem") is not None else None
-    if node is None:
-        return cfg
-    kept = user_problem_config(node, job_overrides(cfg))
-    if kept != node:
-        with open_dict(cfg):
-            cfg.problem = kept
+#: the config groups whose class a command line may name by ``_target_`` (:func:`typed_class_node`)
+RETARGETED = ("problem", "topology")
+
+
+def retarget(cfg):
+    """``cfg`` (a ``DictConfig`` composed with its ``hydra`` node) with its ``problem`` and
+    ``topology`` nodes (:data:`RETARGETED`) as the job builds them (:func:`typed_class_node` on
+    :func:`job_overrides`): a class named on the command line gets only the keys typed there, not
+    those of the experiment's problem (``+experiment=fep``: ``lower: -5.12``, ``upper: 5.12``) or
+    topology (``ring``: ``bidirectional``, ``weight``). Changes ``cfg`` in place and returns it."""
+    overrides = job_overrides(cfg)
+    for group in RETARGETED:
+        node = OmegaConf.to_container(cfg[group], resolve=True) if cfg.get(group) is not None else None
+        if node is None:
+            continue
+        kept = typed_class_node(node, overrides, group)
+        if kept != node:
+            with open_dict(cfg):
+                cfg[group] = kept
     return cfg
 
 
 def user_problem_config(problem_cfg: dict, overrides) -> dict:
-    """The problem node to build, given the command line's ``overrides``.
+    """The problem node to build, given the command line's ``overrides``:
+    :func:`typed_class_node` of the ``problem`` group."""
+    return typed_class_node(problem_cfg, overrides, "problem")
 
-    When the command line names the class (``problem._target_=my.Problem``, with ``=``, ``+`` or
-    ``++``), the other keys of the composed node belong to the problem that the config had chosen
-    (an experiment's ``fep_f5``: ``dim: 32``, ``lower: -5.12``, ``upper: 5.12``): they are dropped,
-    and only the ``problem.*`` keys on the command line are kept, so the class gets its own
-    constructor defaults for the rest (or :func:`isles.islands.config.build.build_problem` names the
-    missing field). Without ``problem._target_`` on the command line (``problem=ackley``, an experiment's own problem,
-    ``problem.dim=10``), the node is returned unchanged.
+
+def typed_class_node(node: dict, overrides, group: str) -> dict:
+    """The ``group`` node (``problem``, ``topology``) to build, given the command line's ``overrides``.
+
+    When the command line names the class (``problem._target_=my.Problem``, or the whole node
+    ``topology={_target_: my.Topology, weight: 0.5}``, with ``=``, ``+`` or ``++``), the other keys
+    of the composed node belong to the class that the config had chosen (an experiment's
+    ``fep_f5``: ``dim: 32``, ``lower: -5.12``, ``upper: 5.12``; its ``ring``: ``bidirectional``,
+    ``weight``): they are dropped, and only the ``group`` keys on the command line are kept, so the
+    class gets its own constructor defaults for the rest (or
+    :func:`isles.islands.config.build.build_problem` names the missing field). Without a
+    ``_target_`` on the command line (``problem=ackley``, ``topology=star``, an experiment's own
+    node, ``problem.dim=10``), the node is returned unchanged.
 
     Args:
-        problem_cfg: the composed, resolved ``problem`` node (plain dict).
+        node: the composed, resolved ``group`` node (plain dict).
         overrides: the command line's overrides (:func:`task_overrides`), Hydra syntax.
+        group: the config group's name.
     """
-    given, retarget = set(), False
+    given, named = set(), False
     for o in OverridesParser.create().parse_overrides(list(overrides)):
         head, _, rest = o.key_or_group.partition(".")
-        if head != "problem" or not rest or o.package is not None:
+        if head != group or o.package is not None or o.is_delete():
+            continue
+        if not rest:  # the whole node: group={_target_: ..., key: value} (group=NAME picks a config)
+            value = o.value()
+            if isinstance(value, dict):
+                given |= set(value)
+                named = named or "_target_" in value
             continue
         key = rest.split(".")[0]
         given.add(key)
-        retarget = retarget or (key == "_target_" and not o.is_delete())
-    if not retarget:
-        return problem_cfg
-    return {k: v for k, v in problem_cfg.items() if k in given}
+        named = named or key == "_target_"
+    if not named:
+        return node
+    return {k: v for k, v in node.items() if k in given}

@@ -1,9 +1,13 @@
 """A user's migration policies, plugged in through the config (issue 26 item 3):
 ``islands.replacement={_target_: tests.migration_policies.RejectAll}``,
 ``islands.selection={_target_: tests.migration_policies.SelectWorst}``. Each is one class with one
-method of array code over ``xp`` (NumPy or CuPy), without host synchronisation."""
+method of array code over ``xp`` (NumPy or CuPy), without host synchronisation. And a user's
+topology, ``topology={_target_: tests.migration_policies.Chain}`` (issue 34)."""
+
+import numpy as np
 
 from isles.islands.migration.policies import Replacement, Selection, rank_order, worst_first
+from isles.islands.migration.topology import Topology
 
 
 class RejectAll(Replacement):
@@ -96,3 +100,17 @@ class ReplaceWrongShape(Replacement):
         """The built-ins' pairing (``replace_worst``) with the last column of ``new`` dropped."""
         idx, imm, res, valid, order = worst_first(residents, immigrants, valid)
         return idx, imm.where(valid, res).map(lambda a: a[:, :-1]), valid, order
+
+
+class Chain(Topology):
+    """A user's topology: the one-way chain ``0 -> 1 -> ... -> n - 1`` (no edge back to 0), every
+    edge with probability ``weight``."""
+
+    def __init__(self, weight: float = 1.0):
+        self.weight = float(weight)
+
+    def weights(self, n: int) -> np.ndarray:
+        """``W (n, n)`` with ``W[i, i + 1] = weight``."""
+        W = np.zeros((n, n))
+        W[np.arange(n - 1), np.arange(1, n)] = self.weight
+        return W
