@@ -32,6 +32,7 @@ from tests.migration_policies import RejectAll, SelectWorst
 ROOT = Path(__file__).resolve().parents[1]
 REJECT = "islands.replacement={_target_: tests.migration_policies.RejectAll}"
 WORST = "islands.selection={_target_: tests.migration_policies.SelectWorst}"
+REPLACE_RANDOM = "islands.replacement={_target_: tests.migration_policies.ReplaceRandom}"
 DE = [
     "+experiment=de_islands",
     "problem=sphere",
@@ -126,6 +127,17 @@ def test_user_policies_in_two_ray_actors_equal_the_in_process_run(ray_local):
     two = run(REJECT, WORST, "islands.n_actors=2", use_ray=True)
     assert two.migrations_accepted == one.migrations_accepted == 0
     assert two.best_f == one.best_f and two.evaluations == one.evaluations
+    np.testing.assert_array_equal(two.history[-1].island_best_f, one.history[-1].island_best_f)
+
+
+@pytest.mark.slow
+def test_random_policies_on_two_ray_actors_equal_one_group(ray_local):
+    """A selection and a replacement that draw from their context's counter-based generator
+    (issue 34) give the run of one in-process group on two Ray actors, bit for bit."""
+    random = ("islands.selection={_target_: tests.migration_policies.SelectRandom}", REPLACE_RANDOM)
+    one = run(*random, "islands.n_actors=1")
+    two = run(*random, "islands.n_actors=2", use_ray=True)
+    assert two.best_f == one.best_f and two.migrations == one.migrations
     np.testing.assert_array_equal(two.history[-1].island_best_f, one.history[-1].island_best_f)
 
 
