@@ -53,3 +53,42 @@ def test_user_policies_inside_the_captured_span_graph_equal_the_plain_epochs():
     np.testing.assert_array_equal(auto.history[-1].island_best_f, alone.history[-1].island_best_f)
     worst = go(WORST, "device=gpu")  # SelectWorst with fair_replace: another run than select_best's
     assert worst.best_f != go("device=gpu").best_f
+
+
+RANDOM = (
+    "islands.selection={_target_: tests.migration_policies.SelectRandom}",
+    "islands.replacement={_target_: tests.migration_policies.ReplaceRandom}",
+)
+
+
+def test_random_policies_on_the_gpu_are_the_same_on_one_and_two_groups_and_run_plain_epochs():
+    """The context's generator on CuPy (issue 34): the same run on 1 and 2 in-process groups; a
+    policy that takes a context is never captured in a span graph."""
+    from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
+
+    before = SpanGraph.captures
+    one = go(*RANDOM, "device=gpu", "islands.n_actors=1")
+    two = go(*RANDOM, "device=gpu", "islands.n_actors=2")
+    assert SpanGraph.captures == before
+    assert one.best_f == two.best_f and one.migrations == two.migrations
+    np.testing.assert_array_equal(one.history[-1].island_best_f, two.history[-1].island_best_f)
+
+
+@pytest.mark.parametrize(
+    "policy, needle",
+    [
+        (
+            "islands.selection={_target_: tests.migration_policies.SelectOutOfRange}",
+            "SelectOutOfRange.select returned index 16 on island 0",
+        ),
+        (
+            "islands.replacement={_target_: tests.migration_policies.ReplaceAtZero}",
+            "ReplaceAtZero.replace returned idx with index 0 repeated 4 times on island 0",
+        ),
+    ],
+)
+def test_a_policy_that_breaks_its_contract_on_the_gpu_is_refused_at_the_first_migration(policy, needle):
+    from isles.islands.migration.contract import PolicyError  # noqa: PLC0415
+
+    with pytest.raises(PolicyError, match=needle):
+        go(policy, "device=gpu", "islands.span_graph=auto")

@@ -16,6 +16,7 @@ import pytest
 from hydra.utils import instantiate
 
 from isles.algorithms.core.population import Population
+from isles.app.job import run_job
 from isles.islands import span_graph
 from isles.islands.coordinator import Coordinator
 from isles.islands.group import IslandGroup
@@ -156,8 +157,16 @@ def test_builtins_are_trusted_as_they_are_and_old_signatures_keep_working():
     assert isinstance(g, GuardedSelection) and guarded(g, "select") is g and not g.takes_context
     assert guarded(SelectRandom(), "select").takes_context
     assert isinstance(guarded(ReplaceRandom(), "replace"), GuardedReplacement)
-    assert takes_context(SimpleNamespace(select=lambda f, v, k, *, context=None: None), "select", 3)
     assert not takes_context(SimpleNamespace(select=lambda f, v, k, *, seed=0: None), "select", 3)
+    context, got = MigrationContext((5, 6), 4, 2, policy_rng(np, 0, (5, 6), "select")), []
+    first = lambda f, k, c: got.append(c) or np.zeros((f.shape[0], k), dtype=np.int64) + np.arange(k)  # noqa: E731
+    for select in (
+        lambda f, v, k, *, context: first(f, k, context),  # keyword-only
+        lambda f, v, k, ctx: first(f, k, ctx),  # positional, another name
+        lambda f, v, k, **kw: first(f, k, kw["context"]),
+    ):
+        guarded(SimpleNamespace(select=select), "select").select(np.zeros((2, 5)), np.zeros((2, 5)), 2, context)
+    assert got == [context] * 3
     f = np.random.default_rng(1).random((2, 5))
     np.testing.assert_array_equal(g.select(f, f * 0, 2), np.argsort(-f, axis=1)[:, :2])  # called without a context
     # a group of the built-ins: its policies unwrapped (the fused kernels' test is type(policy) is ...), no context made
@@ -213,6 +222,18 @@ def test_random_policies_give_the_same_run_on_one_and_two_groups():
     np.testing.assert_array_equal(one.history[-1].island_best_f, two.history[-1].island_best_f)
     assert one.best_f != run(REPLACE % "ReplaceRandom", "islands.n_actors=1").best_f  # the selection took part
     assert one.best_f == run(*policies, "islands.n_actors=4").best_f  # each island its own group
+
+
+def test_random_policies_resumed_from_a_checkpoint_give_the_uninterrupted_run(tmp_path):
+    """The context's numbers depend on (seed, island, generation, draw): a run that resumes a
+    checkpoint on another grouping draws what the uninterrupted run drew."""
+    policies = (SELECT % "SelectRandom", REPLACE % "ReplaceRandom", "quiet=true")
+    path = tmp_path / "ck.pkl"
+    run_job(make_cfg(*DE, *policies, "generations=6", "checkpoint.every=1", f"checkpoint.path={path}"), use_ray=False)
+    resumed = run_job(make_cfg(*DE, *policies, f"checkpoint.resume={path}", "islands.n_actors=2"), use_ray=False)[0]
+    straight = run(*policies)
+    assert resumed.best_f == straight.best_f and resumed.migrations == straight.migrations
+    np.testing.assert_array_equal(resumed.history[-1].island_best_f, straight.history[-1].island_best_f)
 
 
 def test_random_policies_on_a_mixed_batch_are_the_same_on_one_two_and_three_groups():

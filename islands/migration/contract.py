@@ -113,24 +113,27 @@ def policy_rng(xp, seed: int, island_ids, method: str, ctr=None) -> CounterRNG:
     return rng
 
 
-def takes_context(policy, method: str, n_args: int) -> bool:
-    """Whether ``policy.<method>`` accepts a context after its ``n_args`` arrays (one more
-    positional argument, or a keyword ``context``)."""
-    fn = getattr(policy, method)
+def context_passing(policy, method: str, n_args: int) -> str | None:
+    """How ``policy.<method>`` takes a context after its ``n_args`` arrays: ``"keyword"`` (a
+    parameter ``context``, or ``**kwargs``), ``"positional"`` (one more positional parameter of
+    another name, or ``*args``), or ``None`` (the old signature: no context)."""
     try:
-        sig = inspect.signature(fn)
+        sig = inspect.signature(getattr(policy, method))
     except (TypeError, ValueError):  # a builtin or C callable: the documented signature
-        return False
-    try:
-        sig.bind(*range(n_args + 1))
-        return True
-    except TypeError:
-        pass
-    try:
-        sig.bind(*range(n_args), context=None)
-        return True
-    except TypeError:
-        return False
+        return None
+    for how, extra in (("keyword", {"context": None}), ("positional", {})):
+        try:
+            sig.bind(*range(n_args + (how == "positional")), **extra)
+            return how
+        except TypeError:
+            continue
+    return None
+
+
+def takes_context(policy, method: str, n_args: int) -> bool:
+    """Whether ``policy.<method>`` accepts a context after its ``n_args`` arrays
+    (:func:`context_passing`)."""
+    return context_passing(policy, method, n_args) is not None
 
 
 def guarded(policy, method: str):
@@ -160,7 +163,8 @@ class Guarded:
 
     def __init__(self, policy):
         self.policy = policy
-        self.takes_context = takes_context(policy, self.method, self.n_args)
+        self.passing = context_passing(policy, self.method, self.n_args)
+        self.takes_context = self.passing is not None
         self.seen: set = set()  # the call shapes already checked (CuPy)
 
     def __repr__(self):
@@ -168,7 +172,9 @@ class Guarded:
 
     def _call(self, args, context):
         fn = getattr(self.policy, self.method)
-        return fn(*args, context) if self.takes_context else fn(*args)
+        if self.passing == "keyword":
+            return fn(*args, context=context)
+        return fn(*args, context) if self.passing else fn(*args)
 
     def _due(self, xp, key) -> bool:
         """Whether the values of this call are checked: always on NumPy, once per ``key`` on CuPy."""
