@@ -145,7 +145,7 @@ def run_epoch(g, k: int, epoch: int, plan, link, next_edges, captured: bool = Fa
     inbound, remote = with_migrants(g.plugins, len(g.island_ids), inbound, remote)
     events = None
     if inbound:
-        context = g.policy_context("replace", epoch - 1)
+        context = g.policy_context("replace")
         state, events = immigrate(a, ctx, g.state, g.island_ids, g.emigrants(), inbound, remote, g.replacement, context)
         g.set_state(state, captured)
         events = events or None
@@ -154,9 +154,7 @@ def run_epoch(g, k: int, epoch: int, plan, link, next_edges, captured: bool = Fa
     best = a.best(g.state)  # fresh arrays: a replayed graph reuses its buffers
     px = a.phenotype(best.genome[:, 0])
     # the next emigrants, where the next epoch's plan has edges (else selected when asked for)
-    g.sent = (
-        emigrants_of(a, g.state, g.n_migrants, g.selection, g.policy_context("select", epoch)) if next_edges else None
-    )
+    g.sent = emigrants_of(a, g.state, g.n_migrants, g.selection, g.policy_context("select")) if next_edges else None
     link.send(epoch, g.sent, next_edges, best if g.plugins else None)
     if g.plugins:
         bests = link.gather(epoch, best)

@@ -200,13 +200,13 @@ class IslandGroup(PeerLinks):
         """The emigrants of this group's islands now (:func:`isles.islands.migration.moves.emigrants_of`;
         kept until the state changes)."""
         if self.sent is None:
-            context = self.policy_context("select", self.epoch)
+            context = self.policy_context("select")
             self.sent = emigrants_of(self.algorithm, self.state, self.n_migrants, self.selection, context)
         return self.sent
 
-    def policy_context(self, method: str, epoch: int) -> MigrationContext | None:
+    def policy_context(self, method: str) -> MigrationContext | None:
         """The :class:`isles.islands.migration.contract.MigrationContext` of ``method``'s call
-        (``select`` or ``replace``) at the migration after epoch ``epoch``, from the islands' ids and
+        (``select`` or ``replace``) at the migration after epoch :attr:`epoch`, from the islands' ids and
         generation now (a user's policy gets it where its method takes it, and its checks name the
         islands by it); ``None`` for the built-ins (nothing is made)."""
         if not isinstance(self.selection, Guarded) and not isinstance(self.replacement, Guarded):
@@ -217,7 +217,7 @@ class IslandGroup(PeerLinks):
             rng = policy_rng(self.xp, int(self.spec.seed), self.island_ids, method, self.ctx.rng.ctr)
             self._policy_rngs = {k: v for k, v in self._policy_rngs.items() if k[1:] == key[1:]}
             self._policy_rngs[key] = rng
-        return MigrationContext(tuple(self.island_ids), int(self.state["generation"]), int(epoch), rng)
+        return MigrationContext(tuple(self.island_ids), int(self.state["generation"]), int(self.epoch), rng)
 
     def set_state(self, state: dict, captured: bool = False) -> None:
         """The islands' state after a migration (into the generations' captured graph, if any)."""

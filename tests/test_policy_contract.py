@@ -179,7 +179,7 @@ def test_builtins_are_trusted_as_they_are_and_old_signatures_keep_working():
     }
     group = IslandGroup(GroupSpec(**spec))
     assert type(group.selection) is SelectBest and type(group.replacement) is FairReplace
-    assert group.policy_context("select", 0) is None
+    assert group.policy_context("select") is None
 
 
 def test_a_policy_that_breaks_its_contract_stops_the_run_at_the_first_migration():
