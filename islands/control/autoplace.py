@@ -145,7 +145,7 @@ def choose(cfg: dict, plugins, topology, resources: dict | None = None, measure=
     try:
         costs = {d: measure(d, units[d]) for d in dict.fromkeys(d for d, _ in every)}
     except Exception as err:  # noqa: BLE001  (the run itself says what fails)
-        log.warning("placement: the probe failed (%s: %s); the default placement stays", type(err).__name__, err)
+        log.debug("placement: the probe failed (%s: %s); the default placement stays", type(err).__name__, err)
         return None
     probe_s = time.perf_counter() - t0
     w = Workload(n, int(isl["migration_interval"]), int(cfg["generations"]), ray_anyway=isl["mode"] != "sync")
