@@ -75,6 +75,9 @@ def test_tiny_islands_stay_on_one_actor_and_an_expensive_objective_spreads():
     assert pick({"cpu": cheap()}, ring, [("cpu", 1), ("cpu", 2)], ("cpu", 1)) == ("cpu", 1)
     busy = Workload(n=4, interval=10, generations=400)
     assert pick({"cpu": costly(units=4)}, busy, [("cpu", a) for a in (1, 2, 3, 4)], ("cpu", 1)) == ("cpu", 4)
+    # nor on a machine whose cores other work keeps busy: Ray's start stretches with the load
+    busy_machine = Workload(n=4, interval=10, generations=400, load=10.0)
+    assert pick({"cpu": costly(units=4)}, busy_machine, [("cpu", a) for a in (1, 2, 3, 4)], ("cpu", 1)) == ("cpu", 1)
     # a short run does not pay for the actors' start
     short = Workload(n=4, interval=10, generations=20)
     assert pick({"cpu": costly(units=4)}, short, [("cpu", a) for a in (1, 2, 3, 4)], ("cpu", 1)) == ("cpu", 1)
@@ -151,6 +154,8 @@ def test_nothing_is_probed_where_there_is_nothing_to_choose():
     assert choose(q.plain, q.plugins, q.topology, resources=TWO_CORES, measure=m) is None
     r = checked(*TINY_RING, "islands.placement=strict_spread")
     assert choose(r.plain, r.plugins, r.topology, resources=TWO_CORES, measure=m) is None
+    g = checked(*TINY_RING, n_actors=4, device="auto")  # more GPU actors than GPUs: the plan's error, not the CPU
+    assert choose(g.plain, g.plugins, g.topology, resources={"CPU": 16, "GPU": 2}, measure=m) is None
     # device=cpu never looks for a GPU: only the CPU is probed
     assert choose(p.plain, p.plugins, p.topology, resources={"CPU": 2, "GPU": 4}, measure=m).device == "cpu"
     assert m.asked == [("cpu", 2)]
@@ -160,6 +165,7 @@ def test_a_failed_probe_keeps_the_default_placement(caplog):
     def broken(device, units):
         raise RuntimeError("objective crashed (test)")
 
+    caplog.set_level("DEBUG", logger="isles.islands.coordinator")  # silent otherwise: the run says what fails
     p = checked(*TINY_RING)
     assert choose(p.plain, p.plugins, p.topology, resources=TWO_CORES, measure=broken) is None
     assert "the probe failed (RuntimeError: objective crashed (test))" in caplog.text
@@ -176,7 +182,7 @@ def test_a_cheap_tiny_ring_chooses_one_group():
 
 def test_an_expensive_objective_chooses_several_actors():
     p = checked(*EXPENSIVE)
-    c = choose(p.plain, p.plugins, p.topology, resources=TWO_CORES)
+    c = choose(p.plain, p.plugins, p.topology, resources=TWO_CORES, load=1.0)  # a quiet machine
     assert (c.device, c.n_actors) == ("cpu", 2)
     assert c.line.startswith("2 CPU cores; using 2: ")
 

@@ -21,6 +21,7 @@ say why), the placement is today's default.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -86,6 +87,7 @@ class Choice:
             "placement.predicted_s": round(self.predicted_s, 3),
             "placement.default": f"{self.default[0]}, {self.default[1]} actors",
             "placement.probe_s": round(self.probe_s, 3),
+            "placement.load": round(self.workload.load, 2),
             "placement.line": self.line,
         }
         for d, cd in self.costs.items():
@@ -106,7 +108,9 @@ def candidates(n: int, device: str, n_actors, units: dict) -> tuple:
     return every, allowed
 
 
-def choose(cfg: dict, plugins, topology, resources: dict | None = None, measure=None) -> Choice | None:
+def choose(
+    cfg: dict, plugins, topology, resources: dict | None = None, measure=None, load: float | None = None
+) -> Choice | None:
     """The placement of the local run ``cfg`` (checked), or ``None`` where nothing is chosen (module
     docstring).
 
@@ -116,6 +120,8 @@ def choose(cfg: dict, plugins, topology, resources: dict | None = None, measure=
             :func:`isles.islands.control.placement.local_resources`).
         measure: ``(device, units) -> DeviceCosts`` (default: the probe,
             :func:`isles.islands.control.probe.measure`; tests inject costs).
+        load: the machine's load per core (default: the 1-minute load average over the cores,
+            :func:`os.getloadavg`; 1 where it is not known).
     """
     isl, device, fixed = cfg["islands"], cfg["device"], cfg["islands"]["n_actors"]
     if (
@@ -133,7 +139,9 @@ def choose(cfg: dict, plugins, topology, resources: dict | None = None, measure=
         units["gpu"] = 0
     n = int(isl["n"])
     every, allowed = candidates(n, device, fixed, units)
-    if len(every) < 2 or not allowed:
+    first = "gpu" if units["gpu"] else "cpu"
+    prefer = (first if device == "auto" else device, 1 if fixed is None else min(int(fixed), n))
+    if len(every) < 2 or prefer not in allowed:  # nothing to choose; or a value given that the run refuses
         return None
     if measure is None:
         from isles.islands.control.probe import measure as probe  # noqa: PLC0415
@@ -148,21 +156,38 @@ def choose(cfg: dict, plugins, topology, resources: dict | None = None, measure=
         log.debug("placement: the probe failed (%s: %s); the default placement stays", type(err).__name__, err)
         return None
     probe_s = time.perf_counter() - t0
-    w = Workload(n, int(isl["migration_interval"]), int(cfg["generations"]), ray_anyway=isl["mode"] != "sync")
-    first = "gpu" if units["gpu"] else "cpu"
+    if load is None:
+        load = machine_load(units["cpu"])
+    w = Workload(n, int(isl["migration_interval"]), int(cfg["generations"]), isl["mode"] != "sync", load)
     default = pick(costs, w, every, (first, 1))
-    prefer = (first if device == "auto" else device, 1 if fixed is None else min(int(fixed), n))
-    run = pick(costs, w, allowed, prefer if prefer in allowed else allowed[0])
+    run = pick(costs, w, allowed, prefer)
     return Choice(
-        run[0], run[1], units, costs, w, default, _line(costs, w, run, allowed, units, probe_s),
-        _warning(cfg, costs, w, run, default), probe_s,
-    )  # fmt: skip
+        device=run[0],
+        n_actors=run[1],
+        units=units,
+        costs=costs,
+        workload=w,
+        default=default,
+        line=_line(costs, w, run, allowed, units, probe_s),
+        warning=_warning(cfg, costs, w, run, default),
+        probe_s=probe_s,
+    )
+
+
+def machine_load(cores: int) -> float:
+    """The 1-minute load average per core (:func:`os.getloadavg`), or 1 where the system has none."""
+    try:
+        return os.getloadavg()[0] / max(1, cores)
+    except (AttributeError, OSError):  # Windows
+        return 1.0
 
 
 def _line(costs: dict, w: Workload, run: tuple, allowed: list, units: dict, probe_s: float) -> str:
     """The one line that says what was chosen, e.g. ``4 GPUs; using 1: an epoch computes in 0.5 ms on
-    one GPU (0.31 ms on the CPU), an exchange between GPUs costs 3.3 ms (predicted 1.2 s against 17.4 s
-    on 4; probe 0.41 s)``."""
+    one GPU (2 ms on the CPU), an exchange between GPUs costs 3.3 ms (predicted 0.5 s against 7.8 s on 1
+    CPU actor; probe 0.41 s)``: what this machine offers, the placement (:func:`describe`), one epoch of
+    all the islands on each device probed, the exchange, the predicted time against the best other
+    placement allowed, and the probe's seconds."""
     d, c = run[0], costs[run[0]]
     have = f"{units['gpu']} GPU{'s' * (units['gpu'] != 1)}" if units["gpu"] else f"{units['cpu']} CPU cores"
     where = {"gpu": "one GPU", "cpu": "the CPU"}

@@ -6,7 +6,7 @@ The run's time on ``A`` actors of device ``d`` is predicted as::
     total(d, A) = epochs * epoch(d, A) + start(d, A)
     epoch(d, 1) = the measured epoch of all n islands in one group (in-process)
     epoch(d, A) = overhead + interval * gen(ceil(n / A)) + exchange          (A > 1)
-    start(d, 1) = 0;  start(d, A) = RAY_START_S (unless Ray starts anyway) + A * ACTOR_START_S[d]
+    start(d, 1) = 0;  start(d, A) = (RAY_START_S (unless Ray starts anyway) + A * ACTOR_START_S[d]) * load
 
 ``gen(k)``: one generation of a group of ``k`` islands in an actor (``gen_fixed_s + gen_island_s * k``;
 on the CPU with one thread, as Ray's one-CPU actors run NumPy); ``overhead``: what an epoch costs a
@@ -14,7 +14,9 @@ group besides its generations (migration, the summary row, the plug-ins' replica
 pays alike; ``exchange``: what spreading the islands over several actors adds to each epoch (the
 emigrants between actors and the driver's books across Ray). The figures of one device come from a
 probe (:mod:`isles.islands.control.probe`); the exchange and start-up costs are the runtime's measured
-figures (docs/runtime.md, docs/startup.md), constants here.
+figures (docs/runtime.md, docs/startup.md), constants here, stretched by the machine's load per core
+(``load``: Ray's processes start on the cores that other work keeps busy; on a 2-core machine at a
+load average of 15-19, a local Ray with 2 CPU actors took about 30 s more than one process).
 
 The default takes the fastest placement, but leaves one actor on the preferred device (a GPU where
 there is one) only where the prediction gains at least :data:`GAIN` of its time: a model's error
@@ -86,12 +88,14 @@ class DeviceCosts:
 class Workload:
     """The run: ``n`` islands, ``interval`` generations an epoch, ``generations`` in all;
     ``ray_anyway``: the run starts Ray whatever the placement (async mode), so that only the
-    actors' own start counts."""
+    actors' own start counts; ``load``: the machine's load per core (at least 1), by which the
+    start-up's processes are slowed (the probe's figures are measured under it already)."""
 
     n: int
     interval: int
     generations: int
     ray_anyway: bool = False
+    load: float = 1.0
 
     @property
     def epochs(self) -> int:
@@ -112,7 +116,7 @@ def start_time(c: DeviceCosts, w: Workload, actors: int) -> float:
     """Predicted seconds that ``actors`` actors add to the run's start and end (0 for one: in-process)."""
     if actors <= 1 and not w.ray_anyway:
         return 0.0
-    return (0.0 if w.ray_anyway else RAY_START_S) + actors * c.actor_start
+    return ((0.0 if w.ray_anyway else RAY_START_S) + actors * c.actor_start) * max(1.0, w.load)
 
 
 def predicted(c: DeviceCosts, w: Workload, actors: int) -> float:
