@@ -5,19 +5,21 @@ built from the run's :class:`isles.islands.records.GroupSpec`) and its own epoch
 
 For one device it measures (:func:`measure`):
 
-1. a group of one island: one generation (:meth:`IslandGroup.evolve`), warm. On the CPU with one
-   thread (threadpoolctl), as a one-CPU Ray actor runs NumPy. Where the islands' generation costs
+1. a group of one island: its generations (:meth:`IslandGroup.evolve`), on the CPU with one thread
+   (threadpoolctl), as a one-CPU Ray actor runs NumPy. Where the islands' generation would cost
    :data:`EXPENSIVE_S` or more (an expensive objective), the rest is extrapolated, linear in the
    islands (the objective is the cost), and nothing more runs;
-2. otherwise a group of all the islands (the one-actor run): spans of epochs of one generation each
-   (the epoch's own cost besides the generations: migration, summaries, plug-ins; on a GPU replays
-   of the captured epoch, as the run does), then its generations (threads as in this process, and
-   on the CPU once more with one thread, for the slope over the islands in an actor).
+2. otherwise a group of all the islands (the one-actor run): its generations (threads as in this
+   process; on the CPU once more with one thread, for the slope over the islands in an actor), and,
+   where an epoch's generations take less than :data:`SHORT_EPOCH_S`, spans of epochs of one
+   generation each (the epoch's own cost besides the generations: migration, summaries, plug-ins;
+   on a GPU the captured epoch's replays, as the run does).
 
 Each timing takes the fastest of :data:`REPEATS` runs of about a quarter of :data:`TIMED_S` seconds
-(or :data:`MAX_GENERATIONS` in all), after one warm call (a GPU's capture, first-call allocations). The probe's groups are thrown away; the random numbers
-are counter-based, so the run is the same whether or not it probed. A user's objective runs a few
-more times in this process (side effects such as a log of its calls see them).
+(or :data:`MAX_GENERATIONS` in all), after one warm call (a GPU's capture, first-call allocations).
+The probe's groups are thrown away; the random numbers are counter-based, so the run is the same
+whether or not it probed. A user's objective runs a few more times in this process (side effects
+such as a log of its calls see them).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from isles.islands.records import Route, SpanOrder
 
 #: seconds of one generation of all the islands above which the objective is the cost (linear in the islands)
 EXPENSIVE_S = 0.05
+#: seconds of an epoch's generations from which its own cost (migration, summary: a few ms) is not measured
+SHORT_EPOCH_S = 0.05
 #: about the seconds each timing runs for (after its warm call), in :data:`REPEATS` runs of which the
 #: fastest counts, and the most generations it runs
 TIMED_S = 0.01
@@ -115,8 +119,9 @@ def measure(cfg: dict, plugins, topology, device: str, units: int) -> DeviceCost
             return DeviceCosts(device, units, interval * g1 * n, 0.0, 0.0, g1, probe_s=time.perf_counter() - t0)
     full = IslandGroup(ex.spec(tuple(range(n)), device))
     gn = generation_s(full)
-    expensive = gn >= EXPENSIVE_S  # the epochs' own cost is nothing beside it: not measured
-    epoch1 = gn if expensive else epoch_s(full, topology, n, int(cfg["seed"]), gn)
+    expensive = gn >= EXPENSIVE_S
+    # the epoch's own cost (a few ms at most) counts only beside short epochs: measured there only
+    epoch1 = gn if expensive or interval * gn >= SHORT_EPOCH_S else epoch_s(full, topology, n, int(cfg["seed"]), gn)
     gn1 = gn
     if n > 1 and device == "cpu" and units > 1 and not expensive:
         with _one_thread(device):
