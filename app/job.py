@@ -181,7 +181,10 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
 
     ``use_ray``: ``None`` (default) starts Ray only when the run needs it
     (:func:`isles.islands.control.placement.needs_ray`: a cluster address, async mode, or several island
-    groups); ``True`` always, ``False`` never (everything in this process).
+    groups); ``True`` always, ``False`` never (everything in this process). Unless ``False``, the run's
+    actors and device are first chosen where the config leaves them to the default
+    (:func:`isles.islands.control.autoplace.choose`: a probe in this process and a cost model), the
+    choice printed (:func:`show_placement`) and logged to MLflow as ``placement.*`` parameters.
 
     The MLflow run, once opened, never ends FINISHED unless the run did: any error raised after
     it opened (Ray's start, the run, the report) marks it FAILED, an interrupt KILLED. A finished
