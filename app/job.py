@@ -31,6 +31,7 @@ from isles.app.overrides import RETARGETED, job_overrides, typed_class_node
 from isles.islands.control.budget import with_budget
 from isles.islands.config.build import build_algorithm, build_plugins, build_problem, check_pairing
 from isles.islands.migration.policies import check_migrants
+from isles.islands.control.autoplace import choose
 from isles.islands.control.placement import needs_ray
 from isles.app.ray_security import check_dashboard_host
 from isles.islands.config.schema import check_keys, validated, with_generations
@@ -183,7 +184,10 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
 
     ``use_ray``: ``None`` (default) starts Ray only when the run needs it
     (:func:`isles.islands.control.placement.needs_ray`: a cluster address, async mode, or several island
-    groups); ``True`` always, ``False`` never (everything in this process).
+    groups); ``True`` always, ``False`` never (everything in this process). Unless ``False``, the run's
+    actors and device are first chosen where the config leaves them to the default
+    (:func:`isles.islands.control.autoplace.choose`: a probe in this process and a cost model), the
+    choice printed (:func:`show_placement`) and logged to MLflow as ``placement.*`` parameters.
 
     The MLflow run, once opened, never ends FINISHED unless the run did: any error raised after
     it opened (Ray's start, the run, the report) marks it FAILED, an interrupt KILLED. A finished
@@ -199,6 +203,11 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     """
     plain, problem, topology, plugins, _ = prepare(cfg)
     ck = plain["checkpoint"]
+    # the default placement (islands/control/autoplace.py): actors and device from a probe, before Ray
+    placed = choose(plain, plugins, topology) if use_ray is not False else None
+    if placed is not None:
+        plain = placed.applied(plain)
+        show_placement(placed, plain)
     if use_ray is None:
         use_ray = needs_ray(plain)
 
@@ -206,9 +215,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     if plain["logger"]["enabled"]:
         plain["logger"] = reach_tracking_store(plain["logger"])  # a dead tracking server: one line, before Ray
         settings = {k: v for k, v in plain.items() if k != "hydra"}  # what runs (a user's problem: its own keys)
-        tracker = TrackingProcess(
-            plain["logger"], flatten(settings), OmegaConf.to_yaml(settings), problem, sweep=sweep_info()
-        )
+        params = {**flatten(settings), **(placed.params() if placed else {})}  # placement.*: the choice
+        tracker = TrackingProcess(plain["logger"], params, OmegaConf.to_yaml(settings), problem, sweep=sweep_info())
     callbacks = [ConsoleProgress(problem)] if plain["progress"] else []
     # the output folder's best_solution.json, history.csv and migrations.csv (before MLflow, which logs them)
     folder = _run_folder()
@@ -301,6 +309,15 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
         raise
     return result, run_id
+
+
+def show_placement(placed, plain: dict) -> None:
+    """Print the default placement's line (:attr:`isles.islands.control.autoplace.Choice.line`, with the
+    progress output) and its warning (on stderr, unless ``quiet``)."""
+    if plain["progress"] and not plain["quiet"]:
+        print(f"placement: {placed.line}", flush=True)
+    if placed.warning and not plain["quiet"]:
+        print(f"isles: warning: {placed.warning}", file=sys.stderr, flush=True)
 
 
 def show_result(result, problem, run_id: str | None, plain: dict) -> None:

@@ -361,3 +361,27 @@ class TimedSphere(Problem):
             with open(os.path.join(self.log_dir, f"{os.getpid()}.log"), "a") as out:
                 out.write(f"{os.getpid()} {t0!r} {time.time()!r}\n")
         return f
+
+
+class BusyDesign(Problem):
+    """An expensive objective as a user writes one: a Python loop over the batch, each design busy for
+    ``cost_s`` seconds of CPU (spinning on the clock, no sleep: it holds a core as a simulation does),
+    then the sphere."""
+
+    name = "busy_design"
+
+    def __init__(self, dim=4, cost_s=0.005):
+        super().__init__(dim, -1.0, 1.0, f_star=0.0)
+        self.cost_s = float(cost_s)
+
+    def objective(self, X):
+        import time
+
+        flat = np.asarray(X).reshape(-1, X.shape[-1])
+        out = np.empty(len(flat))
+        for i, x in enumerate(flat):
+            end = time.perf_counter() + self.cost_s
+            while time.perf_counter() < end:
+                pass
+            out[i] = float((x**2).sum())
+        return out.reshape(X.shape[:-1])

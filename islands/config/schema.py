@@ -110,7 +110,7 @@ class IslandsConfig:
     """The archipelago (``islands.*``); each field's default is written here only."""
 
     n: int = 8  # islands in the archipelago (>= 1)
-    # null: one actor per GPU; without GPUs one actor (N: N CPU actors, one core each)
+    # null: a local run chooses (islands/control/autoplace.py), a cluster one actor per GPU; N: N GPUs or CPU actors
     n_actors: Optional[int] = None
     n_nodes: Optional[int] = None  # null: every node of the Ray cluster; N: the N nodes with the most GPUs (or CPUs)
     # spread (over as many nodes as possible) | strict_spread (one actor per node) | pack (fewest nodes)

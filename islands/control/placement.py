@@ -1,6 +1,8 @@
 """Placement: how many island-group actors, on which devices, hosting which islands.
 
-With GPUs, one actor owns each GPU (``num_gpus=1``) and hosts its share of the islands as one
+A local run whose ``islands.n_actors`` or ``device`` is left to the default has them chosen first, from a
+probe and a cost model (:mod:`isles.islands.control.autoplace`); what is left null here (a cluster) takes
+these rules. With GPUs, one actor owns each GPU (``num_gpus=1``) and hosts its share of the islands as one
 batch; without GPUs, one actor hosts all the islands (NumPy), and a local run then needs no Ray
 at all (:func:`needs_ray`): starting a Ray actor costs seconds on a small machine (15-25 s of a
 17-32 s ``+experiment=de_islands`` run on 2 cores, for the same result as 2.8 s in one process;
