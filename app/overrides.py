@@ -114,11 +114,15 @@ def preprocess(args: list[str]) -> list[str]:
       family does not take reaches :func:`isles.islands.config.build.build_algorithm`, which names
       the family's keys and the families that take it in one line, instead of Hydra's 6-line
       ``Key 'X' is not in struct`` (whose ``+algorithm.X`` hint only moves the error). For a key
-      the node has, ``++`` sets it as ``=`` does.
+      the node has, ``++`` sets it as ``=`` does. Not with another sweeper than isles'
+      (``hparams_search=...``: Optuna's fixed parameters are matched to its search space by key).
 
     Flags and what Hydra's grammar does not parse are left as they are (Hydra says what is wrong).
     """
     parser, out = OverridesParser.create(), []
+    # another sweeper (Optuna: hparams_search=...) matches a fixed parameter to its search space by the
+    # key as typed (algorithm.F, not ++algorithm.F): its algorithm keys are left as typed
+    other_sweeper = any(a.lstrip("+").startswith(("hparams_search=", "hydra/sweeper=")) for a in args)
     for arg in args:
         try:
             (o,) = [] if arg.startswith("-") or "=" not in arg else parser.parse_overrides([arg])
@@ -127,7 +131,12 @@ def preprocess(args: list[str]) -> list[str]:
         plain = o is not None and o.type == OverrideType.CHANGE and o.package is None
         if plain and o.key_or_group == "groups" and o.value_type == ValueType.ELEMENT and isinstance(o.value(), list):
             out += ["groups=null", arg]
-        elif plain and o.value_type == ValueType.ELEMENT and _ALGORITHM_KEY.fullmatch(o.key_or_group):
+        elif (
+            plain
+            and not other_sweeper
+            and o.value_type == ValueType.ELEMENT
+            and _ALGORITHM_KEY.fullmatch(o.key_or_group)
+        ):
             out.append(f"++{arg}")
         else:
             out.append(arg)

@@ -119,6 +119,8 @@ def test_preprocess_rewrites_only_what_hydra_would_refuse():
         "+algorithm.X=1",
         "algorithm=de",
     ]
+    optuna = ["hparams_search=de_optuna", "algorithm.F=0.5"]  # Optuna matches a fixed F to its search space by key
+    assert preprocess(optuna) == optuna
 
 
 # -- 2. a key the chosen family does not take --------------------------------------------------------
@@ -220,22 +222,16 @@ def test_the_command_recorded_is_the_one_typed(monkeypatch):
 
 
 # -- 6. a Hydra plug-in whose extra is not installed -------------------------------------------------
-BLOCK_OPTUNA = """
-import importlib.abc, runpy, sys
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.startswith("hydra_plugins.hydra_optuna_sweeper"):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-sys.meta_path.insert(0, Block())
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
+#: the run without the Optuna sweeper (as ``pip install isles`` without the ``sweep`` extra)
+NO_OPTUNA = "import runpy, sys; sys.modules['hydra_plugins.hydra_optuna_sweeper'] = None; " + (
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 def test_a_sweep_without_the_sweep_extra_names_it():
     """Hydra's 10-line ``Could not find 'hydra/sweeper/optuna'`` before; the extra is installed here,
-    so its absence is simulated (an import blocker in front of the run)."""
-    p = run_cli("-m", "+experiment=de_islands", "hparams_search=de_optuna", *QUICK, prefix=["-c", BLOCK_OPTUNA])
+    so its absence is simulated (its module made unimportable in front of the run)."""
+    p = run_cli("-m", "+experiment=de_islands", "hparams_search=de_optuna", *QUICK, prefix=["-c", NO_OPTUNA])
     line = one_line(p)
     assert line.startswith("hparams_search=de_optuna: needs Hydra's optuna plug-in (hydra/sweeper=optuna)")
     assert line.endswith('not installed: pip install "isles[sweep]"')
