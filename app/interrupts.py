@@ -8,7 +8,7 @@ import shlex
 import signal
 import threading
 
-from isles.app.overrides import task_overrides
+from isles.app.overrides import launch_command, task_overrides
 from isles.islands.control import checkpoint
 
 
@@ -34,7 +34,11 @@ def save_interrupted(coordinator, path: str, run_id: str | None) -> str | None:
 
 
 def resume_command(path: str) -> str:
-    """The command line that resumes this run: the user's overrides (from Hydra, when the run
-    was started by ``run.py``) plus ``checkpoint.resume=PATH``."""
+    """The command line that resumes this run: the program as the user started it (``python
+    /path/run.py``, ``isles``, ``python -m isles``: :func:`isles.app.overrides.launch_command`;
+    ``python run.py`` where isles was not started by one of those, e.g. called as a library), the
+    run's overrides (from Hydra) and ``checkpoint.resume=PATH``."""
+    name, head, _ = launch_command()
+    head = head if name in ("isles", "run.py") else ["python", "run.py"]
     task = [o for o in task_overrides() if not o.startswith("checkpoint.resume=")]
-    return " ".join(["python run.py", *(shlex.quote(o) for o in task), shlex.quote(f"checkpoint.resume={path}")])
+    return " ".join([*head, *(shlex.quote(o) for o in task), shlex.quote(f"checkpoint.resume={path}")])

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from isles.algorithms.core.backend import cupy_or_none
 from isles.islands.control import checkpoint
 from isles.app.group_books import GroupBooks
-from isles.app.overrides import RETARGETED, job_overrides, typed_class_node
+from isles.app.overrides import RETARGETED, check_mixed_overrides, job_overrides, typed_class_node
 from isles.islands.control.budget import with_budget
 from isles.islands.config.build import build_algorithm, build_plugins, build_problem, check_pairing
 from isles.islands.migration.policies import check_migrants
@@ -150,7 +150,8 @@ def prepare(cfg: DictConfig) -> Prepared:
     each job of a sweep before its first job starts (:func:`isles.app.sweeper.check_job`): the
     problem's keys as typed (``cfg``'s own ``hydra`` node, or the running job's overrides), the
     default checkpoint path, :func:`validate` (the run's one check of its config: the runtime
-    trusts the :class:`~isles.islands.config.schema.Validated` config it returns), ``stop.max_evaluations``
+    trusts the :class:`~isles.islands.config.schema.Validated` config it returns), in a mixed run
+    no ``islands.n`` nor ``algorithm`` override (:func:`isles.app.overrides.check_mixed_overrides`), ``stop.max_evaluations``
     as generations (:func:`isles.islands.control.budget.with_budget`), then the problem, topology,
     plug-ins and algorithm built and checked against each other. Starts nothing.
 
@@ -159,6 +160,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     """
     run_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])  # a sweep's job config has hydra's node
     plain = validate(_resolved(run_cfg, cfg))  # the run's one check of its config (islands/config/schema.py)
+    check_mixed_overrides(plain, job_overrides(cfg))  # islands.n=3, algorithm=cmaes: the groups' own
     if plain["stop"]["max_evaluations"] is not None:  # as generations (islands/control/budget.py)
         budgeted = with_budget(run_cfg, plain, build_plugins(plain["plugins"]))
         if budgeted is not run_cfg:  # what interpolates ${generations} (max_iterations) follows the budget

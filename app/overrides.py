@@ -18,8 +18,17 @@ composed (``tests/helpers.make_cfg`` does), before the node is dropped.
 
 from __future__ import annotations
 
+import re
+import shlex
+import sys
+
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType, ValueType
 from omegaconf import OmegaConf, open_dict
+
+#: the command line as the user typed it (``sys.argv``), kept by :func:`preprocess_argv` before the
+#: rewritten overrides replace it for Hydra; ``None`` until then
+typed_argv: list[str] | None = None
 
 
 def task_overrides() -> list[str]:
@@ -111,3 +120,123 @@ def typed_class_node(node: dict, overrides, group: str) -> dict:
     if not named:
         return node
     return {k: v for k, v in node.items() if k in given}
+
+
+#: keys of an algorithm's node: ``algorithm.X``, ``groups.NAME.algorithm.X`` (a mixed run's group)
+_ALGORITHM_KEY = re.compile(r"(groups\.[^.]+\.)?algorithm\.[^.]+")
+
+
+def preprocess(args: list[str]) -> list[str]:
+    """The command line's overrides ``args`` as Hydra gets them (the others unchanged, in order):
+
+    * ``groups=[...]`` (a list of groups, docs/mixed_islands.md) becomes ``groups=null groups=[...]``:
+      over an experiment's mapping (``+experiment=mixed_islands``) Hydra cannot merge a list into a
+      mapping (its 5-line ``Cannot merge DictConfig with ListConfig``); set to ``null`` first, the list
+      replaces it, and a bad list (``groups=[]``) gets isles' one line
+      (:func:`isles.islands.config.schema.with_groups`);
+    * ``algorithm.X=V`` and ``groups.NAME.algorithm.X=V`` (one value, not a sweep) become
+      ``++...``: an algorithm's node is open (its class checks its keys), so a key the chosen
+      family does not take reaches :func:`isles.islands.config.build.build_algorithm`, which names
+      the family's keys and the families that take it in one line, instead of Hydra's 6-line
+      ``Key 'X' is not in struct`` (whose ``+algorithm.X`` hint only moves the error). For a key
+      the node has, ``++`` sets it as ``=`` does. Not with another sweeper than isles'
+      (``hparams_search=...``: Optuna's fixed parameters are matched to its search space by key).
+
+    Flags and what Hydra's grammar does not parse are left as they are (Hydra says what is wrong).
+    """
+    parser, out = OverridesParser.create(), []
+    # another sweeper (Optuna: hparams_search=...) matches a fixed parameter to its search space by the
+    # key as typed (algorithm.F, not ++algorithm.F): its algorithm keys are left as typed
+    other_sweeper = any(a.lstrip("+").startswith(("hparams_search=", "hydra/sweeper=")) for a in args)
+    for arg in args:
+        try:
+            (o,) = [] if arg.startswith("-") or "=" not in arg else parser.parse_overrides([arg])
+        except Exception:  # noqa: BLE001  (Hydra's own message, later)
+            o = None
+        plain = o is not None and o.type == OverrideType.CHANGE and o.package is None
+        if plain and o.key_or_group == "groups" and o.value_type == ValueType.ELEMENT and isinstance(o.value(), list):
+            out += ["groups=null", arg]
+        elif (
+            plain
+            and not other_sweeper
+            and o.value_type == ValueType.ELEMENT
+            and _ALGORITHM_KEY.fullmatch(o.key_or_group)
+        ):
+            out.append(f"++{arg}")
+        else:
+            out.append(arg)
+    return out
+
+
+def preprocess_argv() -> None:
+    """Replace ``sys.argv``'s overrides by :func:`preprocess`'s (what Hydra parses), keeping the
+    command line as typed in :data:`typed_argv` (what a run records and prints as its command)."""
+    global typed_argv  # noqa: PLW0603
+    typed_argv = list(sys.argv)
+    sys.argv[1:] = preprocess(sys.argv[1:])
+
+
+def check_mixed_overrides(plain: dict, overrides) -> None:
+    """Refuse, in a mixed run (``plain["groups"]``: the groups of
+    :func:`isles.islands.config.schema.with_groups`), an override that the groups replace: the
+    islands are the groups' (``islands.n`` is their sum) and so are the algorithms
+    (``algorithm=NAME``, ``algorithm.X=V``, ``algorithm._target_=...``).
+
+    Args:
+        plain: the checked config (its ``groups`` a list of ``{name, islands, algorithm, key}``, or ``None``).
+        overrides: the command line's overrides (:func:`job_overrides`).
+
+    Raises:
+        ValueError: one line naming the override as typed and what to change instead, e.g.
+            ``islands.n=3 does not apply to a mixed run: its islands are the groups' (groups.de.islands=4,
+            ...); change those``.
+    """
+    groups = plain.get("groups")
+    if not groups:
+        return
+    for o in OverridesParser.create().parse_overrides(list(overrides)):
+        key, typed = o.key_or_group, o.input_line.lstrip("+")
+        if o.package is not None or o.is_delete():
+            continue
+        if key == "islands.n":
+            sizes = ", ".join(f"groups.{g['key']}.islands={g['islands']}" for g in groups)
+            raise ValueError(
+                f"{typed} does not apply to a mixed run: its islands are the groups' ({sizes}); change those"
+            )
+        if key == "algorithm" or key.startswith("algorithm."):
+            algs = ", ".join(f"groups.{g['key']}.algorithm={_family(g['algorithm'])}" for g in groups)
+            raise ValueError(
+                f"{typed} does not apply to a mixed run: its islands run the groups' algorithms ({algs}); change "
+                "those (groups.NAME.algorithm.X=V), or add a group: +algorithm@groups.NAME.algorithm=ALGORITHM "
+                "+groups.NAME.islands=N"
+            )
+
+
+def _family(node) -> str:
+    """A group's algorithm as the user names it: the built-in's option (``de``), else the class's name."""
+    from isles.algorithms.options import ALGORITHMS  # noqa: PLC0415
+
+    target = node.get("_target_", "") if isinstance(node, dict) else f"{type(node).__module__}.{type(node).__name__}"
+    names = [n for n, cls in ALGORITHMS.items() if f"{cls.__module__}.{cls.__qualname__}" == target]
+    return names[0] if names else target.rsplit(".", 1)[-1]
+
+
+def launch_command(argv: list[str] | None = None) -> tuple[str, list[str], list[str]]:
+    """``(name, head, args)``: what launched the run, the start of the command line that launches it
+    again as the user typed it (``("isles", ["python", "-m", "isles"])``, ``("isles", ["isles"])``
+    for the console script, ``("run.py", ["python", "/path/run.py"])`` for a script, by the path
+    typed; else the program's path) and the arguments typed after it.
+
+    Args:
+        argv: the command line; default the one typed (:data:`typed_argv`), else ``sys.argv``.
+    """
+    argv = list((typed_argv or sys.argv) if argv is None else argv) or [""]
+    path = argv[0].replace("\\", "/")
+    script = path.rsplit("/", 1)[-1]
+    if path.endswith("isles/__main__.py"):
+        return "isles", ["python", "-m", "isles"], argv[1:]
+    if script in ("isles", "isles.exe"):
+        return "isles", ["isles"], argv[1:]
+    if script.endswith(".py"):
+        return script, ["python", shlex.quote(argv[0])], argv[1:]
+    return script or "python", [shlex.quote(argv[0]) if argv[0] else "python"], argv[1:]

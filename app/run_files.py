@@ -152,8 +152,9 @@ def read_solution(path: str) -> tuple[str, dict]:
     """``(file, record)`` of ``path``: a ``best_solution.json``, or a run's output folder that holds one.
 
     Raises:
-        ValueError: one line: no such file or folder, no ``best_solution.json`` in the folder, or
-            a file that is not a JSON object with ``x``.
+        ValueError: one line: no such file or folder, no ``best_solution.json`` in the folder,
+            a file that is not a JSON object with ``x``, or a field of the wrong type
+            (:func:`check_solution`: ``x`` the string ``"abc"``, ``f`` a string, ...).
     """
     file = os.path.join(path, SOLUTION_FILE) if os.path.isdir(path) else path
     if not os.path.isfile(file):
@@ -170,4 +171,44 @@ def read_solution(path: str) -> tuple[str, dict]:
         raise ValueError(f"show {path}: {file} is not a readable {SOLUTION_FILE} ({type(err).__name__})") from None
     if not isinstance(record, dict) or "x" not in record:
         raise ValueError(f"show {path}: {file} is not a {SOLUTION_FILE} of isles (no 'x')")
+    problem = check_solution(record)
+    if problem:
+        raise ValueError(f"show {path}: {file} is not a {SOLUTION_FILE} of isles: {problem}")
     return file, record
+
+
+def _number(v) -> bool:
+    """Whether ``v`` is a JSON number (an ``int`` or ``float``, NaN and infinities included; not a bool)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+#: the fields of a ``best_solution.json`` (:func:`isles.app.report.solution_record`) that
+#: :func:`check_solution` checks, each with its test and the allowed values as a line says them
+#: (``null`` is allowed for every field but ``x``)
+SOLUTION_FIELDS = {
+    "x": (lambda v: isinstance(v, list) and v and all(map(_number, v)), "a non-empty list of numbers"),
+    "g": (lambda v: isinstance(v, list) and all(map(_number, v)), "a list of numbers"),
+    "g_type": (
+        lambda v: isinstance(v, list) and all(t in ("inequality", "equality") for t in v),
+        "a list of inequality|equality",
+    ),
+    "genome_words_hex": (lambda v: isinstance(v, list) and all(isinstance(w, str) for w in v), "a list of strings"),
+    **dict.fromkeys(("f", "max_normalised_violation", "run_best_f", "run_best_v", "eq_tol"), (_number, "a number")),
+    **dict.fromkeys(("feasible", "in_bounds"), (lambda v: isinstance(v, bool), "true|false")),
+    **dict.fromkeys(
+        ("evaluations", "generations", "seed"), (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
+    ),
+    "not_computed": (lambda v: isinstance(v, str), "a string"),
+    "config": (lambda v: isinstance(v, dict), "a mapping"),
+}
+
+
+def check_solution(record: dict) -> str | None:
+    """What is wrong with the fields of a ``best_solution.json`` record (:data:`SOLUTION_FIELDS`),
+    as ``FIELD=VALUE (allowed: ...)`` for the first wrong one, or ``None``; other keys are left alone."""
+    for name, (ok, allowed) in SOLUTION_FIELDS.items():
+        value = record.get(name)
+        if (value is not None or name == "x") and not ok(value):
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            return f"{name}={shown} (allowed: {allowed})"
+    return None

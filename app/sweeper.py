@@ -8,6 +8,7 @@ module runs the jobs and imports that one, never the other way round.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -140,6 +141,65 @@ class IslesSweeper:
             print(failed_jobs_message(failed, first), file=sys.stderr, flush=True)
             raise SystemExit(1)
         return returns
+
+
+#: Hydra plug-ins that isles' configs choose, by ``(config group, option)``: the module that holds the
+#: plug-in and the isles extra that installs it (pyproject.toml)
+PLUGIN_EXTRAS = {
+    ("hydra/sweeper", "optuna"): ("hydra_plugins.hydra_optuna_sweeper", "sweep"),
+    ("hydra/launcher", "ray"): ("hydra_plugins.hydra_ray_launcher", "cluster"),
+}
+
+
+def _chosen_options(group: str, option: str, conf_dir: str) -> list[tuple[str, str]]:
+    """``(group, option)`` and the options that its file in ``conf_dir`` chooses in its defaults list
+    (``hparams_search=de_optuna``: ``override /hydra/sweeper: optuna``; ``hydra/launcher=ray_cluster``:
+    ``- ray``, an option of its own group)."""
+    import yaml  # noqa: PLC0415
+
+    out = [(group, option)]
+    try:
+        with open(os.path.join(conf_dir, group, f"{option}.yaml"), encoding="utf-8") as fh:
+            defaults = (yaml.safe_load(fh) or {}).get("defaults") or []
+    except (OSError, yaml.YAMLError, AttributeError):
+        return out
+    for entry in defaults:
+        if isinstance(entry, str) and entry != "_self_":
+            out.append((group, entry))
+        elif isinstance(entry, dict):
+            for key, value in entry.items():
+                key = key.removeprefix("override ").strip()
+                out.append((key.lstrip("/") if key.startswith("/") else f"{group}/{key}", str(value)))
+    return out
+
+
+def check_plugin_extras(args: list[str], conf_dir: str) -> None:
+    """Refuse, before Hydra composes, a config option of the command line ``args`` that needs a Hydra
+    plug-in that is not installed (:data:`PLUGIN_EXTRAS`): ``hparams_search=de_optuna`` (which picks
+    ``hydra/sweeper: optuna``), ``hydra/sweeper=optuna``, ``hydra/launcher=ray_cluster``. Hydra would
+    say ``Could not find 'hydra/sweeper/optuna'`` in 10 lines.
+
+    Raises:
+        ValueError: ``hparams_search=de_optuna: needs Hydra's Optuna sweeper (hydra/sweeper=optuna),
+            which is not installed: pip install "isles[sweep]"``.
+    """
+    import importlib.util  # noqa: PLC0415
+
+    for arg in args:
+        choice, sep, option = arg.lstrip("+").partition("=")
+        if not sep or arg.startswith("-") or "." in choice or not option:
+            continue
+        for group, name in _chosen_options(choice.partition("@")[0], option, conf_dir):
+            module, extra = PLUGIN_EXTRAS.get((group, name), (None, None))
+            try:
+                found = module is None or importlib.util.find_spec(module) is not None
+            except ImportError:
+                found = False
+            if not found:
+                raise ValueError(
+                    f"{arg.lstrip('+')}: needs Hydra's {name} plug-in ({group}={name}), which is not installed: "
+                    f'pip install "isles[{extra}]"'
+                )
 
 
 def _first_line(err: BaseException) -> str:

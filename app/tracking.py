@@ -105,29 +105,19 @@ def run_source(argv: list[str] | None = None) -> dict:
     run's own process (the tracking process's command line is ``-c``).
 
     Args:
-        argv: the command line (default ``sys.argv``).
+        argv: the command line (default: as typed, :func:`isles.app.overrides.launch_command`).
 
     Returns:
-        ``{"name": "run.py" | "isles" | the script's file name, "command": the command line as a
-        user types it again (``python run.py +experiment=cmepso device=cpu``, ``isles ...``,
+        ``{"name": "run.py" | "isles" | the script's file name, "command": the command line as the
+        user typed it (``python run.py +experiment=cmepso device=cpu``, ``python /path/run.py ...``, ``isles ...``,
         ``python -m isles ...``), "experiment": the Hydra choice ``+experiment=NAME`` or ``None``,
         "overrides": a sweep's job's own overrides (``[]`` outside a Hydra multirun)}``.
     """
     import shlex  # noqa: PLC0415
 
-    from isles.app.overrides import task_overrides  # noqa: PLC0415
+    from isles.app.overrides import launch_command, task_overrides  # noqa: PLC0415
 
-    argv = list(sys.argv if argv is None else argv) or [""]
-    path = argv[0].replace("\\", "/")
-    script = path.rsplit("/", 1)[-1]
-    if path.endswith("isles/__main__.py"):
-        name, head = "isles", ["python", "-m", "isles"]
-    elif script in ("isles", "isles.exe"):
-        name, head = "isles", ["isles"]
-    elif script.endswith(".py"):
-        name, head = script, ["python", script if script == "run.py" else path]
-    else:
-        name, head = script or "python", [path or "python"]
+    name, head, args = launch_command(argv)
     experiment, multirun = None, False
     try:
         from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415
@@ -139,7 +129,7 @@ def run_source(argv: list[str] | None = None) -> dict:
         pass
     return {
         "name": name,
-        "command": " ".join([*head, *(shlex.quote(a) for a in argv[1:])]),
+        "command": " ".join([*head, *(shlex.quote(a) for a in args)]),
         "experiment": experiment,
         "overrides": task_overrides() if multirun else [],
     }

@@ -269,7 +269,12 @@ class RunResult:
     def warnings(self) -> list[str]:
         """What the result cannot show by itself, one line each (printed after the result): the
         best individual has no finite objective (NaN counts as ``+inf``), and whether every
-        evaluation of the run gave NaN."""
+        evaluation of the run gave NaN; the same for the constraints (inequalities and equalities: a
+        NaN constraint counts as an infinite violation) when the best has a finite ``f`` but no finite
+        violation (``best_v``), naming the constraints that are NaN at the best x where the end-of-run
+        record (``solution``) has them."""
+        if np.isfinite(self.best_f) and not np.isfinite(self.best_v):
+            return [self._constraint_warning()]
         if np.isfinite(self.best_f):
             return []
         if self.evaluations and self.nan_evals >= self.evaluations:
@@ -281,6 +286,25 @@ class RunResult:
             f"the best individual has no finite objective (f={self.best_f}); {self.nan_evals} of "
             f"{self.evaluations} evaluations gave NaN (counted as +inf, the worst fitness)"
         ]
+
+    def _constraint_warning(self) -> str:
+        """The warning of :attr:`warnings` for constraints that were never finite (``best_v`` not finite)."""
+        g, types = (self.solution or {}).get("g") or [], (self.solution or {}).get("g_type") or []
+        nan = [
+            f"g{i + 1} (h = 0)" if i < len(types) and types[i] == "equality" else f"g{i + 1}"
+            for i, v in enumerate(g)
+            if v is None or not np.isfinite(v)
+        ]
+        at_best = f"; at the best x {', '.join(nan)} {'is' if len(nan) == 1 else 'are'} NaN" if nan else ""
+        if self.evaluations and self.nan_evals >= self.evaluations:
+            return (
+                f"no individual ever had finite constraints: all {self.evaluations} evaluations gave NaN{at_best} "
+                "(a NaN constraint counts as an infinite violation: nothing can be feasible)"
+            )
+        return (
+            f"the best individual has no finite constraint violation (v={self.best_v}); {self.nan_evals} of "
+            f"{self.evaluations} evaluations gave NaN{at_best} (a NaN constraint counts as an infinite violation)"
+        )
 
     @property
     def steady_evals_per_s(self) -> float:

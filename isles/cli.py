@@ -29,7 +29,8 @@ from isles.islands.coordinator import RestartFailed
 from isles.app.errors import error_message, is_config_error
 from isles.app.job import failure_line, run_job
 from isles.app.sweep_runs import sweep_info
-from isles.app.sweeper import JobFailed, use_isles_sweeper
+from isles.app.overrides import preprocess_argv
+from isles.app.sweeper import JobFailed, check_plugin_extras, use_isles_sweeper
 from isles.app.tracking_process import prestart
 from isles.islands.config.schema import check_override_keys
 
@@ -87,8 +88,11 @@ _hydra_run = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="c
 
 
 def main() -> None:
-    """The ``isles`` command: refuse an unknown key typed as ``key=value`` with one line
-    (:func:`isles.islands.config.schema.check_override_keys`, exit status 2), make the launch directory
+    """The ``isles`` command: rewrite the overrides that Hydra's merge would refuse although isles
+    gives them a meaning (:func:`isles.app.overrides.preprocess`), refuse an unknown key typed as
+    ``key=value`` (:func:`isles.islands.config.schema.check_override_keys`) and a Hydra plug-in whose
+    extra is not installed (:func:`isles.app.sweeper.check_plugin_extras`) with one line (exit
+    status 2), make the launch directory
     importable (:func:`import_from_launch_directory`), then let Hydra compose the config and run
     :func:`run` (once, or per job of a ``-m`` sweep). On a GPU, the experiment's CUDA kernels
     start compiling in parallel at once (:mod:`isles.algorithms.core.precompile`)."""
@@ -96,6 +100,7 @@ def main() -> None:
         from isles.show import main as show  # noqa: PLC0415
 
         sys.exit(show(sys.argv[2:]))
+    preprocess_argv()  # what Hydra's merge would refuse in several lines (isles.app.overrides.preprocess)
     if os.environ.get("ISLES_RECORD_KERNELS"):  # benchmarks/record_kernels.py
         kernel_lists.record_to(os.environ["ISLES_RECORD_KERNELS"])
     else:
@@ -103,6 +108,7 @@ def main() -> None:
     groups = {d for d in os.listdir(CONF_DIR) if os.path.isdir(os.path.join(CONF_DIR, d))}
     try:
         check_override_keys(sys.argv[1:], groups)
+        check_plugin_extras(sys.argv[1:], CONF_DIR)  # hparams_search=de_optuna without isles[sweep]
     except ValueError as err:
         print(f"isles: error: {error_message(err)}", file=sys.stderr)
         sys.exit(2)

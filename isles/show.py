@@ -4,7 +4,8 @@
 line names the file). Every variable of x is printed at full precision (Python's shortest
 round-trip form of the float), with f, the constraints, feasibility, evaluations and seed; what
 the run's end-of-run report could not compute is printed as it was marked (``not_computed``).
-Exit status: 0, or 2 with one line when PATH holds no ``best_solution.json``.
+Exit status: 0, or 2 with one line when PATH holds no ``best_solution.json``, or one whose fields
+are not what isles writes (``x`` not a list of numbers, ...: :func:`isles.app.run_files.check_solution`).
 """
 
 from __future__ import annotations

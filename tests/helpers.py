@@ -5,7 +5,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
-from isles.app.overrides import retarget
+from isles.app.overrides import preprocess, retarget
 from isles.islands.config import schema as _schema  # noqa: F401  (registers isles_schema in Hydra's ConfigStore)
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
@@ -13,11 +13,12 @@ CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
 def make_cfg(*overrides: str, return_hydra_config: bool = False):
     """Compose ``conf/config.yaml`` with Hydra overrides, as ``python run.py OVERRIDES`` would
-    (with ``return_hydra_config``, the ``hydra`` node too: sweeper, launcher, ...). A class named
-    by ``problem._target_=...`` (or ``topology={_target_: ...}``) gets only the keys of ``overrides``,
-    as in a run (:func:`isles.app.overrides.retarget`): not the experiment's problem's bounds."""
+    (after :func:`isles.app.overrides.preprocess`; with ``return_hydra_config``, the ``hydra`` node
+    too: sweeper, launcher, ...). A class named by ``problem._target_=...`` (or
+    ``topology={_target_: ...}``) gets only the keys of ``overrides``, as in a run
+    (:func:`isles.app.overrides.retarget`): not the experiment's problem's bounds."""
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+        cfg = compose(config_name="config", overrides=preprocess(list(overrides)), return_hydra_config=True)
     cfg = retarget(cfg)
     if not return_hydra_config:
         with open_dict(cfg):

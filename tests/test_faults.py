@@ -157,7 +157,7 @@ def test_sigterm_checkpoints_and_the_resume_gives_the_uninterrupted_result(tmp_p
     assert run.returncode == 130, err[-2000:]
     killed = client.get_run(runs[0].info.run_id)
     assert killed.info.status == "KILLED"
-    cmd = re.search(r"resume with:\n  (python run.py .*)", err).group(1)
+    cmd = re.search(r"resume with:\n  (python \S*run.py .*)", err).group(1)  # as started: python /path/run.py
     resume = _cli(shlex.split(cmd)[2:], tmp_path)
     out_res, err_res = resume.communicate(timeout=300)
     assert resume.returncode == 0, err_res[-2000:]
@@ -313,8 +313,9 @@ def test_sigterm_to_the_whole_process_group_stops_cleanly_and_resumes(tmp_path):
     client = MlflowClient(tracking_uri=store)
     (killed,) = client.search_runs([client.get_experiment_by_name("de-islands").experiment_id])
     assert killed.info.status == "KILLED"
-    cmd = re.search(r"resume with:\n  (python run.py .*)", err).group(1)
+    cmd = re.search(r"resume with:\n  (python \S*run.py .*)", err).group(1)  # as started: python /path/run.py
     assert f"checkpoint.resume={path}" in cmd
+    assert shlex.split(cmd)[1] == os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "run.py")
     resume = _cli(shlex.split(cmd)[2:], tmp_path)
     _, err_res = resume.communicate(timeout=300)
     assert resume.returncode == 0, err_res[-2000:]

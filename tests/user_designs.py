@@ -60,6 +60,18 @@ class TrussNaN(ThreeBarTruss):
         return super().objective(X) * 0.0 * math.inf
 
 
+class TrussEqualityNaN(ThreeBarTruss):
+    """Its stress limits and one equality ``h = 0`` (the last column, ``n_eq = 1``) that is NaN
+    everywhere (a unit slip, ``0 * inf``): the objective stays finite, no point can be feasible."""
+
+    n_constraints = 4
+    n_eq = 1
+
+    def constraints(self, X):
+        g = super().constraints(X)
+        return _stack_like(X, [g[..., 0], g[..., 1], g[..., 2], X[..., 0] * math.nan])
+
+
 class SegmentedCantilever(Problem):
     """Cantilever beam of ``dim`` hollow square segments (Fleury & Braibant 1986 for ``dim = 5``):
     widths ``x`` in ``[0.01, 100]``, weight ``0.0624 sum x``, one deflection constraint

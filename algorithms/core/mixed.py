@@ -26,6 +26,8 @@ A checkpoint resumes on any grouping (:meth:`Mixed.regroup`, each family's part 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from isles.algorithms.core.backend import device_constant
@@ -67,9 +69,10 @@ def built(node, j) -> IslandAlgorithm:
         return build_algorithm(node)
     except ValueError as err:
         text = str(err)
-        raise ValueError(
-            f"groups.{j}.{text}" if text.startswith("algorithm.") else f"groups.{j}.algorithm: {text}"
-        ) from None
+        if not text.startswith("algorithm."):
+            raise ValueError(f"groups.{j}.algorithm: {text}") from None
+        # every field the line names is the group's (algorithm.N_min -> groups.0.algorithm.N_min)
+        raise ValueError(re.sub(r"(?<![\w.])algorithm\.", f"groups.{j}.algorithm.", text)) from None
 
 
 class Mixed(IslandAlgorithm):

@@ -9,6 +9,8 @@ bad value fails early.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import inspect
 import math
 
@@ -242,9 +244,11 @@ def build_algorithm(cfg) -> IslandAlgorithm:
     """Instantiate an island algorithm from its config (``_target_`` plus parameters).
 
     Raises:
-        ValueError: a parameter out of range (named by field), or an unknown target.
+        ValueError: a parameter out of range (named by field), a parameter the class does not take
+            (:func:`check_algorithm_keys`), or an unknown target.
     """
     cfg = _plain(cfg)
+    check_algorithm_keys(cfg)
     try:
         return instantiate(cfg, _convert_="all")
     except Exception as err:
@@ -252,6 +256,49 @@ def build_algorithm(cfg) -> IslandAlgorithm:
         if isinstance(cause, ValueError):
             raise cause from None
         raise ValueError(cannot_build("algorithm", cfg.get("_target_"), err)) from None
+
+
+def algorithm_keys(cls) -> list[str] | None:
+    """The parameters an algorithm class takes as config keys: its ``Params`` dataclass's fields
+    when its constructor takes ``**kwargs`` (:class:`isles.algorithms.core.base.IslandAlgorithm`),
+    else its constructor's named parameters; ``None`` when that cannot be told (any keyword taken)."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        p_cls = getattr(cls, "Params", None)
+        return [f.name for f in dataclasses.fields(p_cls)] if dataclasses.is_dataclass(p_cls) else None
+    return [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def check_algorithm_keys(cfg: dict) -> None:
+    """Refuse a key of the algorithm node ``cfg`` that its class does not take
+    (:func:`algorithm_keys`; ``_target_`` and Hydra's ``_..._`` keys aside), before it is built.
+
+    Raises:
+        ValueError: one line naming the key as typed, the family's keys and the built-in families
+            that take it, e.g. ``algorithm.host_kernel=auto: cmaes takes no parameter 'host_kernel'
+            (its parameters: pop_size, sigma0, ...); host_kernel is a parameter of algorithm=jso|lshade``.
+    """
+    from isles.algorithms.options import ALGORITHMS  # noqa: PLC0415
+
+    try:
+        cls = get_object(cfg.get("_target_"))
+    except Exception:  # noqa: BLE001  (not importable: build_algorithm names it)
+        return
+    allowed = algorithm_keys(cls)
+    unknown = [k for k in cfg if not (k.startswith("_") and k.endswith("_"))] if allowed is not None else []
+    for key in (k for k in unknown if k not in allowed):
+        family = next((n for n, c in ALGORITHMS.items() if c is cls), cls.__name__)
+        takers = [n for n, c in ALGORITHMS.items() if key in (algorithm_keys(c) or [])]
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        where = f"a parameter of algorithm={'|'.join(takers)}" if takers else "a parameter of no built-in algorithm"
+        raise ValueError(
+            f"algorithm.{key}={cfg[key]}: {family} takes no parameter {key!r}{hint} "
+            f"(its parameters: {', '.join(allowed) or 'none'}); {key} is {where}"
+        )
 
 
 def build_plugins(nodes) -> list:
