@@ -130,7 +130,8 @@ def config_diff(saved: dict, now: dict, path: str) -> str | None:
             seen.add(group)
             have = now if side[0] is saved else saved
             cls = str(have.get(f"{group}.algorithm._target_", "?")).rsplit(".", 1)[-1]
-            text = f"{have.get(f'{group}.islands', '?')} islands of {cls}"
+            n = have.get(f"{group}.islands", "?")
+            text = f"{n} island{'' if n == 1 else 's'} of {cls}"
             shown.append((group, unset if have is now else text, text if have is now else unset))
         else:
             shown.append((k, repr(saved.get(k, unset)) if k in saved else unset, repr(now[k]) if k in now else unset))
