@@ -338,3 +338,28 @@ def test_a_checkpoint_saved_inside_an_epoch_by_an_earlier_isles_is_refused(saved
     assert one_line(err).startswith(
         f"checkpoint.resume={str(path)!r}: saved at generation 95, inside epoch 10 (islands.migration_interval=10)"
     )
+
+
+@pytest.mark.parametrize("actors", [["islands.n_actors=1"], []])  # []: this machine's default grouping (1 actor)
+def test_an_async_resume_on_another_grouping_is_refused_before_anything_starts(tmp_path, monkeypatch, actors):
+    """Before: refused only once Ray had started and an MLflow run had opened (a FAILED run with no
+    rows, 18.6 s on one H200). An async checkpoint's groups ran different generations: it resumes on
+    the grouping it was saved with only."""
+    from isles.islands.control.recovery import resumable_config  # noqa: PLC0415
+
+    run = [*SMALL, "islands.mode=async"]
+    path = tmp_path / "async.pkl"
+    saved = job.prepare(make_cfg(*run, "islands.n_actors=2")).plain
+    gens = {"gens": [20, 20], "epochs": [2, 2], "done": 20}
+    checkpoint.save(path, {"mode": "async", "groups": [[0], [1]], "config": resumable_config(saved), "async": gens})
+    nothing_starts(monkeypatch)
+    store = f"logger.tracking_uri=sqlite:///{tmp_path}/mlflow.db"
+    with pytest.raises(ValueError) as err:
+        job.run_job(make_cfg(*run, *actors, f"checkpoint.resume={path}", "logger=mlflow", store))
+    assert one_line(err) == (
+        f"checkpoint.resume={str(path)!r}: an async run resumes with the grouping it was saved with: "
+        "islands.n_actors=2 (now 1); allowed value here is islands.n_actors=2"
+    )
+    assert not (tmp_path / "mlflow.db").exists()  # no MLflow run opened
+    with pytest.raises(AssertionError, match="Ray or MLflow started"):  # the saved grouping passes the check
+        job.run_job(make_cfg(*run, "islands.n_actors=2", f"checkpoint.resume={path}", "logger=mlflow", store))
