@@ -351,7 +351,8 @@ def test_an_async_resume_on_another_grouping_is_refused_before_anything_starts(t
     path = tmp_path / "async.pkl"
     saved = job.prepare(make_cfg(*run, "islands.n_actors=2")).plain
     gens = {"gens": [20, 20], "epochs": [2, 2], "done": 20}
-    checkpoint.save(path, {"mode": "async", "groups": [[0], [1]], "config": resumable_config(saved), "async": gens})
+    data = {"mode": "async", "epoch": 4, "groups": [[0], [1]], "config": resumable_config(saved), "async": gens}
+    checkpoint.save(path, data)
     nothing_starts(monkeypatch)
     store = f"logger.tracking_uri=sqlite:///{tmp_path}/mlflow.db"
     with pytest.raises(ValueError) as err:
