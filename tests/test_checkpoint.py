@@ -364,3 +364,19 @@ def test_an_async_resume_on_another_grouping_is_refused_before_anything_starts(t
     assert not (tmp_path / "mlflow.db").exists()  # no MLflow run opened
     with pytest.raises(AssertionError, match="Ray or MLflow started"):  # the saved grouping passes the check
         job.run_job(make_cfg(*run, "islands.n_actors=2", f"checkpoint.resume={path}", "logger=mlflow", store))
+
+
+def test_a_changed_field_is_named_with_the_override_that_gives_it_back():
+    """The refusal names each changed field with both values, and the overrides that resume the saved run."""
+    from isles.islands.control.recovery import check_resumable, resumable_config  # noqa: PLC0415
+
+    def cfg(*over):
+        return plain(make_cfg("+experiment=de_islands", "device=cpu", *over))
+
+    data = {"config": resumable_config(cfg("seed=1", "algorithm.F=0.5")), "done_gens": 0}
+    with pytest.raises(ValueError) as err:
+        check_resumable(data, cfg("seed=5", "algorithm.F=0.7"), "ck.pkl")
+    assert one_line(err) == (
+        "checkpoint.resume='ck.pkl': the config differs from the saved run (algorithm.F: saved 0.5, now 0.7; "
+        "seed: saved 1, now 5); resume with the saved values (algorithm.F=0.5 seed=1), or start a new run"
+    )

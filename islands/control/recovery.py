@@ -103,11 +103,9 @@ def config_fields(flat: dict) -> dict:
 
 def _override(value) -> str:
     """``value`` as a command-line override spells it (``true``, ``null``, ``0.5``, ``de``)."""
-    return (
-        {True: "true", False: "false", None: "null"}.get(value, str(value))
-        if not isinstance(value, float)
-        else repr(value)
-    )
+    if isinstance(value, bool) or value is None:  # before ints: True == 1
+        return {True: "true", False: "false", None: "null"}[value]
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def config_diff(saved: dict, now: dict, path: str) -> str | None:
