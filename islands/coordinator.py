@@ -33,7 +33,7 @@ from isles.islands.control.async_loop import AsyncLoop
 from isles.islands.control.budget import budget_generations
 from isles.islands.control.callbacks import Monitors
 from isles.islands.control.executor import Executor
-from isles.islands.control.recovery import Recovery, RestartFailed, check_resumable
+from isles.islands.control.recovery import Recovery, RestartFailed, check_async_grouping, check_resumable
 from isles.islands.results import RunResult, island_nodes
 from isles.islands.config.schema import check_plugins, validated
 from isles.islands.control.sync_loop import SyncLoop
@@ -122,16 +122,8 @@ class Coordinator:
         t_start = time.perf_counter()
         ex = self.executor
         placement = ex.placement()
-        saved = self.resume_from
-        if (
-            saved is not None
-            and saved.get("mode") == "async"
-            and [list(g) for g in saved["groups"]] != [list(g) for g in placement.groups]
-        ):
-            raise ValueError(
-                f"checkpoint.resume: an async run resumes with the grouping it was saved with: "
-                f"islands.n_actors={len(saved['groups'])} (now {len(placement.groups)})"
-            )
+        if self.resume_from is not None:  # on a cluster, the grouping is known once Ray is up
+            check_async_grouping(self.resume_from, self.cfg, self.cfg["checkpoint"]["resume"], placement.groups)
         self.schedule.prepare(placement)  # e.g. async mode's shared pool, started beside the groups
         groups = ex.start(placement)
         try:

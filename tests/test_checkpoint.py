@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from isles.app import errors, job
 from isles.islands.control import checkpoint
@@ -254,3 +255,128 @@ def test_a_checkpoint_saved_before_async_budget_existed_resumes_as_it_ran(mode):
     else:
         with pytest.raises(ValueError, match=r"islands\.async_budget: saved 'island', now 'shared'"):
             check_resumable(data, cfg(), "old.pkl")
+
+
+# -- a run stopped inside an epoch (issue 34) ----------------------------------------------------
+#: SMALL on Rastrigin (a landscape whose runs part ways), 5 generations an epoch: 2 islands of 8, so
+#: a budget of 16 + 16 g evaluations buys g generations
+CUT = [*(a for a in SMALL if a not in ("problem=sphere", "islands.migration_interval=10")), "problem=rastrigin"]
+CUT += ["islands.migration_interval=5", "quiet=true"]
+
+
+def _run(*over):
+    return job.run_job(make_cfg(*CUT, *over), use_ray=False)[0]
+
+
+def assert_same_run(resumed, whole):
+    """The resumed run is the uninterrupted one: its result, each island's best, every migration and
+    the epochs' generations."""
+    assert (resumed.best_f, resumed.generations, resumed.evaluations) == (
+        whole.best_f,
+        whole.generations,
+        whole.evaluations,
+    )
+    np.testing.assert_array_equal(resumed.best_x, whole.best_x)
+    np.testing.assert_array_equal(resumed.history[-1].island_best_f, whole.history[-1].island_best_f)
+    assert list(resumed.migrations) == list(whole.migrations)
+    assert [h.generation for h in resumed.history] == [h.generation for h in whole.history]
+
+
+@pytest.mark.parametrize("n_actors", [1, 2])
+@pytest.mark.parametrize(
+    "stop, more, whole_gens",
+    [
+        ("generations=37", "generations=75", 35),  # a generation budget off the epochs' grid
+        ("stop.max_evaluations=600", "stop.max_evaluations=1210", 35),  # 37 and 75 generations
+        ("generations=3", "generations=24", 0),  # shorter than one epoch
+    ],
+)
+def test_a_run_stopped_inside_an_epoch_resumes_as_the_uninterrupted_run(tmp_path, n_actors, stop, more, whole_gens):
+    """Before: the final checkpoint held the cut-short last epoch's state, and the resume started its
+    epochs there (generation 37, 42, ...: migrations 2 generations off the uninterrupted run's, a
+    migration at 37 that it never makes); the run on 1200 evaluations ended on another best. Now the
+    final checkpoint is the last whole epoch's, and the resume runs the cut-short epoch again whole."""
+    path = tmp_path / "ck.pkl"
+    over = (f"islands.n_actors={n_actors}",)
+    whole = _run(*over, more)
+    stopped = _run(*over, stop, "checkpoint.every=2", f"checkpoint.path={path}")
+    assert stopped.generations % 5  # stopped inside an epoch
+    assert checkpoint.load(path)["done_gens"] == whole_gens
+    assert_same_run(_run(*over, more, f"checkpoint.resume={path}"), whole)
+    again = _run(*over, stop, f"checkpoint.resume={path}")  # resumed to where it stopped: the stopped run
+    assert (again.best_f, again.generations) == (stopped.best_f, stopped.generations)
+
+
+def test_an_interrupt_after_a_cut_short_epoch_resumes_as_the_uninterrupted_run(tmp_path, monkeypatch):
+    """A snapshot (what an interrupt saves) is never taken after a last epoch cut short either: Ctrl-C
+    as the run ends (while its actors are released, the callbacks' ``on_end``) saves the last whole
+    epoch's (two groups: their summaries carry a snapshot after every epoch of a span)."""
+    from isles.islands.control.callbacks import Monitors  # noqa: PLC0415
+
+    def interrupted(self, result):
+        raise KeyboardInterrupt
+
+    path = tmp_path / "ck.pkl"
+    whole = _run("generations=40", "islands.n_actors=2")
+    monkeypatch.setattr(Monitors, "ended", interrupted)
+    with pytest.raises(SystemExit):
+        _run("generations=37", "islands.n_actors=2", "islands.snapshot_every=1", f"checkpoint.path={path}")
+    monkeypatch.undo()
+    assert checkpoint.load(path)["done_gens"] == 35  # before: 37
+    assert_same_run(_run("generations=40", "islands.n_actors=2", f"checkpoint.resume={path}"), whole)
+
+
+def test_a_checkpoint_saved_inside_an_epoch_by_an_earlier_isles_is_refused(saved, tmp_path, monkeypatch):
+    """Such a checkpoint (its run's final one, of a last epoch cut short) would resume off the run's
+    epochs: one line, before anything starts."""
+    data = checkpoint.load(saved)
+    path = tmp_path / "old.pkl"
+    checkpoint.save(path, {**{k: v for k, v in data.items() if k != "version"}, "done_gens": 95})
+    nothing_starts(monkeypatch)
+    with pytest.raises(ValueError) as err:
+        job.run_job(make_cfg(*SMALL, f"checkpoint.resume={path}", "generations=120"))
+    assert one_line(err).startswith(
+        f"checkpoint.resume={str(path)!r}: saved at generation 95, inside epoch 10 (islands.migration_interval=10)"
+    )
+
+
+@pytest.mark.parametrize("actors", [["islands.n_actors=1"], []])  # []: this machine's default grouping (1 actor)
+def test_an_async_resume_on_another_grouping_is_refused_before_anything_starts(tmp_path, monkeypatch, actors):
+    """Before: refused only once Ray had started and an MLflow run had opened (a FAILED run with no
+    rows, 18.6 s on one H200). An async checkpoint's groups ran different generations: it resumes on
+    the grouping it was saved with only."""
+    from isles.islands.control.recovery import resumable_config  # noqa: PLC0415
+
+    run = [*SMALL, "islands.mode=async"]
+    path = tmp_path / "async.pkl"
+    saved = job.prepare(make_cfg(*run, "islands.n_actors=2")).plain
+    gens = {"gens": [20, 20], "epochs": [2, 2], "done": 20}
+    data = {"mode": "async", "epoch": 4, "groups": [[0], [1]], "config": resumable_config(saved), "async": gens}
+    checkpoint.save(path, data)
+    nothing_starts(monkeypatch)
+    store = f"logger.tracking_uri=sqlite:///{tmp_path}/mlflow.db"
+    with pytest.raises(ValueError) as err:
+        job.run_job(make_cfg(*run, *actors, f"checkpoint.resume={path}", "logger=mlflow", store))
+    assert one_line(err) == (
+        f"checkpoint.resume={str(path)!r}: an async run resumes with the grouping it was saved with: "
+        "islands.n_actors=2 (now 1); allowed value here is islands.n_actors=2"
+    )
+    assert not (tmp_path / "mlflow.db").exists()  # no MLflow run opened
+    with pytest.raises(AssertionError, match="Ray or MLflow started"):  # the saved grouping passes the check
+        job.run_job(make_cfg(*run, "islands.n_actors=2", f"checkpoint.resume={path}", "logger=mlflow", store))
+
+
+def test_a_changed_field_is_named_with_the_override_that_gives_it_back():
+    """The refusal names each changed field with both values, and the overrides that resume the saved run."""
+    from isles.islands.control.recovery import check_resumable, resumable_config  # noqa: PLC0415
+
+    def cfg(*over):
+        return plain(make_cfg("+experiment=de_islands", "device=cpu", *over))
+
+    data = {"config": resumable_config(cfg("seed=1", "algorithm.F=0.5")), "done_gens": 0}
+    with pytest.raises(ValueError) as err:
+        check_resumable(data, cfg("seed=5", "algorithm.F=0.7"), "ck.pkl")
+    assert one_line(err) == (
+        "checkpoint.resume='ck.pkl': the config differs from the saved run (algorithm.F: saved 0.5, now 0.7; "
+        "seed: saved 1, now 5); resume with the saved values (algorithm.F=0.5 seed=1), or start a new run"
+    )

@@ -179,6 +179,57 @@ def test_checkpoint_and_resume_of_a_mixed_run_is_the_uninterrupted_run(tmp_path)
         assert_same_runs(whole, resumed)
 
 
+def test_a_resume_with_other_groups_names_each_changed_field_in_one_line(tmp_path):
+    """Before: a resume with another group list was refused with both lists in full (about 3,300
+    characters: ``groups`` and the mixed algorithm's copy of them). Now each field that changed, as
+    typed, with both values and the overrides that give the saved run back."""
+    path = tmp_path / "ck.pkl"
+    coordinator("generations=6", "checkpoint.every=1", f"checkpoint.path={path}").run()
+    no_ga = [a for a in SMALL if "groups.ga" not in a]
+    for overrides, says in [
+        (
+            ["groups.pso.islands=3"],
+            "(groups.pso.islands: saved 2, now 3); resume with the saved values (groups.pso.islands=2)",
+        ),
+        (
+            ["groups.de.algorithm.F=0.7"],
+            "(groups.de.algorithm.F: saved 0.5, now 0.7); resume with the saved values (groups.de.algorithm.F=0.5)",
+        ),
+        (
+            ["+groups.cmaes.islands=1", "+algorithm@groups.cmaes.algorithm=cmaes"],
+            "(groups.cmaes: saved <unset>, now 1 island of CMAES); resume with the saved values, or",
+        ),
+        (["--no-ga"], "(groups.ga: saved 2 islands of GA, now <unset>); resume with the saved values, or"),
+    ]:
+        base = no_ga if overrides == ["--no-ga"] else SMALL
+        cfg = plain(
+            make_cfg(*base, *[o for o in overrides if o != "--no-ga"], "generations=6", f"checkpoint.resume={path}")
+        )
+        with pytest.raises(ValueError) as err:
+            Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False)
+        msg = str(err.value)
+        assert "\n" not in msg and len(msg) < 300, msg
+        assert msg.startswith(f"checkpoint.resume={str(path)!r}: the config differs from the saved run {says}"), msg
+
+
+def test_more_generations_of_a_pso_group_that_follows_them_is_refused_as_plain_pso_is(tmp_path):
+    """PSO's ``max_iterations: ${generations}`` (its inertia schedule spans the run) is saved with the
+    groups: a resume with more generations changes it and is refused in one line, as a plain PSO run's
+    is (``algorithm.max_iterations: saved 6, now 30``), naming the override that keeps the saved
+    schedule; with it, the resume is the uninterrupted run on that schedule."""
+    path = tmp_path / "ck.pkl"
+    coordinator("generations=6", "checkpoint.every=1", f"checkpoint.path={path}").run()
+    with pytest.raises(ValueError) as err:
+        coordinator(f"checkpoint.resume={path}")
+    assert str(err.value) == (
+        f"checkpoint.resume={str(path)!r}: the config differs from the saved run "
+        "(groups.pso.algorithm.max_iterations: saved 6, now 30); resume with the saved values "
+        "(groups.pso.algorithm.max_iterations=6), or start a new run"
+    )
+    kept = "groups.pso.algorithm.max_iterations=6"
+    assert_same_runs(coordinator(kept, f"checkpoint.resume={path}").run(), coordinator(kept).run())
+
+
 # -- the groups' metrics ----------------------------------------------------------------------------
 def test_each_groups_metrics_and_its_line_in_the_plot():
     """Per epoch: each group's best f (the best its islands have had), its share of the run's

@@ -79,7 +79,7 @@ def group_epochs(g, order: SpanOrder, claims: Claims | None = None):
     Yields:
         each epoch's :class:`isles.islands.records.EpochSummary`, pickled (bytes), with the group's
         :class:`isles.islands.records.GroupSnapshot` after the epochs in ``order.snapshots`` (with
-        ``claims``: after every ``claims.every``-th and the last).
+        ``claims``: as :meth:`isles.islands.control.pool.Claims.due` says).
     """
     r = order.route
     link = Arrivals(r, ActorTransport(r.peers, r.index, g.inbox)) if len(r.groups) > 1 else Alone(g.island_ids)
@@ -99,7 +99,8 @@ def group_epochs(g, order: SpanOrder, claims: Claims | None = None):
             best, px, events = run_epoch(g, k, e, plan, link, migration_edges(r.topology, r.n, r.seed, e))
             k = next(ks, 0)  # the next epoch's generations (0: this was the last)
             rows = [Rows.of(g.row(best, px, events))]
-            g._keep_snapshot(rows, e in order.snapshots or (claims is not None and claims.due(e, not k)), False)
+            due = e in order.snapshots if claims is None else claims.due(e, k, rows[0].generation[0])
+            g._keep_snapshot(rows, due, False)
             summary = g._summaries(rows, t0)[0]
         yield pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -217,7 +218,9 @@ class AsyncLoop(Schedule):
             while pool is None and g < self.generations:
                 ks.append(min(self.interval, self.generations - g))
                 g += ks[-1]
-            e0, last = epochs[i], epochs[i] + len(ks)
+            # snapshots every `every` epochs and after the last whole one (none after a last epoch cut
+            # short: a checkpoint there would resume off the uninterrupted run's epochs, SyncLoop.checkpoint_due)
+            e0, last = epochs[i], epochs[i] + sum(k == self.interval for k in ks)
             due = tuple(e for e in range(e0 + 1, last + 1) if every and (e % every == 0 or e == last))
             if pool is not None:
                 claims = Claims(pool, i, self.interval, attempts[i], every)

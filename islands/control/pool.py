@@ -154,6 +154,12 @@ class Claims:
             raise StopIteration
         return k
 
-    def due(self, epoch: int, last: bool) -> bool:
-        """Whether a snapshot falls due after ``epoch`` (``last``: the group's last epoch)."""
-        return bool(self.every) and (epoch % self.every == 0 or last)
+    def due(self, epoch: int, following: int, generation: int) -> bool:
+        """Whether a snapshot falls due after ``epoch``, which ends at the group's ``generation``, the
+        pool granting ``following`` generations next (0: none, the group's last epoch): every
+        ``every``-th epoch and the last whole one (before a grant shorter than ``want``), where the
+        epoch ends on the grid of ``want`` generations (none after an epoch cut short: a checkpoint
+        there would resume off the run's epochs,
+        :meth:`isles.islands.control.sync_loop.Schedule.checkpoint_due`)."""
+        whole = int(generation) % self.want == 0
+        return bool(self.every) and whole and (epoch % self.every == 0 or following < self.want)

@@ -13,7 +13,7 @@ import time
 from dataclasses import fields
 
 from isles.islands.control.checkpoint import generations_done
-from isles.islands.control.placement import where
+from isles.islands.control.placement import local_resources, plan_nodes, split, where
 from isles.islands.records import LoopState
 from isles.islands.results import RecordLog, migration_log
 
@@ -77,24 +77,98 @@ def resumable_config(cfg: dict) -> dict:
     return flat
 
 
+def config_fields(flat: dict) -> dict:
+    """A :func:`resumable_config` as the fields a user types: a mixed run's ``groups`` (a list of
+    ``{name, islands, algorithm, key}``, :func:`isles.islands.config.schema.with_groups`) as
+    ``groups.<key>.islands`` and ``groups.<key>.algorithm.<field>``, without what they imply
+    (``algorithm.groups``, the mixed algorithm's copy of them, and ``islands.n``, their sum); any
+    other config as it is."""
+    groups = flat.get("groups")
+    if not isinstance(groups, list):
+        return flat
+    out = {k: v for k, v in flat.items() if k not in ("groups", "algorithm.groups", "islands.n")}
+
+    def walk(value, key):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{key}.{k}")
+        else:
+            out[key] = value
+
+    for j, g in enumerate(groups):
+        g = g if isinstance(g, dict) else {"algorithm": g}
+        walk({k: v for k, v in g.items() if k not in ("name", "key")}, f"groups.{g.get('key', j)}")
+    return out
+
+
+def _override(value) -> str:
+    """``value`` as a command-line override spells it (``true``, ``null``, ``0.5``, ``de``)."""
+    if isinstance(value, bool) or value is None:  # before ints: True == 1
+        return {True: "true", False: "false", None: "null"}[value]
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def config_diff(saved: dict, now: dict, path: str) -> str | None:
+    """One line naming the fields in which the config ``now`` differs from the ``saved`` one (both
+    :func:`resumable_config`, compared as :func:`config_fields`), with both values and the overrides
+    that give the saved ones back; ``None`` where they agree. A group of a mixed run on one side
+    only is one field, ``groups.<key>``, with its islands and algorithm."""
+    saved, now = config_fields(saved), config_fields(now)
+    unset = "<unset>"
+    diff = sorted(k for k in set(saved) | set(now) if saved.get(k, unset) != now.get(k, unset))
+    if not diff:
+        return None
+    shown, seen = [], set()
+    for k in diff:
+        group = ".".join(k.split(".")[:2]) if k.startswith("groups.") else None
+        side = [c for c in (saved, now) if not any(f.startswith(group + ".") for f in c)] if group else []
+        if side:  # the whole group on one side only
+            if group in seen:
+                continue
+            seen.add(group)
+            have = now if side[0] is saved else saved
+            cls = str(have.get(f"{group}.algorithm._target_", "?")).rsplit(".", 1)[-1]
+            n = have.get(f"{group}.islands", "?")
+            text = f"{n} island{'' if n == 1 else 's'} of {cls}"
+            shown.append((group, unset if have is now else text, text if have is now else unset))
+        else:
+            shown.append((k, repr(saved.get(k, unset)) if k in saved else unset, repr(now[k]) if k in now else unset))
+    back = [
+        f"{k}={_override(saved[k])}" for k, _, _ in shown[:6] if k in saved and not isinstance(saved[k], (list, dict))
+    ]
+    more = f"; {len(shown) - 6} more" if len(shown) > 6 else ""
+    return (
+        f"checkpoint.resume={path!r}: the config differs from the saved run "
+        f"({'; '.join(f'{k}: saved {a}, now {b}' for k, a, b in shown[:6])}{more}); resume with the saved values"
+        f"{' (' + ' '.join(back) + ')' if back else ''}, or start a new run"
+    )
+
+
 def check_resumable(data: dict, cfg: dict, path: str) -> None:
-    """Refuse to resume a checkpoint under a different config, or with fewer ``generations``
-    than the checkpoint's run has done (its result would be printed as this run's).
+    """Refuse to resume a checkpoint under a different config (:func:`config_diff`), a sync run's
+    checkpoint saved inside an epoch (by an isles before the final checkpoint of a run whose last
+    epoch is cut short was its last whole epoch's, :meth:`isles.islands.control.sync_loop.Schedule.checkpoint_due`),
+    an async checkpoint on another grouping (:func:`check_async_grouping`), or with fewer
+    ``generations`` than the checkpoint's run has done (its result would be printed as this run's).
 
     Raises:
-        ValueError: one line naming the fields that differ, with both values; or naming
-            ``generations`` and the checkpoint's generation.
+        ValueError: one line naming the fields that differ, with both values; the epoch the
+            checkpoint is inside; ``islands.n_actors`` and the saved grouping; or ``generations``
+            and the checkpoint's generation.
     """
     saved, now = data.get("config", {}), resumable_config(cfg)
     saved = {**{k: v for k, v in ADDED_SINCE.items() if k in now}, **saved}
-    diff = sorted(k for k in set(saved) | set(now) if saved.get(k, "<unset>") != now.get(k, "<unset>"))
-    if diff:
-        shown = "; ".join(f"{k}: saved {saved.get(k, '<unset>')!r}, now {now.get(k, '<unset>')!r}" for k in diff[:6])
+    differs = config_diff(saved, now, path)
+    if differs:
+        raise ValueError(differs)
+    done, interval = generations_done(data), int(cfg["islands"]["migration_interval"])
+    if data.get("mode") != "async" and done % interval:
         raise ValueError(
-            f"checkpoint.resume={path!r}: the config differs from the saved run ({shown}); "
-            "resume with the saved values, or start a new run"
+            f"checkpoint.resume={path!r}: saved at generation {done}, inside epoch {data['epoch']} "
+            f"(islands.migration_interval={interval}), by an earlier isles; a resume from there would not be "
+            "the uninterrupted run: resume an earlier checkpoint of the run, or start a new run"
         )
-    done = generations_done(data)
+    check_async_grouping(data, cfg, path)
     if int(cfg["generations"]) < done:
         budget = (cfg.get("stop") or {}).get("max_evaluations")
         field = (
@@ -106,6 +180,37 @@ def check_resumable(data: dict, cfg: dict, path: str) -> None:
             f"{field}: the checkpoint (checkpoint.resume={path!r}) is at generation {done}; allowed "
             f"values are {'>= ' if budget is None else 'budgets of >= '}{done}"
             f"{'' if budget is None else ' generations'}"
+        )
+
+
+def check_async_grouping(data: dict, cfg: dict, path: str, groups: list | None = None) -> None:
+    """Refuse an async checkpoint (``data``) on another grouping of the islands than it was saved
+    with (an async run's groups run different generations: their states do not regroup).
+
+    Before Ray starts (``groups`` ``None``): the grouping that ``islands.n_actors`` asks for, or
+    without it the one this machine gets (:func:`isles.islands.control.placement.plan_nodes`, as
+    :func:`~isles.islands.control.placement.needs_ray` plans it); on a cluster (``ray.address``)
+    without ``islands.n_actors`` the grouping is known once Ray is up, and the coordinator calls
+    this again with the ``groups`` it placed.
+
+    Raises:
+        ValueError: one line naming ``islands.n_actors``, the saved number of groups and the one now.
+    """
+    if data.get("mode") != "async":
+        return
+    isl, saved = cfg["islands"], [list(g) for g in data["groups"]]
+    if groups is None:
+        if isl["n_actors"] is not None:
+            groups = split(int(isl["n"]), min(int(isl["n_actors"]), int(isl["n"])))
+        elif cfg["ray"]["address"]:
+            return
+        else:
+            here = {"node_id": "local", "ip": "127.0.0.1", **local_resources(cfg["ray"]["num_cpus"], cfg["device"])}
+            groups = plan_nodes(int(isl["n"]), cfg["device"], isl, [here]).groups
+    if saved != [list(g) for g in groups]:
+        raise ValueError(
+            f"checkpoint.resume={path!r}: an async run resumes with the grouping it was saved with: "
+            f"islands.n_actors={len(saved)} (now {len(groups)}); allowed value here is islands.n_actors={len(saved)}"
         )
 
 

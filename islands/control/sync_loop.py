@@ -64,6 +64,18 @@ class Schedule:
         self.co, self.ex, self.recovery = co, co.executor, co.recovery
         self.cfg, self.n, self.seed, self.topology = co.cfg, co.n, co.seed, co.topology
         self.generations, self.interval = co.generations, co.interval
+        #: the run's epochs that end on the migration grid (every ``islands.migration_interval``
+        #: generations): all of them, or all but a last one cut short by ``generations`` (or the budget's)
+        self.whole_epochs = self.generations // self.interval
+
+    def checkpoint_due(self, epoch: int) -> bool:
+        """Whether a checkpoint is written after ``epoch``: every ``checkpoint.every`` epochs and after
+        the run's last whole epoch (:attr:`whole_epochs`), never after a last epoch cut short. A run
+        that resumes from a checkpoint inside an epoch would start its next epoch there, off the
+        uninterrupted run's epochs and migrations; from the last whole epoch it runs the cut-short
+        epoch again, whole or as far as its generations go, and is the uninterrupted run bit for bit."""
+        every = int(self.cfg["checkpoint"]["every"] or 0)
+        return bool(every) and epoch <= self.whole_epochs and (epoch % every == 0 or epoch == self.whole_epochs)
 
     def prepare(self, placement) -> None:
         """What the schedule starts before the groups (``placement``: the run's
@@ -100,6 +112,9 @@ class SyncLoop(Schedule):
             loop = LoopState(0, 0, None, None, None, RecordLog(), migration_log())
         every = int(self.cfg["islands"]["snapshot_every"])
         snapshot = recovery.snapshot(groups, placement, loop) if every else None
+        if loop.epoch == self.whole_epochs and self.checkpoint_due(loop.epoch) and loop.done_gens < self.generations:
+            # no whole epoch is left (a run shorter than one epoch): its final checkpoint is its start
+            checkpoint.save(ck["path"], snapshot or recovery.snapshot(groups, placement, loop))
         yielded, hits, epoch_s, span = loop.epoch, None, None, 0
         balancer = Balancer(self.ex, groups)  # islands spread over the actors by measured cost
         # spans: the one started ahead (_start_ahead) and the epoch of the last snapshot scheduled
@@ -138,19 +153,20 @@ class SyncLoop(Schedule):
                         yield record
                     if hits is not None and np.all(hits >= 0):  # every island reached the stop target
                         return run_result(loop.best, loop.history, loop.done_gens, t0, loop.migrations, hits)
-                    # the next epoch's migration, kept per island; kept after the last epoch too, so
-                    # that a resume with more generations goes on exactly
+                    # the next epoch's migration, kept per island; kept after the last whole epoch too,
+                    # so that a resume with more generations goes on exactly
                     epoch = loop.epoch
                     loop.pending = (epoch, emigrants)
-                    last = loop.done_gens >= self.generations
                     # a snapshot once `every` epochs have passed: at the end of a span (the groups'
                     # states are those of its last epoch), or in a span after the epoch whose
-                    # summaries carry the groups' states (IslandGroup._keep_snapshot)
+                    # summaries carry the groups' states (IslandGroup._keep_snapshot); never after a
+                    # last epoch cut short (checkpoint_due: an interrupt's checkpoint resumes exactly)
                     carried = [sm.snapshot for sm in summaries.values()]
                     carried = carried if all(c is not None for c in carried) else None
-                    if every and (j == len(epochs) - 1 or carried) and epoch - snapshot["epoch"] >= every:
+                    due = every and (j == len(epochs) - 1 or carried) and epoch - snapshot["epoch"] >= every
+                    if due and epoch <= self.whole_epochs:
                         snapshot = recovery.snapshot(groups, placement, loop, carried)
-                    if ck["every"] and (epoch % int(ck["every"]) == 0 or last):
+                    if self.checkpoint_due(epoch):
                         fresh = (
                             snapshot
                             if snapshot is not None and snapshot["epoch"] == epoch
@@ -259,10 +275,10 @@ class SyncLoop(Schedule):
         every, end = int(self.cfg["islands"]["snapshot_every"]), epoch0 + n_epochs
         if not every:
             due = ()
-        elif len(groups) > 1:
-            due = tuple(range(max(scheduled + every, epoch0 + 1), end + 1, every))
+        elif len(groups) > 1:  # none after a last epoch cut short (run's snapshot rule)
+            due = tuple(range(max(scheduled + every, epoch0 + 1), min(end, self.whole_epochs) + 1, every))
         else:
-            due = (end,) if end - scheduled >= every else ()
+            due = (end,) if end - scheduled >= every and end <= self.whole_epochs else ()
         if pending:
             edges = migration_edges(self.topology, self.n, self.seed, pending[0])
             first = [Plan(*group_plan(edges, ids, pending[1])) for ids in placement.groups]
@@ -306,9 +322,8 @@ class SyncLoop(Schedule):
         stop target, or a checkpoint falls due at their end (it asks the idle groups for their state).
         Returns the started :class:`Span`, or ``None``."""
         epoch, gens = loop.epoch + len(epochs), loop.done_gens + sum(k for k, _ in epochs)
-        every_ck = int(self.cfg["checkpoint"]["every"] or 0)
         *_, emigrants, _, _, hits = merge_summaries(self.n, epochs[-1][1])  # as epoch_done reads them
-        if gens >= self.generations or (hits is not None and np.all(hits >= 0)) or (every_ck and epoch % every_ck == 0):
+        if gens >= self.generations or (hits is not None and np.all(hits >= 0)) or self.checkpoint_due(epoch):
             return None
         n = self.batch_len(replace(loop, epoch=epoch, done_gens=gens), epoch_s, self.cfg["checkpoint"])
         return self.start_span(groups, placement, epoch, gens, (epoch, emigrants), n, span, scheduled)
@@ -316,9 +331,13 @@ class SyncLoop(Schedule):
     def batch_len(self, loop: LoopState, epoch_s: float | None, ck: dict) -> int:
         """Epochs in the next span: one first (it includes compilation and graph capture), then about
         :data:`BATCH_S` seconds' worth (at most :data:`MAX_BATCH`), ending at the run's end and at
-        every checkpoint epoch (snapshots are taken at the end of the span in which they fall due)."""
+        every checkpoint epoch (:meth:`checkpoint_due`; snapshots are taken at the end of the span in
+        which they fall due)."""
         left = -(-(self.generations - loop.done_gens) // self.interval)
         n = 1 if epoch_s is None else int(BATCH_S / max(epoch_s, 1e-7))
         n = max(1, min(n, MAX_BATCH, left))
         period = int(ck["every"] or 0)
-        return min(n, period - loop.epoch % period) if period else n
+        if not period:
+            return n
+        n = min(n, period - loop.epoch % period)
+        return min(n, self.whole_epochs - loop.epoch) if loop.epoch < self.whole_epochs else n
