@@ -12,6 +12,8 @@
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from multiprocessing import Pipe
 
@@ -23,7 +25,7 @@ from isles.algorithms.core.base import check_range
 from isles.app import errors, job, ray_setup, tracking_server
 from isles.app.job import run_job
 from tests.helpers import make_cfg
-from tests.test_cli import run_cli
+from tests.test_cli import ROOT, run_cli
 from tests.user_problems import FailingSphere
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -180,6 +182,43 @@ def test_value_error_in_users_objective_is_reported_as_a_run_failure(n_actors):
     assert line.startswith("isles: error: ValueError: objective crashed (test) at ") and "user_problems.py:" in line
     log = line.split("full traceback in ")[1]
     assert "Traceback" in open(log).read() and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow  # starts a local Ray, three times
+def test_async_run_whose_objective_raises_prints_only_the_error_line(tmp_path):
+    """Both actors' objectives raise at once (issue 34): the driver reports the first error; the
+    other actor's, which had arrived while the driver read the first one, was printed by Ray as a
+    25-line ``Unhandled error`` traceback when its stream was dropped unread."""
+    for attempt in range(2):
+        barrier = tmp_path / str(attempt)
+        barrier.mkdir()
+        p = subprocess.run(
+            [
+                sys.executable,
+                "run.py",
+                "problem._target_=tests.user_problems.FailingTogether",
+                "+problem.fail_after=8",
+                f"+problem.barrier={barrier}",
+                "generations=50",
+                "islands.n=2",
+                "islands.n_actors=2",
+                "islands.mode=async",
+                "device=cpu",
+                "logger=none",
+                "progress=false",
+                "ray.num_cpus=2",
+                f"hydra.run.dir={tmp_path / f'run{attempt}'}",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "RAY_AUTH_MODE": "token"},  # Ray's token notice skipped (app/ray_security.py)
+        )
+        assert p.returncode == 1, p.stderr[-2000:]
+        assert "Unhandled error" not in p.stderr, f"run {attempt}: {p.stderr[-3000:]}"
+        (line,) = p.stderr.strip().splitlines()
+        assert line.startswith("isles: error: SlowToRead: objective crashed (test) at ") and "user_problems.py:" in line
 
 
 # -- 4. ray.address=auto with no Ray ------------------------------------------------------------
