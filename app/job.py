@@ -42,7 +42,7 @@ from isles.app.tracking import flatten
 from isles.app.tracking_process import TrackingProcess
 from isles.app.tracking_server import reach_tracking_store
 from isles.app.errors import _frames, error_message, is_config_error
-from isles.app.interrupts import _sigterm_as_interrupt, resume_command, save_interrupted
+from isles.app.interrupts import interrupts_kept, resume_command, save_interrupted
 from isles.app.ray_setup import check_ray_address, init_ray
 
 
@@ -292,7 +292,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
 
     try:  # a Ray that fails to start fails the MLflow run (never left open, nor FINISHED)
         if use_ray:
-            init_ray(plain["ray"], plain)
+            with interrupts_kept():  # Ctrl-C (SIGTERM is Ray's own while it starts)
+                init_ray(plain["ray"], plain)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) while Ray starts: nothing has run, nothing to save
         close("KILLED")
         print(
@@ -304,10 +305,11 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     except BaseException:
         close("FAILED")
         raise
-    previous = _sigterm_as_interrupt()  # after ray.init, which installs a SIGTERM handler of its own
     before = _file_state(ck["path"])  # a checkpoint.path file an earlier run left (not this run's)
     try:
-        result = coordinator.run()
+        # SIGTERM like Ctrl-C: after ray.init, which installs a SIGTERM handler of its own (put back after)
+        with interrupts_kept((signal.SIGINT, signal.SIGTERM)):
+            result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
         try:
             path = stop_with_checkpoint("KILLED")
@@ -336,8 +338,6 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     finally:
         if history:  # what the epochs made is on disk, whatever ended the run
             history.close()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     try:  # the result is shown whatever MLflow or the report cannot do; then MLflow closes the run
         try:
             run_id = tracker.run_id if tracker else None
