@@ -23,7 +23,7 @@ def interrupts_kept(signals=(signal.SIGINT,)):
     (where Python runs no signal handler) the phase runs as it is.
 
     Python runs a signal's handler at the next instruction of the main thread, wherever that is.
-    Where that code drops what it raises, the interrupt was lost and the run went on to exit 0:
+    Where that code drops what it raises, the interrupt would be lost and the run go on to exit 0:
     a finaliser (``__del__`` or a weakref callback run by the garbage collector, after which
     Python prints ``Exception ignored in ...`` and goes on: those lines are not printed here, the
     interrupt being raised again), or Ray's check for signals inside its blocking calls, which
