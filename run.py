@@ -15,7 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from isles.cli import main  # noqa: E402
+try:
+    from isles.cli import main  # noqa: E402
+except KeyboardInterrupt:  # Ctrl-C while isles is imported (seconds on a loaded machine): one line, as later
+    print("isles: interrupted", file=sys.stderr, flush=True)
+    sys.exit(130)
 
 if __name__ == "__main__":
     main()

@@ -1,26 +1,60 @@
-"""A job interrupted (Ctrl-C, or SIGTERM treated like it: :func:`_sigterm_as_interrupt`): its
-checkpoint is saved (:func:`save_interrupted`) and the command that resumes it is printed
-(:func:`resume_command`)."""
+"""A job interrupted (Ctrl-C, or SIGTERM treated like it): no interrupt is lost
+(:func:`interrupts_kept`), its checkpoint is saved (:func:`save_interrupted`) and the command that
+resumes it is printed (:func:`resume_command`)."""
 
 from __future__ import annotations
 
 import shlex
 import signal
+import sys
 import threading
+from contextlib import contextmanager
 
 from isles.app.overrides import launch_command, task_overrides
 from isles.islands.control import checkpoint
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+@contextmanager
+def interrupts_kept(signals=(signal.SIGINT,)):
+    """Around a phase of a job (Ray's start; the run): each of ``signals`` (SIGINT, Ctrl-C; SIGTERM,
+    a preempted node) raises ``KeyboardInterrupt`` as Python does for Ctrl-C, and is remembered: if
+    the phase still ends without one, ``KeyboardInterrupt`` is raised at its end. The previous
+    handlers (Ray's SIGTERM handler, Python's SIGINT handler) are put back; outside the main thread
+    (where Python runs no signal handler) the phase runs as it is.
 
-
-def _sigterm_as_interrupt():
-    """Treat SIGTERM like Ctrl-C while the run goes (main thread only); return the old handler."""
+    Python runs a signal's handler at the next instruction of the main thread, wherever that is.
+    Where that code drops what it raises, the interrupt would be lost and the run go on to exit 0:
+    a finaliser (``__del__`` or a weakref callback run by the garbage collector, after which
+    Python prints ``Exception ignored in ...`` and goes on: those lines are not printed here, the
+    interrupt being raised again), or Ray's check for signals inside its blocking calls, which
+    turns the ``KeyboardInterrupt`` into a status (``ray._raylet.check_signals``)."""
     if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _raise_interrupt)
+        yield
+        return
+    came = []
+
+    def interrupt(signum, frame):
+        came.append(signum)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    def unraisable(info):  # a KeyboardInterrupt dropped by a finaliser: raised again at the phase's end
+        if not (came and isinstance(info.exc_value, KeyboardInterrupt)):
+            hook(info)
+
+    previous = {s: signal.signal(s, interrupt) for s in signals}
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable
+    try:
+        yield
+    except Exception as err:  # what a dropped interrupt left behind (e.g. a call it cut short): still an interrupt
+        if came:
+            raise KeyboardInterrupt(f"signal {came[0]}") from err
+        raise
+    finally:
+        sys.unraisablehook = hook
+        for s, handler in previous.items():  # None: a handler not set from Python; the default then
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+    if came:
+        raise KeyboardInterrupt(f"signal {came[0]}")
 
 
 def save_interrupted(coordinator, path: str, run_id: str | None) -> str | None:

@@ -42,8 +42,8 @@ from isles.app.sweep_runs import sweep_info
 from isles.app.tracking import flatten
 from isles.app.tracking_process import TrackingProcess
 from isles.app.tracking_server import reach_tracking_store
-from isles.app.errors import _frames, error_message
-from isles.app.interrupts import _sigterm_as_interrupt, resume_command, save_interrupted
+from isles.app.errors import _frames, error_message, is_config_error
+from isles.app.interrupts import interrupts_kept, resume_command, save_interrupted
 from isles.app.ray_setup import check_ray_address, init_ray
 
 
@@ -52,7 +52,15 @@ def failure_line(err: BaseException) -> str:
     outside installed packages (the user's problem, or isles), and where the full traceback went
     (the job's log file in the Hydra output directory, written here).
 
-    A Ray task error is unwrapped to its cause; its remote traceback is searched for the line."""
+    A Ray task error is unwrapped to its cause; its remote traceback is searched for the line.
+    When :func:`run_job` found a checkpoint that resumes the run (:func:`resumable_checkpoint`),
+    the line ends with it and the command that resumes.
+
+    The line is made once per error and kept on it: a second call (the job's failure path, then
+    the ``isles`` command's) returns it again, without writing the traceback twice."""
+    made = getattr(err, FAILURE_LINE, None)
+    if made is not None:
+        return made
     cause = getattr(err, "cause", None) or err
     text, frames = _frames(err)
     where = f" at {frames[-1][0]}:{frames[-1][1]}" if frames else ""
@@ -64,7 +72,48 @@ def failure_line(err: BaseException) -> str:
     except OSError:
         saved = ""
     message = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
-    return f"{type(cause).__name__}: {message}{where}{saved}"
+    resume = getattr(err, RESUMABLE, None)
+    resume = f"; resume from the last checkpoint with: {resume_command(resume)}" if resume else ""
+    line = f"{type(cause).__name__}: {message}{where}{saved}{resume}"
+    _keep(err, FAILURE_LINE, line)
+    return line
+
+
+FAILURE_LINE = "isles_failure_line"
+"""The attribute of a run's error that keeps its :func:`failure_line`."""
+RESUMABLE = "isles_resumable"
+"""The attribute of a run's error that names the checkpoint resuming the run (:func:`resumable_checkpoint`)."""
+
+
+def _keep(err: BaseException, name: str, value) -> None:
+    """Set ``err.name = value`` where the error takes attributes."""
+    try:
+        setattr(err, name, value)
+    except AttributeError:  # an error class with __slots__ and no __dict__
+        pass
+
+
+def _file_state(path) -> tuple | None:
+    """``(inode, mtime in ns, size)`` of the file ``path``, or ``None`` where there is none."""
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError):
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def resumable_checkpoint(ck: dict, before: tuple | None) -> str | None:
+    """The checkpoint that resumes a run that failed: ``checkpoint.path`` where the run wrote it
+    (``checkpoint.every``; the file differs from ``before``, its :func:`_file_state` when the run
+    started: a file an earlier run left there is not this run's), else the checkpoint the run
+    resumed from (``checkpoint.resume``, the run had saved nothing newer); ``None`` where neither."""
+    if ck["every"] and ck["path"]:
+        now = _file_state(ck["path"])
+        if now is not None and now != before:
+            return str(ck["path"])
+    if ck["resume"] and _file_state(ck["resume"]) is not None:
+        return str(ck["resume"])
+    return None
 
 
 def _output_dir() -> str:
@@ -256,7 +305,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
 
     try:  # a Ray that fails to start fails the MLflow run (never left open, nor FINISHED)
         if use_ray:
-            init_ray(plain["ray"], plain)
+            with interrupts_kept():  # Ctrl-C (SIGTERM is Ray's own while it starts)
+                init_ray(plain["ray"], plain)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) while Ray starts: nothing has run, nothing to save
         close("KILLED")
         print(
@@ -268,9 +318,11 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     except BaseException:
         close("FAILED")
         raise
-    previous = _sigterm_as_interrupt()  # after ray.init, which installs a SIGTERM handler of its own
+    before = _file_state(ck["path"])  # a checkpoint.path file an earlier run left (not this run's)
     try:
-        result = coordinator.run()
+        # SIGTERM like Ctrl-C: after ray.init, which installs a SIGTERM handler of its own (put back after)
+        with interrupts_kept((signal.SIGINT, signal.SIGTERM)):
+            result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
         try:
             path = stop_with_checkpoint("KILLED")
@@ -291,14 +343,14 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             if path
             else str(err)
         ) from None
-    except BaseException:
+    except BaseException as err:
+        if isinstance(err, Exception) and not is_config_error(err):  # its failure line names the checkpoint
+            _keep(err, RESUMABLE, resumable_checkpoint(ck, before))
         close("FAILED")
         raise
     finally:
         if history:  # what the epochs made is on disk, whatever ended the run
             history.close()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     try:  # the result is shown whatever MLflow or the report cannot do; then MLflow closes the run
         try:
             run_id = tracker.run_id if tracker else None

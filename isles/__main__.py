@@ -45,6 +45,10 @@ def unshadow() -> None:
 
 if __name__ == "__main__":
     unshadow()
-    from isles.cli import main
+    try:
+        from isles.cli import main
+    except KeyboardInterrupt:  # Ctrl-C while isles is imported: one line, as at any later moment
+        print("isles: interrupted", file=sys.stderr, flush=True)
+        sys.exit(130)
 
     main()

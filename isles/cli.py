@@ -63,8 +63,7 @@ def run(cfg: DictConfig) -> float:
     try:
         result, _ = run_job(cfg)
     except KeyboardInterrupt:  # Ctrl-C outside the run's own handlers (e.g. while a user's problem is built)
-        print("isles: interrupted", file=sys.stderr, flush=True)
-        sys.exit(130)
+        interrupted()
     except RestartFailed as err:  # lost actors with nowhere to go: the checkpoint and the resume command
         _fail(str(err), 1)
     except Exception as err:  # noqa: BLE001  (a bad value, or a failure inside an actor or a user's problem)
@@ -95,7 +94,26 @@ def main() -> None:
     status 2), make the launch directory
     importable (:func:`import_from_launch_directory`), then let Hydra compose the config and run
     :func:`run` (once, or per job of a ``-m`` sweep). On a GPU, the experiment's CUDA kernels
-    start compiling in parallel at once (:mod:`isles.algorithms.core.precompile`)."""
+    start compiling in parallel at once (:mod:`isles.algorithms.core.precompile`). Ctrl-C at any
+    moment is one line and exit status 130 (:func:`run` within a job, :func:`interrupted` around)."""
+    try:
+        _main()
+    except KeyboardInterrupt:  # Ctrl-C outside a job's own handlers: Hydra composing the config, ...
+        interrupted()
+
+
+def interrupted() -> None:
+    """Ctrl-C outside a run's own handlers (isles' imports, Hydra composing the config): the line
+    ``isles: interrupted`` and exit status 130, not Python's traceback.
+
+    Raises:
+        SystemExit: 130."""
+    print("isles: interrupted", file=sys.stderr, flush=True)
+    sys.exit(130)
+
+
+def _main() -> None:
+    """:func:`main`'s steps."""
     if sys.argv[1:2] == ["show"]:  # isles show PATH: a run's best_solution.json (isles/show.py)
         from isles.show import main as show  # noqa: PLC0415
 

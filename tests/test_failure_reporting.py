@@ -12,6 +12,8 @@
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from multiprocessing import Pipe
 
@@ -22,8 +24,11 @@ from mlflow.tracking import MlflowClient
 from isles.algorithms.core.base import check_range
 from isles.app import errors, job, ray_setup, tracking_server
 from isles.app.job import run_job
+from isles.islands.control import checkpoint
+
+from isles import cli
 from tests.helpers import make_cfg
-from tests.test_cli import run_cli
+from tests.test_cli import ROOT, run_cli
 from tests.user_problems import FailingSphere
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -180,6 +185,88 @@ def test_value_error_in_users_objective_is_reported_as_a_run_failure(n_actors):
     assert line.startswith("isles: error: ValueError: objective crashed (test) at ") and "user_problems.py:" in line
     log = line.split("full traceback in ")[1]
     assert "Traceback" in open(log).read() and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow  # starts a local Ray, three times
+def test_async_run_whose_objective_raises_prints_only_the_error_line(tmp_path):
+    """Both actors' objectives raise at once (issue 34): the driver reports the first error; the
+    other actor's, which had arrived while the driver read the first one, was printed by Ray as a
+    25-line ``Unhandled error`` traceback when its stream was dropped unread."""
+    for attempt in range(2):
+        barrier = tmp_path / str(attempt)
+        barrier.mkdir()
+        p = subprocess.run(
+            [
+                sys.executable,
+                "run.py",
+                "problem._target_=tests.user_problems.FailingTogether",
+                "+problem.fail_after=8",
+                f"+problem.barrier={barrier}",
+                "generations=50",
+                "islands.n=2",
+                "islands.n_actors=2",
+                "islands.mode=async",
+                "device=cpu",
+                "logger=none",
+                "progress=false",
+                "ray.num_cpus=2",
+                f"hydra.run.dir={tmp_path / f'run{attempt}'}",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "RAY_AUTH_MODE": "token"},  # Ray's token notice skipped (app/ray_security.py)
+        )
+        assert p.returncode == 1, p.stderr[-2000:]
+        assert "Unhandled error" not in p.stderr, f"run {attempt}: {p.stderr[-3000:]}"
+        (line,) = p.stderr.strip().splitlines()
+        assert line.startswith("isles: error: SlowToRead: objective crashed (test) at ") and "user_problems.py:" in line
+
+
+#: a run in this process whose user problem raises at its 31st evaluation (after a few epochs)
+FAILS_MID_RUN = (
+    "problem._target_=tests.user_problems.FailingSphere",
+    "+problem.fail_after=30",
+    "generations=50",
+    "islands.n=2",
+    "islands.n_actors=1",
+    "device=cpu",
+    "logger=none",
+    "progress=false",
+)
+
+
+def test_a_run_that_fails_names_the_checkpoint_that_resumes_it(tmp_path):
+    # issue 34: the periodic checkpoint (checkpoint.every) and the command that resumes from it
+    path = tmp_path / "ck.pkl"
+    p = run_cli(*FAILS_MID_RUN, "checkpoint.every=1", f"checkpoint.path={path}", f"hydra.run.dir={tmp_path / 'out'}")
+    assert p.returncode == 1, p.stderr[-2000:]
+    (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("isles: error:")]
+    assert line.startswith("isles: error: RuntimeError: objective crashed (test) at ") and "full traceback in" in line
+    command = line.split("; resume from the last checkpoint with: ")[1]
+    assert command.startswith("python run.py ") and command.endswith(f" checkpoint.resume={path}")
+    assert all(o in command.split() for o in FAILS_MID_RUN)
+    assert checkpoint.load(path)["epoch"] >= 1  # what the run saved before it failed
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_a_failure_names_no_checkpoint_the_run_did_not_write(tmp_path, monkeypatch, capsys, stale):
+    # without checkpoint.every nothing is saved; a file an earlier run left at checkpoint.path
+    # is not this run's (the run fails at its first evaluations, before its first checkpoint)
+    monkeypatch.chdir(tmp_path)  # run.log, outside Hydra
+    monkeypatch.setattr(FailingSphere, "calls", 0)
+    path = tmp_path / "ck.pkl"
+    extra = ["+problem.fail_after=0", "checkpoint.every=1", f"checkpoint.path={path}"] if stale else []
+    if stale:
+        path.write_bytes(b"an earlier run's checkpoint")
+    cfg = make_cfg(*(o for o in FAILS_MID_RUN if not (stale and "fail_after" in o)), *extra)
+    with pytest.raises(SystemExit) as stop:
+        cli.run(cfg)
+    assert stop.value.code == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("isles: error: RuntimeError: objective crashed (test)") and "resume" not in line
+    assert not stale or path.read_bytes() == b"an earlier run's checkpoint"  # the run saved nothing
 
 
 # -- 4. ray.address=auto with no Ray ------------------------------------------------------------

@@ -56,6 +56,45 @@ class FailingSphere(Problem):
         return (X**2).sum(axis=-1)
 
 
+class SlowToRead(RuntimeError):
+    """A user's error that takes half a second to unpickle (a large payload, say): while the
+    driver reads one actor's, the other actors' errors arrive."""
+
+    def __reduce__(self):
+        return (_slow_to_read, (str(self),))
+
+
+def _slow_to_read(message: str) -> SlowToRead:
+    import time
+
+    time.sleep(0.5)
+    return SlowToRead(message)
+
+
+class FailingTogether(FailingSphere):
+    """:class:`FailingSphere` in several processes (a run's actors) that fail together with a
+    :class:`SlowToRead`: at its failure point each process leaves a file in the folder
+    ``barrier`` and raises once ``peers`` processes have (or after 10 s), so that every actor's
+    error reaches the driver while it reads the first one."""
+
+    def __init__(self, dim=2, fail_after=30, barrier="", peers=2):
+        super().__init__(dim, fail_after)
+        self.barrier, self.peers = barrier, peers
+
+    def objective(self, X):
+        import os
+        import time
+
+        type(self).calls += 1
+        if type(self).calls > self.fail_after:
+            open(os.path.join(self.barrier, str(os.getpid())), "w").close()
+            deadline = time.monotonic() + 10
+            while len(os.listdir(self.barrier)) < self.peers and time.monotonic() < deadline:
+                time.sleep(0.001)
+            raise SlowToRead("objective crashed (test)")
+        return (X**2).sum(axis=-1)
+
+
 class SlowSphere(Problem):
     """Sphere whose evaluation sleeps ``delay_s`` seconds (a run long enough to be interrupted)."""
 

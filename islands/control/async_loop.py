@@ -63,6 +63,9 @@ from isles.islands.transport.link import ActorTransport, Alone, Arrivals
 
 log = logging.getLogger("isles.islands.coordinator")
 
+SETTLE_S = 5.0
+"""How long a run that ends with groups still running waits for their streams to end (:func:`settle`), in seconds."""
+
 
 def group_epochs(g, order: SpanOrder, claims: Claims | None = None):
     """The epochs of group ``g`` after its ``order.epoch0`` epochs, back to back: ``order.ks``
@@ -103,6 +106,31 @@ def group_epochs(g, order: SpanOrder, claims: Claims | None = None):
             g._keep_snapshot(rows, due, False)
             summary = g._summaries(rows, t0)[0]
         yield pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def settle(streams, timeout_s: float = SETTLE_S) -> None:
+    """Read and drop what the groups' streams ``streams`` (the Ray ``ObjectRefGenerator`` objects of
+    :meth:`isles.islands.group.IslandGroup.run_async`, their actors stopped) still hold, until each
+    has ended or ``timeout_s`` seconds have passed.
+
+    A stream dropped with an error in it that was never read (another group's failure when one
+    group's failed the run: both ran the same user problem; or a claim on the pool, killed after
+    the run) makes Ray print that error's traceback as an ``Unhandled error`` when the stream is
+    garbage-collected; the run's own error line is all a user should see. Errors that come after a
+    stream was dropped, and an actor's death, Ray does not print: the streams of stopped actors
+    end at once with it (Ray 2.60, ``CoreWorkerMemoryStore``)."""
+    import ray  # noqa: PLC0415
+
+    deadline, pending = time.monotonic() + timeout_s, list(streams)
+    while pending:
+        left = deadline - time.monotonic()
+        ready, _ = ray.wait(pending, num_returns=1, timeout=max(0.0, left)) if left > 0 else ([], None)
+        if not ready:
+            return
+        try:
+            ray.get(next(ready[0]), timeout=max(0.0, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001  (StopIteration: the stream ended; an error ends it too)
+            pending.remove(ready[0])
 
 
 class AsyncLoop(Schedule):
@@ -305,6 +333,9 @@ class AsyncLoop(Schedule):
                         checkpoint.save(ck["path"], recovery.last_snapshot)
             return run_result(loop["best"], history, done(gens), t0, migrations, hits)
         finally:
+            if streams and ray.is_initialized():  # groups still running (a failure, an interrupt, the target met)
+                self.ex.stop(groups)  # before the pool: a group whose claim fails sends that error too
+                settle(streams)
             if pool is not None and ray.is_initialized():  # a generator closed late (an interrupt) may outlive Ray
                 with contextlib.suppress(ray.exceptions.ActorHandleNotFoundError):  # ... or its Ray session
                     ray.kill(pool)
