@@ -1,4 +1,5 @@
-"""The DE epoch kernel's host emulation (:class:`HostEpochDE`), for the CI tests on NumPy states.
+"""The DE epoch kernel's host build (:class:`HostEpochDE`): the CPU path of NumPy runs where
+``algorithm.host_kernel`` allows it (:func:`host_plan`), and the CI tests' check of the kernel.
 
 It needs both the kernel source of :mod:`isles.algorithms.de.cuda` and the epoch configuration of
 :mod:`isles.algorithms.de.epoch`; living apart from both, it ties neither to the other (the
@@ -9,12 +10,15 @@ per-generation plan :class:`isles.algorithms.de.cuda.FusedDE` builds the epoch k
 from __future__ import annotations
 
 import ctypes
+import logging
 
 import numpy as np
 
 from isles.algorithms.de.cuda_source import _cr_args, kernel_source, unsupported_reason
 from isles.algorithms.de.epoch import epoch_source
-from isles.problems.cuda_check import compile_c
+from isles.algorithms.core import host_build
+
+log = logging.getLogger(__name__)
 
 
 class HostEpochDE:
@@ -50,7 +54,7 @@ class HostEpochDE:
             penalty,
             tail="de_epoch.cu",
         )
-        self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + epoch_source(src, 1, 1))
+        self.lib = host_build.compile_host(epoch_source(src, 1, 1), ("-O3",))
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
         self._F = p.F
         self._CR, self._log_cr, self._cr_case = _cr_args(p, self.dtype)
@@ -108,3 +112,13 @@ class HostEpochDE:
         s["evals"] = state["evals"] + int(n) * self.N
         s["nan_evals"] = np.asarray(state["nan_evals"]) + np.int64(nan[0])
         return s
+
+
+def host_plan(de, ctx):
+    """The :class:`HostEpochDE` of ``(de, ctx)`` on NumPy where ``algorithm.host_kernel`` allows it
+    and it applies (:func:`isles.algorithms.de.cuda_source.unsupported_reason` with
+    ``device=False``: rand/1, bin or nec, a problem with a ``cuda_objective``), else ``None``
+    with the one log line (:func:`isles.algorithms.core.host_build.host_plan`)."""
+    return host_build.host_plan(
+        de, ctx, "DE", lambda: unsupported_reason(de.params, ctx, device=False), lambda: HostEpochDE(de, ctx), log
+    )

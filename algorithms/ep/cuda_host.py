@@ -1,4 +1,5 @@
-"""The fused FEP generation's C code run on the CPU (``-DISLES_HOST_EMU``), for tests:
+"""The fused FEP generation's C code run on the CPU (``-DISLES_HOST_EMU``), the CPU path of NumPy
+runs where ``algorithm.host_kernel`` allows it (:func:`host_plan`) and the tests' check:
 :class:`HostFEP`, the twin of :class:`isles.algorithms.ep.cuda.FusedFEP` on NumPy states (same
 source, :func:`isles.algorithms.ep.cuda_source.kernel_source`; compiled by
 :func:`isles.algorithms.ga.cuda_host.compile_host`)."""
@@ -6,12 +7,17 @@ source, :func:`isles.algorithms.ep.cuda_source.kernel_source`; compiled by
 from __future__ import annotations
 
 import ctypes
+import logging
 
 import numpy as np
 
 from isles.algorithms.core.population import Population
-from isles.algorithms.ep.cuda_source import _rates, kernel_source
+from isles.algorithms.core import host_build
+from isles.algorithms.ep.cuda_source import _rates, kernel_source, unsupported_reason
 from isles.algorithms.ga.cuda_host import compile_host, host_compiler  # noqa: F401  (host_compiler: tests)
+
+
+log = logging.getLogger(__name__)
 
 
 def _ptr(a: np.ndarray):
@@ -185,3 +191,14 @@ class HostFEP:
         if target is not None:
             s["hit_generation"] = hit
         return s
+
+
+def host_plan(fep, ctx):
+    """The :class:`HostFEP` of ``(fep, ctx)`` on NumPy where ``algorithm.host_kernel`` allows it
+    and it applies (:func:`isles.algorithms.ep.cuda_source.unsupported_reason` with
+    ``device=False``: a real problem with a ``cuda_objective``, ``n`` and ``q`` within the
+    kernel's limits), else ``None`` with the one log line
+    (:func:`isles.algorithms.core.host_build.host_plan`)."""
+    return host_build.host_plan(
+        fep, ctx, "FEP", lambda: unsupported_reason(fep, ctx, device=False), lambda: HostFEP(fep, ctx), log
+    )

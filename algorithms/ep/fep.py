@@ -86,6 +86,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
+from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.core.population import Population
 from isles.algorithms.de.de import BOUND_HANDLINGS, DRAW_BOUND, apply_bounds
 from isles.problems.constraints import better
@@ -122,6 +123,9 @@ class FEPParams:
         epoch: let the fused plan run a call's generations in one launch of the SM-resident epoch
             kernel (:mod:`isles.algorithms.ep.epoch`) where the timing at plan build finds it
             faster (same results); ``False`` keeps the per-generation kernels.
+        host_kernel: on NumPy, run generations in the epoch kernel's host build (:class:`isles.algorithms.ep.cuda_host.HostFEP`; a
+            problem with a ``cuda_objective``): ``"auto"`` (default), ``True`` or ``False``
+            (:mod:`isles.algorithms.core.host_build`).
 
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
@@ -135,8 +139,10 @@ class FEPParams:
     bound_handling: str = "reflect"
     fused: bool = True
     epoch: bool = True
+    host_kernel: bool | str = "auto"
 
     def __post_init__(self):
+        check_host_kernel(self.host_kernel)
         n = check_range("algorithm.pop_size", self.pop_size, 2, integer=True)
         q = self.q
         ok = isinstance(q, (int, np.integer)) and not isinstance(q, bool) and 1 <= int(q) < 2 * n
@@ -329,6 +335,15 @@ class FEP(FusedAlgorithm):
             fo = xp.where(gauss, fo[:, mu:], fo[:, :mu])
             vo = xp.where(gauss, vo[:, mu:], vo[:, :mu])
         return Xo, eta_o, fo, vo, n_nan
+
+    def host_plan(self, ctx: Context):
+        """On NumPy, the epoch kernel's host build where ``algorithm.host_kernel`` allows it
+        (:func:`isles.algorithms.ep.cuda_host.host_plan`, :mod:`isles.algorithms.core.host_build`):
+        ``(state, n) -> state``; else ``None``."""
+        from isles.algorithms.ep.cuda_host import host_plan  # noqa: PLC0415  (an import cycle at module level)
+
+        host = host_plan(self, ctx)
+        return None if host is None else (lambda state, n: host.run(state, n, ctx.target))
 
     def step(self, ctx: Context, state: State) -> State:
         """One generation of every island (module docstring); no host synchronisation.

@@ -1,17 +1,22 @@
-"""The fused GA's C code run on the CPU (``-DISLES_HOST_EMU``), for tests: the host compiler
-(:func:`host_compiler`, :func:`compile_host`, also EP's) and :class:`HostGA`, the twin of
+"""The fused GA's C code run on the CPU (``-DISLES_HOST_EMU``): the host compiler
+(:func:`host_compiler`, :func:`compile_host`, also EP's and EPSO's) and :class:`HostGA`, the twin of
 :class:`isles.algorithms.ga.cuda.FusedGA` on NumPy states (same source,
-:func:`isles.algorithms.ga.cuda_source.kernel_source`)."""
+:func:`isles.algorithms.ga.cuda_source.kernel_source`): the CPU path of NumPy runs where
+``algorithm.host_kernel`` allows it (:func:`host_plan`), and the tests' check of the kernels."""
 
 from __future__ import annotations
 
 import ctypes
+import logging
 
 import numpy as np
 
-from isles.algorithms.ga.cuda_source import kernel_source
+from isles.algorithms.core import host_build
+from isles.algorithms.ga.cuda_source import kernel_source, unsupported_reason
 from isles.algorithms.ga.draws import flip_thresholds
-from isles.problems.cuda_check import compile_c, compiler
+from isles.problems.cuda_check import compiler
+
+log = logging.getLogger(__name__)
 
 
 def host_compiler() -> str | None:
@@ -20,14 +25,14 @@ def host_compiler() -> str | None:
 
 
 def compile_host(source: str):
-    """Compile ``source`` as C with ``-DISLES_HOST_EMU`` into a shared library (cached by source),
-    through the one host compiler invocation (:func:`isles.problems.cuda_check.compile_c`:
-    ``-O2 -ffp-contract=off``).
+    """Compile ``source`` as C with ``-DISLES_HOST_EMU`` into a shared library (cached by source,
+    for the process and on disk), through the one host compiler invocation
+    (:func:`isles.algorithms.core.host_build.compile_host`: ``-O3 -ffp-contract=off -std=gnu11``).
 
     Raises:
         RuntimeError: no C compiler, or the compilation failed (its messages included).
     """
-    return compile_c("#define ISLES_HOST_EMU 1\n" + source, ("-std=gnu11",))
+    return host_build.compile_host(source, ("-std=gnu11", "-O3"))
 
 
 def _ptr(a: np.ndarray):
@@ -192,3 +197,13 @@ class HostGA:
         if track:
             s["hit_generation"] = hit
         return s
+
+
+def host_plan(ga, ctx):
+    """The :class:`HostGA` of ``(ga, ctx)`` on NumPy where ``algorithm.host_kernel`` allows it and
+    it applies (:func:`isles.algorithms.ga.cuda_source.unsupported_reason` with ``device=False``: a
+    problem with a ``cuda_objective`` for the GA's genome), else ``None`` with the one log line
+    (:func:`isles.algorithms.core.host_build.host_plan`)."""
+    return host_build.host_plan(
+        ga, ctx, "GA", lambda: unsupported_reason(ga, ctx, device=False), lambda: HostGA(ga, ctx), log
+    )

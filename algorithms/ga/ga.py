@@ -94,6 +94,7 @@ import numpy as np
 
 from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
+from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.core.encoding_choice import make_encoding
 from isles.algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding
 from isles.algorithms.ga.draws import CROSSOVERS, DRAW_INIT, DRAW_RENEW
@@ -145,6 +146,9 @@ class GAParams:
         epoch: let the fused plan run a call's generations in one launch of the SM-resident epoch
             kernel (:mod:`isles.algorithms.ga.epoch`) where the timing at plan build finds it
             faster (same results); ``False`` keeps the per-generation kernels.
+        host_kernel: on NumPy, run generations in the epoch kernel's host build (:class:`isles.algorithms.ga.cuda_host.HostGA`; a
+            problem with a ``cuda_objective``): ``"auto"`` (default), ``True`` or ``False``
+            (:mod:`isles.algorithms.core.host_build`).
 
     Defaults. Seed 002 fixes only a mutation probability below 5 % (section 2.8) and the
     population sizes of its study (320-2880); isles chooses ``pop_size = 640`` (the seed's
@@ -177,8 +181,10 @@ class GAParams:
     nvbin: int = 4
     fused: bool = True
     epoch: bool = True
+    host_kernel: bool | str = "auto"
 
     def __post_init__(self):
+        check_host_kernel(self.host_kernel)
         n = check_range("algorithm.pop_size", self.pop_size, 2, integer=True)
         s = check_range("algorithm.group_size", self.group_size, 2, n, integer=True)
         _choice("crossover", self.crossover, CROSSOVERS)
@@ -386,6 +392,15 @@ class GA(FusedAlgorithm):
         if nr:
             parts.append(random_words(ctx.rng, g, DRAW_RENEW, b, N, L))
         return xp.concatenate(parts, axis=1), eidx
+
+    def host_plan(self, ctx: Context):
+        """On NumPy, the epoch kernel's host build where ``algorithm.host_kernel`` allows it
+        (:func:`isles.algorithms.ga.cuda_host.host_plan`, :mod:`isles.algorithms.core.host_build`):
+        ``(state, n) -> state``; else ``None``."""
+        from isles.algorithms.ga.cuda_host import host_plan  # noqa: PLC0415  (an import cycle at module level)
+
+        host = host_plan(self, ctx)
+        return None if host is None else host.run
 
     def step(self, ctx: Context, state: State) -> State:
         """One generation of every island (module docstring); no host synchronisation.
