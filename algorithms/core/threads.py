@@ -1,0 +1,74 @@
+"""The CPU threads of an isles process: how many cores it has, and its BLAS/OpenMP pools set from them.
+
+NumPy's BLAS (OpenBLAS, MKL) starts one thread per core of the machine by default. An island
+group's matrices are small (CMA-ES at D = 30: 30 x 30), and a machine runs several island
+processes (one per actor) or other work: the pool's threads then wait on each other. On a loaded
+2-core machine ``+experiment=cmaes`` at D = 30 took 62-85 s a run with the default threads and
+9.5-10.3 s with ``OPENBLAS_NUM_THREADS=1`` (issue 37). So isles sets each process's BLAS threads
+itself (:func:`limit_blas_threads`, with threadpoolctl) to the cores the process has
+(:func:`process_cores`): a Ray actor's CPU resources (1 per CPU actor, several actors sharing a
+machine), else the cores the process may run on. ``ISLES_BLAS_THREADS`` (an integer) overrides it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+__all__ = ["process_cores", "limit_blas_threads"]
+
+log = logging.getLogger(__name__)
+
+_LIMITERS: list = []  # threadpoolctl's limiters of this process (kept: the limit lasts)
+
+
+def process_cores() -> int:
+    """The cores this process has: inside a Ray actor its CPU resources (at least 1; a GPU actor's
+    bundle may hold none), else the cores it may run on (``os.sched_getaffinity``, else
+    ``os.cpu_count()``)."""
+    if "ray" in sys.modules:  # never imports Ray to find out
+        try:
+            import ray  # noqa: PLC0415
+
+            if ray.is_initialized():
+                ctx = ray.get_runtime_context()
+                if ctx.get_actor_id() is not None:
+                    return max(1, int(ctx.get_assigned_resources().get("CPU", 0)))
+        except Exception:  # noqa: BLE001  (not inside a Ray worker)
+            pass
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def limit_blas_threads(n: int | None = None) -> int:
+    """Set this process's BLAS and OpenMP thread pools (threadpoolctl) to ``n`` threads (default:
+    ``$ISLES_BLAS_THREADS``, else :func:`process_cores`); returns the number set. Without
+    threadpoolctl, nothing is set (one debug line).
+
+    Raises:
+        ValueError: ``n`` or ``$ISLES_BLAS_THREADS`` is not an integer >= 1 (named)."""
+    if n is None:
+        env = os.environ.get("ISLES_BLAS_THREADS")
+        if env:
+            try:
+                n = int(env)
+            except ValueError:
+                raise ValueError(f"ISLES_BLAS_THREADS={env}: allowed values are integers >= 1") from None
+            if n < 1:
+                raise ValueError(f"ISLES_BLAS_THREADS={env}: allowed values are integers >= 1")
+        else:
+            n = process_cores()
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"BLAS threads {n}: allowed values are integers >= 1")
+    try:
+        from threadpoolctl import threadpool_limits  # noqa: PLC0415
+    except ImportError:  # pragma: no cover  (a dependency; kept optional for lean installs)
+        log.debug("threadpoolctl missing: BLAS threads left as they are")
+        return n
+    _LIMITERS.clear()
+    _LIMITERS.append(threadpool_limits(limits=n))
+    return n
