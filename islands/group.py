@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from isles.algorithms.core.backend import device_name, dtype_of, get_xp, synchronize, to_host
+from isles.algorithms.core.threads import limit_blas_threads
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.graph import GraphStepper
 from isles.algorithms.core.population import Population
@@ -57,6 +58,7 @@ class IslandGroup(PeerLinks):
 
     def __init__(self, spec: GroupSpec):
         self.spec = spec
+        limit_blas_threads()  # this process's BLAS threads: the cores it has (algorithms/core/threads.py)
         self.xp = get_xp(spec.device)
         self.island_ids = [int(i) for i in spec.island_ids]
         self.evaluator = build_evaluator(spec.problem, spec.constraints)
