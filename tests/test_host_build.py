@@ -242,3 +242,31 @@ def test_blas_threads_are_set_from_the_cores(monkeypatch):
         for lim in threads._LIMITERS:
             lim.restore_original_limits()
         threads._LIMITERS.clear()
+
+
+# -- one process's islands on its cores (OpenMP over the islands of DE's host build) -------------
+@needs_cc
+def test_de_islands_on_threads_equal_one_thread(monkeypatch):
+    """The islands on 3 threads give the one-thread loop's state bit for bit, the NaN count
+    included; :func:`host_plan` takes the process's cores (``ISLES_HOST_THREADS`` here), at most
+    one thread per island."""
+    from isles.algorithms.de import host_epoch  # noqa: PLC0415
+    from tests.user_problems import FusedNaNSphere  # noqa: PLC0415
+
+    alg = DE(pop_size=12, F=0.8, CR=0.9)
+    ctx = island_ctx(np, FusedNaNSphere(dim=5), islands=7, target=1e-3)
+    s0 = alg.init(ctx)
+    host = HostEpochDE(alg, ctx)
+    one = host.run(dict(s0), 8, ctx.target)
+    host.threads = 3
+    many = host.run(dict(s0), 8, ctx.target)
+    for k, v in one.items():
+        assert _same(many[k], v), k
+    assert int(one["nan_evals"]) > 0
+    monkeypatch.setenv("ISLES_HOST_THREADS", "2")
+    assert host_epoch.host_plan(alg, ctx).threads == 2
+    monkeypatch.setenv("ISLES_HOST_THREADS", "64")
+    assert threads.host_threads(7) == 7 and threads.host_threads(0) == 1
+    monkeypatch.setenv("ISLES_HOST_THREADS", "0")
+    with pytest.raises(ValueError, match="ISLES_HOST_THREADS=0: allowed values are integers >= 1"):
+        threads.host_threads(4)

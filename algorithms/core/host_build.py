@@ -50,17 +50,24 @@ def check_host_kernel(value, field: str = "algorithm.host_kernel"):
     raise ValueError(f"{field}={value}: allowed values are auto|true|false")
 
 
-def compile_host(source: str, flags: tuple = ()):
+def compile_host(source: str, flags: tuple = (), openmp: bool = False):
     """``source`` compiled as C with ``-DISLES_HOST_EMU`` into a loaded shared library, through the
     one host compiler invocation (:func:`isles.problems.cuda_check.compile_c`: ``-O2
-    -ffp-contract=off`` and ``flags``; cached for the process and on disk).
+    -ffp-contract=off`` and ``flags``; cached for the process and on disk). ``openmp``: with
+    ``-fopenmp`` where the compiler takes it, else without (the pragmas ignored: one thread).
 
     Raises:
         RuntimeError: no C compiler, or the compilation failed (its messages included).
     """
     from isles.problems.cuda_check import compile_c  # noqa: PLC0415
 
-    return compile_c("#define ISLES_HOST_EMU 1\n" + source, tuple(flags))
+    text = "#define ISLES_HOST_EMU 1\n" + source
+    if openmp:
+        try:
+            return compile_c(text, (*flags, "-fopenmp"))
+        except RuntimeError as e:
+            logging.getLogger(__name__).info("host build without OpenMP (%s)", str(e).splitlines()[0])
+    return compile_c(text, tuple(flags))
 
 
 def no_compiler_reason() -> str | None:

@@ -8,6 +8,10 @@ processes (one per actor) or other work: the pool's threads then wait on each ot
 itself (:func:`limit_blas_threads`, with threadpoolctl) to the cores the process has
 (:func:`process_cores`): a Ray actor's CPU resources (1 per CPU actor, several actors sharing a
 machine), else the cores the process may run on. ``ISLES_BLAS_THREADS`` (an integer) overrides it.
+
+The host builds of the epoch kernels run one process's islands on threads
+(:func:`host_threads`: OpenMP over the islands, ``ISLES_HOST_THREADS`` overrides), so one
+process uses its cores.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import logging
 import os
 import sys
 
-__all__ = ["process_cores", "limit_blas_threads"]
+__all__ = ["process_cores", "limit_blas_threads", "host_threads"]
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +55,8 @@ def limit_blas_threads(n: int | None = None) -> int:
     Raises:
         ValueError: ``n`` or ``$ISLES_BLAS_THREADS`` is not an integer >= 1 (named)."""
     if n is None:
-        env = os.environ.get("ISLES_BLAS_THREADS")
-        if env:
-            try:
-                n = int(env)
-            except ValueError:
-                raise ValueError(f"ISLES_BLAS_THREADS={env}: allowed values are integers >= 1") from None
-            if n < 1:
-                raise ValueError(f"ISLES_BLAS_THREADS={env}: allowed values are integers >= 1")
-        else:
+        n = _env_int("ISLES_BLAS_THREADS")
+        if n is None:
             n = process_cores()
     n = int(n)
     if n < 1:
@@ -72,3 +69,26 @@ def limit_blas_threads(n: int | None = None) -> int:
     _LIMITERS.clear()
     _LIMITERS.append(threadpool_limits(limits=n))
     return n
+
+
+def _env_int(name: str) -> int | None:
+    env = os.environ.get(name)
+    if not env:
+        return None
+    try:
+        n = int(env)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{name}={env}: allowed values are integers >= 1")
+    return n
+
+
+def host_threads(n_islands: int) -> int:
+    """Threads of a host build's island loop: ``$ISLES_HOST_THREADS``, else :func:`process_cores`,
+    at most ``n_islands`` (islands are the unit of work) and at least 1.
+
+    Raises:
+        ValueError: ``$ISLES_HOST_THREADS`` is not an integer >= 1 (named)."""
+    n = _env_int("ISLES_HOST_THREADS")
+    return max(1, min(int(n_islands), n if n is not None else process_cores()))

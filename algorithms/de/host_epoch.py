@@ -16,7 +16,8 @@ import numpy as np
 
 from isles.algorithms.de.cuda_source import _cr_args, kernel_source, unsupported_reason
 from isles.algorithms.de.epoch import epoch_source
-from isles.algorithms.core import host_build
+from isles.algorithms.core import cuda_lib, host_build
+from isles.algorithms.core.threads import host_threads
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,11 @@ class HostEpochDE:
             penalty,
             tail="de_epoch.cu",
         )
-        self.lib = host_build.compile_host(epoch_source(src, 1, 1), ("-O3",))
+        text = epoch_source(src, 1, 1) + cuda_lib.read("de_epoch_threads.cuh")
+        self.lib = host_build.compile_host(text, ("-O3",), openmp=True)
+        #: OpenMP threads over the islands (the results do not depend on it): :func:`host_plan` sets
+        #: the process's cores (:func:`isles.algorithms.core.threads.host_threads`)
+        self.threads = 1
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
         self._F = p.F
         self._CR, self._log_cr, self._cr_case = _cr_args(p, self.dtype)
@@ -79,7 +84,8 @@ class HostEpochDE:
         nan = np.zeros(1, dtype=np.uint64)
         hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
         T = self._T
-        rc = self.lib.de_epoch_host(
+        rc = self.lib.de_epoch_host_threads(
+            ctypes.c_int(int(self.threads)),
             ctypes.c_int(I),
             ptr(X),
             ptr(f),
@@ -118,7 +124,12 @@ def host_plan(de, ctx):
     """The :class:`HostEpochDE` of ``(de, ctx)`` on NumPy where ``algorithm.host_kernel`` allows it
     and it applies (:func:`isles.algorithms.de.cuda_source.unsupported_reason` with
     ``device=False``: rand/1, bin or nec, a problem with a ``cuda_objective``), else ``None``
-    with the one log line (:func:`isles.algorithms.core.host_build.host_plan`)."""
-    return host_build.host_plan(
-        de, ctx, "DE", lambda: unsupported_reason(de.params, ctx, device=False), lambda: HostEpochDE(de, ctx), log
-    )
+    with the one log line (:func:`isles.algorithms.core.host_build.host_plan`); its islands on
+    :func:`isles.algorithms.core.threads.host_threads` OpenMP threads."""
+
+    def build():
+        host = HostEpochDE(de, ctx)
+        host.threads = host_threads(ctx.n_islands)
+        return host
+
+    return host_build.host_plan(de, ctx, "DE", lambda: unsupported_reason(de.params, ctx, device=False), build, log)
