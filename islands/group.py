@@ -58,10 +58,11 @@ class IslandGroup(PeerLinks):
 
     def __init__(self, spec: GroupSpec):
         self.spec = spec
-        limit_blas_threads()  # this process's BLAS threads: the cores it has (algorithms/core/threads.py)
         self.xp = get_xp(spec.device)
         self.island_ids = [int(i) for i in spec.island_ids]
         self.evaluator = build_evaluator(spec.problem, spec.constraints)
+        # this process's BLAS threads, from its cores and its matrices' size (algorithms/core/threads.py)
+        limit_blas_threads(dim=getattr(self.evaluator.problem, "dim", None))
         self.algorithm = build_algorithm(spec.algorithm)
         self.n_migrants = int(spec.n_migrants)
         self.replacement = replacement_policy(spec.replacement)

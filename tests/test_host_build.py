@@ -244,6 +244,41 @@ def test_blas_threads_are_set_from_the_cores(monkeypatch):
         threads._LIMITERS.clear()
 
 
+def test_blas_threads_follow_cores_and_matrix_size():
+    assert threads.blas_threads_for(30, 2) == 1 and threads.blas_threads_for(30, 64) == 1
+    assert threads.blas_threads_for(1000, 16) == 1000 // threads.ROWS_PER_THREAD
+    assert threads.blas_threads_for(1000, 2) == 2 and threads.blas_threads_for(None, 3) == 3
+
+
+def test_island_group_sets_its_process_blas_threads(monkeypatch):
+    """An island group (an actor's, or the driver's in-process one) sets the process's BLAS
+    threads when it starts: one for CMA-ES at D = 30, whatever the machine's cores."""
+    from threadpoolctl import threadpool_info, threadpool_limits  # noqa: PLC0415
+
+    from isles.islands.group import IslandGroup  # noqa: PLC0415
+    from isles.islands.records import GroupSpec  # noqa: PLC0415
+
+    monkeypatch.delenv("ISLES_BLAS_THREADS", raising=False)
+    monkeypatch.setattr(threads, "process_cores", lambda: 8)
+    spec = {
+        "problem": {"_target_": "isles.problems.benchmarks.Rastrigin", "dim": 30},
+        "algorithm": {"_target_": "isles.algorithms.cmaes.cmaes.CMAES", "dim": 30},
+        "island_ids": [0, 1],
+        "seed": 3,
+        "device": "cpu",
+        "n_migrants": 1,
+        "replacement": "replace_worst",
+    }
+    with threadpool_limits(limits=2):  # as the machine's default would be
+        try:
+            IslandGroup(GroupSpec(**spec))
+            assert all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
+        finally:
+            for lim in threads._LIMITERS:
+                lim.restore_original_limits()
+            threads._LIMITERS.clear()
+
+
 # -- one process's islands on its cores (OpenMP over the islands of DE's host build) -------------
 @needs_cc
 def test_de_islands_on_threads_equal_one_thread(monkeypatch):
