@@ -8,7 +8,9 @@ Each isles row is ``python run.py +experiment=E device=cpu logger=none problem=P
 stop.max_evaluations=1e5 seed=S`` in a subprocess, with the experiment's islands and with
 ``islands.n=1``, and with ``algorithm.host_kernel=false`` (the NumPy array code: the CPU path
 before issue 37) and ``auto`` (the families' compiled host builds, the default); its figure is
-the run's own wall time (the job's ``wall time``, start-up excluded) over its evaluations. Each
+the run's own wall time (the job's ``wall time``, start-up excluded) over its evaluations; a
+second row times the algorithm alone in this process (:func:`evolve_row`: ``alg.run``, no island
+runtime), as pygmo's rows time ``evolve`` alone. Each
 pygmo row times ``algo.evolve(pop)`` alone (tolerance stops off) at a population like the isles
 row's. The process pins itself to one core (``--cores``), and so its children. Median of
 ``--reps`` seeds. Prints one Markdown table (docs/cpu_speed.md).
@@ -71,6 +73,47 @@ def isles_row(exp: str, problem: str, dim: int, evals: int, one_island: bool, ho
     return float(m.group(2)), int(m.group(1).replace(",", "")), float(f.group(1)) if f else float("nan")
 
 
+def evolve_row(exp: str, problem: str, dim: int, evals: int, one_island: bool, host: str, seed: int) -> tuple:
+    """``(wall_s, evaluations, best f)`` of the experiment's algorithm alone, in this process:
+    ``alg.run`` from its initial population for the generations that spend about ``evals``
+    evaluations over its islands (no island runtime: like pygmo's ``evolve`` alone). The
+    experiments' settings: ``de_islands`` 8 islands of DE (N 50), ``lshade`` 1 island (N_init
+    18 D, E 140), ``fep`` 1 island (mu 400, q 10), ``ga`` 1 island (N 640, seed002 encoding on
+    [-1, 1]); ``one_island``: one island of each."""
+    from isles.algorithms.de.de import DE  # noqa: PLC0415
+    from isles.algorithms.ep.fep import FEP  # noqa: PLC0415
+    from isles.algorithms.ga.ga import GA  # noqa: PLC0415
+    from isles.algorithms.lshade.lshade import LSHADE  # noqa: PLC0415
+    from isles.algorithms.core.base import Context  # noqa: PLC0415
+    from isles.algorithms.core.random import CounterRNG  # noqa: PLC0415
+    from isles.problems import make_problem  # noqa: PLC0415
+    from isles.problems.constraints import Evaluator  # noqa: PLC0415
+
+    hk = host == "auto"
+    islands, box = 1, {}
+    if exp == "de_islands":
+        alg, islands = DE(pop_size=50, host_kernel=hk), 1 if one_island else 8
+    elif exp == "lshade":
+        alg = LSHADE(dim=dim, max_generations=(evals - 18 * dim) // 140, evals_per_generation=140, host_kernel=hk)
+    elif exp == "fep":
+        alg = FEP(pop_size=400, q=10, host_kernel=hk)
+    elif exp == "ga":
+        alg, box = GA(pop_size=640, encoding="seed002", host_kernel=hk), {"lower": -1.0, "upper": 1.0}
+    else:
+        raise ValueError(f"experiment {exp!r}: allowed values are de_islands|lshade|fep|ga")
+    import numpy as np  # noqa: PLC0415
+
+    prob = make_problem(problem, dim=dim, **box)
+    ctx = Context(np, np.float64, Evaluator(prob), CounterRNG(np, seed, range(islands)))
+    alg.run(ctx, alg.init(ctx), 1)  # the host build compiled (or loaded from the disk cache)
+    s = alg.init(ctx)
+    gens = max(1, (evals - s["evals"] * islands) // (alg.evaluations_per_generation() * islands))
+    t = time.perf_counter()
+    s = alg.run(ctx, s, gens)
+    wall = time.perf_counter() - t
+    return wall, int(s["evals"]) * islands, float(np.min(s["f"]))
+
+
 def pygmo_row(name: str, pop_size: int, problem: str, dim: int, evals: int, seed: int) -> tuple:
     """``(evolve wall_s, evaluations, best f)`` of pygmo's ``name`` on isles' ``problem`` (through
     pygmo's Python UDP, the objective in NumPy per point; pygmo's own C++ Rastrigin where it has it)."""
@@ -118,7 +161,10 @@ def main(argv=None) -> None:
             for host in (None,) if exp in NO_HOST else ("false", "auto"):
                 rows = [isles_row(exp, a.problem, a.dim, a.evals, one, host, s) for s in range(a.reps)]
                 path = "host build" if host == "auto" else "NumPy"
-                _print(f"isles `{exp}`", "1" if one else "default", path, rows)
+                _print(f"isles `{exp}` (job)", "1" if one else "default", path, rows)
+                if host is not None:
+                    rows = [evolve_row(exp, a.problem, a.dim, a.evals, one, host, s) for s in range(a.reps)]
+                    _print(f"isles `{exp}` (`run` alone)", "1" if one else "default", path, rows)
         name, pop = EXPERIMENTS[exp]
         if (name, pop) not in pygmo_done:
             pygmo_done.add((name, pop))
