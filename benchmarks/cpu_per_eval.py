@@ -42,6 +42,8 @@ EXPERIMENTS = {
 NO_HOST = {"cmepso"}
 _LINE = re.compile(r"evaluations ([\d,]+)\s+wall time ([\d.]+) s")
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's isles
+
 
 def isles_row(exp: str, problem: str, dim: int, evals: int, one_island: bool, host: str | None, seed: int) -> tuple:
     """``(wall_s, evaluations, best f)`` of one ``run.py`` job (``host``: ``algorithm.host_kernel``,
