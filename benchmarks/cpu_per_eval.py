@@ -10,7 +10,8 @@ stop.max_evaluations=1e5 seed=S`` in a subprocess, with the experiment's islands
 before issue 37) and ``auto`` (the families' compiled host builds, the default); its figure is
 the run's own wall time (the job's ``wall time``, start-up excluded) over its evaluations; a
 second row times the algorithm alone in this process (:func:`evolve_row`: ``alg.run``, no island
-runtime), as pygmo's rows time ``evolve`` alone. Each
+runtime), as pygmo's rows time ``evolve`` alone; those rows also give the process's CPU time,
+which a loaded machine inflates less than the wall. Each
 pygmo row times ``algo.evolve(pop)`` alone (tolerance stops off) at a population like the isles
 row's. The process pins itself to one core (``--cores``), and so its children. Median of
 ``--reps`` seeds. Prints one Markdown table (docs/cpu_speed.md).
@@ -76,7 +77,7 @@ def isles_row(exp: str, problem: str, dim: int, evals: int, one_island: bool, ho
 
 
 def evolve_row(exp: str, problem: str, dim: int, evals: int, one_island: bool, host: str, seed: int) -> tuple:
-    """``(wall_s, evaluations, best f)`` of the experiment's algorithm alone, in this process:
+    """``(wall_s, evaluations, best f, CPU s)`` of the experiment's algorithm alone, in this process:
     ``alg.run`` from its initial population for the generations that spend about ``evals``
     evaluations over its islands (no island runtime: like pygmo's ``evolve`` alone). The
     experiments' settings: ``de_islands`` 8 islands of DE (N 50), ``lshade`` 1 island (N_init
@@ -110,14 +111,14 @@ def evolve_row(exp: str, problem: str, dim: int, evals: int, one_island: bool, h
     alg.run(ctx, alg.init(ctx), 1)  # the host build compiled (or loaded from the disk cache)
     s = alg.init(ctx)
     gens = max(1, (evals - s["evals"] * islands) // (alg.evaluations_per_generation() * islands))
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     s = alg.run(ctx, s, gens)
-    wall = time.perf_counter() - t
-    return wall, int(s["evals"]) * islands, float(np.min(s["f"]))
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    return wall, int(s["evals"]) * islands, float(np.min(s["f"])), cpu
 
 
 def pygmo_row(name: str, pop_size: int, problem: str, dim: int, evals: int, seed: int) -> tuple:
-    """``(evolve wall_s, evaluations, best f)`` of pygmo's ``name`` on isles' ``problem`` (through
+    """``(evolve wall_s, evaluations, best f, CPU s)`` of pygmo's ``name`` on isles' ``problem`` (through
     pygmo's Python UDP, the objective in NumPy per point; pygmo's own C++ Rastrigin where it has it)."""
     import pygmo as pg  # noqa: PLC0415
 
@@ -135,10 +136,10 @@ def pygmo_row(name: str, pop_size: int, problem: str, dim: int, evals: int, seed
     prob = {"rastrigin": pg.rastrigin, "rosenbrock": pg.rosenbrock, "ackley": pg.ackley}[problem](dim)
     pop = pg.population(pg.problem(prob), pop_size, seed=seed)
     n0 = pop.problem.get_fevals()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     pop = algo.evolve(pop)
-    wall = time.perf_counter() - t
-    return wall, pop.problem.get_fevals() - n0, float(pop.champion_f[0])
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    return wall, pop.problem.get_fevals() - n0, float(pop.champion_f[0]), cpu
 
 
 def main(argv=None) -> None:
@@ -155,8 +156,8 @@ def main(argv=None) -> None:
         os.sched_setaffinity(0, {int(c) for c in a.cores.split(",")})
     os.environ.setdefault("ISLES_BLAS_THREADS", "1")
     print(f"{a.problem} D={a.dim}, {a.evals:,} evaluations, cores {a.cores or 'all'}, median of {a.reps} seeds\n")
-    print("| run | islands | path | wall (s) | evaluations | us / evaluation | best f |")
-    print("|---|---|---|---|---|---|---|")
+    print("| run | islands | path | wall (s) | evaluations | us / evaluation | CPU us / evaluation | best f |")
+    print("|---|---|---|---|---|---|---|---|")
     pygmo_done = set()
     for exp in a.only.split(","):
         for one in (False, True):
@@ -173,7 +174,7 @@ def main(argv=None) -> None:
             try:
                 rows = [pygmo_row(name, pop, a.problem, a.dim, a.evals, s) for s in range(a.reps)]
             except ImportError:
-                print(f"| pygmo `{name}` | pop {pop} | (pygmo not installed: pip install -e '.[bench]') | | | | |")
+                print(f"| pygmo `{name}` | pop {pop} | (pygmo not installed: pip install -e '.[bench]') | | | | | |")
                 continue
             _print(f"pygmo `{name}`", f"pop {pop}", "C++", rows)
 
@@ -182,7 +183,10 @@ def _print(run: str, islands: str, path: str, rows: list) -> None:
     wall = statistics.median(r[0] for r in rows)
     n = statistics.median(r[1] for r in rows)
     f = statistics.median(r[2] for r in rows)
-    print(f"| {run} | {islands} | {path} | {wall:.3f} | {int(n):,} | {wall / n * 1e6:.2f} | {f:.4g} |", flush=True)
+    cpu = f"{statistics.median(r[3] for r in rows) / n * 1e6:.2f}" if len(rows[0]) > 3 else "-"
+    print(
+        f"| {run} | {islands} | {path} | {wall:.3f} | {int(n):,} | {wall / n * 1e6:.2f} | {cpu} | {f:.4g} |", flush=True
+    )
 
 
 if __name__ == "__main__":
