@@ -347,7 +347,7 @@ def host_epoch(params, problem, dtype=np.float64):
         raise ValueError(f"CDE epoch kernel: {why}")
     dtype = np.dtype(dtype)
     lay = layout(params, problem, dtype)
-    lib = compile_host(kernel_source(params, problem, dtype, lay), ("-O3",))
+    lib = compile_host(kernel_source(params, problem, dtype, lay), ("-O3",), plain_arith=True)
     return _HostEpoch(lib, params, problem, dtype, lay)
 
 

@@ -50,17 +50,49 @@ def check_host_kernel(value, field: str = "algorithm.host_kernel"):
     raise ValueError(f"{field}={value}: allowed values are auto|true|false")
 
 
-def compile_host(source: str, flags: tuple = (), openmp: bool = False):
+#: host only, inserted after ``arith.cuh`` (:func:`compile_host` with ``plain_arith``): the
+#: separately rounded operations as plain C where there is no excess precision (FLT_EVAL_METHOD 0)
+#: and, with HOST_FLAGS' ``-ffp-contract=off``, no contraction: each rounded once to its type, the
+#: value of ``arith.cuh``'s volatile store and load, without them (L-SHADE's ``lshade_epoch.cu``
+#: does the same for its own operations). The GPU's text is unchanged.
+PLAIN_ARITH = """
+#include <float.h>
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+static inline double isles_plain_dadd(double a, double b) { return a + b; }
+static inline double isles_plain_dsub(double a, double b) { return a - b; }
+static inline double isles_plain_dmul(double a, double b) { return a * b; }
+static inline double isles_plain_ddiv(double a, double b) { return a / b; }
+static inline T isles_plain_add(T a, T b) { return a + b; }
+static inline T isles_plain_sub(T a, T b) { return a - b; }
+static inline T isles_plain_mul(T a, T b) { return a * b; }
+static inline T isles_plain_div(T a, T b) { return a / b; }
+#define dadd_rn(a, b) isles_plain_dadd((a), (b))
+#define dsub_rn(a, b) isles_plain_dsub((a), (b))
+#define dmul_rn(a, b) isles_plain_dmul((a), (b))
+#define ddiv_rn(a, b) isles_plain_ddiv((a), (b))
+#define add_rn(a, b) isles_plain_add((a), (b))
+#define sub_rn(a, b) isles_plain_sub((a), (b))
+#define mul_rn(a, b) isles_plain_mul((a), (b))
+#define div_rn(a, b) isles_plain_div((a), (b))
+#endif
+"""
+_ARITH_END = "#endif  // ISLES_ARITH_CUH\n"
+
+
+def compile_host(source: str, flags: tuple = (), openmp: bool = False, plain_arith: bool = False):
     """``source`` compiled as C with ``-DISLES_HOST_EMU`` into a loaded shared library, through the
     one host compiler invocation (:func:`isles.problems.cuda_check.compile_c`: ``-O2
     -ffp-contract=off`` and ``flags``; cached for the process and on disk). ``openmp``: with
     ``-fopenmp`` where the compiler takes it, else without (the pragmas ignored: one thread).
+    ``plain_arith``: :data:`PLAIN_ARITH` after ``arith.cuh`` (the same values, faster).
 
     Raises:
         RuntimeError: no C compiler, or the compilation failed (its messages included).
     """
     from isles.problems.cuda_check import compile_c  # noqa: PLC0415
 
+    if plain_arith and _ARITH_END in source:
+        source = source.replace(_ARITH_END, _ARITH_END + PLAIN_ARITH, 1)
     text = "#define ISLES_HOST_EMU 1\n" + source
     if openmp:
         try:

@@ -56,7 +56,7 @@ class HostEpochDE:
             tail="de_epoch.cu",
         )
         text = epoch_source(src, 1, 1) + cuda_lib.read("de_epoch_threads.cuh")
-        self.lib = host_build.compile_host(text, ("-O3",), openmp=True)
+        self.lib = host_build.compile_host(text, ("-O3",), openmp=True, plain_arith=True)
         #: OpenMP threads over the islands (the results do not depend on it): :func:`host_plan` sets
         #: the process's cores (:func:`isles.algorithms.core.threads.host_threads`)
         self.threads = 1

@@ -32,7 +32,7 @@ def compile_host(source: str):
     Raises:
         RuntimeError: no C compiler, or the compilation failed (its messages included).
     """
-    return host_build.compile_host(source, ("-std=gnu11", "-O3"))
+    return host_build.compile_host(source, ("-std=gnu11", "-O3"), plain_arith=True)
 
 
 def _ptr(a: np.ndarray):
