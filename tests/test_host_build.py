@@ -279,7 +279,31 @@ def test_island_group_sets_its_process_blas_threads(monkeypatch):
             threads._LIMITERS.clear()
 
 
-# -- one process's islands on its cores (OpenMP over the islands of DE's host build) -------------
+# -- one process's islands on its cores (OpenMP over the islands of the host builds) -------------
+@needs_cc
+@pytest.mark.parametrize("family", ["GA", "FEP"])
+def test_ga_and_fep_islands_on_threads_equal_one_thread(family, monkeypatch):
+    """As DE's below: 3 threads give the one-thread state bit for bit (stop target included)."""
+    from isles.algorithms.ep import cuda_host as ep_host  # noqa: PLC0415
+    from isles.algorithms.ga import cuda_host as ga_host  # noqa: PLC0415
+
+    make, _, _ = FAMILIES[family]
+    alg, prob = make()
+    ctx = island_ctx(np, prob, islands=5, target=0.5)
+    s0 = alg.track_target(ctx, alg.init(ctx))
+    host = (HostGA if family == "GA" else HostFEP)(alg, ctx)
+    run = (lambda st: host.run(st, 7)) if family == "GA" else (lambda st: host.run(st, 7, ctx.target))
+    one = run(dict(s0))
+    host.threads = 3
+    many = run(dict(s0))
+    for k, v in one.items():
+        if not isinstance(v, (int, float)):
+            assert _same(many[k], v), k
+    monkeypatch.setenv("ISLES_HOST_THREADS", "4")
+    plan = (ga_host if family == "GA" else ep_host).host_plan(alg, ctx)
+    assert plan.threads == 4
+
+
 @needs_cc
 def test_de_islands_on_threads_equal_one_thread(monkeypatch):
     """The islands on 3 threads give the one-thread loop's state bit for bit, the NaN count

@@ -12,6 +12,7 @@ import logging
 import numpy as np
 
 from isles.algorithms.core import host_build
+from isles.algorithms.core.threads import host_threads
 from isles.algorithms.ga.cuda_source import kernel_source, unsupported_reason
 from isles.algorithms.ga.draws import flip_thresholds
 from isles.problems.cuda_check import compiler
@@ -59,8 +60,10 @@ class HostGA:
 
     def __init__(self, ga, ctx, tpi: int | None = None):
         self.ga, self.ctx = ga, ctx
-        self.source, self.cfg = kernel_source(ga, ctx, tpi, tail=("ga_epoch.cu",))
-        self.lib = compile_host(self.source)
+        self.source, self.cfg = kernel_source(ga, ctx, tpi, tail=("ga_epoch.cu", "ga_epoch_threads.cuh"))
+        self.lib = host_build.compile_host(self.source, ("-std=gnu11", "-O3"), openmp=True, plain_arith=True)
+        #: OpenMP threads over the islands in :meth:`run` (the results do not depend on it)
+        self.threads = 1
         self.dtype = np.dtype(ctx.dtype)
         self.T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
         p = ga.params
@@ -170,7 +173,8 @@ class HostGA:
         hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
         track = int(self.target is not None)
         tgt = self.dtype.type(self.target if track else 0.0)
-        self.lib.ga_epoch_host(
+        rc = self.lib.ga_epoch_host_threads(
+            ctypes.c_int(int(self.threads)),
             *map(_ptr, bufs[0]),
             *map(_ptr, bufs[1]),
             _ptr(el),
@@ -189,6 +193,8 @@ class HostGA:
             ctypes.c_double(self.p_c),
             ctypes.c_double(self.p_m),
         )
+        if rc != 0:
+            raise MemoryError("GA epoch kernel (host): no memory for the islands' NaN counts")
         s = dict(state)
         s["genome"], s["f"], s["v"] = bufs[n % 2]
         s["generation"] = state["generation"] + n
@@ -204,6 +210,10 @@ def host_plan(ga, ctx):
     it applies (:func:`isles.algorithms.ga.cuda_source.unsupported_reason` with ``device=False``: a
     problem with a ``cuda_objective`` for the GA's genome), else ``None`` with the one log line
     (:func:`isles.algorithms.core.host_build.host_plan`)."""
-    return host_build.host_plan(
-        ga, ctx, "GA", lambda: unsupported_reason(ga, ctx, device=False), lambda: HostGA(ga, ctx), log
-    )
+
+    def build():
+        host = HostGA(ga, ctx)
+        host.threads = host_threads(ctx.n_islands)
+        return host
+
+    return host_build.host_plan(ga, ctx, "GA", lambda: unsupported_reason(ga, ctx, device=False), build, log)
