@@ -315,6 +315,9 @@ class CDE(CDEPieces, IslandAlgorithm):
     def step(self, ctx: Context, state: State) -> State:
         """One cycle of every island (seed 000 Algorithm 1 lines 3-12); no host synchronisation.
         On CuPy, one launch of the epoch kernel where :meth:`epoch_plan` applies."""
+        host = self.host_plan(ctx)  # None on CuPy
+        if host is not None:  # NumPy: the host build, as run's (algorithm.host_kernel)
+            return host(state, 1)
         plan = self.epoch_plan(ctx)
         if plan is not None:
             return plan.step(state)

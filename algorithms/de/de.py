@@ -394,6 +394,9 @@ class DE(FusedAlgorithm):
         (:class:`isles.algorithms.de.cuda.FusedDE`); the plan is built (compiled and self-checked
         against the problem, a one-off synchronisation) at the first call.
         """
+        host = self.host_plan(ctx) if ctx.xp is np else None
+        if host is not None:  # NumPy: the host build, as run's (algorithm.host_kernel)
+            return host(state, 1)
         plan = self.fused_plan(ctx)
         if plan is not None:
             return plan.step(state)

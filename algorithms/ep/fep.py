@@ -351,6 +351,9 @@ class FEP(FusedAlgorithm):
         On CuPy with a problem that has ``cuda_objective`` this is the fused generation
         (:class:`isles.algorithms.ep.cuda.FusedFEP`), built and self-checked at the first call.
         """
+        host = self.host_plan(ctx) if ctx.xp is np else None
+        if host is not None:  # NumPy: the host build, as run's (algorithm.host_kernel)
+            return host(state, 1)
         plan = self.fused_plan(ctx)
         if plan is not None:
             return plan.step(state)

@@ -408,6 +408,9 @@ class GA(FusedAlgorithm):
         On CuPy with a problem that provides ``cuda_objective`` this is the fused CUDA generation
         (:class:`isles.algorithms.ga.cuda.FusedGA`), built and self-checked at the first call.
         """
+        host = self.host_plan(ctx) if ctx.xp is np else None
+        if host is not None:  # NumPy: the host build, as run's (algorithm.host_kernel)
+            return host(state, 1)
         plan = self.fused_plan(ctx)
         if plan is not None:
             return plan.step(state)
