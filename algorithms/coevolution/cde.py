@@ -191,6 +191,7 @@ class CDE(CDEPieces, IslandAlgorithm):
     name = "cde"
     Params = CDEParams
     graph_safe = True  # one step (a cycle) has no host synchronisation: CUDA-graph replay on CuPy
+    HOST_MODULE = "isles.algorithms.coevolution.epoch"  # the host build, NumPy runs' CPU path (algorithm.host_kernel)
     minmax = True  # solves min-max problems (islands/config/build.py pairs it with augmented_lagrangian)
 
     def __init__(self, params=None, **kwargs):

@@ -88,15 +88,6 @@ class CDEPieces:
         self._epoch_cache = (ctx, plan)
         return plan
 
-    def host_plan(self, ctx: Context):
-        """On NumPy, the epoch kernel's host build where ``algorithm.host_kernel`` allows it
-        (:func:`isles.algorithms.coevolution.epoch.host_plan`): ``(state, n) -> state``; else ``None``."""
-        if ctx.xp is not np:
-            return None
-        from isles.algorithms.coevolution import epoch  # noqa: PLC0415
-
-        return epoch.host_plan(self, ctx)
-
     def gpu_path(self, ctx: Context) -> str:
         """Which path runs a cycle on ``ctx``: ``"numpy"`` or ``"host kernel"`` (NumPy, :meth:`host_plan`), ``"epoch kernel (shared memory)"`` /
         ``"(global memory)"`` (one launch per cycle), or ``"graph"`` (a cycle of array code replayed

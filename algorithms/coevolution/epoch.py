@@ -351,7 +351,7 @@ def host_epoch(params, problem, dtype=np.float64):
     return _HostEpoch(lib, params, problem, dtype, lay)
 
 
-def host_plan(algo, ctx):
+def host_run(algo, ctx):
     """On NumPy, ``(state, n) -> state`` running ``n`` cycles of every island in the epoch kernel's
     host build (:func:`host_epoch`) where ``algorithm.host_kernel`` allows it and it applies
     (:func:`unsupported_reason`; the build's pair terms checked against the problem's array code

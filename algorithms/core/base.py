@@ -342,12 +342,20 @@ class IslandAlgorithm:
             return "numpy" if self.host_plan(ctx) is None else "host kernel"
         return "graph" if self.graph_safe else "array code"
 
+    #: the module of the family's host build (its ``host_run(alg, ctx)``), imported lazily by
+    #: :meth:`host_plan`; ``""``: none
+    HOST_MODULE: str = ""
+
     def host_plan(self, ctx: Context):
         """On NumPy, the family's compiled CPU path where ``algorithm.host_kernel`` allows it
-        (:func:`isles.algorithms.core.host_build.host_plan`): ``(state, n) -> state``, ``n``
-        generations with the target tracked as :meth:`run`'s; else ``None`` (the array code).
-        Families with a host build override it."""
-        return None
+        (``HOST_MODULE.host_run(self, ctx)``, :func:`isles.algorithms.core.host_build.host_plan`):
+        ``(state, n) -> state``, ``n`` generations with the target tracked as :meth:`run`'s; else
+        ``None`` (the array code, and always on CuPy)."""
+        if not self.HOST_MODULE or ctx.xp is not np:
+            return None
+        import importlib  # noqa: PLC0415
+
+        return importlib.import_module(self.HOST_MODULE).host_run(self, ctx)
 
     def run(self, ctx: Context, state: State, n_generations: int) -> State:
         """``n_generations`` steps back to back on the device (no host round trips), tracking the

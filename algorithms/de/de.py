@@ -328,6 +328,7 @@ class DE(FusedAlgorithm):
     """
 
     FUSED_MODULE = "isles.algorithms.de.cuda"
+    HOST_MODULE = "isles.algorithms.de.host_epoch"  # the host build, NumPy runs' CPU path (algorithm.host_kernel)
 
     name = "de"
     Params = DEParams
@@ -377,15 +378,6 @@ class DE(FusedAlgorithm):
         V = apply_bounds(p.bound_handling, V, ctx.lower, ctx.upper, ctx.rng, g)
         mask = crossover_mask(p.crossover, ctx.rng, g, n, dim, p.CR, X.dtype)
         return xp.where(mask, V, X)
-
-    def host_plan(self, ctx: Context):
-        """On NumPy, the epoch kernel's host build where ``algorithm.host_kernel`` allows it
-        (:class:`isles.algorithms.de.host_epoch.HostEpochDE`, :mod:`isles.algorithms.core.host_build`):
-        ``(state, n) -> state``; else ``None``."""
-        from isles.algorithms.de import host_epoch  # noqa: PLC0415  (an import cycle at module level)
-
-        host = host_epoch.host_plan(self, ctx)
-        return None if host is None else (lambda state, n: host.run(state, n, ctx.target))
 
     def step(self, ctx: Context, state: State) -> State:
         """One generation of every island (trial, evaluation, selection); no host sync.

@@ -133,3 +133,11 @@ def host_plan(de, ctx):
         return host
 
     return host_build.host_plan(de, ctx, "DE", lambda: unsupported_reason(de.params, ctx, device=False), build, log)
+
+
+def host_run(de, ctx):
+    """``(state, n) -> state``: ``n`` generations of every island in :func:`host_plan`'s build,
+    the stop target tracked (``IslandAlgorithm.host_plan``, ``HOST_MODULE``); ``None`` where
+    :func:`host_plan` gives none."""
+    host = host_plan(de, ctx)
+    return None if host is None else (lambda state, n: host.run(state, n, ctx.target))

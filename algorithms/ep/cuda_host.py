@@ -212,3 +212,11 @@ def host_plan(fep, ctx):
         return host
 
     return host_build.host_plan(fep, ctx, "FEP", lambda: unsupported_reason(fep, ctx, device=False), build, log)
+
+
+def host_run(fep, ctx):
+    """``(state, n) -> state``: ``n`` generations of every island in :func:`host_plan`'s build,
+    the stop target tracked (``IslandAlgorithm.host_plan``, ``HOST_MODULE``); ``None`` where
+    :func:`host_plan` gives none."""
+    host = host_plan(fep, ctx)
+    return None if host is None else (lambda state, n: host.run(state, n, ctx.target))

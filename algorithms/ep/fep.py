@@ -281,6 +281,7 @@ class FEP(FusedAlgorithm):
     """
 
     FUSED_MODULE = "isles.algorithms.ep.cuda"
+    HOST_MODULE = "isles.algorithms.ep.cuda_host"  # the host build, NumPy runs' CPU path (algorithm.host_kernel)
 
     name = "fep"
     Params = FEPParams
@@ -335,15 +336,6 @@ class FEP(FusedAlgorithm):
             fo = xp.where(gauss, fo[:, mu:], fo[:, :mu])
             vo = xp.where(gauss, vo[:, mu:], vo[:, :mu])
         return Xo, eta_o, fo, vo, n_nan
-
-    def host_plan(self, ctx: Context):
-        """On NumPy, the epoch kernel's host build where ``algorithm.host_kernel`` allows it
-        (:func:`isles.algorithms.ep.cuda_host.host_plan`, :mod:`isles.algorithms.core.host_build`):
-        ``(state, n) -> state``; else ``None``."""
-        from isles.algorithms.ep.cuda_host import host_plan  # noqa: PLC0415  (an import cycle at module level)
-
-        host = host_plan(self, ctx)
-        return None if host is None else (lambda state, n: host.run(state, n, ctx.target))
 
     def step(self, ctx: Context, state: State) -> State:
         """One generation of every island (module docstring); no host synchronisation.

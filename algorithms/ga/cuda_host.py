@@ -217,3 +217,11 @@ def host_plan(ga, ctx):
         return host
 
     return host_build.host_plan(ga, ctx, "GA", lambda: unsupported_reason(ga, ctx, device=False), build, log)
+
+
+def host_run(ga, ctx):
+    """``(state, n) -> state``: ``n`` generations of every island in :func:`host_plan`'s build,
+    the stop target tracked (``IslandAlgorithm.host_plan``, ``HOST_MODULE``); ``None`` where
+    :func:`host_plan` gives none."""
+    host = host_plan(ga, ctx)
+    return None if host is None else (lambda state, n: host.run(state, n))

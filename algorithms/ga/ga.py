@@ -259,6 +259,7 @@ class GA(FusedAlgorithm):
     FIELDS = {"genome": "genome", "f": "f", "v": "v"}
     graph_safe = False  # the fused path replays its own CUDA graph in run()
     FUSED_MODULE = "isles.algorithms.ga.cuda"
+    HOST_MODULE = "isles.algorithms.ga.cuda_host"  # the host build, NumPy runs' CPU path (algorithm.host_kernel)
     evaluates_arrivals = True  # adopt() evaluates immigrants of a mixed archipelago
 
     def __init__(self, params=None, **kwargs):
@@ -392,15 +393,6 @@ class GA(FusedAlgorithm):
         if nr:
             parts.append(random_words(ctx.rng, g, DRAW_RENEW, b, N, L))
         return xp.concatenate(parts, axis=1), eidx
-
-    def host_plan(self, ctx: Context):
-        """On NumPy, the epoch kernel's host build where ``algorithm.host_kernel`` allows it
-        (:func:`isles.algorithms.ga.cuda_host.host_plan`, :mod:`isles.algorithms.core.host_build`):
-        ``(state, n) -> state``; else ``None``."""
-        from isles.algorithms.ga.cuda_host import host_plan  # noqa: PLC0415  (an import cycle at module level)
-
-        host = host_plan(self, ctx)
-        return None if host is None else host.run
 
     def step(self, ctx: Context, state: State) -> State:
         """One generation of every island (module docstring); no host synchronisation.
