@@ -321,8 +321,9 @@ def test_host_emulated_kernel_equals_numpy(case):
     host = ga_host.HostGA(ga, ctx, tpi)
     a = ga.init(ctx)
     b = a
+    twin = numpy_twin(ga)
     for _ in range(12):
-        a, b = ga.step(ctx, a), host.step(b)
+        a, b = twin.step(ctx, a), host.step(b)
         assert np.array_equal(a["genome"], b["genome"])
         assert np.array_equal(a["f"], b["f"]) and np.array_equal(a["v"], b["v"])
         assert a["evals"] == b["evals"] and int(a["nan_evals"]) == int(b["nan_evals"])

@@ -163,6 +163,36 @@ def test_host_kernel_false_never_builds(monkeypatch):
         assert alg.gpu_path(ctx) == "numpy"
 
 
+class _CountingDE(DE):
+    """A user's DE with its own step (counts the calls)."""
+
+    calls = 0
+
+    def step(self, ctx, state):
+        type(self).calls += 1
+        return super().step(ctx, state)
+
+
+@needs_cc
+def test_a_subclass_with_its_own_step_keeps_it():
+    """A subclass that defines ``step`` (or ``run``) runs it: no host build, which would skip it;
+    the family's own classes take the host build in both ``step`` and ``run`` (``run(n)`` is
+    ``n`` steps)."""
+    alg, prob = _de()
+    sub = _CountingDE(alg.params)
+    ctx = _ctx(prob)
+    s0 = alg.init(ctx)
+    assert sub.host_plan(ctx) is None and sub.gpu_path(ctx) == "numpy"
+    sub.run(ctx, dict(s0), 4)
+    assert _CountingDE.calls == 4
+    one = alg.run(ctx, dict(s0), 3)
+    steps = dict(s0)
+    for _ in range(3):
+        steps = alg.step(ctx, steps)
+    for k in ("X", "f", "v"):
+        assert _same(one[k], steps[k]), k
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_host_kernel_values(family):
     make = FAMILIES[family][0]

@@ -350,9 +350,15 @@ class IslandAlgorithm:
         """On NumPy, the family's compiled CPU path where ``algorithm.host_kernel`` allows it
         (``HOST_MODULE.host_run(self, ctx)``, :func:`isles.algorithms.core.host_build.host_plan`):
         ``(state, n) -> state``, ``n`` generations with the target tracked as :meth:`run`'s; else
-        ``None`` (the array code, and always on CuPy)."""
+        ``None`` (the array code; always on CuPy, and for a subclass that defines its own
+        ``step`` or ``run``: its generation is not the host build's)."""
         if not self.HOST_MODULE or ctx.xp is not np:
             return None
+        for cls in type(self).__mro__:  # a subclass with its own step or run keeps them (no host build)
+            if "HOST_MODULE" in cls.__dict__:
+                break
+            if "step" in cls.__dict__ or "run" in cls.__dict__:
+                return None
         import importlib  # noqa: PLC0415
 
         return importlib.import_module(self.HOST_MODULE).host_run(self, ctx)
