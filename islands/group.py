@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from isles.algorithms.core.backend import device_name, dtype_of, get_xp, synchronize, to_host
+from isles.algorithms.core.threads import limit_blas_threads
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.graph import GraphStepper
 from isles.algorithms.core.population import Population
@@ -61,6 +62,8 @@ class IslandGroup(PeerLinks):
         self.xp = get_xp(spec.device)
         self.island_ids = [int(i) for i in spec.island_ids]
         self.evaluator = build_evaluator(spec.problem, spec.constraints)
+        # this process's BLAS threads, from its cores and its matrices' size (algorithms/core/threads.py)
+        limit_blas_threads(dim=getattr(self.evaluator.problem, "dim", None))
         self.algorithm = build_algorithm(spec.algorithm)
         self.n_migrants = int(spec.n_migrants)
         # a user's policy is checked where it returns (islands/migration/contract.py); the built-ins as they are

@@ -18,6 +18,7 @@ ARITHMETIC + MATH``, the same text).
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -28,7 +29,7 @@ import numpy as np
 
 from isles.problems.base import objective_macros
 
-__all__ = ["HostObjective", "host_objective", "compiler", "pack_bits_le"]
+__all__ = ["HostObjective", "host_objective", "compiler", "compile_c", "cache_dir", "pack_bits_le"]
 
 _HARNESS = r"""
 #ifndef OBJ_NEXT
@@ -102,12 +103,59 @@ def compiler() -> str | None:
     return None
 
 
+def cache_dir() -> str | None:
+    """The on-disk cache of compiled host libraries: ``$ISLES_HOST_CACHE`` (``off`` or empty: no
+    disk cache), else ``$XDG_CACHE_HOME/isles/host``, else ``~/.cache/isles/host``."""
+    env = os.environ.get("ISLES_HOST_CACHE")
+    if env is not None:
+        return None if env.strip().lower() in ("", "0", "off", "none", "false") else os.path.expanduser(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "isles", "host")
+
+
+@functools.lru_cache(maxsize=8)
+def _compiler_id(cc: str) -> str:
+    """``cc``'s resolved path and the first line of ``cc --version`` (part of the cache key: a
+    changed compiler compiles again)."""
+    path = os.path.realpath(shutil.which(cc) or cc)
+    try:
+        res = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+        version = (res.stdout or res.stderr).splitlines()[0] if (res.stdout or res.stderr) else ""
+    except (OSError, subprocess.SubprocessError):
+        version = ""
+    return f"{path}\0{version}"
+
+
+def _build(cmd_head: list, source: str, so_path: str) -> None:
+    """Compile ``source`` into ``so_path`` with ``cmd_head + [c file, -o, so_path, -lm]``.
+
+    Raises:
+        RuntimeError: the compilation failed (the command and its messages)."""
+    d = tempfile.mkdtemp(prefix="isles_host_")
+    try:
+        c_path = os.path.join(d, "unit.c")
+        with open(c_path, "w") as fh:
+            fh.write(source)
+        cmd = [*cmd_head, c_path, "-o", so_path, "-lm"]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"host emulation: {' '.join(cmd)} failed:\n{res.stderr[-4000:]}")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def compile_c(source: str, flags: tuple = ()) -> ctypes.CDLL:
     """Compile C ``source`` with :func:`compiler`, :data:`HOST_FLAGS` and ``flags`` into a shared
-    library and load it (cached by source and flags for the process). The one compiler invocation
-    of the host emulations: problems' objectives (:func:`host_objective`), the fused GA and FEP
-    generations (``isles.algorithms.ga.cuda_host.compile_host``) and CDE's pair kernel
-    (``isles.algorithms.coevolution.cuda.host_pairs``).
+    library and load it. The one compiler invocation of the host emulations and of the host
+    builds that are the CPU path (``isles.algorithms.core.host_build``): problems' objectives
+    (:func:`host_objective`), the families' epoch kernels, CDE's pair kernel.
+
+    Cached twice: for the process (by source and flags), and on disk in :func:`cache_dir` as
+    ``<sha256 of compiler, its version, flags and source>.so``, so that a process (a Ray actor, a
+    test, a benchmark) loads a library another one compiled instead of compiling it again (about
+    1 s). A library is compiled under a temporary name in the cache folder and renamed into place
+    (atomic on one file system), so processes that compile the same one at once never read a
+    partial file; a folder that cannot be written compiles into a temporary folder.
 
     Raises:
         RuntimeError: no C compiler, or the compilation failed (the command and its messages).
@@ -119,17 +167,34 @@ def compile_c(source: str, flags: tuple = ()) -> ctypes.CDLL:
     cc = compiler()
     if cc is None:
         raise RuntimeError("host emulation needs a C compiler ($CC, cc, gcc or clang on PATH)")
-    d = tempfile.mkdtemp(prefix="isles_host_")
-    c_path, so_path = os.path.join(d, "unit.c"), os.path.join(d, "unit.so")
-    with open(c_path, "w") as fh:
-        fh.write(source)
-    cmd = [cc, *HOST_FLAGS, *flags, c_path, "-o", so_path, "-lm"]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        shutil.rmtree(d, ignore_errors=True)
-        raise RuntimeError(f"host emulation: {' '.join(cmd)} failed:\n{res.stderr[-4000:]}")
-    lib = ctypes.CDLL(so_path)
-    shutil.rmtree(d, ignore_errors=True)  # the loaded library outlives its file
+    head = [cc, *HOST_FLAGS, *flags]
+    folder = cache_dir()
+    lib = None
+    if folder is not None:
+        name = hashlib.sha256("\0".join((_compiler_id(cc), *HOST_FLAGS, *flags, source)).encode()).hexdigest()
+        so_path = os.path.join(folder, f"{name}.so")
+        try:
+            if not os.path.exists(so_path):
+                os.makedirs(folder, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=f".{name[:16]}-", suffix=".so", dir=folder)
+                os.close(fd)
+                try:
+                    _build(head, source, tmp)
+                    os.replace(tmp, so_path)  # atomic: a reader sees no file or the whole library
+                finally:
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
+            lib = ctypes.CDLL(so_path)
+        except OSError:  # a cache folder that cannot be written or read: compile in a temporary folder
+            lib = None
+    if lib is None:
+        d = tempfile.mkdtemp(prefix="isles_host_")
+        try:
+            so_path = os.path.join(d, "unit.so")
+            _build(head, source, so_path)
+            lib = ctypes.CDLL(so_path)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)  # the loaded library outlives its file
     _CACHE[key] = lib
     return lib
 

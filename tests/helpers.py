@@ -108,3 +108,11 @@ def run_span(
     groups = groups or [group.island_ids]
     r = Route(index, groups, topology, sum(map(len, groups)), seed, **route)
     return group.run_span(SpanOrder(span, list(ks), epoch0, r, first or Plan(), tuple(snapshots)))
+
+
+def numpy_twin(alg):
+    """``alg`` with ``algorithm.host_kernel=false``: its :meth:`run` on NumPy is then the array code
+    (the reference twin of the family's host build, :mod:`isles.algorithms.core.host_build`)."""
+    import dataclasses  # noqa: PLC0415
+
+    return type(alg)(dataclasses.replace(alg.params, host_kernel=False))

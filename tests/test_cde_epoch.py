@@ -21,6 +21,7 @@ from isles.problems.constraints import Evaluator
 from isles.problems.cuda_check import compiler
 from isles.problems.engineering import Spring
 from isles.problems.minmax import AugmentedLagrangian, SaddleP1
+from tests.helpers import numpy_twin
 from tests.user_problems import UserSaddle
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
@@ -38,7 +39,7 @@ PROBLEMS = {
 def _run_both(prob, algo, islands=3, cycles=3, seed=2, dtype=np.float64):
     ctx = Context(np, dtype, Evaluator(prob), CounterRNG(np, seed, range(islands)))
     s0 = algo.init(ctx)
-    ref = algo.run(ctx, dict(s0), cycles)
+    ref = numpy_twin(algo).run(ctx, dict(s0), cycles)
     host = host_epoch(algo.params, prob, dtype)
     st = host.step(dict(s0), ctx.rng.keys, cycles - 1)  # several cycles in one launch, then one more
     st = host.step(st, ctx.rng.keys, 1)

@@ -19,7 +19,7 @@ from isles.algorithms.de.epoch import epoch_smem_bytes, epoch_unsupported_reason
 from isles.algorithms.de.host_epoch import HostEpochDE
 from isles.problems import make_problem
 from isles.problems.cuda_check import compiler
-from tests.helpers import island_ctx
+from tests.helpers import island_ctx, numpy_twin
 from tests.user_problems import FusedNaNSphere, FusedPressureVessel
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
 def _compare(prob, algo, ctx, n=12, rtol=1e-11):
     s0 = algo.init(ctx)
-    ref = algo.run(ctx, dict(s0), n)
+    ref = numpy_twin(algo).run(ctx, dict(s0), n)
     host = HostEpochDE(algo, ctx)
     target = ctx.target
     st = host.run(dict(s0), n - 3, target)  # several generations in one launch, then the rest

@@ -20,7 +20,7 @@ import pytest
 from isles.algorithms.ep import cuda_host as ep_host
 from isles.algorithms.ep.fep import FEP
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere
-from tests.helpers import host_run_and_steps, island_ctx
+from tests.helpers import host_run_and_steps, island_ctx, numpy_twin
 from tests.user_problems import FusedNaNSphere
 from tests.user_problems import FusedPressureVessel
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(ep_host.host_compiler() is None, reason="no C co
 def _compare(prob, algo, ctx, n=12, first=None):
     """NumPy ``algo.run`` against the host twin in two calls (``first`` generations, then the rest)."""
     s0 = algo.init(ctx)
-    ref = algo.run(ctx, dict(s0), n)
+    ref = numpy_twin(algo).run(ctx, dict(s0), n)
     host = ep_host.HostFEP(algo, ctx)
     first = n - 3 if first is None else first
     st = host.run(dict(s0), first, ctx.target)

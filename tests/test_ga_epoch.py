@@ -25,7 +25,7 @@ from isles.algorithms.ga.epoch import MAX_EPOCH_TPI, epoch_rows_bytes, epoch_uns
 from isles.algorithms.ga.ga import GA
 from isles.problems.benchmarks import Rastrigin, Sphere
 from isles.problems.binary import Knapsack, OneMax, Trap
-from tests.helpers import host_run_and_steps, island_ctx
+from tests.helpers import host_run_and_steps, island_ctx, numpy_twin
 from tests.user_problems import FusedNaNSphere, FusedPressureVessel
 
 pytestmark = pytest.mark.skipif(ga_host.host_compiler() is None, reason="no C compiler")
@@ -51,7 +51,7 @@ def _assert_same(a, b, exact=True):
 def _compare(prob, algo, ctx, n=12, first=None, tpi=None):
     """NumPy ``algo.run`` against the host twin in two calls (``first`` generations, then the rest)."""
     s0 = algo.track_target(ctx, algo.init(ctx))
-    ref = algo.run(ctx, dict(s0), n)
+    ref = numpy_twin(algo).run(ctx, dict(s0), n)
     host = ga_host.HostGA(algo, ctx, tpi)
     first = n - 3 if first is None else first
     st = host.run(dict(s0), first)

@@ -23,6 +23,7 @@ import logging
 import numpy as np
 import pytest
 
+from isles.algorithms.core import host_build
 from isles.algorithms.lshade import epoch, host_epoch
 from isles.algorithms.lshade.epoch import (
     smem_bytes,
@@ -314,7 +315,7 @@ def test_no_c_compiler_falls_back_to_numpy(monkeypatch, caplog):
     assert [r.getMessage() for r in caplog.records if "C compiler" in r.getMessage()]
     for _ in range(40):  # the plans (each holding its alg and ctx) do not pile up
         host_epoch.host_plan(alg, island_ctx(np, make_problem("sphere", dim=4), islands=2))
-    assert len(host_epoch._HOST_PLANS) <= host_epoch._HOST_PLANS_KEPT
+    assert len(host_build._PLANS) <= host_build.PLANS_KEPT
 
 
 def test_host_kernel_values():

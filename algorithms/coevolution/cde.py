@@ -77,6 +77,7 @@ from isles.algorithms.coevolution.counts import (  # noqa: F401  (cycle_payoffs:
     cycle_payoffs,
 )
 from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_bool, check_range
+from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.core.population import Population
 from isles.algorithms.de.de import DE, DEParams, select
 from isles.problems.constraints import argbest, better
@@ -111,6 +112,9 @@ class CDEParams:
             (:mod:`isles.algorithms.coevolution.epoch`) where the configuration and the problem
             allow it (rand/1 with bin or nec; a problem with the term contract). Default ``True``;
             ``False``: the graph path (a generation of array code, replayed).
+        host_kernel: on NumPy, run cycles in the epoch kernel's host build (the same
+            configurations and problems as ``epoch``): ``"auto"`` (default), ``True`` or ``False``
+            (:mod:`isles.algorithms.core.host_build`).
 
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
@@ -128,8 +132,10 @@ class CDEParams:
     bound_handling: str = "reflect"
     fused: bool = False
     epoch: bool = True
+    host_kernel: bool | str = "auto"
 
     def __post_init__(self):
+        check_host_kernel(self.host_kernel)
         for name in ("fused", "epoch"):
             object.__setattr__(self, name, check_bool(f"algorithm.{name}", getattr(self, name)))
         for name in ("n_cycles", "gens_x", "gens_y"):
@@ -185,6 +191,7 @@ class CDE(CDEPieces, IslandAlgorithm):
     name = "cde"
     Params = CDEParams
     graph_safe = True  # one step (a cycle) has no host synchronisation: CUDA-graph replay on CuPy
+    HOST_MODULE = "isles.algorithms.coevolution.epoch"  # the host build, NumPy runs' CPU path (algorithm.host_kernel)
     minmax = True  # solves min-max problems (islands/config/build.py pairs it with augmented_lagrangian)
 
     def __init__(self, params=None, **kwargs):
@@ -309,6 +316,9 @@ class CDE(CDEPieces, IslandAlgorithm):
     def step(self, ctx: Context, state: State) -> State:
         """One cycle of every island (seed 000 Algorithm 1 lines 3-12); no host synchronisation.
         On CuPy, one launch of the epoch kernel where :meth:`epoch_plan` applies."""
+        host = self.host_plan(ctx)  # None on CuPy
+        if host is not None:  # NumPy: the host build, as run's (algorithm.host_kernel)
+            return host(state, 1)
         plan = self.epoch_plan(ctx)
         if plan is not None:
             return plan.step(state)

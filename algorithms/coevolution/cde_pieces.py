@@ -89,11 +89,11 @@ class CDEPieces:
         return plan
 
     def gpu_path(self, ctx: Context) -> str:
-        """Which path runs a cycle on ``ctx``: ``"numpy"``, ``"epoch kernel (shared memory)"`` /
+        """Which path runs a cycle on ``ctx``: ``"numpy"`` or ``"host kernel"`` (NumPy, :meth:`host_plan`), ``"epoch kernel (shared memory)"`` /
         ``"(global memory)"`` (one launch per cycle), or ``"graph"`` (a cycle of array code replayed
         as one CUDA graph; ``"graph, fused pairs"`` with ``fused=True``)."""
         if ctx.xp is np:
-            return "numpy"
+            return "numpy" if self.host_plan(ctx) is None else "host kernel"
         plan = self.epoch_plan(ctx)
         if plan is not None:
             return plan.path()

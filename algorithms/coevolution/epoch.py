@@ -35,6 +35,7 @@ each block with one thread.
 from __future__ import annotations
 
 import ctypes
+import logging
 import re
 import warnings
 
@@ -50,6 +51,8 @@ from isles.algorithms.de.de import DRAW_BOUND, DRAW_INDEX
 #: shared memory one block may opt in to (H100/H200: 227 KiB); rows beyond it stay in global memory
 SMEM_MAX = 227 * 1024
 DECISIONS_BYTES = 40  # sizeof(Decisions) in de.cu: 5 ints, padding, 2 u64
+log = logging.getLogger(__name__)
+
 CHECK_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-9}
 
 
@@ -337,15 +340,49 @@ def host_epoch(params, problem, dtype=np.float64):
         ValueError: :func:`unsupported_reason` gives a reason.
         RuntimeError: no C compiler, or the source does not compile.
     """
-    from isles.problems.cuda_check import compile_c  # noqa: PLC0415
+    from isles.algorithms.core.host_build import compile_host  # noqa: PLC0415
 
     why = unsupported_reason(params, problem)
     if why is not None:
         raise ValueError(f"CDE epoch kernel: {why}")
     dtype = np.dtype(dtype)
     lay = layout(params, problem, dtype)
-    lib = compile_c("#define ISLES_HOST_EMU 1\n" + kernel_source(params, problem, dtype, lay))
+    lib = compile_host(kernel_source(params, problem, dtype, lay), ("-O3",), plain_arith=True)
     return _HostEpoch(lib, params, problem, dtype, lay)
+
+
+def host_run(algo, ctx):
+    """On NumPy, ``(state, n) -> state`` running ``n`` cycles of every island in the epoch kernel's
+    host build (:func:`host_epoch`) where ``algorithm.host_kernel`` allows it and it applies
+    (:func:`unsupported_reason`; the build's pair terms checked against the problem's array code
+    as on the GPU), else ``None`` with the one log line
+    (:func:`isles.algorithms.core.host_build.host_plan`). Without a stop target the ``n`` cycles
+    are one call; with one, a call per cycle, the target tracked after each (as :meth:`CDE.run`)."""
+    from isles.algorithms.core import host_build  # noqa: PLC0415
+
+    prob = algo.problem_of(ctx)
+
+    def build():
+        host = host_epoch(algo.params, prob, ctx.dtype)
+        err = terms_error(prob, host.terms, *_check_points(prob, host.dtype, np), np)
+        if not err <= CHECK_RTOL[host.dtype]:
+            raise ValueError(f"pair_terms_cuda disagrees with the array code (relative error {err:.3g})")
+        return host
+
+    host = host_build.host_plan(algo, ctx, "CDE", lambda: unsupported_reason(algo.params, prob), build, log)
+    if host is None:
+        return None
+
+    def run(state, n):
+        if n <= 0:
+            return state
+        if ctx.target is None:
+            return host.step(state, ctx.rng.keys, n)
+        for _ in range(n):
+            state = algo.track_target(ctx, host.step(state, ctx.rng.keys, 1))
+        return state
+
+    return run
 
 
 class _HostEpoch:

@@ -335,16 +335,42 @@ class IslandAlgorithm:
 
     def gpu_path(self, ctx: Context) -> str:
         """Which path runs a generation on ``ctx``, in words (the run summary and the MLflow tag
-        ``gpu_path``): ``"numpy"``; on CuPy ``"graph"`` (``graph_safe``: one captured generation
+        ``gpu_path``): ``"numpy"`` or ``"host kernel"`` (:meth:`host_plan`); on CuPy ``"graph"`` (``graph_safe``: one captured generation
         replayed by the island runtime) or ``"array code"`` (call by call). Families with their
         own kernels say more."""
         if ctx.xp is np:
-            return "numpy"
+            return "numpy" if self.host_plan(ctx) is None else "host kernel"
         return "graph" if self.graph_safe else "array code"
+
+    #: the module of the family's host build (its ``host_run(alg, ctx)``), imported lazily by
+    #: :meth:`host_plan`; ``""``: none
+    HOST_MODULE: str = ""
+
+    def host_plan(self, ctx: Context):
+        """On NumPy, the family's compiled CPU path where ``algorithm.host_kernel`` allows it
+        (``HOST_MODULE.host_run(self, ctx)``, :func:`isles.algorithms.core.host_build.host_plan`):
+        ``(state, n) -> state``, ``n`` generations with the target tracked as :meth:`run`'s; else
+        ``None`` (the array code; always on CuPy, and for a subclass that defines its own
+        ``step`` or ``run``: its generation is not the host build's)."""
+        if not self.HOST_MODULE or ctx.xp is not np:
+            return None
+        for cls in type(self).__mro__:  # a subclass with its own step or run keeps them (no host build)
+            if "HOST_MODULE" in cls.__dict__:
+                break
+            if "step" in cls.__dict__ or "run" in cls.__dict__:
+                return None
+        import importlib  # noqa: PLC0415
+
+        return importlib.import_module(self.HOST_MODULE).host_run(self, ctx)
 
     def run(self, ctx: Context, state: State, n_generations: int) -> State:
         """``n_generations`` steps back to back on the device (no host round trips), tracking the
-        target after each (:meth:`track_target`)."""
+        target after each (:meth:`track_target`); on NumPy the family's host build instead where
+        it applies (:meth:`host_plan`)."""
+        if ctx.xp is np:
+            host = self.host_plan(ctx)
+            if host is not None:
+                return host(state, int(n_generations))
         for _ in range(int(n_generations)):
             state = self.track_target(ctx, self.step(ctx, state))
         return state
@@ -379,7 +405,7 @@ class FusedAlgorithm(IslandAlgorithm):
         On CuPy: the fully fused plan (:meth:`fused_plan`) where it applies; else the array-code
         ``step`` (with the family's fused variation kernels where it has them) captured once as a
         CUDA graph and replayed (:class:`isles.algorithms.core.plan.CapturedRun`); else, and on
-        NumPy, ``step`` call by call (:meth:`IslandAlgorithm.run`). No host synchronisation
+        NumPy, :meth:`IslandAlgorithm.run` (the host build or ``step`` call by call). No host synchronisation
         (apart from the one-off build and capture)."""
         n = int(n_generations)
         plan = self.fused_plan(ctx)
@@ -396,11 +422,11 @@ class FusedAlgorithm(IslandAlgorithm):
         return super().run(ctx, state, n)
 
     def gpu_path(self, ctx: Context) -> str:
-        """``"numpy"``, ``"fused kernel"`` (:meth:`fused_plan` applies; a plan may say more in its
+        """``"numpy"`` or ``"host kernel"`` (:meth:`host_plan`), ``"fused kernel"`` (:meth:`fused_plan` applies; a plan may say more in its
         ``gpu_path``, e.g. DE's ``"epoch kernel"``) or ``"captured array code"`` (the generation of
         array code captured as one CUDA graph, :meth:`run`)."""
         if ctx.xp is np:
-            return "numpy"
+            return "numpy" if self.host_plan(ctx) is None else "host kernel"
         plan = self.fused_plan(ctx)
         return getattr(plan, "gpu_path", "fused kernel") if plan is not None else "captured array code"
 

@@ -25,6 +25,8 @@ file                      what it holds
                           to the NumPy twin's bit for bit
 ``counter.cu``            ``isles_set_i64``/``isles_add_i64``: the device generation counter
 ``track.cu``              the per-generation stop-target kernel
+``de_epoch_threads.cuh``  host only: ``de_epoch_host``'s islands on OpenMP threads (the host build;
+                          ``ga_epoch_threads.cuh``, ``fep_epoch_threads.cuh`` the GA's and FEP's)
 ``migration.cu``          the fused migration of an island group (emigrant selection; routing,
                           replacement, every leaf's write and the events), ``migration_kernels.py``
 ``de.cu`` ...             each family's kernels (``de_variation.cu``, ``ga.cu``, ``ga_flips.cuh``,

@@ -67,6 +67,7 @@ import numpy as np
 
 from isles.algorithms.core.backend import array_module
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
+from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.de.crossover import CROSSOVERS, crossover_mask
 from isles.problems.constraints import argbest, better
 
@@ -100,6 +101,11 @@ class DEParams:
         epoch: let the fused plan run a whole epoch in one launch (:mod:`isles.algorithms.de.epoch`,
             one thread block per island) where the island fits one block and that is faster;
             ``False`` keeps one launch per generation. The results are the same.
+        host_kernel: on NumPy, run generations in the epoch kernel's host build
+            (:class:`isles.algorithms.de.host_epoch.HostEpochDE`; rand/1 with bin or nec and a
+            problem with a ``cuda_objective``): ``"auto"`` (default), ``True`` or ``False``
+            (:mod:`isles.algorithms.core.host_build`). The same populations as the NumPy array
+            code, fitness to the objective's summation order.
 
     Defaults ``F = 0.5, CR = 0.9`` are Storn & Price's usual starting point; seed 004's Table II
     uses (0.5, 0.2) for Ackley, (0.25, 0.45) for Griewank and (0.65, 0.95) for Rosenbrock.
@@ -116,8 +122,10 @@ class DEParams:
     bound_handling: str = "reflect"
     fused: bool = True
     epoch: bool = True
+    host_kernel: bool | str = "auto"
 
     def __post_init__(self):
+        check_host_kernel(self.host_kernel)
         if not isinstance(self.strategy, str) or self.strategy not in STRATEGIES:
             raise ValueError(f"algorithm.strategy={self.strategy!r}: allowed values are {'|'.join(STRATEGIES)}")
         if not isinstance(self.crossover, str) or self.crossover not in CROSSOVERS:
@@ -320,6 +328,7 @@ class DE(FusedAlgorithm):
     """
 
     FUSED_MODULE = "isles.algorithms.de.cuda"
+    HOST_MODULE = "isles.algorithms.de.host_epoch"  # the host build, NumPy runs' CPU path (algorithm.host_kernel)
 
     name = "de"
     Params = DEParams
@@ -377,6 +386,9 @@ class DE(FusedAlgorithm):
         (:class:`isles.algorithms.de.cuda.FusedDE`); the plan is built (compiled and self-checked
         against the problem, a one-off synchronisation) at the first call.
         """
+        host = self.host_plan(ctx) if ctx.xp is np else None
+        if host is not None:  # NumPy: the host build, as run's (algorithm.host_kernel)
+            return host(state, 1)
         plan = self.fused_plan(ctx)
         if plan is not None:
             return plan.step(state)

@@ -1,4 +1,5 @@
-"""The DE epoch kernel's host emulation (:class:`HostEpochDE`), for the CI tests on NumPy states.
+"""The DE epoch kernel's host build (:class:`HostEpochDE`): the CPU path of NumPy runs where
+``algorithm.host_kernel`` allows it (:func:`host_plan`), and the CI tests' check of the kernel.
 
 It needs both the kernel source of :mod:`isles.algorithms.de.cuda` and the epoch configuration of
 :mod:`isles.algorithms.de.epoch`; living apart from both, it ties neither to the other (the
@@ -9,12 +10,16 @@ per-generation plan :class:`isles.algorithms.de.cuda.FusedDE` builds the epoch k
 from __future__ import annotations
 
 import ctypes
+import logging
 
 import numpy as np
 
 from isles.algorithms.de.cuda_source import _cr_args, kernel_source, unsupported_reason
 from isles.algorithms.de.epoch import epoch_source
-from isles.problems.cuda_check import compile_c
+from isles.algorithms.core import cuda_lib, host_build
+from isles.algorithms.core.threads import host_threads
+
+log = logging.getLogger(__name__)
 
 
 class HostEpochDE:
@@ -50,7 +55,11 @@ class HostEpochDE:
             penalty,
             tail="de_epoch.cu",
         )
-        self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + epoch_source(src, 1, 1))
+        text = epoch_source(src, 1, 1) + cuda_lib.read("de_epoch_threads.cuh")
+        self.lib = host_build.compile_host(text, ("-O3",), openmp=True, plain_arith=True)
+        #: OpenMP threads over the islands (the results do not depend on it): :func:`host_plan` sets
+        #: the process's cores (:func:`isles.algorithms.core.threads.host_threads`)
+        self.threads = 1
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
         self._F = p.F
         self._CR, self._log_cr, self._cr_case = _cr_args(p, self.dtype)
@@ -75,7 +84,8 @@ class HostEpochDE:
         nan = np.zeros(1, dtype=np.uint64)
         hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
         T = self._T
-        rc = self.lib.de_epoch_host(
+        rc = self.lib.de_epoch_host_threads(
+            ctypes.c_int(int(self.threads)),
             ctypes.c_int(I),
             ptr(X),
             ptr(f),
@@ -108,3 +118,26 @@ class HostEpochDE:
         s["evals"] = state["evals"] + int(n) * self.N
         s["nan_evals"] = np.asarray(state["nan_evals"]) + np.int64(nan[0])
         return s
+
+
+def host_plan(de, ctx):
+    """The :class:`HostEpochDE` of ``(de, ctx)`` on NumPy where ``algorithm.host_kernel`` allows it
+    and it applies (:func:`isles.algorithms.de.cuda_source.unsupported_reason` with
+    ``device=False``: rand/1, bin or nec, a problem with a ``cuda_objective``), else ``None``
+    with the one log line (:func:`isles.algorithms.core.host_build.host_plan`); its islands on
+    :func:`isles.algorithms.core.threads.host_threads` OpenMP threads."""
+
+    def build():
+        host = HostEpochDE(de, ctx)
+        host.threads = host_threads(ctx.n_islands)
+        return host
+
+    return host_build.host_plan(de, ctx, "DE", lambda: unsupported_reason(de.params, ctx, device=False), build, log)
+
+
+def host_run(de, ctx):
+    """``(state, n) -> state``: ``n`` generations of every island in :func:`host_plan`'s build,
+    the stop target tracked (``IslandAlgorithm.host_plan``, ``HOST_MODULE``); ``None`` where
+    :func:`host_plan` gives none."""
+    host = host_plan(de, ctx)
+    return None if host is None else (lambda state, n: host.run(state, n, ctx.target))

@@ -1,4 +1,5 @@
-"""The fused FEP generation's C code run on the CPU (``-DISLES_HOST_EMU``), for tests:
+"""The fused FEP generation's C code run on the CPU (``-DISLES_HOST_EMU``), the CPU path of NumPy
+runs where ``algorithm.host_kernel`` allows it (:func:`host_plan`) and the tests' check:
 :class:`HostFEP`, the twin of :class:`isles.algorithms.ep.cuda.FusedFEP` on NumPy states (same
 source, :func:`isles.algorithms.ep.cuda_source.kernel_source`; compiled by
 :func:`isles.algorithms.ga.cuda_host.compile_host`)."""
@@ -6,12 +7,18 @@ source, :func:`isles.algorithms.ep.cuda_source.kernel_source`; compiled by
 from __future__ import annotations
 
 import ctypes
+import logging
 
 import numpy as np
 
 from isles.algorithms.core.population import Population
-from isles.algorithms.ep.cuda_source import _rates, kernel_source
-from isles.algorithms.ga.cuda_host import compile_host, host_compiler  # noqa: F401  (host_compiler: tests)
+from isles.algorithms.core import host_build
+from isles.algorithms.core.threads import host_threads
+from isles.algorithms.ep.cuda_source import _rates, kernel_source, unsupported_reason
+from isles.algorithms.ga.cuda_host import host_compiler  # noqa: F401  (tests)
+
+
+log = logging.getLogger(__name__)
 
 
 def _ptr(a: np.ndarray):
@@ -38,8 +45,10 @@ class HostFEP:
 
     def __init__(self, fep, ctx):
         self.fep, self.ctx = fep, ctx
-        self.source, self.cfg = kernel_source(fep, ctx, tail=("fep_epoch.cu",))
-        self.lib = compile_host(self.source)
+        self.source, self.cfg = kernel_source(fep, ctx, tail=("fep_epoch.cu", "fep_epoch_threads.cuh"))
+        self.lib = host_build.compile_host(self.source, ("-std=gnu11", "-O3"), openmp=True, plain_arith=True)
+        #: OpenMP threads over the islands in :meth:`run` (the results do not depend on it)
+        self.threads = 1
         self.dtype = np.dtype(ctx.dtype)
         self.T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
         self.tau, self.taup, self.eta_min = _rates(fep, ctx, self.dtype)
@@ -161,7 +170,8 @@ class HostFEP:
         nan = np.zeros(1, np.uint64)
         hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
         lo, hi, tau, taup, eta_min = self._common()
-        self.lib.fep_epoch_host(
+        rc = self.lib.fep_epoch_host_threads(
+            ctypes.c_int(int(self.threads)),
             *map(_ptr, bufs[0]),
             *map(_ptr, bufs[1]),
             _ptr(src),
@@ -181,7 +191,32 @@ class HostFEP:
             taup,
             eta_min,
         )
+        if rc != 0:
+            raise MemoryError("FEP epoch kernel (host): no memory for the islands' NaN counts")
         s = self._survivors(state, bufs[(n - 1) % 2], src, n, int(nan[0]))
         if target is not None:
             s["hit_generation"] = hit
         return s
+
+
+def host_plan(fep, ctx):
+    """The :class:`HostFEP` of ``(fep, ctx)`` on NumPy where ``algorithm.host_kernel`` allows it
+    and it applies (:func:`isles.algorithms.ep.cuda_source.unsupported_reason` with
+    ``device=False``: a real problem with a ``cuda_objective``, ``n`` and ``q`` within the
+    kernel's limits), else ``None`` with the one log line
+    (:func:`isles.algorithms.core.host_build.host_plan`)."""
+
+    def build():
+        host = HostFEP(fep, ctx)
+        host.threads = host_threads(ctx.n_islands)
+        return host
+
+    return host_build.host_plan(fep, ctx, "FEP", lambda: unsupported_reason(fep, ctx, device=False), build, log)
+
+
+def host_run(fep, ctx):
+    """``(state, n) -> state``: ``n`` generations of every island in :func:`host_plan`'s build,
+    the stop target tracked (``IslandAlgorithm.host_plan``, ``HOST_MODULE``); ``None`` where
+    :func:`host_plan` gives none."""
+    host = host_plan(fep, ctx)
+    return None if host is None else (lambda state, n: host.run(state, n, ctx.target))

@@ -87,10 +87,12 @@ def kernel_source(fep, ctx, objective: str | None = None, tail: tuple = ()) -> t
     return source(defines(cfg) + DRAWS, "objective.cuh", obj, "fep.cu", *tail), cfg
 
 
-def unsupported_reason(fep, ctx) -> str | None:
+def unsupported_reason(fep, ctx, device: bool = True) -> str | None:
     """Why ``(fep, ctx)`` cannot use the fused path, or ``None`` if it can: the selection's
-    limits (:func:`selection_unsupported_reason`), then the problem's ``cuda_objective``."""
-    reason = selection_unsupported_reason(fep, ctx)
+    limits (:func:`selection_unsupported_reason`), then the problem's ``cuda_objective``.
+    ``device=False``: not whether ``ctx`` is on CuPy nor ``fused`` (the host build,
+    :func:`isles.algorithms.ep.cuda_host.host_plan`)."""
+    reason = selection_unsupported_reason(fep, ctx, device)
     if reason is not None:
         return reason
     prob = ctx.evaluator.problem
@@ -116,12 +118,12 @@ def _rates(fep, ctx, dtype):
     return t(tau), t(taup), t(fep.params.eta_min)
 
 
-def selection_unsupported_reason(fep, ctx) -> str | None:
+def selection_unsupported_reason(fep, ctx, device: bool = True) -> str | None:
     """Why the fused tournament and selection (:class:`FEPSelection`) cannot serve ``(fep, ctx)``
-    whatever its problem, or ``None``."""
-    if getattr(ctx.xp, "__name__", "") != "cupy":
+    whatever its problem, or ``None`` (``device=False``: CuPy and ``fused`` not asked)."""
+    if device and getattr(ctx.xp, "__name__", "") != "cupy":
         return "the array module is not CuPy"
-    if not fep.params.fused:
+    if device and not fep.params.fused:
         return "fused=False"
     if np.dtype(ctx.dtype) not in (np.float32, np.float64):
         return f"dtype {np.dtype(ctx.dtype)} (fused: float32|float64)"

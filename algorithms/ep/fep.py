@@ -86,6 +86,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
+from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.core.population import Population
 from isles.algorithms.de.de import BOUND_HANDLINGS, DRAW_BOUND, apply_bounds
 from isles.problems.constraints import better
@@ -122,6 +123,9 @@ class FEPParams:
         epoch: let the fused plan run a call's generations in one launch of the SM-resident epoch
             kernel (:mod:`isles.algorithms.ep.epoch`) where the timing at plan build finds it
             faster (same results); ``False`` keeps the per-generation kernels.
+        host_kernel: on NumPy, run generations in the epoch kernel's host build (:class:`isles.algorithms.ep.cuda_host.HostFEP`; a
+            problem with a ``cuda_objective``): ``"auto"`` (default), ``True`` or ``False``
+            (:mod:`isles.algorithms.core.host_build`).
 
     Raises:
         ValueError: one line naming the field (``algorithm.<field>``) and the allowed values.
@@ -135,8 +139,10 @@ class FEPParams:
     bound_handling: str = "reflect"
     fused: bool = True
     epoch: bool = True
+    host_kernel: bool | str = "auto"
 
     def __post_init__(self):
+        check_host_kernel(self.host_kernel)
         n = check_range("algorithm.pop_size", self.pop_size, 2, integer=True)
         q = self.q
         ok = isinstance(q, (int, np.integer)) and not isinstance(q, bool) and 1 <= int(q) < 2 * n
@@ -275,6 +281,7 @@ class FEP(FusedAlgorithm):
     """
 
     FUSED_MODULE = "isles.algorithms.ep.cuda"
+    HOST_MODULE = "isles.algorithms.ep.cuda_host"  # the host build, NumPy runs' CPU path (algorithm.host_kernel)
 
     name = "fep"
     Params = FEPParams
@@ -336,6 +343,9 @@ class FEP(FusedAlgorithm):
         On CuPy with a problem that has ``cuda_objective`` this is the fused generation
         (:class:`isles.algorithms.ep.cuda.FusedFEP`), built and self-checked at the first call.
         """
+        host = self.host_plan(ctx) if ctx.xp is np else None
+        if host is not None:  # NumPy: the host build, as run's (algorithm.host_kernel)
+            return host(state, 1)
         plan = self.fused_plan(ctx)
         if plan is not None:
             return plan.step(state)

@@ -1,17 +1,23 @@
-"""The fused GA's C code run on the CPU (``-DISLES_HOST_EMU``), for tests: the host compiler
-(:func:`host_compiler`, :func:`compile_host`, also EP's) and :class:`HostGA`, the twin of
+"""The fused GA's C code run on the CPU (``-DISLES_HOST_EMU``): the host compiler
+(:func:`host_compiler`, :func:`compile_host`, also EP's and EPSO's) and :class:`HostGA`, the twin of
 :class:`isles.algorithms.ga.cuda.FusedGA` on NumPy states (same source,
-:func:`isles.algorithms.ga.cuda_source.kernel_source`)."""
+:func:`isles.algorithms.ga.cuda_source.kernel_source`): the CPU path of NumPy runs where
+``algorithm.host_kernel`` allows it (:func:`host_plan`), and the tests' check of the kernels."""
 
 from __future__ import annotations
 
 import ctypes
+import logging
 
 import numpy as np
 
-from isles.algorithms.ga.cuda_source import kernel_source
+from isles.algorithms.core import host_build
+from isles.algorithms.core.threads import host_threads
+from isles.algorithms.ga.cuda_source import kernel_source, unsupported_reason
 from isles.algorithms.ga.draws import flip_thresholds
-from isles.problems.cuda_check import compile_c, compiler
+from isles.problems.cuda_check import compiler
+
+log = logging.getLogger(__name__)
 
 
 def host_compiler() -> str | None:
@@ -20,14 +26,14 @@ def host_compiler() -> str | None:
 
 
 def compile_host(source: str):
-    """Compile ``source`` as C with ``-DISLES_HOST_EMU`` into a shared library (cached by source),
-    through the one host compiler invocation (:func:`isles.problems.cuda_check.compile_c`:
-    ``-O2 -ffp-contract=off``).
+    """Compile ``source`` as C with ``-DISLES_HOST_EMU`` into a shared library (cached by source,
+    for the process and on disk), through the one host compiler invocation
+    (:func:`isles.algorithms.core.host_build.compile_host`: ``-O3 -ffp-contract=off -std=gnu11``).
 
     Raises:
         RuntimeError: no C compiler, or the compilation failed (its messages included).
     """
-    return compile_c("#define ISLES_HOST_EMU 1\n" + source, ("-std=gnu11",))
+    return host_build.compile_host(source, ("-std=gnu11", "-O3"), plain_arith=True)
 
 
 def _ptr(a: np.ndarray):
@@ -54,8 +60,10 @@ class HostGA:
 
     def __init__(self, ga, ctx, tpi: int | None = None):
         self.ga, self.ctx = ga, ctx
-        self.source, self.cfg = kernel_source(ga, ctx, tpi, tail=("ga_epoch.cu",))
-        self.lib = compile_host(self.source)
+        self.source, self.cfg = kernel_source(ga, ctx, tpi, tail=("ga_epoch.cu", "ga_epoch_threads.cuh"))
+        self.lib = host_build.compile_host(self.source, ("-std=gnu11", "-O3"), openmp=True, plain_arith=True)
+        #: OpenMP threads over the islands in :meth:`run` (the results do not depend on it)
+        self.threads = 1
         self.dtype = np.dtype(ctx.dtype)
         self.T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
         p = ga.params
@@ -165,7 +173,8 @@ class HostGA:
         hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
         track = int(self.target is not None)
         tgt = self.dtype.type(self.target if track else 0.0)
-        self.lib.ga_epoch_host(
+        rc = self.lib.ga_epoch_host_threads(
+            ctypes.c_int(int(self.threads)),
             *map(_ptr, bufs[0]),
             *map(_ptr, bufs[1]),
             _ptr(el),
@@ -184,6 +193,8 @@ class HostGA:
             ctypes.c_double(self.p_c),
             ctypes.c_double(self.p_m),
         )
+        if rc != 0:
+            raise MemoryError("GA epoch kernel (host): no memory for the islands' NaN counts")
         s = dict(state)
         s["genome"], s["f"], s["v"] = bufs[n % 2]
         s["generation"] = state["generation"] + n
@@ -192,3 +203,25 @@ class HostGA:
         if track:
             s["hit_generation"] = hit
         return s
+
+
+def host_plan(ga, ctx):
+    """The :class:`HostGA` of ``(ga, ctx)`` on NumPy where ``algorithm.host_kernel`` allows it and
+    it applies (:func:`isles.algorithms.ga.cuda_source.unsupported_reason` with ``device=False``: a
+    problem with a ``cuda_objective`` for the GA's genome), else ``None`` with the one log line
+    (:func:`isles.algorithms.core.host_build.host_plan`)."""
+
+    def build():
+        host = HostGA(ga, ctx)
+        host.threads = host_threads(ctx.n_islands)
+        return host
+
+    return host_build.host_plan(ga, ctx, "GA", lambda: unsupported_reason(ga, ctx, device=False), build, log)
+
+
+def host_run(ga, ctx):
+    """``(state, n) -> state``: ``n`` generations of every island in :func:`host_plan`'s build,
+    the stop target tracked (``IslandAlgorithm.host_plan``, ``HOST_MODULE``); ``None`` where
+    :func:`host_plan` gives none."""
+    host = host_plan(ga, ctx)
+    return None if host is None else (lambda state, n: host.run(state, n))

@@ -121,12 +121,14 @@ def kernel_source(ga, ctx, tpi: int | None = None, extra: dict | None = None, ta
     return source(*parts, "ga.cu", *tail), cfg
 
 
-def unsupported_reason(ga, ctx) -> str | None:
+def unsupported_reason(ga, ctx, device: bool = True) -> str | None:
     """Why ``(ga, ctx)`` cannot use the fused path, or ``None`` if it can (CuPy checks included
-    only when ``ctx.xp`` is CuPy)."""
-    if getattr(ctx.xp, "__name__", "") != "cupy":
+    only when ``ctx.xp`` is CuPy). ``device=False`` asks only about the configuration and the
+    problem (not CuPy, ``fused`` or shared memory): the host build
+    (:func:`isles.algorithms.ga.cuda_host.host_plan`)."""
+    if device and getattr(ctx.xp, "__name__", "") != "cupy":
         return "the array module is not CuPy"
-    if not ga.params.fused:
+    if device and not ga.params.fused:
         return "fused=False"
     prob = ctx.evaluator.problem
     if not getattr(prob, "cuda_objective", None):
@@ -142,7 +144,7 @@ def unsupported_reason(ga, ctx) -> str | None:
         return "more than 2**31 individuals"
     tpi, ipb, _ = layout(enc.n_words, enc.dim if enc.genome == "real" else enc.n_words)
     smem = ipb * enc.n_words * 4
-    limit = _smem_limit(ctx.xp)
+    limit = _smem_limit(ctx.xp) if device else smem
     if smem > limit:
         return f"a row of {enc.n_bits} bits ({smem} bytes) does not fit {limit} bytes of shared memory"
     return None

@@ -94,6 +94,7 @@ import numpy as np
 
 from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
+from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.core.encoding_choice import make_encoding
 from isles.algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding
 from isles.algorithms.ga.draws import CROSSOVERS, DRAW_INIT, DRAW_RENEW
@@ -145,6 +146,9 @@ class GAParams:
         epoch: let the fused plan run a call's generations in one launch of the SM-resident epoch
             kernel (:mod:`isles.algorithms.ga.epoch`) where the timing at plan build finds it
             faster (same results); ``False`` keeps the per-generation kernels.
+        host_kernel: on NumPy, run generations in the epoch kernel's host build (:class:`isles.algorithms.ga.cuda_host.HostGA`; a
+            problem with a ``cuda_objective``): ``"auto"`` (default), ``True`` or ``False``
+            (:mod:`isles.algorithms.core.host_build`).
 
     Defaults. Seed 002 fixes only a mutation probability below 5 % (section 2.8) and the
     population sizes of its study (320-2880); isles chooses ``pop_size = 640`` (the seed's
@@ -177,8 +181,10 @@ class GAParams:
     nvbin: int = 4
     fused: bool = True
     epoch: bool = True
+    host_kernel: bool | str = "auto"
 
     def __post_init__(self):
+        check_host_kernel(self.host_kernel)
         n = check_range("algorithm.pop_size", self.pop_size, 2, integer=True)
         s = check_range("algorithm.group_size", self.group_size, 2, n, integer=True)
         _choice("crossover", self.crossover, CROSSOVERS)
@@ -253,6 +259,7 @@ class GA(FusedAlgorithm):
     FIELDS = {"genome": "genome", "f": "f", "v": "v"}
     graph_safe = False  # the fused path replays its own CUDA graph in run()
     FUSED_MODULE = "isles.algorithms.ga.cuda"
+    HOST_MODULE = "isles.algorithms.ga.cuda_host"  # the host build, NumPy runs' CPU path (algorithm.host_kernel)
     evaluates_arrivals = True  # adopt() evaluates immigrants of a mixed archipelago
 
     def __init__(self, params=None, **kwargs):
@@ -393,6 +400,9 @@ class GA(FusedAlgorithm):
         On CuPy with a problem that provides ``cuda_objective`` this is the fused CUDA generation
         (:class:`isles.algorithms.ga.cuda.FusedGA`), built and self-checked at the first call.
         """
+        host = self.host_plan(ctx) if ctx.xp is np else None
+        if host is not None:  # NumPy: the host build, as run's (algorithm.host_kernel)
+            return host(state, 1)
         plan = self.fused_plan(ctx)
         if plan is not None:
             return plan.step(state)

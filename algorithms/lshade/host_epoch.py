@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import weakref
 
 import numpy as np
 
+from isles.algorithms.core import host_build
 from isles.algorithms.lshade.epoch import _Epoch, kernel_source, unsupported_reason
 
 log = logging.getLogger("isles.algorithms.lshade.epoch")
@@ -37,10 +37,8 @@ class HostEpochLSHADE(_Epoch):
         if why is not None:
             raise ValueError(f"lshade epoch kernel: {why}")
         super().__init__(alg, ctx, xn_global)
-        from isles.problems.cuda_check import compile_c  # noqa: PLC0415
-
         # -O3 (no -march: the same code on every x86-64), after HOST_FLAGS' -O2; values as -O2's
-        self.lib = compile_c("#define ISLES_HOST_EMU 1\n" + kernel_source(alg, ctx, 1, 1, xn_global), ("-O3",))
+        self.lib = host_build.compile_host(kernel_source(alg, ctx, 1, 1, xn_global), ("-O3",))
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
 
     def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k, hit, target):
@@ -80,41 +78,18 @@ class HostEpochLSHADE(_Epoch):
             raise MemoryError("lshade epoch kernel (host): no memory for an island's block")
 
 
-_HOST_PLANS: dict = {}
-#: host plans kept (a run uses one per island group; an evicted one is rebuilt from the compiled library)
-_HOST_PLANS_KEPT = 16
-
-
 def host_plan(alg, ctx):
     """The :class:`HostEpochLSHADE` of ``(alg, ctx)`` on NumPy, built once, where
     ``algorithm.host_kernel`` (:class:`isles.algorithms.lshade.params.LSHADEParams`) allows it and it
-    applies; else ``None`` (the caller runs the NumPy array code), the reason logged once: at INFO
-    level with ``host_kernel="auto"`` (a problem without a ``cuda_objective``, no C compiler, ...),
-    as a warning with ``host_kernel=True``. Not cached across processes: each process compiles
-    the kernel once (about 1 s at D = 10, ``gcc -O3``)."""
-    mode = getattr(alg.params, "host_kernel", False)
-    if mode is False or ctx.xp is not np:
-        return None
-    key = (id(alg), id(ctx))
-    hit = _HOST_PLANS.get(key)
-    if hit is not None and hit[0]() is alg and hit[1]() is ctx:
-        return hit[2]
-    from isles.problems.cuda_check import compiler  # noqa: PLC0415
-
-    why = unsupported_reason(alg, ctx, device=False, optin=1 << 40)
-    if why is None and compiler() is None:
-        why = "no C compiler ($CC, cc, gcc or clang on PATH)"
-    built = None
-    if why is None:
-        try:
-            built = HostEpochLSHADE(alg, ctx)
-        except (RuntimeError, OSError) as e:  # a compiler that fails: the array code, never a failed run
-            why = str(e).splitlines()[0]
-    if why is not None:
-        (log.warning if mode is True else log.info)(
-            "lshade: NumPy array code on the CPU, not the host kernel (%s)", why
-        )
-    _HOST_PLANS[key] = (weakref.ref(alg), weakref.ref(ctx), built)
-    while len(_HOST_PLANS) > _HOST_PLANS_KEPT:  # a plan holds its alg and ctx: keep the latest only
-        _HOST_PLANS.pop(next(iter(_HOST_PLANS)))
-    return built
+    applies; else ``None`` (the caller runs the NumPy array code), the reason logged once
+    (:func:`isles.algorithms.core.host_build.host_plan`, every family's one mechanism: a problem
+    without a ``cuda_objective``, no C compiler, ...). The compiled library is cached on disk
+    (:func:`isles.problems.cuda_check.compile_c`)."""
+    return host_build.host_plan(
+        alg,
+        ctx,
+        "lshade",
+        lambda: unsupported_reason(alg, ctx, device=False, optin=1 << 40),
+        lambda: HostEpochLSHADE(alg, ctx),
+        log,
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from isles.algorithms.core.base import check_bool, check_range
+from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.lshade.operators import round_half_up
 
 
@@ -85,9 +86,7 @@ class LSHADEParams:
         set_(self, "r_arc", check_range("algorithm.r_arc", self.r_arc, 0))
         set_(self, "p", check_range("algorithm.p", self.p, 0, 1, lo_open=True))
         set_(self, "epoch", check_bool("algorithm.epoch", self.epoch))
-        if self.host_kernel != "auto":
-            if not isinstance(self.host_kernel, bool):
-                raise ValueError(f"algorithm.host_kernel={self.host_kernel}: allowed values are auto|true|false")
+        check_host_kernel(self.host_kernel)
         set_(self, "H", check_range("algorithm.H", self.H, 1, integer=True))
         set_(self, "max_generations", check_range("algorithm.max_generations", self.max_generations, 1, integer=True))
         if self.evals_per_generation is not None:
