@@ -61,14 +61,17 @@ RANDOM = (
 )
 
 
-def test_random_policies_on_the_gpu_are_the_same_on_one_and_two_groups_and_run_plain_epochs():
-    """The context's generator on CuPy (issue 34): the same run on 1 and 2 in-process groups; a
-    policy that takes a context is never captured in a span graph."""
+def test_random_policies_on_the_gpu_are_the_same_on_one_and_two_groups_and_run_plain_epochs(monkeypatch):
+    """The context's generator on CuPy (issue 34): the same run on 1 and 2 in-process groups (both
+    on this one GPU, as in tests/test_mixed_islands_gpu.py); a policy that takes a context is never
+    captured in a span graph."""
     from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
+    from tests.test_mixed_islands_gpu import two_groups_on_one_gpu  # noqa: PLC0415
 
     before = SpanGraph.captures
     one = go(*RANDOM, "device=gpu", "islands.n_actors=1")
-    two = go(*RANDOM, "device=gpu", "islands.n_actors=2")
+    two_groups_on_one_gpu(monkeypatch)
+    two = go(*RANDOM, "device=gpu")
     assert SpanGraph.captures == before
     assert one.best_f == two.best_f and one.migrations == two.migrations
     np.testing.assert_array_equal(one.history[-1].island_best_f, two.history[-1].island_best_f)
