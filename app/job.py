@@ -39,7 +39,7 @@ from isles.app.progress import ConsoleProgress, print_summary, result_line
 from isles.app.run_files import HistoryFiles, SolutionFile
 from isles.app.sweep_runs import sweep_info
 from isles.app.tracking import flatten
-from isles.app.tracking_process import TrackingProcess
+from isles.app.tracking_process import TrackingProcess, record_failure
 from isles.app.tracking_server import reach_tracking_store
 from isles.app.errors import _frames, error_message
 from isles.app.interrupts import _sigterm_as_interrupt, resume_command, save_interrupted
@@ -203,8 +203,14 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     if plain["logger"]["enabled"]:
         plain["logger"] = reach_tracking_store(plain["logger"])  # a dead tracking server: one line, before Ray
         settings = {k: v for k, v in plain.items() if k != "hydra"}  # what runs (a user's problem: its own keys)
-        tracker = TrackingProcess(
-            plain["logger"], flatten(settings), OmegaConf.to_yaml(settings), problem, sweep=sweep_info()
+        tracker = TrackingProcess(  # its journal in the output folder: the run need not wait for MLflow
+            plain["logger"],
+            flatten(settings),
+            OmegaConf.to_yaml(settings),
+            problem,
+            sweep=sweep_info(),
+            folder=_run_folder(),
+            wait=plain["logger"]["wait"],
         )
     callbacks = [ConsoleProgress(problem)] if plain["progress"] else []
     # the output folder's best_solution.json, history.csv and migrations.csv (before MLflow, which logs them)
@@ -233,8 +239,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
 
     def stop_with_checkpoint(status: str) -> str | None:
         """The last snapshot as a checkpoint (its path, or ``None``), and the MLflow run closed."""
-        try:
-            run_id = tracker.run_id if tracker else None
+        try:  # the resumed run continues this MLflow run
+            run_id = tracker.wait_run_id(timeout=60) if tracker else None
         except RuntimeError:  # the tracking process failed: the checkpoint is kept all the same
             run_id = None
         path = save_interrupted(coordinator, ck["path"] or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
@@ -246,11 +252,9 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             init_ray(plain["ray"], plain)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) while Ray starts: nothing has run, nothing to save
         close("KILLED")
-        print(
-            "isles: interrupted while Ray was starting; nothing had run, so there is nothing to save",
-            file=sys.stderr,
-            flush=True,
-        )
+        line = "interrupted while Ray was starting; nothing had run, so there is nothing to save"
+        print(f"isles: {line}", file=sys.stderr, flush=True)
+        record_failure(line)  # the line in the MLflow run too (isles.error)
         raise SystemExit(130) from None
     except BaseException:
         close("FAILED")
@@ -269,7 +273,9 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         except Exception as err:  # noqa: BLE001  (an unwritable checkpoint.path: still the interrupt line)
             close("KILLED")
             saved = f"the checkpoint could not be written: {type(err).__name__}: {error_message(err)}"
-        print(f"isles: interrupted after epoch {coordinator.published_epoch}; {saved}", file=sys.stderr, flush=True)
+        line = f"interrupted after epoch {coordinator.published_epoch}; {saved}"
+        print(f"isles: {line}", file=sys.stderr, flush=True)
+        record_failure(line)  # the line in the MLflow run too (isles.error)
         raise SystemExit(130) from None
     except RestartFailed as err:  # lost actors with nowhere to go: keep what the run has done
         path = stop_with_checkpoint("FAILED")

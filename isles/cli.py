@@ -30,7 +30,8 @@ from isles.app.errors import error_message, is_config_error
 from isles.app.job import failure_line, run_job
 from isles.app.sweep_runs import sweep_info
 from isles.app.sweeper import JobFailed, use_isles_sweeper
-from isles.app.tracking_process import prestart
+from isles.app.tracking_journal import start_background_sync
+from isles.app.tracking_process import prestart, record_failure
 from isles.islands.config.schema import check_override_keys
 
 CONF_DIR = str(Path(__import__("isles.conf", fromlist=["_"]).__file__).resolve().parent)
@@ -63,6 +64,7 @@ def run(cfg: DictConfig) -> float:
         result, _ = run_job(cfg)
     except KeyboardInterrupt:  # Ctrl-C outside the run's own handlers (e.g. while a user's problem is built)
         print("isles: interrupted", file=sys.stderr, flush=True)
+        record_failure("interrupted")
         sys.exit(130)
     except RestartFailed as err:  # lost actors with nowhere to go: the checkpoint and the resume command
         _fail(str(err), 1)
@@ -73,13 +75,35 @@ def run(cfg: DictConfig) -> float:
     return result.best_f
 
 
+def sync_main(argv: list[str]) -> int:
+    """``isles sync [FOLDER ...]``: wait for the MLflow records still being written by runs' tracking
+    processes, and complete those whose process died, from the journals in the runs' output folders
+    (:func:`isles.app.tracking_journal.sync`); without folders, every unfinished record. One line per
+    record. Returns the exit status: 0, or 1 when a record could not be completed (what failed is
+    said; ``isles sync`` tries it again)."""
+    from isles.app.tracking_journal import sync  # noqa: PLC0415
+
+    if any(a.startswith("-") for a in argv):
+        print("usage: isles sync [RUN_OUTPUT_FOLDER ...]", file=sys.stderr)
+        return 2
+    missing = [a for a in argv if not os.path.isdir(a)]
+    if missing:
+        print(f"isles: error: sync {missing[0]}: no such folder; give a run's output folder (outputs/DATE/TIME)", file=sys.stderr)
+        return 2
+    return 1 if sync(argv or None, say=lambda line: print(f"isles sync: {line}", flush=True)) else 0
+
+
 def _fail(line: str, status: int):
-    """Print ``isles: error: LINE`` and exit with ``status``; in a sweep job, raise :class:`JobFailed`."""
+    """Print ``isles: error: LINE`` and exit with ``status``; in a sweep job, raise :class:`JobFailed`.
+    A run that failed after its MLflow run opened keeps the line there too (tag ``isles.error``,
+    :func:`isles.app.tracking_process.record_failure`)."""
     sweep = sweep_info()
     if sweep is None:
-        print(f"isles: error: {line}", file=sys.stderr)
+        print(f"isles: error: {line}", file=sys.stderr, flush=True)
+        record_failure(line)
         sys.exit(status)
     print(f"isles: error: job {sweep['job']}: {line}", file=sys.stderr, flush=True)
+    record_failure(line)
     raise JobFailed(line)
 
 
@@ -96,6 +120,8 @@ def main() -> None:
         from isles.show import main as show  # noqa: PLC0415
 
         sys.exit(show(sys.argv[2:]))
+    if sys.argv[1:2] == ["sync"]:  # isles sync [FOLDER ...]: MLflow records still being written, or left unfinished
+        sys.exit(sync_main(sys.argv[2:]))
     if os.environ.get("ISLES_RECORD_KERNELS"):  # benchmarks/record_kernels.py
         kernel_lists.record_to(os.environ["ISLES_RECORD_KERNELS"])
     else:
@@ -107,6 +133,8 @@ def main() -> None:
         print(f"isles: error: {error_message(err)}", file=sys.stderr)
         sys.exit(2)
     import_from_launch_directory()
+    if "-m" not in sys.argv[1:] and "--multirun" not in sys.argv[1:]:
+        start_background_sync()  # records whose tracking process died (isles.app.tracking_journal)
     prestart(sys.argv[1:])  # MLflow's start-up overlaps Hydra's and the run's (isles.app.tracking_process)
     use_isles_sweeper()
     _hydra_run()
