@@ -317,6 +317,8 @@ def show_result(result, problem, run_id: str | None, plain: dict) -> None:
     try:
         if plain["progress"]:
             print_summary(result, problem, run_id)
+            if plain["logger"]["enabled"] and not run_id:  # the tracking process opens the run after this one exits
+                print("MLflow run: written in the background once this process exits (isles sync waits for it)")
         else:
             print(result_line(result, problem, run_id), flush=True)
     except Exception as err:  # noqa: BLE001  (a finished result is never lost)

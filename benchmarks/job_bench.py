@@ -5,7 +5,10 @@ Each case runs ``--repeats`` times as a fresh process in one scratch directory (
 creates the database, is reported apart). Whole process: the wall clock around the process
 (start-up, Ray, MLflow, evolution, artifacts, shutdown). Evolution: the ``wall=`` of the result
 line that ``progress=false`` prints (the coordinator's own timer: actors started, device
-synchronised at every epoch's end); start-up is their difference. One more, untimed process
+synchronised at every epoch's end); start-up is their difference. Record: from the process's start until its MLflow record is written
+(the run's process exits before its tracking process has finished, issue 34 §4: the record's
+``mlflow_state.json`` says ``done``; a version that writes none waits for its record; ``-`` for a
+case without MLflow). The next process starts once the record is written. One more, untimed process
 per case runs under ``python -X importtime`` to list which of the heavy optional modules
 (:data:`WATCHED`) it imported (or tried to: ``-X importtime`` lists a module that is not
 installed too, e.g. ``cupy`` on a CPU machine with ``device=auto``): a local run needs neither
@@ -27,6 +30,7 @@ each), as on a fresh GPU machine; without it the runs share one cache, warmed by
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
@@ -45,21 +49,31 @@ WATCHED = ("ray", "optuna", "mlflow", "cupy")
 
 def run_once(
     experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py", cold: bool = False
-) -> tuple[float, float, str]:
-    """One process of ``run_py``: ``(whole-process seconds, evolution seconds, result line)``;
-    ``cold``: with an empty CuPy kernel cache of its own (``CUPY_CACHE_DIR``).
+) -> tuple[float, float, str, float]:
+    """One process of ``run_py``: ``(whole-process seconds, evolution seconds, result line, seconds
+    until its MLflow record is written)``; ``cold``: with an empty CuPy kernel cache of its own
+    (``CUPY_CACHE_DIR``). The unfinished records are listed in ``cwd`` (``ISLES_PENDING_DIR``).
 
     Raises:
         SystemExit: the run failed (its stderr's tail is shown)."""
     cmd = [sys.executable, str(run_py), f"+experiment={experiment}", "progress=false", *shlex.split(case)]
-    env = {**os.environ, "CUPY_CACHE_DIR": tempfile.mkdtemp(dir=cwd)} if cold else None
+    env = {**os.environ, "ISLES_PENDING_DIR": os.path.join(cwd, "pending")}
+    if cold:
+        env["CUPY_CACHE_DIR"] = tempfile.mkdtemp(dir=cwd)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
     whole = time.perf_counter() - t0
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("isles: best f=")), None)
     if p.returncode != 0 or line is None:
         raise SystemExit(f"job_bench: {' '.join(cmd)} failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
-    return whole, float(re.search(r" wall=([\d.]+)s", line).group(1)), line
+    # the MLflow record, written after the run's process exited: done once its state says so
+    state = Path(re.search(r" solution=(\S+)", line).group(1)).parent / "mlflow_state.json"
+    while state.is_file() and not json.loads(state.read_text() or "{}").get("done"):
+        if time.perf_counter() - t0 > 600:
+            raise SystemExit(f"job_bench: the MLflow record of {state.parent} was not written within 600 s")
+        time.sleep(0.01)
+    record = time.perf_counter() - t0
+    return whole, float(re.search(r" wall=([\d.]+)s", line).group(1)), line, record
 
 
 def imported(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py") -> str:
@@ -109,23 +123,25 @@ def main() -> None:
         for v in versions:
             whole = statistics.median(r[0] for r in runs[v])
             evo = statistics.median(r[1] for r in runs[v])
-            rows.append((v, case or "(defaults)", first[v][0], whole, evo, mods[v], runs[v][-1][2]))
+            mlflow = "logger=none" not in case and "logger.enabled=false" not in case
+            record = f"{statistics.median(r[3] for r in runs[v]):.2f}" if mlflow else "-"
+            rows.append((v, case or "(defaults)", first[v][0], whole, evo, record, mods[v], runs[v][-1][2]))
             print(
                 f"{v}, {case or '(defaults)'}: first {first[v][0]:.2f} s, whole {whole:.2f} s, "
-                f"evolution {evo:.2f} s, imports {mods[v]}",
+                f"evolution {evo:.2f} s, record {record} s, imports {mods[v]}",
                 flush=True,
             )
     print(f"\n{'cold (an empty kernel cache each run)' if args.cold else 'warm kernel cache'}:")
     print(
         f"\n| version | `+experiment={args.experiment}` overrides | first run, whole process s | whole process s "
-        f"(median of {args.repeats}) | evolution s | start-up s (whole - evolution) | imports of "
-        f"{'/'.join(WATCHED)} | result |"
+        f"(median of {args.repeats}) | evolution s | start-up s (whole - evolution) | MLflow record written s | "
+        f"imports of {'/'.join(WATCHED)} | result |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for version, case, first, whole, evo, mods, line in rows:
+    print("|---|---|---|---|---|---|---|---|---|")
+    for version, case, first, whole, evo, record, mods, line in rows:
         f = re.search(r"best f=(\S+) (\S+)", line)
         print(
-            f"| {version} | `{case}` | {first:.2f} | {whole:.2f} | {evo:.2f} | {whole - evo:.2f} | {mods} | "
+            f"| {version} | `{case}` | {first:.2f} | {whole:.2f} | {evo:.2f} | {whole - evo:.2f} | {record} | {mods} | "
             f"f={f.group(1)} {f.group(2)} |"
         )
 

@@ -88,7 +88,10 @@ def sync_main(argv: list[str]) -> int:
         return 2
     missing = [a for a in argv if not os.path.isdir(a)]
     if missing:
-        print(f"isles: error: sync {missing[0]}: no such folder; give a run's output folder (outputs/DATE/TIME)", file=sys.stderr)
+        print(
+            f"isles: error: sync {missing[0]}: no such folder; give a run's output folder (outputs/DATE/TIME)",
+            file=sys.stderr,
+        )
         return 2
     return 1 if sync(argv or None, say=lambda line: print(f"isles sync: {line}", flush=True)) else 0
 

@@ -1,7 +1,9 @@
 """Put the repository root on ``sys.path`` so tests import ``problems``/``algorithms`` uninstalled,
 and keep CPU tests from picking a GPU by chance (issue 16 §3)."""
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -13,7 +15,9 @@ ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 # the unfinished MLflow records of the tests' runs are listed apart from the user's (isles.app.tracking_journal)
-os.environ.setdefault("ISLES_PENDING_DIR", tempfile.mkdtemp(prefix="isles-pending-"))
+if "ISLES_PENDING_DIR" not in os.environ:
+    os.environ["ISLES_PENDING_DIR"] = tempfile.mkdtemp(prefix="isles-pending-")
+    atexit.register(shutil.rmtree, os.environ["ISLES_PENDING_DIR"], True)
 
 
 def _argv(args) -> list[str]:

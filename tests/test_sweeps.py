@@ -207,6 +207,7 @@ def test_failed_sweep_jobs_are_failed_in_mlflow(tmp_path):
         *MINI,
         f"logger.tracking_uri={store}",
         "logger.experiment_name=fails",
+        "logger.wait=true",  # each job waits for its MLflow record (read back below)
         "++problem.fail=true,false,true",
     )
     assert p.returncode == 1, p.stderr[-3000:]

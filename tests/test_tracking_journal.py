@@ -60,6 +60,12 @@ def assert_complete(store: str, folder: Path, status: str = "FINISHED"):
     return run
 
 
+@pytest.fixture(autouse=True)
+def pending(tmp_path, monkeypatch):
+    """This test's own list of unfinished records."""
+    monkeypatch.setenv("ISLES_PENDING_DIR", str(tmp_path / "pending"))
+
+
 def test_the_journal_reads_whole_entries_only(tmp_path):
     writer = JournalWriter(str(tmp_path), "j1")
     writer.append("args", (1, 2))
