@@ -337,6 +337,10 @@ def child_main(fd: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):  # the run's process's
         if sig is not None:
             signal.signal(sig, signal.SIG_IGN)
+    try:  # background work: on a busy machine the run's own process goes first
+        os.nice(10)
+    except (AttributeError, OSError):
+        pass
     conn = Connection(fd)
     sending = threading.Lock()
     box: dict = {}

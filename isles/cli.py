@@ -113,6 +113,40 @@ def _fail(line: str, status: int):
 _hydra_run = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(run)
 
 
+#: overrides after which a config may set ``hydra.mode`` (conf/hparams_search/de_optuna.yaml does)
+MODE_KEYS = ("hydra.mode", "hparams_search", "hydra.searchpath")
+#: Hydra's flags that take the config from elsewhere
+CONFIG_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn", "--experimental-rerun")
+
+
+def compose_once(argv: list[str]) -> bool:
+    """Spare Hydra's first composition of the config where it can only find nothing.
+
+    Hydra composes a run's config twice: once (as a multirun) only to read ``hydra.mode``, then
+    for the run (``hydra._internal.utils._run_hydra``: ``Hydra.get_mode``, then ``Hydra.run``):
+    about a fifth of a short CPU run's process. isles' configs leave ``hydra.mode`` unset except
+    ``hparams_search`` (a sweep without ``-m``); where the command line ``argv`` names neither it
+    nor ``hydra.mode``, ``hydra.searchpath`` or another config (``--config-dir``, ...), the first
+    composition finds ``None``, and Hydra then takes the mode from ``-m``: ``get_mode`` returns
+    ``None`` at once instead. Returns whether it does (a Hydra without ``get_mode``: nothing done).
+    """
+    from hydra._internal.hydra import Hydra  # noqa: PLC0415
+
+    if not hasattr(Hydra, "get_mode"):
+        return False
+    if any(a.split("=", 1)[0] in CONFIG_FLAGS for a in argv):
+        return False
+    if any(a.lstrip("~+").startswith(MODE_KEYS) for a in argv):
+        return False
+    Hydra.get_mode = _no_mode
+    return True
+
+
+def _no_mode(self, config_name, overrides):
+    """``Hydra.get_mode`` where no config sets ``hydra.mode`` (:func:`compose_once`)."""
+    return None
+
+
 def main() -> None:
     """The ``isles`` command: refuse an unknown key typed as ``key=value`` with one line
     (:func:`isles.islands.config.schema.check_override_keys`, exit status 2), make the launch directory
@@ -140,4 +174,5 @@ def main() -> None:
         start_background_sync()  # records whose tracking process died (isles.app.tracking_journal)
     prestart(sys.argv[1:])  # MLflow's start-up overlaps Hydra's and the run's (isles.app.tracking_process)
     use_isles_sweeper()
+    compose_once(sys.argv[1:])
     _hydra_run()
