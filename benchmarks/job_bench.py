@@ -1,8 +1,9 @@
 """The main job as users run it: whole-process and evolution wall time of ``python run.py ...``.
 
-Each case runs ``--repeats`` times as a fresh process in one scratch directory (so MLflow's
-``mlflow.db`` exists after the first run, as for a user's second run; the first run, which also
-creates the database, is reported apart). Whole process: the wall clock around the process
+Each case runs ``--repeats`` times as a fresh process in a scratch directory of its own (so
+MLflow's ``mlflow.db`` exists after the first run, as for a user's second run; the first run,
+which also creates the database, is reported apart); the cases and versions take turns, so that
+the machine's drift hits each alike. Whole process: the wall clock around the process
 (start-up, Ray, MLflow, evolution, artifacts, shutdown). Evolution: the ``wall=`` of the result
 line that ``progress=false`` prints (the coordinator's own timer: actors started, device
 synchronised at every epoch's end); start-up is their difference. Record: from the process's start until its MLflow record is written
@@ -111,26 +112,27 @@ def main() -> None:
     if args.baseline:
         versions[f"baseline {args.baseline}"] = args.baseline.resolve() / "run.py"
     rows = []
-    for case in cases:
-        with tempfile.TemporaryDirectory() as scratch:
-            cwds = {v: tempfile.mkdtemp(dir=scratch) for v in versions}
-            first = {v: run_once(args.experiment, case, cwds[v], r, args.cold) for v, r in versions.items()}
-            mods = {v: imported(args.experiment, case, cwds[v], r) for v, r in versions.items()}
-            runs = {v: [] for v in versions}
-            for _ in range(args.repeats):  # interleaved: the machine's drift hits every version alike
-                for v, r in versions.items():
-                    runs[v].append(run_once(args.experiment, case, cwds[v], r, args.cold))
-        for v in versions:
-            whole = statistics.median(r[0] for r in runs[v])
-            evo = statistics.median(r[1] for r in runs[v])
-            mlflow = "logger=none" not in case and "logger.enabled=false" not in case
-            record = f"{statistics.median(r[3] for r in runs[v]):.2f}" if mlflow else "-"
-            rows.append((v, case or "(defaults)", first[v][0], whole, evo, record, mods[v], runs[v][-1][2]))
-            print(
-                f"{v}, {case or '(defaults)'}: first {first[v][0]:.2f} s, whole {whole:.2f} s, "
-                f"evolution {evo:.2f} s, record {record} s, imports {mods[v]}",
-                flush=True,
-            )
+    with tempfile.TemporaryDirectory() as scratch:
+        pairs = [(case, v) for case in cases for v in versions]
+        cwds = {pair: tempfile.mkdtemp(dir=scratch) for pair in pairs}
+        first = {(c, v): run_once(args.experiment, c, cwds[c, v], versions[v], args.cold) for c, v in pairs}
+        mods = {(c, v): imported(args.experiment, c, cwds[c, v], versions[v]) for c, v in pairs}
+        runs = {pair: [] for pair in pairs}
+        for _ in range(args.repeats):  # interleaved: the machine's drift hits every case and version alike
+            for c, v in pairs:
+                runs[c, v].append(run_once(args.experiment, c, cwds[c, v], versions[v], args.cold))
+    for case, v in pairs:
+        done = runs[case, v]
+        whole = statistics.median(r[0] for r in done)
+        evo = statistics.median(r[1] for r in done)
+        mlflow = "logger=none" not in case and "logger.enabled=false" not in case
+        record = f"{statistics.median(r[3] for r in done):.2f}" if mlflow else "-"
+        rows.append((v, case or "(defaults)", first[case, v][0], whole, evo, record, mods[case, v], done[-1][2]))
+        print(
+            f"{v}, {case or '(defaults)'}: first {first[case, v][0]:.2f} s, whole {whole:.2f} s, "
+            f"evolution {evo:.2f} s, record {record} s, imports {mods[case, v]}",
+            flush=True,
+        )
     print(f"\n{'cold (an empty kernel cache each run)' if args.cold else 'warm kernel cache'}:")
     print(
         f"\n| version | `+experiment={args.experiment}` overrides | first run, whole process s | whole process s "
