@@ -113,6 +113,10 @@ class JournalWriter:
         """Hand what was appended to the operating system (a killed process loses none of it)."""
         self._fh.flush()
 
+    def fileno(self) -> int:
+        """The journal's descriptor (its shared lock goes with it)."""
+        return self._fh.fileno()
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from isles.app.tracking_journal import JOURNAL, LOG, JournalWriter, apply_journal, lock, read_state, write_state
+from isles.app.tracking_journal import LOG, JournalWriter, apply_journal, read_state, write_state
 from isles.app.tracking_source import run_source
 
 #: most epochs a run logs as MLflow metric steps (a longer run logs every k-th epoch)
@@ -113,7 +113,7 @@ class TrackingProcess:
         self._conn = self._proc = self._journal = None
         self._run_id = None
         self._error = None  # what failed in the process (one line), raised again by end()
-        self._acked, self._locked, self._gone = 0, False, False
+        self._acked, self._gone = 0, False
         self._stride, self._held = 1, None  # epochs sent as metric steps: every stride-th (on_start)
 
     def start(self, run_id: str | None = None) -> None:
@@ -135,6 +135,7 @@ class TrackingProcess:
         else:
             self._proc, self._conn = _spawn()
         self._poke(("journal", self._journal.folder))
+        self._hand_lock()
         # the journal is written by a thread: the run never waits on the disk or the pickling
         self._queue = queue.SimpleQueue()
         self._sender = threading.Thread(target=self._pump, name="isles-mlflow-journal", daemon=True)
@@ -153,6 +154,22 @@ class TrackingProcess:
             self._poke(("poke", None))
             if item is None:
                 return
+
+    def _hand_lock(self) -> None:
+        """Hand the process this one's descriptor of the journal, whose shared lock it carries: the
+        lock then holds until both have let go of it (also while the descriptor is still in the
+        pipe), so that no ``isles sync`` takes the record for an abandoned one after this process
+        exits, and this one never waits for the other to take it."""
+        from isles.app.tracking_journal import fcntl  # noqa: PLC0415
+
+        if fcntl is None:  # no locks (Windows)
+            return
+        from multiprocessing import reduction  # noqa: PLC0415
+
+        try:
+            reduction.send_handle(self._conn, self._journal.fileno(), self._proc.pid)
+        except OSError:  # the process is gone: its record is completed by isles sync
+            pass
 
     def _poke(self, message) -> None:
         """Tell the process (it reads its pipe at once, in a thread of its own); a process that is
@@ -182,8 +199,6 @@ class TrackingProcess:
             self._run_id = value
         elif kind == "ack":
             self._acked = max(self._acked, value)
-        elif kind == "locked":
-            self._locked = True
         return True
 
     @property
@@ -265,7 +280,7 @@ class TrackingProcess:
     def close(self, failure: dict | None = None) -> None:
         """End the journal (after ``failure``: the line the run printed and its log,
         :meth:`isles.app.tracking.MlflowTracker.on_error`) and let the process finish the record,
-        waited for with ``wait``; otherwise once the process holds the journal, this one may exit.
+        waited for with ``wait``; otherwise this one may exit at once (the process holds the journal).
 
         Raises:
             RuntimeError: what failed in the tracking process, where that is known."""
@@ -279,9 +294,6 @@ class TrackingProcess:
         target = self._journal.append("close", None) + 1
         self._journal.close()
         self._poke(("poke", None))
-        deadline = time.monotonic() + 10  # the process holds the journal before this one lets go of it
-        while not self._locked and time.monotonic() < deadline and self._receive(deadline - time.monotonic()):
-            pass
         if self.wait:
             while self._acked < target and self._error is None and self._receive(None):
                 pass
@@ -293,10 +305,10 @@ class TrackingProcess:
                 self._proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
-        self._proc = None
+        ended, self._proc = self._proc.poll() is not None and not self.wait, None
         if self._error is not None:
             raise RuntimeError(self._error)
-        if not self._locked:
+        if ended:
             print(
                 f"isles: the MLflow tracking process ended early; `isles sync {self._journal.folder}` "
                 "completes the run's record from its journal",
@@ -360,8 +372,7 @@ def child_main(fd: int) -> None:
             except (EOFError, OSError):
                 break
             if kind == "journal" and "folder" not in box:
-                box["folder"], box["lock"] = value, _hold(value)
-                tell("locked", None)
+                box["folder"], box["lock"] = value, _hold(conn)
                 have_folder.set()
             wake.set()
         gone.set()
@@ -393,14 +404,19 @@ def child_main(fd: int) -> None:
     _exit_now()
 
 
-def _hold(folder: str):
-    """The journal of ``folder`` opened and locked (shared) for as long as this process lives."""
-    try:
-        fh = open(os.path.join(folder, JOURNAL), "rb")  # noqa: SIM115  (held until this process ends)
-    except OSError:
+def _hold(conn) -> int | None:
+    """The run's process's descriptor of its journal, with the shared lock it carries
+    (:meth:`TrackingProcess._hand_lock`), held for as long as this process lives."""
+    from isles.app.tracking_journal import fcntl  # noqa: PLC0415
+
+    if fcntl is None:
         return None
-    lock(fh, exclusive=False)
-    return fh
+    from multiprocessing import reduction  # noqa: PLC0415
+
+    try:
+        return reduction.recv_handle(conn)
+    except (OSError, EOFError, RuntimeError):  # the run's process is gone (isles sync completes the record)
+        return None
 
 
 def _detach(folder: str | None) -> None:

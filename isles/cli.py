@@ -75,6 +75,26 @@ def run(cfg: DictConfig) -> float:
     return result.best_f
 
 
+def precompile_main(argv: list[str]) -> int:
+    """``isles precompile [EXPERIMENT ...]``: compile the CUDA kernels of the shipped kernel lists
+    (every experiment's, or those named) into CuPy's kernel cache on this machine's GPU, once after
+    installing isles (:func:`isles.algorithms.core.precompile.fill_cache`): no run compiles them
+    after. One line; returns the exit status: 0, 2 for an experiment without a list, 1 without a
+    GPU or CuPy."""
+    import time  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    try:
+        n = precompile.fill_cache(argv or None)
+    except (ValueError, RuntimeError) as err:
+        print(f"isles: error: {err}", file=sys.stderr)
+        return 2 if isinstance(err, ValueError) else 1
+    print(
+        f"isles precompile: {n} kernels in CuPy's kernel cache {precompile.cache_dir()} ({time.perf_counter() - t0:.1f} s)"
+    )
+    return 0
+
+
 def sync_main(argv: list[str]) -> int:
     """``isles sync [FOLDER ...]``: wait for the MLflow records still being written by runs' tracking
     processes, and complete those whose process died, from the journals in the runs' output folders
@@ -157,6 +177,8 @@ def main() -> None:
         from isles.show import main as show  # noqa: PLC0415
 
         sys.exit(show(sys.argv[2:]))
+    if sys.argv[1:2] == ["precompile"]:  # isles precompile [EXPERIMENT ...]: the GPU kernels into CuPy's cache
+        sys.exit(precompile_main(sys.argv[2:]))
     if sys.argv[1:2] == ["sync"]:  # isles sync [FOLDER ...]: MLflow records still being written, or left unfinished
         sys.exit(sync_main(sys.argv[2:]))
     if os.environ.get("ISLES_RECORD_KERNELS"):  # benchmarks/record_kernels.py
