@@ -5,6 +5,8 @@ Examples::
     isles +experiment=cmepso                    # CMEPSO on the welded beam
     isles +experiment=cmepso problem=spring     # ... on the spring
     isles -m +experiment=cmepso seed='range(20)' logger.experiment_name=cmepso-quality
+    isles sync                                  # wait for the MLflow records still being written
+    isles precompile                            # the GPU kernels into CuPy's cache, once after install
 
 The configs are ``isles.conf`` (the repository's ``conf/``, shipped as package data). Exit status:
 0 done, 2 a bad config value (one line naming the field), 1 a failure inside a run (one line with

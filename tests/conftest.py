@@ -27,9 +27,10 @@ def _argv(args) -> list[str]:
 
 def _runs_isles(args: list[str]) -> bool:
     """Whether a command line starts an isles run (``run.py``, ``-m isles`` or the ``isles`` command;
-    not ``isles show PATH``, which prints a saved result, nor ``isles sync``, which completes MLflow records)."""
+    not ``isles show PATH``, which prints a saved result, nor ``isles sync`` and ``isles precompile``,
+    which run no evolution)."""
     names = [Path(a).name for a in args]
-    if "show" in args[1:4] or "sync" in args[1:4]:
+    if {"show", "sync", "precompile"} & set(args[1:4]):
         return False
     return "run.py" in names or "isles" in names[:1] or any(a == "-m" and b == "isles" for a, b in zip(args, args[1:]))
 
