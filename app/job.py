@@ -40,7 +40,7 @@ from isles.app.progress import ConsoleProgress, print_summary, result_line
 from isles.app.run_files import HistoryFiles, SolutionFile
 from isles.app.sweep_runs import sweep_info
 from isles.app.tracking import flatten
-from isles.app.tracking_process import TrackingProcess
+from isles.app.tracking_process import TrackingProcess, record_failure
 from isles.app.tracking_server import reach_tracking_store
 from isles.app.errors import _frames, error_message, is_config_error
 from isles.app.interrupts import interrupts_kept, resume_command, save_interrupted
@@ -267,7 +267,15 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         plain["logger"] = reach_tracking_store(plain["logger"])  # a dead tracking server: one line, before Ray
         settings = {k: v for k, v in plain.items() if k != "hydra"}  # what runs (a user's problem: its own keys)
         params = {**flatten(settings), **(placed.params() if placed else {})}  # placement.*: the choice
-        tracker = TrackingProcess(plain["logger"], params, OmegaConf.to_yaml(settings), problem, sweep=sweep_info())
+        tracker = TrackingProcess(  # its journal in the output folder: the run need not wait for MLflow
+            plain["logger"],
+            params,
+            OmegaConf.to_yaml(settings),
+            problem,
+            sweep=sweep_info(),
+            folder=_run_folder(),
+            wait=plain["logger"]["wait"],
+        )
     callbacks = [ConsoleProgress(problem)] if plain["progress"] else []
     # the output folder's best_solution.json, history.csv and migrations.csv (before MLflow, which logs them)
     folder = _run_folder()
@@ -295,8 +303,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
 
     def stop_with_checkpoint(status: str) -> str | None:
         """The last snapshot as a checkpoint (its path, or ``None``), and the MLflow run closed."""
-        try:
-            run_id = tracker.run_id if tracker else None
+        try:  # the resumed run continues this MLflow run
+            run_id = tracker.wait_run_id(timeout=60) if tracker else None
         except RuntimeError:  # the tracking process failed: the checkpoint is kept all the same
             run_id = None
         path = save_interrupted(coordinator, ck["path"] or os.path.join(_output_dir(), "checkpoint.pkl"), run_id)
@@ -309,11 +317,9 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
                 init_ray(plain["ray"], plain)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) while Ray starts: nothing has run, nothing to save
         close("KILLED")
-        print(
-            "isles: interrupted while Ray was starting; nothing had run, so there is nothing to save",
-            file=sys.stderr,
-            flush=True,
-        )
+        line = "interrupted while Ray was starting; nothing had run, so there is nothing to save"
+        print(f"isles: {line}", file=sys.stderr, flush=True)
+        record_failure(line)  # the line in the MLflow run too (isles.error)
         raise SystemExit(130) from None
     except BaseException:
         close("FAILED")
@@ -334,7 +340,9 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         except Exception as err:  # noqa: BLE001  (an unwritable checkpoint.path: still the interrupt line)
             close("KILLED")
             saved = f"the checkpoint could not be written: {type(err).__name__}: {error_message(err)}"
-        print(f"isles: interrupted after epoch {coordinator.published_epoch}; {saved}", file=sys.stderr, flush=True)
+        line = f"interrupted after epoch {coordinator.published_epoch}; {saved}"
+        print(f"isles: {line}", file=sys.stderr, flush=True)
+        record_failure(line)  # the line in the MLflow run too (isles.error)
         raise SystemExit(130) from None
     except RestartFailed as err:  # lost actors with nowhere to go: keep what the run has done
         path = stop_with_checkpoint("FAILED")
@@ -385,6 +393,8 @@ def show_result(result, problem, run_id: str | None, plain: dict) -> None:
     try:
         if plain["progress"]:
             print_summary(result, problem, run_id)
+            if plain["logger"]["enabled"] and not run_id:  # the tracking process opens the run after this one exits
+                print("MLflow run: written in the background once this process exits (isles sync waits for it)")
         else:
             print(result_line(result, problem, run_id), flush=True)
     except Exception as err:  # noqa: BLE001  (a finished result is never lost)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import sys
 from contextlib import ExitStack, contextmanager
-from unittest import mock
 
 
 @contextmanager
@@ -38,6 +37,8 @@ def local_ray():
     the run's process group reaches the driver only). Ray's internals that this relies on are
     looked up first; where this Ray has none of them, ``ray.init`` runs as Ray does it.
     """
+    from unittest import mock  # noqa: PLC0415  (asyncio and ssl with it: only a run that starts Ray needs them)
+
     try:
         from ray._private import ray_constants, services, utils  # noqa: PLC0415
     except ImportError:  # another Ray's layout: Ray's own defaults

@@ -48,9 +48,9 @@ import os
 import sys
 import time
 
-from isles import git_commit
 from isles.app.run_files import MIGRATION_HEADER, history_header, history_row, migration_row
 from isles.app.tracking_server import prepare_sqlite_store
+from isles.app.tracking_source import default_run_name, run_source, source_tags
 from isles.islands.results import MLFLOW, EpochRecord
 
 
@@ -100,86 +100,12 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
 
-def run_source(argv: list[str] | None = None) -> dict:
-    """What launched the run, for MLflow's source tags and the run's description; called in the
-    run's own process (the tracking process's command line is ``-c``).
-
-    Args:
-        argv: the command line (default: as typed, :func:`isles.app.overrides.launch_command`).
-
-    Returns:
-        ``{"name": "run.py" | "isles" | the script's file name, "command": the command line as the
-        user typed it (``python run.py +experiment=cmepso device=cpu``, ``python /path/run.py ...``, ``isles ...``,
-        ``python -m isles ...``), "experiment": the Hydra choice ``+experiment=NAME`` or ``None``,
-        "overrides": a sweep's job's own overrides (``[]`` outside a Hydra multirun)}``.
-    """
-    import shlex  # noqa: PLC0415
-
-    from isles.app.overrides import launch_command, task_overrides  # noqa: PLC0415
-
-    name, head, args = launch_command(argv)
-    experiment, multirun = None, False
-    try:
-        from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415
-        from hydra.types import RunMode  # noqa: PLC0415
-
-        hydra = HydraConfig.get()
-        experiment, multirun = hydra.runtime.choices.get("experiment"), hydra.mode == RunMode.MULTIRUN
-    except Exception:  # noqa: BLE001, S110  (not started through Hydra)
-        pass
-    return {
-        "name": name,
-        "command": " ".join([*head, *(shlex.quote(a) for a in args)]),
-        "experiment": experiment,
-        "overrides": task_overrides() if multirun else [],
-    }
+#: the tag of a failed or interrupted run that holds the line it printed (:meth:`MlflowTracker.on_error`)
+ERROR_TAG = "isles.error"
 
 
-def default_run_name(params: dict, problem, source: dict) -> str:
-    """A run's name that says what ran: ``EXPERIMENT-PROBLEM-sSEED`` (``cmepso-welded_beam-s0``).
-
-    EXPERIMENT is Hydra's ``+experiment`` choice, else ``logger.experiment_name`` unless it is the
-    default ``isles``, else the algorithm's class; PROBLEM the problem's ``name``, else its
-    class; SEED the config's ``seed``."""
-
-    def leaf(target) -> str:
-        return str(target or "").rsplit(".", 1)[-1].lower()
-
-    experiment = source.get("experiment") or (
-        params.get("logger.experiment_name")
-        if params.get("logger.experiment_name") not in (None, "", "isles")
-        else leaf(params.get("algorithm._target_")) or "isles"
-    )
-    name = getattr(problem, "name", None) or leaf(params.get("problem._target_")) or "problem"
-    return f"{experiment}-{name}-s{params.get('seed', 0)}"[:250]
-
-
-def source_tags(source: dict) -> dict:
-    """MLflow's own source tags and description of a run launched by ``source`` (:func:`run_source`):
-    ``mlflow.source.name``, ``mlflow.source.type`` (``LOCAL``), ``mlflow.source.git.commit`` (when
-    the checkout is known; also the tag ``git_commit``, kept for the readers of earlier runs) and
-    ``mlflow.note.content``, the run's description: the command line (and a sweep job's own
-    overrides)."""
-    from mlflow.utils.mlflow_tags import (  # noqa: PLC0415
-        MLFLOW_GIT_COMMIT,
-        MLFLOW_RUN_NOTE,
-        MLFLOW_SOURCE_NAME,
-        MLFLOW_SOURCE_TYPE,
-    )
-
-    note = f"Command:\n\n    {source['command']}\n"
-    if source.get("overrides"):
-        note += f"\nThis job of the sweep:\n\n    {' '.join(source['overrides'])}\n"
-    commit = git_commit()
-    tags = {
-        MLFLOW_SOURCE_NAME: source["name"],
-        MLFLOW_SOURCE_TYPE: "LOCAL",
-        MLFLOW_RUN_NOTE: note,
-        "git_commit": commit,
-    }
-    if commit != "unknown":
-        tags[MLFLOW_GIT_COMMIT] = commit
-    return tags
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _median(values: list) -> float:
@@ -223,6 +149,8 @@ class MlflowTracker:
         self._last_flush = time.monotonic()
         self._client = None
         self._restarts = 0
+        self.tags: dict = {}  # set at the run's creation too (the journal's id: isles.app.tracking_journal)
+        self._live = False  # the run is MLflow's active run in this process (start), not reopened (reopen)
 
     def start(self, run_id: str | None = None, opened=None) -> str:
         """Open the run, log parameters, tags and the config; return the run id.
@@ -253,6 +181,7 @@ class MlflowTracker:
         logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # not its start/stop lines
         if self.cfg.get("system_metrics_interval"):
             mlflow.set_system_metrics_sampling_interval(float(self.cfg["system_metrics_interval"]))
+        self._live = True
         if run_id and self._has_run(run_id):
             self.run_id = mlflow.start_run(run_id=run_id, log_system_metrics=system_metrics).info.run_id
             if opened:
@@ -275,7 +204,7 @@ class MlflowTracker:
                 {**tags, **child_tags(parent, self.sweep)},
                 name or child_name(self._client, parent, self.sweep),
             )
-        tags = {**source_tags(self.source), **tags}  # MLflow's own (source.name would read "-c")
+        tags = {**source_tags(self.source), **tags, **self.tags}  # MLflow's own (source.name would read "-c")
         run = mlflow.start_run(
             run_name=name or default_run_name(self.params, self.problem, self.source),
             tags=tags,
@@ -284,9 +213,43 @@ class MlflowTracker:
         self.run_id = run.info.run_id
         if opened:
             opened(self.run_id)
-        mlflow.log_params({k: str(v)[:6000] for k, v in self.params.items()})
-        mlflow.log_text(self.config_yaml, "config.yaml")
+        self.log_config()
         return self.run_id
+
+    def log_config(self) -> None:
+        """Log the parameters and ``config.yaml`` (again: the same values, nothing changes)."""
+        from mlflow.entities import Param  # noqa: PLC0415
+
+        items = [Param(k, str(v)[:6000]) for k, v in self.params.items()]
+        for i in range(0, len(items), 100):  # MLflow takes at most 100 parameters a batch
+            self._client.log_batch(self.run_id, params=items[i : i + 100])
+        self._client.log_text(self.run_id, self.config_yaml, "config.yaml")
+
+    def reopen(self, run_id: str | None, created: bool) -> str | None:
+        """Continue writing the run ``run_id`` that an earlier tracking process opened (a record
+        completed from its journal, :mod:`isles.app.tracking_journal`), without making it MLflow's
+        active run or changing its status; ``created``: that process created the run, whose
+        parameters and config are logged again (the same values: nothing changes). With no
+        ``run_id``, the run is looked up by its tags :attr:`tags` (created, but its id not yet
+        journaled); ``None`` when the store holds no such run (nothing was written: open it anew
+        with :meth:`start`)."""
+        mlflow = mlflow_module()
+        from mlflow.tracking import MlflowClient  # noqa: PLC0415
+
+        if self.cfg.get("tracking_uri"):
+            mlflow.set_tracking_uri(self.cfg["tracking_uri"])
+        self._client = MlflowClient()
+        if run_id is None:
+            exp = self._client.get_experiment_by_name(self.cfg.get("experiment_name") or "isles")
+            where = " and ".join(f"tags.`{k}` = '{v}'" for k, v in self.tags.items())
+            found = self._client.search_runs([exp.experiment_id], where, max_results=1) if exp and where else []
+            if not found:
+                return None
+            run_id, created = found[0].info.run_id, True
+        self.run_id = run_id
+        if created:
+            self.log_config()
+        return run_id
 
     def _experiment(self, name: str):
         """Set (and return) the experiment ``name``, creating it when the store lacks it; a local
@@ -333,30 +296,35 @@ class MlflowTracker:
         return True
 
     # -- coordinator callbacks -----------------------------------------------------------------
-    def on_start(self, info: dict) -> None:
+    def on_start(self, info: dict, ts: int | None = None) -> None:
         """Tags: each group's device, host, Ray node, GPUs and islands; Ray's cluster resources
-        (``info["cluster_resources"]``); start-up time metric."""
+        (``info["cluster_resources"]``); start-up time metric (``ts``: its time, ms since the
+        epoch; default now)."""
+        from mlflow.entities import Metric  # noqa: PLC0415
+
         tags = group_tags(dict(enumerate(info["groups"])))
-        mlflow = mlflow_module()
         tags["devices"] = "; ".join(sorted({g["device"] for g in info["groups"]}))
         tags["gpu_path"] = "; ".join(sorted({g.get("gpu_path", "") for g in info["groups"]} - {""}))
         if info.get("cluster_resources"):  # from the run's process (this one does not import Ray)
             tags["ray.cluster_resources"] = json.dumps(info["cluster_resources"])
-        mlflow.set_tags(tags)
-        mlflow.log_metric("startup_s", info["startup_s"])
+        self._set_tags(tags)
+        self._log_metrics([Metric("startup_s", float(info["startup_s"]), ts or _now_ms(), 0)])
 
     def on_restart(self, info: dict) -> None:
         """Tags of the restarted groups (``info["groups"]``: ``{group index: info}``) say where
         they run now; ``restarts`` counts the restarted groups."""
         self._restarts += len(info["groups"])
-        mlflow_module().set_tags({**group_tags(info["groups"]), "restarts": str(self._restarts)})
+        self._set_tags({**group_tags(info["groups"]), "restarts": str(self._restarts)})
 
-    def on_epoch(self, rec: EpochRecord) -> None:
+    def on_epoch(self, rec: EpochRecord, ts: int | None = None) -> None:
         """Buffer the epoch's MLflow metrics (:meth:`isles.islands.results.EpochRecord.metrics`;
-        step = generation; NaN and infinite values left out); flush every ``flush_s`` seconds."""
+        step = generation; ``ts``: their time, ms since the epoch, default now; NaN and infinite
+        values left out); flush every ``flush_s`` seconds. The same epoch with the same ``ts``
+        logged again (a record completed from its journal) adds no rows: MLflow's SQL store
+        drops a metric it holds already."""
         from mlflow.entities import Metric  # noqa: PLC0415
 
-        step, ts = rec.generation, int(time.time() * 1000)
+        step, ts = rec.generation, ts or _now_ms()
         for k, v in rec.metrics(MLFLOW).items():
             v = float(v)
             if math.isfinite(v):
@@ -371,17 +339,19 @@ class MlflowTracker:
             self._client.log_batch(self.run_id, metrics=chunk)
         self._last_flush = time.monotonic()
 
-    def on_end(self, result) -> None:
+    def on_end(self, result, ts: int | None = None) -> None:
         """Final metrics and the artifacts (best solution, convergence plot, history, migrations).
 
         The best solution comes first (:func:`isles.app.report.end_report`): where the problem
         cannot re-evaluate it, ``best_solution.json`` holds ``x``, the run's ``run_best_f`` and
         ``run_best_v`` and ``not_computed`` (also the tag ``report_not_computed``), and the
         ``final_best_f``, ``final_max_violation`` and ``final_feasible`` metrics are left out."""
+        from mlflow.entities import Metric  # noqa: PLC0415
+
         from isles.app.plots import convergence_figure  # noqa: PLC0415
         from isles.app.report import solution_record  # noqa: PLC0415
 
-        mlflow = mlflow_module()
+        client, rid, ts = self._client, self.run_id, ts or _now_ms()
         self.flush()
         # the job's record (written in its output folder too), else made here the same way
         report = result.solution if result.solution is not None else solution_record(self.problem, result)
@@ -395,7 +365,7 @@ class MlflowTracker:
         if result.payoff_evaluations:  # a min-max algorithm's pair payoffs, apart from evaluations
             final["final_payoff_evaluations"] = result.payoff_evaluations
         if report.get("not_computed"):
-            mlflow.set_tag("report_not_computed", report["not_computed"][:5000])
+            client.set_tag(rid, "report_not_computed", report["not_computed"][:5000])
         else:
             final.update(
                 {
@@ -404,24 +374,41 @@ class MlflowTracker:
                     "final_feasible": float(report["feasible"]),
                 }
             )
-        mlflow.log_dict(report, "best_solution.json")  # the result first: nothing after it can lose it
-        mlflow.log_metrics(final)
+        client.log_dict(rid, report, "best_solution.json")  # the result first: nothing after it can lose it
         if result.hit_generations is not None:
-            mlflow.log_metrics(
-                {f"island_{i:02d}_hit_generation": float(g) for i, g in enumerate(result.hit_generations)}
-            )
+            final.update({f"island_{i:02d}_hit_generation": float(g) for i, g in enumerate(result.hit_generations)})
+        self._log_metrics([Metric(k, float(v), ts, 0) for k, v in final.items()])
         fig = convergence_figure(result.history, self.problem)  # the kept records: bounded, evenly thinned
-        mlflow.log_figure(fig, "convergence.png")
+        client.log_figure(rid, fig, "convergence.png")
         # every epoch and migration: the files the job wrote as they were made, else what the result kept
         if result.history_path and os.path.isfile(result.history_path):
-            mlflow.log_artifact(result.history_path)
+            client.log_artifact(rid, result.history_path)
         else:
-            mlflow.log_text(history_csv(result.history), "history.csv")
+            client.log_text(rid, history_csv(result.history), "history.csv")
         if result.migrations_path and os.path.isfile(result.migrations_path):
-            mlflow.log_artifact(result.migrations_path)
+            client.log_artifact(rid, result.migrations_path)
         elif result.migrations:
             lines = [MIGRATION_HEADER] + [migration_row(m) for m in result.migrations]
-            mlflow.log_text("\n".join(lines) + "\n", "migrations.csv")
+            client.log_text(rid, "\n".join(lines) + "\n", "migrations.csv")
+
+    def on_error(self, info: dict) -> None:
+        """What ended a failed or interrupted run, kept in MLflow: the line the run printed as the
+        tag ``isles.error`` (``info["line"]``) and the run's log ``run.log`` (``info["log"]``, the
+        traceback, where it exists) as an artifact. Called after :meth:`end` too (the run's
+        status stays)."""
+        if info.get("line"):
+            self._client.set_tag(self.run_id, ERROR_TAG, str(info["line"])[:5000])
+        if info.get("log") and os.path.isfile(info["log"]):
+            self._client.log_artifact(self.run_id, info["log"])
+
+    def _set_tags(self, tags: dict) -> None:
+        from mlflow.entities import RunTag  # noqa: PLC0415
+
+        self._client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def _log_metrics(self, metrics: list) -> None:
+        for i in range(0, len(metrics), 1000):
+            self._client.log_batch(self.run_id, metrics=metrics[i : i + 1000])
 
     def end(self, status: str = "FINISHED") -> None:
         """Flush and close the run with ``status`` (``FINISHED``, ``FAILED`` or ``KILLED``)."""
@@ -430,9 +417,17 @@ class MlflowTracker:
         try:
             self.flush()
         except BaseException:
-            mlflow_module().end_run(status="FAILED")  # metrics lost: never FINISHED
+            self._terminate("FAILED")  # metrics lost: never FINISHED
             raise
-        mlflow_module().end_run(status=status)
+        self._terminate(status)
+
+    def _terminate(self, status: str) -> None:
+        """Set the run's status: MLflow's active run ended (its system metrics stop), a reopened
+        run (:meth:`reopen`) set through the client."""
+        if self._live:
+            mlflow_module().end_run(status=status)
+        else:
+            self._client.set_terminated(self.run_id, status)
 
 
 def history_csv(history: list) -> str:

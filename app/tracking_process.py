@@ -1,9 +1,13 @@
 """The MLflow tracker (:class:`isles.app.tracking.MlflowTracker`) in a process of its own.
 
 MLflow's imports take seconds, and its store and artifacts (the convergence plot) take time of
-their own: :class:`TrackingProcess` hands each callback's argument to a fresh interpreter through
-a pipe and the run goes on. A run of more than :data:`MAX_STEPS` epochs sends every k-th epoch
-as a metric step (and the last); every epoch reaches ``history.csv`` at the end.
+their own: :class:`TrackingProcess` appends each callback's argument to the run's journal
+(:mod:`isles.app.tracking_journal`, in the run's output folder), a fresh interpreter writes the
+MLflow run from it, and the run goes on. At the end the run's process prints its result and exits
+while that process, detached, finishes the record (``logger.wait=true``: the run's process waits
+for it; ``isles sync`` waits for every record being written, and completes those whose process
+died). A run of more than :data:`MAX_STEPS` epochs sends every k-th epoch as a metric step (and
+the last); every epoch reaches ``history.csv`` at the end.
 
 The command line starts the process before Hydra composes the config (:func:`prestart`), and the
 process imports MLflow and its SQL store before it learns what to track: MLflow's start-up
@@ -13,12 +17,15 @@ process imports MLflow and its SQL store before it learns what to track: MLflow'
 
 from __future__ import annotations
 
+import os
 import queue
 import subprocess
 import sys
 import threading
+import time
 
-from isles.app.tracking import MlflowTracker, mlflow_module, run_source
+from isles.app.tracking_journal import LOG, JournalWriter, apply_journal, read_state, write_state
+from isles.app.tracking_source import run_source
 
 #: most epochs a run logs as MLflow metric steps (a longer run logs every k-th epoch)
 MAX_STEPS = 250
@@ -74,91 +81,165 @@ def prestart(argv: list[str]) -> bool:
 
 class TrackingProcess:
     """The MLflow tracker in a process of its own, so that MLflow's imports (seconds), its store
-    and its artifacts (the convergence plot) never sit on the run's path: the run hands each
-    callback's argument to the process through a pipe and goes on; the process does what
-    :class:`MlflowTracker` does. Same arguments and callbacks as :class:`MlflowTracker`.
+    and its artifacts (the convergence plot) never sit on the run's path: the run appends each
+    callback's argument to its journal (:class:`isles.app.tracking_journal.JournalWriter`, through
+    a thread: the run never waits on the disk) and goes on; the process does what
+    :class:`isles.app.tracking.MlflowTracker` does. Same arguments and callbacks as
+    :class:`~isles.app.tracking.MlflowTracker`, and:
 
-    :meth:`start` returns at once; :attr:`run_id` waits for the process to have opened the run.
-    :meth:`end` waits for it to finish (every metric and artifact written) and raises what failed
-    there.
+    Args:
+        folder: the run's output folder, where the journal goes (``None``: a temporary folder, and
+            the run waits for its record, as with ``wait``).
+        wait: :meth:`end` waits until the record is written (and raises what failed there);
+            otherwise the run's process goes on (exits) while the tracking process finishes it.
+
+    :meth:`start` returns at once; :attr:`run_id` is the MLflow run's id once the process has
+    opened it (waited for with ``wait``), :meth:`wait_run_id` waits for it.
     """
 
-    def __init__(self, logger_cfg: dict, params: dict, config_yaml: str, problem, sweep: dict | None = None):
+    def __init__(
+        self,
+        logger_cfg: dict,
+        params: dict,
+        config_yaml: str,
+        problem,
+        sweep: dict | None = None,
+        folder: str | None = None,
+        wait: bool = False,
+    ):
         self.args = (logger_cfg, params, config_yaml, problem, sweep)
         self._source = run_source()  # the run's command line (the tracking process's is "-c")
-        self._conn = self._proc = None
+        self.folder, self.wait = folder, wait or folder is None
+        self._conn = self._proc = self._journal = None
         self._run_id = None
-        self._error = None  # what failed in the process (one line), raised again by run_id and end()
+        self._error = None  # what failed in the process (one line), raised again by end()
+        self._acked, self._gone = 0, False
         self._stride, self._held = 1, None  # epochs sent as metric steps: every stride-th (on_start)
 
     def start(self, run_id: str | None = None) -> None:
-        """Start the process, which opens the run (or continues ``run_id``, a resumed run): the one
-        :func:`prestart` started, when it is still alive, else a new one (:func:`_spawn`)."""
+        """Start the journal and the process, which opens the run (or continues ``run_id``, a
+        resumed run): the one :func:`prestart` started, when it is still alive, else a new one
+        (:func:`_spawn`)."""
+        import tempfile  # noqa: PLC0415
+        import uuid  # noqa: PLC0415
+
         global _prestarted
+        if _unfinished is not None:  # an earlier failed run's record that no failure line came for
+            _unfinished.close()
+        self._journal = JournalWriter(self.folder or tempfile.mkdtemp(prefix="isles-mlflow-"), uuid.uuid4().hex)
+        self._journal.append("args", (*self.args, run_id, self._source))
+        self._journal.flush()
         taken, _prestarted = _prestarted, None
         if taken is not None and taken[0].poll() is None:
             self._proc, self._conn = taken
         else:
             self._proc, self._conn = _spawn()
-        # the sends go through a thread: the run never waits on the pipe (which fills while the
-        # process is still importing MLflow)
+        self._poke(("journal", self._journal.folder))
+        self._hand_lock()
+        # the journal is written by a thread: the run never waits on the disk or the pickling
         self._queue = queue.SimpleQueue()
-        self._queue.put(("args", (*self.args, run_id, self._source)))
-        self._sender = threading.Thread(target=self._pump, name="isles-mlflow-send", daemon=True)
+        self._sender = threading.Thread(target=self._pump, name="isles-mlflow-journal", daemon=True)
         self._sender.start()
 
     def _pump(self) -> None:
         while True:
             item = self._queue.get()
+            while item is not None:
+                self._journal.append(*item)
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            self._journal.flush()
+            self._poke(("poke", None))
             if item is None:
                 return
-            try:
-                self._conn.send(item)
-            except (BrokenPipeError, OSError):  # the process ended early; end() reports why
-                return
+
+    def _hand_lock(self) -> None:
+        """Hand the process this one's descriptor of the journal, whose shared lock it carries: the
+        lock then holds until both have let go of it (also while the descriptor is still in the
+        pipe), so that no ``isles sync`` takes the record for an abandoned one after this process
+        exits, and this one never waits for the other to take it."""
+        from isles.app.tracking_journal import fcntl  # noqa: PLC0415
+
+        if fcntl is None:  # no locks (Windows)
+            return
+        from multiprocessing import reduction  # noqa: PLC0415
+
+        try:
+            reduction.send_handle(self._conn, self._journal.fileno(), self._proc.pid)
+        except OSError:  # the process is gone: its record is completed by isles sync
+            pass
+
+    def _poke(self, message) -> None:
+        """Tell the process (it reads its pipe at once, in a thread of its own); a process that is
+        gone is told nothing (its record is completed from the journal: ``isles sync``)."""
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, OSError):
+            pass
+
+    def _receive(self, timeout: float | None) -> bool:
+        """Take the process's next message (within ``timeout`` seconds; ``None``: until one comes);
+        ``False`` when none came, or the process is gone."""
+        if self._gone:
+            return False
+        try:
+            if timeout is not None and not self._conn.poll(max(timeout, 0)):
+                return False
+            kind, value = self._conn.recv()
+        except (EOFError, OSError):
+            self._gone = True
+            if self._error is None and self.wait:
+                self._error = "MLflow tracking failed: the tracking process ended early (its output above says why)"
+            return False
+        if kind == "error":
+            self._error = f"MLflow tracking failed: {value}"
+        elif kind == "run_id":
+            self._run_id = value
+        elif kind == "ack":
+            self._acked = max(self._acked, value)
+        return True
 
     @property
     def run_id(self) -> str | None:
-        """The MLflow run id (waits until the process has opened the run)."""
-        if self._run_id is None and self._conn is not None:
-            self._receive()
+        """The MLflow run's id once the process has opened the run, else ``None`` (with ``wait``:
+        waits for it, and raises what failed there)."""
+        if self.wait:
+            return self.wait_run_id()
+        while self._conn is not None and self._receive(0):
+            pass
         return self._run_id
 
-    def _receive(self) -> str:
-        """The next message's kind (``run_id``, ``done``); its value kept.
+    def wait_run_id(self, timeout: float | None = None) -> str | None:
+        """The MLflow run's id, waiting (up to ``timeout`` seconds) for the process to open the run.
 
         Raises:
-            RuntimeError: the process reported an error (kept: raised again by every later call),
-                or ended without a word."""
-        if self._error is None:
-            try:
-                kind, value = self._conn.recv()
-            except (EOFError, OSError):
-                kind, value = "error", "the tracking process ended early (its output above says why)"
-            if kind == "error":
-                self._error = f"MLflow tracking failed: {value}"
-            elif kind == "run_id":
-                self._run_id = value
-        if self._error is not None:
+            RuntimeError: what failed in the process, with ``wait``."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while self._run_id is None and self._error is None and self._conn is not None:
+            if not self._receive(None if end is None else end - time.monotonic()):
+                break
+        if self._error and self.wait:
             raise RuntimeError(self._error)
-        return kind
+        return self._run_id
 
     def _send(self, name: str, arg) -> None:
-        self._queue.put((name, arg))
+        self._queue.put((name, arg, int(time.time() * 1000)))
 
     def on_start(self, info: dict) -> None:
-        """Forwarded to :meth:`MlflowTracker.on_start`; sets the stride of the logged epochs."""
+        """Journaled for :meth:`MlflowTracker.on_start`; sets the stride of the logged epochs."""
         interval = int(self.args[1].get("islands.migration_interval") or 1)
         epochs = -(-int(info.get("generations") or 1) // max(1, interval))
         self._stride = max(1, -(-epochs // MAX_STEPS))
         self._send("on_start", info)
 
     def on_restart(self, info: dict) -> None:
-        """Forwarded to :meth:`MlflowTracker.on_restart`."""
+        """Journaled for :meth:`MlflowTracker.on_restart`."""
         self._send("on_restart", info)
 
     def on_epoch(self, rec) -> None:
-        """Forwarded to :meth:`MlflowTracker.on_epoch`: every epoch up to :data:`MAX_STEPS`
+        """Journaled for :meth:`MlflowTracker.on_epoch`: every epoch up to :data:`MAX_STEPS`
         epochs a run, else every ``stride``-th one (and the last), so that MLflow's store never
         paces the run; every epoch goes to ``history.csv`` at the end."""
         if (rec.epoch - 1) % self._stride == 0:
@@ -168,42 +249,138 @@ class TrackingProcess:
             self._held = rec
 
     def on_end(self, result) -> None:
-        """Forwarded to :meth:`MlflowTracker.on_end` (after the last epoch's metrics)."""
+        """Journaled for :meth:`MlflowTracker.on_end` (after the last epoch's metrics)."""
         if self._held is not None:
             self._send("on_epoch", self._held)
         self._send("on_end", result)
 
     def end(self, status: str = "FINISHED") -> None:
-        """Close the run with ``status`` and wait for the process to finish.
+        """Close the run with ``status``. A finished run's record is closed (:meth:`close`); a
+        failed or interrupted run's stays open for the line the run prints (:func:`record_failure`),
+        its status written first (waited for with ``wait``).
 
         Raises:
-            RuntimeError: what failed in the tracking process (one line)."""
-        if self._proc is None:
+            RuntimeError: what failed in the tracking process (one line), where that is known."""
+        global _unfinished
+        if self._proc is None or self._journal is None or self._journal.closed:
             return
-        try:
-            self._send("end", status)
-            self._queue.put(None)
-            self._sender.join()
-            self.run_id  # noqa: B018  (an error at the start surfaces here)
-            while self._receive() != "done":
+        self._queue.put(None)
+        self._sender.join()
+        target = self._journal.append("end", status) + 1
+        self._journal.flush()
+        self._poke(("poke", None))
+        if status == "FINISHED":
+            self.close()
+            return
+        _unfinished = self
+        if self.wait:  # the status is in the store when this returns
+            while self._acked < target and self._error is None and self._receive(None):
                 pass
-        finally:
+
+    def close(self, failure: dict | None = None) -> None:
+        """End the journal (after ``failure``: the line the run printed and its log,
+        :meth:`isles.app.tracking.MlflowTracker.on_error`) and let the process finish the record,
+        waited for with ``wait``; otherwise this one may exit at once (the process holds the journal).
+
+        Raises:
+            RuntimeError: what failed in the tracking process, where that is known."""
+        global _unfinished
+        if _unfinished is self:
+            _unfinished = None
+        if self._journal is None or self._journal.closed:
+            return
+        if failure:
+            self._journal.append("on_error", failure)
+        target = self._journal.append("close", None) + 1
+        self._journal.close()
+        self._poke(("poke", None))
+        if self.wait:
+            while self._acked < target and self._error is None and self._receive(None):
+                pass
+        while self._receive(0):
+            pass
+        self._conn.close()  # the process finishes what is left, then ends
+        if self.wait:
             try:
                 self._proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
-            self._proc = None
+        ended, self._proc = self._proc.poll() is not None and not self.wait, None
+        if self._error is not None:
+            raise RuntimeError(self._error)
+        if ended:
+            print(
+                f"isles: the MLflow tracking process ended early; `isles sync {self._journal.folder}` "
+                "completes the run's record from its journal",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+_unfinished: TrackingProcess | None = None  # a failed or interrupted run's, open for its failure line
+
+
+def record_failure(line: str) -> None:
+    """Keep the line that a failed or interrupted run printed in its MLflow run (the tag
+    ``isles.error``), with the run's log ``run.log`` of its output folder (an artifact), and let
+    the tracking process finish the record. Nothing to do when no run of this process failed
+    with MLflow on."""
+    tracker = _unfinished
+    if tracker is None:
+        return
+    log = os.path.join(tracker.folder, "run.log") if tracker.folder else None
+    try:
+        tracker.close({"line": line, "log": log})
+    except RuntimeError:  # the tracking process failed: the run's own line says more
+        pass
 
 
 def child_main(fd: int) -> None:
     """Entry point of :class:`TrackingProcess`'s process: the pipe's end is file descriptor
-    ``fd``; the first message holds :class:`MlflowTracker`'s arguments and the run id to continue."""
+    ``fd``. The pipe brings the journal's folder, then a word whenever something was appended; a
+    thread reads it all the time, so that the run's process never waits, and once that process is
+    gone (the pipe closed) this one's output goes to the folder's ``mlflow_tracking.log``. The
+    journal's entries are written to MLflow (:func:`isles.app.tracking_journal.apply_journal`);
+    what fails ends the run FAILED, is sent to the run's process as one line, and is kept in the
+    record's state (``isles sync`` tries again)."""
     import signal  # noqa: PLC0415
     from multiprocessing.connection import Connection  # noqa: PLC0415
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM are the run's process's
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):  # the run's process's
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+    try:  # background work: on a busy machine the run's own process goes first
+        os.nice(10)
+    except (AttributeError, OSError):
+        pass
     conn = Connection(fd)
+    sending = threading.Lock()
+    box: dict = {}
+    have_folder, wake, gone = threading.Event(), threading.Event(), threading.Event()
+
+    def tell(kind: str, value) -> None:
+        with sending:
+            try:
+                conn.send((kind, value))
+            except OSError:  # the run's process is gone
+                pass
+
+    def watch() -> None:
+        while True:
+            try:
+                kind, value = conn.recv()
+            except (EOFError, OSError):
+                break
+            if kind == "journal" and "folder" not in box:
+                box["folder"], box["lock"] = value, _hold(conn)
+                have_folder.set()
+            wake.set()
+        gone.set()
+        wake.set()
+        have_folder.set()
+        _detach(box.get("folder"))
+
+    threading.Thread(target=watch, name="isles-mlflow-pipe", daemon=True).start()
     # MLflow's start_run imports IPython (0.4 s) only to look for a Databricks notebook's dbutils,
     # and takes an ImportError as "none": this process is never a notebook
     sys.modules.setdefault("IPython", None)
@@ -213,12 +390,47 @@ def child_main(fd: int) -> None:
     import logging  # noqa: PLC0415
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
-    try:
-        _, args = conn.recv()
-    except (EOFError, OSError):  # the run's process is gone before it said what to track
-        _exit_now()
-    _tracking_main(conn, *args)
+    have_folder.wait()
+    folder = box.get("folder")
+    if folder is not None:
+        # the convergence plot's imports (matplotlib) while the run goes on
+        threading.Thread(target=__import__, args=("isles.app.plots",), daemon=True).start()
+        try:
+            apply_journal(folder, gone=gone, wake=wake, tell=tell)
+        except Exception as err:  # noqa: BLE001  (the run's process reports it; isles sync tries again)
+            line = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
+            write_state(folder, {**read_state(folder), "error": line})
+            tell("error", line)
     _exit_now()
+
+
+def _hold(conn) -> int | None:
+    """The run's process's descriptor of its journal, with the shared lock it carries
+    (:meth:`TrackingProcess._hand_lock`), held for as long as this process lives."""
+    from isles.app.tracking_journal import fcntl  # noqa: PLC0415
+
+    if fcntl is None:
+        return None
+    from multiprocessing import reduction  # noqa: PLC0415
+
+    try:
+        return reduction.recv_handle(conn)
+    except (OSError, EOFError, RuntimeError):  # the run's process is gone (isles sync completes the record)
+        return None
+
+
+def _detach(folder: str | None) -> None:
+    """The run's process is gone: this process's output goes to ``folder``'s ``mlflow_tracking.log``
+    (nothing of it holds the run's terminal or its output pipes)."""
+    try:
+        fd = os.open(os.path.join(folder, LOG) if folder else os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        fd = os.open(os.devnull, os.O_WRONLY)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _preimport() -> None:
@@ -235,60 +447,6 @@ def _preimport() -> None:
         importlib.import_module("mlflow.store.db.utils")._get_latest_schema_revision()
     except Exception:  # noqa: BLE001, S110  (opening the store checks it again, and says what fails)
         pass
-
-
-def _tracking_main(conn, logger_cfg, params, config_yaml, problem, sweep, run_id, source=None) -> None:
-    """Body of :class:`TrackingProcess`: an :class:`MlflowTracker` fed from ``conn``, until the
-    run's process ends the run. Ctrl-C and SIGTERM are for the run's process, which closes the run
-    (KILLED) through ``conn``. Whatever fails here ends the run FAILED (never FINISHED by MLflow's
-    exit hook) and is sent to the run's process as one line; a run's process that is gone
-    (its end of ``conn`` closed) ends it KILLED, quietly. ``source``: what launched the run
-    (:func:`isles.app.tracking.run_source`, sent by the run's process; default: this one's)."""
-    tracker = None
-
-    def close(status: str) -> None:
-        """End the run with ``status`` (a run open before its id came back too): a run never
-        stays open, nor is marked FINISHED by MLflow's exit hook."""
-        try:
-            if tracker is not None:
-                tracker.end(status)
-        except Exception:  # noqa: BLE001, S110  (the run is ended below all the same)
-            pass
-        if "mlflow" in sys.modules:
-            try:
-                mlflow_module().end_run(status=status)  # nothing to do when no run is open
-            except Exception:  # noqa: BLE001, S110
-                pass
-
-    try:
-        tracker = MlflowTracker(logger_cfg, params, config_yaml, problem, sweep=sweep, source=source)
-        # the run's id goes back as soon as the run exists (the result line waits for it)
-        tracker.start(run_id, opened=lambda rid: conn.send(("run_id", rid)))
-        # the convergence plot's imports (matplotlib) while the run goes on; joined before any
-        # other import of them (two threads importing one package at once can see it half-made)
-        plots = threading.Thread(target=__import__, args=("isles.app.plots",), daemon=True)
-        plots.start()
-        while True:
-            if not conn.poll():  # idle: write the buffered metrics now, not at the run's end
-                tracker.flush()
-            name, arg = conn.recv()
-            if name in ("on_end", "end"):
-                plots.join()
-            if name == "end":
-                tracker.end(arg)  # every metric and artifact is written, the run closed
-                conn.send(("done", None))
-                return
-            getattr(tracker, name)(arg)
-    except (EOFError, BrokenPipeError):  # the run's process is gone: close the run as killed
-        close("KILLED")
-    except Exception as err:  # noqa: BLE001  (the run's process reports it, and the run is FAILED)
-        close("FAILED")
-        try:
-            conn.send(
-                ("error", f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}")
-            )
-        except OSError:  # the run's process is gone already
-            pass
 
 
 def _exit_now() -> None:

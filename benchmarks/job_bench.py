@@ -1,11 +1,15 @@
 """The main job as users run it: whole-process and evolution wall time of ``python run.py ...``.
 
-Each case runs ``--repeats`` times as a fresh process in one scratch directory (so MLflow's
-``mlflow.db`` exists after the first run, as for a user's second run; the first run, which also
-creates the database, is reported apart). Whole process: the wall clock around the process
+Each case runs ``--repeats`` times as a fresh process in a scratch directory of its own (so
+MLflow's ``mlflow.db`` exists after the first run, as for a user's second run; the first run,
+which also creates the database, is reported apart); the cases and versions take turns, so that
+the machine's drift hits each alike. Whole process: the wall clock around the process
 (start-up, Ray, MLflow, evolution, artifacts, shutdown). Evolution: the ``wall=`` of the result
 line that ``progress=false`` prints (the coordinator's own timer: actors started, device
-synchronised at every epoch's end); start-up is their difference. One more, untimed process
+synchronised at every epoch's end); start-up is their difference. Record: from the process's start until its MLflow record is written
+(the run's process exits before its tracking process has finished, issue 34 §4: the record's
+``mlflow_state.json`` says ``done``; a version that writes none waits for its record; ``-`` for a
+case without MLflow). The next process starts once the record is written. One more, untimed process
 per case runs under ``python -X importtime`` to list which of the heavy optional modules
 (:data:`WATCHED`) it imported (or tried to: ``-X importtime`` lists a module that is not
 installed too, e.g. ``cupy`` on a CPU machine with ``device=auto``): a local run needs neither
@@ -27,6 +31,7 @@ each), as on a fresh GPU machine; without it the runs share one cache, warmed by
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
@@ -45,21 +50,31 @@ WATCHED = ("ray", "optuna", "mlflow", "cupy")
 
 def run_once(
     experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py", cold: bool = False
-) -> tuple[float, float, str]:
-    """One process of ``run_py``: ``(whole-process seconds, evolution seconds, result line)``;
-    ``cold``: with an empty CuPy kernel cache of its own (``CUPY_CACHE_DIR``).
+) -> tuple[float, float, str, float]:
+    """One process of ``run_py``: ``(whole-process seconds, evolution seconds, result line, seconds
+    until its MLflow record is written)``; ``cold``: with an empty CuPy kernel cache of its own
+    (``CUPY_CACHE_DIR``). The unfinished records are listed in ``cwd`` (``ISLES_PENDING_DIR``).
 
     Raises:
         SystemExit: the run failed (its stderr's tail is shown)."""
     cmd = [sys.executable, str(run_py), f"+experiment={experiment}", "progress=false", *shlex.split(case)]
-    env = {**os.environ, "CUPY_CACHE_DIR": tempfile.mkdtemp(dir=cwd)} if cold else None
+    env = {**os.environ, "ISLES_PENDING_DIR": os.path.join(cwd, "pending")}
+    if cold:
+        env["CUPY_CACHE_DIR"] = tempfile.mkdtemp(dir=cwd)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
     whole = time.perf_counter() - t0
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("isles: best f=")), None)
     if p.returncode != 0 or line is None:
         raise SystemExit(f"job_bench: {' '.join(cmd)} failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
-    return whole, float(re.search(r" wall=([\d.]+)s", line).group(1)), line
+    # the MLflow record, written after the run's process exited: done once its state says so
+    state = Path(re.search(r" solution=(\S+)", line).group(1)).parent / "mlflow_state.json"
+    while state.is_file() and not json.loads(state.read_text() or "{}").get("done"):
+        if time.perf_counter() - t0 > 600:
+            raise SystemExit(f"job_bench: the MLflow record of {state.parent} was not written within 600 s")
+        time.sleep(0.01)
+    record = time.perf_counter() - t0
+    return whole, float(re.search(r" wall=([\d.]+)s", line).group(1)), line, record
 
 
 def imported(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py") -> str:
@@ -97,35 +112,38 @@ def main() -> None:
     if args.baseline:
         versions[f"baseline {args.baseline}"] = args.baseline.resolve() / "run.py"
     rows = []
-    for case in cases:
-        with tempfile.TemporaryDirectory() as scratch:
-            cwds = {v: tempfile.mkdtemp(dir=scratch) for v in versions}
-            first = {v: run_once(args.experiment, case, cwds[v], r, args.cold) for v, r in versions.items()}
-            mods = {v: imported(args.experiment, case, cwds[v], r) for v, r in versions.items()}
-            runs = {v: [] for v in versions}
-            for _ in range(args.repeats):  # interleaved: the machine's drift hits every version alike
-                for v, r in versions.items():
-                    runs[v].append(run_once(args.experiment, case, cwds[v], r, args.cold))
-        for v in versions:
-            whole = statistics.median(r[0] for r in runs[v])
-            evo = statistics.median(r[1] for r in runs[v])
-            rows.append((v, case or "(defaults)", first[v][0], whole, evo, mods[v], runs[v][-1][2]))
-            print(
-                f"{v}, {case or '(defaults)'}: first {first[v][0]:.2f} s, whole {whole:.2f} s, "
-                f"evolution {evo:.2f} s, imports {mods[v]}",
-                flush=True,
-            )
+    with tempfile.TemporaryDirectory() as scratch:
+        pairs = [(case, v) for case in cases for v in versions]
+        cwds = {pair: tempfile.mkdtemp(dir=scratch) for pair in pairs}
+        first = {(c, v): run_once(args.experiment, c, cwds[c, v], versions[v], args.cold) for c, v in pairs}
+        mods = {(c, v): imported(args.experiment, c, cwds[c, v], versions[v]) for c, v in pairs}
+        runs = {pair: [] for pair in pairs}
+        for _ in range(args.repeats):  # interleaved: the machine's drift hits every case and version alike
+            for c, v in pairs:
+                runs[c, v].append(run_once(args.experiment, c, cwds[c, v], versions[v], args.cold))
+    for case, v in pairs:
+        done = runs[case, v]
+        whole = statistics.median(r[0] for r in done)
+        evo = statistics.median(r[1] for r in done)
+        mlflow = "logger=none" not in case and "logger.enabled=false" not in case
+        record = f"{statistics.median(r[3] for r in done):.2f}" if mlflow else "-"
+        rows.append((v, case or "(defaults)", first[case, v][0], whole, evo, record, mods[case, v], done[-1][2]))
+        print(
+            f"{v}, {case or '(defaults)'}: first {first[case, v][0]:.2f} s, whole {whole:.2f} s, "
+            f"evolution {evo:.2f} s, record {record} s, imports {mods[case, v]}",
+            flush=True,
+        )
     print(f"\n{'cold (an empty kernel cache each run)' if args.cold else 'warm kernel cache'}:")
     print(
         f"\n| version | `+experiment={args.experiment}` overrides | first run, whole process s | whole process s "
-        f"(median of {args.repeats}) | evolution s | start-up s (whole - evolution) | imports of "
-        f"{'/'.join(WATCHED)} | result |"
+        f"(median of {args.repeats}) | evolution s | start-up s (whole - evolution) | MLflow record written s | "
+        f"imports of {'/'.join(WATCHED)} | result |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for version, case, first, whole, evo, mods, line in rows:
+    print("|---|---|---|---|---|---|---|---|---|")
+    for version, case, first, whole, evo, record, mods, line in rows:
         f = re.search(r"best f=(\S+) (\S+)", line)
         print(
-            f"| {version} | `{case}` | {first:.2f} | {whole:.2f} | {evo:.2f} | {whole - evo:.2f} | {mods} | "
+            f"| {version} | `{case}` | {first:.2f} | {whole:.2f} | {evo:.2f} | {whole - evo:.2f} | {record} | {mods} | "
             f"f={f.group(1)} {f.group(2)} |"
         )
 

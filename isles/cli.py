@@ -5,6 +5,8 @@ Examples::
     isles +experiment=cmepso                    # CMEPSO on the welded beam
     isles +experiment=cmepso problem=spring     # ... on the spring
     isles -m +experiment=cmepso seed='range(20)' logger.experiment_name=cmepso-quality
+    isles sync                                  # wait for the MLflow records still being written
+    isles precompile                            # the GPU kernels into CuPy's cache, once after install
 
 The configs are ``isles.conf`` (the repository's ``conf/``, shipped as package data). Exit status:
 0 done, 2 a bad config value (one line naming the field), 1 a failure inside a run (one line with
@@ -31,7 +33,8 @@ from isles.app.job import failure_line, run_job
 from isles.app.sweep_runs import sweep_info
 from isles.app.overrides import preprocess_argv
 from isles.app.sweeper import JobFailed, check_plugin_extras, use_isles_sweeper
-from isles.app.tracking_process import prestart
+from isles.app.tracking_journal import start_background_sync
+from isles.app.tracking_process import prestart, record_failure
 from isles.islands.config.schema import check_override_keys
 
 CONF_DIR = str(Path(__import__("isles.conf", fromlist=["_"]).__file__).resolve().parent)
@@ -73,17 +76,96 @@ def run(cfg: DictConfig) -> float:
     return result.best_f
 
 
+def precompile_main(argv: list[str]) -> int:
+    """``isles precompile [EXPERIMENT ...]``: compile the CUDA kernels of the shipped kernel lists
+    (every experiment's, or those named) into CuPy's kernel cache on this machine's GPU, once after
+    installing isles (:func:`isles.algorithms.core.precompile.fill_cache`): no run compiles them
+    after. One line; returns the exit status: 0, 2 for an experiment without a list, 1 without a
+    GPU or CuPy."""
+    import time  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    try:
+        n = precompile.fill_cache(argv or None)
+    except (ValueError, RuntimeError) as err:
+        print(f"isles: error: {err}", file=sys.stderr)
+        return 2 if isinstance(err, ValueError) else 1
+    print(
+        f"isles precompile: {n} kernels in CuPy's kernel cache {precompile.cache_dir()} ({time.perf_counter() - t0:.1f} s)"
+    )
+    return 0
+
+
+def sync_main(argv: list[str]) -> int:
+    """``isles sync [FOLDER ...]``: wait for the MLflow records still being written by runs' tracking
+    processes, and complete those whose process died, from the journals in the runs' output folders
+    (:func:`isles.app.tracking_journal.sync`); without folders, every unfinished record. One line per
+    record. Returns the exit status: 0, or 1 when a record could not be completed (what failed is
+    said; ``isles sync`` tries it again)."""
+    from isles.app.tracking_journal import sync  # noqa: PLC0415
+
+    if any(a.startswith("-") for a in argv):
+        print("usage: isles sync [RUN_OUTPUT_FOLDER ...]", file=sys.stderr)
+        return 2
+    missing = [a for a in argv if not os.path.isdir(a)]
+    if missing:
+        print(
+            f"isles: error: sync {missing[0]}: no such folder; give a run's output folder (outputs/DATE/TIME)",
+            file=sys.stderr,
+        )
+        return 2
+    return 1 if sync(argv or None, say=lambda line: print(f"isles sync: {line}", flush=True)) else 0
+
+
 def _fail(line: str, status: int):
-    """Print ``isles: error: LINE`` and exit with ``status``; in a sweep job, raise :class:`JobFailed`."""
+    """Print ``isles: error: LINE`` and exit with ``status``; in a sweep job, raise :class:`JobFailed`.
+    A run that failed after its MLflow run opened keeps the line there too (tag ``isles.error``,
+    :func:`isles.app.tracking_process.record_failure`)."""
     sweep = sweep_info()
     if sweep is None:
-        print(f"isles: error: {line}", file=sys.stderr)
+        print(f"isles: error: {line}", file=sys.stderr, flush=True)
+        record_failure(line)
         sys.exit(status)
     print(f"isles: error: job {sweep['job']}: {line}", file=sys.stderr, flush=True)
+    record_failure(line)
     raise JobFailed(line)
 
 
 _hydra_run = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(run)
+
+
+#: overrides after which a config may set ``hydra.mode`` (conf/hparams_search/de_optuna.yaml does)
+MODE_KEYS = ("hydra.mode", "hparams_search", "hydra.searchpath")
+#: Hydra's flags that take the config from elsewhere
+CONFIG_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn", "--experimental-rerun")
+
+
+def compose_once(argv: list[str]) -> bool:
+    """Spare Hydra's first composition of the config where it can only find nothing.
+
+    Hydra composes a run's config twice: once (as a multirun) only to read ``hydra.mode``, then
+    for the run (``hydra._internal.utils._run_hydra``: ``Hydra.get_mode``, then ``Hydra.run``):
+    about a fifth of a short CPU run's process. isles' configs leave ``hydra.mode`` unset except
+    ``hparams_search`` (a sweep without ``-m``); where the command line ``argv`` names neither it
+    nor ``hydra.mode``, ``hydra.searchpath`` or another config (``--config-dir``, ...), the first
+    composition finds ``None``, and Hydra then takes the mode from ``-m``: ``get_mode`` returns
+    ``None`` at once instead. Returns whether it does (a Hydra without ``get_mode``: nothing done).
+    """
+    from hydra._internal.hydra import Hydra  # noqa: PLC0415
+
+    if not hasattr(Hydra, "get_mode"):
+        return False
+    if any(a.split("=", 1)[0] in CONFIG_FLAGS for a in argv):
+        return False
+    if any(a.lstrip("~+").startswith(MODE_KEYS) for a in argv):
+        return False
+    Hydra.get_mode = _no_mode
+    return True
+
+
+def _no_mode(self, config_name, overrides):
+    """``Hydra.get_mode`` where no config sets ``hydra.mode`` (:func:`compose_once`)."""
+    return None
 
 
 def main() -> None:
@@ -109,6 +191,7 @@ def interrupted() -> None:
     Raises:
         SystemExit: 130."""
     print("isles: interrupted", file=sys.stderr, flush=True)
+    record_failure("interrupted")  # the line in the MLflow run too (isles.error), where one was open
     sys.exit(130)
 
 
@@ -118,6 +201,10 @@ def _main() -> None:
         from isles.show import main as show  # noqa: PLC0415
 
         sys.exit(show(sys.argv[2:]))
+    if sys.argv[1:2] == ["precompile"]:  # isles precompile [EXPERIMENT ...]: the GPU kernels into CuPy's cache
+        sys.exit(precompile_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["sync"]:  # isles sync [FOLDER ...]: MLflow records still being written, or left unfinished
+        sys.exit(sync_main(sys.argv[2:]))
     preprocess_argv()  # what Hydra's merge would refuse in several lines (isles.app.overrides.preprocess)
     if os.environ.get("ISLES_RECORD_KERNELS"):  # benchmarks/record_kernels.py
         kernel_lists.record_to(os.environ["ISLES_RECORD_KERNELS"])
@@ -131,6 +218,9 @@ def _main() -> None:
         print(f"isles: error: {error_message(err)}", file=sys.stderr)
         sys.exit(2)
     import_from_launch_directory()
+    if "-m" not in sys.argv[1:] and "--multirun" not in sys.argv[1:]:
+        start_background_sync()  # records whose tracking process died (isles.app.tracking_journal)
     prestart(sys.argv[1:])  # MLflow's start-up overlaps Hydra's and the run's (isles.app.tracking_process)
     use_isles_sweeper()
+    compose_once(sys.argv[1:])
     _hydra_run()

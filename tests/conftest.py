@@ -1,9 +1,12 @@
 """Put the repository root on ``sys.path`` so tests import ``problems``/``algorithms`` uninstalled,
 and keep CPU tests from picking a GPU by chance (issue 16 §3)."""
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,10 @@ import pytest
 ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+# the unfinished MLflow records of the tests' runs are listed apart from the user's (isles.app.tracking_journal)
+if "ISLES_PENDING_DIR" not in os.environ:
+    os.environ["ISLES_PENDING_DIR"] = tempfile.mkdtemp(prefix="isles-pending-")
+    atexit.register(shutil.rmtree, os.environ["ISLES_PENDING_DIR"], True)
 
 
 def _argv(args) -> list[str]:
@@ -20,9 +27,10 @@ def _argv(args) -> list[str]:
 
 def _runs_isles(args: list[str]) -> bool:
     """Whether a command line starts an isles run (``run.py``, ``-m isles`` or the ``isles`` command;
-    not ``isles show PATH``, which prints a saved result)."""
+    not ``isles show PATH``, which prints a saved result, nor ``isles sync`` and ``isles precompile``,
+    which run no evolution)."""
     names = [Path(a).name for a in args]
-    if "show" in args[1:4]:
+    if {"show", "sync", "precompile"} & set(args[1:4]):
         return False
     return "run.py" in names or "isles" in names[:1] or any(a == "-m" and b == "isles" for a, b in zip(args, args[1:]))
 

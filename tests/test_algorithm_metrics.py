@@ -78,6 +78,7 @@ def cmaes_job(tmp_path, monkeypatch, store, *extra):
         f"islands.migration_interval={every}",
         "algorithm.tol_fun=1e-3",
         f"logger.tracking_uri={store}",
+        "logger.wait=true",  # the MLflow record is read back
         "progress=false",
         "device=cpu",
         "seed=5",

@@ -72,7 +72,8 @@ def test_mlflow_logs_the_same_record(tmp_path, monkeypatch, store):
     its ``history.csv`` the file appended as the epochs were made."""
     _in_folder(monkeypatch, tmp_path / "out")
     _, run_id = run_job(
-        make_cfg(*DIM20[:-1], "islands.migration_interval=1", f"logger.tracking_uri={store}"), use_ray=False
+        make_cfg(*DIM20[:-1], "islands.migration_interval=1", f"logger.tracking_uri={store}", "logger.wait=true"),
+        use_ray=False,
     )
     client = MlflowClient(store)
     logged = json.loads(Path(client.download_artifacts(run_id, "best_solution.json")).read_text())

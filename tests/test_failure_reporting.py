@@ -14,8 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from multiprocessing import Pipe
 
 import numpy as np
 import pytest
@@ -130,30 +128,6 @@ def test_ray_that_fails_to_start_fails_the_mlflow_run(store, monkeypatch):
         run_job(cfg, use_ray=True)
     _, (run,) = _runs(store, "isles")
     assert run.info.status == "FAILED"
-
-
-def test_a_failure_in_the_tracking_process_marks_the_run_failed(store):
-    """The tracking process's body (in a thread here): a callback that fails ends the run
-    FAILED and reports one line, instead of leaving it open for MLflow's exit hook to mark
-    FINISHED."""
-    from isles.app.tracking_process import _tracking_main
-
-    parent, child = Pipe()
-    body = threading.Thread(
-        target=_tracking_main,
-        args=(child, {"tracking_uri": store, "experiment_name": "t"}, {"seed": 0}, "seed: 0\n", None, None, None),
-        daemon=True,
-    )
-    body.start()
-    assert parent.poll(120), "the tracking body opened no run"
-    kind, run_id = parent.recv()
-    assert kind == "run_id"
-    parent.send(("on_end", object()))  # not a result: on_end fails
-    assert parent.poll(120), "the tracking body said nothing of its failure"
-    kind, message = parent.recv()
-    body.join(timeout=60)
-    assert kind == "error" and "AttributeError" in message
-    assert MlflowClient(tracking_uri=store).get_run(run_id).info.status == "FAILED"
 
 
 # -- 3. a ValueError in a user's code is a failure inside the run -------------------------------

@@ -134,6 +134,7 @@ def test_sigterm_checkpoints_and_the_resume_gives_the_uninterrupted_result(tmp_p
         "device=cpu",
         "ray.num_cpus=2",
         f"logger.tracking_uri={store}",
+        "logger.wait=true",  # the MLflow record is read back right after each run
         "islands.n_actors=2",
         f"hydra.run.dir={tmp_path}/out",
     ]
@@ -310,6 +311,7 @@ def test_sigterm_to_the_whole_process_group_stops_cleanly_and_resumes(tmp_path):
         "islands.n_actors=2",
         "ray.num_cpus=2",
         f"logger.tracking_uri={store}",
+        "logger.wait=true",  # the MLflow record is read back right after the run
         f"hydra.run.dir={tmp_path}/out",
     ]
     run = _cli(args, tmp_path, start_new_session=True)  # its own group: the test's group is not signalled

@@ -186,6 +186,7 @@ def sweep(mlflow_server, tmp_path_factory):
         "logger.experiment_name=sweep-test",
         "logger.system_metrics=true",
         "logger.system_metrics_interval=0.1",
+        "logger.wait=true",  # each job waits for its MLflow record (read back below)
         "seed=0,1",
         f"hydra.sweep.dir={sweep_dir}",
     )

@@ -160,6 +160,7 @@ def test_ray_job_submit_gives_the_in_process_result(cluster, reference, tmp_path
             *DE,
             "progress=false",
             f"logger.tracking_uri={store}",
+            "logger.wait=true",  # the MLflow record is read back right after the job
             "ray.address=auto",
             f"hydra.run.dir={tmp_path}/out",
         ],

@@ -204,3 +204,33 @@ def test_every_experiment_has_a_kernel_list():
     names = {p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")}
     assert names <= set(lists["experiments"]), sorted(names - set(lists["experiments"]))
     assert all(0 <= i < len(lists["kernels"]) for idx in lists["experiments"].values() for i in idx)
+
+
+def test_isles_precompile_fills_the_cache_with_every_listed_kernel(cache, tmp_path, monkeypatch):
+    """``isles precompile`` (issue 34 §4): every kernel of the lists, in worker processes, into the
+    kernel cache; afterwards a run loads each (none compiled), and CuPy's compile step is its own again."""
+    lists = tmp_path / "lists.json.gz"
+    entries = {
+        name: [{"entry": kernel_lists.to_portable({**_call(src), "arch": None}, {}, None), "s": 0.1} for src in sources]
+        for name, sources in {"x": ["a", "b"], "y": ["b", "c"], "z": ["d"]}.items()
+    }
+    with gzip.open(lists, "wt") as fh:
+        json.dump(kernel_lists.merge(entries, "0"), fh)
+    fake = types.SimpleNamespace(
+        __version__="0",
+        __file__=str(tmp_path / "cupy" / "__init__.py"),
+        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1), get_cuda_path=lambda: ""),
+    )
+    monkeypatch.setattr(stand_in, "_get_arch", lambda: "90", raising=False)
+    step = stand_in._compile_with_cache_cuda
+    args = {"path": lists, "workers": 2, "cupy": fake, "compiler": stand_in, "compiler_module": stand_in.__name__}
+    assert precompile.fill_cache(["x", "y"], **args) == 3
+    assert stand_in._compile_with_cache_cuda is step and stand_in.CALLS == []  # the workers compiled
+    for src in "abc":
+        assert _ask(_call(src)) == ("module", src)
+    assert stand_in.CALLS == [(src, "loaded") for src in "abc"] and not stand_in.in_cache(_call("d"))
+    with pytest.raises(ValueError, match=r"^precompile w: no kernel list for it; allowed values are x, y, z$"):
+        precompile.fill_cache(["w"], **args)
+    fake.__version__ = "1"
+    with pytest.raises(RuntimeError, match="kernel lists are of CuPy 0 and this is CuPy 1"):
+        precompile.fill_cache(None, **args)

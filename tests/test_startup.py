@@ -16,23 +16,29 @@ from tests.helpers import make_cfg, plain
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def imported_modules(*args: str) -> set[str]:
-    """The top-level modules ``python -X importtime run.py ARGS`` imported (the run must succeed)."""
+def imported_modules(*args: str, full: bool = False) -> set[str]:
+    """The top-level modules ``python -X importtime run.py ARGS`` imported (the run must succeed);
+    ``full``: every module's full name."""
     p = subprocess.run(
         [sys.executable, "-X", "importtime", "run.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert p.returncode == 0, p.stderr[-3000:]
     assert "isles: best f=" in p.stdout, p.stdout[-2000:]
-    return {m.group(1).split(".")[0] for m in re.finditer(r"^import time:.*\|\s*(\S+)$", p.stderr, re.M)}
+    names = {m.group(1) for m in re.finditer(r"^import time:.*\|\s*(\S+)$", p.stderr, re.M)}
+    return names if full else {n.split(".")[0] for n in names}
 
 
 @pytest.mark.slow  # a whole run
 def test_local_run_imports_neither_ray_nor_optuna():
     """``+experiment=cmepso device=cpu logger=none``: one island group in this process, so no Ray
     (Ray is not even imported to ask whether it is running) and no Optuna."""
-    mods = imported_modules("+experiment=cmepso", "device=cpu", "logger=none", "generations=5", "progress=false")
+    mods = imported_modules(
+        "+experiment=cmepso", "device=cpu", "logger=none", "generations=5", "progress=false", full=True
+    )
     assert "numpy" in mods  # the parse found the imports
-    assert not mods & {"ray", "optuna"}, sorted(mods & {"ray", "optuna"})
+    top = {m.split(".")[0] for m in mods}
+    assert not top & {"ray", "optuna", "mlflow"}, sorted(top & {"ray", "optuna", "mlflow"})
+    assert "unittest.mock" not in mods  # (and asyncio, ssl with it) only where Ray starts: isles.app.local_ray
 
 
 def test_cpu_islands_share_one_actor_unless_asked():
@@ -113,3 +119,60 @@ def test_cupy_is_imported_without_optuna(tmp_path):
         "optuna_elsewhere",
         "optuna",
     ]
+
+
+COUNT_COMPOSITIONS = """
+import atexit, sys
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+load, count = ConfigLoaderImpl.load_configuration, []
+def counted(self, *args, **kwargs):
+    count.append(1)
+    return load(self, *args, **kwargs)
+ConfigLoaderImpl.load_configuration = counted
+atexit.register(lambda: print("compositions", len(count), file=sys.stderr))
+sys.argv = ["run.py", *sys.argv[1:]]
+from isles.cli import main
+main()
+"""
+
+
+@pytest.mark.slow  # a whole run
+def test_hydra_composes_a_runs_config_once(tmp_path):
+    """Hydra composed every run's config twice, the first time only to read ``hydra.mode``, which
+    no config of a plain run sets (issue 34 §4: a fifth of a short CPU run's process)."""
+    args = ["+experiment=cmepso", "device=cpu", "logger=none", "generations=2", "progress=false"]
+    p = subprocess.run(
+        [sys.executable, "-c", COUNT_COMPOSITIONS, *args, f"hydra.run.dir={tmp_path}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0 and "isles: best f=" in p.stdout, p.stderr[-3000:]
+    assert "compositions 1" in p.stderr, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("argv", "skipped"),
+    [
+        (["+experiment=cmepso", "device=cpu"], True),
+        (["-m", "+experiment=cmepso", "seed=0,1"], True),  # -m says it: Hydra's mode from the flag
+        (["+experiment=de_islands", "hparams_search=de_optuna"], False),  # sets hydra.mode: MULTIRUN
+        (["+experiment=cmepso", "hydra.mode=MULTIRUN"], False),
+        (["+experiment=cmepso", "++hydra.mode=MULTIRUN"], False),
+        (["+experiment=cmepso", "hydra.searchpath=[file:///elsewhere]"], False),
+        (["--config-dir=/elsewhere", "+experiment=mine"], False),
+        (["-cd", "/elsewhere", "+experiment=mine"], False),
+    ],
+)
+def test_hydras_mode_is_composed_only_where_a_config_may_set_it(argv, skipped, monkeypatch):
+    from hydra._internal.hydra import Hydra
+
+    from isles.cli import compose_once
+
+    monkeypatch.setattr(Hydra, "get_mode", Hydra.get_mode)  # restored after the test
+    before = Hydra.get_mode
+    assert compose_once(argv) is skipped
+    assert (Hydra.get_mode is not before) is skipped
+    if skipped:
+        assert Hydra.get_mode(None, None, argv) is None

@@ -207,6 +207,7 @@ def test_failed_sweep_jobs_are_failed_in_mlflow(tmp_path):
         *MINI,
         f"logger.tracking_uri={store}",
         "logger.experiment_name=fails",
+        "logger.wait=true",  # each job waits for its MLflow record (read back below)
         "++problem.fail=true,false,true",
     )
     assert p.returncode == 1, p.stderr[-3000:]
@@ -218,6 +219,13 @@ def test_failed_sweep_jobs_are_failed_in_mlflow(tmp_path):
     runs = client.search_runs([client.get_experiment_by_name("fails").experiment_id])
     jobs = {r.data.tags["sweep_job"]: r.info.status for r in runs if "sweep_job" in r.data.tags}
     assert jobs == {"0": "FAILED", "1": "FINISHED", "2": "FAILED"}
+    errors = {r.data.tags["sweep_job"]: r.data.tags.get("isles.error") for r in runs if "sweep_job" in r.data.tags}
+    printed = dict(
+        ln.removeprefix("isles: error: job ").split(": ", 1)
+        for ln in p.stderr.splitlines()
+        if ln.startswith("isles: error: job ")
+    )
+    assert errors == {"0": printed["0"], "1": None, "2": printed["2"]}  # each failed job's own line
     (parent,) = [r for r in runs if r.data.tags.get("sweep_parent") == "true"]
     assert parent.info.status == "FAILED"  # a sweep with failed jobs
 

@@ -85,6 +85,7 @@ def test_a_run_says_what_ran_in_mlflow(tmp_path):
         "progress=false",
         "device=cpu",
         f"logger.tracking_uri={store}",
+        "logger.wait=true",  # the run waits for its MLflow record (by default it is written after the run exits)
         f"hydra.run.dir={tmp_path}/out",
     ]
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
@@ -168,7 +169,7 @@ def test_default_run_name_falls_back_to_the_algorithm():
         (["--cfg", "job"], False),
     ],
 )
-def test_the_command_line_starts_the_tracking_process_before_hydra(argv, started, monkeypatch):
+def test_the_command_line_starts_the_tracking_process_before_hydra(argv, started, monkeypatch, tmp_path):
     """``prestart`` (called by the command line before Hydra composes the config) starts the
     tracking process for one run that tracks, and the run's ``TrackingProcess`` takes that one:
     MLflow's imports overlap the run's start-up instead of following it (issue 25 §4)."""
@@ -181,7 +182,7 @@ def test_the_command_line_starts_the_tracking_process_before_hydra(argv, started
         return
     proc, _ = tracking_process._prestarted
     assert proc.poll() is None and tracking_process.prestart(argv) is False  # one at a time
-    tracker = tracking_process.TrackingProcess({"tracking_uri": "sqlite:///unused.db"}, {}, "", None)
+    tracker = tracking_process.TrackingProcess({"tracking_uri": f"sqlite:///{tmp_path}/unused.db"}, {}, "", None)
     monkeypatch.setattr(tracker, "_pump", lambda: None)  # nothing sent: the process is only taken
     tracker.start()
     assert tracker._proc is proc and tracking_process._prestarted is None

@@ -424,3 +424,24 @@ class BusyDesign(Problem):
                 pass
             out[i] = float((x**2).sum())
         return out.reshape(X.shape[:-1])
+
+
+class GateSphere(Problem):
+    """Sphere whose evaluation, after ``after`` calls, waits until the file ``gate`` exists: a run that a
+    test holds in the middle (to kill its tracking process there, tests/test_tracking_journal.py)."""
+
+    name = "gate_sphere"
+    calls = 0
+
+    def __init__(self, dim=2, gate="gate", after=5):
+        super().__init__(dim, -1.0, 1.0, f_star=0.0)
+        self.gate, self.after = gate, after
+
+    def objective(self, X):
+        import os
+        import time
+
+        type(self).calls += 1
+        while type(self).calls > self.after and not os.path.exists(self.gate):
+            time.sleep(0.02)
+        return (X**2).sum(axis=-1)

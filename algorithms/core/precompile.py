@@ -290,17 +290,9 @@ def start(experiment: str | None, path: Path = LIST_PATH) -> Precompiler | None:
         import cupy  # noqa: PLC0415
         from cupy.cuda import compiler  # noqa: PLC0415
 
-        if lists.get("cupy") != cupy.__version__ or not hasattr(compiler, "_compile_with_cache_cuda"):
-            log.debug("precompile: kernel list of CuPy %s, this is %s", lists.get("cupy"), cupy.__version__)
+        calls = compile_calls(lists, indices, cupy, compiler)
+        if calls is None:
             return None
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            return None
-        arch = compiler._get_arch()  # the run's device's; the workers need no device of their own
-        paths, headers = machine_paths(cupy), header_source(cupy)
-        calls = [
-            {**from_portable(lists["kernels"][i], paths, headers), "arch": arch}
-            for i in order_of(indices, lists.get("seconds"))
-        ]
         pre = Precompiler(compiler, calls, pool_size()).install()
         atexit.register(pre.end)
         if os.environ.get("ISLES_PRECOMPILE_STATS"):  # benchmarks: what the workers did, at exit
@@ -317,6 +309,81 @@ def start(experiment: str | None, path: Path = LIST_PATH) -> Precompiler | None:
     except Exception as err:  # noqa: BLE001  (an optimisation: CuPy compiles as before)
         log.debug("precompile: not started (%s)", err)
         return None
+
+
+def compile_calls(lists: dict, indices: list[int], cupy, compiler) -> list[dict] | None:
+    """The compile step's arguments of the kernels ``indices`` of ``lists`` (:func:`load_lists`) on
+    this machine (its install paths, CuPy's headers, the current device's architecture: the
+    workers need no device of their own), in the order to compile them (:func:`order_of`);
+    ``None`` where the lists were recorded with another CuPy, this CuPy has no compile step to
+    wrap, or there is no GPU."""
+    if lists.get("cupy") != cupy.__version__ or not hasattr(compiler, "_compile_with_cache_cuda"):
+        log.debug("precompile: kernel list of CuPy %s, this is %s", lists.get("cupy"), cupy.__version__)
+        return None
+    if cupy.cuda.runtime.getDeviceCount() < 1:
+        return None
+    arch = compiler._get_arch()
+    paths, headers = machine_paths(cupy), header_source(cupy)
+    return [
+        {**from_portable(lists["kernels"][i], paths, headers), "arch": arch}
+        for i in order_of(indices, lists.get("seconds"))
+    ]
+
+
+def fill_cache(
+    experiments: list[str] | None = None,
+    path: Path = LIST_PATH,
+    workers: int | None = None,
+    cupy=None,
+    compiler=None,
+    compiler_module: str = "cupy.cuda.compiler",
+) -> int:
+    """Compile every kernel of the shipped lists (of ``experiments``, default all) into CuPy's
+    kernel cache for this machine's GPU, in ``workers`` processes (default :func:`pool_size`),
+    and wait for them: ``isles precompile``, run once after installing isles (or in a container's
+    build), so that no run on this machine compiles a kernel of the lists, its first included
+    (issue 34 §4: 7-8.7 s whole for the first run of each experiment on a fresh H200). A kernel
+    already cached is loaded, not compiled again.
+
+    Args:
+        experiments: names of experiments (``conf/experiment/``) whose lists to compile.
+        path: the kernel lists file.
+        workers: worker processes.
+        cupy, compiler, compiler_module: CuPy, its ``cupy.cuda.compiler`` and that module's name
+            (stand-ins in tests).
+
+    Returns:
+        how many kernels the workers compiled or found in the cache.
+
+    Raises:
+        ValueError: one line naming an experiment without a list, and those with one.
+        RuntimeError: one line: no CuPy, no GPU, or lists recorded with another CuPy version.
+    """
+    lists = load_lists(path)
+    known = lists.get("experiments", {})
+    for name in experiments or ():
+        if name not in known:
+            raise ValueError(f"precompile {name}: no kernel list for it; allowed values are {', '.join(sorted(known))}")
+    indices = list(dict.fromkeys(i for name in experiments or sorted(known) for i in known[name]))
+    if cupy is None:
+        try:
+            import cupy  # noqa: PLC0415
+            from cupy.cuda import compiler  # noqa: PLC0415
+        except ImportError as err:
+            raise RuntimeError(f"precompile: CuPy cannot be imported ({err}); install it for your CUDA") from None
+    calls = compile_calls(lists, indices, cupy, compiler) if indices else []
+    if calls is None:
+        raise RuntimeError(
+            f"precompile: no GPU here, or the kernel lists are of CuPy {lists.get('cupy')} and this is "
+            f"CuPy {cupy.__version__} (benchmarks/record_kernels.py records them again)"
+        )
+    pre = Precompiler(compiler, calls, workers or pool_size(), compiler_module=compiler_module).install()
+    try:
+        pre.wait()
+    finally:
+        pre.end()
+        compiler._compile_with_cache_cuda = pre.original
+    return pre.compiled
 
 
 def start_in_background(argv: list[str]) -> threading.Thread | None:

@@ -157,6 +157,9 @@ class LoggerConfig:
     system_metrics: bool = False
     # seconds between samples (null: MLflow's, 10 s or MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL)
     system_metrics_interval: Optional[float] = None
+    # false: the run prints its result and exits while its tracking process finishes the MLflow record
+    # (journaled in the output folder; `isles sync` waits for it); true: the run waits for the record
+    wait: bool = False
 
 
 @dataclass
