@@ -116,7 +116,7 @@ def test_a_tracking_process_killed_mid_run_loses_nothing(tmp_path):
     env = {**os.environ, "ISLES_PENDING_DIR": str(tmp_path / "pending")}
     driver = subprocess.Popen(
         [sys.executable, str(ROOT / "run.py"), "+experiment=cmepso", "problem._target_=tests.user_problems.GateSphere",
-         f"+problem.gate={gate}", "+problem.after=20", "generations=40", "device=cpu", "progress=false",
+         f"+problem.gate={gate}", "+problem.after=20", "generations=40", "device=cpu", "islands.n_actors=1", "progress=false",
          f"logger.tracking_uri={store}", f"hydra.run.dir={folder}"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -182,7 +182,7 @@ def test_an_interrupted_run_keeps_its_line_in_mlflow(tmp_path):
     env = {**os.environ, "ISLES_PENDING_DIR": str(tmp_path / "pending")}
     driver = subprocess.Popen(
         [sys.executable, str(ROOT / "run.py"), "+experiment=cmepso", "problem._target_=tests.user_problems.GateSphere",
-         f"+problem.gate={gate}", "+problem.after=20", "generations=40", "device=cpu", "progress=false",
+         f"+problem.gate={gate}", "+problem.after=20", "generations=40", "device=cpu", "islands.n_actors=1", "progress=false",
          f"logger.tracking_uri={store}", f"hydra.run.dir={folder}"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
