@@ -138,17 +138,22 @@ def test_async_on_one_actor_is_the_sync_run():
 
 
 @pytest.mark.usefixtures("ray_local")
-def test_async_without_migrants_across_actors_is_reproducible():
+def test_async_without_migrants_across_actors_is_reproducible(tmp_path):
     """No migrant crosses actors (unconnected islands): two async actors give the sync run's islands bit
-    for bit (the random numbers are the islands' own on any actor); with a ring the migrants cross."""
+    for bit (the random numbers are the islands' own on any actor); with a ring the migrants cross:
+    island 2's, posted while its actor ran its 20 generations and the other actor was held at its
+    first, land on island 0 at that actor's next epoch. (Unheld, under load one actor could run its
+    whole share before the other's first epoch: nothing crossed.)"""
     sync = coordinator("topology=unconnected", "+problem.row_s=0", use_ray=False).run()
-    island = ["islands.mode=async", "islands.async_budget=island", "islands.n_actors=2", "topology=unconnected"]
-    run = coordinator(*island, "+problem.row_s=0").run()
+    island = ["islands.mode=async", "islands.async_budget=island", "islands.n_actors=2"]
+    run = coordinator(*island, "topology=unconnected", "+problem.row_s=0").run()
     np.testing.assert_array_equal(run.history[-1].island_best_f, sync.history[-1].island_best_f)
     assert run.best_f == sync.best_f and run.evaluations == sync.evaluations
-    ring = coordinator("islands.mode=async", "islands.n_actors=2", "+problem.row_s=0").run()
+    hold = [f"+problem.log_dir={tmp_path}", "+problem.row_s=0", "+problem.hold_islands=2", "+problem.until=21"]
+    ring = coordinator(*island, *hold, f"+problem.hold_s={HOLD_S}", problem="HeldSphere").run()
+    assert (tmp_path / "held").read_text() == "released 21\n"
     crossed = {(m[1], m[2]) for m in ring.migrations} & {(1, 2), (2, 0), (0, 2), (2, 1)}
-    assert crossed, ring.migrations[:5]
+    assert (2, 0) in crossed, ring.migrations[:5]
 
 
 @pytest.mark.usefixtures("ray_local")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -115,9 +116,14 @@ def test_moved_modules_name_their_new_home():
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """The wheel built from a copy of the checkout (pip builds in the source tree: ``build/`` and
+    ``isles.egg-info`` stay out of the checkout, which other test processes read meanwhile)."""
     out = tmp_path_factory.mktemp("wheel")
+    src = tmp_path_factory.mktemp("source") / "isles"
+    skip = (".git", "build", "*.egg-info", "outputs", "multirun", "mlruns", "mlflow.db*", "__pycache__", ".*_cache")
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(*skip))
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(src)],
         capture_output=True,
         text=True,
         timeout=300,
