@@ -379,13 +379,9 @@ class HeldSphere(TimedSphere):
 
     def calls(self) -> dict:
         """``{pid: calls logged}`` of every process that evaluated so far."""
-        import os
+        from pathlib import Path
 
-        return {
-            int(name[:-4]): len(open(os.path.join(self.log_dir, name)).read().splitlines())
-            for name in os.listdir(self.log_dir)
-            if name.endswith(".log")
-        }
+        return {int(path.stem): path.read_text().count("\n") for path in Path(self.log_dir).glob("*.log")}
 
     def objective(self, X):
         import os
