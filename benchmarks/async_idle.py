@@ -104,6 +104,7 @@ def run(log_dir: Path, row_s: float, *overrides: str, callbacks=()):
 
 
 def pct(xs) -> str:
+    """Shares as percentages, ``a / b``."""
     return " / ".join(f"{100 * x:.0f} %" for x in xs)
 
 
