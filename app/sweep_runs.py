@@ -34,7 +34,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from isles import git_commit
-from isles.app.tracking_server import prepare_sqlite_store
+from isles.app.tracking_server import local_artifact_root, prepare_sqlite_store
 
 #: tag naming a run's sweep (the sweep id); on the parent and on every child
 SWEEP_TAG = "sweep"
@@ -66,14 +66,19 @@ def sweep_info() -> dict | None:
 
 def experiment_id(client, name: str) -> str:
     """The id of the MLflow experiment ``name``, created if it does not exist (also when another
-    process creates it at the same moment)."""
+    process creates it at the same moment), its artifacts beside a local store as a run's own
+    experiment keeps them (:func:`isles.app.tracking_server.local_artifact_root`; before, a sweep
+    that created it put every job's artifacts in ``mlruns`` of the launch directory)."""
+    from urllib.parse import quote  # noqa: PLC0415
+
     from mlflow.exceptions import MlflowException  # noqa: PLC0415
 
     exp = client.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
+    root = local_artifact_root(client.tracking_uri)
     try:
-        return client.create_experiment(name)
+        return client.create_experiment(name, artifact_location=f"{root}/{quote(name, safe='')}" if root else None)
     except MlflowException:
         return client.get_experiment_by_name(name).experiment_id
 

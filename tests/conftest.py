@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,57 @@ def cpu_tests_name_their_device(request, monkeypatch):
     monkeypatch.setattr(subprocess.Popen, "__init__", popen)
 
 
+def _program(argv: list[str]) -> int:
+    """The index in ``argv`` (an isles run's command line) of the program: ``run.py``, ``isles`` after
+    ``-m``, or the ``isles`` command; what follows it are Hydra's flags and overrides."""
+    for i, a in enumerate(argv):
+        if Path(a).name == "run.py" or (a == "isles" and (i == 0 or argv[i - 1] == "-m")):
+            return i
+    return 0
+
+
+@pytest.fixture(autouse=True)
+def runs_write_outside_the_checkout(monkeypatch, tmp_path_factory):
+    """A run that a test starts in the checkout (``cwd`` the repository root) without naming its output
+    folder wrote Hydra's ``outputs/DATE/TIME`` (``multirun/...`` with ``-m``) into the checkout: the
+    checkout filled up, and two pytest-xdist workers starting runs in the same second shared one
+    folder (its ``run.log``, its checkpoint). Such a run gets ``hydra.run.dir`` (``hydra.sweep.dir``)
+    in a temporary folder of its own, appended to its overrides; a run that names its folder, runs
+    elsewhere or is a subcommand (``isles show PATH``) is left as it is."""
+    popen_init = subprocess.Popen.__init__
+
+    def popen(self, args, *a, **k):
+        argv = _argv(args) if isinstance(args, (list, tuple)) else []
+        cwd = Path(k["cwd"]).resolve() if k.get("cwd") is not None else Path.cwd()
+        if argv and _runs_isles(argv) and str(cwd) == ROOT:
+            after = argv[_program(argv) + 1 :]
+            key = "hydra.sweep.dir" if ("-m" in after or "--multirun" in after) else "hydra.run.dir"
+            named = any(x.lstrip("+").startswith(("hydra.run.dir=", "hydra.sweep.dir=")) for x in after)
+            subcommand = bool(after) and "=" not in after[0] and not after[0].startswith("-")
+            if not named and not subcommand:
+                args = [*args, f"{key}={tmp_path_factory.mktemp('outputs')}"]
+        popen_init(self, args, *a, **k)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+
+
+def _gpu_run(config) -> bool:
+    """Whether this run selects the GPU tests (``-m gpu``; not addopts' ``not gpu``)."""
+    return "gpu" in (config.option.markexpr or "").replace("not gpu", "")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """GPU test runs (``-m gpu``) and kernel recording (``ISLES_RECORD_KERNELS_TESTS``) run in this one
+    process, whatever addopts' ``-n`` says: their kernels are compiled ahead in worker processes of
+    this one (:func:`pytest_sessionstart`) and recorded from it, and their tests share one GPU.
+    (Before pytest-xdist's own ``pytest_configure``, which starts the workers.)"""
+    if getattr(config.option, "numprocesses", None) and (
+        _gpu_run(config) or os.environ.get("ISLES_RECORD_KERNELS_TESTS")
+    ):
+        config.option.numprocesses, config.option.dist, config.option.tx = 0, "no", []
+
+
 def pytest_sessionstart(session):
     """GPU test runs (``-m gpu``) compile the CUDA kernels the GPU tests use in worker processes
     at once (kernel list ``tests-gpu`` of ``tests/data/gpu_test_kernels.json.gz``,
@@ -83,18 +135,50 @@ def pytest_sessionstart(session):
 
     if os.environ.get("ISLES_RECORD_KERNELS_TESTS"):
         kernel_lists.record_to(os.environ["ISLES_RECORD_KERNELS_TESTS"])
-    elif "gpu" in (session.config.option.markexpr or "").replace("not gpu", ""):
+    elif _gpu_run(session.config):
         precompile.start("tests-gpu", Path(__file__).parent / "data" / "gpu_test_kernels.json.gz")
+
+
+#: the local Ray of :func:`ray_local` (``address="local"``): 2 CPUs, no dashboard
+RAY_LOCAL = dict(num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
+
+
+def _ray_fits(ray) -> bool:
+    """Whether the Ray this process is connected to is a local one of :data:`RAY_LOCAL`'s 2 CPUs with
+    all of them free (no actor or placement group left holding some), waiting a few seconds for
+    the actors of the module before to go."""
+    for _ in range(50):
+        total, free = ray.cluster_resources(), ray.available_resources()
+        if len(ray.nodes()) != 1 or total.get("CPU") != RAY_LOCAL["num_cpus"]:
+            return False
+        if free.get("CPU") == total["CPU"]:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 @pytest.fixture(scope="module")
 def ray_local():
-    """A Ray of this test module's own (``address="local"``, 2 CPUs), not a cluster another
-    session's ``ray start`` left on the machine; shut down after the module."""
+    """A Ray of this process' own (``address="local"``, 2 CPUs), not a cluster another session's
+    ``ray start`` left on the machine. One Ray serves the modules that run one after another in
+    this process (the serial run, or one pytest-xdist worker): a module takes the one the module
+    before left, if it is such a Ray with its CPUs free, and starts one otherwise (a start took
+    5-30 s on the loaded 2-core machine); the session's end shuts it down
+    (:func:`pytest_sessionfinish`). A module that needs a Ray of other options (a cluster) shuts
+    down what it finds first."""
     ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="error", configure_logging=False)
+    if ray.is_initialized() and not _ray_fits(ray):
+        ray.shutdown()
+    if not ray.is_initialized():
+        ray.init(address="local", **RAY_LOCAL)
     yield ray
-    ray.shutdown()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Shut down the Ray that :func:`ray_local` (or a run in this process) left running."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 @pytest.fixture()

@@ -126,7 +126,7 @@ def test_the_command_line_names_the_file_and_shows_it(tmp_path):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         env={**os.environ, "COLUMNS": "200"},
         check=False,
     )

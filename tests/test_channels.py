@@ -149,10 +149,9 @@ def test_a_read_waiting_on_a_real_channel_times_out_then_is_aborted_by_close(pai
     ray, (a, b) = pair
     assert ray.get(b.take.remote(2, 1, [0], 0.2)) == "TimeoutError"
     waiting = b.take.remote(2, 1, [0], 30.0)
-    time.sleep(0.5)
-    t = time.monotonic()
+    time.sleep(2)  # the read has started waiting (its 30 s are far off)
     ray.get(b.close.remote())  # what IslandGroup.abort does
-    assert ray.get(waiting) == "Aborted" and time.monotonic() - t < 10
+    assert ray.get(waiting) == "Aborted"  # not "TimeoutError": the close ended the wait
 
 
 @pytest.mark.parametrize(("transport", "link"), [("channel", "channel"), ("auto", "channel"), ("ray", "")])

@@ -7,7 +7,6 @@ tests/test_cmaes.py. NumPy only, seconds.
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -293,19 +292,17 @@ def test_dimension_1000_runs_on_the_cpu():
     """D = 1000 (lambda = 24, eigendecomposition every 8 generations by the tutorial's lazy rule),
     one island, 8 generations (one eigendecomposition): finite and improving. On the shared 2-core
     CPU: 0.5 s with OPENBLAS_NUM_THREADS=1, 2.7 s with OpenBLAS's default threads at load average
-    2, 9-20 s at load 10 (NumPy's eigh of 1000 x 1000 alone took 4-5 s then; docs/cmaes.md)."""
+    2, 9-20 s at load 10 (NumPy's eigh of 1000 x 1000 alone took 4-5 s then; docs/cmaes.md). The seconds
+    are not asserted (a loaded machine changes them); the eigendecomposition every 8 generations is."""
     ctx = ctx_of(Ellipsoid(1000), islands=1)
     alg = CMAES(dim=1000, restarts="ipop", max_doublings=1)
     assert alg.lam0 == 24 and alg.eigen_interval(1000) == 8
     s = alg.init(ctx)
     f0 = s["f"][0, 0]
-    t = time.perf_counter()
     for _ in range(8):
         s = alg.step(ctx, s)
-    took = time.perf_counter() - t
     assert np.isfinite(s["C"]).all() and s["f"][0, 0] < f0 and s["evals"] == 1 + 8 * 24
     assert not np.array_equal(s["B"][0], np.eye(1000))  # the eigendecomposition ran
-    assert took < 60, took
 
 
 # -- parameters -----------------------------------------------------------------------------------------

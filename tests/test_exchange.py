@@ -42,7 +42,7 @@ class LoopbackComm:
         for buf, peer in self._recvs:
             with self.boxes.cond:
                 q = self.boxes.box.setdefault((peer, self.rank), deque())
-                assert self.boxes.cond.wait_for(lambda: len(q) > 0, timeout=10), "no message from the peer"
+                assert self.boxes.cond.wait_for(lambda: len(q) > 0, timeout=120), "no message from the peer"
                 data = q.popleft()
             assert data.size == buf.size, "the sender's and the receiver's plans differ"
             buf[...] = data
@@ -134,7 +134,7 @@ def test_exchange_delivers_each_source_islands_emigrants():
 
     threads = [threading.Thread(target=rank, args=(g,)) for g in range(3)]
     [t.start() for t in threads]
-    [t.join(20) for t in threads]
+    [t.join(120) for t in threads]
     for g, got in out.items():
         assert sorted(got) == sorted({s for s, d in edges if d in groups[g] and s not in groups[g]})
         for src, pop in got.items():

@@ -74,6 +74,9 @@ def cluster():
     from ray._private.utils import write_ray_address
     from ray.cluster_utils import Cluster
 
+    if ray.is_initialized():  # the local Ray a module before left (conftest.ray_local): this driver joins the cluster
+        ray.shutdown()
+
     # each node a temp dir of its own, as on separate machines: nodes that shared one would unpack
     # the job's working_dir into the same folder, each removing the copy the others run in
     temp = [tempfile.mkdtemp(prefix="isles-node") for _ in range(3)]  # short: Unix socket paths

@@ -216,6 +216,8 @@ def test_failed_sweep_jobs_are_failed_in_mlflow(tmp_path):
         "isles: job 2 (++problem.fail=True)",
     ]
     client = MlflowClient(tracking_uri=store)
+    # the experiment that the sweep created keeps its artifacts beside the store, not in the checkout's mlruns
+    assert client.get_experiment_by_name("fails").artifact_location == f"{(tmp_path / 'mlruns').as_uri()}/fails"
     runs = client.search_runs([client.get_experiment_by_name("fails").experiment_id])
     jobs = {r.data.tags["sweep_job"]: r.info.status for r in runs if "sweep_job" in r.data.tags}
     assert jobs == {"0": "FAILED", "1": "FINISHED", "2": "FAILED"}

@@ -114,7 +114,8 @@ def test_run_name_and_kind_set_by_hand_stay(tmp_path):
     store = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(tracking_uri=store)
     prepare_sqlite_store(store)
-    exp_id = client.create_experiment("mine", tags={"mlflow.experimentKind": "genai_development"})
+    kind = {"mlflow.experimentKind": "genai_development"}  # its artifacts beside the store, not in the checkout
+    exp_id = client.create_experiment("mine", artifact_location=(tmp_path / "mlruns").as_uri(), tags=kind)
     tracker = MlflowTracker(
         {"tracking_uri": store, "experiment_name": "mine", "run_name": "my run"},
         {"seed": 3},

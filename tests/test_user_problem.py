@@ -6,8 +6,10 @@ top-level imports (``problems.*``) refused with one line naming ``isles.problems
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -165,15 +167,17 @@ def test_user_module_paths_lists_only_the_users_code(project, monkeypatch):
 
 
 @pytest.mark.slow
-def test_user_module_reaches_a_clusters_workers(project, tmp_path_factory):
+def test_user_module_reaches_a_clusters_workers(project):
     """``ray.address=...`` from a checkout ships the checkout as Ray's working_dir, and then Ray no
     longer adds the driver's directory to its workers' path: without py_modules the actors could
     not import the user's module from the launch directory (a ModuleNotFoundError inside them)."""
     pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
-    temp = tmp_path_factory.mktemp("node")
-    c = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 2, "temp_dir": str(temp)})
+    # short: Ray's Unix socket paths under it must stay within 107 bytes, and pytest-xdist's worker
+    # folder (popen-gwN) made tmp_path_factory's too long for them
+    temp = tempfile.mkdtemp(prefix="isles-node")
+    c = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 2, "temp_dir": temp})
     try:
         cmd = [x.replace("cmepso", "de_islands") for x in readme_command()[3:]]
         p = run(
@@ -193,3 +197,4 @@ def test_user_module_reaches_a_clusters_workers(project, tmp_path_factory):
         assert " feasible " in _feasible_line(p)
     finally:
         c.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)

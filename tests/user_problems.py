@@ -437,6 +437,27 @@ class GateSphere(Problem):
         super().__init__(dim, -1.0, 1.0, f_star=0.0)
         self.gate, self.after = gate, after
 
+
+class HeldSphere(TimedSphere):
+    """:class:`TimedSphere` whose process that evaluates batches of ``hold_islands`` islands holds its
+    first generation (its call after the initial population's) until another process has logged
+    ``until`` calls, or ``hold_s`` seconds have passed (a hang guard, not a measure); it then writes
+    ``released SEEN`` (the most calls another process had logged; under ``until``: the guard ran
+    out) to ``log_dir/held``. A test holds one actor this way and reads what the others did
+    meanwhile: an order of events, which the machine's load cannot change."""
+
+    name = "held_sphere"
+
+    def __init__(self, dim=4, row_s=0.0005, log_dir=None, hold_islands=2, until=1, hold_s=300.0):
+        super().__init__(dim, row_s, log_dir)
+        self.hold_islands, self.until, self.hold_s = hold_islands, until, hold_s
+
+    def calls(self) -> dict:
+        """``{pid: calls logged}`` of every process that evaluated so far."""
+        from pathlib import Path
+
+        return {int(path.stem): path.read_text().count("\n") for path in Path(self.log_dir).glob("*.log")}
+
     def objective(self, X):
         import os
         import time
@@ -445,3 +466,14 @@ class GateSphere(Problem):
         while type(self).calls > self.after and not os.path.exists(self.gate):
             time.sleep(0.02)
         return (X**2).sum(axis=-1)
+
+        if X.ndim == 3 and X.shape[0] == self.hold_islands and self.calls().get(os.getpid()) == 1:
+            deadline, seen = time.monotonic() + self.hold_s, 0
+            while True:
+                seen = max([n for pid, n in self.calls().items() if pid != os.getpid()], default=0)
+                if seen >= self.until or time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+            with open(os.path.join(self.log_dir, "held"), "w") as out:
+                out.write(f"released {seen}\n")
+        return super().objective(X)
