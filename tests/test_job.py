@@ -56,6 +56,7 @@ def test_failed_run_is_marked_failed_with_metrics(ray_local, store):
     cfg = make_cfg(
         "problem._target_=tests.user_problems.FailingSphere",
         "+problem.fail_after=8",
+        "islands.n_actors=1",  # no placement probe: its calls in the driver would count towards fail_after
         "algorithm.n_particles=4",
         "algorithm.n_replicas=1",
         "generations=50",

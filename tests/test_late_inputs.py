@@ -130,7 +130,7 @@ def test_an_option_another_family_takes_is_one_line_naming_who_takes_it():
     expected = "algorithm.host_kernel=auto: cmaes takes no parameter 'host_kernel' (its parameters: dim, pop_size, "
     for typed in ("algorithm.host_kernel=auto", "+algorithm.host_kernel=auto"):
         line = one_line(run_cli("+experiment=cmaes", typed, *QUICK))
-        assert line.startswith(expected) and line.endswith("; host_kernel is a parameter of algorithm=jso|lshade")
+        assert line.startswith(expected) and line.endswith("; host_kernel is a parameter of algorithm=cde|de|fep|ga|jso|lshade")
 
 
 def test_an_unknown_algorithm_key_suggests_the_close_one_and_groups_name_their_field():
@@ -138,9 +138,9 @@ def test_an_unknown_algorithm_key_suggests_the_close_one_and_groups_name_their_f
     with pytest.raises(ValueError, match=r"^algorithm.pop_sise=10: de takes no parameter 'pop_sise' \(did you mean "):
         build_algorithm(node)
     with pytest.raises(ValueError) as err:
-        job.prepare(make_cfg(*MIXED, "groups.de.algorithm.host_kernel=true"))
-    assert str(err.value).startswith("groups.de.algorithm.host_kernel=True: de takes no parameter 'host_kernel'")
-    assert str(err.value).endswith("host_kernel is a parameter of algorithm=jso|lshade")
+        job.prepare(make_cfg(*MIXED, "groups.pso.algorithm.host_kernel=true"))
+    assert str(err.value).startswith("groups.pso.algorithm.host_kernel=True: pso takes no parameter 'host_kernel'")
+    assert str(err.value).endswith("host_kernel is a parameter of algorithm=cde|de|fep|ga|jso|lshade")
 
 
 # -- 3. isles show on a file that is not isles' ------------------------------------------------------

@@ -57,16 +57,14 @@ def generation_s(group: IslandGroup, warm: bool = True) -> float:
     """Seconds per generation of ``group`` (:meth:`IslandGroup.evolve`, the device synchronised): runs
     of generations, doubled until one takes a quarter of :data:`TIMED_S`, then :data:`REPEATS` of that
     length (at most :data:`MAX_GENERATIONS` in all); the fastest run's figure (other work on the
-    machine only adds to a run). After one warm generation, which is the figure where it alone takes
-    :data:`EXPENSIVE_S`."""
+    machine only adds to a run). After one warm generation; where it alone takes :data:`EXPENSIVE_S`,
+    the faster of it and one more is the figure (the first may hold a one-time cost: a host build
+    compiled on an empty cache, a GPU kernel loaded)."""
     xp = group.xp
     if warm:
-        t = time.perf_counter()
-        group.evolve(1)
-        synchronize(xp)
-        first = time.perf_counter() - t
+        first = _timed_generation(group)
         if first >= EXPENSIVE_S:
-            return first
+            return min(first, _timed_generation(group))
     best, gens, r, long_runs = float("inf"), 0, 1, 0
     while gens < MAX_GENERATIONS and long_runs < REPEATS:
         t = time.perf_counter()
@@ -79,6 +77,14 @@ def generation_s(group: IslandGroup, warm: bool = True) -> float:
         else:
             r *= 2
     return best
+
+
+def _timed_generation(group: IslandGroup) -> float:
+    """Seconds of one generation of ``group``, the device synchronised."""
+    t = time.perf_counter()
+    group.evolve(1)
+    synchronize(group.xp)
+    return time.perf_counter() - t
 
 
 def epoch_s(group: IslandGroup, topology, n: int, seed: int, per_generation: float) -> float:

@@ -102,7 +102,7 @@ def config_fields(flat: dict) -> dict:
 
 
 def _override(value) -> str:
-    """``value`` as a command-line override spells it (``true``, ``null``, ``0.5``, ``de``)."""
+    """``value`` as a command-line override spells it (``true``, ``null``, ``0.5``, ``ring``)."""
     if isinstance(value, bool) or value is None:  # before ints: True == 1
         return {True: "true", False: "false", None: "null"}[value]
     return repr(value) if isinstance(value, float) else str(value)
