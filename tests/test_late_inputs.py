@@ -130,7 +130,9 @@ def test_an_option_another_family_takes_is_one_line_naming_who_takes_it():
     expected = "algorithm.host_kernel=auto: cmaes takes no parameter 'host_kernel' (its parameters: dim, pop_size, "
     for typed in ("algorithm.host_kernel=auto", "+algorithm.host_kernel=auto"):
         line = one_line(run_cli("+experiment=cmaes", typed, *QUICK))
-        assert line.startswith(expected) and line.endswith("; host_kernel is a parameter of algorithm=cde|de|fep|ga|jso|lshade")
+        assert line.startswith(expected) and line.endswith(
+            "; host_kernel is a parameter of algorithm=cde|de|fep|ga|jso|lshade"
+        )
 
 
 def test_an_unknown_algorithm_key_suggests_the_close_one_and_groups_name_their_field():
