@@ -181,8 +181,10 @@ def test_the_shared_pool_gives_a_held_actors_work_to_the_others(tmp_path):
     result = co.run()
     seen = int((tmp_path / "held").read_text().split()[1])
     assert seen >= 25  # the cheap actor's initial call and 24 generations (the guard did not run out)
-    gens = co.last_snapshot["async"]["gens"]  # per group, after its last epoch
-    assert gens[1] >= 24 and 2 * gens[0] + gens[1] == 3 * 20, gens  # island-generations: exactly the run's
+    # per group, at its last whole epoch (a snapshot ends on the migration grid: a resume is then the
+    # uninterrupted run); the budget's exactness is the evaluations': 3 islands x 8 x (20 + the initial)
+    gens = co.last_snapshot["async"]["gens"]
+    assert gens[1] >= 24 and 2 * gens[0] + gens[1] <= 3 * 20, gens
     assert result.evaluations == 3 * 8 * 21 and result.generations == 20
 
 
