@@ -100,6 +100,25 @@ def test_a_failure_while_writing_the_record_fails_the_run_and_keeps_the_journal(
     assert not read_state(str(tmp_path))["done"] and (tmp_path / JOURNAL).exists()
 
 
+def held_run(tmp_path: Path):
+    """Start the main job on GateSphere, which holds it at generation 20 until ``gate`` exists, and
+    wait until its MLflow run is open (the journal applied ``on_start`` and one more record).
+    Returns ``(driver, store, folder, gate, env)``."""
+    store, folder, gate = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out", tmp_path / "gate"
+    env = {**os.environ, "ISLES_PENDING_DIR": str(tmp_path / "pending")}
+    driver = subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), "+experiment=cmepso", "problem._target_=tests.user_problems.GateSphere",
+         f"+problem.gate={gate}", "+problem.after=20", "generations=40", "device=cpu", "islands.n_actors=1", "progress=false",
+         f"logger.tracking_uri={store}", f"hydra.run.dir={folder}"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not (read_state(str(folder)).get("run_id") and read_state(str(folder)).get("applied", 0) >= 2):
+        assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()[1][-3000:]
+        time.sleep(0.1)
+    return driver, store, folder, gate, env
+
+
 def tracking_process(driver: subprocess.Popen) -> psutil.Process:
     """The run's tracking process (a child of ``driver``)."""
     for child in psutil.Process(driver.pid).children():
@@ -113,18 +132,7 @@ def test_a_tracking_process_killed_mid_run_loses_nothing(tmp_path):
     """The tracking process is killed (SIGKILL) while the run is held in its middle; the run ends
     as usual (exit 0), and the next run of isles completes the record in the background, which
     ``isles sync`` waits for: every parameter, metric row and artifact, and the FINISHED status."""
-    store, folder, gate = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out", tmp_path / "gate"
-    env = {**os.environ, "ISLES_PENDING_DIR": str(tmp_path / "pending")}
-    driver = subprocess.Popen(
-        [sys.executable, str(ROOT / "run.py"), "+experiment=cmepso", "problem._target_=tests.user_problems.GateSphere",
-         f"+problem.gate={gate}", "+problem.after=20", "generations=40", "device=cpu", "islands.n_actors=1", "progress=false",
-         f"logger.tracking_uri={store}", f"hydra.run.dir={folder}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 240
-    while not (read_state(str(folder)).get("run_id") and read_state(str(folder)).get("applied", 0) >= 2):
-        assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()[1][-3000:]
-        time.sleep(0.1)
+    driver, store, folder, gate, env = held_run(tmp_path)
     tracking_process(driver).kill()  # the run opened, on_start written, the run held at its middle
     gate.touch()
     out, err = driver.communicate(timeout=240)
@@ -179,18 +187,7 @@ def test_a_run_that_fails_mid_run_keeps_its_error_line_and_log_in_mlflow(tmp_pat
 
 @pytest.mark.slow
 def test_an_interrupted_run_keeps_its_line_in_mlflow(tmp_path):
-    store, folder, gate = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out", tmp_path / "gate"
-    env = {**os.environ, "ISLES_PENDING_DIR": str(tmp_path / "pending")}
-    driver = subprocess.Popen(
-        [sys.executable, str(ROOT / "run.py"), "+experiment=cmepso", "problem._target_=tests.user_problems.GateSphere",
-         f"+problem.gate={gate}", "+problem.after=20", "generations=40", "device=cpu", "islands.n_actors=1", "progress=false",
-         f"logger.tracking_uri={store}", f"hydra.run.dir={folder}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 240
-    while read_state(str(folder)).get("applied", 0) < 2:  # the MLflow run opened, the run held at its middle
-        assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()[1][-3000:]
-        time.sleep(0.1)
+    driver, store, folder, gate, env = held_run(tmp_path)
     driver.send_signal(signal.SIGINT)
     gate.touch()
     _, err = driver.communicate(timeout=240)
