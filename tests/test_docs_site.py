@@ -57,3 +57,16 @@ def test_a_broken_link_or_anchor_fails_the_strict_build(tmp_path):
     assert p.returncode != 0, p.stderr[-3000:]
     assert "no_such_page.md" in p.stderr, p.stderr[-3000:]
     assert "no-such-heading" in p.stderr, p.stderr[-3000:]
+
+
+def test_sphinx_roles_become_code_spans():
+    """The docstrings' Sphinx roles print as code in the API reference, as Sphinx would show them
+    (``~`` keeps the last part), and the rest of a docstring is left as it is."""
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    try:
+        from griffe_roles import plain
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "hooks"))
+    text = "see :class:`~isles.islands.group.IslandGroup`, :func:`isles.app.job.run_job` and ``x``; :mod:`isles.app`."
+    assert plain(text) == "see `IslandGroup`, `isles.app.job.run_job` and ``x``; `isles.app`."
+    assert plain(":ref:`the schema <schema>` and :meth:`Group.run_span`") == "`the schema` and `Group.run_span`"
