@@ -1,4 +1,4 @@
-"""Sweeps as users run them (README, Sweeps): an Optuna search over DE's F and CR
+"""Sweeps as users run them (docs/sweeps.md): an Optuna search over DE's F and CR
 (``hparams_search=de_optuna``, hydra-optuna-sweeper) and a sweep whose jobs run as Ray tasks on a
 local Ray cluster of three nodes (``hydra/launcher=ray_cluster``, hydra-ray-launcher)."""
 

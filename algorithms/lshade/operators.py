@@ -47,10 +47,8 @@ def rank(xp, f, v):
 def pbest_indices(xp, order, u, pnum: int, not_self: bool):
     """``pbest (I, N)``: for each ``i``, an individual uniform among the ``pnum`` best (``order (I,
     N)``, best first), other than ``i`` itself where ``not_self`` (jSO's early phase); exact, one
-    uniform ``u (I, N)`` each (an index shifted past ``i``'s rank where ``i`` is among them).
-
-    Raises:
-        nothing; ``pnum >= 2`` is the caller's (``max(round(p N), 2)``).
+    uniform ``u (I, N)`` each (an index shifted past ``i``'s rank where ``i`` is among them). It
+    raises nothing: ``pnum >= 2`` is the caller's (``max(round(p N), 2)``).
     """
     rows = xp.arange(order.shape[0])[:, None]
     if not not_self:

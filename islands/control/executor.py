@@ -154,8 +154,8 @@ class Executor:
         span that they would otherwise wait in for the failed one).
 
         Raises:
-            the call's error; ``restart_failed(...)``: ``deadline`` (``time.monotonic()`` seconds)
-            passed with calls unfinished (their actors were not restarted in time).
+            Exception: the call's error; ``restart_failed(...)``: ``deadline`` (``time.monotonic()``
+                seconds) passed with calls unfinished (their actors were not restarted in time).
         """
         if not self.use_ray:
             return self._gather_local(calls, on_error)

@@ -110,7 +110,8 @@ def measure(cfg: dict, plugins, topology, device: str, units: int) -> DeviceCost
         plugins: the loop's plug-in factories; topology: the run's instantiated topology.
 
     Raises:
-        whatever building or running the islands raises (the caller keeps the default placement).
+        Exception: whatever building or running the islands raises (the caller keeps the default
+            placement).
     """
     t0 = time.perf_counter()
     n, interval = int(cfg["islands"]["n"]), int(cfg["islands"]["migration_interval"])
