@@ -1,5 +1,5 @@
 """Heterogeneous archipelagos (issue 27 §1): groups of islands of several algorithm families in one run
-(``groups``, :mod:`isles.algorithms.core.mixed`), migrants crossing between families with each
+(``groups``, :mod:`isles.islands.mixed`), migrants crossing between families with each
 family's arrival rule (``adopt``), the same run on 1, 2 and 3 groups (in process and on Ray actors),
 checkpoint and resume, the groups' metrics, and one-line errors for bad groups before Ray starts."""
 
@@ -15,7 +15,6 @@ import pytest
 from hydra.utils import instantiate
 
 from isles.algorithms.core.base import Context
-from isles.algorithms.core.mixed import ROLE, Mixed
 from isles.algorithms.core.random import CounterRNG
 from isles.app import job
 from isles.app.group_books import GroupBooks
@@ -25,6 +24,7 @@ from isles.islands.config.schema import validated, with_groups
 from isles.islands.coordinator import Coordinator
 from isles.islands.migration.moves import emigrants_of, immigrate, migration_events
 from isles.islands.migration.policies import ReplaceWorst, SelectBest
+from isles.islands.mixed import ROLE, Mixed
 from isles.problems.benchmarks import Rastrigin
 from isles.problems.constraints import Evaluator
 from tests.helpers import make_cfg, plain
