@@ -359,3 +359,67 @@ class Mixed(IslandAlgorithm):
     def phenotype(self, genome):
         """The identity: a mixed batch's individuals carry their phenotype."""
         return genome
+
+
+#: the metrics of each group ``NAME`` of a mixed run (``group_NAME_<metric>``), see :class:`GroupBooks`
+METRICS = ("best_f", "improvement_share", "migrants_sent", "migrants_taken")
+
+
+def group_metric(name: str, metric: str) -> str:
+    """The record's key of ``metric`` (one of :data:`METRICS`) of group ``name``: ``group_NAME_metric``."""
+    return f"group_{name}_{metric}"
+
+
+class GroupBooks:
+    """Each group's metrics of a mixed run, cumulative over the run (from the first epoch this process
+    books: a resumed run's books start at the resume), for the epoch record's ``group_metrics``
+    (:func:`isles.islands.results.epoch_record`; ``history.csv``, MLflow, the convergence plot):
+
+    * ``group_NAME_best_f``: the best ``f`` any island of the group has had (feasible bests first, by
+      Deb's rules on the islands' bests);
+    * ``group_NAME_improvement_share``: of the epochs after the first whose end improved the run's
+      best, the fraction whose new best is on an island of the group (0 before any);
+    * ``group_NAME_migrants_sent``, ``..._taken``: migrants accepted anywhere from the group's
+      islands, and accepted by the group's islands (a plug-in's migrants are taken, sent by none).
+
+    Args:
+        groups: the run's groups as the schema normalised them (``[{name, islands, ...}]``, in order).
+    """
+
+    def __init__(self, groups: list):
+        self.names = [str(g["name"]) for g in groups]
+        self.of = np.repeat(np.arange(len(groups)), [int(g["islands"]) for g in groups])  # island -> group
+        n = len(groups)
+        self.best, self.best_v = np.full(n, np.inf), np.full(n, np.inf)
+        self.improved, self.sent, self.taken = (np.zeros(n, dtype=np.int64) for _ in range(3))
+        self.run_best = None  # (v, f) of the run's best after the last epoch booked
+
+    @classmethod
+    def of(cls, cfg: dict) -> GroupBooks | None:
+        """The books of a checked config's ``groups``; ``None`` for a run without groups."""
+        return cls(cfg["groups"]) if cfg.get("groups") else None
+
+    def book(self, island_best_f, island_best_v, best_f: float, best_v: float, migrations) -> dict:
+        """Book an epoch (each island's best ``(n_islands,)``, the run's best, the epoch's
+        ``(epoch, src, dst, accepted, best f moved)`` migrations); the groups' metrics ``{name: float}``."""
+        f, v = np.asarray(island_best_f, dtype=np.float64), np.asarray(island_best_v, dtype=np.float64)
+        for g in range(len(self.names)):
+            mine = self.of == g
+            i = np.lexsort((f[mine], v[mine]))[0]  # the group's best island now (Deb: v, then f)
+            if (v[mine][i], f[mine][i]) < (self.best_v[g], self.best[g]):
+                self.best_v[g], self.best[g] = v[mine][i], f[mine][i]
+        now = (float(best_v), float(best_f))
+        if self.run_best is not None and now < self.run_best:
+            self.improved[self.of[np.lexsort((f, v))[0]]] += 1
+        self.run_best = now if self.run_best is None else min(self.run_best, now)
+        for _, src, dst, accepted, _ in migrations:
+            if 0 <= src < len(self.of):
+                self.sent[self.of[src]] += accepted
+            self.taken[self.of[dst]] += accepted
+        total, out = max(1, int(self.improved.sum())), {}
+        for g, name in enumerate(self.names):
+            out[group_metric(name, "best_f")] = float(self.best[g])
+            out[group_metric(name, "improvement_share")] = float(self.improved[g]) / total
+            out[group_metric(name, "migrants_sent")] = float(self.sent[g])
+            out[group_metric(name, "migrants_taken")] = float(self.taken[g])
+        return out

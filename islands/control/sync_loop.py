@@ -248,6 +248,7 @@ class SyncLoop(Schedule):
             payoff_evaluations=payoff_total(summaries),
             migrations=moved,
             plugin_metrics=named,
+            books=self.co.books,
             algorithm_metrics=island_metrics(self.n, summaries),
         )
         loop.history.append(record)
