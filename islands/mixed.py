@@ -118,6 +118,16 @@ def common(pop: Population, algorithm, dtype) -> Population:
     return Population(pop.xp.asarray(algorithm.phenotype(pop.genome), dtype=dtype), pop.f, pop.v, {})
 
 
+def _one(counts: set, method: str) -> int:
+    """The one count of ``counts`` (every family's ``method()``).
+
+    Raises:
+        NotImplementedError: the counts differ (a mixed run's budget sums them: :meth:`Mixed.counts`)."""
+    if len(counts) != 1:
+        raise NotImplementedError(f"the groups' {method}() differ ({sorted(counts)}): see Mixed.counts")
+    return counts.pop()
+
+
 def built(node, j, islands: int = 1, dim=None, budget=None) -> IslandAlgorithm:
     """The algorithm of group ``j`` (its key as typed: an index or a name): ``node`` itself, or built
     from its config node (:func:`isles.islands.config.build.build_algorithm`) with what a one-algorithm
@@ -280,13 +290,18 @@ class Mixed(IslandAlgorithm):
 
     # -- the interface ------------------------------------------------------------------------------
     def initial_evaluations(self) -> int:
-        """Not one count per island (the families' differ): the budget reads :meth:`counts`.
+        """Evaluations per island at init, where every family's are equal (the budget reads :meth:`counts`).
 
         Raises:
-            NotImplementedError: always."""
-        raise NotImplementedError("a mixed run counts its evaluations per family (isles.islands.mixed.Mixed.counts)")
+            NotImplementedError: the families' counts differ."""
+        return _one({int(a.initial_evaluations()) for a in self.algorithms}, "initial_evaluations")
 
-    evaluations_per_generation = initial_evaluations
+    def evaluations_per_generation(self) -> int:
+        """Evaluations per island and generation, where every family's are equal (:meth:`counts` otherwise).
+
+        Raises:
+            NotImplementedError: the families' counts differ."""
+        return _one({int(a.evaluations_per_generation()) for a in self.algorithms}, "evaluations_per_generation")
 
     def population_size(self) -> int:
         """The smallest family's population (what ``islands.n_migrants`` must fit)."""
