@@ -26,7 +26,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from isles.algorithms.core.backend import cupy_or_none
 from isles.islands.control import checkpoint
-from isles.app.group_books import GroupBooks
 from isles.app.overrides import RETARGETED, check_mixed_overrides, job_overrides, typed_class_node
 from isles.islands.control.budget import with_budget
 from isles.islands.config.build import build_algorithm, build_plugins, build_problem, check_pairing
@@ -281,7 +280,6 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     folder = _run_folder()
     history = HistoryFiles(folder, resumed=bool(ck["resume"])) if folder else None
     callbacks = [
-        *([GroupBooks(plain["groups"])] if plain.get("groups") else []),  # first: the others see its metrics
         SolutionFile(problem, {k: v for k, v in plain.items() if k != "hydra"}, folder),
         *([history] if history else []),
         *callbacks,

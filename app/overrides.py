@@ -129,7 +129,8 @@ _ALGORITHM_KEY = re.compile(r"(groups\.[^.]+\.)?algorithm\.[^.]+")
 def preprocess(args: list[str]) -> list[str]:
     """The command line's overrides ``args`` as Hydra gets them (the others unchanged, in order):
 
-    * ``groups=[...]`` (a list of groups, docs/mixed_islands.md) becomes ``groups=null groups=[...]``:
+    * ``groups=[...]`` (a list of groups, docs/mixed_islands.md; or ``+groups=[...]``, ``++groups=[...]``
+      where ``~groups`` did not come first) becomes ``groups=null groups=[...]``:
       over an experiment's mapping (``+experiment=mixed_islands``) Hydra cannot merge a list into a
       mapping (its 5-line ``Cannot merge DictConfig with ListConfig``); set to ``null`` first, the list
       replaces it, and a bad list (``groups=[]``) gets isles' one line
@@ -154,8 +155,9 @@ def preprocess(args: list[str]) -> list[str]:
         except Exception:  # noqa: BLE001  (Hydra's own message, later)
             o = None
         plain = o is not None and o.type == OverrideType.CHANGE and o.package is None
-        if plain and o.key_or_group == "groups" and o.value_type == ValueType.ELEMENT and isinstance(o.value(), list):
-            out += ["groups=null", arg]
+        listed = o is not None and o.key_or_group == "groups" and isinstance(o.value(), list) and o.package is None
+        if listed and (plain or "~groups" not in out) and o.value_type == ValueType.ELEMENT:  # =, + and ++ alike
+            out += ["groups=null", "groups=" + arg.split("=", 1)[1]]
         elif (
             plain
             and not other_sweeper

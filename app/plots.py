@@ -18,7 +18,7 @@ def convergence_figure(history: list, problem=None):
         history: :class:`isles.islands.results.EpochRecord` objects (``generation``, ``best_f``,
             ``best_v``, ``island_best_f (n,)``; each plug-in metric, e.g. the master swarm's
             ``master_best_f``, a dashed line; a mixed run's ``group_NAME_best_f``, one solid line per
-            group, :mod:`isles.app.group_books`).
+            group, :class:`isles.islands.mixed.GroupBooks`).
         problem: optional problem; with a known ``f_star`` the right panel shows the relative gap
             ``(f - f*) / max(|f*|, 1e-12)`` on a log scale, otherwise the best's total violation.
 
@@ -36,12 +36,11 @@ def convergence_figure(history: list, problem=None):
     for i in range(islands.shape[1]):
         ax1.plot(gen, islands[:, i], lw=0.7, alpha=0.5, color="tab:blue")
     for name in history[-1].plugin_metrics if history else ():  # e.g. the master swarm's best
-        values = [r.plugin_metrics.get(name, np.nan) for r in history]
-        group = re.fullmatch(r"group_(.+)_best_f", name)  # a mixed run's groups (isles.app.group_books): one line each
-        if group:
+        ax1.plot(gen, [r.plugin_metrics.get(name, np.nan) for r in history], lw=1.2, ls="--", label=name)
+    for name in history[-1].group_metrics if history else ():  # a mixed run's groups: one line each
+        if group := re.fullmatch(r"group_(.+)_best_f", name):
+            values = [r.group_metrics.get(name, np.nan) for r in history]
             ax1.plot(gen, values, lw=1.6, label=f"group {group[1]}", zorder=3)
-        elif not name.startswith("group_"):
-            ax1.plot(gen, values, lw=1.2, ls="--", label=name)
     ax1.plot(gen, best, lw=2, color="black", label="best of the run")
     if len(best) and np.all(np.isfinite(best)):
         lo, hi = (

@@ -20,7 +20,7 @@ Usage (repository root)::
 Prints a Markdown table: per problem and arm, the median, best and worst final ``f`` over the seeds,
 the arm's rank by median (ties share a rank), on how many seeds the mix ended better and worse than
 the arm (paired by seed), and for the mix each group's mean share of the run's improvements
-(:mod:`isles.app.group_books`); then the wall time of the whole benchmark.
+(:class:`isles.islands.mixed.GroupBooks`); then the wall time of the whole benchmark.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from isles.app.group_books import GroupBooks, group_metric  # noqa: E402
+from isles.islands.mixed import group_metric  # noqa: E402
 from isles.islands.config.schema import validated  # noqa: E402
 from isles.islands.coordinator import Coordinator  # noqa: E402
 
@@ -60,14 +60,9 @@ def run_one(arm: str, problem: str, dim: int, generations: int, seed: int, devic
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides(arm, problem, dim, generations, seed, device))
     cfg = validated(OmegaConf.to_container(cfg, resolve=True))
-    books = GroupBooks(cfg["groups"]) if cfg.get("groups") else None
-    result = Coordinator(
-        cfg, instantiate(cfg["topology"]), None, callbacks=[books] if books else [], use_ray=False
-    ).run()
-    shares = {}
-    if books:
-        last = result.history[-1].plugin_metrics
-        shares = {n: last[group_metric(n, "improvement_share")] for n in books.names}
+    result = Coordinator(cfg, instantiate(cfg["topology"]), None, use_ray=False).run()
+    last = result.history[-1].group_metrics  # a mixed run's (isles.islands.mixed.GroupBooks); {} for one algorithm
+    shares = {g["name"]: last[group_metric(g["name"], "improvement_share")] for g in cfg.get("groups") or []}
     return float(result.best_f), int(result.evaluations), shares
 
 

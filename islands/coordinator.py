@@ -34,6 +34,7 @@ from isles.islands.control.budget import budget_generations
 from isles.islands.control.callbacks import Monitors
 from isles.islands.control.executor import Executor
 from isles.islands.control.recovery import Recovery, RestartFailed, check_async_grouping, check_resumable
+from isles.islands.mixed import GroupBooks
 from isles.islands.results import RunResult, island_nodes
 from isles.islands.config.schema import check_plugins, validated
 from isles.islands.control.sync_loop import SyncLoop
@@ -94,6 +95,7 @@ class Coordinator:
             0 if self.resume_from is None else self.resume_from.get("published_epoch", self.resume_from["epoch"])
         )
         self.monitors = Monitors(callbacks, published)
+        self.books = GroupBooks.of(cfg)  # a mixed run's metrics per group (the records' group_metrics)
         self.executor = Executor(
             cfg, plugins, stop_target(cfg["stop"]), use_ray, lambda ids: self.recovery.restart_failed(ids)
         )

@@ -36,6 +36,7 @@ from isles.islands.transport.channels import ChannelTransport
 from isles.islands.epoch import Row, Rows, run_epoch
 from isles.islands.transport.peer_links import PeerLinks
 from isles.islands.migration.moves import emigrants_of, migration_events
+from isles.islands.mixed import layout_of
 from isles.islands.control.placement import ray_location
 from isles.islands.migration.planner import fixed_plan, migration_edges
 from isles.islands.migration.contract import Guarded, MigrationContext, guarded, policy_rng
@@ -65,6 +66,7 @@ class IslandGroup(PeerLinks):
         # this process's BLAS threads, from its cores and its matrices' size (algorithms/core/threads.py)
         limit_blas_threads(dim=getattr(self.evaluator.problem, "dim", None))
         self.algorithm = build_algorithm(spec.algorithm)
+        self.layout = layout_of(self.algorithm)  # one family on every island, or a mixed batch's parts
         self.n_migrants = int(spec.n_migrants)
         # a user's policy is checked where it returns (islands/migration/contract.py); the built-ins as they are
         self.replacement = guarded(replacement_policy(spec.replacement), "replace")
@@ -81,7 +83,7 @@ class IslandGroup(PeerLinks):
         )
         self.state = self.algorithm.track_target(self.ctx, self.algorithm.init(self.ctx))
         # GPU fast path: replay one captured generation as a CUDA graph (algorithms/core/graph.py)
-        self.use_graph = self.xp is not np and getattr(self.algorithm, "graph_safe", False) and bool(spec.cuda_graph)
+        self.use_graph = self.xp is not np and self.algorithm.graph_safe and bool(spec.cuda_graph)
         self.stepper = None
         self.graph = None  # one group's span graph, kept across its spans while the epochs stay alike
         #: islands.span_graph: auto | always | never (:mod:`isles.islands.span_graph`)
@@ -273,9 +275,8 @@ class IslandGroup(PeerLinks):
 
     def evaluations(self, state: dict) -> int:
         """The group's evaluations so far in ``state`` (its host counters suffice): per island times
-        the islands, or a batch of several kinds' own count (``algorithm.batch_evaluations``)."""
-        count = getattr(self.algorithm, "batch_evaluations", None)
-        return int(count(state)) if count else int(state["evals"]) * len(self.island_ids)
+        the islands, or a mixed batch's own count (:meth:`isles.islands.mixed.Mixed.evaluations`)."""
+        return self.layout.evaluations(state, len(self.island_ids))
 
     # -- spans' helpers ---------------------------------------------------------------------------
     def _keep_snapshot(self, rows: list, due: bool, more: bool) -> None:

@@ -134,6 +134,8 @@ class EpochRecord:
         best_feasible_f: ``best_f`` where the best is feasible, else NaN.
         plugin_metrics: ``{name: value}`` a loop plug-in reports (the master swarm's
             ``master_best_f``); each is a metric (column, MLflow metric) of that name.
+        group_metrics: ``{group_NAME_metric: value}`` of a mixed run's groups
+            (:class:`isles.islands.mixed.GroupBooks`), each a metric of that name; ``{}`` without groups.
         algorithm_metrics: ``{name: (n_islands,) float64}`` the algorithm reports per island
             (:meth:`isles.algorithms.core.base.IslandAlgorithm.metrics`, e.g. CMA-ES's ``sigma``):
             the metrics ``name`` (the mean over the islands that reported it) and, with more than
@@ -163,6 +165,7 @@ class EpochRecord:
     best_v: float = _metric(CSV, MLFLOW)
     best_feasible_f: float = _metric(CSV, MLFLOW)
     plugin_metrics: dict[str, float] = _metric(CSV, MLFLOW, default_factory=dict)
+    group_metrics: dict[str, float] = _metric(CSV, MLFLOW, default_factory=dict)
     algorithm_metrics: dict[str, np.ndarray] = _metric(CSV, MLFLOW, default_factory=dict)
     nan_evaluations: int = _metric(CSV, MLFLOW)
     migrations_accepted: int = _metric(CSV, MLFLOW)
@@ -193,7 +196,7 @@ class EpochRecord:
             value = getattr(self, f.name)
             if not sinks or (sink is not None and sink not in sinks) or value is None:
                 continue
-            if f.name == "plugin_metrics":
+            if f.name in ("plugin_metrics", "group_metrics"):
                 out.update(value)
             elif f.name == "algorithm_metrics":
                 out.update(island_metric_columns(value))
@@ -434,6 +437,7 @@ def epoch_record(
     migrations=(),
     plugin_metrics: dict | None = None,
     algorithm_metrics: dict | None = None,
+    books=None,
 ) -> EpochRecord:
     """The :class:`EpochRecord` of an epoch that ends now (host values; every field typed here).
 
@@ -450,6 +454,7 @@ def epoch_record(
         migrations: the epoch's ``(epoch, src, dst, accepted, best f moved)`` tuples.
         plugin_metrics: ``{name: value}`` a loop plug-in reports (e.g. ``master_best_f``).
         algorithm_metrics: ``{name: (n_islands,)}`` the algorithm's own (:func:`island_metrics`).
+        books: a mixed run's :class:`isles.islands.mixed.GroupBooks` (the epoch booked: ``group_metrics``), or ``None``.
     """
     wall = time.perf_counter() - t0
     moved = tuple(migrations)
@@ -463,6 +468,7 @@ def epoch_record(
         best_v=float(best_v),
         best_feasible_f=float(best_f) if best_v <= 0 else math.nan,
         plugin_metrics={k: float(v) for k, v in (plugin_metrics or {}).items()},
+        group_metrics={} if books is None else books.book(island_best_f, island_best_v, best_f, best_v, moved),
         algorithm_metrics={k: np.array(v, dtype=np.float64) for k, v in (algorithm_metrics or {}).items()},
         nan_evaluations=int(nan_evaluations),
         migrations_accepted=int(sum(m[3] for m in moved)),

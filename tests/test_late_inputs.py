@@ -83,14 +83,13 @@ def test_islands_n_and_algorithm_still_apply_to_a_run_without_groups():
 def test_the_list_form_of_groups_replaces_the_experiments_mapping():
     """docs/mixed_islands.md's list form over ``+experiment=mixed_islands`` (Hydra: 5 lines, ``Cannot
     merge DictConfig with ListConfig``); a built-in's name whose ``Params`` need the problem's
-    dimension (L-SHADE) is one line naming the group's fields."""
+    dimension (L-SHADE, CMA-ES) takes it as a one-algorithm run does (issue 36 §1; was one line,
+    ``groups.0.algorithm.pop_size=None``)."""
     plain = job.prepare(make_cfg(*MIXED, "groups=[{algorithm: de, islands: 2}, {algorithm: pso, islands: 3}]")).plain
     assert [(g["name"], g["islands"]) for g in plain["groups"]] == [("de", 2), ("pso", 3)]
     assert plain["islands"]["n"] == 5
-    with pytest.raises(ValueError) as err:
-        job.prepare(make_cfg(*MIXED, "groups=[{algorithm: lshade, islands: 2}, {algorithm: cmaes, islands: 2}]"))
-    assert str(err.value).startswith("groups.0.algorithm.pop_size=None: allowed values are integers >= ")
-    assert "groups.0.algorithm.dim" in str(err.value) and " algorithm.dim" not in str(err.value)
+    built = job.prepare(make_cfg(*MIXED, "groups=[{algorithm: lshade, islands: 2}, {algorithm: cmaes, islands: 2}]"))
+    assert [a.params.dim for a in built.algorithm.algorithms] == [4, 4]  # problem.dim=4
 
 
 def test_empty_and_listed_groups_on_the_command_line(tmp_path):

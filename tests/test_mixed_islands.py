@@ -1,5 +1,5 @@
 """Heterogeneous archipelagos (issue 27 §1): groups of islands of several algorithm families in one run
-(``groups``, :mod:`isles.algorithms.core.mixed`), migrants crossing between families with each
+(``groups``, :mod:`isles.islands.mixed`), migrants crossing between families with each
 family's arrival rule (``adopt``), the same run on 1, 2 and 3 groups (in process and on Ray actors),
 checkpoint and resume, the groups' metrics, and one-line errors for bad groups before Ray starts."""
 
@@ -15,16 +15,15 @@ import pytest
 from hydra.utils import instantiate
 
 from isles.algorithms.core.base import Context
-from isles.algorithms.core.mixed import ROLE, Mixed
 from isles.algorithms.core.random import CounterRNG
 from isles.app import job
-from isles.app.group_books import GroupBooks
 from isles.app.plots import convergence_figure
 from isles.islands.config.build import build_algorithm
 from isles.islands.config.schema import validated, with_groups
 from isles.islands.coordinator import Coordinator
 from isles.islands.migration.moves import emigrants_of, immigrate, migration_events
 from isles.islands.migration.policies import ReplaceWorst, SelectBest
+from isles.islands.mixed import ROLE, Mixed
 from isles.problems.benchmarks import Rastrigin
 from isles.problems.constraints import Evaluator
 from tests.helpers import make_cfg, plain
@@ -234,19 +233,22 @@ def test_more_generations_of_a_pso_group_that_follows_them_is_refused_as_plain_p
 def test_each_groups_metrics_and_its_line_in_the_plot():
     """Per epoch: each group's best f (the best its islands have had), its share of the run's
     improvements (summing to 1 once the run improved), migrants it sent and took (all migrants
-    accepted; no plug-in here, so sent and taken sum alike); the plot has one line per group."""
+    accepted; no plug-in here, so sent and taken sum alike); the plot has one line per group. The
+    records carry them as their typed ``group_metrics`` (no callback), under the same names in
+    ``history.csv`` and MLflow."""
     cfg = validated(plain(make_cfg(*SMALL)))
-    books = GroupBooks(cfg["groups"])
-    run = coordinator(callbacks=[books]).run()
+    run = coordinator().run()
     names = ["de", "fep", "pso", "ga"]
     assert [g["name"] for g in cfg["groups"]] == names
     ranges = {"de": range(0, 2), "fep": range(2, 5), "pso": range(5, 7), "ga": range(7, 9)}
     for rec in run.history:
-        m = rec.plugin_metrics
+        m = rec.group_metrics
+        assert not rec.plugin_metrics and len(m) == 4 * len(names)
+        assert all(rec.metrics(sink)[k] == v for sink in ("csv", "mlflow") for k, v in m.items())
         sent = sum(m[f"group_{n}_migrants_sent"] for n in names)
         assert sent == sum(m[f"group_{n}_migrants_taken"] for n in names)
     assert sent == sum(acc for *_, acc, _ in run.migrations) > 0
-    last = run.history[-1].plugin_metrics
+    last = run.history[-1].group_metrics
     for n, r in ranges.items():
         best = min(min(rec.island_best_f[list(r)]) for rec in run.history)
         assert last[f"group_{n}_best_f"] == best
@@ -303,17 +305,18 @@ def test_bad_group_on_the_command_line_and_the_experiment_as_users_type_it(tmp_p
     assert "evaluations 60,600" in ok.stdout and "de: host kernel; fep: host kernel; pso: numpy" in ok.stdout
 
 
-def test_a_budget_in_evaluations_where_the_groups_count_alike_and_one_line_where_not(monkeypatch):
+def test_a_budget_in_evaluations_where_the_groups_count_alike_and_where_not():
     """DE, FEP and PSO islands of 12 (12 evaluations each at init and per generation, 7 islands: 84 a
     generation): ``stop.max_evaluations=2000`` runs 23 generations, 2,016 evaluations. With the GA
-    (``N - n_elite`` a generation) the counts differ: one line before Ray starts."""
+    (``N - n_elite`` a generation) the counts differ (was refused in one line): the run's counts are
+    summed over the groups, 108 at init and 106 a generation, so 18 generations reach the budget
+    (the GA's re-evaluations of its arrivals counted beside it, as in any run)."""
     prepared = job.prepare(make_cfg(*SMALL, "~groups.ga", "stop.max_evaluations=2000"))
     assert prepared.plain["generations"] == 23
     run = Coordinator(prepared.plain, prepared.topology, prepared.plugins, use_ray=False).run()
     assert (run.generations, run.evaluations) == (23, 84 * 24)
-    monkeypatch.setattr(job, "init_ray", lambda *a, **k: pytest.fail("Ray started"))
-    with pytest.raises(ValueError, match=r"^stop.max_evaluations: the groups' evaluations_per_generation\(\) differ"):
-        job.prepare(make_cfg(*SMALL, "stop.max_evaluations=2000"))
+    prepared = job.prepare(make_cfg(*SMALL, "stop.max_evaluations=2000"))
+    assert prepared.plain["generations"] == 18  # 108 + 17 * 106 = 1910 < 2000 <= 108 + 18 * 106 = 2016
 
 
 def test_one_group_of_a_family_without_extras_is_the_plain_run():
@@ -359,3 +362,47 @@ def test_async_mixed_run_on_one_actor_is_the_sync_run_and_counts_exactly_on_two(
     assert_same_runs(coordinator("islands.mode=async", "islands.n_actors=1", use_ray=True).run(), coordinator().run())
     two = coordinator("islands.mode=async", "islands.n_actors=2", "~groups.ga", use_ray=True).run()
     assert two.evaluations == coordinator("~groups.ga").run().evaluations == 2 * 372 + 3 * 372 + 2 * 372
+
+
+#: the issue's mix (issue 36 §1): the list form with built-in names, as docs/mixed_islands.md shows it
+LIST_FORM = "groups=[{algorithm: lshade, islands: 2}, {algorithm: cmaes, islands: 2}]"
+
+
+def test_a_budget_in_evaluations_for_a_mix_whose_counts_differ_is_spent_by_all_groups_together():
+    """L-SHADE (N_init = 18 D at init and a generation) and CMA-ES (1 at init, lambda a generation) in
+    the list form on Rastrigin D=10 (``++problem.dim=10``: each group's family takes the problem's
+    dimension, as a one-algorithm run does; was ``groups.0.algorithm.pop_size=None``), with
+    ``stop.max_evaluations`` (was refused: the families' ``initial_evaluations()`` differ). The run's
+    counts are each family's times its islands: the run stops at the first generation whose
+    evaluations reach the budget, over it by less than one generation of all islands, on 1 and 2 groups."""
+    budget = 30_000
+    args = ["+experiment=mixed_islands", LIST_FORM, "++problem.dim=10", f"stop.max_evaluations={budget}"]
+    prepared = job.prepare(make_cfg(*args, "islands.migration_interval=5", "logger=none", "device=cpu"))
+    lshade, cmaes = prepared.algorithm.algorithms
+    assert lshade.params.dim == cmaes.params.dim == 10 and lshade.initial_evaluations() != cmaes.initial_evaluations()
+    assert lshade.params.max_evaluations is None and lshade.params.n_islands == 2  # the run's pool, not a share
+    at_init, per = prepared.algorithm.counts(4)
+    assert (at_init, per) == (
+        2 * (lshade.initial_evaluations() + cmaes.initial_evaluations()),
+        2 * (lshade.evaluations_per_generation() + cmaes.evaluations_per_generation()),
+    )
+    g = prepared.plain["generations"]
+    assert at_init + (g - 1) * per < budget <= at_init + g * per
+    runs = []
+    for n in (1, 2):
+        cfg = {**prepared.plain, "islands": {**prepared.plain["islands"], "n_actors": n}}
+        runs.append(Coordinator(cfg, prepared.topology, prepared.plugins, use_ray=False).run())
+        assert (runs[-1].generations, runs[-1].evaluations) == (g, at_init + g * per)
+    assert_same_runs(*runs)
+
+
+@pytest.mark.parametrize("form", ["", "+", "++"])
+def test_the_list_form_over_the_experiment_on_the_command_line_as_users_type_it(form, tmp_path):
+    """``python run.py +experiment=mixed_islands device=cpu logger=none 'groups=[...]' ++problem.dim=10``
+    (and ``+groups=[...]``, ``++groups=[...]``, which gave Hydra's 5-line merge error): it runs the two
+    groups, each on the problem's dimension."""
+    cmd = [sys.executable, "run.py", "+experiment=mixed_islands", "device=cpu", "logger=none", form + LIST_FORM]
+    cmd += ["++problem.dim=10", "generations=4", f"hydra.run.dir={tmp_path}"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "lshade: host kernel; cmaes: numpy" in p.stdout and "x10 " in p.stdout and "x11 " not in p.stdout

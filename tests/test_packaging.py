@@ -97,6 +97,18 @@ def test_the_runtime_is_apart_from_the_application_and_the_algorithms():
             assert not ALGORITHM_NAMES.search(line), f"{path.name}:{n}: {line.strip()}"
 
 
+def test_the_algorithms_import_nothing_of_the_runtime():
+    """Issue 36 §1: ``algorithms/`` (the families and their core) imports nothing of ``islands/``, at
+    the top of a module or inside a function (a mixed archipelago's layout is the runtime's,
+    ``islands/mixed.py``), so the runtime depends on the algorithms and never the other way."""
+    found = []
+    for path in sorted((ROOT / "algorithms").rglob("*.py")):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.match(r"\s*(from|import) isles\.islands\b", line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not found, found
+
+
 def test_moved_modules_name_their_new_home():
     """Issue 19: the application left ``islands/`` for ``app/``; an import of an old module is one
     ImportError line naming the new one (not ``No module named``), and ``app`` imported as a

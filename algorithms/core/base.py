@@ -176,6 +176,8 @@ class IslandAlgorithm:
     name = "algorithm"
     Params: type = object
     graph_safe = False  # True: step() can be captured as a CUDA graph (algorithms/core/graph.py)
+    minmax = False  # True: the family solves min-max problems (two populations, isles.problems.minmax)
+    evaluates_arrivals = False  # True: adopt() evaluates its arrivals (a mixed archipelago counts them)
     FIELDS: dict = {"genome": "X", "f": "f", "v": "v"}
     EXTRAS: dict = {}
     #: state fields whose island axis is not the default of :meth:`island_axes`: ``{key: axis}``,
@@ -283,7 +285,7 @@ class IslandAlgorithm:
         return state, immigrants
 
     def adopt(self, ctx: Context, state: State, immigrants: Population, valid):
-        """This family's arrival rule in a mixed archipelago (:mod:`isles.algorithms.core.mixed`):
+        """This family's arrival rule in a mixed archipelago (``groups``, docs/mixed_islands.md):
         individuals of any family, as they travel (``genome`` = the phenotype ``x (I, K, D)`` in
         ``ctx.dtype``, ``f``, ``v``, no extras), made individuals of this family, with every leaf of
         :meth:`population` (its extras initialised by the family's rule). ``valid (I, K)`` (host

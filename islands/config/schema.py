@@ -413,10 +413,9 @@ def validated(cfg: dict) -> Validated:
 
 
 def with_groups(cfg: dict) -> dict:
-    """``cfg`` with its ``groups`` (``None``: ``cfg`` itself) as a list of ``{name, islands, algorithm, key}``
-    (a built-in's name becomes its :func:`class_node`; the name: the mapping's key, the option's, or the
-    class's, made unique; ``key``: as typed, ``groups.<key>``), ``islands.n`` their sum and ``algorithm`` the node of
-    :class:`isles.algorithms.core.mixed.Mixed`, which builds each group's algorithm (docs/mixed_islands.md).
+    """``cfg`` with its ``groups`` (``None``: ``cfg`` itself) as a list of ``{name, islands, algorithm, key}`` (a
+    built-in's name: its :func:`class_node`; the name: the mapping's key, the option's or the class's, made unique;
+    ``key``: as typed), ``islands.n`` their sum and ``algorithm`` the node of :class:`isles.islands.mixed.Mixed`.
 
     Raises:
         ValueError: one line naming the field (``groups``, ``groups.<j>``, ``.islands``, ``.algorithm``):
@@ -439,7 +438,8 @@ def with_groups(cfg: dict) -> dict:
         name = str(g.get("name") or name or node["_target_"].rsplit(".", 1)[-1].lower())
         names.add(name := name if name not in names else f"{name}{j}")
         out.append({"name": name, "islands": islands, "algorithm": node, "key": g.get("key", str(key))})
-    n, mixed = sum(g["islands"] for g in out), {"_target_": "isles.algorithms.core.mixed.Mixed", "groups": out}
+    run = {"dim": (cfg.get("problem") or {}).get("dim"), "budget": cfg.get("stop", {}).get("max_evaluations")}
+    mixed, n = {"_target_": "isles.islands.mixed.Mixed", "groups": out, **run}, sum(g["islands"] for g in out)
     return {**cfg, "groups": out, "islands": {**cfg["islands"], "n": n}, "algorithm": {**mixed, "_recursive_": False}}
 
 

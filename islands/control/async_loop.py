@@ -315,6 +315,7 @@ class AsyncLoop(Schedule):
                     payoff_evaluations=payoff_total(summaries),
                     migrations=moved,
                     algorithm_metrics=island_metrics(self.n, summaries),
+                    books=self.co.books,
                 )
                 history.append(record)
                 if s.snapshot is not None:

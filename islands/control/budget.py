@@ -12,7 +12,9 @@ so the run's count after ``g`` generations is::
 
     n_islands * (init + g * per_generation) + g * plugin_per_generation
 
-and the first generation at which it reaches the budget is known before the run starts. The
+(in a mixed run, ``groups``, the sums over the groups of each family's counts times its islands,
+:meth:`isles.islands.mixed.Mixed.counts`: one pool of evaluations that every group's generations
+spend together), and the first generation at which it reaches the budget is known before the run starts. The
 runtime then simply runs that many generations (``generations`` is its upper bound), which makes
 the budget exact on every path alike: in process, on several Ray actors (sync and async), in the
 GPU epoch kernels and in captured span graphs. The one exception is an algorithm that
@@ -27,6 +29,7 @@ from omegaconf import OmegaConf, open_dict
 
 from isles.islands.config.build import build_algorithm, build_plugins
 from isles.islands.config.schema import check_keys, validated
+from isles.islands.mixed import layout_of
 
 
 def evaluation_counts(algorithm, plugins=()) -> tuple[int, int, int]:
@@ -42,10 +45,29 @@ def evaluation_counts(algorithm, plugins=()) -> tuple[int, int, int]:
         per = int(algorithm.evaluations_per_generation())
         plugin = sum(int(p.evaluations_per_generation()) for p in plugins)
     except (NotImplementedError, AttributeError) as err:
-        raise ValueError(
-            f"stop.max_evaluations: {err}; allowed value here is null (set a generation budget with generations=...)"
-        ) from None
+        raise _refused(err) from None
     return init, per, plugin
+
+
+def run_counts(algorithm, n_islands: int, plugins=()) -> tuple[int, int]:
+    """``(at init, per generation)``: the run's evaluations of ``n_islands`` islands of ``algorithm`` (each
+    family's count times its islands in a mixed run, :meth:`isles.islands.mixed.Mixed.counts`) and the
+    plug-ins'.
+
+    Raises:
+        ValueError: as :func:`evaluation_counts`.
+    """
+    try:
+        at_init, per = layout_of(algorithm).counts(n_islands)
+        return at_init, per + sum(int(p.evaluations_per_generation()) for p in plugins)
+    except (NotImplementedError, AttributeError) as err:
+        raise _refused(err) from None
+
+
+def _refused(err) -> ValueError:
+    return ValueError(
+        f"stop.max_evaluations: {err}; allowed value here is null (set a generation budget with generations=...)"
+    )
 
 
 def evaluations_after(generations: int, n_islands: int, counts: tuple[int, int, int]) -> int:
@@ -72,10 +94,8 @@ def budget_generations(cfg: dict, plugins=()) -> int:
     generations = int(cfg["generations"])
     if budget is None:
         return generations
-    counts = evaluation_counts(build_algorithm(cfg["algorithm"]), plugins)
-    n = int(cfg["islands"]["n"])
-    per_generation = evaluations_after(1, n, counts) - evaluations_after(0, n, counts)
-    left = int(budget) - evaluations_after(0, n, counts)
+    at_init, per_generation = run_counts(build_algorithm(cfg["algorithm"]), int(cfg["islands"]["n"]), plugins)
+    left = int(budget) - at_init
     needed = max(1, -(-left // per_generation)) if per_generation > 0 else generations
     return min(generations, needed)
 

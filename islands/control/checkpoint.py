@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-VERSION = 4  # 2: the next migration is kept per island ("pending"), states regroup (regroup); 3: the
+VERSION = 5  # 2: the next migration is kept per island ("pending"), states regroup (regroup); 3: the
 # history holds EpochRecord objects (isles.islands.results), no longer dicts; 4: the typed loop state
-# (records.LoopState) with the plug-ins' states ("plugins")
+# (records.LoopState) with the plug-ins' states ("plugins"); 5: the records' group_metrics, a mixed run's
+# algorithm isles.islands.mixed.Mixed
 
 
 def save(path: str | os.PathLike, payload: dict) -> Path:

@@ -20,6 +20,7 @@ from isles.islands.control import checkpoint
 from isles.islands.control.placement import Balancer
 from isles.islands.config.build import build_algorithm
 from isles.islands.migration.planner import group_plan, migration_edges
+from isles.islands.mixed import layout_of
 from isles.islands.records import LoopState, Plan, Route, SpanOrder
 from isles.islands.control.recovery import loop_copy
 from isles.islands.results import (
@@ -205,11 +206,9 @@ class SyncLoop(Schedule):
 
     def regrouped(self, states: list, old: list, new: list) -> list:
         """A checkpoint's group ``states`` of the islands grouped as ``old``, grouped as ``new``
-        (:func:`checkpoint.regroup` by the run's algorithm's ``island_axes``; an algorithm with a
-        ``regroup`` of its own, a batch of islands of several kinds, regroups them itself)."""
-        algorithm = build_algorithm(self.cfg["algorithm"])
-        own = getattr(algorithm, "regroup", None)
-        return own(states, old, new) if own else checkpoint.regroup(states, old, new, algorithm.island_axes)
+        (:meth:`isles.islands.mixed.Whole.regroup`: by the algorithm's ``island_axes``; a mixed batch each
+        family's part by its own)."""
+        return layout_of(build_algorithm(self.cfg["algorithm"])).regroup(states, old, new)
 
     def epoch_done(self, loop: LoopState, k: int, summaries: dict, t0: float):
         """Book one finished epoch of ``k`` generations into ``loop`` (counters, migrations, the
@@ -249,6 +248,7 @@ class SyncLoop(Schedule):
             payoff_evaluations=payoff_total(summaries),
             migrations=moved,
             plugin_metrics=named,
+            books=self.co.books,
             algorithm_metrics=island_metrics(self.n, summaries),
         )
         loop.history.append(record)

@@ -94,7 +94,7 @@ class MigrationContext:
 
     def part(self, rows: slice) -> "MigrationContext":
         """The context of the islands at ``rows`` of this one (a batch of several families
-        selects per family, :meth:`isles.algorithms.core.mixed.Mixed.emigrants_of`)."""
+        selects per family, :func:`isles.islands.migration.moves.emigrants_of`)."""
         ids = self.island_ids[rows]
         rng = CounterRNG(self.rng.xp, self.rng.seed, ids)
         rng.ctr = self.rng.ctr  # one device counter: a graph's replays advance both

@@ -31,10 +31,11 @@ import dataclasses
 import numpy as np
 
 from isles.algorithms.core.backend import device_constant, to_host
-from isles.algorithms.core.population import Population, PopulationRoles, by_role
+from isles.algorithms.core.population import Population, by_role
 from isles.islands.migration import fused as fused_migration
 from isles.islands.migration import policies
 from isles.islands.migration.contract import guarded
+from isles.islands.mixed import ROLE, layout_of
 
 # re-exported: app/job.py and the tests import them from here
 from isles.islands.migration.policies import check_n_migrants, rank_order, replacement_policy, selection_policy  # noqa: F401
@@ -155,37 +156,42 @@ def replacement(policy, residents: Population, immigrants: Population, valid, co
 
 
 def emigrants_of(algorithm, state: dict, k: int, selection=None, context=None):
-    """The ``k`` emigrants of every population role (:meth:`IslandAlgorithm.populations`) of
-    ``state``, chosen by ``selection`` (a policy with ``select(f, v, k[, context])``, a user's
-    checked, :func:`isles.islands.migration.contract.guarded`; ``None``: the ``k`` best,
-    :class:`isles.islands.migration.policies.SelectBest`): a :class:`Population` ``(I, k)`` for a
-    one-population algorithm, else a :class:`PopulationRoles`. ``context``: the islands'
-    :class:`isles.islands.migration.contract.MigrationContext` (each role's with its ``role``), or ``None``.
+    """The ``k`` emigrants of every population role (:meth:`IslandAlgorithm.populations`) of each
+    family's part of ``state`` (:func:`isles.islands.mixed.layout_of`), chosen by ``selection`` (a policy
+    with ``select(f, v, k[, context])``, a user's checked, :func:`isles.islands.migration.contract.guarded`;
+    ``None``: the ``k`` best, :class:`isles.islands.migration.policies.SelectBest`): a :class:`Population`
+    ``(I, k)`` for a one-population algorithm, else a :class:`PopulationRoles` (a mixed batch: its
+    families' emigrants as they travel, :meth:`isles.islands.mixed.Mixed.emigrants`). ``context``: the
+    islands' :class:`isles.islands.migration.contract.MigrationContext` (each part's islands', each
+    role's with its ``role``), or ``None``.
 
     Raises:
         isles.islands.migration.contract.PolicyError: a user's selection's return breaks its contract.
     """
     selection = policies.SelectBest() if selection is None else guarded(selection, "select")
-    if hasattr(algorithm, "emigrants_of"):  # a batch of islands of several kinds selects its own
-        return algorithm.emigrants_of(state, k, selection, context)
-    pops = algorithm.populations(state)
-    fused = type(selection) is policies.SelectBest and _fused(pops[next(iter(pops))])
-    out = {}
-    for r, p in pops.items():
-        if fused:  # one kernel (isles.islands.migration.fused), the same emigrants; k checked once, at construction
-            out[r] = fused_migration.select_best(p, k)
-        if out.get(r) is None:
-            c = context if context is None or r is None else dataclasses.replace(context, role=r)
-            out[r] = p.take(selection.select(p.f, p.v, k, c))
-    return out[None] if list(out) == [None] else PopulationRoles(out)
+    layout = layout_of(algorithm)
+    parts, chosen = layout.parts(state), []
+    for part in parts:
+        pops = part.algorithm.populations(part.state)
+        fused = type(selection) is policies.SelectBest and _fused(pops[next(iter(pops))])
+        out = {}
+        for r, p in pops.items():
+            if fused:  # one kernel (isles.islands.migration.fused), the same emigrants; k checked once, at construction
+                out[r] = fused_migration.select_best(p, k)
+            if out.get(r) is None:
+                out[r] = p.take(selection.select(p.f, p.v, k, _context(context, part.rows, len(parts), r)))
+        chosen.append(out)
+    return layout.emigrants(parts, chosen)
 
 
 def immigrate(
     algorithm, ctx, state: dict, island_ids: list, emigrants, inbound: dict, remote: dict, policy, context=None
 ):
     """Immigrants into a group's islands, through :func:`route` and :func:`replacement`: the one
-    code path for every algorithm. Each population role receives emigrants of the same role
-    only, and the algorithm may re-assess immigrants before they compete
+    code path for every algorithm and every family of a mixed batch (:func:`isles.islands.mixed.layout_of`:
+    one part per family). Each population role receives emigrants of the same role only; the family
+    makes its individuals of them by its arrival rule where individuals travel between families
+    (:meth:`IslandAlgorithm.adopt`), else may re-assess them before they compete
     (:meth:`IslandAlgorithm.assess_immigrants`).
 
     Args:
@@ -197,59 +203,96 @@ def immigrate(
         policy: the replacement policy (:func:`replacement`), e.g. the group's built from
             ``islands.replacement``.
         context: the islands' :class:`isles.islands.migration.contract.MigrationContext` (for a
-            policy that takes one; each role's with its ``role``), or ``None``.
+            policy that takes one; each part's islands', each role's with its ``role``), or ``None``.
 
     Returns:
-        ``(state, events)``: the new state and one ``(src_of, order, accepted, f_new)`` per role
-        that received immigrants (device arrays; :func:`migration_events` reads them).
+        ``(state, events)``: the new state and one ``(src_of, order, accepted, f_new)`` over the
+        group's ``I`` rows per part and role that received immigrants (device arrays;
+        :func:`migration_events` reads them).
     """
-    if hasattr(algorithm, "immigrate"):  # a batch of islands of several kinds routes its own (through route)
-        return algorithm.immigrate(ctx, state, island_ids, emigrants, inbound, remote, policy, context)
+    layout = layout_of(algorithm)
     xp, I = ctx.xp, len(island_ids)
     emigrants = by_role(emigrants)
     remote = {rid: by_role(r) for rid, r in remote.items()}
-    events = []
-    for role, residents in algorithm.populations(state).items():
-        mine = emigrants[role]
-        k = mine.shape[1]
-        offsets, counts, pool = {}, {}, [mine]
-        for p, gid in enumerate(island_ids):
-            offsets[gid], counts[gid] = p * k, k
-        row = I * k
-        for rid in sorted(remote):
-            if role not in remote[rid]:  # a source without this role (the plug-in's best)
-                continue
-            r = remote[rid][role].conform(residents)
-            c = r.shape[1]
-            offsets[rid], counts[rid] = row, c
-            pool.append(r)
-            row += c
-        rows, src_of, valid = route(inbound, I, offsets, counts, residents.shape[1], rotate=int(state["generation"]))
-        if not valid.any():
-            continue
-        if not remote and _fused(residents):  # one kernel (isles.islands.migration.fused), the same result
-            done = fused_migration.immigrate_role(
-                algorithm, ctx, state, role, residents, mine, rows, valid, replacement_policy(policy)
+    parts, events, adopted = layout.parts(state, ctx), [], 0
+    for part in parts:
+        a, lo, hi, _ = part.algorithm, *part.rows.indices(I)
+        mine_in = {pos - lo: srcs for pos, srcs in inbound.items() if lo <= pos < hi}
+        for role, residents in a.populations(part.state).items():
+            travel = ROLE if layout.travels else role
+            mine = emigrants[travel]
+            like = mine if layout.travels else residents  # the leaves that travel
+            k = mine.shape[1]
+            offsets, counts, pool = {}, {}, [mine]
+            for p, gid in enumerate(island_ids):
+                offsets[gid], counts[gid] = p * k, k
+            row = I * k
+            for rid in sorted(remote):
+                got = remote[rid] if not layout.travels else {travel: next(iter(remote[rid].values()))}
+                if travel not in got:  # a source without this role (the plug-in's best)
+                    continue
+                r = got[travel].conform(like)
+                offsets[rid], counts[rid] = row, r.shape[1]
+                pool.append(r)
+                row += r.shape[1]
+            rows, src_of, valid = route(
+                mine_in, hi - lo, offsets, counts, residents.shape[1], rotate=int(state["generation"])
             )
-            if done is not None:
-                state = done[0]
-                events.append((src_of, *done[1:]))
+            if not valid.any():
                 continue
-        flat = Population.from_leaves(
-            {
-                name: xp.concatenate([a.reshape((-1,) + a.shape[2:]) for a in arrays])
-                for name, arrays in _stack_leaves([p.conform(residents) for p in pool]).items()
-            }
-        )
-        rows_d = device_constant(xp, rows)
-        immigrants = flat.map(lambda a: a[rows_d])
-        state, immigrants = algorithm.assess_immigrants(ctx, state, role, immigrants)
-        residents = algorithm.populations(state)[role]
-        c = context if context is None or role is None else dataclasses.replace(context, role=role)
-        idx, new, accepted, order = replacement(policy, residents, immigrants, device_constant(xp, valid), c)
-        state = algorithm.replace_role(ctx, state, role, idx, new)
-        events.append((src_of, order, accepted, new.f))
-    return state, events
+            if not layout.travels and not remote and _fused(residents):  # one kernel (fused.py), the same result
+                done = fused_migration.immigrate_role(
+                    a, ctx, part.state, role, residents, mine, rows, valid, replacement_policy(policy)
+                )
+                if done is not None:
+                    part.state = done[0]
+                    events.append((src_of, *done[1:]))
+                    continue
+            flat = Population.from_leaves(
+                {
+                    name: xp.concatenate([v.reshape((-1,) + v.shape[2:]) for v in arrays])
+                    for name, arrays in _stack_leaves([p.conform(like) for p in pool]).items()
+                }
+            )
+            rows_d = device_constant(xp, rows)
+            immigrants = flat.map(lambda v: v[rows_d])
+            if layout.travels:  # the family's arrival rule: its own individuals of them
+                part.state, immigrants = a.adopt(part.ctx, part.state, immigrants, valid)
+                adopted += int(valid.sum()) if a.evaluates_arrivals else 0
+            else:
+                part.state, immigrants = a.assess_immigrants(ctx, part.state, role, immigrants)
+            residents = a.populations(part.state)[role]
+            c = _context(context, part.rows, len(parts), role)
+            idx, new, accepted, order = replacement(policy, residents, immigrants, device_constant(xp, valid), c)
+            part.state = a.replace_role(part.ctx or ctx, part.state, role, idx, new)
+            events.append(_padded(xp, I, lo, (src_of, order, accepted, new.f)))
+    return layout.merged(parts, state, adopted), events
+
+
+def _context(context, rows: slice, n_parts: int, role):
+    """``context`` of a part's islands at ``rows`` (of one of ``n_parts``) and of ``role``; ``None`` for ``None``."""
+    if context is None:
+        return None
+    c = context.part(rows) if n_parts > 1 else context
+    return c if role is None else dataclasses.replace(c, role=role)
+
+
+def _padded(xp, I: int, lo: int, event: tuple) -> tuple:
+    """A part's event ``(src_of, order, accepted, f)`` of its rows from ``lo`` over the batch's ``I`` rows
+    (the others padding: source :data:`PAD`, nothing accepted); the event itself where it has them all."""
+    src_of, order, accepted, f = event
+    n, K = src_of.shape
+    if n == I:
+        return event
+    src = np.full((I, K), PAD, dtype=src_of.dtype)
+    src[lo : lo + n] = src_of
+
+    def padded(a, fill):
+        out = xp.full((I, K), fill, dtype=a.dtype)
+        out[lo : lo + n] = a
+        return out
+
+    return src, padded(order, 0), padded(accepted, False), padded(f, 0)
 
 
 def migration_events(pending, island_ids: list) -> list:
