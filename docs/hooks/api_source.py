@@ -15,6 +15,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from mkdocs.plugins import event_priority
+
 PARTS = ("algorithms", "problems", "islands", "app")
 """The folders that ``pyproject.toml`` maps into ``isles`` and that the reference documents."""
 
@@ -40,7 +42,9 @@ def api_tree(root: Path) -> Path:
     return base
 
 
+@event_priority(100)  # before mkdocstrings' own on_config, which fixes griffe's search paths
 def on_config(config):
-    """MkDocs' ``on_config`` event: build the tree before mkdocstrings reads any source."""
+    """MkDocs' ``on_config`` event: build the tree before mkdocstrings reads any source (first of
+    the plugins' ``on_config``: a clean checkout has no ``build/`` yet)."""
     api_tree(Path(config.config_file_path).resolve().parent)
     return config
