@@ -260,3 +260,17 @@ def test_no_cuda_thread_when_turned_off(monkeypatch):
     monkeypatch.setattr(early, "_started", None)
     monkeypatch.setenv("ISLES_EARLY_CUDA", "0")
     assert early.start(["+experiment=cmepso", "device=gpu"]) is None
+
+
+def test_job_bench_can_time_runs_with_their_bytecode_cached(monkeypatch, tmp_path):
+    """``benchmarks/job_bench.py --bytecode cached``: the runs write and reuse Python's bytecode in one
+    folder although this shell sets ``PYTHONDONTWRITEBYTECODE`` (the lent GPU machines do, beside
+    packages without ``.pyc`` files: every run compiled every module); ``as-is`` keeps the setting."""
+    from benchmarks.job_bench import bytecode_env, bytecode_words
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    assert bytecode_env(None)["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert "not written" in bytecode_words(None)
+    env = bytecode_env(str(tmp_path))
+    assert "PYTHONDONTWRITEBYTECODE" not in env and env["PYTHONPYCACHEPREFIX"] == str(tmp_path)
+    assert "cached" in bytecode_words(str(tmp_path))
