@@ -21,12 +21,16 @@ it again in line and reports it as before.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import threading
 
 #: the subcommands of the ``isles`` command that run no job
 SUBCOMMANDS = ("show", "sync", "precompile")
+
+#: seconds a process that ends before the thread did (a bad value, Ctrl-C at once) waits for it at exit
+EXIT_WAIT_S = 5.0
 
 _started: threading.Thread | None = None
 
@@ -58,6 +62,9 @@ def start(argv: list[str]) -> threading.Thread | None:
         return None
     _started = threading.Thread(target=_warm, name="isles-early-cuda", daemon=True)
     _started.start()
+    atexit.register(
+        _started.join, EXIT_WAIT_S
+    )  # a process ending early (a bad value, Ctrl-C) leaves no CUDA call half done
     return _started
 
 
