@@ -62,9 +62,8 @@ def start(argv: list[str]) -> threading.Thread | None:
         return None
     _started = threading.Thread(target=_warm, name="isles-early-cuda", daemon=True)
     _started.start()
-    atexit.register(
-        _started.join, EXIT_WAIT_S
-    )  # a process ending early (a bad value, Ctrl-C) leaves no CUDA call half done
+    # a process that ends first (a bad value, Ctrl-C at once) leaves no CUDA call half done
+    atexit.register(_started.join, EXIT_WAIT_S)
     return _started
 
 
