@@ -16,6 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 try:
+    from isles import early  # noqa: E402
+
+    early.start(sys.argv[1:])  # CuPy's import and the CUDA context overlap the imports below (isles/early.py)
     from isles.cli import main  # noqa: E402
 except KeyboardInterrupt:  # Ctrl-C while isles is imported (seconds on a loaded machine): one line, as later
     print("isles: interrupted", file=sys.stderr, flush=True)

@@ -24,6 +24,13 @@ Ray nor Optuna. Prints one Markdown table (medians).
 
 ``--cold`` gives every process an empty CuPy kernel cache (``CUPY_CACHE_DIR``, a fresh folder
 each), as on a fresh GPU machine; without it the runs share one cache, warmed by the first run.
+``--bytecode cached`` lets Python write and reuse its bytecode (``PYTHONDONTWRITEBYTECODE`` unset,
+``PYTHONPYCACHEPREFIX`` a folder of the scratch directory, filled by each version's first run), as after
+``pip install`` or a checkout's first run; ``as-is`` (default) keeps this shell's setting. Where Python
+writes no bytecode and finds none (``PYTHONDONTWRITEBYTECODE=1`` beside packages installed without
+``.pyc`` files, as on the lent GPU machines' bundle), every process compiles every module it imports:
+about 1.5 s of the main job's start-up on one H200 (docs/startup.md). The table's heading says which.
+    python benchmarks/job_bench.py --bytecode cached --case "device=gpu logger=none"
     taskset -c 0,1 python benchmarks/job_bench.py --case "ray.num_cpus=2"   # a 2-core machine
     git worktree add /tmp/old HEAD~5 && python benchmarks/job_bench.py --baseline /tmp/old --repeats 5
 """
@@ -49,16 +56,17 @@ WATCHED = ("ray", "optuna", "mlflow", "cupy")
 
 
 def run_once(
-    experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py", cold: bool = False
+    experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py", cold: bool = False, pyc: str | None = None
 ) -> tuple[float, float, str, float]:
     """One process of ``run_py``: ``(whole-process seconds, evolution seconds, result line, seconds
     until its MLflow record is written)``; ``cold``: with an empty CuPy kernel cache of its own
-    (``CUPY_CACHE_DIR``). The unfinished records are listed in ``cwd`` (``ISLES_PENDING_DIR``).
+    (``CUPY_CACHE_DIR``); ``pyc``: Python's bytecode written to and read from that folder
+    (:func:`bytecode_env`). The unfinished records are listed in ``cwd`` (``ISLES_PENDING_DIR``).
 
     Raises:
         SystemExit: the run failed (its stderr's tail is shown)."""
     cmd = [sys.executable, str(run_py), f"+experiment={experiment}", "progress=false", *shlex.split(case)]
-    env = {**os.environ, "ISLES_PENDING_DIR": os.path.join(cwd, "pending")}
+    env = {**bytecode_env(pyc), "ISLES_PENDING_DIR": os.path.join(cwd, "pending")}
     if cold:
         env["CUPY_CACHE_DIR"] = tempfile.mkdtemp(dir=cwd)
     t0 = time.perf_counter()
@@ -75,6 +83,26 @@ def run_once(
         time.sleep(0.01)
     record = time.perf_counter() - t0
     return whole, float(re.search(r" wall=([\d.]+)s", line).group(1)), line, record
+
+
+def bytecode_env(pyc: str | None) -> dict:
+    """This process's environment, with Python's bytecode written to and read from the folder ``pyc``
+    (``PYTHONPYCACHEPREFIX``, ``PYTHONDONTWRITEBYTECODE`` unset); as it is for ``None``."""
+    if pyc is None:
+        return dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": pyc}
+
+
+def bytecode_words(pyc: str | None) -> str:
+    """How the runs treat Python's bytecode, for the table's heading."""
+    if pyc is not None:
+        return "bytecode cached (written by each version's first run)"
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return (
+            "bytecode not written (PYTHONDONTWRITEBYTECODE set: sources without a .pyc are compiled by every process)"
+        )
+    return "bytecode as this shell writes it"
 
 
 def imported(experiment: str, case: str, cwd: str, run_py: Path = ROOT / "run.py") -> str:
@@ -101,6 +129,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cold", action="store_true", help="every process with an empty CuPy kernel cache")
     ap.add_argument(
+        "--bytecode",
+        choices=("as-is", "cached"),
+        default="as-is",
+        help="cached: Python writes and reuses its bytecode (a folder of the scratch directory); as-is: this shell's setting",
+    )
+    ap.add_argument(
         "--baseline",
         type=Path,
         help="another checkout (e.g. a `git worktree` of an older "
@@ -115,12 +149,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         pairs = [(case, v) for case in cases for v in versions]
         cwds = {pair: tempfile.mkdtemp(dir=scratch) for pair in pairs}
-        first = {(c, v): run_once(args.experiment, c, cwds[c, v], versions[v], args.cold) for c, v in pairs}
+        pyc = os.path.join(scratch, "pyc") if args.bytecode == "cached" else None
+        first = {(c, v): run_once(args.experiment, c, cwds[c, v], versions[v], args.cold, pyc) for c, v in pairs}
         mods = {(c, v): imported(args.experiment, c, cwds[c, v], versions[v]) for c, v in pairs}
         runs = {pair: [] for pair in pairs}
         for _ in range(args.repeats):  # interleaved: the machine's drift hits every case and version alike
             for c, v in pairs:
-                runs[c, v].append(run_once(args.experiment, c, cwds[c, v], versions[v], args.cold))
+                runs[c, v].append(run_once(args.experiment, c, cwds[c, v], versions[v], args.cold, pyc))
     for case, v in pairs:
         done = runs[case, v]
         whole = statistics.median(r[0] for r in done)
@@ -133,7 +168,7 @@ def main() -> None:
             f"evolution {evo:.2f} s, record {record} s, imports {mods[case, v]}",
             flush=True,
         )
-    print(f"\n{'cold (an empty kernel cache each run)' if args.cold else 'warm kernel cache'}:")
+    print(f"\n{'cold (an empty kernel cache each run)' if args.cold else 'warm kernel cache'}, {bytecode_words(pyc)}:")
     print(
         f"\n| version | `+experiment={args.experiment}` overrides | first run, whole process s | whole process s "
         f"(median of {args.repeats}) | evolution s | start-up s (whole - evolution) | MLflow record written s | "

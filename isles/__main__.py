@@ -46,6 +46,9 @@ def unshadow() -> None:
 if __name__ == "__main__":
     unshadow()
     try:
+        from isles import early
+
+        early.start(sys.argv[1:])  # CuPy's import and the CUDA context overlap the imports below (isles/early.py)
         from isles.cli import main
     except KeyboardInterrupt:  # Ctrl-C while isles is imported: one line, as at any later moment
         print("isles: interrupted", file=sys.stderr, flush=True)

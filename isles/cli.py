@@ -26,6 +26,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from isles import early
 from isles.algorithms.core import kernel_lists, precompile
 from isles.islands.coordinator import RestartFailed
 from isles.app.errors import error_message, is_config_error
@@ -205,6 +206,7 @@ def _main() -> None:
         sys.exit(precompile_main(sys.argv[2:]))
     if sys.argv[1:2] == ["sync"]:  # isles sync [FOLDER ...]: MLflow records still being written, or left unfinished
         sys.exit(sync_main(sys.argv[2:]))
+    early.start(sys.argv[1:])  # the ``isles`` command's own entry (run.py and ``-m isles`` started it already)
     preprocess_argv()  # what Hydra's merge would refuse in several lines (isles.app.overrides.preprocess)
     if os.environ.get("ISLES_RECORD_KERNELS"):  # benchmarks/record_kernels.py
         kernel_lists.record_to(os.environ["ISLES_RECORD_KERNELS"])
