@@ -105,6 +105,9 @@ class HostEpochEPSO:
         vp, ci, T = ctypes.c_void_p, ctypes.c_int, self.T
         self._epoch.argtypes = [ci, ci, *[vp] * 12, vp, ctypes.c_ulonglong, ctypes.c_longlong, ci, *[vp] * 4]
         self._epoch.argtypes += [*[T] * 6, *[ci] * 7, T, vp]
+        self._draws = self.lib.epso_host_draws
+        self._draws.restype = None
+        self._draws.argtypes = [ci, vp, ctypes.c_ulonglong, ctypes.c_longlong, *[ci] * 5, T, vp, vp]
         p = epso.params
         #: the arguments that do not change between calls: the box, the keys, the coefficients
         self._fixed = (self.lower.ctypes.data, self.upper.ctypes.data, ctx.rng.keys.ctypes.data)
@@ -153,19 +156,19 @@ class HostEpochEPSO:
         A = np.empty((n, n_isl, blk), self.dtype)
         B = None if self.c_cos else np.empty((n, n_isl, blk), self.dtype)
         if blk:
-            self.lib.epso_host_draws(
-                ctypes.c_int(n_isl),
-                self._ptr(rng.keys),
-                ctypes.c_ulonglong(int(rng.ctr[0])),
-                ctypes.c_longlong(int(g0)),
-                ctypes.c_int(n),
-                ctypes.c_int(N),
-                ctypes.c_int(C),
-                ctypes.c_int(D),
-                ctypes.c_int(p.c3 > 0),
-                self.T(TWO_PI),
-                self._ptr(A),
-                None if B is None else self._ptr(B),
+            self._draws(
+                n_isl,
+                rng.keys.ctypes.data,
+                int(rng.ctr[0]),
+                int(g0),
+                n,
+                N,
+                C,
+                D,
+                int(p.c3 > 0),
+                TWO_PI,
+                A.ctypes.data,
+                None if B is None else B.ctypes.data,
             )
         return np.log1p(A), (A if B is None else np.cos(B))
 
