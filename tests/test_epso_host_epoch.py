@@ -178,3 +178,15 @@ def test_welded_beam_row_code_is_its_array_code(cls):
     assert _same(f, fw[0])
     np.testing.assert_allclose(v, vw[0], rtol=1e-13)
     assert (v == 0).sum() >= 5 and (v > 0).sum() > 100
+
+
+@needs_cc
+def test_step_takes_the_host_build():
+    """On NumPy ``step`` is the host build's generation too (as DE's), so ``run(n)`` is ``n`` steps."""
+    alg, ctx, s0 = _start(dict(n_replicas=3), False, make_problem("welded_beam"))
+    steps = dict(s0)
+    for _ in range(4):
+        steps = alg.step(ctx, steps)
+    one = HostEpochEPSO(alg, ctx).run(dict(s0), 4)
+    for k in (*POPS, "pbest_f", "gbest_f"):
+        assert _same(steps[k], one[k]), k

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from isles.algorithms.core.base import Context, State, check_range
 from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.pso.draws import (
@@ -142,10 +144,14 @@ class EPSO(PSO):
 
         On CuPy (``params.fused``, float32/float64) the fused kernels of
         :mod:`isles.algorithms.pso.epso_cuda` run instead of the array code below, with bit-identical
-        results (:meth:`_fused_step`).
+        results (:meth:`_fused_step`); on NumPy the host build where ``host_kernel`` allows it
+        (:mod:`isles.algorithms.pso.host_epoch`, the same populations).
         """
         if self._fused_ok(ctx, state):
             return self._fused_step(ctx, state)
+        host = self.host_plan(ctx) if ctx.xp is np else None
+        if host is not None:  # NumPy: the host build, as run's (algorithm.host_kernel)
+            return host(state, 1)
         p, xp, rng, g, dt = self.params, ctx.xp, ctx.rng, state["generation"], ctx.dtype
         I, N, D = state["x"].shape
         C = 1 + p.n_replicas  # candidates per particle: the original then R replicas
