@@ -129,7 +129,7 @@ class Problem:
     One thread evaluates one row. Written with ``add_rn``/``mul_rn``... in the array code's order
     it agrees with ``objective``/``constraints`` to rounding (``pow`` where NumPy calls it).
     Kernels check it against ``objective``/``constraints`` on random points before use and run
-    the array path (with a warning) where it disagrees. Built in: g01, g07, g09, g10, spring.
+    the array path (with a warning) where it disagrees. Built in: g01, g07, g09, g10, spring, welded beam.
 
     Raises:
         ValueError: the bounds do not match ``dim`` (field ``problem.lower``/``problem.upper``),

@@ -131,6 +131,56 @@ class WeldedBeam(Problem):
             constraint_scale=[13600.0, 30000.0, 1.0, 1.0, 1.0, 0.25, 6000.0],
         )
 
+    @property
+    def cuda_row(self) -> str:
+        """Per-row device code (:class:`isles.problems.base.Problem`): :meth:`objective` and
+        :meth:`constraints` operation by operation in NumPy's order (the Python constants folded as
+        Python folds them; ``x**2`` a product, as NumPy's ``square``; ``x**3``, ``x**6`` the C
+        library's ``pow``, NumPy's own may differ in the last bit)."""
+        P, L, E, G = self.P, self.L, self.E, self.G
+
+        def c(v: float) -> str:
+            return f"(T){float(v)!r}"
+
+        return f"""
+#define ROW_M 7
+ISLES_DEV T row_objective(const T* x) {{
+    return add_rn(mul_rn(mul_rn({c(1.10471)}, mul_rn(x[0], x[0])), x[1]),
+                  mul_rn(mul_rn(mul_rn({c(0.04811)}, x[2]), x[3]), add_rn({c(14.0)}, x[1])));
+}}
+ISLES_DEV T row_constraint(const T* x, int i) {{
+    const T x1 = x[0], x2 = x[1], x3 = x[2], x4 = x[3];
+    switch (i) {{
+    case 0: {{
+        const T tau_p = div_rn({c(P)}, mul_rn(mul_rn({c(math.sqrt(2.0))}, x1), x2));
+        const T M = mul_rn({c(P)}, add_rn({c(L)}, div_rn(x2, {c(2.0)})));
+        const T h = div_rn(add_rn(x1, x3), {c(2.0)});
+        const T half = mul_rn(h, h);
+        const T R = t_sqrt(add_rn(div_rn(mul_rn(x2, x2), {c(4.0)}), half));
+        const T J = mul_rn({c(2.0)}, mul_rn(mul_rn(mul_rn({c(math.sqrt(2.0))}, x1), x2),
+                                            add_rn(mul_rn({c(self.j_coeff)}, mul_rn(x2, x2)), half)));
+        const T tau_pp = div_rn(mul_rn(M, R), J);
+        const T mid = div_rn(mul_rn(mul_rn(mul_rn({c(2.0)}, tau_p), tau_pp), x2), mul_rn({c(2.0)}, R));
+        const T tau = t_sqrt(add_rn(add_rn(mul_rn(tau_p, tau_p), mid), mul_rn(tau_pp, tau_pp)));
+        return sub_rn(tau, {c(self.TAU_MAX)});
+    }}
+    case 1: return sub_rn(div_rn({c(6.0 * P * L)}, mul_rn(x4, mul_rn(x3, x3))), {c(self.SIGMA_MAX)});
+    case 2: return sub_rn(x1, x4);
+    case 3: return sub_rn(add_rn(mul_rn({c(0.10471)}, mul_rn(x1, x1)),
+                                 mul_rn(mul_rn(mul_rn({c(0.04811)}, x3), x4), add_rn({c(14.0)}, x2))), {c(5.0)});
+    case 4: return sub_rn({c(0.125)}, x1);
+    case 5: return sub_rn(div_rn({c(4.0 * P * L**3)}, mul_rn(mul_rn({c(E)}, t_pow(x3, (T)3.0)), x4)),
+                          {c(self.DELTA_MAX)});
+    default: {{
+        const T root = t_sqrt(div_rn(mul_rn(mul_rn(x3, x3), t_pow(x4, (T)6.0)), {c(36.0)}));
+        const T left = div_rn(mul_rn({c(4.013 * E)}, root), {c(L**2)});
+        const T right = sub_rn({c(1.0)}, mul_rn(div_rn(x3, {c(2.0 * L)}), {c(math.sqrt(E / (4.0 * G)))}));
+        return sub_rn({c(P)}, mul_rn(left, right));
+    }}
+    }}
+}}
+"""
+
     def objective(self, X):
         """``f`` of shape ``X.shape[:-1]``."""
         x1, x2, x3, x4 = X[..., 0], X[..., 1], X[..., 2], X[..., 3]

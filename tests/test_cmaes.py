@@ -384,3 +384,43 @@ def test_a_run_without_restarts_stays_finite_long_after_it_converged():
         for _ in range(600):
             s = alg.step(ctx, s)
     assert np.isfinite(s["sigma"]).all() and (s["sigma"] > 0).all() and (s["f"][:, 0] < 1e-12).all()
+
+
+# -- fewer NumPy calls a generation (issue 37): kept parameters, no splice without injections --------
+def test_numpy_strategy_parameters_and_box_scale_are_kept_read_only():
+    """On NumPy the parameters of a ``(n, lambda, cap, dtype)`` and the box's scale are computed
+    once (the same read-only arrays each call), with the values of the arithmetic."""
+    from isles.algorithms.cmaes import strategy  # noqa: PLC0415
+
+    lam = np.array([10, 20, 10])
+    a = strategy_parameters(np, 7, lam, 40)
+    assert strategy_parameters(np, 7, lam.copy(), 40) is a
+    fresh = strategy._parameters(np, 7, lam, 40, np.float64)
+    for k, v in a.items():
+        assert not v.flags.writeable and v.tobytes() == fresh[k].tobytes(), k
+    lo, hi = np.array([-1.0, 0.0, 2.0]), np.array([1.0, 0.0, 5.0])
+    s, sig = strategy.box_scale_of(np, lo, hi, 0.3)
+    assert strategy.box_scale_of(np, lo.copy(), hi.copy(), 0.3)[0] is s and not s.flags.writeable
+    s2, sig2 = strategy._box_scale(np, lo, hi, 0.3)
+    assert s.tobytes() == s2.tobytes() and sig == sig2
+
+
+def test_numpy_generation_without_injections_splices_nothing(monkeypatch):
+    """Without pending injections a NumPy generation does not compute the clipped steps (nothing
+    would be spliced in); with them it does: the state is the same either way as before."""
+    from isles.algorithms.cmaes import cmaes as cm  # noqa: PLC0415
+
+    from isles.problems import make_problem  # noqa: PLC0415
+
+    ctx = Context(np, np.float64, Evaluator(make_problem("sphere", dim=5)), CounterRNG(np, 2, [0, 1]))
+    alg = CMAES(dim=5)
+    s = alg.init(ctx)
+    calls = []
+    real = cm.clip_steps
+    monkeypatch.setattr(cm, "clip_steps", lambda *a: calls.append(1) or real(*a))
+    s = alg.run(ctx, s, 3)
+    assert calls == []
+    s["inj_on"] = s["inj_on"].copy()
+    s["inj_on"][0, 0] = True
+    alg.step(ctx, s)
+    assert calls == [1]

@@ -98,7 +98,7 @@ def test_host_kernel_step_equals_numpy_generic_step(dtype, mode, config, problem
     ties and NaN objectives; past ``max_iterations`` (schedules at their ends)."""
     fields, attract = CONFIGS[config]
     prob = _Plateaus(dim=5) if problem == "plateaus" else make_problem(problem)
-    alg = EPSO(n_particles=9, cor_mode=mode, max_iterations=10, **fields)
+    alg = EPSO(n_particles=9, cor_mode=mode, max_iterations=10, host_kernel=False, **fields)
     ctx = _ctx(prob, dtype)
     host = cuda_host.HostEPSO(alg, ctx)
     _patched(ctx, host)
@@ -122,7 +122,7 @@ def test_host_kernel_step_equals_numpy_generic_step(dtype, mode, config, problem
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_host_kernel_honours_the_rng_counter(dtype):
     """The draws of generation ``g + ctr`` (CUDA-graph replay), as CounterRNG's."""
-    alg = EPSO(n_particles=7, n_replicas=4, c3=2.02)
+    alg = EPSO(n_particles=7, n_replicas=4, c3=2.02, host_kernel=False)
     ctx = _ctx(make_problem("welded_beam"), dtype)
     host = cuda_host.HostEPSO(alg, ctx)
     _patched(ctx, host)
@@ -284,7 +284,7 @@ def test_fused_launchers_pass_the_kernels_parameters(dtype, config, monkeypatch)
         __name__="cupy", ascontiguousarray=np.ascontiguousarray, empty=np.empty, asarray=np.asarray
     )
     fields, attract = CONFIGS[config]
-    alg = EPSO(n_particles=9, max_iterations=10, **fields)
+    alg = EPSO(n_particles=9, max_iterations=10, host_kernel=False, **fields)
     prob = make_problem("welded_beam")
     nctx = _ctx(prob, dtype)
     host = cuda_host.HostEPSO(alg, nctx)

@@ -359,3 +359,40 @@ def test_de_islands_on_threads_equal_one_thread(monkeypatch):
     monkeypatch.setenv("ISLES_HOST_THREADS", "0")
     with pytest.raises(ValueError, match="ISLES_HOST_THREADS=0: allowed values are integers >= 1"):
         threads.host_threads(4)
+
+
+@needs_cc
+@pytest.mark.parametrize("family", ["CDE", "lshade"])
+def test_cde_and_lshade_islands_on_threads_equal_one_thread(family, monkeypatch):
+    """As DE's above: CDE's and L-SHADE's host builds run their islands on OpenMP threads, each
+    with its own block memory and NaN slot; 3 threads give the one-thread state bit for bit, and
+    their plans take ``ISLES_HOST_THREADS``."""
+    from isles.algorithms.coevolution import epoch as cde_epoch  # noqa: PLC0415
+    from isles.algorithms.lshade import epoch as ls_epoch  # noqa: PLC0415
+    from isles.algorithms.lshade import host_epoch as ls_host  # noqa: PLC0415
+    from isles.algorithms.lshade.lshade import LSHADE  # noqa: PLC0415
+
+    if family == "CDE":
+        alg, prob = _cde()
+        ctx = _ctx(prob)
+        host = host_epoch(alg.params, prob)
+        run = lambda st: host.step(st, ctx.rng.keys, 3)  # noqa: E731
+    else:
+        alg, prob = LSHADE(dim=4, max_generations=30), make_problem("rastrigin", dim=4)
+        ctx = island_ctx(np, prob, islands=5, target=1e-3)
+        host = ls_host.HostEpochLSHADE(alg, ctx)
+        run = lambda st: ls_epoch.run(alg, ctx, st, 6, kernel=host)  # noqa: E731
+    s0 = alg.init(ctx)
+    one = run(dict(s0))
+    host.threads = 3
+    many = run(dict(s0))
+    for k, v in one.items():
+        if not isinstance(v, (int, float)):
+            assert _same(many[k], v), k
+    monkeypatch.setenv("ISLES_HOST_THREADS", "2")
+    if family == "CDE":
+        assert cde_epoch.host_run(alg, ctx) is not None
+        plan = host_build._PLANS[("CDE", id(alg), id(ctx))][2]
+    else:
+        plan = ls_host.host_plan(alg, ctx)
+    assert plan.threads == 2

@@ -71,7 +71,7 @@ import numpy as np
 from isles.algorithms.cmaes import restarts
 from isles.algorithms.cmaes.draws import DRAW_INIT_MEAN, DRAW_Z
 from isles.algorithms.cmaes.params import RESTARTS, CMAESParams  # noqa: F401  (RESTARTS: re-exported)
-from isles.algorithms.cmaes.strategy import clip_bound, expected_norm, strategy_parameters
+from isles.algorithms.cmaes.strategy import box_scale_of, clip_bound, expected_norm, strategy_parameters
 from isles.algorithms.core.base import Context, IslandAlgorithm, State
 from isles.algorithms.core.population import Population
 from isles.algorithms.de.de import apply_bounds
@@ -225,11 +225,7 @@ class CMAES(IslandAlgorithm):
     def box_scale(self, ctx: Context):
         """``(s (D,), sigma_0)``: ``s = w / rms(w)`` with ``w = upper - lower`` (1 where the box is
         flat or unbounded), and ``sigma_0 = sigma0 rms(w)`` (:class:`CMAESParams`)."""
-        xp = ctx.xp
-        w = ctx.upper - ctx.lower
-        w = xp.where(xp.isfinite(w) & (w > 0), w, 1.0)
-        rms = xp.sqrt((w * w).mean())
-        return w / rms, self.params.sigma0 * rms
+        return box_scale_of(ctx.xp, ctx.lower, ctx.upper, self.params.sigma0)
 
     def init(self, ctx: Context) -> State:
         """The first mean uniform in the box (evaluated: 1 evaluation per island), ``sigma_0``,
@@ -290,12 +286,14 @@ class CMAES(IslandAlgorithm):
         z = ctx.rng.normal(g, DRAW_Z, (self.lam0, ctx.dim), dt)
         y = xp.matmul(z * d[:, None, :], xp.swapaxes(B, 1, 2))
         on = state["inj_on"][..., None]
-        yi, zi = clip_steps(xp, (state["inj_x"] - m[:, None, :]) / sigma[:, None, None], B, d, clip_bound(ctx.dim))
-        y = xp.concatenate([xp.where(on, yi, y[:, :J]), y[:, J:]], axis=1)
-        z = xp.concatenate([xp.where(on, zi, z[:, :J]), z[:, J:]], axis=1)
+        inject = xp is not np or bool(on.any())  # NumPy: no pending injection, nothing to splice
+        if inject:
+            yi, zi = clip_steps(xp, (state["inj_x"] - m[:, None, :]) / sigma[:, None, None], B, d, clip_bound(ctx.dim))
+            y = xp.concatenate([xp.where(on, yi, y[:, :J]), y[:, J:]], axis=1)
+            z = xp.concatenate([xp.where(on, zi, z[:, :J]), z[:, J:]], axis=1)
         x = m[:, None, :] + sigma[:, None, None] * y
-        # an injected point is evaluated as it came (the clipped step only enters the update)
-        x = xp.concatenate([xp.where(on, state["inj_x"], x[:, :J]), x[:, J:]], axis=1)
+        if inject:  # an injected point is evaluated as it came (the clipped step only enters the update)
+            x = xp.concatenate([xp.where(on, state["inj_x"], x[:, :J]), x[:, J:]], axis=1)
         xb = apply_bounds(self.params.bound_handling, x, ctx.lower, ctx.upper, ctx.rng, g)
         w = ctx.upper - ctx.lower
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -335,7 +333,8 @@ class CMAES(IslandAlgorithm):
             s[key] = buf
         # best so far and the latest block (what migration sees)
         b = argbest(f, v, axis=1)
-        bx, bf, bv = xb[xp.arange(I), b], f[xp.arange(I), b], v[xp.arange(I), b]
+        r = ii[:, 0]
+        bx, bf, bv = xb[r, b], f[r, b], v[r, b]
         keep = ~better(bf, bv, state["f"][:, 0], state["v"][:, 0])
         s["X"] = xp.concatenate([xp.where(keep[:, None], state["X"][:, 0], bx)[:, None], xb], axis=1)
         s["f"] = xp.concatenate([xp.where(keep, state["f"][:, 0], bf)[:, None], f], axis=1)

@@ -43,7 +43,9 @@ import numpy as np
 
 from isles.algorithms.coevolution.counts import COUNTER_STRIDE, cycle_evaluations, cycle_payoffs
 from isles.algorithms.core.cuda_lib import defines as c_defines
+from isles.algorithms.core import cuda_lib
 from isles.algorithms.core.cuda_lib import draw_ids, source
+from isles.algorithms.core.threads import host_threads
 from isles.algorithms.de.crossover import DRAW_CROSS, DRAW_START
 from isles.algorithms.de.cuda_source import BOUND_IDS, XOVER_IDS, _cr_args
 from isles.algorithms.de.de import DRAW_BOUND, DRAW_INDEX
@@ -347,7 +349,8 @@ def host_epoch(params, problem, dtype=np.float64):
         raise ValueError(f"CDE epoch kernel: {why}")
     dtype = np.dtype(dtype)
     lay = layout(params, problem, dtype)
-    lib = compile_host(kernel_source(params, problem, dtype, lay), ("-O3",), plain_arith=True)
+    text = kernel_source(params, problem, dtype, lay) + cuda_lib.read("cde_epoch_threads.cuh")
+    lib = compile_host(text, ("-O3",), openmp=True, plain_arith=True)
     return _HostEpoch(lib, params, problem, dtype, lay)
 
 
@@ -367,6 +370,7 @@ def host_run(algo, ctx):
         err = terms_error(prob, host.terms, *_check_points(prob, host.dtype, np), np)
         if not err <= CHECK_RTOL[host.dtype]:
             raise ValueError(f"pair_terms_cuda disagrees with the array code (relative error {err:.3g})")
+        host.threads = host_threads(ctx.n_islands)
         return host
 
     host = host_build.host_plan(algo, ctx, "CDE", lambda: unsupported_reason(algo.params, prob), build, log)
@@ -391,7 +395,8 @@ class _HostEpoch:
         self.T = ctypes.c_float if dtype == np.float32 else ctypes.c_double
         lib.cde_smem_bytes.restype = ctypes.c_ulonglong
         self.smem_bytes = int(lib.cde_smem_bytes())
-        self.smem = np.zeros(self.smem_bytes + 16, dtype=np.uint8)
+        #: OpenMP threads over the islands (the results do not depend on it; host_run sets the cores)
+        self.threads = 1
 
     def _p(self, a):
         return a.ctypes.data_as(ctypes.c_void_p)
@@ -432,9 +437,10 @@ class _HostEpoch:
         ctr = np.zeros(1, dtype=np.uint64)
         nan = np.zeros(1, dtype=np.uint64)
         cr, log_cr, cr_case = _cr_args(p, dt)
-        self.lib.cde_epoch_host(
+        rc = self.lib.cde_epoch_host_threads(
+            ctypes.c_int(int(self.threads)),
             ctypes.c_int(I),
-            self._p(self.smem),
+            ctypes.c_ulonglong(self.smem_bytes),
             self._p(X),
             self._p(f),
             self._p(Y),
@@ -454,6 +460,8 @@ class _HostEpoch:
             ctypes.c_double(log_cr),
             ctypes.c_int(int(cr_case)),
         )
+        if rc != 0:
+            raise MemoryError("CDE epoch kernel (host): no memory for an island's block")
         s = dict(state)
         s["X"], s["Y"], s["f"], s["fy"] = X, Y, f, fy
         if has_true:

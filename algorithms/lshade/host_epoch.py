@@ -10,7 +10,8 @@ import logging
 
 import numpy as np
 
-from isles.algorithms.core import host_build
+from isles.algorithms.core import cuda_lib, host_build
+from isles.algorithms.core.threads import host_threads
 from isles.algorithms.lshade.epoch import _Epoch, kernel_source, unsupported_reason
 
 log = logging.getLogger("isles.algorithms.lshade.epoch")
@@ -38,7 +39,11 @@ class HostEpochLSHADE(_Epoch):
             raise ValueError(f"lshade epoch kernel: {why}")
         super().__init__(alg, ctx, xn_global)
         # -O3 (no -march: the same code on every x86-64), after HOST_FLAGS' -O2; values as -O2's
-        self.lib = host_build.compile_host(kernel_source(alg, ctx, 1, 1, xn_global), ("-O3",))
+        text = kernel_source(alg, ctx, 1, 1, xn_global) + cuda_lib.read("lshade_epoch_threads.cuh")
+        self.lib = host_build.compile_host(text, ("-O3",), openmp=True)
+        #: OpenMP threads over the islands (the results do not depend on it): :func:`host_plan` sets
+        #: the process's cores (:func:`isles.algorithms.core.threads.host_threads`)
+        self.threads = 1
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
 
     def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k, hit, target):
@@ -51,7 +56,8 @@ class HostEpochLSHADE(_Epoch):
         hi = np.ascontiguousarray(ctx.upper, dtype=self.dtype)
         ctr = np.ascontiguousarray(ctx.rng.ctr, dtype=np.uint64)
         lgen0, n0, nfe0, k, max_nfe, p, r_arc = self._scalars(lgen0, n0, nfe0, k)
-        rc = self.lib.lshade_epoch_host(
+        rc = self.lib.lshade_epoch_host_threads(
+            ctypes.c_int(int(self.threads)),
             ctypes.c_int(ins[0].shape[0]),
             ctypes.c_longlong(self.smem),
             *(ptr(a) for a in ins),
@@ -84,12 +90,14 @@ def host_plan(alg, ctx):
     applies; else ``None`` (the caller runs the NumPy array code), the reason logged once
     (:func:`isles.algorithms.core.host_build.host_plan`, every family's one mechanism: a problem
     without a ``cuda_objective``, no C compiler, ...). The compiled library is cached on disk
-    (:func:`isles.problems.cuda_check.compile_c`)."""
+    (:func:`isles.problems.cuda_check.compile_c`). Its islands on
+    :func:`isles.algorithms.core.threads.host_threads` OpenMP threads."""
+
+    def build():
+        host = HostEpochLSHADE(alg, ctx)
+        host.threads = host_threads(ctx.n_islands)
+        return host
+
     return host_build.host_plan(
-        alg,
-        ctx,
-        "lshade",
-        lambda: unsupported_reason(alg, ctx, device=False, optin=1 << 40),
-        lambda: HostEpochLSHADE(alg, ctx),
-        log,
+        alg, ctx, "lshade", lambda: unsupported_reason(alg, ctx, device=False, optin=1 << 40), build, log
     )

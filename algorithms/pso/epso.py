@@ -31,7 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from isles.algorithms.core.base import Context, State, check_range
+from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.pso.draws import (
     DRAW_COR,
     DRAW_NC1,
@@ -82,7 +85,10 @@ class EPSOParams(PSOParams):
     and 2.02 for the master swarm; ``sigma`` the mutation strength of w, c1, c2, c3 (eqs. 7-9,
     14); ``sigma_g`` that of the global best (eq. 10). ``fused``: on CuPy, EPSO's step runs the fused
     kernels of :mod:`isles.algorithms.pso.epso_cuda` (same results, bit for bit); ``False`` forces
-    the generic array code.
+    the generic array code. ``host_kernel``: on NumPy, run generations in the host build
+    (:class:`isles.algorithms.pso.host_epoch.HostEpochEPSO`; a problem with a ``cuda_row`` or
+    ``cuda_objective``): ``"auto"`` (default), ``True`` or ``False``
+    (:mod:`isles.algorithms.core.host_build`); the same populations as the array code.
 
     Raises:
         ValueError: a field out of range, named ``algorithm.<field>``.
@@ -92,9 +98,11 @@ class EPSOParams(PSOParams):
     c3: float = 0.0
     sigma: float = 0.22
     sigma_g: float = 0.005
+    host_kernel: bool | str = "auto"
 
     def __post_init__(self):
         super().__post_init__()
+        check_host_kernel(self.host_kernel)
         check_range("algorithm.n_replicas", self.n_replicas, 0, integer=True)
         for name in ("c3", "sigma", "sigma_g"):
             check_range(f"algorithm.{name}", getattr(self, name), 0)
@@ -111,6 +119,7 @@ class EPSO(PSO):
 
     name = "epso"
     Params = EPSOParams
+    HOST_MODULE = "isles.algorithms.pso.host_epoch"  # the host build, NumPy runs' CPU path (algorithm.host_kernel)
 
     def evaluations_per_generation(self) -> int:
         """``N (1 + R)``: each particle's original move and its ``R`` replicas."""
@@ -135,10 +144,14 @@ class EPSO(PSO):
 
         On CuPy (``params.fused``, float32/float64) the fused kernels of
         :mod:`isles.algorithms.pso.epso_cuda` run instead of the array code below, with bit-identical
-        results (:meth:`_fused_step`).
+        results (:meth:`_fused_step`); on NumPy the host build where ``host_kernel`` allows it
+        (:mod:`isles.algorithms.pso.host_epoch`, the same populations).
         """
         if self._fused_ok(ctx, state):
             return self._fused_step(ctx, state)
+        host = self.host_plan(ctx) if ctx.xp is np else None
+        if host is not None:  # NumPy: the host build, as run's (algorithm.host_kernel)
+            return host(state, 1)
         p, xp, rng, g, dt = self.params, ctx.xp, ctx.rng, state["generation"], ctx.dtype
         I, N, D = state["x"].shape
         C = 1 + p.n_replicas  # candidates per particle: the original then R replicas

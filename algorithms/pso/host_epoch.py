@@ -1,0 +1,260 @@
+"""EPSO's compiled CPU path (:class:`HostEpochEPSO`): whole generations of every island in one C
+call, the islands on OpenMP threads; the default of NumPy runs (``algorithm.host_kernel``, as
+DE's, :mod:`isles.algorithms.core.host_build`). It serves CMEPSO's slave swarms and its master
+swarm (both EPSO).
+
+The C code is ``epso.cu`` (with ``pso.cu``'s ``pso_finish``, ``bests_rows`` and
+``bests_island``) plus the host-only driver ``epso_host.cuh`` and the problem's objective in C: its
+per-row code (``cuda_row``, e.g. the welded beam) or its fused objective (``cuda_objective``, e.g.
+Rastrigin). A generation is :meth:`isles.algorithms.pso.epso.EPSO.step`'s generic code in its
+order. The normal draws take their ``log1p`` and ``cos`` from NumPy (``epso_host.cuh`` says why),
+so the populations are the NumPy twin's bit for bit (``tests/test_epso_host_epoch.py``); the
+objective in C agrees with the array code to its rounding (a ``pow`` is the C library's, not
+NumPy's), checked on random points when the build is made (a row code that disagrees is not used).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+
+import numpy as np
+
+from isles.algorithms.core import cuda_lib, host_build
+from isles.algorithms.core.threads import host_threads
+from isles.algorithms.pso.cuda import COR_MODE_IDS
+from isles.algorithms.pso.epso_cuda import TWO_PI, kernel_source
+from isles.algorithms.pso.pso import inertia_weight, vmax_schedule
+from isles.problems.constraints import equalities
+
+log = logging.getLogger(__name__)
+
+#: normal elements of one chunk of generations drawn at once (memory: two arrays of this many)
+CHUNK_ELEMENTS = 1 << 20
+
+
+def unsupported_reason(epso, ctx) -> str | None:
+    """Why the host build cannot run ``(epso, ctx)``, or ``None``: float32/float64, a real problem
+    with a ``cuda_row`` or a ``cuda_objective``, feasibility or penalty handling, a
+    :class:`isles.algorithms.core.random.CounterRNG`."""
+    dt = np.dtype(ctx.dtype)
+    if dt not in (np.float32, np.float64):
+        return f"dtype {dt} (allowed: float32|float64)"
+    ev = ctx.evaluator
+    prob = getattr(ev, "problem", None)
+    if prob is None or getattr(prob, "genome", "real") != "real":
+        return "the problem is not a real-coded isles problem"
+    if getattr(ev, "handling", "feasibility") not in ("feasibility", "penalty"):
+        return f"constraints.handling={ev.handling} (allowed: feasibility|penalty)"
+    if getattr(prob, "cuda_row", None) is None and getattr(prob, "cuda_objective", None) is None:
+        return f"problem {prob.name} has no cuda_row or cuda_objective (its objective is array code only)"
+    if not hasattr(ctx.rng, "keys") or not hasattr(ctx.rng, "ctr"):
+        return "the generator is not a CounterRNG"
+    return None
+
+
+def _objective_text(prob, dt) -> str:
+    """The problem's objective in C for ``epso_host.cuh``: its row code with the scales and
+    equalities, else its fused objective."""
+    row = getattr(prob, "cuda_row", None)
+    if row is None:
+        return "#define EPSO_ROW 0\n#define EPSO_NEQ 0\n#define EPSO_EQ_TOL 0.0\n" + prob.cuda_objective
+    n_eq, eq_tol = equalities(prob)
+    scale = np.asarray(prob.constraint_scale, dtype=dt).astype(np.float64)
+    vals = ", ".join(f"(T){float(s)!r}" for s in scale) or "(T)1"
+    return (
+        f"#define EPSO_ROW 1\n#define EPSO_NEQ {int(n_eq)}\n#define EPSO_EQ_TOL {float(eq_tol)!r}\n"
+        + row
+        + f"\nstatic const T epso_scale[{max(1, scale.size)}] = {{{vals}}};\n"
+    )
+
+
+class HostEpochEPSO:
+    """EPSO generations of every island compiled as C (module docstring), on NumPy states.
+
+    Args:
+        epso: the :class:`isles.algorithms.pso.epso.EPSO`.
+        ctx: a NumPy :class:`isles.algorithms.core.base.Context` (:func:`unsupported_reason`).
+
+    Raises:
+        ValueError: the configuration does not apply, or the C objective disagrees with the array
+            code on random points; RuntimeError: no C compiler or a compile error.
+    """
+
+    def __init__(self, epso, ctx):
+        why = unsupported_reason(epso, ctx)
+        if why is not None:
+            raise ValueError(f"EPSO host build: {why}")
+        self.epso, self.ctx, self.dtype = epso, ctx, np.dtype(ctx.dtype)
+        ev = ctx.evaluator
+        text = kernel_source(self.dtype)
+        if getattr(ev, "handling", "feasibility") == "penalty":
+            text = f"#define PENALTY {float(ev.penalty)!r}\n" + text
+        text += "\n" + _objective_text(ev.problem, self.dtype) + "\n" + cuda_lib.read("epso_host.cuh")
+        self.lib = host_build.compile_host(text, ("-O3",), openmp=True, plain_arith=True)
+        self.T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
+        self.lower = np.ascontiguousarray(ctx.lower, dtype=self.dtype)
+        self.upper = np.ascontiguousarray(ctx.upper, dtype=self.dtype)
+        #: OpenMP threads over the islands (the results do not depend on it)
+        self.threads = 1
+        self._check_objective()
+        #: the C library's cos is NumPy's (checked on 4096 points): the epoch computes it itself
+        self.c_cos = self._same_cos()
+        self._epoch = self.lib.epso_host_epoch
+        self._epoch.restype = ctypes.c_int
+        vp, ci, T = ctypes.c_void_p, ctypes.c_int, self.T
+        self._epoch.argtypes = [ci, ci, *[vp] * 12, vp, ctypes.c_ulonglong, ctypes.c_longlong, ci, *[vp] * 4]
+        self._epoch.argtypes += [*[T] * 6, *[ci] * 7, T, vp]
+        self._draws = self.lib.epso_host_draws
+        self._draws.restype = None
+        self._draws.argtypes = [ci, vp, ctypes.c_ulonglong, ctypes.c_longlong, *[ci] * 5, T, vp, vp]
+        p = epso.params
+        #: the arguments that do not change between calls: the box, the keys, the coefficients
+        self._fixed = (self.lower.ctypes.data, self.upper.ctypes.data, ctx.rng.keys.ctypes.data)
+        self._coef = (p.c1, p.c2, p.c3, p.sigma, p.sigma_g, p.cor, int(p.n_particles), 1 + int(p.n_replicas))
+        self._coef += (int(ctx.dim), int(p.vmax_fraction > 0), COR_MODE_IDS[p.cor_mode], int(p.c3 > 0))
+        self._coef += (int(self.c_cos), TWO_PI)
+
+    def _same_cos(self) -> bool:
+        """Whether the C library's ``cos`` gives ``np.cos``'s values on 4096 points of ``[0, 2 pi)``
+        in the dtype (NumPy's float64 ``cos`` is the C library's on x86-64 Linux; its float32 one
+        is its own)."""
+        b = (np.random.default_rng(7).random(4096) * TWO_PI).astype(self.dtype)
+        out = np.empty_like(b)
+        self.lib.epso_host_cos(ctypes.c_longlong(b.size), self._ptr(b), self._ptr(out))
+        return out.tobytes() == np.cos(b).tobytes()
+
+    def _check_objective(self) -> None:
+        """The C objective against the Evaluator on 64 points of the box (and their midpoints to
+        the bounds): ``f`` and ``v`` to the dtype's rounding, the same NaN rows.
+
+        Raises:
+            ValueError: they disagree (the run takes the array code, the reason logged)."""
+        D = int(self.ctx.dim)
+        u = np.random.default_rng(12345).random((64, D))
+        X = np.ascontiguousarray(self.lower + u * (self.upper - self.lower), dtype=self.dtype)
+        f, v = np.empty(64, self.dtype), np.empty(64, self.dtype)
+        ptr = self._ptr
+        self.lib.epso_host_eval(ptr(X), ctypes.c_longlong(64), ctypes.c_int(D), ptr(f), ptr(v))
+        fw, vw, _ = self.ctx.evaluator(X[None])
+        rtol = 1e-4 if self.dtype == np.float32 else 1e-9
+        if not (np.allclose(f, fw[0], rtol=rtol, atol=0, equal_nan=True) and np.allclose(v, vw[0], rtol=rtol)):
+            raise ValueError(f"the C objective of {self.ctx.evaluator.problem.name} disagrees with its array code")
+
+    @staticmethod
+    def _ptr(a):
+        return a.ctypes.data_as(ctypes.c_void_p)
+
+    def normals(self, g0: int, n: int, n_isl: int):
+        """``(L, C)``: NumPy's ``log1p`` and ``cos`` of the normal draws' operands of generations
+        ``g0 .. g0 + n - 1`` (``epso_host.cuh``'s layout), each ``(n, n_isl, block)``; where
+        :attr:`c_cos`, ``C`` is a placeholder (the epoch computes it)."""
+        p, rng = self.epso.params, self.ctx.rng
+        N, C, D = int(p.n_particles), 1 + int(p.n_replicas), int(self.ctx.dim)
+        nr = N * (C - 1)
+        blk = nr * (4 if p.c3 > 0 else 3) + nr * D
+        A = np.empty((n, n_isl, blk), self.dtype)
+        B = None if self.c_cos else np.empty((n, n_isl, blk), self.dtype)
+        if blk:
+            self._draws(
+                n_isl,
+                rng.keys.ctypes.data,
+                int(rng.ctr[0]),
+                int(g0),
+                n,
+                N,
+                C,
+                D,
+                int(p.c3 > 0),
+                TWO_PI,
+                A.ctypes.data,
+                None if B is None else B.ctypes.data,
+            )
+        return np.log1p(A), (A if B is None else np.cos(B))
+
+    def run(self, state: dict, n: int) -> dict:
+        """``n`` generations of every island from the NumPy ``state``: a new state (as ``n``
+        :meth:`EPSO.step` calls).
+
+        Raises:
+            MemoryError: no memory for an island's scratch."""
+        p, rng, dt = self.epso.params, self.ctx.rng, self.dtype
+        s = dict(state)
+        names = ("x", "vel", "pbest", "pbest_f", "pbest_v", "gbest", "gbest_f", "gbest_v")
+        a = {k: np.array(state[k], dtype=dt, order="C") for k in names}
+        attr = np.ascontiguousarray(state["attractor"], dtype=dt)
+        attr_v = np.ascontiguousarray(state["attractor_v"], dtype=dt)
+        I, N, D = a["x"].shape
+        C = 1 + int(p.n_replicas)
+        nr = N * (C - 1)
+        per_gen = max(1, I * (nr * (4 if p.c3 > 0 else 3) + nr * D))
+        chunk = max(1, CHUNK_ELEMENTS // per_gen)
+        nan = np.zeros(1, np.uint64)
+        g, done = int(state["generation"]), 0
+        while done < n:
+            k = min(chunk, int(n) - done)
+            L, Cs = self.normals(g + done, k, I)
+            gens = range(g + done + 1, g + done + k + 1)
+            w = np.array([inertia_weight(j, p.max_iterations, p.w_max, p.w_min) for j in gens], dtype=dt)
+            vm = np.array(
+                [vmax_schedule(j, p.max_iterations, p.vmax_fraction, p.vmax_final) for j in gens]
+                if p.vmax_fraction > 0
+                else [0.0] * k,
+                dtype=dt,
+            )
+            rc = self._epoch(
+                int(self.threads),
+                I,
+                *(a[k2].ctypes.data for k2 in names),
+                attr.ctypes.data,
+                attr_v.ctypes.data,
+                *self._fixed,
+                int(rng.ctr[0]),
+                g + done,
+                k,
+                L.ctypes.data,
+                Cs.ctypes.data,
+                w.ctypes.data,
+                vm.ctypes.data,
+                *self._coef,
+                nan.ctypes.data,
+            )
+            if rc != 0:
+                raise MemoryError("EPSO host build: no memory for an island's scratch")
+            done += k
+        s.update(a)
+        s["generation"] = g + int(n)
+        s["evals"] = state["evals"] + int(n) * N * C
+        s["nan_evals"] = np.asarray(state["nan_evals"]) + np.int64(nan[0])
+        return s
+
+
+def host_plan(epso, ctx):
+    """The :class:`HostEpochEPSO` of ``(epso, ctx)`` on NumPy where ``algorithm.host_kernel`` allows
+    it and it applies (:func:`unsupported_reason`), else ``None`` with the one log line
+    (:func:`isles.algorithms.core.host_build.host_plan`); its islands on
+    :func:`isles.algorithms.core.threads.host_threads` OpenMP threads."""
+
+    def build():
+        host = HostEpochEPSO(epso, ctx)
+        host.threads = host_threads(ctx.n_islands)
+        return host
+
+    return host_build.host_plan(epso, ctx, "EPSO", lambda: unsupported_reason(epso, ctx), build, log)
+
+
+def host_run(epso, ctx):
+    """``(state, n) -> state``: ``n`` generations in :func:`host_plan`'s build, the stop target
+    tracked after each as :meth:`IslandAlgorithm.run` does; ``None`` where there is no build."""
+    host = host_plan(epso, ctx)
+    if host is None:
+        return None
+    if ctx.target is None:
+        return host.run
+
+    def run(state, n):
+        for _ in range(int(n)):
+            state = epso.track_target(ctx, host.run(state, 1))
+        return state
+
+    return run
