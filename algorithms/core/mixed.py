@@ -177,6 +177,10 @@ class Mixed(IslandAlgorithm):
             )
         return counts.pop()
 
+    def shares_budget(self) -> bool:
+        """Whether any family shares the evaluation budget per island itself (:meth:`IslandAlgorithm.shares_budget`)."""
+        return any(a.shares_budget() for a in self.algorithms)
+
     def initial_evaluations(self) -> int:
         """Evaluations per island at initialisation, where every family's are equal.
 

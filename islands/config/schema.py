@@ -40,23 +40,10 @@ from omegaconf import MISSING
 from isles.algorithms.core.backend import DEVICES, dtype_of
 from isles.algorithms.core.base import check_range
 from isles.algorithms.options import ALGORITHMS
+from isles.islands.config.choices import ASYNC_BUDGETS, MODES, SPAN_GRAPHS, STRATEGIES, TRANSPORTS
 from isles.islands.migration.policies import replacement_policy, selection_policy
-from isles.islands.control.placement import STRATEGIES
-from isles.islands.control.pool import ASYNC_BUDGETS
 from isles.islands.migration.topology import TOPOLOGIES
 from isles.problems.constraints import check_handling
-
-#: values of ``islands.mode``: every group waits for the epoch's emigrants, or takes what has come
-MODES = ("sync", "async")
-#: values of ``islands.transport``: how emigrants go between actors in a sync run (auto: NCCL between
-#: GPUs where CuPy has it, else shared-memory channels between the actors of one node and posts to
-#: the actors' inboxes between nodes; ray: posts only; islands/transport/nccl.py, islands/transport/channels.py,
-#: islands/transport/link.py)
-TRANSPORTS = ("auto", "ray", "nccl", "channel")
-#: values of ``islands.span_graph``: when a batch's like epochs replay one captured epoch on a GPU
-#: (islands/span_graph.py): auto (in-process groups, falling back to the plain epochs where the
-#: capture fails), always (also across GPU actors over NCCL), never
-SPAN_GRAPHS = ("auto", "always", "never")
 
 
 @dataclass

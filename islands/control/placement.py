@@ -25,9 +25,7 @@ import sys
 from dataclasses import dataclass, replace
 
 from isles.algorithms.core.backend import cupy_or_none
-
-#: ``islands.placement`` values and the Ray placement-group strategy of each
-STRATEGIES = {"spread": "SPREAD", "strict_spread": "STRICT_SPREAD", "pack": "PACK"}
+from isles.islands.config.choices import STRATEGIES
 
 #: seconds to wait for Ray to reserve the placement group before the run fails
 RESERVE_TIMEOUT_S = 120.0
