@@ -159,7 +159,7 @@ class AsyncLoop(Schedule):
         island themselves (:func:`isles.islands.control.pool.shares_itself`), in-process groups, and
         ``islands.async_budget=island`` have none."""
         self.pool = None
-        if self.cfg["islands"]["async_budget"] != "shared" or shares_itself(self.cfg) or not self.ex.use_ray:
+        if self.isl.async_budget != "shared" or shares_itself(self.co.cfg) or not self.ex.use_ray:
             return
         import ray  # noqa: PLC0415
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
@@ -240,8 +240,7 @@ class AsyncRun:
 
     def __init__(self, schedule: AsyncLoop, groups: list, placement):
         self.s, self.groups, self.placement, self.pool = schedule, groups, placement, schedule.pool
-        isl, ck, n_groups = schedule.cfg["islands"], schedule.cfg["checkpoint"], len(groups)
-        self.every = int(isl["snapshot_every"]) or int(ck["every"] or 0)
+        self.every, n_groups = int(schedule.isl.snapshot_every) or int(schedule.ck.every or 0), len(groups)
         self.sizes = [len(ids) for ids in placement.groups]
         self.attempts = [0] * n_groups  # each group's starts (its claims on the pool name them)
         resume = schedule.co.resume_from
@@ -364,7 +363,7 @@ class AsyncRun:
     def checkpoint(self) -> None:
         """Save the run's snapshot every ``checkpoint.every`` completions and once the run's
         generations are done (``checkpoint.path``)."""
-        ck, recovery = self.s.cfg["checkpoint"], self.s.recovery
-        if ck["every"] and (self.loop.completions % int(ck["every"]) == 0 or self.done() >= self.s.generations):
+        ck, recovery = self.s.ck, self.s.recovery
+        if ck.every and (self.loop.completions % int(ck.every) == 0 or self.done() >= self.s.generations):
             if recovery.last_snapshot is not None:
-                checkpoint.save(ck["path"], recovery.last_snapshot)
+                checkpoint.save(ck.path, recovery.last_snapshot)

@@ -310,7 +310,7 @@ class Balancer:
 
     def measure(self) -> list | None:
         """Each actor's ``(pid, process CPU seconds)`` (user + system) now, or ``None`` (:class:`Balancer`)."""
-        if not self.ex.use_ray or self.ex.cfg["device"] != "cpu" or len(self.groups) < 2:
+        if not self.ex.use_ray or self.ex.cfg.device != "cpu" or len(self.groups) < 2:
             return None
         import socket  # noqa: PLC0415
 

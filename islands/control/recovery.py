@@ -242,7 +242,8 @@ class Recovery:
     """Snapshots of a running archipelago and restarts of lost actors from them.
 
     Args:
-        cfg: the checked run config; executor: the run's :class:`isles.islands.control.executor.Executor`;
+        cfg: the checked run config, typed (:func:`isles.islands.config.schema.typed`); saved_config:
+            its :func:`resumable_config`, what a snapshot holds; executor: the run's :class:`isles.islands.control.executor.Executor`;
         monitors: its :class:`isles.islands.control.callbacks.Monitors` (``on_restart``).
 
     Attributes:
@@ -250,10 +251,10 @@ class Recovery:
         restarts: restarts so far (at most ``islands.max_restarts``).
     """
 
-    def __init__(self, cfg: dict, executor, monitors):
-        self.cfg, self.executor, self.monitors = cfg, executor, monitors
-        self.max_restarts = int(cfg["islands"]["max_restarts"])
-        self.timeout_s = float(cfg["islands"]["restart_timeout_s"])
+    def __init__(self, cfg, saved_config: dict, executor, monitors):
+        self.cfg, self.saved_config, self.executor, self.monitors = cfg, saved_config, executor, monitors
+        self.max_restarts = int(cfg.islands.max_restarts)
+        self.timeout_s = float(cfg.islands.restart_timeout_s)
         self.last_snapshot, self.restarts = None, 0
 
     def snapshot(self, groups, placement, loop, carried: list | None = None) -> dict:
@@ -275,10 +276,10 @@ class Recovery:
     def of(self, placement, states: list, **loop) -> dict:
         """A snapshot of ``states`` (one per group of ``placement``) and the loop's variables ``loop``."""
         return {
-            "seed": int(self.cfg["seed"]),
+            "seed": int(self.cfg.seed),
             "groups": placement.groups,
             "states": states,
-            "config": resumable_config(self.cfg),
+            "config": self.saved_config,
             **loop,
         }
 
@@ -325,7 +326,7 @@ class Recovery:
 
     def restart_failed(self, group_ids: list) -> RestartFailed:
         """The error of island groups ``group_ids`` not restarted within ``islands.restart_timeout_s``."""
-        placement = self.cfg["islands"]["placement"]
+        placement = self.cfg.islands.placement
         epoch = self.last_snapshot["epoch"] if self.last_snapshot else 0
         return RestartFailed(
             f"islands.restart_timeout_s={self.timeout_s:g}: island group(s) {', '.join(map(str, group_ids))} "

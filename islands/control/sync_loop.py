@@ -53,7 +53,9 @@ class Schedule:
 
     def __init__(self, co):
         self.co, self.ex, self.recovery = co, co.executor, co.recovery
-        self.cfg, self.n, self.seed, self.topology = co.cfg, co.n, co.seed, co.topology
+        self.n, self.seed, self.topology = co.n, co.seed, co.topology
+        #: the config's sections a schedule reads (typed: :mod:`isles.islands.config.schema`)
+        self.isl, self.ck, self.algorithm = co.config.islands, co.config.checkpoint, co.config.algorithm
         self.generations, self.interval = co.generations, co.interval
         #: the run's epochs that end on the migration grid (every ``islands.migration_interval``
         #: generations): all of them, or all but a last one cut short by ``generations`` (or the budget's)
@@ -65,7 +67,7 @@ class Schedule:
         that resumes from a checkpoint inside an epoch would start its next epoch there, off the
         uninterrupted run's epochs and migrations; from the last whole epoch it runs the cut-short
         epoch again, whole or as far as its generations go, and is the uninterrupted run bit for bit."""
-        every = int(self.cfg["checkpoint"]["every"] or 0)
+        every = int(self.ck.every or 0)
         return bool(every) and epoch <= self.whole_epochs and (epoch % every == 0 or epoch == self.whole_epochs)
 
     def prepare(self, placement) -> None:
@@ -91,7 +93,7 @@ class SyncLoop(Schedule):
         result the same as without the failure. Records of epochs already yielded are not
         yielded again.
         """
-        ck, resume, recovery = self.cfg["checkpoint"], self.co.resume_from, self.recovery
+        ck, resume, recovery = self.ck, self.co.resume_from, self.recovery
         if resume is not None:  # states are per island: any grouping (number of actors) resumes
             loop = loop_copy(resume)
             recovery.load(
@@ -101,11 +103,11 @@ class SyncLoop(Schedule):
             )
         else:
             loop = LoopState(0, 0, None, None, None, RecordLog(), migration_log())
-        every = int(self.cfg["islands"]["snapshot_every"])
+        every = int(self.isl.snapshot_every)
         snapshot = recovery.snapshot(groups, placement, loop) if every else None
         if loop.epoch == self.whole_epochs and self.checkpoint_due(loop.epoch) and loop.done_gens < self.generations:
             # no whole epoch is left (a run shorter than one epoch): its final checkpoint is its start
-            checkpoint.save(ck["path"], snapshot or recovery.snapshot(groups, placement, loop))
+            checkpoint.save(ck.path, snapshot or recovery.snapshot(groups, placement, loop))
         yielded, hits, epoch_s, span = loop.epoch, None, None, 0
         balancer = Balancer(self.ex, groups)  # islands spread over the actors by measured cost
         # spans: the one started ahead (_start_ahead) and the epoch of the last snapshot scheduled
@@ -121,7 +123,7 @@ class SyncLoop(Schedule):
                         loop.epoch,
                         loop.done_gens,
                         loop.pending,
-                        self.batch_len(loop, epoch_s, ck),
+                        self.batch_len(loop, epoch_s),
                         span,
                         scheduled,
                     )
@@ -164,7 +166,7 @@ class SyncLoop(Schedule):
                             if snapshot is not None and snapshot["epoch"] == epoch
                             else recovery.snapshot(groups, placement, loop)
                         )
-                        checkpoint.save(ck["path"], fresh)
+                        checkpoint.save(ck.path, fresh)
                 if spread and loop.done_gens < self.generations:
                     got = self.ex.gather([self.ex.call(g, "state_dict") for g in groups])
                     balancer.move(placement, spread, [got[i] for i in range(len(groups))], self.regrouped)
@@ -199,7 +201,7 @@ class SyncLoop(Schedule):
         """A checkpoint's group ``states`` of the islands grouped as ``old``, grouped as ``new``
         (:func:`checkpoint.regroup` by the run's algorithm's ``island_axes``; an algorithm with a
         ``regroup`` of its own, a batch of islands of several kinds, regroups them itself)."""
-        algorithm = build_algorithm(self.cfg["algorithm"])
+        algorithm = build_algorithm(self.algorithm)
         own = getattr(algorithm, "regroup", None)
         return own(states, old, new) if own else checkpoint.regroup(states, old, new, algorithm.island_axes)
 
@@ -242,7 +244,7 @@ class SyncLoop(Schedule):
         # not end there); one group keeps it at the span's end only, so its replays run the whole span. The
         # summaries carry it in both cases: the span started ahead (start_ahead) is already changing the
         # state when the driver books these epochs, so a state asked for then would be a later epoch's
-        every, end = int(self.cfg["islands"]["snapshot_every"]), epoch0 + n_epochs
+        every, end = int(self.isl.snapshot_every), epoch0 + n_epochs
         if not every:
             due = ()
         elif len(groups) > 1:  # none after a last epoch cut short (run's snapshot rule)
@@ -294,10 +296,10 @@ class SyncLoop(Schedule):
         epoch, gens, last = loop.epoch + len(epochs), loop.done_gens + sum(k for k, *_ in epochs), epochs[-1][2]
         if gens >= self.generations or last.all_hit or self.checkpoint_due(epoch):
             return None
-        n = self.batch_len(replace(loop, epoch=epoch, done_gens=gens), epoch_s, self.cfg["checkpoint"])
+        n = self.batch_len(replace(loop, epoch=epoch, done_gens=gens), epoch_s)
         return self.start_span(groups, placement, epoch, gens, (epoch, last.emigrants), n, span, scheduled)
 
-    def batch_len(self, loop: LoopState, epoch_s: float | None, ck: dict) -> int:
+    def batch_len(self, loop: LoopState, epoch_s: float | None) -> int:
         """Epochs in the next span: one first (it includes compilation and graph capture), then about
         :data:`BATCH_S` seconds' worth (at most :data:`MAX_BATCH`), ending at the run's end and at
         every checkpoint epoch (:meth:`checkpoint_due`; snapshots are taken at the end of the span in
@@ -305,7 +307,7 @@ class SyncLoop(Schedule):
         left = -(-(self.generations - loop.done_gens) // self.interval)
         n = 1 if epoch_s is None else int(BATCH_S / max(epoch_s, 1e-7))
         n = max(1, min(n, MAX_BATCH, left))
-        period = int(ck["every"] or 0)
+        period = int(self.ck.every or 0)
         if not period:
             return n
         n = min(n, period - loop.epoch % period)
