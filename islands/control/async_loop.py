@@ -39,7 +39,7 @@ import contextlib
 import logging
 import pickle
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from isles.islands.control import checkpoint
@@ -93,16 +93,12 @@ class AsyncState:
 
     @classmethod
     def of(cls, saved: dict) -> AsyncState:
-        """The state of a checkpoint's ``async`` section (:meth:`saved`), copied."""
-        return cls(
-            dict(saved["summaries"]),
-            list(saved["gens"]),
-            list(saved["epochs"]),
-            RecordLog.of(saved["history"]),  # a list: a checkpoint of before the logs
-            migration_log(saved["migrations"]),
-            saved["best"],
-            saved["completions"],
-        )
+        """The state of a checkpoint's ``async`` section (:meth:`saved`), copied (its ``done`` left out)."""
+        got = cls(**{f.name: saved[f.name] for f in fields(cls)})
+        got.summaries, got.gens, got.epochs = dict(got.summaries), list(got.gens), list(got.epochs)
+        got.history = RecordLog.of(got.history)  # a list: a checkpoint of before the logs
+        got.migrations = migration_log(got.migrations)
+        return got
 
     def saved(self, parts: list, done: int | None) -> dict:
         """A snapshot's ``async`` section (what a checkpoint holds, a plain dict): every group's

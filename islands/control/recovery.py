@@ -13,6 +13,7 @@ import time
 from dataclasses import fields
 
 from isles.islands.control.checkpoint import generations_done
+from isles.islands.config.schema import typed
 from isles.islands.control.placement import local_resources, plan_nodes, split, where
 from isles.islands.records import LoopState
 from isles.islands.results import RecordLog, migration_log
@@ -161,7 +162,8 @@ def check_resumable(data: dict, cfg: dict, path: str) -> None:
     differs = config_diff(saved, now, path)
     if differs:
         raise ValueError(differs)
-    done, interval = generations_done(data), int(cfg["islands"]["migration_interval"])
+    c = typed(cfg)
+    done, interval = generations_done(data), int(c.islands.migration_interval)
     if data.get("mode") != "async" and done % interval:
         raise ValueError(
             f"checkpoint.resume={path!r}: saved at generation {done}, inside epoch {data['epoch']} "
@@ -169,12 +171,12 @@ def check_resumable(data: dict, cfg: dict, path: str) -> None:
             "the uninterrupted run: resume an earlier checkpoint of the run, or start a new run"
         )
     check_async_grouping(data, cfg, path)
-    if int(cfg["generations"]) < done:
-        budget = (cfg.get("stop") or {}).get("max_evaluations")
+    if int(c.generations) < done:
+        budget = c.stop.max_evaluations
         field = (
-            f"generations={cfg['generations']}"
+            f"generations={c.generations}"
             if budget is None
-            else f"stop.max_evaluations={budget} (a budget of {cfg['generations']} generations)"
+            else f"stop.max_evaluations={budget} (a budget of {c.generations} generations)"
         )
         raise ValueError(
             f"{field}: the checkpoint (checkpoint.resume={path!r}) is at generation {done}; allowed "
@@ -198,15 +200,16 @@ def check_async_grouping(data: dict, cfg: dict, path: str, groups: list | None =
     """
     if data.get("mode") != "async":
         return
-    isl, saved = cfg["islands"], [list(g) for g in data["groups"]]
+    c, saved = typed(cfg), [list(g) for g in data["groups"]]
+    isl = c.islands
     if groups is None:
-        if isl["n_actors"] is not None:
-            groups = split(int(isl["n"]), min(int(isl["n_actors"]), int(isl["n"])))
-        elif cfg["ray"]["address"]:
+        if isl.n_actors is not None:
+            groups = split(int(isl.n), min(int(isl.n_actors), int(isl.n)))
+        elif c.ray.address:
             return
         else:
-            here = {"node_id": "local", "ip": "127.0.0.1", **local_resources(cfg["ray"]["num_cpus"], cfg["device"])}
-            groups = plan_nodes(int(isl["n"]), cfg["device"], isl, [here]).groups
+            here = {"node_id": "local", "ip": "127.0.0.1", **local_resources(c.ray.num_cpus, c.device)}
+            groups = plan_nodes(int(isl.n), c.device, vars(isl), [here]).groups
     if saved != [list(g) for g in groups]:
         raise ValueError(
             f"checkpoint.resume={path!r}: an async run resumes with the grouping it was saved with: "
