@@ -339,18 +339,9 @@ class AsyncRun:
         loop.gens[i], loop.epochs[i] = s.generation, loop.epochs[i] + 1
         loop.completions += 1
         merged = merge_summaries(self.s.n, loop.summaries)
-        record = book_epoch(
-            loop,
-            self.s.n,
-            loop.summaries,
-            merged,
-            epoch=loop.completions,
-            generation=self.done(),
-            k=s.generation - prev_gen,
-            t0=self.t0,
-            compute_s=s.compute_s,
-            moved=[(loop.completions, *m) for m in s.migrations],
-        )
+        epoch, moved = loop.completions, [(loop.completions, *m) for m in s.migrations]
+        k = s.generation - prev_gen
+        record = book_epoch(loop, self.s.n, loop.summaries, merged, self.t0, epoch, self.done(), k, s.compute_s, moved)
         if s.snapshot is not None:
             self.parts[i] = Part(s.snapshot.state, loop.gens[i], loop.epochs[i], loop.summaries[i])
             self.publish()

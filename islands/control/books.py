@@ -80,17 +80,7 @@ def _index(ids: list):
 
 
 def book_epoch(
-    loop,
-    n: int,
-    summaries: dict,
-    merged: Merged,
-    *,
-    epoch: int,
-    generation: int,
-    k: int,
-    t0: float,
-    compute_s: float,
-    moved: list,
+    loop, n: int, summaries: dict, merged: Merged, t0, epoch, generation, k, compute_s, moved
 ) -> EpochRecord:
     """Book one epoch into ``loop`` (a loop state with ``best``, ``history`` and ``migrations``:
     :class:`isles.islands.records.LoopState`, :class:`isles.islands.control.async_loop.AsyncState`):
@@ -100,8 +90,8 @@ def book_epoch(
 
     Args:
         n: the islands; summaries: the groups' latest ``{group index: EpochSummary}``, merged as ``merged``.
-        epoch: the record's number; generation: generations per island done; k: the epoch's generations;
-        t0: the run's start (``time.perf_counter()``); compute_s: the epoch's compute time, seconds.
+        t0: the run's start (``time.perf_counter()``); epoch: the record's number; generation: generations per island done; k: the epoch's generations;
+        compute_s: the epoch's compute time, seconds.
 
     Returns:
         the epoch's :class:`isles.islands.results.EpochRecord`.

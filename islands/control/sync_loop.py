@@ -213,18 +213,7 @@ class SyncLoop(Schedule):
         # by destination island: the same order however the islands are grouped (Balancer moves them)
         moved = sorted(((epoch, *e) for i in sorted(summaries) for e in summaries[i].migrations), key=lambda m: m[2])
         compute_s = max(s.compute_s for s in summaries.values())
-        return book_epoch(
-            loop,
-            self.n,
-            summaries,
-            merged,
-            epoch=epoch,
-            generation=loop.done_gens,
-            k=k,
-            t0=t0,
-            compute_s=compute_s,
-            moved=moved,
-        )
+        return book_epoch(loop, self.n, summaries, merged, t0, epoch, loop.done_gens, k, compute_s, moved)
 
     def start_span(
         self, groups, placement, epoch0: int, done_gens: int, pending, n_epochs: int, span: int, scheduled: int
