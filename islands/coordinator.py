@@ -33,10 +33,16 @@ from isles.islands.control.async_loop import AsyncLoop
 from isles.islands.control.budget import budget_generations
 from isles.islands.control.callbacks import Monitors
 from isles.islands.control.executor import Executor
-from isles.islands.control.recovery import Recovery, RestartFailed, check_async_grouping, check_resumable
+from isles.islands.control.recovery import (
+    Recovery,
+    RestartFailed,
+    check_async_grouping,
+    check_resumable,
+    resumable_config,
+)
 from isles.islands.mixed import GroupBooks
 from isles.islands.results import RunResult, island_nodes
-from isles.islands.config.schema import check_plugins, validated
+from isles.islands.config.schema import check_plugins, typed, validated
 from isles.islands.control.sync_loop import SyncLoop
 
 __all__ = ["Coordinator", "RestartFailed", "RunResult", "stop_target"]
@@ -77,19 +83,22 @@ class Coordinator:
     def __init__(self, cfg: dict, topology, plugins=(), callbacks=(), use_ray: bool = True):
         cfg = validated(cfg)  # the schema's defaults and checks (islands/config/schema.py), before any actor starts
         plugins = list(plugins or ())
-        check_plugins(plugins, cfg["islands"]["mode"])
         # stop.max_evaluations: the generations that reach it, known before the run (islands/control/budget.py)
         cfg["generations"] = budget_generations(cfg, plugins)
-        isl = cfg["islands"]
+        #: the typed config the runtime reads (:func:`isles.islands.config.schema.typed`); ``cfg``: the
+        #: same as a plain dict, what a checkpoint's config is compared with (:func:`check_resumable`)
+        self.config = config = typed(cfg)
+        isl, ck = config.islands, config.checkpoint
+        check_plugins(plugins, isl.mode)
         self.cfg, self.topology, self.use_ray = cfg, topology, use_ray
-        self.n, self.seed, self.generations = int(isl["n"]), int(cfg["seed"]), int(cfg["generations"])
-        self.interval = int(isl["migration_interval"])
+        self.n, self.seed, self.generations = int(isl.n), int(config.seed), int(config.generations)
+        self.interval = int(isl.migration_interval)
         self.topology.weights(self.n)  # validates island ids now, before any actor starts
         # checkpoint.resume: read and checked here, once, before any actor starts
-        ck, self.resume_from = cfg["checkpoint"], None
-        if ck["resume"]:
-            self.resume_from = checkpoint.load(ck["resume"])
-            check_resumable(self.resume_from, cfg, ck["resume"])
+        self.resume_from = None
+        if ck.resume:
+            self.resume_from = checkpoint.load(ck.resume)
+            check_resumable(self.resume_from, cfg, ck.resume)
         # the last epoch handed to the callbacks (a resumed run does not hand them those before)
         published = (
             0 if self.resume_from is None else self.resume_from.get("published_epoch", self.resume_from["epoch"])
@@ -97,10 +106,10 @@ class Coordinator:
         self.monitors = Monitors(callbacks, published)
         self.books = GroupBooks.of(cfg)  # a mixed run's metrics per group (the records' group_metrics)
         self.executor = Executor(
-            cfg, plugins, stop_target(cfg["stop"]), use_ray, lambda ids: self.recovery.restart_failed(ids)
+            config, plugins, stop_target(config.stop), use_ray, lambda ids: self.recovery.restart_failed(ids)
         )
-        self.recovery = Recovery(cfg, self.executor, self.monitors)
-        self.schedule = (SyncLoop if isl["mode"] == "sync" else AsyncLoop)(self)
+        self.recovery = Recovery(config, resumable_config(cfg), self.executor, self.monitors)
+        self.schedule = (SyncLoop if isl.mode == "sync" else AsyncLoop)(self)
 
     @property
     def last_snapshot(self) -> dict | None:
@@ -125,7 +134,7 @@ class Coordinator:
         ex = self.executor
         placement = ex.placement()
         if self.resume_from is not None:  # on a cluster, the grouping is known once Ray is up
-            check_async_grouping(self.resume_from, self.cfg, self.cfg["checkpoint"]["resume"], placement.groups)
+            check_async_grouping(self.resume_from, self.cfg, self.config.checkpoint.resume, placement.groups)
         self.schedule.prepare(placement)  # e.g. async mode's shared pool, started beside the groups
         groups = ex.start(placement)
         try:
@@ -135,7 +144,7 @@ class Coordinator:
                 "groups": infos,
                 "n_islands": self.n,
                 "generations": self.generations,
-                "max_evaluations": self.cfg["stop"].get("max_evaluations"),
+                "max_evaluations": self.config.stop.max_evaluations,
             }  # generations is its limit then
             startup_s = self.monitors.started(info, t_start, self.use_ray)
             result = self.monitors.drive(self.schedule.run(groups, placement))
@@ -150,12 +159,12 @@ class Coordinator:
         return self.monitors.ended(result)
 
 
-def stop_target(stop: dict) -> float | None:
+def stop_target(stop) -> float | None:
     """The stop rule's target ``stop.f_target + stop.tol`` (``None`` when ``stop.f_target`` is null),
-    of a checked ``stop`` section (:func:`isles.islands.config.schema.validated`).
+    of a checked ``stop`` section (:class:`isles.islands.config.schema.StopConfig`).
 
     An island reaches the target when its best individual is feasible with ``f <= target``; the
     run ends when every island has (or at ``generations``).
     """
-    ft, tol = stop["f_target"], stop["tol"]
+    ft, tol = stop.f_target, stop.tol
     return None if ft is None else float(ft) + float(tol or 0.0)

@@ -38,12 +38,12 @@ from isles.islands.transport.peer_links import PeerLinks
 from isles.islands.migration.moves import emigrants_of, migration_events
 from isles.islands.mixed import layout_of
 from isles.islands.control.placement import ray_location
-from isles.islands.migration.planner import fixed_plan, migration_edges
+from isles.islands.migration.planner import arrivals_plan, fixed_plan, migration_edges
 from isles.islands.migration.contract import Guarded, MigrationContext, guarded, policy_rng
 from isles.islands.migration.policies import replacement_policy, selection_policy
-from isles.islands.records import EpochSummary, GroupSnapshot, GroupSpec, SpanOrder
+from isles.islands.records import EpochSummary, GroupSnapshot, GroupSpec, Plan, SpanOrder
 from isles.islands.span_graph import SpanGraph
-from isles.islands.transport.link import ActorTransport, Alone, Collective, Posts
+from isles.islands.transport.link import ActorTransport, Alone, Arrivals, Collective, Posts
 
 log = logging.getLogger(__name__)
 
@@ -166,21 +166,55 @@ class IslandGroup(PeerLinks):
                 self.leave_graph()  # a plain epoch: the state becomes plain arrays again
                 if j < len(ks) - 1 and (edges is None or not fixed):
                     edges = migration_edges(r.topology, r.n, r.seed, epoch0 + j + 1)
-                best, px, events = run_epoch(self, k, epoch0 + j + 1, plan, link, edges if j < len(ks) - 1 else None)
+                rows.append(self._epoch(k, epoch0 + j + 1, plan, link, edges if j < len(ks) - 1 else None))
                 plan = edges  # the next epoch's sources: these edges
-                rows.append(Rows.of(self.row(best, px, events)))
                 j += 1
                 self._keep_snapshot(rows, epoch0 + j in snaps, j < len(ks))
             return self._summaries(rows, t0)
 
     def run_async(self, order: SpanOrder, claims=None):
-        """The async loop's epochs of this group, back to back, never waiting for a peer
-        (:func:`isles.islands.control.async_loop.group_epochs`): ``order.ks``, or those that ``claims``
-        (:class:`isles.islands.control.pool.Claims`) draws from the run's shared pool; a generator of
-        one pickled :class:`isles.islands.records.EpochSummary` per epoch, for a Ray streaming call."""
-        from isles.islands.control.async_loop import group_epochs  # noqa: PLC0415  (the schedule's other half)
+        """The async loop's epochs of this group after its ``order.epoch0``, back to back, never waiting
+        for a peer (:mod:`isles.islands.control.async_loop`): ``order.ks`` (generations each;
+        ``islands.async_budget=island``), or as many as ``claims`` (:class:`isles.islands.control.pool.Claims`)
+        draws from the run's shared pool when the epoch before ends.
 
-        yield from group_epochs(self, order, claims)
+        Before its epoch ``e`` the group immigrates what :func:`isles.islands.migration.planner.arrivals_plan`
+        names: the sources among its own islands that the plan after its epoch ``e - 1`` names, and
+        those that the peers have posted since its last epoch (:meth:`Arrivals.arrived`); after the
+        epoch, the same epoch body as :meth:`run_span`'s (:meth:`_epoch`) has posted its emigrants by
+        the plan after ``e``, and it goes on at once.
+
+        Yields:
+            each epoch's :class:`isles.islands.records.EpochSummary`, pickled (bytes, for a Ray streaming
+            call), with the group's :class:`isles.islands.records.GroupSnapshot` after the epochs in
+            ``order.snapshots`` (with ``claims``: as :meth:`isles.islands.control.pool.Claims.due` says).
+        """
+        r = order.route
+        link = (
+            Arrivals(r, ActorTransport(r.peers, r.index, self.inbox)) if len(r.groups) > 1 else Alone(self.island_ids)
+        )
+        ks = iter(order.ks) if claims is None else claims
+        k, e = next(ks, 0), order.epoch0
+        while k:
+            e += 1
+            with self._state_lock:
+                t0 = time.perf_counter()
+                planned = migration_edges(r.topology, r.n, r.seed, e - 1) if e > 1 else []
+                edges, emigrants = link.arrived() if isinstance(link, Arrivals) else ([], {})
+                plan = Plan(*arrivals_plan(planned, edges, self.island_ids, emigrants))
+                rows = [self._epoch(k, e, plan, link, migration_edges(r.topology, r.n, r.seed, e))]
+                k = next(ks, 0)  # the next epoch's generations (0: this was the last)
+                due = e in order.snapshots if claims is None else claims.due(e, k, rows[0].generation[0])
+                self._keep_snapshot(rows, due, False)
+                summary = self._summaries(rows, t0)[0]
+            yield pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def _epoch(self, k: int, e: int, plan, link, edges) -> Rows:
+        """Epoch ``e`` of ``k`` generations, the one epoch body (:func:`isles.islands.epoch.run_epoch`:
+        immigrants by ``plan``, emigrants sent by ``edges`` over ``link``), of :meth:`run_span` and
+        :meth:`run_async` alike; its row as a one-epoch block."""
+        best, px, events = run_epoch(self, k, e, plan, link, edges)
+        return Rows.of(self.row(best, px, events))
 
     def run_span_packed(self, order: SpanOrder) -> bytes:
         """:meth:`run_span`'s summaries pickled into one bytes object, for the driver across Ray

@@ -289,6 +289,10 @@ class Mixed(IslandAlgorithm):
         return at_init, per
 
     # -- the interface ------------------------------------------------------------------------------
+    def shares_budget(self) -> bool:
+        """Whether any family shares the evaluation budget per island itself (:meth:`IslandAlgorithm.shares_budget`)."""
+        return any(a.shares_budget() for a in self.algorithms)
+
     def initial_evaluations(self) -> int:
         """Evaluations per island at init, where every family's are equal (the budget reads :meth:`counts`).
 

@@ -354,41 +354,6 @@ def run_result(best, history: RecordLog, generations: int, t0: float, migrations
     )
 
 
-def merge_summaries(n: int, summaries: dict):
-    """Island-ordered arrays of ``n`` islands from group summaries ``{group index: EpochSummary}``
-    (:class:`isles.islands.records.EpochSummary`):
-    bests (phenotype ``bx (n, D)``, genome ``bg``, ``bf``, ``bv (n,)``), emigrants by island,
-    totals, and the stop-target generations (``None`` without one)."""
-    first = next(iter(summaries.values()))
-    D = first.best_x.shape[1]
-    bx = np.full((n, D), np.nan, dtype=np.result_type(first.best_x.dtype, np.float64))
-    g0 = first.best.genome[:, 0]
-    bg = np.zeros((n,) + g0.shape[1:], dtype=g0.dtype)
-    bf = np.full(n, np.inf)
-    bv = np.full(n, np.inf)
-    hits = None if first.hit_generation is None else np.full(n, -1, dtype=np.int64)
-    emigrants, evals, nan = {}, 0, 0
-    for s in summaries.values():
-        ids = _index(s.island_ids)
-        bx[ids], bf[ids], bv[ids] = s.best_x, s.best_f, s.best_v
-        bg[ids] = s.best.genome[:, 0]
-        if hits is not None:
-            hits[ids] = s.hit_generation
-        if s.emigrants is not None:  # None inside a span
-            for p, gid in enumerate(s.island_ids):
-                emigrants[gid] = s.emigrants.island(p)
-        evals += s.evals
-        nan += s.nan_evals
-    return bx, bf, bv, bg, emigrants, evals, nan, hits
-
-
-def _index(ids: list):
-    """Island ids as an index: a slice where they are consecutive (a view, no fancy indexing)."""
-    if ids and ids[-1] - ids[0] == len(ids) - 1 and all(b == a + 1 for a, b in zip(ids, ids[1:])):
-        return slice(ids[0], ids[-1] + 1)
-    return np.asarray(ids)
-
-
 def island_metrics(n: int, summaries: dict) -> dict:
     """The algorithm's own metrics of ``n`` islands, island-ordered, from group summaries ``{group
     index: EpochSummary}``: ``{name: (n,) float64}``, NaN for an island whose group has not

@@ -155,6 +155,11 @@ class CMAES(IslandAlgorithm):
         """``1 + lambda_start``: the best so far and the latest block."""
         return 1 + self.lam0
 
+    def shares_budget(self) -> bool:
+        """Whether ``algorithm.max_evaluations`` is set: each island stops at its share
+        (:meth:`isles.algorithms.core.base.IslandAlgorithm.shares_budget`)."""
+        return self.params.max_evaluations is not None
+
     def initial_evaluations(self) -> int:
         """1: the initial mean is evaluated (the first best so far)."""
         return 1

@@ -213,6 +213,13 @@ class IslandAlgorithm:
         """
         raise NotImplementedError(f"{type(self).__name__} does not declare evaluations_per_generation()")
 
+    def shares_budget(self) -> bool:
+        """Whether this family divides the run's evaluation budget among its islands itself
+        (L-SHADE, jSO and CMA-ES with ``algorithm.max_evaluations`` set: each island stops at its
+        share). An async run's shared pool of generations (:mod:`isles.islands.control.pool`) would
+        give an island generations past its share, so such a run keeps each island's. Default: no."""
+        return False
+
     def check_problem(self, problem) -> None:
         """Refuse a problem this algorithm's parameters do not suit, before any island starts
         (:func:`isles.islands.config.build.check_pairing`). Default: every problem suits.

@@ -132,6 +132,11 @@ class LSHADE(IslandAlgorithm):
         """``N_min``: the fewest individuals an island has (what ``islands.n_migrants`` must fit)."""
         return self.params.N_min
 
+    def shares_budget(self) -> bool:
+        """Whether ``algorithm.max_evaluations`` is set: each island stops at its share
+        (:meth:`isles.algorithms.core.base.IslandAlgorithm.shares_budget`)."""
+        return self.params.max_evaluations is not None
+
     def initial_evaluations(self) -> int:
         """``N_init``: the initial population, evaluated."""
         return self.params.n_init

@@ -40,23 +40,10 @@ from omegaconf import MISSING
 from isles.algorithms.core.backend import DEVICES, dtype_of
 from isles.algorithms.core.base import check_range
 from isles.algorithms.options import ALGORITHMS
+from isles.islands.config.choices import ASYNC_BUDGETS, MODES, SPAN_GRAPHS, STRATEGIES, TRANSPORTS
 from isles.islands.migration.policies import replacement_policy, selection_policy
-from isles.islands.control.placement import STRATEGIES
-from isles.islands.control.pool import ASYNC_BUDGETS
 from isles.islands.migration.topology import TOPOLOGIES
 from isles.problems.constraints import check_handling
-
-#: values of ``islands.mode``: every group waits for the epoch's emigrants, or takes what has come
-MODES = ("sync", "async")
-#: values of ``islands.transport``: how emigrants go between actors in a sync run (auto: NCCL between
-#: GPUs where CuPy has it, else shared-memory channels between the actors of one node and posts to
-#: the actors' inboxes between nodes; ray: posts only; islands/transport/nccl.py, islands/transport/channels.py,
-#: islands/transport/link.py)
-TRANSPORTS = ("auto", "ray", "nccl", "channel")
-#: values of ``islands.span_graph``: when a batch's like epochs replay one captured epoch on a GPU
-#: (islands/span_graph.py): auto (in-process groups, falling back to the plain epochs where the
-#: capture fails), always (also across GPU actors over NCCL), never
-SPAN_GRAPHS = ("auto", "always", "never")
 
 
 @dataclass
@@ -280,7 +267,7 @@ def with_defaults(cfg: dict, schema=IslesConfig) -> dict:
     return out
 
 
-def check_values(cfg: dict) -> None:
+def check_values(cfg) -> None:
     """Check the ranges and allowed values of the typed fields of ``cfg``, a plain dict with the
     schema's defaults (:func:`with_defaults`). Only the config is read: what depends on the
     machine or the cluster (a visible GPU, a Ray address that answers, the cluster's nodes) and
@@ -304,52 +291,53 @@ def check_values(cfg: dict) -> None:
             ``stop.max_evaluations`` not null nor an integer >= 1;
             ``logger.system_metrics_interval`` <= 0.
     """
-    check_range("generations", cfg["generations"], 1, integer=True)
-    check_range("seed", cfg["seed"], 0, integer=True)
-    if cfg["device"] not in DEVICES:
-        raise ValueError(f"device={cfg['device']!r}: allowed values are {'|'.join(DEVICES)}")
-    dtype_of(cfg["dtype"])
-    c = cfg["constraints"]
+    cfg = typed(cfg) if isinstance(cfg, dict) else cfg
+    check_range("generations", cfg.generations, 1, integer=True)
+    check_range("seed", cfg.seed, 0, integer=True)
+    if cfg.device not in DEVICES:
+        raise ValueError(f"device={cfg.device!r}: allowed values are {'|'.join(DEVICES)}")
+    dtype_of(cfg.dtype)
+    c = cfg.constraints
     for name in ("penalty", "r", "multiplier_bound"):  # finite and > 0, also where the handling leaves them unused
-        if c[name] is not None:
-            check_range(f"constraints.{name}", c[name], 0, lo_open=True)
-    check_handling(c["handling"], c["penalty"])
-    check_range("constraints.eq_tol", c["eq_tol"], 0)
-    _check_islands(cfg["islands"], cfg["plugins"], cfg["ray"]["address"])
-    if cfg["islands"]["transport"] == "nccl" and cfg["device"] == "cpu":
+        if getattr(c, name) is not None:
+            check_range(f"constraints.{name}", getattr(c, name), 0, lo_open=True)
+    check_handling(c.handling, c.penalty)
+    check_range("constraints.eq_tol", c.eq_tol, 0)
+    _check_islands(cfg.islands, cfg.plugins, cfg.ray.address)
+    if cfg.islands.transport == "nccl" and cfg.device == "cpu":
         raise ValueError(
             "islands.transport=nccl: NCCL joins GPUs and device=cpu; allowed values here are auto|ray|channel"
         )
-    ck = cfg["checkpoint"]
-    check_range("checkpoint.every", ck["every"], 0, integer=True)
-    if ck["every"] and not ck["path"]:
+    ck = cfg.checkpoint
+    check_range("checkpoint.every", ck.every, 0, integer=True)
+    if ck.every and not ck.path:
         raise ValueError("checkpoint.path: give a file path for checkpoint.every > 0")
-    stop = cfg["stop"]
-    check_range("stop.tol", 0.0 if stop["tol"] is None else stop["tol"], 0)
-    if stop["f_target"] is not None:
-        check_range("stop.f_target", stop["f_target"])
-    if stop["max_evaluations"] is not None:
-        check_range("stop.max_evaluations", stop["max_evaluations"], 1, integer=True)
-    if cfg["logger"]["system_metrics_interval"] is not None:
-        check_range("logger.system_metrics_interval", cfg["logger"]["system_metrics_interval"], 0, lo_open=True)
+    stop = cfg.stop
+    check_range("stop.tol", 0.0 if stop.tol is None else stop.tol, 0)
+    if stop.f_target is not None:
+        check_range("stop.f_target", stop.f_target)
+    if stop.max_evaluations is not None:
+        check_range("stop.max_evaluations", stop.max_evaluations, 1, integer=True)
+    if cfg.logger.system_metrics_interval is not None:
+        check_range("logger.system_metrics_interval", cfg.logger.system_metrics_interval, 0, lo_open=True)
 
 
-def _check_islands(isl: dict, plugins, address) -> None:
+def _check_islands(isl: IslandsConfig, plugins, address) -> None:
     """The ``islands`` fields of :func:`check_values` (``plugins``: the config's ``plugins`` list;
     ``address``: ``ray.address``)."""
-    check_range("islands.n", isl["n"], 1, integer=True)
-    if isl["n_actors"] is not None:
-        check_range("islands.n_actors", isl["n_actors"], 1, integer=True)
-    check_range("islands.migration_interval", isl["migration_interval"], 1, integer=True)
-    check_range("islands.n_migrants", isl["n_migrants"], 1, integer=True)
-    replacement_policy(isl["replacement"])  # built once here, before Ray: a bad one is one line
-    selection_policy(isl["selection"])
-    if isl["mode"] not in MODES:
-        raise ValueError(f"islands.mode={isl['mode']!r}: allowed values are {'|'.join(MODES)}")
-    if isl["async_budget"] not in ASYNC_BUDGETS:
-        raise ValueError(f"islands.async_budget={isl['async_budget']!r}: allowed values are {'|'.join(ASYNC_BUDGETS)}")
-    check_plugins(plugins, isl["mode"])
-    strategy, n_nodes, n_actors = isl["placement"], isl["n_nodes"], isl["n_actors"]
+    check_range("islands.n", isl.n, 1, integer=True)
+    if isl.n_actors is not None:
+        check_range("islands.n_actors", isl.n_actors, 1, integer=True)
+    check_range("islands.migration_interval", isl.migration_interval, 1, integer=True)
+    check_range("islands.n_migrants", isl.n_migrants, 1, integer=True)
+    replacement_policy(isl.replacement)  # built once here, before Ray: a bad one is one line
+    selection_policy(isl.selection)
+    if isl.mode not in MODES:
+        raise ValueError(f"islands.mode={isl.mode!r}: allowed values are {'|'.join(MODES)}")
+    if isl.async_budget not in ASYNC_BUDGETS:
+        raise ValueError(f"islands.async_budget={isl.async_budget!r}: allowed values are {'|'.join(ASYNC_BUDGETS)}")
+    check_plugins(plugins, isl.mode)
+    strategy, n_nodes, n_actors = isl.placement, isl.n_nodes, isl.n_actors
     if strategy not in STRATEGIES:
         raise ValueError(f"islands.placement={strategy!r}: allowed values are {'|'.join(STRATEGIES)}")
     if n_nodes is not None:
@@ -364,13 +352,13 @@ def _check_islands(isl: dict, plugins, address) -> None:
                 f"islands.n_actors={n_actors}: islands.placement=strict_spread puts one actor per node; "
                 f"allowed values are 1..{n_nodes} (islands.n_nodes)"
             )
-    check_range("islands.snapshot_every", isl["snapshot_every"], 0, integer=True)
-    check_range("islands.max_restarts", isl["max_restarts"], 0, integer=True)
-    check_range("islands.restart_timeout_s", isl["restart_timeout_s"], 0, lo_open=True)
-    if isl["transport"] not in TRANSPORTS:
-        raise ValueError(f"islands.transport={isl['transport']!r}: allowed values are {'|'.join(TRANSPORTS)}")
-    if isl["span_graph"] not in SPAN_GRAPHS:
-        raise ValueError(f"islands.span_graph={isl['span_graph']!r}: allowed values are {'|'.join(SPAN_GRAPHS)}")
+    check_range("islands.snapshot_every", isl.snapshot_every, 0, integer=True)
+    check_range("islands.max_restarts", isl.max_restarts, 0, integer=True)
+    check_range("islands.restart_timeout_s", isl.restart_timeout_s, 0, lo_open=True)
+    if isl.transport not in TRANSPORTS:
+        raise ValueError(f"islands.transport={isl.transport!r}: allowed values are {'|'.join(TRANSPORTS)}")
+    if isl.span_graph not in SPAN_GRAPHS:
+        raise ValueError(f"islands.span_graph={isl.span_graph!r}: allowed values are {'|'.join(SPAN_GRAPHS)}")
 
 
 def check_plugins(plugins, mode: str) -> None:
@@ -410,6 +398,16 @@ def validated(cfg: dict) -> Validated:
     out = Validated(with_groups(with_defaults(cfg)))
     check_values(out)
     return out
+
+
+def typed(cfg: dict) -> IslesConfig:
+    """The checked config ``cfg`` (:func:`validated`) as the schema's dataclasses, what the runtime reads
+    (``config.islands.mode``): keys a section does not declare left out, the open nodes as they are."""
+    hints, out = get_type_hints(IslesConfig), {f.name: cfg[f.name] for f in fields(IslesConfig) if f.name in cfg}
+    for name, value in out.items():
+        if is_dataclass(cls := hints[name]):
+            out[name] = cls(**{f.name: value[f.name] for f in fields(cls) if f.name in (value or {})})
+    return IslesConfig(**out)
 
 
 def with_groups(cfg: dict) -> dict:

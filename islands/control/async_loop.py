@@ -1,7 +1,7 @@
 """The async schedule (``islands.mode=async``): no island group waits for another.
 
-Each group runs its epochs back to back in its actor (:func:`group_epochs`, one Ray streaming
-call of :meth:`isles.islands.group.IslandGroup.run_async`), as pagmo's archipelago does: after each
+Each group runs its epochs back to back in its actor (one Ray streaming call of
+:meth:`isles.islands.group.IslandGroup.run_async`), as pagmo's archipelago does: after each
 epoch it posts its emigrants to the inboxes of the groups that the plan of its own epoch sends
 them to (fire and forget), and before each epoch it immigrates whatever has arrived
 (:class:`isles.islands.transport.link.Arrivals`) and, between its own islands, what the plan of its
@@ -39,27 +39,15 @@ import contextlib
 import logging
 import pickle
 import time
-from dataclasses import replace
-
-import numpy as np
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from isles.islands.control import checkpoint
+from isles.islands.control.books import book_epoch, merge_summaries
 from isles.islands.control.pool import Claims, SharedBudget, shares_itself
 from isles.islands.control.sync_loop import Schedule
-from isles.islands.epoch import Rows, run_epoch
-from isles.islands.migration.planner import group_plan, migration_edges
-from isles.islands.records import Plan, Route, SpanOrder
-from isles.islands.results import (
-    RecordLog,
-    best_of,
-    epoch_record,
-    island_metrics,
-    merge_summaries,
-    migration_log,
-    payoff_total,
-    run_result,
-)
-from isles.islands.transport.link import ActorTransport, Alone, Arrivals
+from isles.islands.records import EpochSummary, Plan, Route, SpanOrder
+from isles.islands.results import RecordLog, migration_log, run_result
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -67,45 +55,65 @@ SETTLE_S = 5.0
 """How long a run that ends with groups still running waits for their streams to end (:func:`settle`), in seconds."""
 
 
-def group_epochs(g, order: SpanOrder, claims: Claims | None = None):
-    """The epochs of group ``g`` after its ``order.epoch0`` epochs, back to back: ``order.ks``
-    (generations each; ``islands.async_budget=island``), or as many as the run's shared pool grants
-    it (``claims``, :class:`isles.islands.control.pool.Claims`: each epoch's generations drawn when the
-    epoch before ends); the actor's half of the async loop (:meth:`isles.islands.group.IslandGroup.run_async`).
+@dataclass
+class Part:
+    """A group's latest snapshot in an async run: its ``state`` (host arrays), its generations per
+    island ``gens`` and epochs ``epochs`` then, and its ``summary`` of that epoch (``None`` at the start)."""
 
-    Before its epoch ``e`` the group immigrates, into each island, the sources that the plan after
-    its epoch ``e - 1`` (:func:`migration_edges`) names among its own islands and those that the
-    peers have posted since its last epoch (:meth:`Arrivals.arrived`), in the plan's order (the
-    sources it does not name after them, in id order); after the epoch it posts its emigrants by
-    the plan after ``e`` and goes on at once.
+    state: dict
+    gens: int = 0
+    epochs: int = 0
+    summary: EpochSummary | None = None
 
-    Yields:
-        each epoch's :class:`isles.islands.records.EpochSummary`, pickled (bytes), with the group's
-        :class:`isles.islands.records.GroupSnapshot` after the epochs in ``order.snapshots`` (with
-        ``claims``: as :meth:`isles.islands.control.pool.Claims.due` says).
+
+@dataclass
+class AsyncState:
+    """The async driver's variables between completions (what its snapshot holds besides the states).
+
+    Attributes:
+        summaries: each group's latest :class:`isles.islands.records.EpochSummary` ``{group index: summary}``.
+        gens, epochs: each group's generations per island and epochs done.
+        history, migrations: the run's :class:`isles.islands.results.RecordLog` s.
+        best: the archipelago's best (:func:`isles.islands.results.best_of`) or ``None``.
+        completions: the group epochs completed (the records' ``epoch``).
     """
-    r = order.route
-    link = Arrivals(r, ActorTransport(r.peers, r.index, g.inbox)) if len(r.groups) > 1 else Alone(g.island_ids)
-    mine = set(g.island_ids)
-    ks = iter(order.ks) if claims is None else claims
-    k, e = next(ks, 0), order.epoch0
-    while k:
-        e += 1
-        with g._state_lock:
-            t0 = time.perf_counter()
-            planned = migration_edges(r.topology, r.n, r.seed, e - 1) if e > 1 else []
-            edges, emigrants = link.arrived() if isinstance(link, Arrivals) else ([], {})
-            # in the plan's order (a remote source as the sync run takes it, where it came), then the rest
-            arrived, named = set(edges), set(planned)
-            ordered = [x for x in planned if x[0] in mine or x in arrived] + [x for x in edges if x not in named]
-            plan = Plan(*group_plan(ordered, g.island_ids, emigrants))
-            best, px, events = run_epoch(g, k, e, plan, link, migration_edges(r.topology, r.n, r.seed, e))
-            k = next(ks, 0)  # the next epoch's generations (0: this was the last)
-            rows = [Rows.of(g.row(best, px, events))]
-            due = e in order.snapshots if claims is None else claims.due(e, k, rows[0].generation[0])
-            g._keep_snapshot(rows, due, False)
-            summary = g._summaries(rows, t0)[0]
-        yield pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)
+
+    summaries: dict
+    gens: list
+    epochs: list
+    history: Any
+    migrations: Any
+    best: Any = None
+    completions: int = 0
+
+    @classmethod
+    def fresh(cls, n_groups: int) -> AsyncState:
+        """The state of a run that starts: ``n_groups`` groups, nothing done."""
+        return cls({}, [0] * n_groups, [0] * n_groups, RecordLog(), migration_log())
+
+    @classmethod
+    def of(cls, saved: dict) -> AsyncState:
+        """The state of a checkpoint's ``async`` section (:meth:`saved`), copied (its ``done`` left out)."""
+        got = cls(**{f.name: saved[f.name] for f in fields(cls)})
+        got.summaries, got.gens, got.epochs = dict(got.summaries), list(got.gens), list(got.epochs)
+        got.history = RecordLog.of(got.history)  # a list: a checkpoint of before the logs
+        got.migrations = migration_log(got.migrations)
+        return got
+
+    def saved(self, parts: list, done: int | None) -> dict:
+        """A snapshot's ``async`` section (what a checkpoint holds, a plain dict): every group's
+        latest :class:`Part` with the loop's variables, and ``done`` (the shared pool's spent
+        generations per island, :func:`isles.islands.control.checkpoint.generations_done`) where not ``None``."""
+        out = {
+            "summaries": {i: p.summary for i, p in enumerate(parts) if p.summary is not None},
+            "gens": [p.gens for p in parts],
+            "epochs": [p.epochs for p in parts],
+            "history": self.history.copy(),
+            "migrations": self.migrations.copy(),
+            "best": self.best,
+            "completions": self.completions,
+        }
+        return out if done is None else {**out, "done": done}
 
 
 def settle(streams, timeout_s: float = SETTLE_S) -> None:
@@ -147,7 +155,7 @@ class AsyncLoop(Schedule):
         island themselves (:func:`isles.islands.control.pool.shares_itself`), in-process groups, and
         ``islands.async_budget=island`` have none."""
         self.pool = None
-        if self.cfg["islands"]["async_budget"] != "shared" or shares_itself(self.cfg) or not self.ex.use_ray:
+        if self.isl.async_budget != "shared" or shares_itself(self.co.cfg) or not self.ex.use_ray:
             return
         import ray  # noqa: PLC0415
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
@@ -183,81 +191,13 @@ class AsyncLoop(Schedule):
 
         if not self.ex.use_ray:
             raise ValueError("islands.mode=async needs Ray actors")
-        recovery, ck, n_groups = self.recovery, self.cfg["checkpoint"], len(groups)
-        every = int(self.cfg["islands"]["snapshot_every"]) or int(ck["every"] or 0)
-        resume = self.co.resume_from
-        if resume is not None:
-            recovery.load(groups, resume["states"])
-            loop = {
-                k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
-                for k, v in resume["async"].items()
-            }
-            loop["history"] = RecordLog.of(resume["async"]["history"])  # a list: a checkpoint of before the logs
-            loop["migrations"] = migration_log(resume["async"]["migrations"])
-            parts = [
-                {"state": st, "gens": g, "epochs": e, "summary": loop["summaries"].get(i)}
-                for i, (st, g, e) in enumerate(zip(resume["states"], loop["gens"], loop["epochs"]))
-            ]
-        else:
-            loop = {
-                "summaries": {},
-                "gens": [0] * n_groups,
-                "epochs": [0] * n_groups,
-                "history": RecordLog(),
-                "migrations": migration_log(),
-                "best": None,
-                "completions": 0,
-            }
-            parts = [None] * n_groups
-            if every:  # the start: what an interrupt or a lost actor goes back to at worst
-                got = self.ex.gather([self.ex.call(g, "state_dict") for g in groups])
-                parts = [{"state": got[i], "gens": 0, "epochs": 0, "summary": None} for i in range(n_groups)]
-        summaries, gens, epochs = loop["summaries"], loop["gens"], loop["epochs"]
-        history, migrations = loop["history"], loop["migrations"]
-        t0, hits = time.perf_counter(), None
-        sizes = [len(ids) for ids in placement.groups]
-        # islands.async_budget=shared: one pool of island-generations that every group draws from (islands/control/pool.py)
         if self.pool is None:  # not prepared (the schedule run by hand): started now
             self.prepare(placement)
-        pool = self.pool
-        attempts = [0] * n_groups
-
-        def done(counts):  # generations per island done: the slowest group's, or the pool's spent share per island
-            return min(counts) if pool is None else sum(s * g for s, g in zip(sizes, counts)) // self.n
-
-        def publish():  # every group's latest part, with the loop's variables, as the run's snapshot
-            if any(p is None for p in parts):
-                return
-            now = {
-                **loop,
-                **({} if pool is None else {"done": done([p["gens"] for p in parts])}),  # checkpoint.generations_done
-                "gens": [p["gens"] for p in parts],
-                "epochs": [p["epochs"] for p in parts],
-                "summaries": {i: p["summary"] for i, p in enumerate(parts) if p["summary"] is not None},
-                "history": history.copy(),
-                "migrations": migrations.copy(),
-            }
-            recovery.last_snapshot = recovery.of(
-                placement, [p["state"] for p in parts], mode="async", epoch=loop["completions"], **{"async": now}
-            )
-
-        def start(i):  # group i's remaining epochs (fixed, or drawn from the pool), one streaming call
-            ks, g, claims = [], gens[i], None
-            while pool is None and g < self.generations:
-                ks.append(min(self.interval, self.generations - g))
-                g += ks[-1]
-            # snapshots every `every` epochs and after the last whole one (none after a last epoch cut
-            # short: a checkpoint there would resume off the uninterrupted run's epochs, SyncLoop.checkpoint_due)
-            e0, last = epochs[i], epochs[i] + sum(k == self.interval for k in ks)
-            due = tuple(e for e in range(e0 + 1, last + 1) if every and (e % every == 0 or e == last))
-            if pool is not None:
-                claims = Claims(pool, i, self.interval, attempts[i], every)
-            route = Route(i, placement.groups, self.topology, self.n, self.seed, recovery.timeout_s, list(groups))
-            order = SpanOrder(0, ks, e0, route, Plan(), due)
-            return groups[i].run_async.options(num_returns="streaming").remote(order, claims)
-
-        publish()
-        streams = {start(i): i for i in range(n_groups) if pool is not None or gens[i] < self.generations}
+        run, hits = AsyncRun(self, groups, placement), None
+        run.publish()
+        streams = {
+            run.start(i): i for i in range(len(groups)) if run.pool is not None or run.loop.gens[i] < self.generations
+        }
         try:  # the pool goes with the run
             while streams:
                 ready, _ = ray.wait(list(streams), num_returns=1)
@@ -269,75 +209,160 @@ class AsyncLoop(Schedule):
                     continue
                 except Exception as err:
                     del streams[ready[0]]
-                    recovery.recover(err, parts[i])
-                    part = parts[i]
-                    log.warning(
-                        "island group %d died (%s); restored its own state of generation %d, the other groups go "
-                        "on (restart %d of %d)",
-                        i,
-                        type(err).__name__,
-                        part["gens"],
-                        recovery.restarts,
-                        recovery.max_restarts,
-                    )
-                    recovery.restore(groups, [i], [part["state"]])
-                    gens[i], epochs[i] = part["gens"], part["epochs"]
-                    if pool is not None:  # what it claimed since its snapshot goes back to the pool
-                        attempts[i] += 1
-                        ray.get(pool.restart.remote(i, gens[i], attempts[i]))
-                    summaries.pop(i, None)
-                    if part["summary"] is not None:
-                        summaries[i] = part["summary"]
-                    streams[start(i)] = i
+                    streams[run.restart(i, err)] = i
                     continue
-                prev_gen = summaries[i].generation if i in summaries else 0
-                summaries[i] = s if s.snapshot is None else replace(s, snapshot=None)
-                gens[i], epochs[i] = s.generation, epochs[i] + 1
-                loop["completions"] += 1
-                completions = loop["completions"]
-                moved = [(completions, *m) for m in s.migrations]
-                migrations.extend(moved)
-                bx, bf, bv, bg, _, evals, nan, hits = merge_summaries(self.n, summaries)
-                best = loop["best"] = best_of([(bx, bf, bv, bg)] + ([loop["best"]] if loop["best"] else []))
-                record = epoch_record(
-                    epoch=completions,
-                    generation=done(gens),
-                    t0=t0,
-                    evaluations=evals,
-                    nan_evaluations=nan,
-                    best_f=best[1][0],
-                    best_v=best[2][0],
-                    island_best_f=bf,
-                    island_best_v=bv,
-                    compute_s=s.compute_s,
-                    epoch_generations=s.generation - prev_gen,
-                    hits=hits,
-                    payoff_evaluations=payoff_total(summaries),
-                    migrations=moved,
-                    algorithm_metrics=island_metrics(self.n, summaries),
-                    books=self.co.books,
-                )
-                history.append(record)
-                if s.snapshot is not None:
-                    parts[i] = {
-                        "state": s.snapshot.state,
-                        "gens": gens[i],
-                        "epochs": epochs[i],
-                        "summary": summaries[i],
-                    }
-                    publish()
+                record, merged = run.completed(i, s)
+                hits = merged.hits
                 yield record
-                if hits is not None and np.all(hits >= 0):  # every island reached the stop target
+                if merged.all_hit:  # every island reached the stop target
                     break
-                if ck["every"] and (completions % int(ck["every"]) == 0 or done(gens) >= self.generations):
-                    if recovery.last_snapshot is not None:
-                        checkpoint.save(ck["path"], recovery.last_snapshot)
-            return run_result(loop["best"], history, done(gens), t0, migrations, hits)
+                run.checkpoint()
+            return run_result(run.loop.best, run.loop.history, run.done(), run.t0, run.loop.migrations, hits)
         finally:
             if streams and ray.is_initialized():  # groups still running (a failure, an interrupt, the target met)
                 self.ex.stop(groups)  # before the pool: a group whose claim fails sends that error too
                 settle(streams)
-            if pool is not None and ray.is_initialized():  # a generator closed late (an interrupt) may outlive Ray
+            if self.pool is not None and ray.is_initialized():  # a generator closed late (an interrupt) may outlive Ray
                 with contextlib.suppress(ray.exceptions.ActorHandleNotFoundError):  # ... or its Ray session
-                    ray.kill(pool)
+                    ray.kill(self.pool)
             self.pool = None
+
+
+class AsyncRun:
+    """The driver's side of one async run of ``schedule`` (:class:`AsyncLoop`) over ``groups``
+    placed as ``placement``: the loop's variables (:class:`AsyncState`, from ``checkpoint.resume`` or
+    fresh), each group's latest :class:`Part` (``None`` until it has one: no snapshots), the
+    shared pool (``schedule.pool``, or ``None``) and the groups' starts (:meth:`start`)."""
+
+    def __init__(self, schedule: AsyncLoop, groups: list, placement):
+        self.s, self.groups, self.placement, self.pool = schedule, groups, placement, schedule.pool
+        self.every, n_groups = int(schedule.isl.snapshot_every) or int(schedule.ck.every or 0), len(groups)
+        self.sizes = [len(ids) for ids in placement.groups]
+        self.attempts = [0] * n_groups  # each group's starts (its claims on the pool name them)
+        resume = schedule.co.resume_from
+        if resume is not None:
+            schedule.recovery.load(groups, resume["states"])
+            self.loop = loop = AsyncState.of(resume["async"])
+            self.parts = [
+                Part(st, g, e, loop.summaries.get(i))
+                for i, (st, g, e) in enumerate(zip(resume["states"], loop.gens, loop.epochs))
+            ]
+        else:
+            self.loop, self.parts = AsyncState.fresh(n_groups), [None] * n_groups
+            if self.every:  # the start: what an interrupt or a lost actor goes back to at worst
+                got = schedule.ex.gather([schedule.ex.call(g, "state_dict") for g in groups])
+                self.parts = [Part(got[i]) for i in range(n_groups)]
+        self.t0 = time.perf_counter()
+
+    def done(self, counts: list | None = None) -> int:
+        """Generations per island done of the groups' ``counts`` (default: the loop's): the slowest
+        group's, or with the shared pool its spent share per island."""
+        counts = self.loop.gens if counts is None else counts
+        return min(counts) if self.pool is None else sum(s * g for s, g in zip(self.sizes, counts)) // self.s.n
+
+    def publish(self) -> None:
+        """Every group's latest part, with the loop's variables, as the run's snapshot (the
+        recovery's ``last_snapshot``), once every group has one."""
+        if any(p is None for p in self.parts):
+            return
+        done = None if self.pool is None else self.done([p.gens for p in self.parts])  # checkpoint.generations_done
+        recovery = self.s.recovery
+        recovery.last_snapshot = recovery.of(
+            self.placement,
+            [p.state for p in self.parts],
+            mode="async",
+            epoch=self.loop.completions,
+            **{"async": self.loop.saved(self.parts, done)},
+        )
+
+    def start(self, i: int):
+        """Group ``i``'s remaining epochs (fixed, or drawn from the pool), one streaming call
+        (:meth:`isles.islands.group.IslandGroup.run_async`); its stream."""
+        s, ks, claims = self.s, [], None
+        g = self.loop.gens[i]
+        while self.pool is None and g < s.generations:
+            ks.append(min(s.interval, s.generations - g))
+            g += ks[-1]
+        # snapshots every `every` epochs and after the last whole one (none after a last epoch cut
+        # short: a checkpoint there would resume off the uninterrupted run's epochs, SyncLoop.checkpoint_due)
+        e0 = self.loop.epochs[i]
+        last, every = e0 + sum(k == s.interval for k in ks), self.every
+        due = tuple(e for e in range(e0 + 1, last + 1) if every and (e % every == 0 or e == last))
+        if self.pool is not None:
+            claims = Claims(self.pool, i, s.interval, self.attempts[i], every)
+        groups = self.groups
+        route = Route(i, self.placement.groups, s.topology, s.n, s.seed, s.recovery.timeout_s, list(groups))
+        order = SpanOrder(0, ks, e0, route, Plan(), due)
+        return groups[i].run_async.options(num_returns="streaming").remote(order, claims)
+
+    def restart(self, i: int, err: BaseException):
+        """Group ``i`` failed with ``err``: where its actor was lost (and restarts are left), set it back
+        to its own last :class:`Part` (with the pool, what it claimed since returns to it) and start it
+        again; the other groups go on. Returns its new stream.
+
+        Raises:
+            ``err``: not a lost actor, no part to go back to, or ``islands.max_restarts`` spent."""
+        import ray  # noqa: PLC0415
+
+        recovery, loop = self.s.recovery, self.loop
+        recovery.recover(err, self.parts[i])
+        part = self.parts[i]
+        log.warning(
+            "island group %d died (%s); restored its own state of generation %d, the other groups go "
+            "on (restart %d of %d)",
+            i,
+            type(err).__name__,
+            part.gens,
+            recovery.restarts,
+            recovery.max_restarts,
+        )
+        recovery.restore(self.groups, [i], [part.state])
+        loop.gens[i], loop.epochs[i] = part.gens, part.epochs
+        if self.pool is not None:  # what it claimed since its snapshot goes back to the pool
+            self.attempts[i] += 1
+            ray.get(self.pool.restart.remote(i, loop.gens[i], self.attempts[i]))
+        loop.summaries.pop(i, None)
+        if part.summary is not None:
+            loop.summaries[i] = part.summary
+        return self.start(i)
+
+    def completed(self, i: int, s: EpochSummary) -> tuple:
+        """Book group ``i``'s completed epoch, its summary ``s``, with the other groups' latest
+        (:func:`isles.islands.control.books.book_epoch`), and keep its snapshot where ``s`` carries one.
+
+        Returns:
+            ``(record, merged)``: the :class:`isles.islands.results.EpochRecord` and the
+            :class:`isles.islands.control.books.Merged` summaries."""
+        loop = self.loop
+        prev_gen = loop.summaries[i].generation if i in loop.summaries else 0
+        loop.summaries[i] = s if s.snapshot is None else replace(s, snapshot=None)
+        loop.gens[i], loop.epochs[i] = s.generation, loop.epochs[i] + 1
+        loop.completions += 1
+        merged = merge_summaries(self.s.n, loop.summaries)
+        epoch, moved = loop.completions, [(loop.completions, *m) for m in s.migrations]
+        k = s.generation - prev_gen
+        record = book_epoch(
+            loop,
+            self.s.n,
+            loop.summaries,
+            merged,
+            self.t0,
+            epoch,
+            self.done(),
+            k,
+            s.compute_s,
+            moved,
+            books=self.s.co.books,
+        )
+        if s.snapshot is not None:
+            self.parts[i] = Part(s.snapshot.state, loop.gens[i], loop.epochs[i], loop.summaries[i])
+            self.publish()
+        return record, merged
+
+    def checkpoint(self) -> None:
+        """Save the run's snapshot every ``checkpoint.every`` completions and once the run's
+        generations are done (``checkpoint.path``)."""
+        ck, recovery = self.s.ck, self.s.recovery
+        if ck.every and (self.loop.completions % int(ck.every) == 0 or self.done() >= self.s.generations):
+            if recovery.last_snapshot is not None:
+                checkpoint.save(ck.path, recovery.last_snapshot)

@@ -51,7 +51,7 @@ class Executor:
     """The placement, start, calls, links and release of a run's island groups.
 
     Args:
-        cfg: the checked run config (:func:`isles.islands.config.schema.validated`).
+        cfg: the checked run config, typed (:func:`isles.islands.config.schema.typed`).
         plugins: the loop's plug-in factories (every group builds its replicas).
         target: the stop rule's target, or ``None``; use_ray: Ray actors, or in-process groups.
         restart_failed: ``(group indices) -> Exception``, raised when a deadline passes in :meth:`gather`.
@@ -61,29 +61,29 @@ class Executor:
         link: the groups' links: ``None`` not formed, else ``"nccl"``, ``"channel"`` or ``""`` (posts only).
     """
 
-    def __init__(self, cfg: dict, plugins: list, target, use_ray: bool, restart_failed):
+    def __init__(self, cfg, plugins: list, target, use_ray: bool, restart_failed):
         self.cfg, self.plugins, self.target, self.use_ray = cfg, list(plugins), target, use_ray
-        self.n, self.seed = int(cfg["islands"]["n"]), int(cfg["seed"])
+        self.n, self.seed = int(cfg.islands.n), int(cfg.seed)
         self.restart_failed = restart_failed
         self.infos, self.link, self._reserved = [], None, None
 
     def spec(self, island_ids, device) -> GroupSpec:
         """The :class:`isles.islands.records.GroupSpec` of the group of ``island_ids`` on ``device``."""
-        c, isl = self.cfg, self.cfg["islands"]
+        c, isl = self.cfg, self.cfg.islands
         return GroupSpec(
-            problem=c["problem"],
-            constraints=c["constraints"],
-            algorithm=c["algorithm"],
+            problem=c.problem,
+            constraints=dict(vars(c.constraints)),
+            algorithm=c.algorithm,
             island_ids=tuple(island_ids),
             seed=self.seed,
             device=device,
-            dtype=c["dtype"],
-            n_migrants=int(isl["n_migrants"]),
-            replacement=isl["replacement"],
-            selection=isl["selection"],
+            dtype=c.dtype,
+            n_migrants=int(isl.n_migrants),
+            replacement=isl.replacement,
+            selection=isl.selection,
             target=self.target,
-            cuda_graph=c["cuda_graph"],
-            span_graph=isl["span_graph"],
+            cuda_graph=c.cuda_graph,
+            span_graph=isl.span_graph,
             plugins=tuple(self.plugins),
             plugin_stream=plugin_stream(self.n),
         )
@@ -91,11 +91,11 @@ class Executor:
     def placement(self):
         """The actors to start on Ray's nodes (:func:`isles.islands.control.placement.plan_nodes`), or
         in-process on this machine (one device: a local GPU when CuPy sees one)."""
-        isl, device = self.cfg["islands"], self.cfg["device"]
+        isl, device = self.cfg.islands, self.cfg.device
         if self.use_ray:
-            return plan_nodes(self.n, device, isl, cluster_nodes())
+            return plan_nodes(self.n, device, vars(isl), cluster_nodes())
         resources = {"CPU": 1, "GPU": min(1, local_resources(device=device)["GPU"])}  # one device: this one
-        return plan(self.n, device, isl["n_actors"], resources)
+        return plan(self.n, device, isl.n_actors, resources)
 
     def start(self, p) -> list:
         """One island group per block of ``p.groups``: Ray actors, each in its bundle of the
@@ -106,7 +106,7 @@ class Executor:
 
         self._reserved = reserve(p)
         # a second thread takes the peers' posts while the first runs epochs (sync spans, async loops)
-        restarts = int(self.cfg["islands"]["max_restarts"])
+        restarts = int(self.cfg.islands.max_restarts)
         return [
             ray.remote(IslandGroup)
             .options(**actor_options(p, self._reserved, i, restarts), max_concurrency=2)
@@ -224,7 +224,7 @@ class Executor:
 
         Raises:
             ValueError: ``islands.transport=nccl`` and a group cannot use NCCL."""
-        transport = self.cfg["islands"]["transport"]
+        transport = self.cfg.islands.transport
         self.link = ""
         if transport in ("auto", "nccl") and self.use_ray:  # in-process groups share one GPU: no NCCL
             uid = self.gather([self.call(groups[0], "nccl_unique_id")])[0]

@@ -25,9 +25,7 @@ import sys
 from dataclasses import dataclass, replace
 
 from isles.algorithms.core.backend import cupy_or_none
-
-#: ``islands.placement`` values and the Ray placement-group strategy of each
-STRATEGIES = {"spread": "SPREAD", "strict_spread": "STRICT_SPREAD", "pack": "PACK"}
+from isles.islands.config.choices import STRATEGIES
 
 #: seconds to wait for Ray to reserve the placement group before the run fails
 RESERVE_TIMEOUT_S = 120.0
@@ -312,7 +310,7 @@ class Balancer:
 
     def measure(self) -> list | None:
         """Each actor's ``(pid, process CPU seconds)`` (user + system) now, or ``None`` (:class:`Balancer`)."""
-        if not self.ex.use_ray or self.ex.cfg["device"] != "cpu" or len(self.groups) < 2:
+        if not self.ex.use_ray or self.ex.cfg.device != "cpu" or len(self.groups) < 2:
             return None
         import socket  # noqa: PLC0415
 

@@ -29,8 +29,7 @@ import heapq
 import math
 import threading
 
-#: values of ``islands.async_budget``: a pool that every actor draws from, or each island's own generations
-ASYNC_BUDGETS = ("shared", "island")
+from isles.islands.config.build import build_algorithm
 
 
 def spendable(left: int, sizes) -> bool:
@@ -62,15 +61,13 @@ def spendable(left: int, sizes) -> bool:
 
 
 def shares_itself(cfg: dict) -> bool:
-    """Whether the run's families share the evaluation budget per island themselves (a checked config
-    whose ``algorithm.max_evaluations``, or a group's in ``groups``, is set: L-SHADE, jSO, CMA-ES give
-    each island ``ceil(stop.max_evaluations / islands.n)``): the pool would give an island generations
-    past its own share, and the run's evaluations would fall short of the budget, so such a run keeps
-    each island's generations (``islands.async_budget=shared`` acts as ``island``)."""
-    groups = cfg.get("groups") or []
-    groups = list(groups.values()) if isinstance(groups, dict) else list(groups)
-    algorithms = [cfg.get("algorithm")] + [g.get("algorithm") for g in groups if isinstance(g, dict)]
-    return any(isinstance(a, dict) and a.get("max_evaluations") is not None for a in algorithms)
+    """Whether the run's algorithm (``cfg["algorithm"]``, built) shares the evaluation budget per
+    island itself (:meth:`isles.algorithms.core.base.IslandAlgorithm.shares_budget`: L-SHADE, jSO,
+    CMA-ES with ``algorithm.max_evaluations`` give each island ``ceil(stop.max_evaluations /
+    islands.n)``): the pool would give an island generations past its own share, and the run's
+    evaluations would fall short of the budget, so such a run keeps each island's generations
+    (``islands.async_budget=shared`` acts as ``island``)."""
+    return build_algorithm(cfg["algorithm"]).shares_budget()
 
 
 class SharedBudget:

@@ -13,6 +13,7 @@ import time
 from dataclasses import fields
 
 from isles.islands.control.checkpoint import generations_done
+from isles.islands.config.schema import typed
 from isles.islands.control.placement import local_resources, plan_nodes, split, where
 from isles.islands.records import LoopState
 from isles.islands.results import RecordLog, migration_log
@@ -161,7 +162,8 @@ def check_resumable(data: dict, cfg: dict, path: str) -> None:
     differs = config_diff(saved, now, path)
     if differs:
         raise ValueError(differs)
-    done, interval = generations_done(data), int(cfg["islands"]["migration_interval"])
+    c = typed(cfg)
+    done, interval = generations_done(data), int(c.islands.migration_interval)
     if data.get("mode") != "async" and done % interval:
         raise ValueError(
             f"checkpoint.resume={path!r}: saved at generation {done}, inside epoch {data['epoch']} "
@@ -169,12 +171,12 @@ def check_resumable(data: dict, cfg: dict, path: str) -> None:
             "the uninterrupted run: resume an earlier checkpoint of the run, or start a new run"
         )
     check_async_grouping(data, cfg, path)
-    if int(cfg["generations"]) < done:
-        budget = (cfg.get("stop") or {}).get("max_evaluations")
+    if int(c.generations) < done:
+        budget = c.stop.max_evaluations
         field = (
-            f"generations={cfg['generations']}"
+            f"generations={c.generations}"
             if budget is None
-            else f"stop.max_evaluations={budget} (a budget of {cfg['generations']} generations)"
+            else f"stop.max_evaluations={budget} (a budget of {c.generations} generations)"
         )
         raise ValueError(
             f"{field}: the checkpoint (checkpoint.resume={path!r}) is at generation {done}; allowed "
@@ -198,15 +200,16 @@ def check_async_grouping(data: dict, cfg: dict, path: str, groups: list | None =
     """
     if data.get("mode") != "async":
         return
-    isl, saved = cfg["islands"], [list(g) for g in data["groups"]]
+    c, saved = typed(cfg), [list(g) for g in data["groups"]]
+    isl = c.islands
     if groups is None:
-        if isl["n_actors"] is not None:
-            groups = split(int(isl["n"]), min(int(isl["n_actors"]), int(isl["n"])))
-        elif cfg["ray"]["address"]:
+        if isl.n_actors is not None:
+            groups = split(int(isl.n), min(int(isl.n_actors), int(isl.n)))
+        elif c.ray.address:
             return
         else:
-            here = {"node_id": "local", "ip": "127.0.0.1", **local_resources(cfg["ray"]["num_cpus"], cfg["device"])}
-            groups = plan_nodes(int(isl["n"]), cfg["device"], isl, [here]).groups
+            here = {"node_id": "local", "ip": "127.0.0.1", **local_resources(c.ray.num_cpus, c.device)}
+            groups = plan_nodes(int(isl.n), c.device, vars(isl), [here]).groups
     if saved != [list(g) for g in groups]:
         raise ValueError(
             f"checkpoint.resume={path!r}: an async run resumes with the grouping it was saved with: "
@@ -242,7 +245,8 @@ class Recovery:
     """Snapshots of a running archipelago and restarts of lost actors from them.
 
     Args:
-        cfg: the checked run config; executor: the run's :class:`isles.islands.control.executor.Executor`;
+        cfg: the checked run config, typed (:func:`isles.islands.config.schema.typed`); saved_config:
+            its :func:`resumable_config`, what a snapshot holds; executor: the run's :class:`isles.islands.control.executor.Executor`;
         monitors: its :class:`isles.islands.control.callbacks.Monitors` (``on_restart``).
 
     Attributes:
@@ -250,10 +254,10 @@ class Recovery:
         restarts: restarts so far (at most ``islands.max_restarts``).
     """
 
-    def __init__(self, cfg: dict, executor, monitors):
-        self.cfg, self.executor, self.monitors = cfg, executor, monitors
-        self.max_restarts = int(cfg["islands"]["max_restarts"])
-        self.timeout_s = float(cfg["islands"]["restart_timeout_s"])
+    def __init__(self, cfg, saved_config: dict, executor, monitors):
+        self.cfg, self.saved_config, self.executor, self.monitors = cfg, saved_config, executor, monitors
+        self.max_restarts = int(cfg.islands.max_restarts)
+        self.timeout_s = float(cfg.islands.restart_timeout_s)
         self.last_snapshot, self.restarts = None, 0
 
     def snapshot(self, groups, placement, loop, carried: list | None = None) -> dict:
@@ -275,10 +279,10 @@ class Recovery:
     def of(self, placement, states: list, **loop) -> dict:
         """A snapshot of ``states`` (one per group of ``placement``) and the loop's variables ``loop``."""
         return {
-            "seed": int(self.cfg["seed"]),
+            "seed": int(self.cfg.seed),
             "groups": placement.groups,
             "states": states,
-            "config": resumable_config(self.cfg),
+            "config": self.saved_config,
             **loop,
         }
 
@@ -325,7 +329,7 @@ class Recovery:
 
     def restart_failed(self, group_ids: list) -> RestartFailed:
         """The error of island groups ``group_ids`` not restarted within ``islands.restart_timeout_s``."""
-        placement = self.cfg["islands"]["placement"]
+        placement = self.cfg.islands.placement
         epoch = self.last_snapshot["epoch"] if self.last_snapshot else 0
         return RestartFailed(
             f"islands.restart_timeout_s={self.timeout_s:g}: island group(s) {', '.join(map(str, group_ids))} "

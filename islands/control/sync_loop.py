@@ -14,7 +14,6 @@ import pickle
 import time
 from dataclasses import dataclass, replace
 
-import numpy as np
 
 from isles.islands.control import checkpoint
 from isles.islands.control.placement import Balancer
@@ -23,16 +22,8 @@ from isles.islands.migration.planner import group_plan, migration_edges
 from isles.islands.mixed import layout_of
 from isles.islands.records import LoopState, Plan, Route, SpanOrder
 from isles.islands.control.recovery import loop_copy
-from isles.islands.results import (
-    RecordLog,
-    best_of,
-    epoch_record,
-    island_metrics,
-    merge_summaries,
-    migration_log,
-    payoff_total,
-    run_result,
-)
+from isles.islands.control.books import Merged, book_epoch, merge_summaries
+from isles.islands.results import RecordLog, migration_log, run_result
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -63,7 +54,9 @@ class Schedule:
 
     def __init__(self, co):
         self.co, self.ex, self.recovery = co, co.executor, co.recovery
-        self.cfg, self.n, self.seed, self.topology = co.cfg, co.n, co.seed, co.topology
+        self.n, self.seed, self.topology = co.n, co.seed, co.topology
+        #: the config's sections a schedule reads (typed: :mod:`isles.islands.config.schema`)
+        self.isl, self.ck, self.algorithm = co.config.islands, co.config.checkpoint, co.config.algorithm
         self.generations, self.interval = co.generations, co.interval
         #: the run's epochs that end on the migration grid (every ``islands.migration_interval``
         #: generations): all of them, or all but a last one cut short by ``generations`` (or the budget's)
@@ -75,7 +68,7 @@ class Schedule:
         that resumes from a checkpoint inside an epoch would start its next epoch there, off the
         uninterrupted run's epochs and migrations; from the last whole epoch it runs the cut-short
         epoch again, whole or as far as its generations go, and is the uninterrupted run bit for bit."""
-        every = int(self.cfg["checkpoint"]["every"] or 0)
+        every = int(self.ck.every or 0)
         return bool(every) and epoch <= self.whole_epochs and (epoch % every == 0 or epoch == self.whole_epochs)
 
     def prepare(self, placement) -> None:
@@ -101,7 +94,7 @@ class SyncLoop(Schedule):
         result the same as without the failure. Records of epochs already yielded are not
         yielded again.
         """
-        ck, resume, recovery = self.cfg["checkpoint"], self.co.resume_from, self.recovery
+        ck, resume, recovery = self.ck, self.co.resume_from, self.recovery
         if resume is not None:  # states are per island: any grouping (number of actors) resumes
             loop = loop_copy(resume)
             recovery.load(
@@ -111,11 +104,11 @@ class SyncLoop(Schedule):
             )
         else:
             loop = LoopState(0, 0, None, None, None, RecordLog(), migration_log())
-        every = int(self.cfg["islands"]["snapshot_every"])
+        every = int(self.isl.snapshot_every)
         snapshot = recovery.snapshot(groups, placement, loop) if every else None
         if loop.epoch == self.whole_epochs and self.checkpoint_due(loop.epoch) and loop.done_gens < self.generations:
             # no whole epoch is left (a run shorter than one epoch): its final checkpoint is its start
-            checkpoint.save(ck["path"], snapshot or recovery.snapshot(groups, placement, loop))
+            checkpoint.save(ck.path, snapshot or recovery.snapshot(groups, placement, loop))
         yielded, hits, epoch_s, span = loop.epoch, None, None, 0
         balancer = Balancer(self.ex, groups)  # islands spread over the actors by measured cost
         # spans: the one started ahead (_start_ahead) and the epoch of the last snapshot scheduled
@@ -131,13 +124,14 @@ class SyncLoop(Schedule):
                         loop.epoch,
                         loop.done_gens,
                         loop.pending,
-                        self.batch_len(loop, epoch_s, ck),
+                        self.batch_len(loop, epoch_s),
                         span,
                         scheduled,
                     )
                 started, ahead = ahead, None
                 scheduled = started.scheduled
-                epochs = self.end_span(groups, started)
+                # each epoch's summaries merged once (books.Merged), for its books and the span started ahead
+                epochs = [(k, s, merge_summaries(self.n, s)) for k, s in self.end_span(groups, started)]
                 epoch_s = (time.perf_counter() - started.t0) / len(epochs)
                 spread = balancer.due(placement.groups, len(epochs))  # islands to move after the books
                 # the next span starts before this one's books (the driver's, while the groups evolve)
@@ -147,17 +141,17 @@ class SyncLoop(Schedule):
                 span += ahead is not None
                 # the epochs' books, snapshots and checkpoints: an actor found lost here (e.g. by
                 # the snapshot's call) restarts like one lost during the epochs
-                for j, (k, summaries) in enumerate(epochs):
-                    record, emigrants, hits = self.epoch_done(loop, k, summaries, t0)
+                for j, (k, summaries, merged) in enumerate(epochs):
+                    record, hits = self.epoch_done(loop, k, summaries, merged, t0), merged.hits
                     if record.epoch > yielded:
                         yielded = record.epoch
                         yield record
-                    if hits is not None and np.all(hits >= 0):  # every island reached the stop target
+                    if merged.all_hit:  # every island reached the stop target
                         return run_result(loop.best, loop.history, loop.done_gens, t0, loop.migrations, hits)
                     # the next epoch's migration, kept per island; kept after the last whole epoch too,
                     # so that a resume with more generations goes on exactly
                     epoch = loop.epoch
-                    loop.pending = (epoch, emigrants)
+                    loop.pending = (epoch, merged.emigrants)
                     # a snapshot once `every` epochs have passed: at the end of a span (the groups'
                     # states are those of its last epoch), or in a span after the epoch whose
                     # summaries carry the groups' states (IslandGroup._keep_snapshot); never after a
@@ -173,7 +167,7 @@ class SyncLoop(Schedule):
                             if snapshot is not None and snapshot["epoch"] == epoch
                             else recovery.snapshot(groups, placement, loop)
                         )
-                        checkpoint.save(ck["path"], fresh)
+                        checkpoint.save(ck.path, fresh)
                 if spread and loop.done_gens < self.generations:
                     got = self.ex.gather([self.ex.call(g, "state_dict") for g in groups])
                     balancer.move(placement, spread, [got[i] for i in range(len(groups))], self.regrouped)
@@ -208,51 +202,19 @@ class SyncLoop(Schedule):
         """A checkpoint's group ``states`` of the islands grouped as ``old``, grouped as ``new``
         (:meth:`isles.islands.mixed.Whole.regroup`: by the algorithm's ``island_axes``; a mixed batch each
         family's part by its own)."""
-        return layout_of(build_algorithm(self.cfg["algorithm"])).regroup(states, old, new)
+        return layout_of(build_algorithm(self.algorithm)).regroup(states, old, new)
 
-    def epoch_done(self, loop: LoopState, k: int, summaries: dict, t0: float):
-        """Book one finished epoch of ``k`` generations into ``loop`` (counters, migrations, the
-        plug-ins' metrics, the archipelago's best, the record).
-
-        Returns:
-            ``(record, emigrants by island (None inside a span), stop-target generations or None)``.
-        """
+    def epoch_done(self, loop: LoopState, k: int, summaries: dict, merged: Merged, t0: float):
+        """Book one finished epoch of ``k`` generations, its ``summaries`` merged as ``merged``, into
+        ``loop`` (the counters, then :func:`isles.islands.control.books.book_epoch`); returns its record."""
         loop.done_gens += k
         loop.epoch = epoch = loop.epoch + 1
-        bx, bf, bv, bg, emigrants, evals, nan, hits = merge_summaries(self.n, summaries)
         # by destination island: the same order however the islands are grouped (Balancer moves them)
         moved = sorted(((epoch, *e) for i in sorted(summaries) for e in summaries[i].migrations), key=lambda m: m[2])
-        loop.migrations.extend(moved)
-        cand, named = [(bx, bf, bv, bg)], {}
-        for pbest, metrics in summaries[0].plugins:  # every replica's are the same: group 0's are booked
-            if pbest is not None:
-                g = np.asarray(pbest.genome[:, 0])  # a plug-in's genome is its phenotype
-                cand.append((g, pbest.f[:, 0], pbest.v[:, 0], g))
-            evals += int(metrics.get("evaluations", 0))
-            nan += int(metrics.get("nan_evaluations", 0))
-            named.update({name: v for name, v in metrics.items() if name not in ("evaluations", "nan_evaluations")})
-        loop.best = best_of(cand + ([loop.best] if loop.best else []))
-        record = epoch_record(
-            epoch=epoch,
-            generation=loop.done_gens,
-            t0=t0,
-            evaluations=evals,
-            nan_evaluations=nan,
-            best_f=loop.best[1][0],
-            best_v=loop.best[2][0],
-            island_best_f=bf,
-            island_best_v=bv,
-            compute_s=max(s.compute_s for s in summaries.values()),
-            epoch_generations=k,
-            hits=hits,
-            payoff_evaluations=payoff_total(summaries),
-            migrations=moved,
-            plugin_metrics=named,
-            books=self.co.books,
-            algorithm_metrics=island_metrics(self.n, summaries),
+        compute_s = max(s.compute_s for s in summaries.values())
+        return book_epoch(
+            loop, self.n, summaries, merged, t0, epoch, loop.done_gens, k, compute_s, moved, books=self.co.books
         )
-        loop.history.append(record)
-        return record, emigrants, hits
 
     def start_span(
         self, groups, placement, epoch0: int, done_gens: int, pending, n_epochs: int, span: int, scheduled: int
@@ -272,7 +234,7 @@ class SyncLoop(Schedule):
         # not end there); one group keeps it at the span's end only, so its replays run the whole span. The
         # summaries carry it in both cases: the span started ahead (start_ahead) is already changing the
         # state when the driver books these epochs, so a state asked for then would be a later epoch's
-        every, end = int(self.cfg["islands"]["snapshot_every"]), epoch0 + n_epochs
+        every, end = int(self.isl.snapshot_every), epoch0 + n_epochs
         if not every:
             due = ()
         elif len(groups) > 1:  # none after a last epoch cut short (run's snapshot rule)
@@ -315,20 +277,19 @@ class SyncLoop(Schedule):
         return [(k, {i: out[i][j] for i in range(len(groups))}) for j, k in enumerate(started.ks)]
 
     def start_ahead(self, groups, placement, loop: LoopState, epochs: list, epoch_s: float, span: int, scheduled: int):
-        """Start the span after ``epochs`` (a span just ended, not yet booked in ``loop``) before the
+        """Start the span after ``epochs`` (a span just ended, ``[(generations, summaries, Merged)]``, not yet booked in ``loop``) before the
         driver books them, so that the groups evolve while it does: its first migration comes from
         the last epoch's emigrants, as :meth:`epoch_done` would keep them. ``None`` (the next span
         starts after the books) where the run ends with these epochs, every island reached the
         stop target, or a checkpoint falls due at their end (it asks the idle groups for their state).
         Returns the started :class:`Span`, or ``None``."""
-        epoch, gens = loop.epoch + len(epochs), loop.done_gens + sum(k for k, _ in epochs)
-        *_, emigrants, _, _, hits = merge_summaries(self.n, epochs[-1][1])  # as epoch_done reads them
-        if gens >= self.generations or (hits is not None and np.all(hits >= 0)) or self.checkpoint_due(epoch):
+        epoch, gens, last = loop.epoch + len(epochs), loop.done_gens + sum(k for k, *_ in epochs), epochs[-1][2]
+        if gens >= self.generations or last.all_hit or self.checkpoint_due(epoch):
             return None
-        n = self.batch_len(replace(loop, epoch=epoch, done_gens=gens), epoch_s, self.cfg["checkpoint"])
-        return self.start_span(groups, placement, epoch, gens, (epoch, emigrants), n, span, scheduled)
+        n = self.batch_len(replace(loop, epoch=epoch, done_gens=gens), epoch_s)
+        return self.start_span(groups, placement, epoch, gens, (epoch, last.emigrants), n, span, scheduled)
 
-    def batch_len(self, loop: LoopState, epoch_s: float | None, ck: dict) -> int:
+    def batch_len(self, loop: LoopState, epoch_s: float | None) -> int:
         """Epochs in the next span: one first (it includes compilation and graph capture), then about
         :data:`BATCH_S` seconds' worth (at most :data:`MAX_BATCH`), ending at the run's end and at
         every checkpoint epoch (:meth:`checkpoint_due`; snapshots are taken at the end of the span in
@@ -336,7 +297,7 @@ class SyncLoop(Schedule):
         left = -(-(self.generations - loop.done_gens) // self.interval)
         n = 1 if epoch_s is None else int(BATCH_S / max(epoch_s, 1e-7))
         n = max(1, min(n, MAX_BATCH, left))
-        period = int(ck["every"] or 0)
+        period = int(self.ck.every or 0)
         if not period:
             return n
         n = min(n, period - loop.epoch % period)

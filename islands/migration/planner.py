@@ -52,6 +52,17 @@ def group_plan(edges, island_ids, emigrants: dict):
     return inbound, remote
 
 
+def arrivals_plan(planned, arrived, island_ids, emigrants: dict):
+    """What an async group immigrates before an epoch: ``(inbound, remote)`` as :func:`group_plan`,
+    of the sources that ``planned`` (:func:`migration_edges` after the group's last epoch) names among
+    its own islands or that have arrived (``arrived``, edges, with ``emigrants`` by source id), in the
+    plan's order (a remote source as the sync run takes it, where it came), then the arrived sources
+    that the plan does not name, in their order."""
+    mine, got, named = set(island_ids), set(arrived), set(planned)
+    ordered = [x for x in planned if x[0] in mine or x in got] + [x for x in arrived if x not in named]
+    return group_plan(ordered, island_ids, emigrants)
+
+
 def fixed_plan(topology, n: int) -> bool:
     """Whether every epoch's plan is the same: each edge of ``topology`` over ``n`` islands has
     probability 0 or 1 (ring, fully connected, star, free form, unconnected; not ``random``)."""
