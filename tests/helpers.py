@@ -102,7 +102,7 @@ def run_span(
 ):
     """``group.run_span`` of epochs ``ks`` after ``epoch0``: group ``index`` of ``groups`` (default:
     this group alone) on ``topology``; ``route``: more :class:`isles.islands.records.Route` fields
-    (``peers``, ``nccl``, ``timeout_s``); ``first``: the first epoch's Plan. Its summaries."""
+    (``peers``, ``transport``, ``timeout_s``); ``first``: the first epoch's Plan. Its summaries."""
     from isles.islands.records import Plan, Route, SpanOrder  # noqa: PLC0415
 
     groups = groups or [group.island_ids]

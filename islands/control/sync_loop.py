@@ -21,6 +21,7 @@ from isles.islands.control.placement import Balancer
 from isles.islands.config.build import build_algorithm
 from isles.islands.migration.planner import group_plan, migration_edges
 from isles.islands.records import LoopState, Plan, Route, SpanOrder
+from isles.islands.transport.kinds import POSTS
 from isles.islands.control.recovery import loop_copy
 from isles.islands.results import (
     RecordLog,
@@ -294,8 +295,7 @@ class SyncLoop(Schedule):
             self.seed,
             self.recovery.timeout_s,
             list(groups),
-            self.ex.link == "nccl",
-            self.ex.link == "channel",
+            self.ex.link or POSTS,
         )
         method = "run_span_packed" if self.ex.use_ray else "run_span"  # one bytes object through Ray
         refs = [
