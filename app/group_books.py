@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from isles.islands.control.callbacks import Callback
+
 #: the metrics of each group ``NAME`` (``group_NAME_<metric>``), see :class:`GroupBooks`
 METRICS = ("best_f", "improvement_share", "migrants_sent", "migrants_taken")
 
@@ -16,7 +18,7 @@ def group_metric(name: str, metric: str) -> str:
     return f"group_{name}_{metric}"
 
 
-class GroupBooks:
+class GroupBooks(Callback):
     """A callback (``on_epoch``) that adds each group's metrics to the epoch's record, cumulative
     over the run (from the first epoch this process sees: a resumed run's books start at the resume).
 

@@ -174,6 +174,8 @@ class IslesConfig:
     problem: Any = MISSING
     topology: Any = MISSING
     plugins: List[Any] = field(default_factory=list)
+    # name -> {_target_: ...}: the run's callbacks, in order (conf/callbacks/default.yaml, app/callbacks.py)
+    callbacks: Any = None
     islands: IslandsConfig = field(default_factory=IslandsConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     seed: int = 0  # every random number derives from (seed, island, generation)
