@@ -30,7 +30,7 @@ class RestartFailed(RuntimeError):
 LOOP_KEYS = tuple(f.name for f in fields(LoopState))
 
 #: config sections that may change between a run and its resume (where and how it runs, not what)
-RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph")
+RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph", "callbacks")
 RESUME_FREE_KEYS = (
     "islands.n_actors",
     "islands.n_nodes",
