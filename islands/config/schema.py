@@ -391,8 +391,8 @@ class Validated(dict):
     """A run config that :func:`validated` made: a plain dict with the schema's defaults and its
     typed fields checked. The runtime trusts it: :func:`validated` given one checks nothing again,
     so a run's config is checked once, by the job before Ray starts (:func:`isles.app.job.validate`),
-    and not again by the driver's :class:`~isles.islands.coordinator.Coordinator` nor by the one
-    that an actor builds (:mod:`isles.islands.actor_loop`): Ray pickles it with its class.
+    and not again by the driver's :class:`~isles.islands.coordinator.Coordinator` nor by an island
+    group (:class:`isles.islands.group.IslandGroup`): Ray pickles it with its class.
 
     A copy made with ``type(cfg)({**cfg, ...})`` stays trusted; only values the runtime derives from
     checked ones (the actor's device, ``islands.n_actors=1``) may be put in it that way.
