@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 
 from isles.app.group_books import GroupBooks
 from isles.app.progress import ConsoleProgress
 from isles.app.run_files import HistoryFiles, SolutionFile
 from isles.islands.config.build import cannot_build
-from isles.islands.control.callbacks import Callback, checked
+from isles.islands.control.callbacks import HOOKS, Callback, checked
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,47 @@ def progress(run: RunContext) -> Callback | None:
     return ConsoleProgress(run.problem) if run.config["progress"] else None
 
 
+def _nodes(nodes) -> dict:
+    """The config's ``callbacks`` mapping without its ``None`` entries.
+
+    Raises:
+        ValueError: not a mapping of nodes with ``_target_`` (one line naming ``callbacks`` or ``callbacks.<name>``).
+    """
+    if nodes is None:
+        return {}
+    if not isinstance(nodes, dict):
+        raise ValueError(
+            f"callbacks={nodes!r}: allowed values are a mapping of names to nodes with _target_ "
+            "(conf/callbacks/default.yaml)"
+        )
+    for name, node in nodes.items():
+        if node is not None and (not isinstance(node, dict) or node.get("_target_") is None):
+            raise ValueError(f"callbacks.{name}={node!r}: allowed values are nodes with _target_")
+    return {name: node for name, node in nodes.items() if node is not None}
+
+
+def check_callbacks(nodes) -> None:
+    """Check the config's ``callbacks`` before anything runs (:func:`isles.app.job.prepare`): each
+    target imports, and a class target is a :class:`isles.islands.control.callbacks.Callback` (a
+    function's return is checked when :func:`build_callbacks` calls it).
+
+    Raises:
+        ValueError: one line naming ``callbacks.<name>``, as :func:`build_callbacks`.
+    """
+    for name, node in _nodes(nodes).items():
+        field, target = f"callbacks.{name}._target_={node['_target_']!r}", node["_target_"]
+        try:
+            obj = get_object(target)
+        except Exception as err:
+            raise ValueError(cannot_build(f"callbacks.{name}", target, err)) from None
+        if isinstance(obj, type) and not issubclass(obj, Callback):
+            missing = [h for h in HOOKS if not callable(getattr(obj, h, None))]
+            raise ValueError(
+                f"{field}: {obj.__module__}.{obj.__qualname__} is not a callback: it lacks {', '.join(missing)} "
+                "(subclass isles.islands.control.callbacks.Callback: a no-op for each method it does not define)"
+            )
+
+
 def build_callbacks(nodes, run: RunContext) -> list:
     """The run's callbacks from the config's ``callbacks`` mapping, in its order (``None``-valued
     entries and factories that return ``None`` left out).
@@ -71,20 +112,9 @@ def build_callbacks(nodes, run: RunContext) -> list:
             target that cannot be built (:func:`isles.islands.config.build.cannot_build`), or an object
             that is not a :class:`isles.islands.control.callbacks.Callback`.
     """
-    if nodes is None:
-        return []
-    if not isinstance(nodes, dict):
-        raise ValueError(
-            f"callbacks={nodes!r}: allowed values are a mapping of names to nodes with _target_ "
-            "(conf/callbacks/default.yaml)"
-        )
     out = []
-    for name, node in nodes.items():
-        if node is None:
-            continue
-        target = node.get("_target_") if isinstance(node, dict) else None
-        if target is None:
-            raise ValueError(f"callbacks.{name}={node!r}: allowed values are nodes with _target_")
+    for name, node in _nodes(nodes).items():
+        target = node["_target_"]
         try:
             cb = instantiate(node, _partial_=True, _convert_="all")(run=run)
         except Exception as err:

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from isles.algorithms.core.backend import cupy_or_none
 from isles.islands.control import checkpoint
-from isles.app.callbacks import RunContext, build_callbacks
+from isles.app.callbacks import RunContext, build_callbacks, check_callbacks
 from isles.app.overrides import RETARGETED, check_mixed_overrides, job_overrides, typed_class_node
 from isles.islands.control.budget import with_budget
 from isles.islands.config.build import build_algorithm, build_plugins, build_problem, check_pairing
@@ -209,6 +209,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     run_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])  # a sweep's job config has hydra's node
     plain = validate(_resolved(run_cfg, cfg))  # the run's one check of its config (islands/config/schema.py)
     check_mixed_overrides(plain, job_overrides(cfg))  # islands.n=3, algorithm=cmaes: the groups' own
+    check_callbacks(plain.get("callbacks"))  # conf/callbacks/: each target imports, a class is a Callback
     if plain["stop"]["max_evaluations"] is not None:  # as generations (islands/control/budget.py)
         budgeted = with_budget(run_cfg, plain, build_plugins(plain["plugins"]))
         if budgeted is not run_cfg:  # what interpolates ${generations} (max_iterations) follows the budget

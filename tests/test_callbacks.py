@@ -51,6 +51,11 @@ class OnlyEpochs:
         pass
 
 
+def only_epochs(run):
+    """A factory of a callback that is not one."""
+    return OnlyEpochs(run)
+
+
 def built(*overrides, folder="/tmp/out"):
     cfg = job.prepare(make_cfg(*TINY, *overrides)).plain  # validated: a mixed run's groups as the job has them
     return build_callbacks(cfg.get("callbacks"), RunContext(None, cfg, folder))
@@ -89,9 +94,17 @@ def test_a_user_callback_named_by_target_runs_after_the_built_ins(tmp_path, monk
     ],
 )
 def test_a_bad_callback_is_one_line_naming_it_before_the_run(monkeypatch, override, message):
-    monkeypatch.setattr(job, "Coordinator", None)  # never reached
+    monkeypatch.setattr(job, "choose", None)  # never reached: the placement's probe runs the problem
+    monkeypatch.setattr(job, "Coordinator", None)
     with pytest.raises(ValueError, match=message):
-        job.run_job(make_cfg(*TINY, override), use_ray=False)
+        job.run_job(make_cfg(*TINY, override))
+
+
+def test_a_factory_s_return_that_is_not_a_callback_is_one_line_when_built():
+    with pytest.raises(
+        ValueError, match=r"^callbacks.mine._target_='tests.test_callbacks.only_epochs': [a-z_.]*OnlyEpochs is not"
+    ):
+        built("+callbacks.mine._target_=tests.test_callbacks.only_epochs")
 
 
 def test_the_monitors_take_callbacks_only():
