@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from isles.algorithms.core.backend import cupy_or_none
 from isles.islands.control import checkpoint
+from isles.app.callbacks import RunContext, build_callbacks, check_callbacks
 from isles.app.overrides import RETARGETED, check_mixed_overrides, job_overrides, typed_class_node
 from isles.islands.control.budget import with_budget
 from isles.islands.config.build import build_algorithm, build_plugins, build_problem, check_pairing
@@ -35,8 +36,7 @@ from isles.islands.control.placement import needs_ray
 from isles.app.ray_security import check_dashboard_host
 from isles.islands.config.schema import check_keys, validated, with_generations
 from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
-from isles.app.progress import ConsoleProgress, print_summary, result_line
-from isles.app.run_files import HistoryFiles, SolutionFile
+from isles.app.progress import print_summary, result_line
 from isles.app.sweep_runs import sweep_info
 from isles.app.tracking import flatten
 from isles.app.tracking_process import TrackingProcess, record_failure
@@ -209,6 +209,7 @@ def prepare(cfg: DictConfig) -> Prepared:
     run_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])  # a sweep's job config has hydra's node
     plain = validate(_resolved(run_cfg, cfg))  # the run's one check of its config (islands/config/schema.py)
     check_mixed_overrides(plain, job_overrides(cfg))  # islands.n=3, algorithm=cmaes: the groups' own
+    check_callbacks(plain.get("callbacks"))  # conf/callbacks/: each target imports, a class is a Callback
     if plain["stop"]["max_evaluations"] is not None:  # as generations (islands/control/budget.py)
         budgeted = with_budget(run_cfg, plain, build_plugins(plain["plugins"]))
         if budgeted is not run_cfg:  # what interpolates ${generations} (max_iterations) follows the budget
@@ -252,7 +253,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         Exception: whatever failed inside the run (a user's objective, an actor).
     """
     plain, problem, topology, plugins, _ = prepare(cfg)
-    ck = plain["checkpoint"]
+    ck, chosen = plain["checkpoint"], plain.pop("callbacks", None)  # what observes the run, not what runs
     # the default placement (islands/control/autoplace.py): actors and device from a probe, before Ray
     placed = choose(plain, plugins, topology) if use_ray is not False else None
     if placed is not None:
@@ -275,15 +276,10 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             folder=_run_folder(),
             wait=plain["logger"]["wait"],
         )
-    callbacks = [ConsoleProgress(problem)] if plain["progress"] else []
-    # the output folder's best_solution.json, history.csv and migrations.csv (before MLflow, which logs them)
-    folder = _run_folder()
-    history = HistoryFiles(folder, resumed=bool(ck["resume"])) if folder else None
-    callbacks = [
-        SolutionFile(problem, {k: v for k, v in plain.items() if k != "hydra"}, folder),
-        *([history] if history else []),
-        *callbacks,
-    ]
+    # the config group callbacks (conf/callbacks/, app/callbacks.py): a mixed run's books, the output
+    # folder's files (before MLflow, which logs them), progress, a user's own; built before Ray starts
+    run = RunContext(problem, {k: v for k, v in plain.items() if k != "hydra"}, _run_folder(), bool(ck["resume"]))
+    callbacks = build_callbacks(chosen, run)
     coordinator = Coordinator(
         plain, topology, plugins, callbacks=callbacks + ([tracker] if tracker else []), use_ray=use_ray
     )
@@ -354,9 +350,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             _keep(err, RESUMABLE, resumable_checkpoint(ck, before))
         close("FAILED")
         raise
-    finally:
-        if history:  # what the epochs made is on disk, whatever ended the run
-            history.close()
+    finally:  # what the epochs made is on disk, whatever ended the run
+        coordinator.monitors.exited()
     try:  # the result is shown whatever MLflow or the report cannot do; then MLflow closes the run
         try:
             run_id = tracker.run_id if tracker else None

@@ -9,11 +9,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from isles.islands.control.callbacks import Callback
 from isles.islands.control.placement import where
 from isles.app.report import end_report, verdict
 
 
-class ConsoleProgress:
+class ConsoleProgress(Callback):
     """Coordinator callback: where the islands run, then a progress bar over generations.
 
     On a terminal the bar redraws in place; otherwise (CI logs, files) it prints a line every

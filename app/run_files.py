@@ -17,6 +17,7 @@ import os
 import sys
 import time
 
+from isles.islands.control.callbacks import Callback
 from isles.islands.results import CSV, EpochRecord
 
 MIGRATION_HEADER = "epoch,src,dst,accepted,best_f_moved"
@@ -42,14 +43,14 @@ def migration_row(migration: tuple) -> str:
     return ",".join("" if v is None else str(v) for v in migration)
 
 
-class HistoryFiles:
+class HistoryFiles(Callback):
     """Callback: appends every epoch's record to ``history.csv`` and its migrations to
     ``migrations.csv`` in ``folder`` as the epochs are made (buffered, written out every
     ``flush_s`` seconds and at the end), so that the driver keeps no epoch it has handed on.
     ``migrations.csv`` is made at the first migration. A resumed run appends to the files it finds.
 
     ``on_end`` closes them and names them in the result (``history_path``, ``migrations_path``);
-    :meth:`close` closes them after a failure or an interrupt (what was made is on disk).
+    ``on_exit`` (:meth:`close`) closes them after a failure or an interrupt (what was made is on disk).
     """
 
     def __init__(self, folder: str, resumed: bool = False, flush_s: float = 1.0):
@@ -94,6 +95,10 @@ class HistoryFiles:
         if self.migrations is not None:
             result.migrations_path = self.migrations.name
 
+    def on_exit(self) -> None:
+        """Close the files after the run, whatever ended it (:meth:`close`)."""
+        self.close()
+
     def close(self) -> None:
         """Close the files (again: nothing)."""
         for fh in (self.history, self.migrations):
@@ -101,7 +106,7 @@ class HistoryFiles:
                 fh.close()
 
 
-class SolutionFile:
+class SolutionFile(Callback):
     """Callback: at the end, the record of the best solution
     (:func:`isles.app.report.solution_record`: x, f, g, feasible, evaluations, seed, config;
     what the problem could not re-evaluate is marked ``not_computed``) kept in the result

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 
+from isles.islands.control.callbacks import Callback
 from isles.app.tracking_journal import LOG, JournalWriter, apply_journal, read_state, write_state
 from isles.app.tracking_source import run_source
 
@@ -79,7 +80,7 @@ def prestart(argv: list[str]) -> bool:
     return True
 
 
-class TrackingProcess:
+class TrackingProcess(Callback):
     """The MLflow tracker in a process of its own, so that MLflow's imports (seconds), its store
     and its artifacts (the convergence plot) never sit on the run's path: the run appends each
     callback's argument to its journal (:class:`isles.app.tracking_journal.JournalWriter`, through

@@ -38,6 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from isles.islands.control.callbacks import Callback  # noqa: E402
+
 DE = [
     "+experiment=de_islands",
     "problem._target_=tests.user_problems.TimedSphere",
@@ -76,7 +78,7 @@ def busy_and_tail(log_dir: Path) -> tuple:
     return [sum(b - a for a, b in x) / (t1 - t0) for x in s], [(t1 - x[-1][1]) / (t1 - t0) for x in s]
 
 
-class SlowBooks:
+class SlowBooks(Callback):
     """A driver slow at its books (a tracker that takes ``seconds`` a record)."""
 
     def __init__(self, seconds: float):

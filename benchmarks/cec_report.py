@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.cec_bench import OPTIMISERS, ZERO
+from benchmarks.cec_common import OPTIMISERS, ZERO
 
 #: Tanabe & Fukunaga, "Improving the search performance of SHADE using linear population size
 #: reduction", Proc. IEEE CEC 2014, pp. 1658-1665 (doi:10.1109/CEC.2014.6900380): L-SHADE on CEC 2014

@@ -13,7 +13,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cec_bench import CEC2014, _pygmo_uda, isles_algorithm  # noqa: E402
+from benchmarks.cec_common import CEC2014, isles_algorithm, pygmo_uda  # noqa: E402
 from isles.algorithms.core.base import Context  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.problems.base import Problem  # noqa: E402
@@ -92,7 +92,7 @@ def speed(dim: int = 10, repeats: int = 5) -> str:
     def sade(prob, seed):
         t0, c0 = time.perf_counter(), time.process_time()
         pop = pg.population(pg.problem(prob), 50, seed=seed)
-        pop = pg.algorithm(_pygmo_uda("pygmo-sade", budget // 50 - 1, seed, False)).evolve(pop)
+        pop = pg.algorithm(pygmo_uda("pygmo-sade", budget // 50 - 1, seed, False)).evolve(pop)
         return time.perf_counter() - t0, time.process_time() - c0, pop.problem.get_fevals()
 
     compiled: list = []

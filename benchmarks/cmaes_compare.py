@@ -104,7 +104,7 @@ def pygmo_cec_runs(fid: int, dim: int, budget: int, runs: int) -> tuple[np.ndarr
 
 def cec(functions, dim: int, budget: int, runs: int) -> None:
     """Print one table row per CEC 2014 function and optimiser (median, mean error, successes)."""
-    from benchmarks.cec_bench import CEC2014  # noqa: PLC0415
+    from benchmarks.cec_common import CEC2014  # noqa: PLC0415
 
     print(f"CEC 2014, D = {dim}, budget {budget:,} evaluations per run, {runs} runs")
     print("| F | optimiser | median error | mean error | error 0 (< 1e-8) | wall s (all runs) |")

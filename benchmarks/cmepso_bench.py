@@ -23,9 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from isles.algorithms.core.backend import device_name, get_xp, synchronize  # noqa: E402
+from isles.algorithms.core.backend import device_name, get_xp  # noqa: E402
 from isles.algorithms.core.base import Context  # noqa: E402
-from isles.algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
 from isles.algorithms.pso.epso import EPSO  # noqa: E402
 from isles.algorithms.core.graph import GraphStepper  # noqa: E402
 from isles.algorithms.pso.pso import PSO  # noqa: E402
@@ -34,38 +33,55 @@ from isles.problems.constraints import Evaluator, feasibility_report  # noqa: E4
 from isles.problems.registry import make_problem  # noqa: E402
 
 
-def contexts(xp, problem, n_slaves, seed, dtype=np.float64):
-    """Slave and master contexts on ``xp`` (streams 0..S-1 and S)."""
-    ev = Evaluator(problem)
-    cs = Context(xp=xp, dtype=np.dtype(dtype), evaluator=ev, rng=CounterRNG(xp, seed, range(n_slaves)))
-    cm = Context(xp=xp, dtype=np.dtype(dtype), evaluator=ev, rng=CounterRNG(xp, seed, [n_slaves]))
-    return cs, cm
+def runtime_cmepso(
+    problem: str, seed: int, iterations: int, device: str, slaves=10, particles=40, interval=1, params=()
+):
+    """One CMEPSO run of the runtime in this process (``+experiment=cmepso``: ``slaves`` EPSO islands of
+    ``particles`` and the master swarm plug-in, exchanging every ``interval`` generations; no Ray,
+    no MLflow); ``params``: ``(field, value)`` EPSOParams of slaves and master alike.
+    ``(RunResult, wall seconds of the run)``."""
+    from hydra.utils import instantiate  # noqa: PLC0415
+
+    from isles.islands.config.build import build_plugins  # noqa: PLC0415
+    from isles.islands.coordinator import Coordinator  # noqa: PLC0415
+    from tests.helpers import make_cfg, plain  # noqa: PLC0415
+
+    over = [f"algorithm.{k}={v}" for k, v in params] + [f"++plugins.0.{k}={v}" for k, v in params]
+    cfg = plain(
+        make_cfg(
+            "+experiment=cmepso",
+            f"problem={problem}",
+            f"seed={seed}",
+            f"generations={iterations}",
+            f"device={device}",
+            f"islands.n={slaves}",
+            f"algorithm.n_particles={particles}",
+            f"islands.migration_interval={interval}",
+            "logger=none",
+            "progress=false",
+            *over,
+        )
+    )
+    coordinator = Coordinator(cfg, instantiate(cfg["topology"]), build_plugins(cfg["plugins"]), use_ray=False)
+    t0 = time.perf_counter()
+    result = coordinator.run()
+    return result, time.perf_counter() - t0
 
 
 def bench_inprocess(args) -> None:
-    """Whole CMEPSO run (seed 001 sec. 6 settings) in one process: wall time after warm-up."""
-    xp = get_xp(args.device)
-    problem = make_problem(args.problem)
-    slaves = EPSO(n_particles=args.particles, max_iterations=args.iterations)
-    master = MasterSwarm(n_particles=10, max_iterations=args.iterations)
+    """Whole CMEPSO run (seed 001 sec. 6 settings) in one process (the runtime's in-process
+    coordinator, :func:`runtime_cmepso`): wall time after warm-up."""
     walls, fs = [], []
     for rep in range(args.repeats + 1):
-        cs, cm = contexts(xp, problem, args.slaves, seed=rep)
         iters = 5 if rep == 0 else args.iterations  # rep 0: warm-up (kernel compilation)
-        synchronize(xp)
-        t0 = time.perf_counter()
-        s, m = run_cmepso(cs, cm, slaves, master, iters, args.interval)
-        synchronize(xp)
-        wall = time.perf_counter() - t0
+        result, wall = runtime_cmepso(args.problem, rep, iters, args.device, args.slaves, args.particles, args.interval)
         if rep:
-            bx, _, _ = cmepso_best(xp, s, m)
             walls.append(wall)
-            fs.append(feasibility_report(problem, np.asarray(bx.get() if hasattr(bx, "get") else bx))["f"])
-    evals = args.slaves * args.particles * (1 + args.iterations * 6) + 10 * args.iterations * 6
+            fs.append(feasibility_report(make_problem(args.problem), np.asarray(result.best_x))["f"])
     w = statistics.median(walls)
     print(
-        f"| CMEPSO in-process {problem.name} {args.slaves}x{args.particles} | {device_name(xp)} | "
-        f"{args.iterations} it | median wall {w:.3f} s (min {min(walls):.3f}) | {evals / w:,.0f} evals/s | "
+        f"| CMEPSO in-process {args.problem} {args.slaves}x{args.particles} | {'; '.join(sorted(set(result.devices.values())))} | "
+        f"{args.iterations} it | median wall {w:.3f} s (min {min(walls):.3f}) | {result.evaluations / w:,.0f} evals/s | "
         f"best f {min(fs):.7g} |"
     )
 

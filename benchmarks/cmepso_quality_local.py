@@ -1,7 +1,8 @@
 """CMEPSO solution quality on the seed-001 engineering problems, NumPy, one process per run.
 
-Runs :func:`isles.algorithms.pso.cmepso.run_cmepso` (seed 001 section 6 defaults: 1000 iterations, 10 slave
-swarms of 40 particles, 5 replicas, master of 10 with c3 = 2.02) over seeds and prints, per
+Runs the runtime's CMEPSO in one process (``+experiment=cmepso``, :func:`benchmarks.cmepso_bench.runtime_cmepso`;
+seed 001 section 6 defaults: 1000 iterations, 10 slave swarms of 40 particles, 5 replicas, master of 10 with
+c3 = 2.02) over seeds and prints, per
 problem, best / median / mean / std / worst of the final best ``f`` and the feasible rate
 (float64 check of :func:`isles.problems.constraints.feasibility_report`, tolerance 1e-6), plus the
 relative gaps to f* used by the project's acceptance target (best within 0.01 %, median within
@@ -11,7 +12,9 @@ relative gaps to f* used by the project's acceptance target (best within 0.01 %,
     python benchmarks/cmepso_quality_local.py --problems spring --vmax 0 --cor 0.22
     python benchmarks/cmepso_quality_local.py --set cor_mode=range vmax_final=0.5   # ablations
 
-Relative gaps (f - f*)/f* over seeds 0..19 (best / median; all runs feasible):
+Relative gaps (f - f*)/f* over seeds 0..19 (best / median; all runs feasible), measured with the former
+one-process CMEPSO loop (``run_cmepso``, removed by issue 36; its master started from the slaves'
+initial bests, the runtime's from their bests after the first epoch):
 
 | variant                                   | welded_beam     | spring          | speed_reducer   |
 |-------------------------------------------|-----------------|-----------------|-----------------|
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -32,11 +34,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from isles.algorithms.core.base import Context  # noqa: E402
-from isles.algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
+from benchmarks.cmepso_bench import runtime_cmepso  # noqa: E402
 from isles.algorithms.pso.epso import EPSO  # noqa: E402
-from isles.algorithms.core.random import CounterRNG  # noqa: E402
-from isles.problems.constraints import Evaluator, feasibility_report  # noqa: E402
+from isles.problems.constraints import feasibility_report  # noqa: E402
 from isles.problems.registry import make_problem  # noqa: E402
 
 PROBLEMS = ("welded_beam", "spring", "speed_reducer")
@@ -45,16 +45,9 @@ PROBLEMS = ("welded_beam", "spring", "speed_reducer")
 def one_run(args):
     """One CMEPSO run: ``(problem, seed, overrides, iterations, slaves)`` -> ``(f, feasible, secs)``."""
     name, seed, overrides, iterations, n_slaves = args
-    problem = make_problem(name)
-    ev = Evaluator(problem)
-    ctx_s = Context(np, np.float64, ev, CounterRNG(np, seed, range(n_slaves)))
-    ctx_m = Context(np, np.float64, ev, CounterRNG(np, seed, [n_slaves]))
-    slaves = EPSO(**overrides)
-    t = time.perf_counter()
-    s, m = run_cmepso(ctx_s, ctx_m, slaves, MasterSwarm.like(slaves), iterations)
-    x, _, _ = cmepso_best(np, s, m)
-    rep = feasibility_report(problem, x)
-    return rep["f"], rep["feasible"], time.perf_counter() - t
+    result, secs = runtime_cmepso(name, seed, iterations, "cpu", n_slaves, params=sorted(overrides.items()))
+    rep = feasibility_report(make_problem(name), np.asarray(result.best_x))
+    return rep["f"], rep["feasible"], secs
 
 
 def main(argv=None):

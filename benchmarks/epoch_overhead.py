@@ -69,13 +69,14 @@ def main(argv=None) -> int:
         flush=True,
     )
     if a.span_graph:  # the same group's epochs as replays of one captured epoch (islands/span_graph.py)
+        from isles.islands.transport.kinds import NCCL  # noqa: PLC0415
         from isles.islands.transport.nccl import NcclComm  # noqa: PLC0415
 
         g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
         g.span_graph = "always"  # islands.span_graph=always: over NCCL too
-        run_span(g, [1] * 20, topo, epoch0=20 + 2 * a.epochs, span=4, nccl=True)  # warm-up
+        run_span(g, [1] * 20, topo, epoch0=20 + 2 * a.epochs, span=4, transport=NCCL)  # warm-up
         t = time.perf_counter()
-        run_span(g, [1] * a.epochs, topo, epoch0=40 + 2 * a.epochs, span=5, nccl=True)
+        run_span(g, [1] * a.epochs, topo, epoch0=40 + 2 * a.epochs, span=5, transport=NCCL)
         ms_g = (time.perf_counter() - t) / a.epochs * 1e3
         print(
             f"# the same, islands.span_graph=always over a 1-rank NCCL communicator: {ms_g:.3f} ms per epoch "

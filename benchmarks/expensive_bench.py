@@ -56,6 +56,7 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from isles.islands.control.callbacks import Callback  # noqa: E402
 from isles.problems.base import Problem  # noqa: E402
 
 #: the workload of the issue: islands, population, generations, migration interval
@@ -169,7 +170,7 @@ def busy(log_dir: Path, t0: float, t1: float, exclude_pid: int | None = None) ->
     return out
 
 
-class _Started:
+class _Started(Callback):
     """Callback: when the loop starts (``time.time()``), after the actors are up."""
 
     t = None

@@ -203,29 +203,15 @@ def evox_de_ackley(dim: int, pop: int, F: float, CR: float, generations: int, re
 
 
 def cmepso_row(iterations: int, cpu_iterations: int) -> dict:
-    """The main job's CMEPSO in one process on the welded beam (array code), GPU and CPU."""
-    from benchmarks.cmepso_bench import contexts  # noqa: PLC0415
-    from isles.algorithms.pso.cmepso import MasterSwarm, run_cmepso  # noqa: PLC0415
-    from isles.algorithms.pso.epso import EPSO  # noqa: PLC0415
-    import cupy as cp  # noqa: PLC0415
+    """The main job's CMEPSO in one process on the welded beam (the runtime's in-process coordinator,
+    :func:`benchmarks.cmepso_bench.runtime_cmepso`), GPU and CPU, seconds per ``iterations``."""
+    from benchmarks.cmepso_bench import runtime_cmepso  # noqa: PLC0415
 
     out = {"workload": "cmepso welded_beam 10x40, 1000 iterations"}
-    for xp, iters, key in ((cp, iterations, "gpu_s"), (np, cpu_iterations, "cpu_s")):
-        problem = make_problem("welded_beam")
-        slaves, master = (
-            EPSO(n_particles=40, max_iterations=iterations),
-            MasterSwarm(n_particles=10, max_iterations=iterations),
-        )
-        cs, cm = contexts(xp, problem, 10, seed=0)
-        run_cmepso(cs, cm, slaves, master, 5, 1)  # warm-up
-        cs, cm = contexts(xp, problem, 10, seed=1)
-        if xp is not np:
-            cp.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        run_cmepso(cs, cm, slaves, master, iters, 1)
-        if xp is not np:
-            cp.cuda.Device().synchronize()
-        out[key] = (time.perf_counter() - t0) * iterations / iters
+    for device, iters, key in (("gpu", iterations, "gpu_s"), ("cpu", cpu_iterations, "cpu_s")):
+        runtime_cmepso("welded_beam", 0, 5, device)  # warm-up
+        _, wall = runtime_cmepso("welded_beam", 1, iters, device)
+        out[key] = wall * iterations / iters
     out["cpu_over_gpu"] = out["cpu_s"] / out["gpu_s"]
     return out
 

@@ -32,7 +32,6 @@ from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import CounterRNG
 from isles.islands import span_graph
 from isles.islands.config.build import build_algorithm, build_evaluator
-from isles.islands.transport.channels import ChannelTransport
 from isles.islands.epoch import Row, Rows, run_epoch
 from isles.islands.transport.peer_links import PeerLinks
 from isles.islands.migration.moves import emigrants_of, migration_events
@@ -43,7 +42,8 @@ from isles.islands.migration.contract import Guarded, MigrationContext, guarded,
 from isles.islands.migration.policies import replacement_policy, selection_policy
 from isles.islands.records import EpochSummary, GroupSnapshot, GroupSpec, Plan, SpanOrder
 from isles.islands.span_graph import SpanGraph
-from isles.islands.transport.link import ActorTransport, Alone, Arrivals, Collective, Posts
+from isles.islands.transport.link import ActorTransport, Alone, Arrivals
+from isles.islands.transport.kinds import span_link
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +118,9 @@ class IslandGroup(PeerLinks):
 
         Every group runs the same span: after each epoch ``e`` it computes the plan of the migration
         after ``e`` from the topology, the seed and ``e`` (:func:`isles.islands.migration.planner.migration_edges`)
-        and exchanges emigrants with its peers over the span's link: NCCL (``route.nccl``, a
-        communicator formed by :meth:`nccl_join`), shared-memory channels (``route.channels``) or posts
-        to the peers' inboxes (Ray actors, or in-process groups). The first epoch's migration is the
+        and exchanges emigrants with its peers over the span's link (``route.transport``,
+        :mod:`isles.islands.transport.kinds`): NCCL (a communicator formed by :meth:`nccl_join`),
+        shared-memory channels or posts to the peers' inboxes (Ray actors, or in-process groups). The first epoch's migration is the
         driver's (``order.first``, from the emigrants of the span before). Like epochs replay one
         captured epoch where they can (:mod:`isles.islands.span_graph`). The epochs' rows stay on the
         device and are copied to the host once, at the end of the span.
@@ -139,10 +139,10 @@ class IslandGroup(PeerLinks):
         with self._state_lock:
             r, ks, epoch0 = order.route, list(order.ks), int(order.epoch0)
             self.inbox.start(order.span)
-            link = self._link(order)
+            link = span_link(self, r, order.span)
             single = len(r.groups) == 1
             fixed = len(ks) > 1 and fixed_plan(r.topology, r.n)  # the same plan every epoch: made once
-            graphable = fixed and (single or r.nccl) and span_graph.eligible(self, not single)
+            graphable = fixed and (single or r.transport.collective) and span_graph.eligible(self, not single)
             snaps = sorted(order.snapshots)  # epochs after which a snapshot falls due
             rows, edges, plan, j, t0 = [], None, order.first, 0, time.perf_counter()
             while j < len(ks):
@@ -221,18 +221,6 @@ class IslandGroup(PeerLinks):
         (Ray serialises each of a span's hundreds of small arrays as a buffer of its own: tiny CPU
         islands on 2 actors went from 0.79 to 0.76 ms an epoch)."""
         return pickle.dumps(self.run_span(order), protocol=pickle.HIGHEST_PROTOCOL)
-
-    def _link(self, order: SpanOrder):
-        """The span's link to the peers (:mod:`isles.islands.transport.link`)."""
-        r = order.route
-        if len(r.groups) == 1:
-            return Alone(self.island_ids)
-        if r.nccl:
-            return Collective(r, self._nccl, self.xp)
-        posts = ActorTransport(r.peers, r.index, self.inbox)
-        return Posts(
-            r, order.span, ChannelTransport(self._channels, posts, r.timeout_s) if r.channels else posts, self.xp
-        )
 
     # -- what the epoch body calls ----------------------------------------------------------------
     def emigrants(self):

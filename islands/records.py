@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from isles.islands.transport.kinds import POSTS, Transport
+
 
 @dataclass(frozen=True)
 class GroupSpec:
@@ -65,7 +67,8 @@ class Route:
         topology, n, seed: what the migration plans are made from (:mod:`isles.islands.migration.planner`).
         timeout_s: the longest wait for a peer's message, seconds.
         peers: every group's handle by index (Ray actors, or in-process groups), for posts.
-        nccl: exchange over the groups' NCCL communicator; channels: shared-memory channels where formed.
+        transport: how emigrants travel to the peers (:mod:`isles.islands.transport.kinds`: posts,
+            shared-memory channels where formed, or the groups' NCCL communicator).
     """
 
     index: int
@@ -75,8 +78,7 @@ class Route:
     seed: int
     timeout_s: float = 30.0
     peers: list = field(default_factory=list)
-    nccl: bool = False
-    channels: bool = False
+    transport: Transport = POSTS
 
 
 @dataclass

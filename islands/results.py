@@ -27,7 +27,7 @@ class RecordLog:
     before them are thinned to an even sample of at most ``sample`` items (every ``stride``-th,
     the first item included; ``stride`` doubles each time the sample fills). Every item is handed
     to the callbacks as it is made (the job writes them to ``history.csv`` and ``migrations.csv``,
-    :mod:`isles.app.history_files`); this log is what the end-of-run summary and the convergence
+    :class:`isles.app.run_files.HistoryFiles`); this log is what the end-of-run summary and the convergence
     plot read.
 
     Args:
@@ -232,7 +232,7 @@ class RunResult:
         epochs: epochs run (all of them, whatever ``history`` keeps).
         migration_count, migrations_accepted: transfers and immigrants accepted, all of them.
         history_path, migrations_path: ``history.csv`` and ``migrations.csv``, every epoch's
-            record and every migration (:mod:`isles.app.history_files`), where the job wrote them.
+            record and every migration (:class:`isles.app.run_files.HistoryFiles`), where the job wrote them.
         solution: the ``best_solution.json`` record (:func:`isles.app.report.solution_record`),
             and ``solution_path`` where it was written, once the job made them.
         best_genome: the best individual's genome (e.g. packed ``uint32`` bit words), of

@@ -102,12 +102,39 @@ def run_span(
 ):
     """``group.run_span`` of epochs ``ks`` after ``epoch0``: group ``index`` of ``groups`` (default:
     this group alone) on ``topology``; ``route``: more :class:`isles.islands.records.Route` fields
-    (``peers``, ``nccl``, ``timeout_s``); ``first``: the first epoch's Plan. Its summaries."""
+    (``peers``, ``transport``, ``timeout_s``); ``first``: the first epoch's Plan. Its summaries."""
     from isles.islands.records import Plan, Route, SpanOrder  # noqa: PLC0415
 
     groups = groups or [group.island_ids]
     r = Route(index, groups, topology, sum(map(len, groups)), seed, **route)
     return group.run_span(SpanOrder(span, list(ks), epoch0, r, first or Plan(), tuple(snapshots)))
+
+
+def cmepso_run(*overrides: str):
+    """A CMEPSO run of the runtime (``+experiment=cmepso``: EPSO slave islands and the master swarm
+    plug-in, ``conf/plugin/master_swarm.yaml``) in this process, without MLflow or progress output;
+    ``overrides`` name the device. Its :class:`isles.islands.results.RunResult`."""
+    from hydra.utils import instantiate  # noqa: PLC0415
+
+    from isles.islands.config.build import build_plugins  # noqa: PLC0415
+    from isles.islands.coordinator import Coordinator  # noqa: PLC0415
+
+    cfg = plain(make_cfg("+experiment=cmepso", "logger=none", "progress=false", *overrides))
+    return Coordinator(cfg, instantiate(cfg["topology"]), build_plugins(cfg["plugins"]), use_ray=False).run()
+
+
+def assert_same_runs(a, b, metrics=()) -> None:
+    """Two runs' results, bit for bit: the best, the evaluations, and every epoch's island bests and
+    plug-in ``metrics`` (e.g. ``master_best_f``)."""
+    import numpy as np  # noqa: PLC0415
+
+    assert a.best_f == b.best_f and a.evaluations == b.evaluations
+    np.testing.assert_array_equal(a.best_x, b.best_x)
+    assert len(a.history) == len(b.history)
+    for x, y in zip(a.history, b.history):
+        np.testing.assert_array_equal(x.island_best_f, y.island_best_f)
+        for key in metrics:
+            assert x.plugin_metrics[key] == y.plugin_metrics[key], key
 
 
 def numpy_twin(alg):

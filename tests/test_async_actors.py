@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
+from isles.islands.control.callbacks import Callback
 from isles.algorithms.core.population import Population
 from isles.islands.control import checkpoint
 from isles.islands.control.pool import Claims, SharedBudget, shares_itself, spendable
@@ -53,7 +54,7 @@ def logged(log_dir: Path) -> int:
     return sum(path.read_text().count("\n") for path in log_dir.glob("*.log"))
 
 
-class HeldBooks:
+class HeldBooks(Callback):
     """A driver that holds its first record's books until the objective's log in ``log_dir`` has
     ``total`` calls (every evaluation of the run) or ``HOLD_S`` seconds have passed (a hang guard);
     ``seen``: the calls logged when it let go."""

@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 from hydra.utils import instantiate
 
+from isles.islands.control.callbacks import Callback
 from isles.islands.coordinator import Coordinator
 from isles.islands.results import LOG_SAMPLE, LOG_TAIL, RecordLog
 from tests.helpers import make_cfg, plain
@@ -28,7 +29,7 @@ TINY = [
 ]
 
 
-class TracedMemory:
+class TracedMemory(Callback):
     """Callback: the driver's Python allocations (``tracemalloc``, started before the run) alive
     at the epochs of ``at``: ``{epoch: bytes}``."""
 

@@ -11,7 +11,7 @@ skipped where CuPy or a CUDA device is missing. What is checked (seed 001 eqs. 1
   past ``max_iterations``;
 * the same for any value of the RNG device counter, for several islands with swarms and
   dimensions above one block, under CUDA-graph replay, and for the whole CMEPSO loop
-  (``run_cmepso``: slaves and master, captured or not);
+  (``+experiment=cmepso`` in the runtime: slaves and master, captured or not);
 * the master swarm plug-in's EPSO takes the fused path; a fused step does not synchronise.
 """
 
@@ -31,12 +31,12 @@ from isles.algorithms.core.graph import GraphStepper  # noqa: E402
 from isles.algorithms.core.population import Population  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.algorithms.pso import epso_cuda  # noqa: E402
-from isles.algorithms.pso.cmepso import MasterSwarm, run_cmepso  # noqa: E402
 from isles.algorithms.pso.epso import EPSO  # noqa: E402
 from isles.algorithms.pso.master_plugin import MasterSwarmPlugin  # noqa: E402
 from isles.problems.base import ScalableProblem  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
 from isles.problems.registry import make_problem  # noqa: E402
+from tests.helpers import assert_same_runs, cmepso_run  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -179,19 +179,21 @@ def test_graph_replay_of_fused_step_equals_plain_loops(dtype, config):
     _assert_same_state(plain, gen, "plain fused vs generic")
 
 
-@pytest.mark.parametrize("graph", [False, True])
-def test_run_cmepso_fused_equals_generic(graph):
-    """The whole CMEPSO loop (slaves, exchange, master with c3), fused against generic."""
-    out = []
-    for fused in (True, False):
-        slaves = EPSO(n_particles=20, max_iterations=30, fused=fused)
-        master = MasterSwarm(n_particles=10, c3=2.02, max_iterations=30, fused=fused)
-        cs = Context(cp, np.dtype(np.float64), Evaluator(make_problem("welded_beam")), CounterRNG(cp, 7, range(10)))
-        cm = Context(cp, np.dtype(np.float64), Evaluator(make_problem("welded_beam")), CounterRNG(cp, 7, [10]))
-        out.append(run_cmepso(cs, cm, slaves, master, 30, 1, cuda_graph=graph))
-    (sf, mf), (sg, mg) = out
-    _assert_same_state(sf, sg, "slaves")
-    _assert_same_state(mf, mg, "master")
+@pytest.mark.parametrize("graph", ["true", "false"])
+def test_cmepso_fused_equals_generic(graph):
+    """CMEPSO of the runtime (+experiment=cmepso: slave islands, the exchange, the master swarm
+    plug-in with c3), 30 generations on one GPU, captured or not: fused against generic, bit for bit."""
+    out = [
+        cmepso_run(
+            "device=gpu",
+            "generations=30",
+            f"cuda_graph={graph}",
+            f"algorithm.fused={fused}",
+            f"++plugins.0.fused={fused}",
+        )
+        for fused in ("true", "false")
+    ]
+    assert_same_runs(*out, ["master_best_f"])
 
 
 def test_master_plugin_takes_the_fused_path(monkeypatch):

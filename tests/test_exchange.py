@@ -14,6 +14,7 @@ from hydra.utils import instantiate
 from isles.algorithms.core.population import Population, PopulationRoles
 from isles.islands.coordinator import Coordinator
 from isles.islands.transport.nccl import exchange, island_bytes, layout, pack, plan, unpack
+from isles.islands.transport.kinds import NCCL, POSTS
 from isles.islands.migration.planner import migration_edges
 from isles.islands.migration.topology import FullyConnected, RandomGraph, Ring
 from tests.helpers import make_cfg, plain, run_span
@@ -175,11 +176,11 @@ def test_a_span_over_the_exchange_equals_the_span_over_inboxes(topology):
     assert any(m for s in out[0] for m in s.migrations)  # emigrants were taken in
 
 
-def _spans(mode, topology, ks, calls=None, made=None):
+def _spans(mode, topology, ks, calls=None, made=None, transport=None):
     """``{group index: summaries}`` of one span ``ks`` of two groups in threads, emigrants through
     their inboxes or through the in-process communicator (``mode``); ``calls`` gets each group's
     number of communicator group calls. ``made``: ``(groups, ids, topology)`` instead of
-    :func:`_groups`' (``topology`` unused then)."""
+    :func:`_groups`' (``topology`` unused then); ``transport``: the route's, instead of ``mode``'s."""
     groups, ids, topo = made or _groups(2, f"topology={topology}")
     boxes = Mailboxes()
     peers = [SimpleNamespace(post=SimpleNamespace(remote=g.post)) for g in groups]
@@ -188,7 +189,16 @@ def _spans(mode, topology, ks, calls=None, made=None):
     out = {}
 
     def span(i):
-        out[i] = run_span(groups[i], ks, topo, groups=ids, index=i, peers=peers, timeout_s=20, nccl=mode == "exchange")
+        out[i] = run_span(
+            groups[i],
+            ks,
+            topo,
+            groups=ids,
+            index=i,
+            peers=peers,
+            timeout_s=20,
+            transport=transport or (NCCL if mode == "exchange" else POSTS),
+        )
 
     threads = [threading.Thread(target=span, args=(i,)) for i in range(len(groups))]
     [t.start() for t in threads]

@@ -20,6 +20,7 @@ from hydra.utils import instantiate  # noqa: E402
 
 from isles.islands.coordinator import Coordinator  # noqa: E402
 from isles.islands.transport.nccl import NcclComm  # noqa: E402
+from isles.islands.transport.kinds import NCCL  # noqa: E402
 from isles.islands.span_graph import SpanGraph  # noqa: E402
 from tests.helpers import make_cfg, plain, run_span  # noqa: E402
 from tests.test_exchange import assert_same_spans  # noqa: E402
@@ -52,7 +53,7 @@ def _nccl_rank(i: int, uid, results) -> None:
         group, topology, route = _span_group(i)
         group._nccl = NcclComm(uid, 2, i)
         group.span_graph = "always"  # islands.span_graph=always: across actors too
-        out = run_span(group, [1] * 8, topology, nccl=True, **route)
+        out = run_span(group, [1] * 8, topology, transport=NCCL, **route)
         results.put((i, out, SpanGraph.captures))
     except BaseException as err:  # noqa: BLE001
         results.put((i, None, repr(err)))

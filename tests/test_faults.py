@@ -10,7 +10,7 @@ import pytest
 from hydra.utils import instantiate
 
 from isles.islands.control import checkpoint
-from isles.islands.control.callbacks import Monitors
+from isles.islands.control.callbacks import Callback, Monitors
 from isles.islands.coordinator import Coordinator
 from tests.helpers import interrupt_at, make_cfg, plain
 
@@ -33,7 +33,7 @@ DE = [
 ]
 
 
-class KillAt:
+class KillAt(Callback):
     """Callback: SIGKILL the actor of group ``group`` when epoch ``epoch`` is published (once)."""
 
     def __init__(self, epoch: int, group: int = 0):

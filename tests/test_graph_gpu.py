@@ -11,13 +11,12 @@ cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
 from isles.algorithms.core.base import Context  # noqa: E402
-from isles.algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso  # noqa: E402
 from isles.algorithms.pso.epso import EPSO  # noqa: E402
 from isles.algorithms.core.graph import GraphStepper  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.islands.group import IslandGroup  # noqa: E402
 from isles.islands.records import GroupSpec  # noqa: E402
-from tests.helpers import one_epoch  # noqa: E402
+from tests.helpers import assert_same_runs, cmepso_run, one_epoch  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
 from isles.problems.registry import make_problem  # noqa: E402
 
@@ -60,13 +59,14 @@ def test_cupy_matches_numpy_first_generations():
     np.testing.assert_allclose(sc.close()["gbest"].get(), sn["gbest"], rtol=1e-10)
 
 
-def test_run_cmepso_graph_equals_plain():
-    slaves, master = EPSO(n_particles=20, max_iterations=30), MasterSwarm(n_particles=10, max_iterations=30)
-    out = []
-    for graph in (False, True):
-        s, m = run_cmepso(ctx_for(cp, range(10)), ctx_for(cp, [10]), slaves, master, 30, 1, cuda_graph=graph)
-        out.append(float(cmepso_best(cp, s, m)[1]))
-    assert out[0] == out[1]
+def test_cmepso_graph_equals_plain():
+    """CMEPSO of the runtime (+experiment=cmepso, 10 slave islands and the master swarm plug-in, 30
+    generations) on one GPU: replays of captured generations and epochs (cuda_graph=true,
+    islands.span_graph=always) equal the plain loop (cuda_graph=false, islands.span_graph=never), bit for bit."""
+    run = ("device=gpu", "generations=30")
+    graph = cmepso_run(*run, "cuda_graph=true", "islands.span_graph=always")
+    loop = cmepso_run(*run, "cuda_graph=false", "islands.span_graph=never")
+    assert_same_runs(graph, loop, ["master_best_f"])
 
 
 def test_island_group_graph_and_migration():

@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
+from isles.islands.control.callbacks import Callback
 from isles.islands.control import checkpoint
 from isles.islands.control import sync_loop
 from isles.islands.coordinator import Coordinator, RestartFailed
@@ -255,7 +256,7 @@ def test_gpu_bundles_spread_one_per_node(cluster):
     assert [w["ray_gpu_ids"] for w in places] == [["0"], ["0"]]  # each node's GPU 0
 
 
-class LoseNode:
+class LoseNode(Callback):
     """Coordinator callback: remove the worker node of island group ``group`` from the cluster
     when epoch ``epoch`` is published (once)."""
 

@@ -5,12 +5,14 @@ import pytest
 
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.population import Population
-from isles.algorithms.pso.cmepso import MasterSwarm, cmepso_best, run_cmepso
+from isles.algorithms.pso.cmepso import MasterSwarm
 from isles.algorithms.pso.epso import EPSO
 from isles.algorithms.pso.pso import PSO, boundary_correction, inertia_weight, vmax_schedule
 from isles.algorithms.core.random import CounterRNG
 from isles.problems.constraints import Evaluator, better, feasibility_report
 from isles.problems.registry import make_problem
+from isles.islands.config.schema import validated
+from tests.helpers import cmepso_run, make_cfg, plain
 
 STATE_SHAPES = {  # key -> shape as a function of (I, N, D)
     "x": "IND",
@@ -201,13 +203,9 @@ def test_params_validation(cls, field, value):
 
 
 # -- CMEPSO -------------------------------------------------------------------------------------
-def cmepso(problem, seed, iterations, n_slaves=10, exchange_interval=1):
-    ev = Evaluator(problem)
-    cs = Context(np, np.dtype(np.float64), ev, CounterRNG(np, seed, range(n_slaves)))
-    cm = Context(np, np.dtype(np.float64), ev, CounterRNG(np, seed, [n_slaves]))
-    slaves = EPSO(max_iterations=iterations)
-    s, m = run_cmepso(cs, cm, slaves, MasterSwarm.like(slaves), iterations, exchange_interval)
-    return s, m
+def cmepso(*overrides):
+    """A CMEPSO run of the runtime in this process on NumPy (:func:`tests.helpers.cmepso_run`)."""
+    return cmepso_run("device=cpu", *overrides)
 
 
 def test_master_init_cycles_slaves_and_sets_attractor():
@@ -229,22 +227,25 @@ def test_master_init_cycles_slaves_and_sets_attractor():
         master.init(ctx_for(p), sx, sf, sv)
 
 
-def test_run_cmepso_exchange_interval_and_errors():
-    p = make_problem("spring")
-    s, m = cmepso(p, 0, 10, n_slaves=3, exchange_interval=4)
-    assert s["generation"] == 10 and m["generation"] == 10
-    assert s["evals"] == 40 + 10 * 240 and m["evals"] == 10 * 60
-    with pytest.raises(ValueError, match="exchange_interval"):
-        cmepso(p, 0, 10, exchange_interval=0)
+def test_cmepso_exchange_interval_and_errors():
+    """3 slaves exchange with the master every 4 generations of 10: epochs end at 4, 8 and 10, and
+    slaves and master make every generation's evaluations (slaves: 40 at the start and 40 (1 + 5
+    replicas) a generation each; master: 10 (1 + 5) a generation, from the slaves' evaluated bests)."""
+    result = cmepso("problem=spring", "islands.n=3", "islands.migration_interval=4", "generations=10")
+    assert [r.generation for r in result.history] == [4, 8, 10]
+    assert result.evaluations == 3 * (40 + 10 * 240) + 10 * 60
+    assert np.isfinite(result.history[-1].plugin_metrics["master_best_f"])
+    with pytest.raises(ValueError, match="islands.migration_interval"):
+        validated(plain(make_cfg("+experiment=cmepso", "islands.migration_interval=0")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("iterations, tol", [(300, 1e-2), (1000, 1e-3)])
 def test_cmepso_welded_beam_quality(iterations, tol):
     p = make_problem("welded_beam")
-    s, m = cmepso(p, 0, iterations)
-    x, f, v = cmepso_best(np, s, m)
-    rep = feasibility_report(p, x)
-    assert rep["feasible"] and float(v) == 0
+    result = cmepso(f"generations={iterations}")
+    rep = feasibility_report(p, np.asarray(result.best_x))
+    assert rep["feasible"] and float(result.best_v) == 0
     assert rep["f"] <= p.f_star * (1 + tol), rep["f"]
     assert rep["f"] >= p.f_star * (1 - 1e-9)
 

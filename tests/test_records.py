@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
+from isles.islands.control.callbacks import Callback
 from isles.algorithms.coevolution.cde import CDE
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.random import CounterRNG
@@ -190,7 +191,7 @@ def test_a_run_hands_back_epoch_records_that_are_its_history_csv(tmp_path, monke
     np.testing.assert_array_equal(back.best_x, result.best_x)
 
 
-class Collect:
+class Collect(Callback):
     """Callback: keeps the records handed to ``on_epoch``."""
 
     def __init__(self):

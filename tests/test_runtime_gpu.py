@@ -13,6 +13,7 @@ cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
 from isles.islands.coordinator import Coordinator  # noqa: E402
+from isles.islands.transport.kinds import NCCL, POSTS  # noqa: E402
 from tests.helpers import make_cfg, plain, run_span  # noqa: E402
 
 CMEPSO = ["+experiment=cmepso", "generations=60", "islands.snapshot_every=7", "logger=none", "progress=false"]
@@ -85,8 +86,10 @@ def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
             g.span_graph = "always"  # islands.span_graph=always: over NCCL too
         before = SpanGraph.captures
         out[mode] = {
-            0: run_span(g, [1] * 9, co.topology, nccl=mode == "graph", **route)
-            + run_span(g, [3] * 5 + [1], co.topology, epoch0=9, span=2, nccl=mode == "graph", **route)
+            0: run_span(g, [1] * 9, co.topology, transport=NCCL if mode == "graph" else POSTS, **route)
+            + run_span(
+                g, [3] * 5 + [1], co.topology, epoch0=9, span=2, transport=NCCL if mode == "graph" else POSTS, **route
+            )
         }
         assert SpanGraph.captures - before == (2 if mode == "graph" else 0)
     assert_same_spans(out["plain"], out["graph"])
@@ -109,7 +112,9 @@ def test_a_snapshot_inside_a_replayed_span_keeps_the_state_of_its_epoch():
         if mode == "graph":
             g._nccl = NcclComm(NcclComm.unique_id(), 1, 0)
             g.span_graph = "always"
-        out[mode] = {0: run_span(g, [1] * 9, co.topology, snapshots=[6], nccl=mode == "graph", **route)}
+        out[mode] = {
+            0: run_span(g, [1] * 9, co.topology, snapshots=[6], transport=NCCL if mode == "graph" else POSTS, **route)
+        }
     assert_same_spans(out["plain"], out["graph"])
     kept = {mode: out[mode][0][5] for mode in out}  # the summary of epoch 6
     assert all(k.snapshot is not None and k.emigrants is not None for k in kept.values())

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
+from isles.islands.control.callbacks import Callback
 from isles.islands.coordinator import Coordinator
 from isles.islands.transport.link import Aborted, Inbox
 from tests.helpers import make_cfg, plain, run_span
@@ -181,7 +182,7 @@ SLOW = [
 ]
 
 
-class KillMidSpan:
+class KillMidSpan(Callback):
     """Callback: when epoch ``epoch`` is published, SIGKILL group ``group``'s actor ``delay_s``
     seconds later, inside the next span (its peer is then waiting for its emigrants)."""
 
@@ -346,7 +347,7 @@ def test_the_next_span_starts_before_the_driver_books_the_last_one(ray_local, mo
 
     log = []
 
-    class Books:
+    class Books(Callback):
         def on_epoch(self, rec):
             log.append(("booked", rec.epoch))
 

@@ -12,6 +12,7 @@ import importlib.abc
 import sys
 
 import numpy as np
+from array_api_compat import is_cupy_array
 
 DEVICES = ("auto", "cpu", "gpu")
 
@@ -95,8 +96,12 @@ def get_xp(device: str = "auto"):
 
 
 def array_module(a):
-    """Return ``cupy`` if ``a`` is a CuPy array, else ``numpy`` (no CuPy import needed)."""
-    return __import__("cupy") if type(a).__module__.startswith("cupy") else np
+    """The array module of ``a``: ``cupy`` for a CuPy array, else ``numpy`` (scalars, lists, NumPy
+    arrays), without importing CuPy (:func:`array_api_compat.is_cupy_array`). The runtime's and the
+    algorithms' one detector. It returns the module itself, not array_api_compat's wrapped namespace
+    (:func:`array_api_compat.array_namespace`): the array code calls NumPy's and CuPy's own functions
+    and keywords (``argsort(kind="stable")``, ``take_along_axis``, ``cupy.cuda``) and tests ``xp is np``."""
+    return sys.modules["cupy"] if is_cupy_array(a) else np
 
 
 def to_host(a) -> np.ndarray:

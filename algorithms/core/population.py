@@ -24,9 +24,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-
-def _xp_of(a):
-    return __import__("cupy") if type(a).__module__.startswith("cupy") else np
+from isles.algorithms.core.backend import array_module
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,7 @@ class Population:
     @property
     def xp(self):
         """The array module of the leaves (``numpy`` or ``cupy``)."""
-        return _xp_of(self.f)
+        return array_module(self.f)
 
     # -- selection and replacement ---------------------------------------------------------------
     def take(self, idx) -> "Population":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from isles.algorithms.core.backend import array_module
 from isles.algorithms.core.backend import device_constant
 from isles.algorithms.ga.draws import (
     CROSSOVERS,
@@ -20,17 +21,13 @@ from isles.algorithms.ga.draws import (
 from isles.problems.constraints import better
 
 
-def _xp(a):
-    return __import__("cupy") if type(a).__module__.startswith("cupy") else np
-
-
 def elite_indices(f, v, n: int):
     """The ``n`` best individuals of each island in rank order: int64 ``(I, n)``.
 
     Deb's rules (lexicographic ``(v, f)``, :mod:`isles.problems.constraints`), ties to the lower index
     (two stable sorts). ``f, v``: ``(I, N)``.
     """
-    xp = _xp(f)
+    xp = array_module(f)
     o1 = xp.argsort(f, axis=1, kind="stable")
     v1 = xp.take_along_axis(v, o1, axis=1)
     o2 = xp.argsort(v1, axis=1, kind="stable")

@@ -6,17 +6,16 @@ He, "Multi-population cooperative particle swarm optimization", ECAL 2005. After
 generation their global bests go to the master swarm, one EPSO swarm (``I = 1``) whose
 velocity has the third term ``Rnd3 c3 (b_g^S - x)`` towards the best slave best ``b_g^S``
 (eqs. 12-14). Everything stays on the device: no host round trips between slaves and master.
+The runtime runs it: the slaves are the run's islands, the master a plug-in of the island loop
+(:mod:`isles.algorithms.pso.master_plugin`, ``+experiment=cmepso`` or ``+plugin=master_swarm``).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace as dc_replace
 
-import numpy as np
-
 from isles.algorithms.core.base import Context, State
 from isles.algorithms.pso.epso import EPSO, EPSOParams
-from isles.algorithms.core.graph import GraphStepper
 from isles.algorithms.pso.pso import update_gbest
 from isles.problems.constraints import best_row
 
@@ -97,80 +96,3 @@ class MasterSwarm:
     def best(self, state: State):
         """The master's global best ``(x (D,), f (0-d), v (0-d))``."""
         return state["gbest"][0], state["gbest_f"][0], state["gbest_v"][0]
-
-
-def run_cmepso(
-    ctx_slaves: Context,
-    ctx_master: Context,
-    slaves: EPSO,
-    master: MasterSwarm,
-    iterations: int,
-    exchange_interval: int = 1,
-    cuda_graph: bool = True,
-):
-    """Run CMEPSO (seed 001 Algorithm 3) in one process on one device.
-
-    The ``S = ctx_slaves.n_islands`` slave swarms are one batch; every ``exchange_interval``
-    slave generations (and after the last one) their global bests ``(S, D), (S,), (S,)`` are passed,
-    as device arrays, to the master, which then runs as many generations as the slaves did
-    since the last exchange. The slaves receive nothing (MCPSO of Niu et al. 2005).
-
-    Args:
-        ctx_slaves: context of the slaves (``S`` streams); ctx_master: one stream, same ``xp``.
-        iterations: slave generations (``I_MAX``; seed 001 uses 1000).
-        exchange_interval: slave generations between exchanges (>= 1; 1 = Algorithm 3).
-        cuda_graph: on CuPy with ``exchange_interval == 1``, capture one whole iteration (slaves,
-            exchange, master) as a CUDA graph and replay it (:mod:`isles.algorithms.core.graph`); same
-            random numbers and results as the plain loop.
-
-    Returns:
-        ``(slave_state, master_state)``.
-
-    Raises:
-        ValueError: ``iterations < 0``, ``exchange_interval < 1`` or ``ctx_master.n_islands != 1``.
-    """
-    if int(iterations) < 0 or int(exchange_interval) < 1:
-        raise ValueError(
-            f"run_cmepso: iterations={iterations} must be >= 0 and exchange_interval={exchange_interval} >= 1"
-        )
-    s = slaves.init(ctx_slaves)
-    m = master.init(ctx_master, s["gbest"], s["gbest_f"], s["gbest_v"])
-    if cuda_graph and ctx_slaves.xp is not np and int(exchange_interval) == 1 and iterations > 0:
-
-        def iteration(flat):
-            s2 = slaves.step(ctx_slaves, {k[2:]: v for k, v in flat.items() if k.startswith("s.")})
-            m2 = master.run_epoch(
-                ctx_master,
-                {k[2:]: v for k, v in flat.items() if k.startswith("m.")},
-                s2["gbest"],
-                s2["gbest_f"],
-                s2["gbest_v"],
-                1,
-            )
-            return {**{"s." + k: v for k, v in s2.items()}, **{"m." + k: v for k, v in m2.items()}}
-
-        flat = {**{"s." + k: v for k, v in s.items()}, **{"m." + k: v for k, v in m.items()}}
-        stepper = GraphStepper(iteration, flat, [ctx_slaves.rng, ctx_master.rng])
-        stepper.run(iterations)
-        flat = stepper.close()
-        return (
-            {k[2:]: v for k, v in flat.items() if k.startswith("s.")},
-            {k[2:]: v for k, v in flat.items() if k.startswith("m.")},
-        )
-    done = 0
-    while done < iterations:
-        k = min(int(exchange_interval), int(iterations) - done)
-        s = slaves.run(ctx_slaves, s, k)
-        m = master.run_epoch(ctx_master, m, s["gbest"], s["gbest_f"], s["gbest_v"], k)
-        done += k
-    return s, m
-
-
-def cmepso_best(xp, slave_state: State, master_state: State):
-    """Overall best of the slaves' and the master's global bests under Deb's rules:
-    ``(x (D,), f (0-d), v (0-d))``."""
-    x = xp.concatenate([slave_state["gbest"], master_state["gbest"]])
-    f = xp.concatenate([slave_state["gbest_f"], master_state["gbest_f"]])
-    v = xp.concatenate([slave_state["gbest_v"], master_state["gbest_v"]])
-    bx, bf, bv = best_row(x, f, v)
-    return bx[0], bf[0], bv[0]

@@ -161,6 +161,7 @@ class IslesConfig:
     problem: Any = MISSING
     topology: Any = MISSING
     plugins: List[Any] = field(default_factory=list)
+    callbacks: Any = None  # name -> {_target_: ...}: the run's callbacks, in order (conf/callbacks/, app/callbacks.py)
     islands: IslandsConfig = field(default_factory=IslandsConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     seed: int = 0  # every random number derives from (seed, island, generation)
@@ -375,10 +376,9 @@ def check_plugins(plugins, mode: str) -> None:
 
 class Validated(dict):
     """A run config that :func:`validated` made: a plain dict with the schema's defaults and its
-    typed fields checked. The runtime trusts it: :func:`validated` given one checks nothing again,
-    so a run's config is checked once, by the job before Ray starts (:func:`isles.app.job.validate`),
-    and not again by the driver's :class:`~isles.islands.coordinator.Coordinator` nor by the one
-    that an actor builds (:mod:`isles.islands.actor_loop`): Ray pickles it with its class.
+    typed fields checked. The runtime trusts it: :func:`validated` given one checks nothing again, so a
+    run's config is checked once, by the job before Ray starts (:func:`isles.app.job.validate`), not by
+    the driver's :class:`~isles.islands.coordinator.Coordinator` nor an island group: Ray pickles it with its class.
 
     A copy made with ``type(cfg)({**cfg, ...})`` stays trusted; only values the runtime derives from
     checked ones (the actor's device, ``islands.n_actors=1``) may be put in it that way.

@@ -19,6 +19,7 @@ from isles.islands.group import IslandGroup
 from isles.islands.control.placement import actor_options, cluster_nodes, local_resources, plan, plan_nodes, reserve
 from isles.islands.plugin import plugin_stream
 from isles.islands.records import GroupSpec
+from isles.islands.transport.kinds import form as form_transport
 
 log = logging.getLogger("isles.islands.coordinator")
 
@@ -58,7 +59,7 @@ class Executor:
 
     Attributes:
         infos: each group's ``info`` (:meth:`IslandGroup.info`): where it runs now.
-        link: the groups' links: ``None`` not formed, else ``"nccl"``, ``"channel"`` or ``""`` (posts only).
+        link: the groups' :class:`isles.islands.transport.kinds.Transport`, or ``None`` (not formed).
     """
 
     def __init__(self, cfg, plugins: list, target, use_ray: bool, restart_failed):
@@ -214,54 +215,11 @@ class Executor:
             except Exception:  # noqa: BLE001, S110  (the lost group)
                 pass
 
-    def form_links(self, groups) -> str:
-        """Form the groups' links for the sync spans (:attr:`link`), by ``islands.transport``:
-        ``"nccl"`` (auto or nccl: the groups' NCCL communicator where every group can join one,
-        :mod:`isles.islands.transport.nccl`), ``"channel"`` (auto or channel: shared-memory channels between
-        the actors on one node, :mod:`isles.islands.transport.channels`; posts between nodes), ``""`` (ray,
-        in-process, or no two actors on one node: posts to the groups' inboxes only). In-process groups
-        never form NCCL: they share this process's GPU, and NCCL takes one rank per GPU.
+    def form_links(self, groups):
+        """Form the groups' links for the sync spans (:attr:`link`) by ``islands.transport``
+        (:func:`isles.islands.transport.kinds.form`): NCCL, shared-memory channels, or posts only.
 
         Raises:
             ValueError: ``islands.transport=nccl`` and a group cannot use NCCL."""
-        transport = self.cfg.islands.transport
-        self.link = ""
-        if transport in ("auto", "nccl") and self.use_ray:  # in-process groups share one GPU: no NCCL
-            uid = self.gather([self.call(groups[0], "nccl_unique_id")])[0]
-            if uid is not None:
-                self.gather([self.call(g, "nccl_join", uid, len(groups), i) for i, g in enumerate(groups)])
-                log.info("emigrants between the %d actors' GPUs over NCCL", len(groups))
-                self.link = "nccl"
-            elif transport == "nccl":
-                raise ValueError(
-                    "islands.transport=nccl: the island groups cannot use NCCL (device=cpu, or CuPy "
-                    "without NCCL); allowed values here are auto|ray|channel"
-                )
-        if not self.link and self.use_ray and transport in ("auto", "channel") and self.form_channels(groups):
-            self.link = "channel"
+        self.link = form_transport(self, groups, self.cfg.islands.transport)
         return self.link
-
-    def form_channels(self, groups) -> bool:
-        """Shared-memory channels between every two groups on one node: each group creates those it
-        writes (:meth:`IslandGroup.channels_make`), then each reads its own
-        (:meth:`IslandGroup.channels_join`). ``False`` where no two groups share a node."""
-        nodes = [info.get("node_id") for info in self.infos]  # where each runs now
-        readers = [
-            {j: (groups[j], nodes[j]) for j in range(len(groups)) if j != i and nodes[j] == nodes[i]}
-            for i in range(len(groups))
-        ]
-        if None in nodes or not any(readers):
-            return False
-        made = self.gather([self.call(g, "channels_make", readers[i]) for i, g in enumerate(groups)])
-        self.gather(
-            [
-                self.call(g, "channels_join", {i: made[i][j] for i in range(len(groups)) if j in made[i]})
-                for j, g in enumerate(groups)
-            ]
-        )
-        log.info(
-            "emigrants between the %d actors through shared-memory channels (%d pairs on one node)",
-            len(groups),
-            sum(map(len, readers)),
-        )
-        return True

@@ -27,11 +27,11 @@ class RestartFailed(RuntimeError):
     :attr:`Coordinator.last_snapshot` still holds the run's last snapshot, for a checkpoint."""
 
 
-#: the loop variables of :meth:`Coordinator._run_sync` that a snapshot holds (:class:`LoopState`'s fields)
+#: the loop variables that a snapshot holds (:class:`isles.islands.records.LoopState`'s fields, kept by the schedules)
 LOOP_KEYS = tuple(f.name for f in fields(LoopState))
 
 #: config sections that may change between a run and its resume (where and how it runs, not what)
-RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph")
+RESUME_FREE = ("checkpoint", "ray", "logger", "progress", "quiet", "device", "hydra", "cuda_graph", "callbacks")
 RESUME_FREE_KEYS = (
     "islands.n_actors",
     "islands.n_nodes",

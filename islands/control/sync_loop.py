@@ -21,6 +21,7 @@ from isles.islands.config.build import build_algorithm
 from isles.islands.migration.planner import group_plan, migration_edges
 from isles.islands.mixed import layout_of
 from isles.islands.records import LoopState, Plan, Route, SpanOrder
+from isles.islands.transport.kinds import POSTS
 from isles.islands.control.recovery import loop_copy
 from isles.islands.control.books import Merged, book_epoch, merge_summaries
 from isles.islands.results import RecordLog, migration_log, run_result
@@ -256,8 +257,7 @@ class SyncLoop(Schedule):
             self.seed,
             self.recovery.timeout_s,
             list(groups),
-            self.ex.link == "nccl",
-            self.ex.link == "channel",
+            self.ex.link or POSTS,
         )
         method = "run_span_packed" if self.ex.use_ray else "run_span"  # one bytes object through Ray
         refs = [

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from isles.algorithms.core.backend import to_host
+from isles.algorithms.core.backend import array_module, to_host
 from isles.algorithms.core.random import CounterRNG, mix64_int
 from isles.islands.migration.policies import FairReplace, ReplaceWorst, SelectBest
 
@@ -45,10 +45,6 @@ SALTS = {"select": 0x5E1EC7_0000_0001, "replace": 0x5E1EC7_0000_0002}
 class PolicyError(RuntimeError):
     """A user's migration policy returned what breaks its contract (one line: the class, its
     method, what it returned and what was expected); a failure inside the run (exit status 1)."""
-
-
-def _xp(a):
-    return __import__("cupy") if type(a).__module__.startswith("cupy") else np
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +191,7 @@ def _shape(a) -> str:
 
 
 def _is_array(a, xp) -> bool:
-    return hasattr(a, "shape") and hasattr(a, "dtype") and _xp(a) is xp
+    return hasattr(a, "shape") and hasattr(a, "dtype") and array_module(a) is xp
 
 
 def _where(context, row: int) -> str:
@@ -205,7 +201,7 @@ def _where(context, row: int) -> str:
 def _kind(a, xp) -> str:
     """What ``a`` is, where it is not an array of ``xp``."""
     if hasattr(a, "shape") and hasattr(a, "dtype"):
-        return f"a {_xp(a).__name__} array on {xp.__name__}'s device"
+        return f"a {array_module(a).__name__} array on {xp.__name__}'s device"
     return f"a {type(a).__name__}"
 
 
@@ -268,7 +264,7 @@ class GuardedSelection(Guarded):
             PolicyError: the return breaks the contract.
         """
         idx = self._call((f, v, k), context)
-        xp, (I, N) = _xp(f), tuple(f.shape)
+        xp, (I, N) = array_module(f), tuple(f.shape)
         check_indices(self, "", idx, xp, (I, int(k)), N, context, self._due(xp, (I, N, int(k))))
         return idx
 

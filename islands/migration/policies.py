@@ -32,17 +32,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from isles.algorithms.core.backend import array_module
 from isles.algorithms.core.population import Population
 from isles.problems.constraints import better
 
 
-def _xp(a):
-    return __import__("cupy") if type(a).__module__.startswith("cupy") else np
-
-
 def rank_order(f, v):
     """Indices ``(I, N)`` sorting each island best-first under Deb's rules (stable, lexicographic (v, f))."""
-    xp = _xp(f)
+    xp = array_module(f)
     by_f = xp.argsort(f, axis=-1, kind="stable")
     v_sorted = xp.take_along_axis(v, by_f, axis=-1)
     by_v = xp.argsort(v_sorted, axis=-1, kind="stable")

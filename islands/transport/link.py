@@ -5,7 +5,7 @@ Each group owns an :class:`Inbox`. A sender posts, one-sided, the emigrants a pe
 (:meth:`ActorTransport.send`: a fire-and-forget Ray actor call of the peer's ``post``, which its
 second thread runs while its loop evolves); the receiver takes them from its own inbox
 (:meth:`Inbox.take`, blocking in sync mode; :meth:`Inbox.poll` does not block). Within a group,
-emigrants move by device copies (:meth:`isles.islands.group.IslandGroup._migrate`), never
+emigrants move by device copies (:func:`isles.islands.migration.moves.immigrate`), never
 through a transport. Messages are keyed by ``(span, epoch, sending group)``: a span is one run of
 epochs that the driver starts (:meth:`IslandGroup.run_span`); messages of an aborted span are
 dropped. With plug-ins, a message also carries the sender's islands' bests, keyed ``(BEST, island id)``.
