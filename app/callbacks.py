@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from hydra.utils import get_object, instantiate
-
 from isles.app.progress import ConsoleProgress
 from isles.app.run_files import HistoryFiles, SolutionFile
 from isles.islands.config.build import cannot_build

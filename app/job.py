@@ -14,6 +14,7 @@ Its phases elsewhere: Ray's start (:mod:`isles.app.ray_setup`), errors told apar
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import signal
@@ -22,28 +23,27 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
-
 from isles.algorithms.core.backend import cupy_or_none
-from isles.islands.control import checkpoint
 from isles.app.callbacks import RunContext, build_callbacks, check_callbacks
+from isles.app.errors import _frames, error_message, is_config_error
+from isles.app.interrupts import interrupts_kept, resume_command, save_interrupted
 from isles.app.overrides import RETARGETED, check_mixed_overrides, job_overrides, typed_class_node
-from isles.islands.control.budget import with_budget
-from isles.islands.config.build import build_algorithm, build_plugins, build_problem, check_pairing
-from isles.islands.migration.policies import check_migrants
-from isles.islands.control.autoplace import choose
-from isles.islands.control.placement import needs_ray
-from isles.app.ray_security import check_dashboard_host
-from isles.islands.config.schema import check_keys, validated, with_generations
-from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
 from isles.app.progress import print_summary, result_line
+from isles.app.ray_security import check_dashboard_host
+from isles.app.ray_setup import check_ray_address, init_ray
 from isles.app.sweep_runs import sweep_info
 from isles.app.tracking import flatten
 from isles.app.tracking_process import TrackingProcess, record_failure
 from isles.app.tracking_server import reach_tracking_store
-from isles.app.errors import _frames, error_message, is_config_error
-from isles.app.interrupts import interrupts_kept, resume_command, save_interrupted
-from isles.app.ray_setup import check_ray_address, init_ray
+from isles.islands.config.build import build_algorithm, build_plugins, build_problem, check_pairing
+from isles.islands.config.schema import check_keys, validated, with_generations
+from isles.islands.control import checkpoint
+from isles.islands.control.autoplace import choose
+from isles.islands.control.budget import with_budget
+from isles.islands.control.placement import needs_ray
+from isles.islands.coordinator import Coordinator, RestartFailed, RunResult
+from isles.islands.migration.policies import check_migrants
+from omegaconf import DictConfig, OmegaConf
 
 
 def failure_line(err: BaseException) -> str:
@@ -86,10 +86,8 @@ RESUMABLE = "isles_resumable"
 
 def _keep(err: BaseException, name: str, value) -> None:
     """Set ``err.name = value`` where the error takes attributes."""
-    try:
+    with contextlib.suppress(AttributeError):  # an error class with __slots__ and no __dict__
         setattr(err, name, value)
-    except AttributeError:  # an error class with __slots__ and no __dict__
-        pass
 
 
 def _file_state(path) -> tuple | None:
@@ -290,10 +288,8 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         """Close the MLflow run with ``status`` after a failure, which stays the error raised (a
         tracking error on top of it is dropped: the run's own error says more)."""
         if tracker:
-            try:
+            with contextlib.suppress(Exception):
                 tracker.end(status)
-            except Exception:  # noqa: BLE001, S110
-                pass
 
     def stop_with_checkpoint(status: str) -> str | None:
         """The last snapshot as a checkpoint (its path, or ``None``), and the MLflow run closed."""

@@ -5,13 +5,12 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from isles.app.report import end_report, verdict
+from isles.islands.control.callbacks import Callback
+from isles.islands.control.placement import where
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-
-from isles.islands.control.callbacks import Callback
-from isles.islands.control.placement import where
-from isles.app.report import end_report, verdict
 
 
 class ConsoleProgress(Callback):

@@ -8,13 +8,13 @@ import os
 import socket
 from contextlib import nullcontext
 
-from isles import CHECKOUT
 from isles.app.local_ray import local_ray
 from isles.app.ray_security import LOCAL_DASHBOARD_HOST, token_notice
 from isles.app.tracking_server import ray_job_copy
 from isles.app.user_modules import user_module_paths
 from isles.islands.config.schema import RayConfig, with_defaults
 
+from isles import CHECKOUT
 
 RAY_EXCLUDES = [
     ".git",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import traceback
 
 import numpy as np
-
 from isles.problems.constraints import FEASIBLE_TOL, feasibility_report
 
 

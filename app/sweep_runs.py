@@ -31,10 +31,10 @@ import contextlib
 import sys
 
 from hydra.experimental.callback import Callback
+from isles.app.tracking_server import local_artifact_root, prepare_sqlite_store
 from omegaconf import DictConfig, OmegaConf
 
 from isles import git_commit
-from isles.app.tracking_server import local_artifact_root, prepare_sqlite_store
 
 #: tag naming a run's sweep (the sweep id); on the parent and on every child
 SWEEP_TAG = "sweep"
@@ -141,7 +141,11 @@ def child_name(client, parent_run_id: str, sweep: dict) -> str:
     does not set to one value (the parent's ``sweep_fixed_keys``), i.e. its swept values
     (``3: seed=3``), at most 250 characters."""
     fixed = set((client.get_run(parent_run_id).data.tags.get("sweep_fixed_keys") or "").split())
-    own = [o for o, (key, _) in zip(sweep["overrides"], override_keys(sweep["overrides"])) if key not in fixed]
+    own = [
+        o
+        for o, (key, _) in zip(sweep["overrides"], override_keys(sweep["overrides"]), strict=False)
+        if key not in fixed
+    ]
     return f"{sweep['job']}: {' '.join(own)}"[:250]
 
 

@@ -16,10 +16,9 @@ from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobStatus
-from omegaconf import DictConfig, OmegaConf
-
 from isles.app.job import prepare
 from isles.app.sweep_runs import override_keys
+from omegaconf import DictConfig, OmegaConf
 
 
 class JobFailed(Exception):

@@ -41,6 +41,7 @@ in the launch directory); ``mlflow ui`` started there shows every run. A trackin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -169,9 +170,8 @@ class MlflowTracker:
         of this process until the run ends (``MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=true`` in
         the environment turns it on too)."""
         mlflow = mlflow_module()
-        from mlflow.tracking import MlflowClient  # noqa: PLC0415
-
         from isles.app.sweep_runs import child_name, child_tags, find_or_create_parent  # noqa: PLC0415
+        from mlflow.tracking import MlflowClient  # noqa: PLC0415
 
         if self.cfg.get("tracking_uri"):
             mlflow.set_tracking_uri(self.cfg["tracking_uri"])
@@ -261,21 +261,20 @@ class MlflowTracker:
         by hand stays."""
         from urllib.parse import quote  # noqa: PLC0415
 
-        from mlflow.exceptions import MlflowException  # noqa: PLC0415
-
         from isles.app.tracking_server import local_artifact_root  # noqa: PLC0415
+        from mlflow.exceptions import MlflowException  # noqa: PLC0415
 
         mlflow = mlflow_module()
         root = local_artifact_root(mlflow.get_tracking_uri())
         if root and self._client.get_experiment_by_name(name) is None:
-            try:  # tagged as it is created: no second write for runs started at once to race on
+            with contextlib.suppress(
+                MlflowException
+            ):  # tagged as it is created: no second write for runs started at once to race on created meanwhile (another job of a sweep)
                 self._client.create_experiment(
                     name,
                     artifact_location=f"{root}/{quote(name, safe='')}",
                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
                 )
-            except MlflowException:  # created meanwhile (another job of a sweep)
-                pass
         exp = mlflow.set_experiment(name)
         if EXPERIMENT_KIND_TAG not in exp.tags:
             try:
@@ -346,10 +345,9 @@ class MlflowTracker:
         cannot re-evaluate it, ``best_solution.json`` holds ``x``, the run's ``run_best_f`` and
         ``run_best_v`` and ``not_computed`` (also the tag ``report_not_computed``), and the
         ``final_best_f``, ``final_max_violation`` and ``final_feasible`` metrics are left out."""
-        from mlflow.entities import Metric  # noqa: PLC0415
-
         from isles.app.plots import convergence_figure  # noqa: PLC0415
         from isles.app.report import solution_record  # noqa: PLC0415
+        from mlflow.entities import Metric  # noqa: PLC0415
 
         client, rid, ts = self._client, self.run_id, ts or _now_ms()
         self.flush()

@@ -22,6 +22,7 @@ shared ``flock`` on the journal; :func:`sync` takes it exclusively.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -156,10 +157,8 @@ def finish(folder: str, state: dict) -> None:
     """Mark the record done: the state says so, the journal is removed, the folder is no longer pending."""
     write_state(folder, {**state, "done": True})
     for path in (os.path.join(folder, JOURNAL), os.path.join(pending_dir(), str(state.get("journal")))):
-        try:
+        with contextlib.suppress(OSError):
             os.remove(path)
-        except OSError:
-            pass
 
 
 def apply_journal(folder: str, gone=None, wake=None, tell=None) -> dict:
@@ -236,10 +235,8 @@ def apply_journal(folder: str, gone=None, wake=None, tell=None) -> dict:
         return state
     except BaseException:
         if tracker is not None and tracker.run_id is not None:
-            try:
+            with contextlib.suppress(Exception):
                 tracker._terminate("FAILED")  # never left RUNNING (nor FINISHED by MLflow's exit hook)
-            except Exception:  # noqa: BLE001, S110
-                pass
         raise
     finally:
         reader.close()
@@ -304,10 +301,8 @@ def pending_folders() -> list[str]:
         if os.path.isfile(os.path.join(folder, JOURNAL)) and not read_state(folder).get("done"):
             folders.append(folder)
         else:
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(entry)
-            except OSError:
-                pass
     return folders
 
 

@@ -17,6 +17,7 @@ process imports MLflow and its SQL store before it learns what to track: MLflow'
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import subprocess
@@ -24,9 +25,9 @@ import sys
 import threading
 import time
 
-from isles.islands.control.callbacks import Callback
 from isles.app.tracking_journal import LOG, JournalWriter, apply_journal, read_state, write_state
 from isles.app.tracking_source import run_source
+from isles.islands.control.callbacks import Callback
 
 #: most epochs a run logs as MLflow metric steps (a longer run logs every k-th epoch)
 MAX_STEPS = 250
@@ -167,18 +168,14 @@ class TrackingProcess(Callback):
             return
         from multiprocessing import reduction  # noqa: PLC0415
 
-        try:
+        with contextlib.suppress(OSError):  # the process is gone: its record is completed by isles sync
             reduction.send_handle(self._conn, self._journal.fileno(), self._proc.pid)
-        except OSError:  # the process is gone: its record is completed by isles sync
-            pass
 
     def _poke(self, message) -> None:
         """Tell the process (it reads its pipe at once, in a thread of its own); a process that is
         gone is told nothing (its record is completed from the journal: ``isles sync``)."""
-        try:
+        with contextlib.suppress(BrokenPipeError, OSError):
             self._conn.send(message)
-        except (BrokenPipeError, OSError):
-            pass
 
     def _receive(self, timeout: float | None) -> bool:
         """Take the process's next message (within ``timeout`` seconds; ``None``: until one comes);
@@ -330,10 +327,8 @@ def record_failure(line: str) -> None:
     if tracker is None:
         return
     log = os.path.join(tracker.folder, "run.log") if tracker.folder else None
-    try:
+    with contextlib.suppress(RuntimeError):  # the tracking process failed: the run's own line says more
         tracker.close({"line": line, "log": log})
-    except RuntimeError:  # the tracking process failed: the run's own line says more
-        pass
 
 
 def child_main(fd: int) -> None:
@@ -350,21 +345,17 @@ def child_main(fd: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):  # the run's process's
         if sig is not None:
             signal.signal(sig, signal.SIG_IGN)
-    try:  # background work: on a busy machine the run's own process goes first
+    # background work: on a busy machine the run's own process goes first
+    with contextlib.suppress(AttributeError, OSError):
         os.nice(10)
-    except (AttributeError, OSError):
-        pass
     conn = Connection(fd)
     sending = threading.Lock()
     box: dict = {}
     have_folder, wake, gone = threading.Event(), threading.Event(), threading.Event()
 
     def tell(kind: str, value) -> None:
-        with sending:
-            try:
-                conn.send((kind, value))
-            except OSError:  # the run's process is gone
-                pass
+        with sending, contextlib.suppress(OSError):  # the run's process is gone
+            conn.send((kind, value))
 
     def watch() -> None:
         while True:
@@ -440,14 +431,14 @@ def _preimport() -> None:
     import importlib  # noqa: PLC0415
 
     for name in ("mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store", "git"):
-        try:
+        with contextlib.suppress(
+            ImportError
+        ):  # GitPython missing, or a store MLflow cannot import: opening the run says why
             importlib.import_module(name)
-        except ImportError:  # GitPython missing, or a store MLflow cannot import: opening the run says why
-            pass
-    try:  # the schema check of every SQL store reads alembic's scripts (imports them the first time)
+    with contextlib.suppress(
+        Exception
+    ):  # the schema check of every SQL store reads alembic's scripts (imports them the first time) (opening the store checks it again, and says what fails)
         importlib.import_module("mlflow.store.db.utils")._get_latest_schema_revision()
-    except Exception:  # noqa: BLE001, S110  (opening the store checks it again, and says what fails)
-        pass
 
 
 def _exit_now() -> None:

@@ -4,7 +4,6 @@ process's command line being ``-c``)."""
 
 from __future__ import annotations
 
-
 from isles import git_commit
 
 

@@ -92,8 +92,8 @@ def run(log_dir: Path, row_s: float, *overrides: str, callbacks=()):
     """One run of the workload logging to ``log_dir``: its coordinator, after the run."""
     import ray  # noqa: PLC0415
     from hydra.utils import instantiate  # noqa: PLC0415
-
     from isles.islands.coordinator import Coordinator  # noqa: PLC0415
+
     from tests.helpers import make_cfg, plain  # noqa: PLC0415
 
     if not ray.is_initialized():

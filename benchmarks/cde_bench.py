@@ -39,7 +39,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-
 from isles.algorithms.coevolution.cde import CDE  # noqa: E402
 from isles.algorithms.core.backend import dtype_of  # noqa: E402
 from isles.algorithms.core.base import Context  # noqa: E402

@@ -29,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from isles.islands.config.build import build_problem  # noqa: E402
 from isles.islands.group import IslandGroup  # noqa: E402
 from isles.islands.records import GroupSpec  # noqa: E402
-from tests.helpers import one_epoch  # noqa: E402
 from isles.problems.constraints import feasibility_report  # noqa: E402
+
+from tests.helpers import one_epoch  # noqa: E402
 
 PROBLEMS = {
     "p1_minmax": ("P1", {"_target_": "isles.problems.minmax.SaddleP1", "dim": 100}),

@@ -65,6 +65,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.problems.base import Problem  # noqa: E402
+from isles.problems.constraints import Evaluator  # noqa: E402
+
 from benchmarks.cec_common import (  # noqa: E402, F401  (CEC2014, error, OPTIMISERS: this harness's names too)
     CEC2014,
     EVOX,
@@ -76,10 +81,6 @@ from benchmarks.cec_common import (  # noqa: E402, F401  (CEC2014, error, OPTIMI
     isles_algorithm,
     pygmo_uda,
 )
-from isles.algorithms.core.base import Context  # noqa: E402
-from isles.algorithms.core.random import CounterRNG  # noqa: E402
-from isles.problems.base import Problem  # noqa: E402
-from isles.problems.constraints import Evaluator  # noqa: E402
 
 #: points of a run's trace (evaluations, wall s, best error)
 TRACE_POINTS = 100
@@ -144,7 +145,7 @@ def run_isles_batch(
         done += n
         best = np.asarray(alg.best(s).f[:, 0].tolist())  # a host copy: the device waits here
         wall, cpu = (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
-        for tr, f in zip(traces, best):
+        for tr, f in zip(traces, best, strict=False):
             tr.best = min(tr.best, float(f))
             tr.points.append([int(s["evals"]), wall, error(tr.best, tr.fid), cpu])
     wall, cpu = (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
@@ -309,7 +310,9 @@ def benchmark(
                     continue
                 if name in ISLES and batch > 1:
                     budget = 10000 * dim
-                    for x, rec in zip(todo, run_isles_batch(name, CEC2014(fid, dim), budget, todo, device)):
+                    for x, rec in zip(
+                        todo, run_isles_batch(name, CEC2014(fid, dim), budget, todo, device), strict=False
+                    ):
                         keep(
                             {"function": fid, "dim": dim, "optimiser": name, "seed": x, "device": device}
                             | {"budget": budget, **rec}

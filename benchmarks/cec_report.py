@@ -151,7 +151,7 @@ def report(records, dims=None, optimisers=None, functions=None) -> str:
             "\nWilcoxon signed-rank (two-sided, p < 0.05) wins / ties / losses of each isles optimiser (row) against each peer (column), over the functions; and functions where its median error is <= the peer's\n"
         )
 
-        def per_function(a, b):
+        def per_function(a, b, E=E, fids=fids):
             w = [wilcoxon_wtl(E[f, a], E[f, b]) for f in fids]
             le = sum(np.median(E[f, a]) <= np.median(E[f, b]) for f in fids)
             return f"{w.count('+')}/{w.count('=')}/{w.count('-')}; median <= on {le}/{len(fids)}"
@@ -167,7 +167,7 @@ def report(records, dims=None, optimisers=None, functions=None) -> str:
             "functions where both are equal left out): functions where the isles optimiser is lower / higher, p\n"
         )
 
-        def across(a, b):
+        def across(a, b, E=E, fids=fids):
             ma = np.array([np.median(E[f, a]) for f in fids])
             mb = np.array([np.median(E[f, b]) for f in fids])
             lower, higher, p = across_functions(ma, mb)
@@ -234,7 +234,7 @@ def plot_curves(records, functions, dim: int, path: Path) -> None:
 
     recs = [r for r in records if r["dim"] == dim]
     fig, axes = plt.subplots(1, len(functions), figsize=(4 * len(functions), 3.4), squeeze=False)
-    for ax, fid in zip(axes[0], functions):
+    for ax, fid in zip(axes[0], functions, strict=False):
         for name in OPTIMISERS:
             rs = [r for r in recs if r["function"] == fid and r["optimiser"] == name]
             if not rs:

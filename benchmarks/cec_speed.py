@@ -13,11 +13,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cec_common import CEC2014, isles_algorithm, pygmo_uda  # noqa: E402
 from isles.algorithms.core.base import Context  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.problems.base import Problem  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
+
+from benchmarks.cec_common import CEC2014, isles_algorithm, pygmo_uda  # noqa: E402
 
 
 class Elliptic(Problem):
@@ -70,7 +71,6 @@ def speed(dim: int = 10, repeats: int = 5) -> str:
     elliptic). The host build's one-off compilation (about 1 s, once per process) is not in its
     rows: it is done before the first repeat, and printed on its own line."""
     import pygmo as pg  # noqa: PLC0415
-
     from isles.algorithms.lshade.host_epoch import host_plan  # noqa: PLC0415
     from isles.problems import make_problem  # noqa: PLC0415
 

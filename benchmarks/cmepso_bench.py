@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from isles.algorithms.core.backend import device_name, get_xp  # noqa: E402
 from isles.algorithms.core.base import Context  # noqa: E402
-from isles.algorithms.pso.epso import EPSO  # noqa: E402
 from isles.algorithms.core.graph import GraphStepper  # noqa: E402
-from isles.algorithms.pso.pso import PSO  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.algorithms.pso.epso import EPSO  # noqa: E402
+from isles.algorithms.pso.pso import PSO  # noqa: E402
 from isles.problems.constraints import Evaluator, feasibility_report  # noqa: E402
 from isles.problems.registry import make_problem  # noqa: E402
 
@@ -41,9 +41,9 @@ def runtime_cmepso(
     no MLflow); ``params``: ``(field, value)`` EPSOParams of slaves and master alike.
     ``(RunResult, wall seconds of the run)``."""
     from hydra.utils import instantiate  # noqa: PLC0415
-
     from isles.islands.config.build import build_plugins  # noqa: PLC0415
     from isles.islands.coordinator import Coordinator  # noqa: PLC0415
+
     from tests.helpers import make_cfg, plain  # noqa: PLC0415
 
     over = [f"algorithm.{k}={v}" for k, v in params] + [f"++plugins.0.{k}={v}" for k, v in params]
@@ -162,10 +162,8 @@ def bench_epso_step(args) -> None:
 def bench_job(args) -> None:
     """The Ray job as users run it (run_job), without MLflow: wall time and evals/s."""
     from hydra import compose, initialize_config_dir  # noqa: PLC0415
-
-    from isles.islands.config import schema as _schema  # noqa: F401, PLC0415  (registers isles_schema)
-
     from isles.app.job import run_job  # noqa: PLC0415
+    from isles.islands.config import schema as _schema  # noqa: F401, PLC0415  (registers isles_schema)
 
     conf = str(Path(__file__).resolve().parents[1] / "conf")
     over = [

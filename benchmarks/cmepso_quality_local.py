@@ -34,10 +34,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cmepso_bench import runtime_cmepso  # noqa: E402
 from isles.algorithms.pso.epso import EPSO  # noqa: E402
 from isles.problems.constraints import feasibility_report  # noqa: E402
 from isles.problems.registry import make_problem  # noqa: E402
+
+from benchmarks.cmepso_bench import runtime_cmepso  # noqa: E402
 
 PROBLEMS = ("welded_beam", "spring", "speed_reducer")
 

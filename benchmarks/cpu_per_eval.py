@@ -84,13 +84,13 @@ def evolve_row(exp: str, problem: str, dim: int, evals: int, one_island: bool, h
     18 D, E 140), ``fep`` 1 island (mu 400, q 10), ``ga`` 1 island (N 640, seed002 encoding on
     [-1, 1]), ``cmepso`` its 10 slave swarms (EPSO, 40 particles x 6 candidates; the master swarm
     is the job's); ``one_island``: one island of each."""
+    from isles.algorithms.core.base import Context  # noqa: PLC0415
+    from isles.algorithms.core.random import CounterRNG  # noqa: PLC0415
     from isles.algorithms.de.de import DE  # noqa: PLC0415
     from isles.algorithms.ep.fep import FEP  # noqa: PLC0415
     from isles.algorithms.ga.ga import GA  # noqa: PLC0415
     from isles.algorithms.lshade.lshade import LSHADE  # noqa: PLC0415
     from isles.algorithms.pso.epso import EPSO  # noqa: PLC0415
-    from isles.algorithms.core.base import Context  # noqa: PLC0415
-    from isles.algorithms.core.random import CounterRNG  # noqa: PLC0415
     from isles.problems import make_problem  # noqa: PLC0415
     from isles.problems.constraints import Evaluator  # noqa: PLC0415
 

@@ -20,8 +20,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from isles.algorithms.core.backend import device_name, get_xp  # noqa: E402
-from isles.algorithms.de.crossover import crossover_mask  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.algorithms.de.crossover import crossover_mask  # noqa: E402
 
 DIMS = (10, 100, 1000, 10000)
 POPS = (100, 1000, 10000)
@@ -58,7 +58,10 @@ def main() -> None:
         for n in POPS:
             if n * d > a.max_elements:
                 continue
-            cells = [f"{time_us(xp, lambda k=k: crossover_mask(k, rng, 1, n, d, a.cr), a.repeat):.1f}" for k in KINDS]
+            cells = [
+                f"{time_us(xp, lambda k=k, n=n, d=d: crossover_mask(k, rng, 1, n, d, a.cr), a.repeat):.1f}"
+                for k in KINDS
+            ]
             print(f"| {d} | {n} | " + " | ".join(cells) + " |")
 
 

@@ -39,11 +39,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-
 from isles.algorithms.core.backend import device_name, dtype_of, get_xp, synchronize  # noqa: E402
 from isles.algorithms.core.base import Context  # noqa: E402
-from isles.algorithms.de.de import DE  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.algorithms.de.de import DE  # noqa: E402
 from isles.problems import make_problem  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
 

@@ -21,7 +21,6 @@ sys.path.insert(0, str(ROOT))
 
 import cupy as cp  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
-
 from isles.app.job import run_job  # noqa: E402
 from isles.islands import span_graph  # noqa: E402
 

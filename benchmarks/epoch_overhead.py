@@ -36,9 +36,9 @@ def main(argv=None) -> int:
     )
     a = ap.parse_args(argv)
     from hydra.utils import instantiate  # noqa: PLC0415
-
     from isles.islands.coordinator import Coordinator  # noqa: PLC0415
     from isles.islands.group import IslandGroup  # noqa: PLC0415
+
     from tests.helpers import make_cfg, plain, run_span  # noqa: PLC0415
 
     cfg = plain(

@@ -55,7 +55,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-
 from isles.islands.control.callbacks import Callback  # noqa: E402
 from isles.problems.base import Problem  # noqa: E402
 
@@ -196,9 +195,8 @@ def run_isles(mode: str, actors: int, span: float, seed: int, generations: int, 
     generations per island)."""
     from hydra import compose, initialize_config_dir  # noqa: PLC0415
     from hydra.utils import instantiate  # noqa: PLC0415
-    from omegaconf import OmegaConf  # noqa: PLC0415
-
     from isles.islands.coordinator import Coordinator  # noqa: PLC0415
+    from omegaconf import OmegaConf  # noqa: PLC0415
 
     log_dir = Path(tempfile.mkdtemp(prefix="isles-expensive-"))
     overrides = [

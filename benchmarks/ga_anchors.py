@@ -62,7 +62,6 @@ from ga_anchors_arrays import array_ga, torch_ga
 from ga_anchors_libraries import deap_ga, evox_status, pygmo_ga
 from ga_anchors_workload import HEADER, WORKLOAD_A, Anchor, scaled_workload_a
 
-
 # ---- all anchors ----------------------------------------------------------------------------------
 
 ANCHORS_GPU = ("cupy", "torch", "torch_compile", "evox", "deap", "pygmo")

@@ -7,9 +7,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
 from ga_anchors_workload import Anchor, _check_workload, _perf_timer, _timed_generations, resolve_p_m
-
 
 # ---- (a) plain CuPy / NumPy -----------------------------------------------------------------------
 

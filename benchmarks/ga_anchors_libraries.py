@@ -8,9 +8,7 @@ import statistics
 import time
 
 import numpy as np
-
 from ga_anchors_workload import DEAP_GENES, PYGMO_GENES, Anchor, _check_workload, default_run_pop, resolve_p_m
-
 
 # ---- (c) DEAP -------------------------------------------------------------------------------------
 
@@ -67,7 +65,7 @@ def deap_ga(
         offspring = tb.select(population, len(population) - n_elite)
         offspring = algorithms.varAnd(offspring, tb, cxpb=p_c, mutpb=1.0)
         invalid = [ind for ind in offspring if not ind.fitness.valid]
-        for ind, fit in zip(invalid, map(tb.evaluate, invalid)):
+        for ind, fit in zip(invalid, map(tb.evaluate, invalid), strict=False):
             ind.fitness.values = fit
         return elite + offspring
 
@@ -90,7 +88,7 @@ def deap_ga(
     scale = pop / R
     t = statistics.median(times) * scale
     note = "DEAP varAnd (pairs cross, both children kept), deepcopy clone, 1 core; " + (
-        f"ran N={R}, time x{scale:.4g} to N={pop}" if R < pop else "full population"
+        f"ran N={R}, time x{scale:.4g} to N={pop}" if pop > R else "full population"
     )
     return Anchor(
         "deap (list of bools)",
@@ -187,7 +185,7 @@ def pygmo_ga(
     note = (
         "sga: tournament 2, single-point cr=0.9 with a random partner, uniform int mutation m=2/L, "
         "(mu+lambda) survival; 1 core; "
-        + (f"ran N={R}, time x{scale:.4g} to N={pop}" if R < pop else "full population")
+        + (f"ran N={R}, time x{scale:.4g} to N={pop}" if pop > R else "full population")
     )
     return Anchor("pygmo sga", "cpu", pop, n_bits, t * scale * 1e6, n, R, best0, best, setup, note)
 

@@ -8,7 +8,6 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
-
 #: workload A (issue 6): trap-5, L = 10^5, N = 4096, isles' GA defaults
 WORKLOAD_A = {"n_bits": 100_000, "k": 5, "pop": 4096, "group_size": 2, "p_c": 0.9, "p_m": None, "n_elite": 1}
 

@@ -53,9 +53,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-import numpy as np  # noqa: E402
-
 import ga_anchors  # noqa: E402
+import numpy as np  # noqa: E402
 from ga_anchors_workload import scaled_workload_a  # noqa: E402
 from ga_bench_isles import Row, _fail, load_isles, measure_isles  # noqa: E402
 

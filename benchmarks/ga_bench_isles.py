@@ -8,9 +8,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-
 from ga_anchors_workload import _perf_timer, _timed_generations
-
 
 GA_FIELDS = (
     "pop_size",

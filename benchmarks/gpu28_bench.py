@@ -52,7 +52,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-
 from isles.algorithms.core.base import Context  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
@@ -97,7 +96,6 @@ def _torch_time(torch, fn, repeats: int = 5) -> float:
 # -- part a: L-SHADE 64 x (100, 50) ----------------------------------------------------------------
 def part_a(args) -> None:
     import cupy as cp  # noqa: PLC0415
-
     from isles.algorithms.lshade.epoch import EpochLSHADE, default_block, virtual_lanes  # noqa: PLC0415
     from isles.algorithms.lshade.jso import JSO  # noqa: PLC0415
     from isles.algorithms.lshade.lshade import LSHADE  # noqa: PLC0415
@@ -118,7 +116,7 @@ def part_a(args) -> None:
         for eb in blocks:
             k = EpochLSHADE(alg, ctx, eblock=eb)
             k.run(s, 4, s["evals"])  # compiled
-            ms = _cupy_time(cp, lambda k=k: k.run(s, args.lgens, s["evals"]))
+            ms = _cupy_time(cp, lambda k=k, s=s: k.run(s, args.lgens, s["evals"]))
             us = 1e3 * ms / args.lgens
             rows.append(
                 ("epoch kernel", dt, eb, f"{us:.2f}", f"**{us / I:.4f}**", "met" if us / I <= 0.05 else "missed")
@@ -128,14 +126,14 @@ def part_a(args) -> None:
         sj = jso.run(ctx, jso.init(ctx), 2)
         kj = EpochLSHADE(jso, ctx)
         kj.run(sj, 4, sj["evals"])
-        us = 1e3 * _cupy_time(cp, lambda: kj.run(sj, args.lgens, sj["evals"])) / args.lgens
+        us = 1e3 * _cupy_time(cp, lambda kj=kj, sj=sj: kj.run(sj, args.lgens, sj["evals"])) / args.lgens
         rows.append(
             ("epoch kernel, jSO", dt, kj.block, f"{us:.2f}", f"{us / I:.4f}", "met" if us / I <= 0.05 else "missed")
         )
         off = LSHADE(**kw, epoch=False)
         off.run(ctx, s, 2)
         gens = 20
-        ms = _cupy_time(cp, lambda: off.run(ctx, s, gens), repeats=3)
+        ms = _cupy_time(cp, lambda off=off, ctx=ctx, s=s, gens=gens: off.run(ctx, s, gens), repeats=3)
         us = 1e3 * ms / gens
         rows.append(("array code", dt, "-", f"{us:.1f}", f"{us / I:.3f}", "missed" if us / I > 0.05 else "met"))
     print(
@@ -233,7 +231,6 @@ def _evox_cmaes_step(torch, D: int, I: int, lam: int, dtype):
 
 def part_b(args) -> None:
     import cupy as cp  # noqa: PLC0415
-
     from isles.algorithms.cmaes.cmaes import CMAES  # noqa: PLC0415
     from isles.algorithms.core.plan import CapturedRun  # noqa: PLC0415
     from isles.problems.benchmarks import Sphere  # noqa: PLC0415
@@ -409,7 +406,7 @@ def part_c(args) -> None:
     budget = 10000 * D
     funcs = args.functions
     if args.targets:
-        targets = dict(zip(funcs, args.targets))
+        targets = dict(zip(funcs, args.targets, strict=False))
     else:
         t0 = time.monotonic()
         targets = sade_targets(funcs, D, args.seeds)

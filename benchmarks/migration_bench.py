@@ -33,10 +33,10 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     import cupy as cp  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
-
     from isles.islands.migration import fused as fm  # noqa: PLC0415
     from isles.islands.migration import moves as migration  # noqa: PLC0415
     from isles.islands.migration.policies import FairReplace, SelectBest  # noqa: PLC0415
+
     from tests.fused_migration_cases import Plain, plans, random_state  # noqa: PLC0415
 
     ids, inbound = plans(a.islands)[0 if a.plan == "ring" else 1]

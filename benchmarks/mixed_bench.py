@@ -36,11 +36,10 @@ sys.path.insert(0, str(ROOT))
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from isles.islands.mixed import group_metric  # noqa: E402
 from isles.islands.config.schema import validated  # noqa: E402
 from isles.islands.coordinator import Coordinator  # noqa: E402
+from isles.islands.mixed import group_metric  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
 SIZE = {"de": "pop_size", "fep": "pop_size", "pso": "n_particles"}
 COMMON = ["topology=ring", "islands.migration_interval=50", "logger=none", "progress=false"]
@@ -93,7 +92,11 @@ def main() -> None:
             med, lo, hi, evals, share, fs = rows[arm]
             shares = ", ".join(f"{n} {v:.2f}" for n, v in share.items())
             mix = rows["mix"][5] if "mix" in rows and arm != "mix" else None
-            paired = f"{sum(m < f for m, f in zip(mix, fs))} / {sum(m > f for m, f in zip(mix, fs))}" if mix else ""
+            paired = (
+                f"{sum(m < f for m, f in zip(mix, fs, strict=False))} / {sum(m > f for m, f in zip(mix, fs, strict=False))}"
+                if mix
+                else ""
+            )
             print(
                 f"| {problem} | {arm} | {med:.4g} | {lo:.4g} | {hi:.4g} | {1 + sum(rows[o][0] < med for o in arms)} | {paired} | {evals:,} | {shares} |"
             )

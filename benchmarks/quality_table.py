@@ -24,8 +24,8 @@ from mlflow.tracking import MlflowClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from isles.islands.config.build import build_problem  # noqa: E402
 from isles.app.sweep_runs import PARENT_TAG, SWEEP_TAG  # noqa: E402
+from isles.islands.config.build import build_problem  # noqa: E402
 
 
 def _quoted(value: str) -> str:
@@ -97,7 +97,7 @@ def table(rows: dict) -> str:
         wall = np.array([v[2] for v in vals])
         evals = np.array([v[3] for v in vals])
         fs = problem.f_star
-        gap = (lambda x: f"{100 * (x - fs) / abs(fs):.4f} %") if fs else (lambda x: "")
+        gap = (lambda x, fs=fs: f"{100 * (x - fs) / abs(fs):.4f} %") if fs else (lambda x: "")
         out.append(
             f"| {problem.name} | {group} | {len(f)} | {f.min():.7g} | {np.median(f):.7g} | {f.mean():.7g} | {f.std(ddof=1) if len(f) > 1 else 0:.3g} "
             f"| {f.max():.7g} | {feas.sum()}/{len(f)} | {gap(f.min())} | {gap(np.median(f))} | {np.nanmean(evals):,.0f} | {np.nanmean(wall):.2f} |"

@@ -69,7 +69,6 @@ def main() -> None:
     import isles.app.job as job  # noqa: PLC0415
     import isles.islands.control.probe as probe  # noqa: PLC0415
     from hydra._internal.hydra import Hydra  # noqa: PLC0415
-
     from isles.islands.coordinator import Coordinator  # noqa: PLC0415
 
     for obj, name, label in (

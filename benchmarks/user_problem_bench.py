@@ -54,7 +54,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-
 from isles.algorithms.core.backend import device_name, get_xp  # noqa: E402
 from isles.algorithms.core.base import Context  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
@@ -218,8 +217,9 @@ def cmepso_row(iterations: int, cpu_iterations: int) -> dict:
 
 def cde_row(cycles: int, cpu_cycles: int) -> dict:
     """CDE on g07 through the augmented Lagrangian (P3, n = 50, 20 islands), seconds per 200 cycles."""
-    from benchmarks.cde_bench import time_cycles  # noqa: PLC0415
     import cupy as cp  # noqa: PLC0415
+
+    from benchmarks.cde_bench import time_cycles  # noqa: PLC0415
 
     out = {"workload": "cde g07 (P3) n=50, 20 islands, 200 cycles"}
     for path in ("graph", "graph-generic"):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import time
 
+from isles.islands.config.schema import check_plugins, typed, validated
 from isles.islands.control import checkpoint
 from isles.islands.control.async_loop import AsyncLoop
 from isles.islands.control.budget import budget_generations
@@ -40,10 +41,9 @@ from isles.islands.control.recovery import (
     check_resumable,
     resumable_config,
 )
+from isles.islands.control.sync_loop import SyncLoop
 from isles.islands.mixed import GroupBooks
 from isles.islands.results import RunResult, island_nodes
-from isles.islands.config.schema import check_plugins, typed, validated
-from isles.islands.control.sync_loop import SyncLoop
 
 __all__ = ["Coordinator", "RestartFailed", "RunResult", "stop_target"]
 

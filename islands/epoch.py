@@ -72,7 +72,7 @@ class Rows:
         return len(self.generation)
 
     @classmethod
-    def of(cls, row: Row) -> "Rows":
+    def of(cls, row: Row) -> Rows:
         """One epoch's :class:`Row` as a block of one (views, no copies)."""
 
         def one(v):

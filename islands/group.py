@@ -23,27 +23,26 @@ import threading
 import time
 
 import numpy as np
-
 from isles.algorithms.core.backend import device_name, dtype_of, get_xp, synchronize, to_host
-from isles.algorithms.core.threads import limit_blas_threads
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.graph import GraphStepper
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import CounterRNG
+from isles.algorithms.core.threads import limit_blas_threads
 from isles.islands import span_graph
 from isles.islands.config.build import build_algorithm, build_evaluator
-from isles.islands.epoch import Row, Rows, run_epoch
-from isles.islands.transport.peer_links import PeerLinks
-from isles.islands.migration.moves import emigrants_of, migration_events
-from isles.islands.mixed import layout_of
 from isles.islands.control.placement import ray_location
-from isles.islands.migration.planner import arrivals_plan, fixed_plan, migration_edges
+from isles.islands.epoch import Row, Rows, run_epoch
 from isles.islands.migration.contract import Guarded, MigrationContext, guarded, policy_rng
+from isles.islands.migration.moves import emigrants_of, migration_events
+from isles.islands.migration.planner import arrivals_plan, fixed_plan, migration_edges
 from isles.islands.migration.policies import replacement_policy, selection_policy
+from isles.islands.mixed import layout_of
 from isles.islands.records import EpochSummary, GroupSnapshot, GroupSpec, Plan, SpanOrder
 from isles.islands.span_graph import SpanGraph
-from isles.islands.transport.link import ActorTransport, Alone, Arrivals
 from isles.islands.transport.kinds import span_link
+from isles.islands.transport.link import ActorTransport, Alone, Arrivals
+from isles.islands.transport.peer_links import PeerLinks
 
 log = logging.getLogger(__name__)
 
@@ -428,7 +427,7 @@ class IslandGroup(PeerLinks):
                 self.stepper = None
             self.state = {k: self.xp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in state.items()}
             if plugins is not None:
-                for p, st in zip(self.plugins, plugins):
+                for p, st in zip(self.plugins, plugins, strict=False):
                     p.load_state_dict(st)
 
     def regroup(self, island_ids, state: dict, plugins: list | None = None) -> None:

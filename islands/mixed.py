@@ -28,7 +28,6 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-
 from isles.algorithms.core.base import Context, IslandAlgorithm, State
 from isles.algorithms.core.population import Population, PopulationRoles
 from isles.algorithms.core.random import CounterRNG
@@ -184,7 +183,7 @@ class Mixed(IslandAlgorithm):
         ]
         self.sizes = [int(g["islands"]) for g in groups]
         self.starts = [int(s) for s in np.cumsum([0] + self.sizes[:-1])]
-        for j, (g, a) in enumerate(zip(groups, self.algorithms)):
+        for j, (g, a) in enumerate(zip(groups, self.algorithms, strict=False)):
             if a.minmax or len(a.population_sizes()) != 1:
                 raise ValueError(
                     f"groups.{g.get('key', j)}.algorithm={type(a).__name__}: a family with several populations (min-max) "
@@ -267,7 +266,7 @@ class Mixed(IslandAlgorithm):
     def emigrants(self, parts: list, chosen: list) -> PopulationRoles:
         """The batch's emigrants ``(I, k)`` of the ``parts``' ``{None: Population}``, as they travel
         (:func:`common`), under the role :data:`ROLE`."""
-        pops = [common(c[None], p.algorithm, self.dtype) for p, c in zip(parts, chosen)]
+        pops = [common(c[None], p.algorithm, self.dtype) for p, c in zip(parts, chosen, strict=False)]
         return PopulationRoles({ROLE: Population.concat(pops, axis=0)})
 
     def _islands(self, j: int, st: State) -> int:
@@ -284,8 +283,8 @@ class Mixed(IslandAlgorithm):
 
         Raises:
             NotImplementedError: a family does not declare its counts."""
-        at_init = sum(n * int(a.initial_evaluations()) for n, a in zip(self.sizes, self.algorithms))
-        per = sum(n * int(a.evaluations_per_generation()) for n, a in zip(self.sizes, self.algorithms))
+        at_init = sum(n * int(a.initial_evaluations()) for n, a in zip(self.sizes, self.algorithms, strict=False))
+        per = sum(n * int(a.evaluations_per_generation()) for n, a in zip(self.sizes, self.algorithms, strict=False))
         return at_init, per
 
     # -- the interface ------------------------------------------------------------------------------
@@ -327,12 +326,12 @@ class Mixed(IslandAlgorithm):
         fam = lambda ids, j: [i for i in ids if self.family_of(i) == j]  # noqa: E731
         parts = [{} for _ in new_groups]
         for j, a in enumerate(self.algorithms):
-            old = [(st, fam(ids, j)) for st, ids in zip(states, old_groups) if fam(ids, j)]
+            old = [(st, fam(ids, j)) for st, ids in zip(states, old_groups, strict=False) if fam(ids, j)]
             new = [(n, fam(ids, j)) for n, ids in enumerate(new_groups) if fam(ids, j)]
             moved = checkpoint.regroup(
                 [self.part(st, j) for st, _ in old], [o for _, o in old], [i for _, i in new], a.island_axes
             )
-            for (n, _), st in zip(new, moved):
+            for (n, _), st in zip(new, moved, strict=False):
                 parts[n][j] = st
         out, generation = [], states[0]["generation"]
         adopted = sum(int(st.get("adopted_evals", 0)) for st in states)

@@ -10,9 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 
 import numpy as np
-
 from isles.problems.constraints import argbest
-
 
 #: items a :class:`RecordLog` keeps whole at the end of a run (the latest), and the most it keeps
 #: of the items before them (an evenly thinned sample, the first included)

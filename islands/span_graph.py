@@ -33,7 +33,6 @@ bit (``tests/test_runtime_gpu.py``; over NCCL ``tests/test_exchange_gpu.py``).
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core import backend
 from isles.algorithms.core.graph import DirectStepper, GraphStepper, RowRing
 from isles.algorithms.core.graph import prefixed as _prefixed

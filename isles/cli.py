@@ -28,15 +28,15 @@ from omegaconf import DictConfig
 
 from isles import early
 from isles.algorithms.core import kernel_lists, precompile
-from isles.islands.coordinator import RestartFailed
 from isles.app.errors import error_message, is_config_error
 from isles.app.job import failure_line, run_job
-from isles.app.sweep_runs import sweep_info
 from isles.app.overrides import preprocess_argv
+from isles.app.sweep_runs import sweep_info
 from isles.app.sweeper import JobFailed, check_plugin_extras, use_isles_sweeper
 from isles.app.tracking_journal import start_background_sync
 from isles.app.tracking_process import prestart, record_failure
 from isles.islands.config.schema import check_override_keys
+from isles.islands.coordinator import RestartFailed
 
 CONF_DIR = str(Path(__import__("isles.conf", fromlist=["_"]).__file__).resolve().parent)
 """The Hydra config directory (``conf/`` of a checkout, or ``isles/conf`` of an installed wheel)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 import traceback
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from array_api_compat import array_namespace

@@ -24,7 +24,6 @@ import math
 
 import numpy as np
 from array_api_compat import array_namespace
-
 from isles.problems.base import Problem, positive_int
 
 __all__ = ["OneMax", "Trap", "Knapsack", "KNAPSACK_KINDS", "knapsack_optimum"]
@@ -191,10 +190,7 @@ def knapsack_instance(n_items: int, kind: str = "uncorrelated", seed: int = 0, R
         raise ValueError(f"problem.kind={kind!r}: allowed values are {'|'.join(KNAPSACK_KINDS)}")
     rng = np.random.default_rng(seed)
     w = rng.integers(1, R + 1, size=n, dtype=np.int64)
-    if kind == "uncorrelated":
-        p = rng.integers(1, R + 1, size=n, dtype=np.int64)
-    else:
-        p = w + R // 10
+    p = rng.integers(1, R + 1, size=n, dtype=np.int64) if kind == "uncorrelated" else w + R // 10
     return w, p
 
 

@@ -18,7 +18,6 @@ runs them through the augmented Lagrangian (:class:`isles.problems.minmax.Augmen
 from __future__ import annotations
 
 from array_api_compat import array_namespace
-
 from isles.problems.base import Problem
 
 __all__ = ["G01", "G07", "G09", "G10"]

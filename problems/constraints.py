@@ -24,9 +24,7 @@ evaluations is returned so that the runtime can log it as the metric ``nan_evalu
 from __future__ import annotations
 
 import numpy as np
-
 from array_api_compat import array_namespace
-
 from isles.problems.base import first_evaluation
 
 HANDLINGS = ("feasibility", "penalty", "augmented_lagrangian")

@@ -26,7 +26,6 @@ import subprocess
 import tempfile
 
 import numpy as np
-
 from isles.problems.base import objective_macros
 
 __all__ = ["HostObjective", "host_objective", "compiler", "compile_c", "cache_dir", "pack_bits_le"]
@@ -233,10 +232,7 @@ class HostObjective:
         if n_threads < 1:
             raise ValueError(f"host objective: n_threads={n_threads} must be >= 1")
         rows = X.shape[0]
-        if self.genome == "bits":
-            data = pack_bits_le(X)
-        else:
-            data = np.ascontiguousarray(X, dtype=self.dtype)
+        data = pack_bits_le(X) if self.genome == "bits" else np.ascontiguousarray(X, dtype=self.dtype)
         f = np.empty(rows, dtype=self.dtype)
         v = np.empty(rows, dtype=self.dtype)
         self._lib.isles_eval(

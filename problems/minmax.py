@@ -35,11 +35,10 @@ the switch (``shared/problems.md`` section 7.1).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from array_api_compat import array_namespace
-
 from isles.problems.base import Problem, box
 from isles.problems.constraints import as_inequalities, equalities
 

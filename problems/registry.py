@@ -7,9 +7,9 @@ Ids and formulations follow ``shared/problems.md`` (sections 3, 4 and 5); the bi
 from __future__ import annotations
 
 from isles.problems.base import Problem
+from isles.problems.benchmarks import Ackley, Griewank, Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere
 from isles.problems.binary import Knapsack, OneMax, Trap
 from isles.problems.cec2006 import G01, G07, G09, G10
-from isles.problems.benchmarks import Ackley, Griewank, Rastrigin, Rosenbrock, Schwefel12, Schwefel226, Sphere
 from isles.problems.engineering import (
     SpeedReducer,
     SpeedReducerB,

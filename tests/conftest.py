@@ -33,7 +33,11 @@ def _runs_isles(args: list[str]) -> bool:
     names = [Path(a).name for a in args]
     if {"show", "sync", "precompile"} & set(args[1:4]):
         return False
-    return "run.py" in names or "isles" in names[:1] or any(a == "-m" and b == "isles" for a, b in zip(args, args[1:]))
+    return (
+        "run.py" in names
+        or "isles" in names[:1]
+        or any(a == "-m" and b == "isles" for a, b in zip(args, args[1:], strict=False))
+    )
 
 
 @pytest.fixture(autouse=True)

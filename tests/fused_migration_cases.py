@@ -9,7 +9,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
-
 from isles.algorithms.core.base import IslandAlgorithm
 from isles.algorithms.core.population import Population
 from isles.islands.migration import fused as fm
@@ -141,6 +140,6 @@ def compare(
     for key in s0:
         _same(s0[key], s1[key], f"state {key}")
     assert len(v0) == len(v1) == 1
-    for what, a, b in zip(("src_of", "order", "accepted", "f_new"), v0[0], v1[0]):
+    for what, a, b in zip(("src_of", "order", "accepted", "f_new"), v0[0], v1[0], strict=False):
         _same(a, b, f"event {what}")
     assert repr(migration.migration_events(v0, ids)) == repr(migration.migration_events(v1, ids))  # NaN f moved

@@ -3,10 +3,9 @@
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf, open_dict
-
 from isles.app.overrides import preprocess, retarget
 from isles.islands.config import schema as _schema  # noqa: F401  (registers isles_schema in Hydra's ConfigStore)
+from omegaconf import OmegaConf, open_dict
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
@@ -36,7 +35,6 @@ def island_ctx(xp, prob, islands=3, seed=4, dtype=None, handling="feasibility", 
     default) for ``prob``, with the evaluator's ``handling`` (penalty factor 100) and a stop
     ``target``: the epoch-kernel tests' context."""
     import numpy as np  # noqa: PLC0415
-
     from isles.algorithms.core.base import Context  # noqa: PLC0415
     from isles.algorithms.core.random import CounterRNG  # noqa: PLC0415
     from isles.problems.constraints import Evaluator  # noqa: PLC0415
@@ -115,7 +113,6 @@ def cmepso_run(*overrides: str):
     plug-in, ``conf/plugin/master_swarm.yaml``) in this process, without MLflow or progress output;
     ``overrides`` name the device. Its :class:`isles.islands.results.RunResult`."""
     from hydra.utils import instantiate  # noqa: PLC0415
-
     from isles.islands.config.build import build_plugins  # noqa: PLC0415
     from isles.islands.coordinator import Coordinator  # noqa: PLC0415
 
@@ -131,7 +128,7 @@ def assert_same_runs(a, b, metrics=()) -> None:
     assert a.best_f == b.best_f and a.evaluations == b.evaluations
     np.testing.assert_array_equal(a.best_x, b.best_x)
     assert len(a.history) == len(b.history)
-    for x, y in zip(a.history, b.history):
+    for x, y in zip(a.history, b.history, strict=False):
         np.testing.assert_array_equal(x.island_best_f, y.island_best_f)
         for key in metrics:
             assert x.plugin_metrics[key] == y.plugin_metrics[key], key

@@ -5,7 +5,6 @@ method of array code over ``xp`` (NumPy or CuPy), without host synchronisation. 
 topology, ``topology={_target_: tests.migration_policies.Chain}`` (issue 34)."""
 
 import numpy as np
-
 from isles.islands.migration.policies import Replacement, Selection, rank_order, worst_first
 from isles.islands.migration.topology import Topology
 

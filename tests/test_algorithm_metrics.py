@@ -10,8 +10,6 @@ import math
 
 import numpy as np
 import pytest
-from mlflow.tracking import MlflowClient
-
 from isles.algorithms.cmaes.cmaes import CMAES
 from isles.algorithms.core.base import Context, IslandAlgorithm
 from isles.algorithms.core.random import CounterRNG
@@ -20,6 +18,7 @@ from isles.app import job
 from isles.islands.results import CSV, MLFLOW, island_metric_columns
 from isles.problems.benchmarks import Rastrigin
 from isles.problems.constraints import Evaluator
+from mlflow.tracking import MlflowClient
 
 from tests.helpers import island_ctx, make_cfg
 from tests.test_records import a_record

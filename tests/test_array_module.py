@@ -5,7 +5,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-
 from isles.algorithms.core import backend, population
 from isles.algorithms.ga import operators
 from isles.islands.migration import contract, policies

@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
-from isles.islands.control.callbacks import Callback
 from isles.algorithms.core.population import Population
 from isles.islands.control import checkpoint
+from isles.islands.control.callbacks import Callback
 from isles.islands.control.pool import Claims, SharedBudget, shares_itself, spendable
 from isles.islands.coordinator import Coordinator
 from isles.islands.records import Route
 from isles.islands.transport.link import ActorTransport, Arrivals, Inbox
+
 from tests.helpers import make_cfg, plain
 
 DE = [
@@ -138,7 +138,7 @@ def test_async_on_one_actor_is_the_sync_run():
     run = coordinator("islands.mode=async", "islands.n_actors=1", "+problem.row_s=0").run()
     assert run.best_f == sync.best_f and np.array_equal(run.best_x, sync.best_x)
     assert [h.epoch for h in run.history] == [h.epoch for h in sync.history]
-    for a, b in zip(run.history, sync.history):
+    for a, b in zip(run.history, sync.history, strict=False):
         np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
     assert run.migration_count == sync.migration_count > 0
 

@@ -11,6 +11,7 @@ cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
 from isles.islands.coordinator import Coordinator  # noqa: E402
+
 from tests.helpers import make_cfg, plain  # noqa: E402
 
 DE = [

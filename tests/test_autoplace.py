@@ -3,14 +3,14 @@ real probe on the CPU (CPU actors standing in for GPUs), and a run that takes it
 asserted here: ``benchmarks/placement_bench.py`` compares the default with ``islands.n_actors=1``."""
 
 import pytest
-from mlflow.tracking import MlflowClient
-
 from isles.app import job
 from isles.app.job import prepare, run_job
 from isles.islands.config.schema import Validated
 from isles.islands.control import autoplace
 from isles.islands.control.autoplace import candidates, choose
 from isles.islands.control.cost_model import DeviceCosts, Workload, pick, predicted
+from mlflow.tracking import MlflowClient
+
 from tests.helpers import make_cfg
 
 TINY_RING = (
@@ -216,7 +216,6 @@ def test_a_one_time_cost_in_the_first_generation_is_not_taken_for_the_generation
     import time
 
     import numpy as np
-
     from isles.islands.control import probe
 
     class FirstIsSlow:

@@ -17,6 +17,7 @@ from isles.app.job import prepare, run_job  # noqa: E402
 from isles.islands.control import autoplace  # noqa: E402
 from isles.islands.control.autoplace import choose  # noqa: E402
 from isles.islands.control.cost_model import pick  # noqa: E402
+
 from tests.helpers import make_cfg  # noqa: E402
 
 pytestmark = pytest.mark.gpu

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from isles.app import job
+from isles.app.job import run_job
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 
-from isles.app import job
-from isles.app.job import run_job
 from isles.show import main as show_main
 from tests.helpers import make_cfg
 from tests.test_failure_reporting import USER_MINMAX

@@ -8,7 +8,6 @@ import itertools
 
 import numpy as np
 import pytest
-
 from isles.problems.binary import KNAPSACK_KINDS, Knapsack, OneMax, Trap, knapsack_instance, knapsack_optimum
 from isles.problems.constraints import Evaluator
 from isles.problems.registry import make_problem
@@ -177,8 +176,9 @@ def test_knapsack_errors_name_the_field():
 
 
 def test_registry_and_configs_build_the_binary_problems():
-    import yaml  # noqa: PLC0415  (omegaconf's dependency)
     from pathlib import Path  # noqa: PLC0415
+
+    import yaml  # noqa: PLC0415  (omegaconf's dependency)
 
     root = Path(__file__).resolve().parents[1] / "conf" / "problem"
     for name, cls in (("onemax", OneMax), ("trap5", Trap), ("knapsack", Knapsack)):

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hydra.utils import get_class, instantiate
-from isles.islands.control.budget import evaluation_counts, evaluations_after
 from isles.islands.config.build import build_algorithm
-from isles.islands.coordinator import Coordinator
 from isles.islands.config.schema import validated
+from isles.islands.control.budget import evaluation_counts, evaluations_after
+from isles.islands.coordinator import Coordinator
 from isles.problems.base import Problem
 
 from tests.helpers import make_cfg, plain

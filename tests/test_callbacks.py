@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-
 from isles.app import job
 from isles.app.callbacks import RunContext, build_callbacks
 from isles.app.progress import ConsoleProgress
 from isles.app.run_files import HistoryFiles, SolutionFile
 from isles.islands.control.callbacks import Callback, Monitors
+
 from tests.helpers import make_cfg
 
 TINY = ("algorithm=de", "problem=sphere", "problem.dim=4", "algorithm.pop_size=8", "islands.n=2", "generations=6")

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from isles.algorithms.coevolution.cde import CDE, CDEParams
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.random import CounterRNG
-from isles.algorithms.de.de import apply_bounds, mutant_vectors, sample_indices
 from isles.algorithms.de.crossover import crossover_mask
+from isles.algorithms.de.de import apply_bounds, mutant_vectors, sample_indices
 from isles.islands.config.build import build_evaluator, check_pairing
 from isles.islands.group import IslandGroup
 from isles.islands.records import GroupSpec
@@ -18,6 +17,7 @@ from isles.problems.cec2006 import G07, G10
 from isles.problems.constraints import Evaluator, feasibility_report
 from isles.problems.engineering import Spring
 from isles.problems.minmax import AugmentedLagrangian, SaddleP1, al_penalty
+
 from tests.helpers import numpy_twin, one_epoch
 from tests.user_problems import BadPayoff, UserSaddle
 
@@ -71,7 +71,7 @@ def test_al_payoff_against_loop_with_scales():
             g = g[0] / p.constraint_scale
             for b in range(4):
                 want = f[0]
-                for gi, mi in zip(g, Y[i, b]):
+                for gi, mi in zip(g, Y[i, b], strict=False):
                     want += mi * gi + 100.0 * gi * gi if gi >= -mi / 200.0 else -mi * mi / 400.0
                 assert L[i, a, b] == pytest.approx(want, rel=1e-13)
     assert (al.y_dim, al.y_lower.max(), al.y_upper.min()) == (6, 0.0, 5.0)

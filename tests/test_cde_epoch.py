@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from isles.algorithms.coevolution.cde import CDE
 from isles.algorithms.coevolution.epoch import host_epoch, layout, terms_error, unsupported_reason
 from isles.algorithms.core.base import Context
@@ -21,6 +20,7 @@ from isles.problems.constraints import Evaluator
 from isles.problems.cuda_check import compiler
 from isles.problems.engineering import Spring
 from isles.problems.minmax import AugmentedLagrangian, SaddleP1
+
 from tests.helpers import numpy_twin
 from tests.user_problems import UserSaddle
 

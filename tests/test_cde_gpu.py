@@ -20,8 +20,8 @@ from isles.algorithms.core.base import Context  # noqa: E402
 from isles.algorithms.core.graph import GraphStepper  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.problems.cec2006 import G01, G07, G09, G10  # noqa: E402
-from isles.problems.engineering import Spring  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
+from isles.problems.engineering import Spring  # noqa: E402
 from isles.problems.minmax import AugmentedLagrangian, SaddleP1  # noqa: E402
 
 pytestmark = pytest.mark.gpu

@@ -10,9 +10,10 @@ import pytest
 
 pg = pytest.importorskip("pygmo")
 
+from isles.problems.constraints import Evaluator  # noqa: E402
+
 from benchmarks.cec_bench import CEC2014, error, run_one  # noqa: E402
 from benchmarks.cec_report import complete_runs, errors, report, time_to_target, wilcoxon_wtl  # noqa: E402
-from isles.problems.constraints import Evaluator  # noqa: E402
 
 
 @pytest.mark.parametrize("fid", [1, 2, 3, 4, 9, 10, 17, 23])

@@ -9,9 +9,10 @@ import pytest
 
 pytest.importorskip("pygmo")
 
-from benchmarks.cec_gpu import CECRebuilt  # noqa: E402
 from isles.algorithms.core.cuda_prelude import PRELUDE  # noqa: E402
 from isles.problems.cuda_check import compiler, host_objective  # noqa: E402
+
+from benchmarks.cec_gpu import CECRebuilt  # noqa: E402
 
 
 @pytest.mark.parametrize("fid", [1, 8, 10])

@@ -7,13 +7,13 @@ import time
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
 from isles.algorithms.core.population import Population
-from isles.islands.transport.channels import ChannelLinks, ChannelTransport
-from isles.islands.coordinator import Coordinator
 from isles.islands.control.executor import Executor
+from isles.islands.coordinator import Coordinator
+from isles.islands.transport.channels import ChannelLinks, ChannelTransport
 from isles.islands.transport.kinds import CHANNELS
 from isles.islands.transport.link import Aborted
+
 from tests.helpers import make_cfg, plain
 from tests.test_spmd import DE
 

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from isles.algorithms.core.backend import cupy_or_none
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -409,7 +409,6 @@ def test_numpy_generation_without_injections_splices_nothing(monkeypatch):
     """Without pending injections a NumPy generation does not compute the clipped steps (nothing
     would be spliced in); with them it does: the state is the same either way as before."""
     from isles.algorithms.cmaes import cmaes as cm  # noqa: PLC0415
-
     from isles.problems import make_problem  # noqa: PLC0415
 
     ctx = Context(np, np.float64, Evaluator(make_problem("sphere", dim=5)), CounterRNG(np, 2, [0, 1]))

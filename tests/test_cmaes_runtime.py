@@ -7,7 +7,6 @@ tests/test_cmaes.py. NumPy only, seconds.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from hydra.utils import get_class, instantiate
@@ -17,9 +16,9 @@ from isles.algorithms.core.base import Context
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import CounterRNG
 from isles.app import job
+from isles.islands.config.build import build_algorithm
 from isles.islands.control import checkpoint
 from isles.islands.control.budget import evaluation_counts, evaluations_after
-from isles.islands.config.build import build_algorithm
 from isles.islands.coordinator import Coordinator
 from isles.islands.migration.moves import emigrants_of, immigrate
 from isles.problems.base import Problem, ScalableProblem
@@ -269,7 +268,7 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
     sa, sb = checkpoint.load(straight)["states"], checkpoint.load(half)["states"]
     assert len(sa) == len(sb)
     restarted = 0
-    for x, y in zip(sa, sb):
+    for x, y in zip(sa, sb, strict=False):
         assert x.keys() == y.keys()
         for k in x:
             np.testing.assert_array_equal(x[k], y[k], err_msg=k)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
-
 from isles.islands.config.build import build_algorithm, build_problem
+
 from tests.helpers import make_cfg, plain
 
 EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "experiment").glob("*.yaml"))

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from isles.problems.base import Problem
 from isles.problems.constraints import Evaluator, argbest, better, feasibility_report, total_violation
 

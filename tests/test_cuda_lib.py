@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from isles.algorithms.core import cuda_lib
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.random import CounterRNG
@@ -61,11 +60,14 @@ def test_every_header_has_an_include_guard():
 
 
 def test_draw_ids_come_from_python():
+    from isles.algorithms.de import crossover, de  # noqa: PLC0415
     from isles.algorithms.de import cuda_source as de_source  # noqa: PLC0415
-    from isles.algorithms.de import de, crossover  # noqa: PLC0415
-    from isles.algorithms.ep import cuda_source as ep_source, fep  # noqa: PLC0415
-    from isles.algorithms.ga import cuda_source as ga_source, draws  # noqa: PLC0415
-    from isles.algorithms.pso import cuda as pso_cuda, pso  # noqa: PLC0415
+    from isles.algorithms.ep import cuda_source as ep_source  # noqa: PLC0415
+    from isles.algorithms.ep import fep
+    from isles.algorithms.ga import cuda_source as ga_source  # noqa: PLC0415
+    from isles.algorithms.ga import draws
+    from isles.algorithms.pso import cuda as pso_cuda  # noqa: PLC0415
+    from isles.algorithms.pso import pso
 
     src = de_source.kernel_source(np.float64, 4, 8, Sphere(4).cuda_objective, "bin", "reinit")
     for name, mod in (("DRAW_INDEX", de), ("DRAW_BOUND", de), ("DRAW_START", crossover), ("DRAW_CROSS", crossover)):

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from isles.algorithms.de.de import DE
 from isles.algorithms.core.epoch_layout import epoch_block
+from isles.algorithms.de.de import DE
 from isles.algorithms.de.epoch import epoch_smem_bytes, epoch_unsupported_reason
 from isles.algorithms.de.host_epoch import HostEpochDE
 from isles.problems import make_problem
 from isles.problems.cuda_check import compiler
+
 from tests.helpers import island_ctx, numpy_twin
 from tests.user_problems import FusedNaNSphere, FusedPressureVessel
 

@@ -18,9 +18,12 @@ cp = cupy_or_skip()
 from isles.algorithms.de.de import DE  # noqa: E402
 from isles.algorithms.de.host_epoch import HostEpochDE  # noqa: E402
 from isles.problems import make_problem  # noqa: E402
+
 from tests.helpers import island_ctx  # noqa: E402
-from tests.user_problems import FusedNaNSphere  # noqa: E402
-from tests.user_problems import FusedPressureVessel  # noqa: E402
+from tests.user_problems import (
+    FusedNaNSphere,  # noqa: E402
+    FusedPressureVessel,  # noqa: E402
+)
 
 pytestmark = pytest.mark.gpu
 

@@ -22,9 +22,9 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 cp = cupy_or_skip()
 
 from isles.algorithms.core.base import Context  # noqa: E402
+from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.algorithms.de.crossover import binomial_mask, crossover_lengths, crossover_mask  # noqa: E402
 from isles.algorithms.de.de import DE, STRATEGIES, sample_indices  # noqa: E402
-from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.problems import make_problem  # noqa: E402
 from isles.problems.base import ScalableProblem  # noqa: E402
 from isles.problems.benchmarks import Ackley  # noqa: E402

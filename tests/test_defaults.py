@@ -14,9 +14,9 @@ from typing import get_type_hints
 import pytest
 from hydra.core.config_store import ConfigStore
 from hydra.utils import get_object
+from isles.islands.config import schema
 from omegaconf import OmegaConf
 
-from isles.islands.config import schema
 from tests.helpers import CONF, make_cfg, plain
 
 CONF_DIR = Path(CONF)
@@ -32,7 +32,7 @@ MISSING = object()
 DERIVED = ("algorithm", "topology")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(path: Path) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
 

@@ -8,10 +8,10 @@ import tracemalloc
 
 import pytest
 from hydra.utils import instantiate
-
 from isles.islands.control.callbacks import Callback
 from isles.islands.coordinator import Coordinator
 from isles.islands.results import LOG_SAMPLE, LOG_TAIL, RecordLog
+
 from tests.helpers import make_cfg, plain
 
 # tiny epochs: 4 DE islands of 8 individuals in 2-D, an exchange on a ring every generation

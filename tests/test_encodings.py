@@ -13,8 +13,6 @@ import ctypes
 
 import numpy as np
 import pytest
-
-from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH
 from isles.algorithms.core.bitstrings import (
     binary_to_gray,
     extract_fields,
@@ -24,10 +22,11 @@ from isles.algorithms.core.bitstrings import (
     unpack_bits,
     valid_mask,
 )
+from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH
 from isles.algorithms.core.encoding_choice import make_encoding
 from isles.algorithms.core.encodings import Bits
-from isles.algorithms.core.real_codes import Binary, Gray, Seed002
 from isles.algorithms.core.random import CounterRNG, bits_to_uniform
+from isles.algorithms.core.real_codes import Binary, Gray, Seed002
 from isles.problems.benchmarks import Rastrigin, Sphere
 from isles.problems.binary import OneMax
 
@@ -98,7 +97,7 @@ def test_binary_gray_round_trip(cls, b):
     G = _random_words(enc, 200)
     X = enc.decode(G)
     assert X.dtype == np.float64 and X.shape == (200, 3)
-    assert np.all(X >= enc.lower) and np.all(X <= enc.upper)
+    assert np.all(enc.lower <= X) and np.all(enc.upper >= X)
     assert np.array_equal(enc.encode(X), G)
     assert np.array_equal(enc.decode(G, np.float32), X.astype(np.float32))
 

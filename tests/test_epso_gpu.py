@@ -36,6 +36,7 @@ from isles.algorithms.pso.master_plugin import MasterSwarmPlugin  # noqa: E402
 from isles.problems.base import ScalableProblem  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
 from isles.problems.registry import make_problem  # noqa: E402
+
 from tests.helpers import assert_same_runs, cmepso_run  # noqa: E402
 
 pytestmark = pytest.mark.gpu

@@ -19,7 +19,6 @@ import types
 
 import numpy as np
 import pytest
-
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.random import CounterRNG
 from isles.algorithms.ga.cuda_host import compile_host, host_compiler
@@ -255,7 +254,7 @@ def _fake_function(launched, dtype):
 
         def launch(grid, block, args):
             assert len(args) == len(params), (name, len(args), len(params))
-            cargs = [_ctype(d, a, dtype) for d, a in zip(params, args)]
+            cargs = [_ctype(d, a, dtype) for d, a in zip(params, args, strict=False)]
             launched.append(name)
             if lib is not None:
                 getattr(lib, _EMU[name])(*cargs)

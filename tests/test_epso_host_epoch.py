@@ -14,12 +14,12 @@ import logging
 
 import numpy as np
 import pytest
-
 from isles.algorithms.core import host_build
 from isles.algorithms.pso import host_epoch
 from isles.algorithms.pso.epso import EPSO
 from isles.algorithms.pso.host_epoch import HostEpochEPSO
 from isles.problems import cuda_check, make_problem
+
 from tests.helpers import island_ctx, numpy_twin
 
 needs_cc = pytest.mark.skipif(cuda_check.compiler() is None, reason="no C compiler")

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from isles.app.job import run_job
 from isles.islands.config.build import build_evaluator, build_problem
 from isles.islands.config.schema import check_values, with_defaults
 from isles.problems.constraints import EQ_TOL, Evaluator, as_inequalities, feasibility_report, total_violation
 from isles.problems.minmax import AugmentedLagrangian
+
 from tests.helpers import make_cfg
 from tests.user_problems import G11, ShiftedSphere, SphereOnPlane
 

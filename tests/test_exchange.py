@@ -10,13 +10,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
 from isles.algorithms.core.population import Population, PopulationRoles
 from isles.islands.coordinator import Coordinator
-from isles.islands.transport.nccl import exchange, island_bytes, layout, pack, plan, unpack
-from isles.islands.transport.kinds import NCCL, POSTS
 from isles.islands.migration.planner import migration_edges
 from isles.islands.migration.topology import FullyConnected, RandomGraph, Ring
+from isles.islands.transport.kinds import NCCL, POSTS
+from isles.islands.transport.nccl import exchange, island_bytes, layout, pack, plan, unpack
+
 from tests.helpers import make_cfg, plain, run_span
 from tests.test_spmd import DE
 
@@ -43,7 +43,7 @@ class LoopbackComm:
         for buf, peer in self._recvs:
             with self.boxes.cond:
                 q = self.boxes.box.setdefault((peer, self.rank), deque())
-                assert self.boxes.cond.wait_for(lambda: len(q) > 0, timeout=120), "no message from the peer"
+                assert self.boxes.cond.wait_for(lambda q=q: len(q) > 0, timeout=120), "no message from the peer"
                 data = q.popleft()
             assert data.size == buf.size, "the sender's and the receiver's plans differ"
             buf[...] = data
@@ -87,7 +87,7 @@ def test_pack_unpack_keeps_every_leaf_and_dtype(genome_dtype):
     lay = layout(pops[0])
     buf = pack(np, pops, lay)
     assert buf.dtype == np.uint8 and buf.size == 3 * island_bytes(lay) and island_bytes(lay) % 16 == 0
-    for a, b in zip(pops, unpack(buf, lay, 3)):
+    for a, b in zip(pops, unpack(buf, lay, 3), strict=False):
         _same(a, b)
     roles = PopulationRoles({"x": pops[0], "y": _pop(rng, k=1, d=2, extras=False)})
     back = unpack(pack(np, [roles], layout(roles)), layout(roles), 1)[0]
@@ -157,7 +157,7 @@ def assert_same_spans(a: dict, b: dict) -> None:
     assert sorted(a) == sorted(b)
     for i in a:
         assert len(a[i]) == len(b[i])
-        for x, y in zip(a[i], b[i]):
+        for x, y in zip(a[i], b[i], strict=False):
             np.testing.assert_array_equal(x.best_f, y.best_f)
             np.testing.assert_array_equal(x.best.genome, y.best.genome)
             assert x.migrations == y.migrations
@@ -216,9 +216,8 @@ def test_a_span_of_replayed_epochs_equals_the_plain_span(monkeypatch, topology, 
     inboxes: every epoch's summary the same, bit for bit (the GPU replays are checked the same
     way in tests/test_exchange_gpu.py). With a last epoch of other generations, the graph stops
     before it and the plain loop runs it."""
-    from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
-
     from isles.islands import span_graph  # noqa: PLC0415
+    from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
 
     plainly = _spans("inbox", topology, ks)
     monkeypatch.setattr(span_graph, "eligible", lambda group, across: True)  # as on CuPy
@@ -246,6 +245,7 @@ def _master_groups(ids, send_master: bool):
     """Groups ``ids`` of a scaled-down CMEPSO (5 slave swarms, ring), each with its replica of the
     master swarm plug-in (the same factory, seed and stream: islands/plugin.py)."""
     from isles.islands.group import IslandGroup  # noqa: PLC0415
+
     from tests.test_spmd import CMEPSO  # noqa: PLC0415
 
     cfg = plain(make_cfg(*CMEPSO, "islands.n=5", f"plugins.0.sends_best={send_master}"))

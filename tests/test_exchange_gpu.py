@@ -17,11 +17,11 @@ if cp.cuda.runtime.getDeviceCount() < 2:
     pytest.skip("needs 2 GPUs", allow_module_level=True)
 
 from hydra.utils import instantiate  # noqa: E402
-
 from isles.islands.coordinator import Coordinator  # noqa: E402
-from isles.islands.transport.nccl import NcclComm  # noqa: E402
-from isles.islands.transport.kinds import NCCL  # noqa: E402
 from isles.islands.span_graph import SpanGraph  # noqa: E402
+from isles.islands.transport.kinds import NCCL  # noqa: E402
+from isles.islands.transport.nccl import NcclComm  # noqa: E402
+
 from tests.helpers import make_cfg, plain, run_span  # noqa: E402
 from tests.test_exchange import assert_same_spans  # noqa: E402
 from tests.test_spmd import DE  # noqa: E402
@@ -113,7 +113,7 @@ def test_a_run_over_two_gpu_actors_is_the_same_over_nccl(ray_local):
     for other in (ray_, one):
         assert nccl.best_f == other.best_f and nccl.evaluations == other.evaluations
         assert nccl.migrations == other.migrations
-        for a, b in zip(nccl.history, other.history):
+        for a, b in zip(nccl.history, other.history, strict=False):
             np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
 
 

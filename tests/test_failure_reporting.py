@@ -14,15 +14,15 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from mlflow.tracking import MlflowClient
-
 from isles.algorithms.core.base import check_range
 from isles.app import errors, job, ray_setup, tracking_server
 from isles.app.job import run_job
 from isles.islands.control import checkpoint
+from mlflow.tracking import MlflowClient
 
 from isles import cli
 from tests.helpers import make_cfg
@@ -64,7 +64,7 @@ def test_minmax_problem_without_its_worst_case_keeps_its_result(store, capsys):
     assert "NotImplementedError" in note and "UserSaddle.objective" in note
     client, (run,) = _runs(store, "cde")
     assert run.info.run_id == run_id and run.info.status == "FINISHED"
-    best = json.load(open(client.download_artifacts(run_id, "best_solution.json")))
+    best = json.loads(Path(client.download_artifacts(run_id, "best_solution.json")).read_text())
     assert best["x"] == pytest.approx(list(result.best_x)) and best["run_best_f"] == pytest.approx(result.best_f)
     assert best["f"] is None and "NotImplementedError" in best["not_computed"]
     assert "NotImplementedError" in run.data.tags["report_not_computed"]
@@ -158,7 +158,7 @@ def test_value_error_in_users_objective_is_reported_as_a_run_failure(n_actors):
     (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("isles: error:")]
     assert line.startswith("isles: error: ValueError: objective crashed (test) at ") and "user_problems.py:" in line
     log = line.split("full traceback in ")[1]
-    assert "Traceback" in open(log).read() and "Traceback" not in p.stderr
+    assert "Traceback" in Path(log).read_text() and "Traceback" not in p.stderr
 
 
 @pytest.mark.slow  # starts a local Ray, three times

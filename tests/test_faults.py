@@ -8,10 +8,10 @@ import signal
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
 from isles.islands.control import checkpoint
 from isles.islands.control.callbacks import Callback, Monitors
 from isles.islands.coordinator import Coordinator
+
 from tests.helpers import interrupt_at, make_cfg, plain
 
 # slow: real Ray actors killed and restarted, runs interrupted and resumed (CI runs them; the quick run -m "not slow" does not)
@@ -190,8 +190,8 @@ def test_lost_actors_not_restarted_leave_a_checkpoint_and_the_resume_command(tmp
     """The job's side of :class:`RestartFailed` (its cluster side is in tests/test_multinode.py):
     the last snapshot becomes a checkpoint, the error names it and the resume command, and the
     resume gives the uninterrupted result."""
-    from isles.islands.coordinator import RestartFailed
     from isles.app.job import run_job
+    from isles.islands.coordinator import RestartFailed
 
     whole = coordinator("islands.n_actors=2", use_ray=False).run()
 
@@ -319,7 +319,7 @@ def test_sigterm_to_the_whole_process_group_stops_cleanly_and_resumes(tmp_path):
     run = _cli(args, tmp_path, start_new_session=True)  # its own group: the test's group is not signalled
     try:
         lines = (ln for ln in run.stdout if ln.startswith("generation "))
-        for _ in zip(range(2), lines):  # two progress lines: the actors are evolving, a snapshot is kept
+        for _ in zip(range(2), lines, strict=False):  # two progress lines: the actors are evolving, a snapshot is kept
             pass
         os.killpg(run.pid, signal.SIGTERM)
         _, err = run.communicate(timeout=300)  # a hang guard: the bug was an exit 1 after the GCS wait, below

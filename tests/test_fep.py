@@ -11,8 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import CounterRNG
@@ -36,6 +34,8 @@ from isles.islands.records import GroupSpec
 from isles.problems.base import ScalableProblem
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere
 from isles.problems.constraints import Evaluator, better
+from scipy import stats
+
 from tests.helpers import make_cfg, one_epoch, plain
 
 MASTER_ID = source_id(0)  # a plug-in's migrants (islands/plugin.py)

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from isles.algorithms.ep import cuda_host as ep_host
 from isles.algorithms.ep.fep import FEP
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere
+
 from tests.helpers import host_run_and_steps, island_ctx, numpy_twin
-from tests.user_problems import FusedNaNSphere
-from tests.user_problems import FusedPressureVessel
+from tests.user_problems import FusedNaNSphere, FusedPressureVessel
 
 pytestmark = pytest.mark.skipif(ep_host.host_compiler() is None, reason="no C compiler")
 

@@ -21,9 +21,12 @@ cp = cupy_or_skip()
 from isles.algorithms.ep import cuda_host as ep_host  # noqa: E402
 from isles.algorithms.ep.fep import FEP  # noqa: E402
 from isles.problems.benchmarks import Rastrigin, Rosenbrock, Sphere  # noqa: E402
+
 from tests.helpers import island_ctx  # noqa: E402
-from tests.user_problems import FusedNaNSphere  # noqa: E402
-from tests.user_problems import FusedPressureVessel  # noqa: E402
+from tests.user_problems import (
+    FusedNaNSphere,  # noqa: E402
+    FusedPressureVessel,  # noqa: E402
+)
 
 pytestmark = pytest.mark.gpu
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.random import CounterRNG
 from isles.algorithms.ep import cuda_host as ep_host

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from isles.algorithms.core import migration_kernels as mk
+from isles.islands.migration import fused as fm
+from isles.islands.migration import moves as migration
+from isles.islands.migration.policies import FairReplace, ReplaceWorst, SelectBest
+from isles.problems.cuda_check import compiler
 
 from tests.fused_migration_cases import (
     Plain,
@@ -19,11 +24,6 @@ from tests.fused_migration_cases import (
     plans,
     random_state,
 )
-from isles.algorithms.core import migration_kernels as mk
-from isles.islands.migration import fused as fm
-from isles.islands.migration import moves as migration
-from isles.islands.migration.policies import FairReplace, ReplaceWorst, SelectBest
-from isles.problems.cuda_check import compiler
 
 needs_cc = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 

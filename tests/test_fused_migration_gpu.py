@@ -16,9 +16,10 @@ cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
 from isles.algorithms.core import migration_kernels as mk  # noqa: E402
-from isles.islands.migration import fused as fm  # noqa: E402
 from isles.islands.coordinator import Coordinator  # noqa: E402
+from isles.islands.migration import fused as fm  # noqa: E402
 from isles.islands.migration.policies import FairReplace, ReplaceWorst  # noqa: E402
+
 from tests.fused_migration_cases import Plain, WithReplace, compare, plans  # noqa: E402
 from tests.helpers import make_cfg, plain  # noqa: E402
 

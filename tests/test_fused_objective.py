@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from isles.algorithms.core.cuda_prelude import ARITHMETIC, HASH, MATH
 from isles.problems.base import objective_macros
 from isles.problems.constraints import Evaluator

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.bitstrings import pack_bits, unpack_bits, valid_mask
 from isles.algorithms.core.random import CounterRNG
@@ -25,6 +24,7 @@ from isles.problems.base import Problem
 from isles.problems.benchmarks import Rastrigin, Sphere
 from isles.problems.binary import Knapsack, OneMax, Trap
 from isles.problems.constraints import Evaluator
+
 from tests.helpers import numpy_twin
 
 
@@ -261,6 +261,7 @@ def test_island_group_runs_ga():
     """The runtime's island group (no Ray) runs the GA from config dicts, phenotype in the summary."""
     from isles.islands.group import IslandGroup  # noqa: PLC0415
     from isles.islands.records import GroupSpec  # noqa: PLC0415
+
     from tests.helpers import one_epoch  # noqa: PLC0415
 
     spec = {
@@ -279,8 +280,9 @@ def test_island_group_runs_ga():
 
 
 def test_config_instantiates():
-    from tests.helpers import make_cfg, plain  # noqa: PLC0415
     from isles.islands.config.build import build_algorithm  # noqa: PLC0415
+
+    from tests.helpers import make_cfg, plain  # noqa: PLC0415
 
     cfg = plain(make_cfg("algorithm=ga"))["algorithm"]
     ga = build_algorithm(cfg)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from isles.algorithms.ga import cuda_host as ga_host
 from isles.algorithms.ga import cuda_source as ga_source
 from isles.algorithms.ga.epoch import MAX_EPOCH_TPI, epoch_rows_bytes, epoch_unsupported_reason
 from isles.algorithms.ga.ga import GA
 from isles.problems.benchmarks import Rastrigin, Sphere
 from isles.problems.binary import Knapsack, OneMax, Trap
+
 from tests.helpers import host_run_and_steps, island_ctx, numpy_twin
 from tests.user_problems import FusedNaNSphere, FusedPressureVessel
 

@@ -23,6 +23,7 @@ from isles.algorithms.ga import cuda_host as ga_host  # noqa: E402
 from isles.algorithms.ga.ga import GA  # noqa: E402
 from isles.problems.benchmarks import Rastrigin  # noqa: E402
 from isles.problems.binary import Knapsack, OneMax, Trap  # noqa: E402
+
 from tests.helpers import island_ctx  # noqa: E402
 from tests.user_problems import FusedNaNSphere, FusedPressureVessel  # noqa: E402
 

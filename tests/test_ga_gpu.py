@@ -22,7 +22,6 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 cp = cupy_or_skip()
 
 import cupyx  # noqa: E402
-
 from isles.algorithms.core.base import Context  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.algorithms.ga import cuda as ga_cuda  # noqa: E402

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from isles.algorithms.core.bitstrings import unpack_bits, valid_mask
 from isles.algorithms.core.random import CounterRNG
 from isles.algorithms.ga.draws import DRAW_CUT, DRAW_RENEW, DRAW_XOVER, flip_thresholds
@@ -21,6 +19,7 @@ from isles.algorithms.ga.operators import (
     seed_flips,
     tournament,
 )
+from scipy import stats
 
 
 def test_elite_indices_deb_rules_and_ties():

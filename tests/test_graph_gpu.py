@@ -11,14 +11,15 @@ cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
 from isles.algorithms.core.base import Context  # noqa: E402
-from isles.algorithms.pso.epso import EPSO  # noqa: E402
 from isles.algorithms.core.graph import GraphStepper  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.algorithms.pso.epso import EPSO  # noqa: E402
 from isles.islands.group import IslandGroup  # noqa: E402
 from isles.islands.records import GroupSpec  # noqa: E402
-from tests.helpers import assert_same_runs, cmepso_run, one_epoch  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
 from isles.problems.registry import make_problem  # noqa: E402
+
+from tests.helpers import assert_same_runs, cmepso_run, one_epoch  # noqa: E402
 
 
 def ctx_for(xp, streams, problem="welded_beam"):
@@ -113,6 +114,7 @@ from isles.algorithms.de.de import DE  # noqa: E402
 from isles.algorithms.ep.fep import FEP  # noqa: E402
 from isles.algorithms.ga.ga import GA  # noqa: E402
 from isles.problems.benchmarks import Rastrigin  # noqa: E402
+
 from tests.user_problems import CountingSphere, HostSyncSphere, MaskedSphere, PressureVessel  # noqa: E402
 
 

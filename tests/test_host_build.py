@@ -18,7 +18,6 @@ import os
 
 import numpy as np
 import pytest
-
 from isles.algorithms.coevolution.cde import CDE
 from isles.algorithms.coevolution.epoch import host_epoch
 from isles.algorithms.core import host_build, threads
@@ -30,6 +29,7 @@ from isles.algorithms.ga.cuda_host import HostGA
 from isles.algorithms.ga.ga import GA
 from isles.problems import cuda_check, make_problem
 from isles.problems.minmax import SaddleP1
+
 from tests.helpers import island_ctx, numpy_twin
 
 needs_cc = pytest.mark.skipif(cuda_check.compiler() is None, reason="no C compiler")
@@ -283,10 +283,9 @@ def test_blas_threads_follow_cores_and_matrix_size():
 def test_island_group_sets_its_process_blas_threads(monkeypatch):
     """An island group (an actor's, or the driver's in-process one) sets the process's BLAS
     threads when it starts: one for CMA-ES at D = 30, whatever the machine's cores."""
-    from threadpoolctl import threadpool_info, threadpool_limits  # noqa: PLC0415
-
     from isles.islands.group import IslandGroup  # noqa: PLC0415
     from isles.islands.records import GroupSpec  # noqa: PLC0415
+    from threadpoolctl import threadpool_info, threadpool_limits  # noqa: PLC0415
 
     monkeypatch.delenv("ISLES_BLAS_THREADS", raising=False)
     monkeypatch.setattr(threads, "process_cores", lambda: 8)
@@ -340,6 +339,7 @@ def test_de_islands_on_threads_equal_one_thread(monkeypatch):
     included; :func:`host_plan` takes the process's cores (``ISLES_HOST_THREADS`` here), at most
     one thread per island."""
     from isles.algorithms.de import host_epoch  # noqa: PLC0415
+
     from tests.user_problems import FusedNaNSphere  # noqa: PLC0415
 
     alg = DE(pop_size=12, F=0.8, CR=0.9)

@@ -9,8 +9,9 @@ names map to the repository's folders through ``[tool.setuptools] package-dir`` 
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

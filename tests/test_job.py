@@ -2,11 +2,12 @@
 run is marked FAILED; NaN objectives are counted."""
 
 import json
+from pathlib import Path
 
 import pytest
+from isles.app.job import run_job
 from mlflow.tracking import MlflowClient
 
-from isles.app.job import run_job
 from tests.helpers import make_cfg
 
 # slow: real Ray actors and MLflow stores (CI runs them; the quick run -m "not slow" does not)
@@ -48,7 +49,7 @@ def test_tracked_run_reads_back(ray_local, store):
     assert "cpu" in run.data.tags["devices"] and run.data.tags["git_commit"]
     artifacts = {a.path for a in client.list_artifacts(run_id)}
     assert {"config.yaml", "convergence.png", "best_solution.json"} <= artifacts
-    best = json.load(open(client.download_artifacts(run_id, "best_solution.json")))
+    best = json.loads(Path(client.download_artifacts(run_id, "best_solution.json")).read_text())
     assert set(best) >= {"x", "f", "g", "feasible"} and len(best["x"]) == 4 and len(best["g"]) == 7
 
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from isles.app import interrupts, job, overrides
 from isles.app.overrides import launch_command, preprocess
 from isles.app.sweeper import check_plugin_extras
 from isles.app.tracking import run_source
 from isles.islands.config.build import build_algorithm
 from isles.islands.results import RunResult
+
 from isles.show import main as show_main
 from tests.helpers import make_cfg
 

@@ -15,9 +15,9 @@ from isles.algorithms.core.population import Population
 from isles.algorithms.lshade.lshade import LSHADE, LSHADEParams, population_at
 from isles.algorithms.lshade.operators import lehmer_mean
 from isles.app import job
+from isles.islands.config.build import build_algorithm
 from isles.islands.control import checkpoint
 from isles.islands.control.budget import evaluation_counts, evaluations_after, with_budget
-from isles.islands.config.build import build_algorithm
 from isles.islands.coordinator import Coordinator
 from isles.problems.base import ScalableProblem
 from isles.problems.cuda_check import compiler

@@ -22,7 +22,6 @@ import logging
 
 import numpy as np
 import pytest
-
 from isles.algorithms.core import host_build
 from isles.algorithms.lshade import epoch, host_epoch
 from isles.algorithms.lshade.epoch import (
@@ -39,6 +38,7 @@ from isles.algorithms.lshade.params import population_at
 from isles.problems import make_problem
 from isles.problems.base import ScalableProblem
 from isles.problems.cuda_check import compile_c, compiler
+
 from tests.helpers import island_ctx
 from tests.user_problems import FusedNaNSphere, FusedPressureVessel
 

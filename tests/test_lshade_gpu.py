@@ -159,6 +159,7 @@ def test_epoch_kernel_equals_its_host_build(dtype, xn_global, jso):
     which the one-thread host build does not: a wrong split would show here."""
     from isles.algorithms.lshade import epoch  # noqa: PLC0415
     from isles.algorithms.lshade.jso import JSO  # noqa: PLC0415
+
     from tests.test_lshade_epoch import MaxDistance  # noqa: PLC0415
 
     cls = JSO if jso else LSHADE

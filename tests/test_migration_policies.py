@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
 from isles.algorithms.core.population import Population
+from isles.islands.config.schema import validated
 from isles.islands.coordinator import Coordinator
 from isles.islands.group import IslandGroup
 from isles.islands.migration.moves import REPLACEMENTS, replacement
@@ -24,7 +24,6 @@ from isles.islands.migration.policies import (
     selection_policy,
 )
 from isles.islands.records import GroupSpec
-from isles.islands.config.schema import validated
 
 from tests.helpers import make_cfg, plain
 from tests.migration_policies import RejectAll, SelectWorst
@@ -78,7 +77,7 @@ def test_builtin_objects_equal_the_named_policies_bit_for_bit():
     valid = rs.random((3, 4)) < 0.7
     for name, cls in (("fair_replace", FairReplace), ("replace_worst", ReplaceWorst)):
         a, b = replacement(name, res, imm, valid), cls().replace(res, imm, valid)
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=False):
             if isinstance(x, Population):
                 x, y = x.leaves(), y.leaves()
                 assert all(np.array_equal(x[k], y[k]) for k in x)

@@ -12,6 +12,7 @@ cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
 from isles.islands.coordinator import Coordinator  # noqa: E402
+
 from tests.helpers import make_cfg, plain  # noqa: E402
 
 REJECT = "islands.replacement={_target_: tests.migration_policies.RejectAll}"
@@ -66,6 +67,7 @@ def test_random_policies_on_the_gpu_are_the_same_on_one_and_two_groups_and_run_p
     on this one GPU, as in tests/test_mixed_islands_gpu.py); a policy that takes a context is never
     captured in a span graph."""
     from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
+
     from tests.test_mixed_islands_gpu import two_groups_on_one_gpu  # noqa: PLC0415
 
     before = SpanGraph.captures

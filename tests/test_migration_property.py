@@ -4,12 +4,12 @@ with truncation, on a genome of integer words and a float extra."""
 
 import numpy as np
 import pytest
-
 from isles.algorithms.core.base import IslandAlgorithm
 from isles.algorithms.core.population import Population
 from isles.islands.group import IslandGroup
 from isles.islands.plugin import source_id
 from isles.islands.records import GroupSpec
+
 from tests.helpers import one_epoch
 
 MASTER_ID = source_id(0)  # a plug-in's migrants (islands/plugin.py)
@@ -92,7 +92,7 @@ def test_accepted_immigrants_equal_their_sources(policy, case):
     events = one_epoch(g, 0, inbound, remote).migrations
     after = g.algorithm.population(g.state)
     accepted_total = {}
-    for src, dst, acc, _ in events:
+    for _src, dst, acc, _ in events:
         accepted_total[dst] = accepted_total.get(dst, 0) + acc
     for d in range(3):
         changed = [

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.random import CounterRNG
 from isles.app import job
@@ -26,6 +25,7 @@ from isles.islands.migration.policies import ReplaceWorst, SelectBest
 from isles.islands.mixed import ROLE, Mixed
 from isles.problems.benchmarks import Rastrigin
 from isles.problems.constraints import Evaluator
+
 from tests.helpers import make_cfg, plain
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def assert_same_runs(a, b) -> None:
     np.testing.assert_array_equal(a.best_x, b.best_x)
     assert a.migrations == b.migrations
     assert len(a.history) == len(b.history)
-    for x, y in zip(a.history, b.history):
+    for x, y in zip(a.history, b.history, strict=False):
         assert (x.best_f, x.evaluations, x.migrations_accepted) == (y.best_f, y.evaluations, y.migrations_accepted)
         np.testing.assert_array_equal(x.island_best_f, y.island_best_f)
 
@@ -339,6 +339,7 @@ def test_a_mixed_group_takes_islands_out_of_order_of_families_as_placement_by_co
     group does, bit for bit."""
     from isles.islands.group import IslandGroup  # noqa: PLC0415
     from isles.islands.records import GroupSpec  # noqa: PLC0415
+
     from tests.helpers import one_epoch  # noqa: PLC0415
 
     cfg = validated(plain(make_cfg(*SMALL)))

@@ -13,6 +13,7 @@ cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
 from isles.islands.coordinator import Coordinator  # noqa: E402
+
 from tests.helpers import make_cfg, plain  # noqa: E402
 from tests.test_mixed_islands import SMALL, assert_same_runs  # noqa: E402
 

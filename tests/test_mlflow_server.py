@@ -22,11 +22,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
-
 from isles.app import job
 from isles.app.job import run_job
 from isles.app.sweep_runs import experiment_id, find_or_create_parent
+from mlflow.tracking import MlflowClient
+
 from tests.helpers import make_cfg
 
 # slow: a real MLflow server (CI runs them; the quick run -m "not slow" does not)
@@ -211,7 +211,9 @@ def test_run_on_the_server_reads_back(sweep, server_process):
         history = client.get_metric_history(run_id, "best_f")
         assert [h.step for h in history] == list(range(1, 21))  # one step per generation (interval 1)
         assert history[-1].value == pytest.approx(final_f, rel=1e-9)
-        assert all(b.value <= a.value for a, b in zip(history, history[1:]))  # the run's best never worsens
+        assert all(
+            b.value <= a.value for a, b in zip(history, history[1:], strict=False)
+        )  # the run's best never worsens
         # artifacts go through the server (proxied) into its artifact directory
         assert run.info.artifact_uri.startswith("mlflow-artifacts:")
         assert {"config.yaml", "convergence.png", "best_solution.json", "history.csv"} <= {

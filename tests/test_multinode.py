@@ -29,14 +29,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
-from isles.islands.control.callbacks import Callback
-from isles.islands.control import checkpoint
-from isles.islands.control import sync_loop
-from isles.islands.coordinator import Coordinator, RestartFailed
 from isles.app.job import run_job
 from isles.app.ray_setup import init_ray
+from isles.islands.control import checkpoint, sync_loop
+from isles.islands.control.callbacks import Callback
 from isles.islands.control.placement import actor_options, cluster_nodes, plan_nodes, ray_location, reserve
+from isles.islands.coordinator import Coordinator, RestartFailed
+
 from tests.helpers import make_cfg, plain
 
 # slow: a real multi-node Ray cluster and ray job submit (CI runs them; the quick run -m "not slow" does not)
@@ -119,7 +118,7 @@ def reference():
 def _assert_same_run(history: list, best_x, reference) -> None:
     """Every epoch's island bests, and the best x, equal the reference's bit for bit."""
     assert len(history) == len(reference.history)
-    for got, want in zip(history, reference.history):
+    for got, want in zip(history, reference.history, strict=False):
         np.testing.assert_array_equal(got, want.island_best_f)
     np.testing.assert_array_equal(best_x, reference.best_x)
 

@@ -8,11 +8,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = {"isles.algorithms": "algorithms", "isles.problems": "problems", "isles.islands": "islands", "isles.app": "app"}

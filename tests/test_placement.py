@@ -5,9 +5,9 @@ multi-node cluster in ``tests/test_multinode.py``."""
 
 import numpy as np
 import pytest
-
 from isles.app.job import validate
 from isles.islands.control.placement import STRATEGIES, needs_ray, plan_nodes, where
+
 from tests.helpers import make_cfg, plain
 
 HEAD = {"node_id": "h0", "ip": "10.0.0.1", "CPU": 4.0, "GPU": 0.0}
@@ -119,14 +119,13 @@ def test_sync_islands_moved_by_cost_keep_the_run_bit_for_bit(monkeypatch, caplog
     it, and the run is the one-actor run, record for record (only which actor runs which island
     changed)."""
     from hydra.utils import instantiate
-
     from isles.islands.control import placement
     from isles.islands.coordinator import Coordinator
 
     def measured(self):  # each actor's (pid, process CPU seconds), as psutil would give them
         spent = [
             s + sum(cost[i] for i in info["island_ids"])
-            for s, info in zip(getattr(self, "spent", [0, 0]), self.ex.infos)
+            for s, info in zip(getattr(self, "spent", [0, 0]), self.ex.infos, strict=False)
         ]
         self.spent = spent
         return [(i, s) for i, s in enumerate(spent)]
@@ -159,6 +158,6 @@ def test_sync_islands_moved_by_cost_keep_the_run_bit_for_bit(monkeypatch, caplog
     assert said == [f"islands spread over the actors by measured cost: {m}" for m in moves]
     assert moved.best_f == reference.best_f and np.array_equal(moved.best_x, reference.best_x)
     assert len(moved.history) == len(reference.history) == 20
-    for a, b in zip(moved.history, reference.history):
+    for a, b in zip(moved.history, reference.history, strict=False):
         np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
     assert moved.evaluations == reference.evaluations and moved.migrations == reference.migrations

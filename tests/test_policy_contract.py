@@ -14,7 +14,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
 from isles.algorithms.core.population import Population
 from isles.app.job import run_job
 from isles.islands import span_graph
@@ -31,6 +30,7 @@ from isles.islands.migration.contract import (
 )
 from isles.islands.migration.policies import FairReplace, ReplaceWorst, SelectBest, worst_first
 from isles.islands.records import GroupSpec
+
 from tests.helpers import make_cfg, plain
 from tests.migration_policies import ReplaceRandom, SelectRandom, SelectWorst
 from tests.test_mixed_islands import SMALL, assert_same_runs

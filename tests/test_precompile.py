@@ -228,7 +228,7 @@ def test_isles_precompile_fills_the_cache_with_every_listed_kernel(cache, tmp_pa
     assert stand_in._compile_with_cache_cuda is step and stand_in.CALLS == []  # the workers compiled
     for src in "abc":
         assert _ask(_call(src)) == ("module", src)
-    assert stand_in.CALLS == [(src, "loaded") for src in "abc"] and not stand_in.in_cache(_call("d"))
+    assert [(src, "loaded") for src in "abc"] == stand_in.CALLS and not stand_in.in_cache(_call("d"))
     with pytest.raises(ValueError, match=r"^precompile w: no kernel list for it; allowed values are x, y, z$"):
         precompile.fill_cache(["w"], **args)
     fake.__version__ = "1"

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from isles.islands.config.build import build_problem
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from isles.problems import PROBLEMS, Problem, make_problem
 from isles.problems.constraints import feasibility_report
 

@@ -2,16 +2,16 @@
 
 import numpy as np
 import pytest
-
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.population import Population
+from isles.algorithms.core.random import CounterRNG
 from isles.algorithms.pso.cmepso import MasterSwarm
 from isles.algorithms.pso.epso import EPSO
 from isles.algorithms.pso.pso import PSO, boundary_correction, inertia_weight, vmax_schedule
-from isles.algorithms.core.random import CounterRNG
+from isles.islands.config.schema import validated
 from isles.problems.constraints import Evaluator, better, feasibility_report
 from isles.problems.registry import make_problem
-from isles.islands.config.schema import validated
+
 from tests.helpers import cmepso_run, make_cfg, plain
 
 STATE_SHAPES = {  # key -> shape as a function of (I, N, D)

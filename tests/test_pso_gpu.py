@@ -27,11 +27,11 @@ from tests.gpu import cupy_or_skip  # noqa: E402
 
 cp = cupy_or_skip()
 
-from isles.algorithms.pso import cuda as pso_cuda  # noqa: E402
 from isles.algorithms.core.base import Context  # noqa: E402
 from isles.algorithms.core.graph import GraphStepper  # noqa: E402
-from isles.algorithms.pso.pso import PSO, VMAX_POWER, inertia_weight, vmax_schedule  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
+from isles.algorithms.pso import cuda as pso_cuda  # noqa: E402
+from isles.algorithms.pso.pso import PSO, VMAX_POWER, inertia_weight, vmax_schedule  # noqa: E402
 from isles.problems.base import ScalableProblem  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
 from isles.problems.registry import make_problem  # noqa: E402

@@ -7,10 +7,10 @@ on ``sys.path``, where the checkout (no ``__init__.py`` at its top) is a namespa
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from isles.app.job import validate
 from isles.app.ray_security import AUTH_LOGGER, ENABLED_WARNING, token_notice
+
 from tests.helpers import make_cfg, plain
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,6 @@ from dataclasses import fields
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
-from isles.islands.control.callbacks import Callback
 from isles.algorithms.coevolution.cde import CDE
 from isles.algorithms.core.base import Context
 from isles.algorithms.core.random import CounterRNG
@@ -26,11 +24,13 @@ from isles.algorithms.pso.pso import PSO
 from isles.app import job
 from isles.app.run_files import HistoryFiles, history_header, history_row
 from isles.islands.control import checkpoint
+from isles.islands.control.callbacks import Callback
 from isles.islands.coordinator import Coordinator
 from isles.islands.results import CSV, MLFLOW, EpochRecord, epoch_record
 from isles.problems.benchmarks import Sphere
 from isles.problems.constraints import Evaluator
 from isles.problems.minmax import SaddleP1
+
 from tests.helpers import make_cfg, plain
 
 #: history.csv's columns before the record was typed (app/run_files.py HISTORY_KEYS, then the
@@ -265,7 +265,7 @@ def test_states_regroup_along_their_declared_island_axes():
     axes = Toy().island_axes
     assert axes(whole) == {"X": 0, "T": 1, "table": None, "nan_evals": None, "generation": None, "evals": None}
     parts = checkpoint.regroup([whole], one, two, axes)
-    for part, ids in zip(parts, two):
+    for part, ids in zip(parts, two, strict=False):
         want = toy_state(ids)
         want["nan_evals"] = np.int64(4 if ids[0] == 0 else 0)  # the total, on the first group
         assert_same_state(part, want)
@@ -309,7 +309,7 @@ def test_every_family_declares_the_island_axes_of_its_state(cls, problem, params
 
     whole, apart = run([0, 1, 2, 3]), [run([0, 1]), run([2, 3])]
     parts = checkpoint.regroup([whole], [[0, 1, 2, 3]], [[0, 1], [2, 3]], alg.island_axes)
-    for part, alone in zip(parts, apart):
+    for part, alone in zip(parts, apart, strict=False):
         assert_same_state(
             {k: v for k, v in part.items() if k != "nan_evals"}, {k: v for k, v in alone.items() if k != "nan_evals"}
         )

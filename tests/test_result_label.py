@@ -5,10 +5,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from isles.app.job import run_job
 from isles.app.progress import print_summary, result_line
 from isles.app.report import end_report, verdict
+
 from tests.helpers import make_cfg
 from tests.user_problems import InfiniteSphere, ShiftedSphere
 

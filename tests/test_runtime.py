@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
-from isles.islands.coordinator import Coordinator
-from isles.islands.control.placement import plan, split
 from isles.islands.config.schema import validated
+from isles.islands.control.placement import plan, split
+from isles.islands.coordinator import Coordinator
+
 from tests.helpers import make_cfg, plain
 
 SMALL = [
@@ -61,7 +61,7 @@ def test_counters_and_history():
     # EPSO evaluates N (1 + R) candidates per island per generation plus N at initialisation
     assert r.evaluations == 4 * (8 + 12 * 8 * 3)
     best = [h.best_f for h in r.history]
-    assert all(b2 <= b1 for b1, b2 in zip(best, best[1:]))
+    assert all(b2 <= b1 for b1, b2 in zip(best, best[1:], strict=False))
 
 
 def test_ring_migration_moves_bests_to_neighbours():
@@ -211,7 +211,7 @@ def test_batched_epochs_equal_epoch_by_epoch(monkeypatch, tmp_path, extra):
         assert batched.best_f == other.best_f and batched.evaluations == other.evaluations
         np.testing.assert_array_equal(batched.best_x, other.best_x)
         assert batched.migrations == other.migrations and batched.nan_evals == other.nan_evals
-        for a, b in zip(batched.history, other.history):
+        for a, b in zip(batched.history, other.history, strict=False):
             for key in ("best_f", "best_v", "evaluations", "generation", "master_best_f", "migrations_accepted"):
                 assert a.metrics().get(key) == b.metrics().get(key), (a.epoch, key)
             np.testing.assert_array_equal(a.island_best_f, b.island_best_f)

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.gpu
 
 from isles.islands.coordinator import Coordinator  # noqa: E402
 from isles.islands.transport.kinds import NCCL, POSTS  # noqa: E402
+
 from tests.helpers import make_cfg, plain, run_span  # noqa: E402
 
 CMEPSO = ["+experiment=cmepso", "generations=60", "islands.snapshot_every=7", "logger=none", "progress=false"]
@@ -71,9 +72,10 @@ def test_a_span_over_nccl_replays_one_captured_epoch_equal_to_the_plain_span():
     NCCL communicator replays one captured epoch from the third epoch on (islands/span_graph.py),
     and every epoch's summary equals the plain span's (no communicator), bit for bit. The 2-GPU
     exchange inside the capture: tests/test_exchange_gpu.py."""
-    from isles.islands.transport.nccl import NcclComm  # noqa: PLC0415
     from isles.islands.group import IslandGroup  # noqa: PLC0415
     from isles.islands.span_graph import SpanGraph  # noqa: PLC0415
+    from isles.islands.transport.nccl import NcclComm  # noqa: PLC0415
+
     from tests.test_exchange import assert_same_spans  # noqa: PLC0415
 
     co, route = one_group_of_four()
@@ -100,8 +102,9 @@ def test_a_snapshot_inside_a_replayed_span_keeps_the_state_of_its_epoch():
     """A snapshot due after epoch 6 of a 9-epoch span over a 1-rank NCCL communicator: the replays
     stop at epoch 6 (IslandGroup.run_span cuts them there), the group keeps its state and that
     epoch's emigrants in the summary, and both equal the plain span's, bit for bit."""
-    from isles.islands.transport.nccl import NcclComm  # noqa: PLC0415
     from isles.islands.group import IslandGroup  # noqa: PLC0415
+    from isles.islands.transport.nccl import NcclComm  # noqa: PLC0415
+
     from tests.test_exchange import assert_same_spans  # noqa: PLC0415
 
     co, route = one_group_of_four()
@@ -158,5 +161,5 @@ def test_an_in_process_run_replays_its_like_epochs_with_the_same_result(override
     assert SpanGraph.captures > before
     never = go("never")
     assert auto.best_f == never.best_f and auto.migrations == never.migrations
-    for a, b in zip(auto.history, never.history):
+    for a, b in zip(auto.history, never.history, strict=False):
         np.testing.assert_array_equal(a.island_best_f, b.island_best_f)

@@ -9,12 +9,12 @@ import logging
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
 from isles.islands import span_graph
 from isles.islands.coordinator import Coordinator
 from isles.islands.migration.planner import migration_edges
-from isles.islands.span_graph import SpanGraph
 from isles.islands.migration.topology import FullyConnected, RandomGraph, Ring
+from isles.islands.span_graph import SpanGraph
+
 from tests.helpers import make_cfg, plain, run_span
 from tests.test_exchange import _groups, assert_same_spans
 from tests.test_spmd import DE

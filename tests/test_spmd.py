@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
 from isles.islands.control.callbacks import Callback
 from isles.islands.coordinator import Coordinator
 from isles.islands.transport.link import Aborted, Inbox
+
 from tests.helpers import make_cfg, plain, run_span
 
 DE = [
@@ -71,7 +71,7 @@ def assert_same_master_runs(a, b) -> None:
     np.testing.assert_array_equal(a.best_x, b.best_x)
     assert a.migrations == b.migrations
     assert len(a.history) == len(b.history)
-    for x, y in zip(a.history, b.history):
+    for x, y in zip(a.history, b.history, strict=False):
         for key in ("best_f", "best_v", "evaluations", "master_best_f", "migrations_accepted"):
             assert x.metrics()[key] == y.metrics()[key], (x.epoch, key)
         np.testing.assert_array_equal(x.island_best_f, y.island_best_f)
@@ -95,7 +95,7 @@ def test_spmd_actors_equal_in_process_groups_and_one_group(ray_local, monkeypatc
         np.testing.assert_array_equal(spmd.best_x, other.best_x)
         assert spmd.migrations == other.migrations and len(spmd.migrations) > 40
         assert len(spmd.history) == len(other.history) == 40
-        for a, b in zip(spmd.history, other.history):
+        for a, b in zip(spmd.history, other.history, strict=False):
             assert (a.best_f, a.evaluations, a.migrations_accepted) == (b.best_f, b.evaluations, b.migrations_accepted)
             np.testing.assert_array_equal(a.island_best_f, b.island_best_f)
 
@@ -290,9 +290,11 @@ def test_snapshots_fall_inside_spans_and_one_taken_there_resumes_to_the_same_run
     (IslandGroup._keep_snapshot) and the driver's snapshot needs no call; such a snapshot, saved as a
     checkpoint, resumes in-process to the uninterrupted result."""
     from isles.app.job import run_job  # noqa: PLC0415
-    from isles.islands.control import checkpoint
-    from isles.islands.control import recovery
-    from isles.islands.control import sync_loop  # noqa: PLC0415
+    from isles.islands.control import (
+        checkpoint,
+        recovery,
+        sync_loop,  # noqa: PLC0415
+    )
 
     spans, taken = [], []
     real_span, real_snapshot = sync_loop.SyncLoop.start_span, recovery.Recovery.snapshot
@@ -404,7 +406,7 @@ def test_the_typed_records_that_cross_ray_equal_the_in_process_ones(ray_local, m
     assert_same_master_runs(ray_run, local_run)
     assert len(over_ray) == len(in_process) == 12 and len(spans) < 2 * 12  # spans of several epochs
     skip = {"compute_s", "emigrants", "snapshot", "device", "best", "plugins"}
-    for epoch, (a, b) in enumerate(zip(over_ray, in_process), 1):
+    for epoch, (a, b) in enumerate(zip(over_ray, in_process, strict=False), 1):
         assert sorted(a) == sorted(b) == [0, 1]
         for i in (0, 1):
             x, y = a[i], b[i]

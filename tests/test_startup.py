@@ -9,8 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from isles.islands.control.placement import needs_ray
+
 from tests.helpers import make_cfg, plain
 
 ROOT = Path(__file__).resolve().parents[1]

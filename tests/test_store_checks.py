@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from isles.app import job
 from isles.app.job import run_job
 from isles.app.tracking_server import check_store_uri
+
 from tests.helpers import make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from isles.app.job import run_job  # also registers the typed schema that conf/config.yaml names
 from omegaconf import OmegaConf
 
-from isles.app.job import run_job  # also registers the typed schema that conf/config.yaml names
 from tests.helpers import make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -304,7 +304,7 @@ def test_runs_and_sweeps_without_any_hydra_plugin_installed(tmp_path):
     need one (the README's first command failed on a fresh clone with ModuleNotFoundError)."""
     code = (
         "import runpy, sys; sys.modules['hydra_plugins'] = None; sys.argv = ['run.py'] + sys.argv[1:]; "
-        "runpy.run_path(%r, run_name='__main__')" % str(ROOT / "run.py")
+        "runpy.run_path({!r}, run_name='__main__')".format(str(ROOT / "run.py"))
     )
     for args in (
         ["+experiment=cmepso", "device=cpu", "logger=none", "generations=3", "progress=false"],

@@ -15,10 +15,9 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from mlflow.tracking import MlflowClient
-
 from isles.app.tracking import ERROR_TAG, flatten
 from isles.app.tracking_journal import JOURNAL, STATE, JournalReader, JournalWriter, apply_journal, read_state
+from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,9 +17,8 @@ import traceback
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
-
 from isles.app.tracking import MlflowTracker, default_run_name, prepare_sqlite_store, run_source
+from mlflow.tracking import MlflowClient
 
 # slow: each repetition creates a fresh store (MLflow's migrations take seconds)
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]

@@ -2,9 +2,9 @@
 ``islands.transport`` value forms, in which order, and a span over a transport given in its route."""
 
 import pytest
-
 from isles.islands.config.schema import TRANSPORTS
 from isles.islands.transport.kinds import CHANNELS, NCCL, POSTS, TRIES, Transport, form
+
 from tests.test_exchange import _groups, _spans, assert_same_spans
 
 

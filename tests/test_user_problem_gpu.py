@@ -14,13 +14,13 @@ cp = cupy_or_skip()
 pytestmark = pytest.mark.gpu
 
 from array_api_compat import array_namespace  # noqa: E402
-
 from isles.algorithms.core.base import Context  # noqa: E402
 from isles.algorithms.core.random import CounterRNG  # noqa: E402
 from isles.algorithms.de.de import DE  # noqa: E402
 from isles.algorithms.ep.fep import FEP  # noqa: E402
 from isles.problems.base import Problem  # noqa: E402
 from isles.problems.constraints import Evaluator  # noqa: E402
+
 from tests.user_problems import G11, SphereOnPlane  # noqa: E402
 
 

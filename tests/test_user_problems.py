@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
-
 from isles.algorithms.core.encoding_choice import make_encoding
 from isles.algorithms.core.real_codes import Seed002
 from isles.app.job import run_job
@@ -23,6 +22,7 @@ from isles.islands.coordinator import RunResult
 from isles.problems.base import ProblemShapeError, probe_evaluation
 from isles.problems.benchmarks import Rastrigin
 from isles.problems.constraints import Evaluator, feasibility_report
+
 from tests.helpers import CONF, make_cfg, plain
 from tests.user_designs import (
     PressureVessel,

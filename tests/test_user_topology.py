@@ -6,10 +6,10 @@ keeps the experiment's settings (app/overrides.py typed_class_node)."""
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-
 from isles.app.job import prepare
 from isles.app.overrides import typed_class_node
 from isles.islands.coordinator import Coordinator
+
 from tests.helpers import make_cfg, plain
 from tests.migration_policies import Chain
 

@@ -6,11 +6,11 @@ import pickle
 
 import pytest
 from hydra.utils import instantiate
-
 from isles.app import job
-from isles.islands.migration import policies
 from isles.islands.config import schema
 from isles.islands.coordinator import Coordinator
+from isles.islands.migration import policies
+
 from tests.counting_actor import CountingGroup
 from tests.helpers import make_cfg
 

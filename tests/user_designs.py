@@ -5,10 +5,9 @@ with the mistakes a user makes on day one (wrong constraint count, wrong objecti
 import math
 
 import numpy as np
-
 from array_api_compat import array_namespace
-
 from isles.problems.base import Problem
+
 from tests.user_problems import PressureVessel  # noqa: F401  (problem._target_=tests.user_designs.PressureVessel)
 
 

@@ -2,7 +2,6 @@
 
 import numpy as np
 from array_api_compat import array_namespace
-
 from isles.problems.base import Problem, ScalableProblem
 
 

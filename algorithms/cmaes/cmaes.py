@@ -66,8 +66,8 @@ from __future__ import annotations
 
 import functools
 import math
-import numpy as np
 
+import numpy as np
 from isles.algorithms.cmaes import restarts
 from isles.algorithms.cmaes.draws import DRAW_INIT_MEAN, DRAW_Z
 from isles.algorithms.cmaes.params import RESTARTS, CMAESParams  # noqa: F401  (RESTARTS: re-exported)

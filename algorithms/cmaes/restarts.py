@@ -37,7 +37,6 @@ IPOP's next doubling ``lambda_l = lambda_start 2^i`` with ``sigma_0``; *small*:
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.cmaes.draws import DRAW_RESTART_MEAN, DRAW_RESTART_U
 
 #: ConditionCov's limit and TolUpSigma's factor (Hansen's and pycma's defaults)
@@ -108,10 +107,7 @@ def restart(alg, ctx, s, done, f_range, before):
         return out
     scale, sigma0 = alg.box_scale(ctx)
     n_large = s["n_large"]
-    if p.restarts == "ipop":
-        go_small = xp.zeros_like(stop)
-    else:
-        go_small = out["evals_small"] < out["evals_large"]
+    go_small = xp.zeros_like(stop) if p.restarts == "ipop" else out["evals_small"] < out["evals_large"]
     new_large = n_large + xp.where(go_small, 0, 1)
     lam_large = lam0 * (2 ** xp.minimum(new_large, K))
     u = ctx.rng.uniform(g, DRAW_RESTART_U, 2, dt)

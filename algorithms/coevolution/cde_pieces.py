@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.base import Context, State
 from isles.problems.constraints import argbest, better
 from isles.problems.minmax import check_payoff_shape
@@ -163,7 +162,7 @@ class CDEPieces:
         if terms is None or new is None:
             return None
         if isinstance(terms, tuple):
-            return tuple(CDEPieces._keep_terms(xp, a, b, acc) for a, b in zip(terms, new))
+            return tuple(CDEPieces._keep_terms(xp, a, b, acc) for a, b in zip(terms, new, strict=False))
         return xp.where(acc.reshape(acc.shape + (1,) * (terms.ndim - 2)), new, terms)
 
     @staticmethod

@@ -33,7 +33,6 @@ import ctypes
 import warnings
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import source
 from isles.algorithms.core.plan import module
 from isles.problems.cuda_check import compile_c, compiler  # noqa: F401  (compiler: tests)

@@ -40,10 +40,9 @@ import re
 import warnings
 
 import numpy as np
-
 from isles.algorithms.coevolution.counts import COUNTER_STRIDE, cycle_evaluations, cycle_payoffs
-from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core import cuda_lib
+from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.threads import host_threads
 from isles.algorithms.de.crossover import DRAW_CROSS, DRAW_START

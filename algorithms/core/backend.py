@@ -120,7 +120,7 @@ def device_name(xp) -> str:
     return _gpu_name(xp.cuda.Device().id)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _gpu_name(device_id: int) -> str:
     """:func:`device_name` of CUDA device ``device_id`` (cached: the query takes about 1 ms)."""
     import cupy  # noqa: PLC0415

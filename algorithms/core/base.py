@@ -22,7 +22,6 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
-
 from isles.algorithms.core.population import Population
 from isles.algorithms.core.random import CounterRNG
 from isles.problems.constraints import Evaluator, argbest

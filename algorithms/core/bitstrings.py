@@ -13,7 +13,6 @@ Gray code (:func:`gray_to_binary`, :func:`binary_to_gray`)."""
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.backend import array_module, device_constant
 from isles.algorithms.core.plan import elementwise
 

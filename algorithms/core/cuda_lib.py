@@ -61,7 +61,7 @@ def names() -> list[str]:
     return sorted(p.name for p in folder.iterdir() if _NAME.match(p.name))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def read(name: str) -> str:
     """The text of library file ``name`` (e.g. ``"rng.cuh"``), includes not resolved.
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.encodings import ENCODINGS_REAL, Bits, Encoding
 from isles.algorithms.core.real_codes import Binary, Gray, Seed002
 

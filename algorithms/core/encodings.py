@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from isles.algorithms.core.bitstrings import n_words, pack_bits, unpack_bits, valid_mask
 from isles.algorithms.core.cuda_lib import source
 

@@ -139,7 +139,7 @@ class GraphStepper:
             )
 
     @classmethod
-    def for_algorithm(cls, algorithm, ctx, state: dict) -> "GraphStepper":
+    def for_algorithm(cls, algorithm, ctx, state: dict) -> GraphStepper:
         """Stepper of ``algorithm.step`` followed by ``algorithm.track_target`` (a no-op without a
         stop target); ``algorithm.graph_safe`` must be True.
 
@@ -318,7 +318,7 @@ class PingPongGraph:
     def _start(self, arrays, generation) -> None:
         """Copy ``arrays`` (the state's, in buffer order) into buffer set 0 and set the device
         generation counter ``_gen`` to ``generation`` (kernel ``_k_set``: ``gen = v``); no host sync."""
-        for dst, src in zip(self._buffers()[0], arrays):
+        for dst, src in zip(self._buffers()[0], arrays, strict=False):
             self.cp.copyto(dst, src)
         self._k_set((1,), (1,), (self._gen, np.int64(generation)))
 

@@ -57,7 +57,7 @@ device's, when CuPy is not told), ``log_stream`` and ``cache_in_memory`` are not
 
 def _bound(args: tuple, kwargs: dict) -> dict:
     """The call's arguments by name (:data:`ARGS`)."""
-    return {**dict(zip(ARGS, args)), **kwargs}
+    return {**dict(zip(ARGS, args, strict=False)), **kwargs}
 
 
 def _key(call: dict) -> tuple:

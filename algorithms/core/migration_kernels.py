@@ -21,7 +21,6 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-
 from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.cuda_lib import defines, source
 from isles.algorithms.core.population import Population
@@ -105,7 +104,6 @@ class _Device:
 
     def __init__(self, f_dtype, v_dtype):
         import cupy  # noqa: PLC0415
-
         from isles.algorithms.core.plan import function  # noqa: PLC0415
 
         src = kernel_source(f_dtype, v_dtype)
@@ -154,7 +152,7 @@ class _Host:
 
     @staticmethod
     def _cols(table):
-        cols = list(zip(*table)) if table else [()] * 5
+        cols = list(zip(*table, strict=False)) if table else [()] * 5
         return (
             np.array(cols[0], np.uint64),
             np.array(cols[1], np.uint64),

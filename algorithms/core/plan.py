@@ -31,7 +31,6 @@ import logging
 import warnings
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import source
 from isles.algorithms.core.epoch_layout import EpochPaths
 from isles.algorithms.core.graph import GraphStepper

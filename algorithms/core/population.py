@@ -19,11 +19,11 @@ class is array-module agnostic (NumPy or CuPy; :meth:`to_host` and :meth:`to_dev
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
-
 from isles.algorithms.core.backend import array_module
 
 
@@ -51,12 +51,12 @@ class Population:
         return out
 
     @classmethod
-    def from_leaves(cls, leaves: Mapping[str, Any]) -> "Population":
+    def from_leaves(cls, leaves: Mapping[str, Any]) -> Population:
         """Inverse of :meth:`leaves`."""
         extras = {k[len("extras.") :]: a for k, a in leaves.items() if k.startswith("extras.")}
         return cls(leaves["genome"], leaves["f"], leaves["v"], extras)
 
-    def map(self, fn: Callable) -> "Population":
+    def map(self, fn: Callable) -> Population:
         """Apply ``fn(array) -> array`` to every leaf."""
         return Population(fn(self.genome), fn(self.f), fn(self.v), {k: fn(a) for k, a in self.extras.items()})
 
@@ -71,13 +71,13 @@ class Population:
         return array_module(self.f)
 
     # -- selection and replacement ---------------------------------------------------------------
-    def take(self, idx) -> "Population":
+    def take(self, idx) -> Population:
         """Individuals ``idx (I, k)`` of each island: a Population of shape ``(I, k)``."""
         xp = self.xp
         rows = xp.arange(idx.shape[0])[:, None]
         return self.map(lambda a: a[rows, idx])  # one gather per leaf (take_along_axis costs ~10x on CuPy)
 
-    def put(self, idx, other: "Population") -> "Population":
+    def put(self, idx, other: Population) -> Population:
         """A copy with ``other (I, k)`` written at positions ``idx (I, k)`` (distinct per island).
 
         ``other`` must have the same leaves (use :meth:`conform` first); dtypes are converted.
@@ -92,7 +92,7 @@ class Population:
             out[k] = b
         return Population.from_leaves(out)
 
-    def where(self, mask, other: "Population") -> "Population":
+    def where(self, mask, other: Population) -> Population:
         """Per individual: ``self`` where ``mask (I, k)`` is True, else ``other`` (same leaves)."""
         xp = self.xp
         mine, theirs = self.leaves(), other.leaves()
@@ -102,7 +102,7 @@ class Population:
             out[k] = xp.where(m, a, theirs[k])
         return Population.from_leaves(out)
 
-    def conform(self, like: "Population") -> "Population":
+    def conform(self, like: Population) -> Population:
         """This population with ``like``'s leaves, dtypes and array module.
 
         An extra that ``like`` has and ``self`` lacks (an immigrant from the master swarm, which
@@ -132,20 +132,20 @@ class Population:
         )
 
     # -- transport ------------------------------------------------------------------------------
-    def to_host(self) -> "Population":
+    def to_host(self) -> Population:
         """Every leaf as a NumPy array (for summaries sent through Ray)."""
         return self.map(lambda a: a.get() if hasattr(a, "get") else np.asarray(a))
 
-    def to_device(self, xp) -> "Population":
+    def to_device(self, xp) -> Population:
         """Every leaf in array module ``xp`` (dtypes kept)."""
         return self.map(xp.asarray)
 
-    def island(self, i: int) -> "Population":
+    def island(self, i: int) -> Population:
         """Island ``i`` as a Population of shape ``(1, N)``."""
         return self.map(lambda a: a[i : i + 1])
 
     @staticmethod
-    def concat(pops, axis: int = 1) -> "Population":
+    def concat(pops, axis: int = 1) -> Population:
         """Concatenate populations with the same leaves along ``axis`` (1: individuals, 0: islands)."""
         pops = list(pops)
         xp = pops[0].xp
@@ -163,15 +163,15 @@ class PopulationRoles(dict):
     handles it exactly like a single :class:`Population`.
     """
 
-    def map(self, fn: Callable) -> "PopulationRoles":
+    def map(self, fn: Callable) -> PopulationRoles:
         """Apply ``fn(array) -> array`` to every leaf of every role."""
         return PopulationRoles({r: p.map(fn) for r, p in self.items()})
 
-    def island(self, i: int) -> "PopulationRoles":
+    def island(self, i: int) -> PopulationRoles:
         """Island ``i`` of every role."""
         return PopulationRoles({r: p.island(i) for r, p in self.items()})
 
-    def to_host(self) -> "PopulationRoles":
+    def to_host(self) -> PopulationRoles:
         """Every leaf as a NumPy array."""
         return PopulationRoles({r: p.to_host() for r, p in self.items()})
 

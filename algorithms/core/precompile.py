@@ -23,6 +23,7 @@ as before (the failure is logged at DEBUG level). ``ISLES_PRECOMPILE=0`` turns i
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import json
 import logging
@@ -156,10 +157,8 @@ class Precompiler:
         finally:
             if i is not None:
                 self.done[i].set()
-            try:
+            with contextlib.suppress(OSError):
                 proc.stdin.close()
-            except OSError:
-                pass
 
     def stop(self) -> None:
         """Hand out nothing more (the run compiles what it still needs itself) and end the workers."""
@@ -168,10 +167,8 @@ class Precompiler:
         for i in left:
             self.done[i].set()
         for proc in self.procs:
-            try:
+            with contextlib.suppress(OSError):
                 proc.stdin.close()
-            except OSError:
-                pass
 
     def end(self) -> None:
         """Stop (:meth:`stop`) and end the workers now (at the run's exit: a worker killed while

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import source
 from isles.algorithms.core.plan import elementwise
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.backend import array_module, device_constant
 from isles.algorithms.core.bitstrings import binary_to_gray, extract_fields, gray_to_binary, pack_bits
 from isles.algorithms.core.cuda_lib import source

@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from isles.algorithms.core.backend import array_module
 
 CROSSOVERS = ("bin", "exp", "nec")
@@ -143,7 +142,7 @@ def exponential_length_loop(u_row, cr: float, dim: int) -> int:
     L = 0
     while True:
         L += 1
-        if not (L < dim and u_row[L - 1] < cr_t):
+        if not (dim > L and u_row[L - 1] < cr_t):
             return L
 
 

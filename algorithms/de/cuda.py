@@ -76,7 +76,6 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-
 from isles.algorithms.core.epoch_layout import EpochPaths
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph

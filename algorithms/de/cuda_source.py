@@ -9,13 +9,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.de.crossover import DRAW_CROSS, DRAW_START
 from isles.algorithms.de.de import DRAW_BOUND, DRAW_INDEX
 from isles.problems.base import objective_macros
-
 
 XOVER_IDS = {"bin": 0, "nec": 1}
 BOUND_IDS = {"clip": 0, "reflect": 1, "reinit": 2}

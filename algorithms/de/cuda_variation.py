@@ -4,7 +4,6 @@ code (:class:`DEVariation`, built by :func:`isles.algorithms.de.cuda.make_variat
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import source
 from isles.algorithms.core.plan import elementwise, module, require_supported
 from isles.algorithms.de.cuda_source import _cr_args, variation_source, variation_unsupported_reason

@@ -64,7 +64,6 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-
 from isles.algorithms.core.backend import array_module
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
 from isles.algorithms.core.host_build import check_host_kernel
@@ -267,7 +266,7 @@ def apply_bounds(kind: str, V, lower, upper, rng=None, generation: int = 0):
         ValueError: unknown ``kind`` or ``reinit`` without ``rng``.
     """
     xp = array_module(V)
-    below, above = V < lower, V > upper
+    below, above = lower > V, upper < V
     if kind == "clip":
         return xp.where(below, lower, xp.where(above, upper, V))
     out = below | above

@@ -28,7 +28,6 @@ on NumPy states.
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.epoch_layout import SMEM_OPTIN, device_limits, epoch_block, epoch_min_blocks
 

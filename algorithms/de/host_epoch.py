@@ -13,11 +13,10 @@ import ctypes
 import logging
 
 import numpy as np
-
-from isles.algorithms.de.cuda_source import _cr_args, kernel_source, unsupported_reason
-from isles.algorithms.de.epoch import epoch_source
 from isles.algorithms.core import cuda_lib, host_build
 from isles.algorithms.core.threads import host_threads
+from isles.algorithms.de.cuda_source import _cr_args, kernel_source, unsupported_reason
+from isles.algorithms.de.epoch import epoch_source
 
 log = logging.getLogger(__name__)
 

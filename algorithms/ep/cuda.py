@@ -64,7 +64,6 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-
 from isles.algorithms.core.epoch_layout import EpochPaths
 from isles.algorithms.core.fused_check import real_objective_error
 from isles.algorithms.core.graph import GRAPH_GENERATIONS, PingPongGraph
@@ -220,7 +219,7 @@ class FusedFEP(EpochPaths, PingPongGraph):
                 f"fused FEP: state shapes X{X.shape} eta{E.shape} f{f.shape} do not match "
                 f"(I, mu, n) = ({self.I}, {self.mu}, {self.n})"
             )
-        for dst, a in zip(A, (X, E, f, v)):
+        for dst, a in zip(A, (X, E, f, v), strict=False):
             dst[:, : self.mu] = cp.asarray(a, dtype=self.dtype)
 
     def _finish(self, state, U, n: int, nan):

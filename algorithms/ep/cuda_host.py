@@ -10,13 +10,11 @@ import ctypes
 import logging
 
 import numpy as np
-
-from isles.algorithms.core.population import Population
 from isles.algorithms.core import host_build
+from isles.algorithms.core.population import Population
 from isles.algorithms.core.threads import host_threads
 from isles.algorithms.ep.cuda_source import _rates, kernel_source, unsupported_reason
 from isles.algorithms.ga.cuda_host import host_compiler  # noqa: F401  (tests)
-
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +74,7 @@ class HostFEP:
             np.zeros((I, 2 * mu), self.dtype),
             np.zeros((I, 2 * mu), self.dtype),
         )
-        for dst, k in zip(U, ("X", "eta", "f", "v")):
+        for dst, k in zip(U, ("X", "eta", "f", "v"), strict=False):
             dst[:, :mu] = np.asarray(state[k], dtype=self.dtype)
         return U
 
@@ -142,7 +140,7 @@ class HostFEP:
         Xo, Eo, fo, vo, n_nan = self.offspring(state)
         U = tuple(
             np.concatenate([np.asarray(state[k], dtype=self.dtype), o], 1)
-            for k, o in zip(("X", "eta", "f", "v"), (Xo, Eo, fo, vo))
+            for k, o in zip(("X", "eta", "f", "v"), (Xo, Eo, fo, vo), strict=False)
         )
         _, src = self.select(U[2], U[3], state["generation"])
         return self._survivors(state, U, src, 1, n_nan)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import defines, draw_ids, source
 from isles.algorithms.core.random import MAX_DRAWS
 from isles.algorithms.de.de import BOUND_HANDLINGS
@@ -25,7 +24,6 @@ from isles.algorithms.ep.fep import (
     learning_rates,
 )
 from isles.problems.base import objective_macros
-
 
 MAX_DIM = 1024
 MAX_Q = 4095

@@ -26,7 +26,6 @@ functions' contracts (``tests/test_fep_epoch.py``, in CI).
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import defines
 from isles.algorithms.core.epoch_layout import device_limits, epoch_block, epoch_min_blocks
 

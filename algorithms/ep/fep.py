@@ -84,7 +84,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
 from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.core.population import Population

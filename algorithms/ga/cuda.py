@@ -75,7 +75,6 @@ the CuPy plan (:class:`FusedGA`, :func:`make_plan`) here.
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.cuda_lib import source
 from isles.algorithms.core.epoch_layout import EpochPaths

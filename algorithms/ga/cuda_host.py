@@ -10,7 +10,6 @@ import ctypes
 import logging
 
 import numpy as np
-
 from isles.algorithms.core import host_build
 from isles.algorithms.core.threads import host_threads
 from isles.algorithms.ga.cuda_source import kernel_source, unsupported_reason

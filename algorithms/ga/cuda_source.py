@@ -6,7 +6,6 @@ macros (:func:`kernel_source`) and why a configuration cannot be fused (:func:`u
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import defines, draw_ids, source
 from isles.algorithms.ga.draws import (
     CROSSOVERS,
@@ -18,7 +17,6 @@ from isles.algorithms.ga.draws import (
     DRAW_XOVER,
 )
 from isles.problems.base import objective_macros
-
 
 MAX_TPI = 256
 

@@ -32,7 +32,6 @@ per-generation kernels. The path is in the run summary (``GPU path``) and the ML
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import defines
 from isles.algorithms.core.epoch_layout import device_limits, epoch_block, epoch_min_blocks
 
@@ -114,7 +113,7 @@ class EpochGA:
         p = self.plan
         cp = p.cp
         bufs = p._buffers()
-        for dst, a in zip(bufs[0], p._arrays(state)):
+        for dst, a in zip(bufs[0], p._arrays(state), strict=False):
             cp.copyto(dst, a)
         track = int(p._track)
         if track:

@@ -91,12 +91,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
 from isles.algorithms.core.backend import device_constant
 from isles.algorithms.core.base import Context, FusedAlgorithm, State, check_bool, check_range
-from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.core.encoding_choice import make_encoding
 from isles.algorithms.core.encodings import ENCODINGS, MAX_BITS_PER_VARIABLE, Encoding
+from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.ga.draws import CROSSOVERS, DRAW_INIT, DRAW_RENEW
 from isles.algorithms.ga.operators import crossover, elite_indices, per_bit_flips, random_words, seed_flips, tournament
 

@@ -6,9 +6,7 @@ words."""
 from __future__ import annotations
 
 import numpy as np
-
-from isles.algorithms.core.backend import array_module
-from isles.algorithms.core.backend import device_constant
+from isles.algorithms.core.backend import array_module, device_constant
 from isles.algorithms.ga.draws import (
     CROSSOVERS,
     DRAW_CUT,

@@ -59,7 +59,6 @@ import logging
 import weakref
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import defines as c_defines
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.epoch_layout import SMEM_OPTIN
@@ -244,7 +243,7 @@ class _Epoch:
         hit = hit_eval if hit_eval is not None else xp.zeros(1, dtype=np.int64)
         self._launch(ins, outs, work, nan, int(state["lgen"]), n0, int(nfe0), int(k), hit, tgt)
         s = dict(state)
-        for key, a in zip(("X", "f", "v", "A", "a_n", "M_F", "M_CR", "k"), outs):
+        for key, a in zip(("X", "f", "v", "A", "a_n", "M_F", "M_CR", "k"), outs, strict=False):
             s[key] = a
         s["lgen"] = state["lgen"] + int(k)
         s["n_active"] = n_end

@@ -9,7 +9,6 @@ import ctypes
 import logging
 
 import numpy as np
-
 from isles.algorithms.core import cuda_lib, host_build
 from isles.algorithms.core.threads import host_threads
 from isles.algorithms.lshade.epoch import _Epoch, kernel_source, unsupported_reason

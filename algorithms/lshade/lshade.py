@@ -79,8 +79,8 @@ so that the runtime goes on with plain epochs.
 from __future__ import annotations
 
 import math
-import numpy as np
 
+import numpy as np
 from isles.algorithms.core.base import Context, IslandAlgorithm, State
 from isles.algorithms.core.population import Population
 from isles.algorithms.lshade.draws import (
@@ -366,7 +366,7 @@ class LSHADE(IslandAlgorithm):
         Fw = Fc if w == 1.0 else Fc * w
         V = X + Fw * (X[rows, pbest] - X) + Fc * (X[rows, r1] - pool[rows, r2])
         lower, upper = ctx.lower, ctx.upper
-        V = xp.where(V < lower, (lower + X) / 2, xp.where(V > upper, (upper + X) / 2, V))
+        V = xp.where(lower > V, (lower + X) / 2, xp.where(upper < V, (upper + X) / 2, V))
         # 3. binomial crossover (eq. 2)
         jr = xp.minimum((u[..., COL_JRAND] * D).astype(np.int64), D - 1)
         mask = (rng.uniform(g, DRAW_CROSS, (n, D), dt) < CR[..., None]) | (xp.arange(D) == jr[..., None])

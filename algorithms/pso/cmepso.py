@@ -47,7 +47,7 @@ class MasterSwarm:
         return self.epso.evaluations_per_generation()
 
     @classmethod
-    def like(cls, slaves: EPSO, n_particles: int = 10, c3: float = 2.02) -> "MasterSwarm":
+    def like(cls, slaves: EPSO, n_particles: int = 10, c3: float = 2.02) -> MasterSwarm:
         """A master with the slaves' parameters except ``n_particles`` and ``c3`` (seed 001 sec. 6)."""
         return cls(dc_replace(slaves.params, n_particles=n_particles, c3=c3))
 

@@ -67,7 +67,6 @@ for the counter-based generator.
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import draw_ids, source
 from isles.algorithms.core.plan import function
 from isles.algorithms.core.random import _MASK

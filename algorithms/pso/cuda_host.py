@@ -9,7 +9,6 @@ import ctypes
 import math
 
 import numpy as np
-
 from isles.algorithms.core.random import _MASK
 from isles.algorithms.ga.cuda_host import compile_host
 from isles.algorithms.pso.cuda import COR_MODE_IDS
@@ -140,7 +139,7 @@ class HostEPSO:
             _ptr(vel_o),
         )
         s = dict(state)
-        s.update(zip(("pbest", "pbest_f", "pbest_v", "gbest", "gbest_f", "gbest_v"), outs))
+        s.update(zip(("pbest", "pbest_f", "pbest_v", "gbest", "gbest_f", "gbest_v"), outs, strict=False))
         s.update(x=x_o, vel=vel_o, nan_evals=nan_o.reshape(()))
         return s
 

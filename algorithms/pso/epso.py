@@ -32,7 +32,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from isles.algorithms.core.base import Context, State, check_range
 from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.pso.draws import (

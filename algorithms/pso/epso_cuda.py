@@ -57,7 +57,6 @@ import functools
 import math
 
 import numpy as np
-
 from isles.algorithms.core.cuda_lib import defines, draw_ids
 from isles.algorithms.core.plan import function
 from isles.algorithms.core.random import _MASK, MAX_DRAWS
@@ -91,7 +90,7 @@ DRAWS = draw_ids(
 TWO_PI = 2.0 * math.pi  # CounterRNG.normal's Python scalar, rounded to the dtype as CuPy rounds it
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kernel_source(dtype) -> str:
     """CUDA source for ``dtype`` (float32 or float64): ``#define IS_F32``, :data:`DRAWS` and
     ``epso.cu`` (which includes ``pso.cu``; :mod:`isles.algorithms.core.cuda_lib`).
@@ -116,9 +115,8 @@ def unsupported_reason(ctx, x=None, n_candidates: int = 1) -> str | None:
         n_candidates: ``1 + n_replicas``.
     """
     reason = pso_cuda.unsupported_reason(ctx, x)
-    if reason is None and x is not None:
-        if x.shape[1] * n_candidates >= 2**31 or x.size * n_candidates >= 2**62:
-            return "too many candidates"
+    if reason is None and x is not None and (x.shape[1] * n_candidates >= 2**31 or x.size * n_candidates >= 2**62):
+        return "too many candidates"
     return reason
 
 

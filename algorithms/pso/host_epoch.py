@@ -19,7 +19,6 @@ import ctypes
 import logging
 
 import numpy as np
-
 from isles.algorithms.core import cuda_lib, host_build
 from isles.algorithms.core.threads import host_threads
 from isles.algorithms.pso.cuda import COR_MODE_IDS

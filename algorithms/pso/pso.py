@@ -35,7 +35,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_bool, check_range
 from isles.algorithms.pso.draws import DRAW_COR, DRAW_INIT_V, DRAW_INIT_X, DRAW_R1, DRAW_R2
 from isles.problems.constraints import argbest, better

@@ -16,14 +16,14 @@ import math
 
 import numpy as np
 from hydra.utils import get_object, instantiate
-from omegaconf import DictConfig, ListConfig, OmegaConf
-
-from isles import MOVED, MOVED_MODULES, moved_message, moved_module_message
 from isles.algorithms.core.base import IslandAlgorithm
 from isles.islands.config.schema import ConstraintsConfig, with_defaults
 from isles.problems.base import check_n_eq, probe_evaluation
 from isles.problems.constraints import Evaluator
 from isles.problems.minmax import AugmentedLagrangian, check_payoff_shape
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from isles import MOVED, MOVED_MODULES, moved_message, moved_module_message
 
 PROBLEM_ATTRIBUTES = ("dim", "lower", "upper", "n_constraints", "constraint_scale", "evaluate")
 

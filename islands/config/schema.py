@@ -32,11 +32,9 @@ import dataclasses
 import difflib
 import inspect
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, List, Optional, get_type_hints
+from typing import Any, get_type_hints
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
-
 from isles.algorithms.core.backend import DEVICES, dtype_of
 from isles.algorithms.core.base import check_range
 from isles.algorithms.options import ALGORITHMS
@@ -44,6 +42,7 @@ from isles.islands.config.choices import ASYNC_BUDGETS, MODES, SPAN_GRAPHS, STRA
 from isles.islands.migration.policies import replacement_policy, selection_policy
 from isles.islands.migration.topology import TOPOLOGIES
 from isles.problems.constraints import check_handling
+from omegaconf import MISSING
 
 
 @dataclass
@@ -53,7 +52,7 @@ class StopConfig:
     the run ends at the first generation at which its evaluations of the objective and
     constraints (all islands and the plug-ins) reach it (:mod:`isles.islands.control.budget`)."""
 
-    f_target: Optional[float] = None  # null: run all generations; a number: the target above
+    f_target: float | None = None  # null: run all generations; a number: the target above
     tol: float = 0.0
     # Any, not int: a budget typed 1e6 is an integer too, and 2.5 or abc get check_values' one line;
     # null: generations only (docs/budgets.md)
@@ -78,16 +77,16 @@ class CheckpointConfig:
     """Checkpoints every ``every`` epochs to ``path``; ``resume`` continues a saved run."""
 
     every: int = 0  # save a checkpoint every N epochs (0: never); sync mode
-    path: Optional[str] = None  # null: checkpoint.pkl in the job's Hydra output directory
-    resume: Optional[str] = None  # path of a checkpoint to continue from (same seed and islands)
+    path: str | None = None  # null: checkpoint.pkl in the job's Hydra output directory
+    resume: str | None = None  # path of a checkpoint to continue from (same seed and islands)
 
 
 @dataclass
 class RayConfig:
     """Where Ray runs: a local Ray (``address`` null) or a cluster."""
 
-    address: Optional[str] = None  # null: start a local Ray; "auto" or "ray://host:10001": join a cluster
-    num_cpus: Optional[int] = None  # local Ray only: CPUs to offer (null = all)
+    address: str | None = None  # null: start a local Ray; "auto" or "ray://host:10001": join a cluster
+    num_cpus: int | None = None  # local Ray only: CPUs to offer (null = all)
     include_dashboard: bool = False
     dashboard_host: str = "127.0.0.1"  # local Ray's dashboard: this machine only; 0.0.0.0 opts in to every interface
 
@@ -98,8 +97,8 @@ class IslandsConfig:
 
     n: int = 8  # islands in the archipelago (>= 1)
     # null: a local run chooses (islands/control/autoplace.py), a cluster one actor per GPU; N: N GPUs or CPU actors
-    n_actors: Optional[int] = None
-    n_nodes: Optional[int] = None  # null: every node of the Ray cluster; N: the N nodes with the most GPUs (or CPUs)
+    n_actors: int | None = None
+    n_nodes: int | None = None  # null: every node of the Ray cluster; N: the N nodes with the most GPUs (or CPUs)
     # spread (over as many nodes as possible) | strict_spread (one actor per node) | pack (fewest nodes)
     placement: str = "spread"
     # generations per epoch; the islands meet (and a plug-in runs) once per epoch
@@ -133,9 +132,9 @@ class LoggerConfig:
     # null: MLFLOW_TRACKING_URI if set, else MLflow's default sqlite:///mlflow.db in the launch
     # directory; http://HOST:PORT: a tracking server (`mlflow server`), checked before the run starts
     # (one line naming this field if it does not answer)
-    tracking_uri: Optional[str] = None
+    tracking_uri: str | None = None
     experiment_name: str = "isles"
-    run_name: Optional[str] = None  # null: what ran, EXPERIMENT-PROBLEM-sSEED (a sweep's job: "NUM: its overrides")
+    run_name: str | None = None  # null: what ran, EXPERIMENT-PROBLEM-sSEED (a sweep's job: "NUM: its overrides")
     # true: a tracking server that does not answer is replaced by the local store
     # sqlite:///<launch dir>/mlflow.db, with one line saying so
     fallback_local: bool = False
@@ -143,7 +142,7 @@ class LoggerConfig:
     # NVML: pip install nvidia-ml-py) of the launching machine
     system_metrics: bool = False
     # seconds between samples (null: MLflow's, 10 s or MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL)
-    system_metrics_interval: Optional[float] = None
+    system_metrics_interval: float | None = None
     # false: the run prints its result and exits while its tracking process finishes the MLflow record
     # (journaled in the output folder; `isles sync` waits for it); true: the run waits for the record
     wait: bool = False
@@ -160,7 +159,7 @@ class IslesConfig:
     groups: Any = None
     problem: Any = MISSING
     topology: Any = MISSING
-    plugins: List[Any] = field(default_factory=list)
+    plugins: list[Any] = field(default_factory=list)
     callbacks: Any = None  # name -> {_target_: ...}: the run's callbacks, in order (conf/callbacks/, app/callbacks.py)
     islands: IslandsConfig = field(default_factory=IslandsConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)

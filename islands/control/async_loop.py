@@ -245,7 +245,7 @@ class AsyncRun:
             self.loop = loop = AsyncState.of(resume["async"])
             self.parts = [
                 Part(st, g, e, loop.summaries.get(i))
-                for i, (st, g, e) in enumerate(zip(resume["states"], loop.gens, loop.epochs))
+                for i, (st, g, e) in enumerate(zip(resume["states"], loop.gens, loop.epochs, strict=False))
             ]
         else:
             self.loop, self.parts = AsyncState.fresh(n_groups), [None] * n_groups
@@ -258,7 +258,11 @@ class AsyncRun:
         """Generations per island done of the groups' ``counts`` (default: the loop's): the slowest
         group's, or with the shared pool its spent share per island."""
         counts = self.loop.gens if counts is None else counts
-        return min(counts) if self.pool is None else sum(s * g for s, g in zip(self.sizes, counts)) // self.s.n
+        return (
+            min(counts)
+            if self.pool is None
+            else sum(s * g for s, g in zip(self.sizes, counts, strict=False)) // self.s.n
+        )
 
     def publish(self) -> None:
         """Every group's latest part, with the loop's variables, as the run's snapshot (the
@@ -363,6 +367,6 @@ class AsyncRun:
         """Save the run's snapshot every ``checkpoint.every`` completions and once the run's
         generations are done (``checkpoint.path``)."""
         ck, recovery = self.s.ck, self.s.recovery
-        if ck.every and (self.loop.completions % int(ck.every) == 0 or self.done() >= self.s.generations):
-            if recovery.last_snapshot is not None:
-                checkpoint.save(ck.path, recovery.last_snapshot)
+        due = ck.every and (self.loop.completions % int(ck.every) == 0 or self.done() >= self.s.generations)
+        if due and recovery.last_snapshot is not None:
+            checkpoint.save(ck.path, recovery.last_snapshot)

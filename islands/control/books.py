@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
 from isles.islands.results import EpochRecord, best_of, epoch_record, island_metrics, payoff_total
 
 
@@ -74,7 +73,7 @@ def merge_summaries(n: int, summaries: dict) -> Merged:
 
 def _index(ids: list):
     """Island ids as an index: a slice where they are consecutive (a view, no fancy indexing)."""
-    if ids and ids[-1] - ids[0] == len(ids) - 1 and all(b == a + 1 for a, b in zip(ids, ids[1:])):
+    if ids and ids[-1] - ids[0] == len(ids) - 1 and all(b == a + 1 for a, b in zip(ids, ids[1:], strict=False)):
         return slice(ids[0], ids[-1] + 1)
     return np.asarray(ids)
 

@@ -25,11 +25,10 @@ formula, so the run may pass the budget by them (docs/budgets.md).
 
 from __future__ import annotations
 
-from omegaconf import OmegaConf, open_dict
-
 from isles.islands.config.build import build_algorithm, build_plugins
 from isles.islands.config.schema import check_keys, validated
 from isles.islands.mixed import layout_of
+from omegaconf import OmegaConf, open_dict
 
 
 def evaluation_counts(algorithm, plugins=()) -> tuple[int, int, int]:

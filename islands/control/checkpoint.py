@@ -158,7 +158,7 @@ def regroup(states: list, old_groups: list, new_groups: list, island_axes) -> li
     if [list(g) for g in old_groups] == [list(g) for g in new_groups]:
         return states
     axes = island_axes(states[0])
-    for g, (state, ids) in enumerate(zip(states, old_groups)):
+    for g, (state, ids) in enumerate(zip(states, old_groups, strict=False)):
         for key, axis in axes.items():
             if axis is not None and np.shape(state[key])[axis] != len(ids):
                 raise ValueError(

@@ -10,13 +10,14 @@ groups run their spans at once, as actors do. :meth:`Executor.call` calls a meth
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from isles.islands.group import IslandGroup
 from isles.islands.control.placement import actor_options, cluster_nodes, local_resources, plan, plan_nodes, reserve
+from isles.islands.group import IslandGroup
 from isles.islands.plugin import plugin_stream
 from isles.islands.records import GroupSpec
 from isles.islands.transport.kinds import form as form_transport
@@ -177,10 +178,8 @@ class Executor:
                 # the other groups' results (or errors) are read and dropped, so that Ray does
                 # not print each failed task again as an unhandled error
                 for ref in pending:
-                    try:
+                    with contextlib.suppress(Exception):
                         ray.get(ref, timeout=5)
-                    except Exception:  # noqa: BLE001, S110
-                        pass
                 raise
         return out
 
@@ -194,10 +193,8 @@ class Executor:
                 if on_error is not None:
                     on_error()
                 for other in futures[i + 1 :]:
-                    try:
+                    with contextlib.suppress(Exception):
                         other.result(timeout=30)
-                    except Exception:  # noqa: BLE001, S110
-                        pass
                 raise
         return out
 
@@ -210,10 +207,8 @@ class Executor:
         import ray  # noqa: PLC0415
 
         for ref in [g.abort.remote(span) for g in groups]:
-            try:
+            with contextlib.suppress(Exception):  # (the lost group)
                 ray.get(ref, timeout=5)
-            except Exception:  # noqa: BLE001, S110  (the lost group)
-                pass
 
     def form_links(self, groups):
         """Form the groups' links for the sync spans (:attr:`link`) by ``islands.transport``

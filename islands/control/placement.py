@@ -330,8 +330,10 @@ class Balancer:
         self.cpu = now
         if now is None or before is None or [p for p, _ in now] != [p for p, _ in before]:  # a restarted actor
             return None
-        used = [a - b for (_, a), (_, b) in zip(now, before)]
-        for g, u in zip(groups, used):  # each actor's seconds over its islands, as their last estimates share them
+        used = [a - b for (_, a), (_, b) in zip(now, before, strict=False)]
+        for g, u in zip(
+            groups, used, strict=False
+        ):  # each actor's seconds over its islands, as their last estimates share them
             w = {i: max(self.cost.get(i, 1.0), 1e-9) for i in g}
             self.cost.update({i: u * w[i] / sum(w.values()) for i in g})
         if max(used) / max(1, n_epochs) < BALANCE_MIN_EPOCH_S:
@@ -345,8 +347,10 @@ class Balancer:
         ``plugins`` (``None``: theirs stay), and make ``new`` the placement's grouping."""
         moved = regroup(states, old or placement.groups, new)
         ex = self.ex
-        ex.gather([ex.call(g, "regroup", ids, st, plugins) for g, ids, st in zip(self.groups, new, moved)])
+        ex.gather(
+            [ex.call(g, "regroup", ids, st, plugins) for g, ids, st in zip(self.groups, new, moved, strict=False)]
+        )
         placement.groups = [list(g) for g in new]
         self.moved = True
-        ex.infos = [{**info, "island_ids": list(ids)} for info, ids in zip(ex.infos, new)]
+        ex.infos = [{**info, "island_ids": list(ids)} for info, ids in zip(ex.infos, new, strict=False)]
         self.cpu = self.measure()

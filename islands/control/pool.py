@@ -82,7 +82,7 @@ class SharedBudget:
     def __init__(self, sizes, done, total: int):
         self.sizes = [int(s) for s in sizes]
         self.claimed = [int(g) for g in done]  # generations granted to each group (run, or running)
-        self.left = max(0, int(total) - sum(s * g for s, g in zip(self.sizes, self.claimed)))
+        self.left = max(0, int(total) - sum(s * g for s, g in zip(self.sizes, self.claimed, strict=False)))
         self.drawing = set(range(len(self.sizes)))  # groups that have not been refused yet
         self.attempt = [0] * len(self.sizes)
         self._lock = threading.Lock()

@@ -12,8 +12,8 @@ import logging
 import time
 from dataclasses import fields
 
-from isles.islands.control.checkpoint import generations_done
 from isles.islands.config.schema import typed
+from isles.islands.control.checkpoint import generations_done
 from isles.islands.control.placement import local_resources, plan_nodes, split, where
 from isles.islands.records import LoopState
 from isles.islands.results import RecordLog, migration_log
@@ -293,7 +293,7 @@ class Recovery:
         Raises:
             RestartFailed: a group's actor did not come back in time."""
         ex, deadline = self.executor, time.monotonic() + self.timeout_s
-        calls = lambda: [ex.call(g, "load_state_dict", st, plugins) for g, st in zip(groups, states)]  # noqa: E731
+        calls = lambda: [ex.call(g, "load_state_dict", st, plugins) for g, st in zip(groups, states, strict=False)]  # noqa: E731
         while_restarting(lambda: ex.gather(calls(), deadline), self.timeout_s)
 
     def recover(self, err: BaseException, snapshot) -> None:
@@ -319,7 +319,7 @@ class Recovery:
         """Keep where each group runs now (the executor's ``infos``), log each group that was restarted
         (another process, maybe another node), and hand the monitors' ``on_restart`` the restarted groups."""
         moved = {}
-        for i, (old, new) in enumerate(zip(self.executor.infos, infos)):
+        for i, (old, new) in enumerate(zip(self.executor.infos, infos, strict=False)):
             if (new["node_id"], new["pid"]) != (old["node_id"], old["pid"]):
                 ids = new["island_ids"]
                 log.warning("island group %d (islands %d..%d) restarted on %s", i, ids[0], ids[-1], where(new))

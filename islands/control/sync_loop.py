@@ -14,17 +14,16 @@ import pickle
 import time
 from dataclasses import dataclass, replace
 
-
-from isles.islands.control import checkpoint
-from isles.islands.control.placement import Balancer
 from isles.islands.config.build import build_algorithm
+from isles.islands.control import checkpoint
+from isles.islands.control.books import Merged, book_epoch, merge_summaries
+from isles.islands.control.placement import Balancer
+from isles.islands.control.recovery import loop_copy
 from isles.islands.migration.planner import group_plan, migration_edges
 from isles.islands.mixed import layout_of
 from isles.islands.records import LoopState, Plan, Route, SpanOrder
-from isles.islands.transport.kinds import POSTS
-from isles.islands.control.recovery import loop_copy
-from isles.islands.control.books import Merged, book_epoch, merge_summaries
 from isles.islands.results import RecordLog, migration_log, run_result
+from isles.islands.transport.kinds import POSTS
 
 log = logging.getLogger("isles.islands.coordinator")
 

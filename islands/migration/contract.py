@@ -31,7 +31,6 @@ import inspect
 from typing import Any
 
 import numpy as np
-
 from isles.algorithms.core.backend import array_module, to_host
 from isles.algorithms.core.random import CounterRNG, mix64_int
 from isles.islands.migration.policies import FairReplace, ReplaceWorst, SelectBest
@@ -88,7 +87,7 @@ class MigrationContext:
         """Standard normal numbers ``(I, *shape)`` of draw ``draw`` at this generation."""
         return self.rng.normal(self.generation, draw, shape, dtype)
 
-    def part(self, rows: slice) -> "MigrationContext":
+    def part(self, rows: slice) -> MigrationContext:
         """The context of the islands at ``rows`` of this one (a batch of several families
         selects per family, :func:`isles.islands.migration.moves.emigrants_of`)."""
         ids = self.island_ids[rows]

@@ -29,16 +29,15 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
 from isles.algorithms.core.backend import device_constant, to_host
 from isles.algorithms.core.population import Population, by_role
 from isles.islands.migration import fused as fused_migration
 from isles.islands.migration import policies
 from isles.islands.migration.contract import guarded
-from isles.islands.mixed import ROLE, layout_of
 
 # re-exported: app/job.py and the tests import them from here
 from isles.islands.migration.policies import check_n_migrants, rank_order, replacement_policy, selection_policy  # noqa: F401
+from isles.islands.mixed import ROLE, layout_of
 
 #: the names of the built-in replacements (:data:`isles.islands.migration.policies.REPLACEMENTS`)
 REPLACEMENTS = tuple(policies.REPLACEMENTS)
@@ -255,7 +254,7 @@ def immigrate(
                 }
             )
             rows_d = device_constant(xp, rows)
-            immigrants = flat.map(lambda v: v[rows_d])
+            immigrants = flat.map(lambda v, rows_d=rows_d: v[rows_d])
             if layout.travels:  # the family's arrival rule: its own individuals of them
                 part.state, immigrants = a.adopt(part.ctx, part.state, immigrants, valid)
                 adopted += int(valid.sum()) if a.evaluates_arrivals else 0
@@ -315,7 +314,7 @@ def migration_events(pending, island_ids: list) -> list:
         best = np.full(len(keys), np.inf, dtype=f.dtype)
         with np.errstate(invalid="ignore"):  # a NaN f moved stays NaN, as min() gives it, without a warning
             np.minimum.at(best, inv[acc], f[acc])
-        for key, c, b in zip(keys.tolist(), n.tolist(), best.tolist()):
+        for key, c, b in zip(keys.tolist(), n.tolist(), best.tolist(), strict=False):
             d, s = divmod(key, span)
             events.append((s + lo, island_ids[d], c, b if c else None))
     return events

@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-
 from isles.algorithms.core.backend import array_module
 from isles.algorithms.core.population import Population
 from isles.problems.constraints import better

@@ -13,7 +13,6 @@ Names accepted in configs (``topology=NAME``): ``unconnected``, ``ring`` (one-wa
 from __future__ import annotations
 
 import numpy as np
-
 from isles.algorithms.core.base import check_range
 
 
@@ -32,7 +31,7 @@ class Topology:
         hit = rng.random(W.shape) < W
         np.fill_diagonal(hit, False)
         src, dst = np.nonzero(hit)
-        return list(zip(src.tolist(), dst.tolist()))
+        return list(zip(src.tolist(), dst.tolist(), strict=False))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

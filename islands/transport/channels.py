@@ -21,6 +21,7 @@ millisecond for an actor call.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 
 from isles.islands.transport.link import Aborted
@@ -69,10 +70,8 @@ class ChannelLinks:
         """Close every channel (a waiting read or write raises, :class:`ChannelTransport` turns
         that into :class:`Aborted`) and forget them; the driver forms new ones."""
         for ch in [*self.out.values(), *self.inp.values()]:
-            try:
+            with contextlib.suppress(Exception):  # (a channel of a lost peer)
                 ch.close()
-            except Exception:  # noqa: BLE001, S110  (a channel of a lost peer)
-                pass
         self.out, self.inp = {}, {}
 
 
@@ -105,7 +104,7 @@ class ChannelTransport:
                 # pickled here, by the C pickler, to bytes: Ray's cloudpickle of the Populations
                 # took about a tenth of a tiny island's epoch (py-spy, 2 CPU actors: 1.40 -> 1.26 ms)
                 msg = pickle.dumps((span, epoch, emigrants), protocol=pickle.HIGHEST_PROTOCOL)
-                self._io(g, epoch, lambda: ch.write(msg, timeout=self.timeout_s))
+                self._io(g, epoch, lambda ch=ch, msg=msg: ch.write(msg, timeout=self.timeout_s))
         if rest:
             self.posts.send(span, epoch, rest)
 
@@ -124,7 +123,7 @@ class ChannelTransport:
             if ch is None:
                 posted.append(s)
                 continue
-            got = self._io(s, epoch, lambda: ch.read(timeout=timeout_s))
+            got = self._io(s, epoch, lambda ch=ch: ch.read(timeout=timeout_s))
             if isinstance(got, Exception):  # the channel was closed: Ray hands the error back
                 raise Aborted(f"span {span} aborted ({type(got).__name__})")
             got_span, got_epoch, emigrants = pickle.loads(got)  # fresh arrays, not views of the shared memory

@@ -23,7 +23,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import numpy as np
-
 from isles.algorithms.core.population import Population, PopulationRoles, by_role
 
 #: bytes each leaf's slice of a message is aligned to (any dtype may be viewed there)
@@ -125,7 +124,7 @@ def exchange(comm, xp, emigrants, mine: dict, sends: dict, receives: dict, lay: 
             comm.recv(buf, g)
     got = {}
     for g, srcs in receives.items():
-        got.update(zip(srcs, unpack(in_bufs[g], lay, len(srcs))))
+        got.update(zip(srcs, unpack(in_bufs[g], lay, len(srcs)), strict=False))
     return got
 
 

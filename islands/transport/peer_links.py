@@ -6,10 +6,9 @@ peer is lost."""
 from __future__ import annotations
 
 import numpy as np
-
 from isles.islands.transport.channels import ChannelLinks
-from isles.islands.transport.nccl import NcclComm
 from isles.islands.transport.link import Inbox
+from isles.islands.transport.nccl import NcclComm
 
 
 class PeerLinks:
