@@ -43,7 +43,7 @@ from isles.app.tracking import flatten
 from isles.app.tracking_process import TrackingProcess, record_failure
 from isles.app.tracking_server import reach_tracking_store
 from isles.app.errors import _frames, error_message, is_config_error
-from isles.app.interrupts import interrupts_kept, resume_command, save_interrupted
+from isles.app.interrupts import interrupts_kept, raise_if_interrupted, resume_command, save_interrupted
 from isles.app.ray_setup import check_ray_address, init_ray
 
 
@@ -314,6 +314,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     try:  # a Ray that fails to start fails the MLflow run (never left open, nor FINISHED)
         if use_ray:
             with interrupts_kept():  # Ctrl-C (SIGTERM is Ray's own while it starts)
+                raise_if_interrupted()  # one that the steps before (the probe, ...) dropped: Ray not started
                 init_ray(plain["ray"], plain)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) while Ray starts: nothing has run, nothing to save
         close("KILLED")
@@ -328,6 +329,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     try:
         # SIGTERM like Ctrl-C: after ray.init, which installs a SIGTERM handler of its own (put back after)
         with interrupts_kept((signal.SIGINT, signal.SIGTERM)):
+            raise_if_interrupted()  # one dropped since Ray started: no epoch run
             result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
         try:

@@ -11,6 +11,7 @@ from pathlib import Path
 import isles.app.job as job
 import psutil
 import pytest
+from isles.app.interrupts import interrupts_kept
 from isles.islands.coordinator import Coordinator
 
 from isles import cli
@@ -111,6 +112,29 @@ def test_ctrl_c_dropped_while_ray_starts_still_stops_the_run(monkeypatch, capsys
     monkeypatch.setattr(Coordinator, "run", lambda self: pytest.fail("the run went on after Ctrl-C"))
     assert exit_status(make_cfg(*TWO_GROUPS)) == 130
     assert interrupted_line(capsys.readouterr().err).startswith("isles: interrupted while Ray was starting")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
+def test_ctrl_c_dropped_before_ray_starts_stops_the_run_before_ray(monkeypatch, capsys):
+    # e.g. in a finaliser while the placement probe runs: the command's own phase (isles.cli.main)
+    # keeps it, and run_job stops before Ray starts rather than after the run
+    def placed(*args, **kwargs):
+        DropsInterrupt()
+
+    monkeypatch.setattr(job, "choose", placed)
+    monkeypatch.setattr(job, "init_ray", lambda *a, **k: pytest.fail("Ray started after Ctrl-C"))
+    with pytest.raises(SystemExit) as stop, interrupts_kept():  # as isles.cli.main runs a job
+        cli.run(make_cfg(*TWO_GROUPS))
+    assert stop.value.code == 130
+    assert interrupted_line(capsys.readouterr().err).startswith("isles: interrupted while Ray was starting")
+
+
+def test_ctrl_c_dropped_anywhere_in_the_command_is_one_line_and_130(monkeypatch, capsys):
+    # e.g. in a finaliser while Hydra composes the config: the command ends 130, not 0
+    monkeypatch.setattr(cli, "_main", DropsInterrupt)
+    with pytest.raises(SystemExit) as stop:
+        cli.main()
+    assert stop.value.code == 130 and interrupted_line(capsys.readouterr().err) == "isles: interrupted"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
 
 
