@@ -122,7 +122,10 @@ def test_a_tracking_process_killed_mid_run_loses_nothing(tmp_path):
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 240
-    while not (read_state(str(folder)).get("run_id") and read_state(str(folder)).get("applied", 0) >= 2):
+    held = Path(f"{gate}.held")  # GateSphere holds the run there: its MLflow run opened before
+    while not (
+        held.exists() and read_state(str(folder)).get("run_id") and read_state(str(folder)).get("applied", 0) >= 2
+    ):
         assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()[1][-3000:]
         time.sleep(0.1)
     tracking_process(driver).kill()  # the run opened, on_start written, the run held at its middle
@@ -188,7 +191,8 @@ def test_an_interrupted_run_keeps_its_line_in_mlflow(tmp_path):
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 240
-    while read_state(str(folder)).get("applied", 0) < 2:  # the MLflow run opened, the run held at its middle
+    held = Path(f"{gate}.held")  # the run held at its middle (not still before its first epoch, on a loaded machine)
+    while not held.exists() or read_state(str(folder)).get("applied", 0) < 2:  # ... and the MLflow run opened
         assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()[1][-3000:]
         time.sleep(0.1)
     driver.send_signal(signal.SIGINT)
