@@ -12,6 +12,7 @@ import isles.app.job as job
 import psutil
 import pytest
 from isles.app.interrupts import interrupts_kept
+from isles.app.tracking_process import TrackingProcess
 from isles.islands.coordinator import Coordinator
 
 from isles import cli
@@ -113,6 +114,20 @@ def test_ctrl_c_dropped_while_ray_starts_still_stops_the_run(monkeypatch, capsys
     assert exit_status(make_cfg(*TWO_GROUPS)) == 130
     assert interrupted_line(capsys.readouterr().err).startswith("isles: interrupted while Ray was starting")
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
+def test_ctrl_c_while_mlflow_opens_the_run_closes_it_killed(monkeypatch, capsys, store):
+    # the moment between the MLflow run's opening and Ray's start: the run is closed KILLED, not left open
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    ended = []
+    monkeypatch.setattr(TrackingProcess, "start", interrupted)
+    monkeypatch.setattr(TrackingProcess, "end", lambda self, status="FINISHED": ended.append(status))
+    monkeypatch.setattr(job, "init_ray", lambda *a, **k: pytest.fail("Ray started after Ctrl-C"))
+    cfg = make_cfg(*[a for a in TWO_GROUPS if a != "logger=none"], f"logger.tracking_uri={store}")
+    assert exit_status(cfg) == 130 and ended == ["KILLED"]
+    assert interrupted_line(capsys.readouterr().err).startswith("isles: interrupted while Ray was starting")
 
 
 def test_ctrl_c_dropped_before_ray_starts_stops_the_run_before_ray(monkeypatch, capsys):
