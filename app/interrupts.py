@@ -13,6 +13,9 @@ from contextlib import contextmanager
 from isles.app.overrides import launch_command, task_overrides
 from isles.islands.control import checkpoint
 
+#: the signals received by each :func:`interrupts_kept` phase now open (outermost first)
+_phases: list[list[int]] = []
+
 
 @contextmanager
 def interrupts_kept(signals=(signal.SIGINT,)):
@@ -31,7 +34,7 @@ def interrupts_kept(signals=(signal.SIGINT,)):
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    came = []
+    came: list[int] = []
 
     def interrupt(signum, frame):
         came.append(signum)
@@ -43,6 +46,7 @@ def interrupts_kept(signals=(signal.SIGINT,)):
 
     previous = {s: signal.signal(s, interrupt) for s in signals}
     hook, sys.unraisablehook = sys.unraisablehook, unraisable
+    _phases.append(came)
     try:
         yield
     except Exception as err:  # what a dropped interrupt left behind (e.g. a call it cut short): still an interrupt
@@ -50,11 +54,25 @@ def interrupts_kept(signals=(signal.SIGINT,)):
             raise KeyboardInterrupt(f"signal {came[0]}") from err
         raise
     finally:
+        _phases.pop()  # this phase: they nest
         sys.unraisablehook = hook
         for s, handler in previous.items():  # None: a handler not set from Python; the default then
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
     if came:
         raise KeyboardInterrupt(f"signal {came[0]}")
+
+
+def raise_if_interrupted() -> None:
+    """Between two steps of a job: raise ``KeyboardInterrupt`` if a phase of :func:`interrupts_kept`
+    now open (e.g. the whole command's, :func:`isles.cli.main`) received an interrupt that the code
+    it cut short dropped (a finaliser; a library's ``except BaseException``), so that the job stops
+    at this step rather than at that phase's end (after the run).
+
+    Raises:
+        KeyboardInterrupt: where an open phase received SIGINT (or SIGTERM) since it began."""
+    for came in _phases:
+        if came:
+            raise KeyboardInterrupt(f"signal {came[0]}")
 
 
 def save_interrupted(coordinator, path: str, run_id: str | None) -> str | None:

@@ -26,7 +26,7 @@ from hydra.utils import instantiate
 from isles.algorithms.core.backend import cupy_or_none
 from isles.app.callbacks import RunContext, build_callbacks, check_callbacks
 from isles.app.errors import _frames, error_message, is_config_error
-from isles.app.interrupts import interrupts_kept, resume_command, save_interrupted
+from isles.app.interrupts import interrupts_kept, raise_if_interrupted, resume_command, save_interrupted
 from isles.app.overrides import RETARGETED, check_mixed_overrides, job_overrides, typed_class_node
 from isles.app.progress import print_summary, result_line
 from isles.app.ray_security import check_dashboard_host
@@ -281,8 +281,7 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
     coordinator = Coordinator(
         plain, topology, plugins, callbacks=callbacks + ([tracker] if tracker else []), use_ray=use_ray
     )
-    if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
-        tracker.start((coordinator.resume_from or {}).get("mlflow_run_id"))
+    before = _file_state(ck["path"])  # a checkpoint.path file an earlier run left (not this run's)
 
     def close(status: str) -> None:
         """Close the MLflow run with ``status`` after a failure, which stays the error raised (a
@@ -302,22 +301,26 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
         return path
 
     try:  # a Ray that fails to start fails the MLflow run (never left open, nor FINISHED)
+        if tracker:  # MLflow works in a process of its own; a resumed run continues its MLflow run
+            tracker.start((coordinator.resume_from or {}).get("mlflow_run_id"))
         if use_ray:
             with interrupts_kept():  # Ctrl-C (SIGTERM is Ray's own while it starts)
+                raise_if_interrupted()  # one that the steps before (the probe, ...) dropped: Ray not started
                 init_ray(plain["ray"], plain)
-    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) while Ray starts: nothing has run, nothing to save
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) while MLflow opens or Ray starts: nothing has run, nothing to save
         close("KILLED")
-        line = "interrupted while Ray was starting; nothing had run, so there is nothing to save"
+        moment = "while Ray was starting" if use_ray else "before the run"
+        line = f"interrupted {moment}; nothing had run, so there is nothing to save"
         print(f"isles: {line}", file=sys.stderr, flush=True)
         record_failure(line)  # the line in the MLflow run too (isles.error)
         raise SystemExit(130) from None
     except BaseException:
         close("FAILED")
         raise
-    before = _file_state(ck["path"])  # a checkpoint.path file an earlier run left (not this run's)
     try:
         # SIGTERM like Ctrl-C: after ray.init, which installs a SIGTERM handler of its own (put back after)
         with interrupts_kept((signal.SIGINT, signal.SIGTERM)):
+            raise_if_interrupted()  # one dropped since Ray started: no epoch run
             result = coordinator.run()
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (a preempted node)
         try:

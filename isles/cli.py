@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 from isles import early
 from isles.algorithms.core import kernel_lists, precompile
 from isles.app.errors import error_message, is_config_error
+from isles.app.interrupts import interrupts_kept
 from isles.app.job import failure_line, run_job
 from isles.app.overrides import preprocess_argv
 from isles.app.sweep_runs import sweep_info
@@ -180,7 +181,8 @@ def main() -> None:
     start compiling in parallel at once (:mod:`isles.algorithms.core.precompile`). Ctrl-C at any
     moment is one line and exit status 130 (:func:`run` within a job, :func:`interrupted` around)."""
     try:
-        _main()
+        with interrupts_kept():  # one that a finaliser or a library dropped: raised again (run_job's steps, the end)
+            _main()
     except KeyboardInterrupt:  # Ctrl-C outside a job's own handlers: Hydra composing the config, ...
         interrupted()
 

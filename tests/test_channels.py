@@ -123,10 +123,17 @@ def pair(ray_local):
             ChannelTransport(self.links, None, 5.0).send(span, epoch, messages)
 
         def take(self, span, epoch, senders, timeout_s):
+            links = ChannelLinks()  # the channels as they are now: a close() from now on ends this read
+            links.inp, self.reading = dict(self.links.inp), True
             try:
-                return ChannelTransport(self.links, None, timeout_s).take(span, epoch, senders, timeout_s)
+                return ChannelTransport(links, None, timeout_s).take(span, epoch, senders, timeout_s)
             except (Aborted, TimeoutError) as err:
                 return type(err).__name__
+            finally:
+                self.reading = False
+
+        def is_reading(self):
+            return getattr(self, "reading", False)
 
         def close(self):
             self.links.close()
@@ -150,7 +157,8 @@ def test_a_read_waiting_on_a_real_channel_times_out_then_is_aborted_by_close(pai
     ray, (a, b) = pair
     assert ray.get(b.take.remote(2, 1, [0], 0.2)) == "TimeoutError"
     waiting = b.take.remote(2, 1, [0], 30.0)
-    time.sleep(2)  # the read has started waiting (its 30 s are far off)
+    while not ray.get(b.is_reading.remote()):  # a poll, not a sleep: on a loaded machine the call starts late
+        time.sleep(0.05)
     ray.get(b.close.remote())  # what IslandGroup.abort does
     assert ray.get(waiting) == "Aborted"  # not "TimeoutError": the close ended the wait
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import isles.app.job as job
 import psutil
 import pytest
+from isles.app.interrupts import interrupts_kept
+from isles.app.tracking_process import TrackingProcess
 from isles.islands.coordinator import Coordinator
 
 from isles import cli
@@ -114,6 +116,43 @@ def test_ctrl_c_dropped_while_ray_starts_still_stops_the_run(monkeypatch, capsys
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
 
 
+def test_ctrl_c_while_mlflow_opens_the_run_closes_it_killed(monkeypatch, capsys, store):
+    # the moment between the MLflow run's opening and Ray's start: the run is closed KILLED, not left open
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    ended = []
+    monkeypatch.setattr(TrackingProcess, "start", interrupted)
+    monkeypatch.setattr(TrackingProcess, "end", lambda self, status="FINISHED": ended.append(status))
+    monkeypatch.setattr(job, "init_ray", lambda *a, **k: pytest.fail("Ray started after Ctrl-C"))
+    cfg = make_cfg(*[a for a in TWO_GROUPS if a != "logger=none"], f"logger.tracking_uri={store}")
+    assert exit_status(cfg) == 130 and ended == ["KILLED"]
+    assert interrupted_line(capsys.readouterr().err).startswith("isles: interrupted while Ray was starting")
+
+
+def test_ctrl_c_dropped_before_ray_starts_stops_the_run_before_ray(monkeypatch, capsys):
+    # e.g. in a finaliser while the placement probe runs: the command's own phase (isles.cli.main)
+    # keeps it, and run_job stops before Ray starts rather than after the run
+    def placed(*args, **kwargs):
+        DropsInterrupt()
+
+    monkeypatch.setattr(job, "choose", placed)
+    monkeypatch.setattr(job, "init_ray", lambda *a, **k: pytest.fail("Ray started after Ctrl-C"))
+    with pytest.raises(SystemExit) as stop, interrupts_kept():  # as isles.cli.main runs a job
+        cli.run(make_cfg(*TWO_GROUPS))
+    assert stop.value.code == 130
+    assert interrupted_line(capsys.readouterr().err).startswith("isles: interrupted while Ray was starting")
+
+
+def test_ctrl_c_dropped_anywhere_in_the_command_is_one_line_and_130(monkeypatch, capsys):
+    # e.g. in a finaliser while Hydra composes the config: the command ends 130, not 0
+    monkeypatch.setattr(cli, "_main", DropsInterrupt)
+    with pytest.raises(SystemExit) as stop:
+        cli.main()
+    assert stop.value.code == 130 and interrupted_line(capsys.readouterr().err) == "isles: interrupted"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupt_dropped_during_the_run_still_saves_the_checkpoint(monkeypatch, capsys, tmp_path, signum):
     run = Coordinator.run
@@ -131,6 +170,15 @@ def test_an_interrupt_dropped_during_the_run_still_saves_the_checkpoint(monkeypa
     line, command = err.strip().splitlines()  # the line, then the resume command
     assert line.startswith("isles: interrupted after epoch ") and line.endswith(f"checkpoint {path}; resume with:")
     assert command.strip().endswith(f"checkpoint.resume={path}") and "Traceback" not in err and path.is_file()
+
+
+def maps(pid: int, name: str) -> bool:
+    """Whether process ``pid`` has a file with ``name`` in its path mapped (a module's library loaded)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return name in f.read()
+    except OSError:
+        return False
 
 
 def descendants_named(pid: int, name: str) -> bool:
@@ -156,7 +204,7 @@ def loaded_machine():
 @pytest.mark.parametrize(
     "moment",
     [
-        None,  # isles' imports and Hydra's composition (half a second after the start)
+        None,  # isles' imports and Hydra's composition (once NumPy is loaded: past Python's own start-up)
         "gcs_server",  # Ray's first process spawned
         "raylet",  # Ray's node starting
     ],
@@ -173,16 +221,18 @@ def test_sigint_while_ray_starts_is_one_line_and_130(loaded_machine, moment):
         env={**os.environ, "RAY_AUTH_MODE": "token"},  # Ray's token notice skipped (app/ray_security.py)
     )
     try:
-        deadline = time.monotonic() + (0.5 if moment is None else 60)
+        # a poll with a generous deadline: the moment comes seconds late on a loaded machine; a SIGINT
+        # sent before Python has started (a fixed half second) would stop Python, not isles
+        deadline = time.monotonic() + 60
         while (
-            (moment is None or not descendants_named(p.pid, moment))
+            not (maps(p.pid, "_multiarray_umath") if moment is None else descendants_named(p.pid, moment))
             and time.monotonic() < deadline
             and p.poll() is None
         ):
             time.sleep(0.02)
         assert p.poll() is None, p.communicate()
         os.killpg(p.pid, signal.SIGINT)
-        out, err = p.communicate(timeout=60)
+        out, err = p.communicate(timeout=180)  # a hang guard: an exit takes seconds on a loaded machine
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)

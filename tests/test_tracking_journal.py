@@ -101,7 +101,8 @@ def test_a_failure_while_writing_the_record_fails_the_run_and_keeps_the_journal(
 
 def held_run(tmp_path: Path):
     """Start the main job on GateSphere, which holds it at generation 20 until ``gate`` exists, and
-    wait until its MLflow run is open (the journal applied ``on_start`` and one more record).
+    wait until GateSphere holds it (``gate.held``) and its MLflow run is open (the journal applied
+    ``on_start`` and one more record).
     Returns ``(driver, store, folder, gate, env)``."""
     store, folder, gate = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out", tmp_path / "gate"
     env = {**os.environ, "ISLES_PENDING_DIR": str(tmp_path / "pending")}
@@ -112,7 +113,10 @@ def held_run(tmp_path: Path):
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 240
-    while not (read_state(str(folder)).get("run_id") and read_state(str(folder)).get("applied", 0) >= 2):
+    held = Path(f"{gate}.held")  # the run held at its middle (not still before its first epoch, on a loaded machine)
+    while not (
+        held.exists() and read_state(str(folder)).get("run_id") and read_state(str(folder)).get("applied", 0) >= 2
+    ):
         assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()[1][-3000:]
         time.sleep(0.1)
     return driver, store, folder, gate, env

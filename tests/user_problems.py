@@ -427,7 +427,8 @@ class BusyDesign(Problem):
 
 class GateSphere(Problem):
     """Sphere whose evaluation, after ``after`` calls, waits until the file ``gate`` exists: a run that a
-    test holds in the middle (to kill its tracking process there, tests/test_tracking_journal.py)."""
+    test holds in the middle (to kill its tracking process there, tests/test_tracking_journal.py). The
+    file ``gate.held`` says that the run is held there (a test waits for it: an event, not a delay)."""
 
     name = "gate_sphere"
     calls = 0
@@ -441,6 +442,8 @@ class GateSphere(Problem):
         import time
 
         type(self).calls += 1
+        if type(self).calls > self.after and not os.path.exists(self.gate):
+            open(f"{self.gate}.held", "w").close()
         while type(self).calls > self.after and not os.path.exists(self.gate):
             time.sleep(0.02)
         return (X**2).sum(axis=-1)
