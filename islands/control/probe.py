@@ -28,6 +28,7 @@ import time
 from contextlib import nullcontext
 
 from isles.algorithms.core.backend import synchronize
+from isles.islands.config.schema import typed
 from isles.islands.control.cost_model import DeviceCosts
 from isles.islands.control.executor import Executor
 from isles.islands.group import IslandGroup
@@ -115,7 +116,7 @@ def measure(cfg: dict, plugins, topology, device: str, units: int) -> DeviceCost
     """
     t0 = time.perf_counter()
     n, interval = int(cfg["islands"]["n"]), int(cfg["islands"]["migration_interval"])
-    ex = Executor(cfg, plugins, None, False, None)
+    ex = Executor(typed(cfg), plugins, None, False, None)  # the runtime reads the typed config
     g1 = None
     if n > 1:
         one = IslandGroup(ex.spec((0,), device))
