@@ -322,15 +322,23 @@ def test_ga_and_fep_islands_on_threads_equal_one_thread(family, monkeypatch):
     s0 = alg.track_target(ctx, alg.init(ctx))
     host = (HostGA if family == "GA" else HostFEP)(alg, ctx)
     run = (lambda st: host.run(st, 7)) if family == "GA" else (lambda st: host.run(st, 7, ctx.target))
+    threads_agree(host, run, s0)
+    monkeypatch.setenv("ISLES_HOST_THREADS", "4")
+    plan = (ga_host if family == "GA" else ep_host).host_plan(alg, ctx)
+    assert plan.threads == 4
+
+
+def threads_agree(host, run, s0: dict) -> dict:
+    """``run(state)`` of ``host`` on one thread, then on 3: every array of the state the same bit
+    for bit (a Python number may be the count's own type). Returns the one-thread state."""
+    host.threads = 1
     one = run(dict(s0))
     host.threads = 3
     many = run(dict(s0))
     for k, v in one.items():
         if not isinstance(v, (int, float)):
             assert _same(many[k], v), k
-    monkeypatch.setenv("ISLES_HOST_THREADS", "4")
-    plan = (ga_host if family == "GA" else ep_host).host_plan(alg, ctx)
-    assert plan.threads == 4
+    return one
 
 
 @needs_cc
@@ -346,11 +354,7 @@ def test_de_islands_on_threads_equal_one_thread(monkeypatch):
     ctx = island_ctx(np, FusedNaNSphere(dim=5), islands=7, target=1e-3)
     s0 = alg.init(ctx)
     host = HostEpochDE(alg, ctx)
-    one = host.run(dict(s0), 8, ctx.target)
-    host.threads = 3
-    many = host.run(dict(s0), 8, ctx.target)
-    for k, v in one.items():
-        assert _same(many[k], v), k
+    one = threads_agree(host, lambda st: host.run(st, 8, ctx.target), s0)
     assert int(one["nan_evals"]) > 0
     monkeypatch.setenv("ISLES_HOST_THREADS", "2")
     assert host_epoch.host_plan(alg, ctx).threads == 2
@@ -383,12 +387,7 @@ def test_cde_and_lshade_islands_on_threads_equal_one_thread(family, monkeypatch)
         host = ls_host.HostEpochLSHADE(alg, ctx)
         run = lambda st: ls_epoch.run(alg, ctx, st, 6, kernel=host)  # noqa: E731
     s0 = alg.init(ctx)
-    one = run(dict(s0))
-    host.threads = 3
-    many = run(dict(s0))
-    for k, v in one.items():
-        if not isinstance(v, (int, float)):
-            assert _same(many[k], v), k
+    threads_agree(host, run, s0)
     monkeypatch.setenv("ISLES_HOST_THREADS", "2")
     if family == "CDE":
         assert cde_epoch.host_run(alg, ctx) is not None
