@@ -161,6 +161,7 @@ def golden(name: str | None) -> dict:
     merged = OmegaConf.merge(
         cfg,
         {"logger": body(CONF_DIR / "logger" / f"{chosen(name, 'logger')}.yaml")},
+        {"callbacks": body(CONF_DIR / "callbacks" / f"{chosen(name, 'callbacks')}.yaml")},
         *([body(CONF_DIR / "plugin" / f"{plugin}.yaml")] if plugin else []),
         *(placed(name) if name else []),
         *(experiment_chain(name) if name else []),

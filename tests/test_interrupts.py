@@ -109,11 +109,12 @@ def test_ctrl_c_dropped_while_ray_starts_still_stops_the_run(monkeypatch, capsys
     def started(*args, **kwargs):
         DropsInterrupt()  # freed at once: Ctrl-C lands in its finaliser
 
+    before = signal.getsignal(signal.SIGINT)  # Python's default; SIG_IGN in a pytest-xdist worker
     monkeypatch.setattr(job, "init_ray", started)
     monkeypatch.setattr(Coordinator, "run", lambda self: pytest.fail("the run went on after Ctrl-C"))
     assert exit_status(make_cfg(*TWO_GROUPS)) == 130
     assert interrupted_line(capsys.readouterr().err).startswith("isles: interrupted while Ray was starting")
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    assert signal.getsignal(signal.SIGINT) is before  # put back
 
 
 def test_ctrl_c_while_mlflow_opens_the_run_closes_it_killed(monkeypatch, capsys, store):
@@ -146,11 +147,12 @@ def test_ctrl_c_dropped_before_ray_starts_stops_the_run_before_ray(monkeypatch, 
 
 def test_ctrl_c_dropped_anywhere_in_the_command_is_one_line_and_130(monkeypatch, capsys):
     # e.g. in a finaliser while Hydra composes the config: the command ends 130, not 0
+    before = signal.getsignal(signal.SIGINT)  # Python's default; SIG_IGN in a pytest-xdist worker
     monkeypatch.setattr(cli, "_main", DropsInterrupt)
     with pytest.raises(SystemExit) as stop:
         cli.main()
     assert stop.value.code == 130 and interrupted_line(capsys.readouterr().err) == "isles: interrupted"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    assert signal.getsignal(signal.SIGINT) is before  # put back
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -110,6 +110,7 @@ def test_master_replicas_in_two_actors_equal_one_actor_and_in_process(ray_local,
     over = [f"plugins.0.sends_best={sends}", f"islands.migration_interval={interval}"]
     spans, real = [], sync_loop.SyncLoop.start_span
     monkeypatch.setattr(sync_loop.SyncLoop, "start_span", lambda self, *a: spans.append(a[5]) or real(self, *a))
+    monkeypatch.setattr(sync_loop, "BATCH_S", 1e9)  # spans by their cap, not by the epochs' seconds (load)
     two = run_master(*over, "islands.n_actors=2")
     monkeypatch.undo()
     assert sum(spans) == len(two.history) == 12 // interval and max(spans) > 1
@@ -394,6 +395,7 @@ def test_the_typed_records_that_cross_ray_equal_the_in_process_ones(ray_local, m
             return real_call(self, group, method, *args)
 
         monkeypatch.setattr(Executor, "call", call)
+        monkeypatch.setattr(sync_loop, "BATCH_S", 1e9)  # spans by their cap, not by the epochs' seconds (load)
         monkeypatch.setattr(
             sync_loop.SyncLoop, "end_span", lambda self, *a: seen.extend(out := real_end(self, *a)) or out
         )
