@@ -4,6 +4,7 @@ and keep CPU tests from picking a GPU by chance (issue 16 §3)."""
 import atexit
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,20 @@ def _runs_isles(args: list[str]) -> bool:
         or "isles" in names[:1]
         or any(a == "-m" and b == "isles" for a, b in zip(args, args[1:], strict=False))
     )
+
+
+@pytest.fixture(autouse=True)
+def _sigint_disposition_kept():
+    """Every test starts with the SIGINT handler the worker had, and one that a test (or a library
+    it ran in this process) left changed is put back after it: a handler left as ``SIG_IGN`` would
+    be inherited by the later tests' ``run.py`` processes, whose Python then ignores Ctrl-C until
+    isles installs its own handler (seen under load: a SIGINT during the imports lost, exit 0)."""
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # also where a session fixture's setup left it
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    elif signal.getsignal(signal.SIGINT) is not before and before is not None:
+        signal.signal(signal.SIGINT, before)
 
 
 @pytest.fixture(autouse=True)

@@ -221,6 +221,9 @@ def test_sigint_while_ray_starts_is_one_line_and_130(loaded_machine, moment):
         text=True,
         start_new_session=True,
         env={**os.environ, "RAY_AUTH_MODE": "token"},  # Ray's token notice skipped (app/ray_security.py)
+        # Ctrl-C's disposition as a terminal's shell gives it, whatever this worker inherited (a SIGINT
+        # ignored here would be ignored by the run's Python until isles' own handler is installed)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         # a poll with a generous deadline: the moment comes seconds late on a loaded machine; a SIGINT
