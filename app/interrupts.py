@@ -18,10 +18,12 @@ _phases: list[list[int]] = []
 
 
 @contextmanager
-def interrupts_kept(signals=(signal.SIGINT,)):
+def interrupts_kept(signals=(signal.SIGINT,), defer: bool = False):
     """Around a phase of a job (Ray's start; the run): each of ``signals`` (SIGINT, Ctrl-C; SIGTERM,
     a preempted node) raises ``KeyboardInterrupt`` as Python does for Ctrl-C, and is remembered: if
-    the phase still ends without one, ``KeyboardInterrupt`` is raised at its end. The previous
+    the phase still ends without one, ``KeyboardInterrupt`` is raised at its end. With ``defer``
+    the signal is only remembered, and raised at the phase's end: for a phase that must run whole
+    (a finished run's result printed). The previous
     handlers (Ray's SIGTERM handler, Python's SIGINT handler) are put back; outside the main thread
     (where Python runs no signal handler) the phase runs as it is.
 
@@ -38,7 +40,8 @@ def interrupts_kept(signals=(signal.SIGINT,)):
 
     def interrupt(signum, frame):
         came.append(signum)
-        raise KeyboardInterrupt(f"signal {signum}")
+        if not defer:
+            raise KeyboardInterrupt(f"signal {signum}")
 
     def unraisable(info):  # a KeyboardInterrupt dropped by a finaliser: raised again at the phase's end
         if not (came and isinstance(info.exc_value, KeyboardInterrupt)):

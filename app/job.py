@@ -356,13 +356,32 @@ def run_job(cfg: DictConfig, use_ray: bool | None = None) -> tuple[RunResult, st
             run_id = tracker.run_id if tracker else None
         except RuntimeError:  # the tracking process failed: tracker.end below raises why
             run_id = None
-        show_result(result, problem, run_id, plain)
-        if tracker:
-            tracker.end("FINISHED")
-    except BaseException as err:
-        close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
+        with interrupts_kept((signal.SIGINT, signal.SIGTERM), defer=True):  # the result is printed whole
+            show_result(result, problem, run_id, plain)
+        if tracker:  # a signal while it waits for the record (logger.wait): the record is closed already
+            with interrupts_kept((signal.SIGINT, signal.SIGTERM)):
+                tracker.end("FINISHED")
+    except KeyboardInterrupt:  # after the run finished: its result stands, its record is finished without us
+        finished_record_left(tracker)
+        raise SystemExit(130) from None
+    except BaseException:
+        close("FAILED")
         raise
     return result, run_id
+
+
+def finished_record_left(tracker) -> None:
+    """After a Ctrl-C or SIGTERM that came once the run had finished (its result printed, or its
+    MLflow record being written with ``logger.wait``): the run's record is closed FINISHED and left
+    to the tracking process, which ignores the signal and completes it from the journal (``isles
+    sync FOLDER`` does, where that process dies too); one line on stderr says so."""
+    where = ""
+    if tracker is not None:
+        tracker.wait = False  # the journal is closed here; the process finishes it
+        with contextlib.suppress(Exception):
+            tracker.end("FINISHED")
+        where = f"; its MLflow record is completed by the tracking process (or `isles sync {tracker.journal_folder}`)"
+    print(f"isles: interrupted after the run finished: the result above stands{where}", file=sys.stderr, flush=True)
 
 
 def show_placement(placed, plain: dict) -> None:

@@ -252,6 +252,12 @@ class TrackingProcess(Callback):
             self._send("on_epoch", self._held)
         self._send("on_end", result)
 
+    @property
+    def journal_folder(self) -> str | None:
+        """The folder of the run's journal, which ``isles sync FOLDER`` completes (``None`` before
+        :meth:`start`)."""
+        return self._journal.folder if self._journal is not None else None
+
     def end(self, status: str = "FINISHED") -> None:
         """Close the run with ``status``. A finished run's record is closed (:meth:`close`); a
         failed or interrupted run's stays open for the line the run prints (:func:`record_failure`),

@@ -243,3 +243,52 @@ def test_sigint_while_ray_starts_is_one_line_and_130(loaded_machine, moment):
             os.killpg(p.pid, signal.SIGKILL)
     assert p.returncode == 130, err
     assert interrupted_line(err).startswith("isles: interrupted") and "isles: best f=" not in out
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_finished_result_is_printed_keeps_the_whole_result(monkeypatch, capsys, signum):
+    # issue 34: a SIGTERM after the run's last epoch (Ray's handler was back: exit 15, the record KILLED)
+    show = job.show_result
+
+    def signalled(*args, **kwargs):
+        os.kill(os.getpid(), signum)  # handled at the next instruction: here, in the middle of the printing
+        show(*args, **kwargs)
+
+    monkeypatch.setattr(job, "show_result", signalled)
+    before = signal.getsignal(signum)
+    assert exit_status(make_cfg(*TWO_GROUPS, "islands.n_actors=1")) == 130
+    out, err = capsys.readouterr()
+    assert "isles: best f=" in out  # the result printed whole, after the signal came
+    assert interrupted_line(err) == "isles: interrupted after the run finished: the result above stands"
+    assert signal.getsignal(signum) is before  # put back
+
+
+def test_a_signal_while_the_finished_record_is_waited_for_leaves_it_finished(monkeypatch, capsys, store):
+    ended = []
+
+    def signalled(self, status="FINISHED"):
+        ended.append((status, self.wait))
+        if len(ended) == 1:  # the wait for the record (logger.wait=true), cut short
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs here
+        end(self, status)
+
+    end = TrackingProcess.end
+    monkeypatch.setattr(TrackingProcess, "end", signalled)
+    args = [a for a in TWO_GROUPS if a != "logger=none"]
+    cfg = make_cfg(*args, "islands.n_actors=1", f"logger.tracking_uri={store}", "logger.wait=true")
+    assert exit_status(cfg) == 130
+    out, err = capsys.readouterr()
+    assert "isles: best f=" in out
+    line = interrupted_line(err)
+    assert line.startswith("isles: interrupted after the run finished: the result above stands; its MLflow record")
+    assert ended == [("FINISHED", True), ("FINISHED", False)]  # closed FINISHED, never KILLED
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    deadline = time.time() + 60
+    while run.info.status != "FINISHED" and time.time() < deadline:  # the tracking process completes it
+        time.sleep(0.5)
+        run = client.get_run(run.info.run_id)
+    assert run.info.status == "FINISHED"
