@@ -5,6 +5,8 @@ and graph capture), the ratio, and the wall time per epoch.
     python benchmarks/scaling_bench.py --actors 2 +experiment=de_benchmark device=gpu islands.n=8 \\
         generations=65536 islands.migration_interval=16384
     python benchmarks/scaling_bench.py --actors 2 +experiment=cmepso device=gpu algorithm.n_particles=4096
+    # CPU: one process's islands on 8 host-build threads against one thread
+    python benchmarks/scaling_bench.py --actors 1 --threads 8 +experiment=de_benchmark device=cpu islands.n=8
     # the cost of one migration between actors: epochs of one generation with almost no compute
     python benchmarks/scaling_bench.py --actors 2 +experiment=de_islands device=gpu problem=sphere \\
         problem.dim=8 algorithm.pop_size=16 generations=3000 islands.migration_interval=1
@@ -21,6 +23,7 @@ sum over the cores bounds the wall.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 import time
@@ -83,6 +86,13 @@ def main() -> None:
     """CLI entry point."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--actors", type=int, default=2, help="actors of the scaled run (1 GPU each)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="CPU host builds: the first run on one island thread, the scaled run on this many "
+        "(ISLES_HOST_THREADS; 0: as the environment says)",
+    )
     ap.add_argument("overrides", nargs="*", help="Hydra overrides of the run")
     a = ap.parse_intermixed_args()
     print(
@@ -92,14 +102,16 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     base = base_wall = None
     cpus = []
-    for n in (1, a.actors):
+    for first, n in ((True, 1), (False, a.actors)):
+        if a.threads:  # the processes' island threads (algorithms/core/threads.py host_threads)
+            os.environ["ISLES_HOST_THREADS"] = "1" if first else str(a.threads)
         result, epoch_s, span_s, cpu_s = run(a.overrides, n)
         rate = result.steady_evals_per_s
         base = base or rate
         base_wall = base_wall or result.wall_s
         devices = "; ".join(sorted({f"{d}" for d in result.devices.values()}))
         print(
-            f"| {n} | {rate / 1e6:,.2f} M | {rate / base:.2f}x | {result.wall_s:.2f} s | "
+            f"| {n}{'' if not a.threads else ' (1 thread)' if first else f' ({a.threads} threads)'} | {rate / 1e6:,.2f} M | {rate / base:.2f}x | {result.wall_s:.2f} s | "
             f"{result.wall_s / base_wall:.2f}x | {epoch_s * 1e3:.3f} ms | "
             f"{'-' if span_s is None else f'{span_s * 1e3:.3f} ms'} | {result.best_f:.7g} | {devices} |",
             flush=True,
