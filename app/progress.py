@@ -135,8 +135,9 @@ def print_summary(result, problem, run_id: str | None, console: Console | None =
     if result.payoff_evaluations:  # a min-max algorithm (CDE): its pair payoffs L(x, y), apart
         console.print(f"payoff evaluations {result.payoff_evaluations:,} (pairs L(x, y))")
     paths = sorted({p for p in result.gpu_paths.values() if p and p != "numpy"})
-    if paths:
-        console.print("GPU path: " + "; ".join(paths))
+    if paths:  # the kernels' path: a GPU's, or the CPU's host build ("host kernel")
+        on_gpu = any(str(d) != "cpu" for d in result.devices.values())
+        console.print(("GPU" if on_gpu else "CPU") + " path: " + "; ".join(paths))
     if result.hit_generations is not None:
         h = np.asarray(result.hit_generations)
         ok = h[h >= 0]

@@ -78,3 +78,13 @@ def test_summary_says_which_constraints_are_equalities(capsys):
     print_summary(_result([0.25, 0.25, 0.25, 0.25]), SphereOnPlane(4), None)
     out = capsys.readouterr().out
     assert "(g <= 0 feasible; the last 1: h = 0, |h| <= 0.0001)" in out and "feasible (max normalised" in out
+
+
+@pytest.mark.parametrize("device, label", [("cpu", "CPU path: host kernel"), ("cuda:0", "GPU path: host kernel")])
+def test_summary_names_the_kernels_path_by_its_device(capsys, device, label):
+    # a CPU run's host build was shown as "GPU path: host kernel"
+    result = _result([0.0, 0.0], f=0.0)
+    result.gpu_paths, result.devices = {0: "host kernel"}, {0: device}
+    print_summary(result, ShiftedSphere(2), None)
+    out = capsys.readouterr().out
+    assert label in out and ("GPU path" in out) == (device != "cpu")
