@@ -21,7 +21,7 @@ import pytest
 from isles.algorithms.core import host_build
 from isles.algorithms.pso import host_epoch
 from isles.algorithms.pso.host_epoch import HostEpochEPSO
-from isles.algorithms.pso.pso import PSO
+from isles.algorithms.pso.pso import PSO, inertia_weight, vmax_schedule
 from isles.problems import cuda_check, make_problem
 
 from tests.helpers import island_ctx, numpy_twin
@@ -106,6 +106,28 @@ def test_fused_objective_folded_in_numpys_order(name, dim):
     assert _same(f, fw)
     f_seq, _ = host.evaluate(X, np_order=0)
     assert not _same(f_seq, fw)
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "fields",
+    [dict(max_iterations=37), dict(max_iterations=1), dict(vmax_fraction=0.0), dict(vmax_final=0.6), {}],
+)
+def test_schedules_are_pythons(dtype, fields):
+    """The inertia weight and the clamp of each generation, computed in C for a chunk
+    (``epso_host_schedules``), are :func:`inertia_weight`'s and :func:`vmax_schedule`'s Python
+    values bit for bit, past ``max_iterations`` too; zeros without the clamp."""
+    alg = PSO(**{"max_iterations": 1000, **fields})
+    host = HostEpochEPSO(alg, island_ctx(np, make_problem("sphere", dim=3), islands=1, dtype=dtype))
+    p = alg.params
+    w, vm = host.schedules(3, 1200)
+    ks = range(4, 1204)
+    assert _same(w, np.array([inertia_weight(k, p.max_iterations, p.w_max, p.w_min) for k in ks], dtype=dtype))
+    want = [
+        vmax_schedule(k, p.max_iterations, p.vmax_fraction, p.vmax_final) if p.vmax_fraction > 0 else 0.0 for k in ks
+    ]
+    assert _same(vm, np.array(want, dtype=dtype))
 
 
 @needs_cc

@@ -28,7 +28,7 @@ from isles.algorithms.core import cuda_lib, host_build
 from isles.algorithms.core.threads import host_threads
 from isles.algorithms.pso.cuda import COR_MODE_IDS
 from isles.algorithms.pso.epso_cuda import TWO_PI, kernel_source
-from isles.algorithms.pso.pso import inertia_weight, vmax_schedule
+from isles.algorithms.pso.pso import VMAX_POWER
 from isles.problems.constraints import equalities
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,11 @@ class HostEpochEPSO:
         vp, ci, T = ctypes.c_void_p, ctypes.c_int, self.T
         self._epoch.argtypes = [ci, ci, *[vp] * 12, vp, ctypes.c_ulonglong, ctypes.c_longlong, ci, *[vp] * 4]
         self._epoch.argtypes += [*[T] * 6, *[ci] * 8, T, vp]
+        self._sched = self.lib.epso_host_schedules
+        self._sched.restype = None
+        dd, ll = ctypes.c_double, ctypes.c_longlong
+        dptr = np.ctypeslib.ndpointer(np.float64, flags="C_CONTIGUOUS")
+        self._sched.argtypes = [ll, ci, ll, dd, dd, ci, dd, dd, dd, dptr, dptr]
         self._draws = self.lib.epso_host_draws
         self._draws.restype = None
         self._draws.argtypes = [ci, vp, ctypes.c_ulonglong, ctypes.c_longlong, *[ci] * 5, T, vp, vp]
@@ -178,6 +183,20 @@ class HostEpochEPSO:
         )
         return f, v
 
+    def schedules(self, g0: int, n: int) -> tuple:
+        """``(w, vmax)``, each ``(n,)`` in the dtype: :func:`isles.algorithms.pso.pso.inertia_weight`
+        and :func:`~isles.algorithms.pso.pso.vmax_schedule` of the iterations ``g0 + 1 .. g0 + n``
+        (generations ``g0 ..``), computed in C as Python computes them (``epso_host_schedules``;
+        ``vmax`` zeros without the clamp)."""
+        p = self.epso.params
+        w, vm = np.empty(n), np.empty(n)
+        start, final, i_max = float(p.vmax_fraction), float(p.vmax_final), int(p.max_iterations)
+        general = int(not (start <= 0 or final >= start or i_max <= 1))  # vmax_schedule's general case
+        self._sched(g0, n, i_max, float(p.w_max), float(p.w_min), general, start, final, float(VMAX_POWER), w, vm)
+        if not p.vmax_fraction > 0:
+            vm[:] = 0.0
+        return w.astype(self.dtype), vm.astype(self.dtype)
+
     @staticmethod
     def _ptr(a):
         return a.ctypes.data_as(ctypes.c_void_p)
@@ -216,7 +235,7 @@ class HostEpochEPSO:
 
         Raises:
             MemoryError: no memory for an island's scratch."""
-        p, rng, dt = self.epso.params, self.ctx.rng, self.dtype
+        rng, dt = self.ctx.rng, self.dtype
         s = dict(state)
         names = ("x", "vel", "pbest", "pbest_f", "pbest_v", "gbest", "gbest_f", "gbest_v")
         a = {k: np.array(state[k], dtype=dt, order="C") for k in names}
@@ -236,14 +255,7 @@ class HostEpochEPSO:
         while done < n:
             k = min(chunk, int(n) - done)
             L, Cs = self.normals(g + done, k, I)
-            gens = range(g + done + 1, g + done + k + 1)
-            w = np.array([inertia_weight(j, p.max_iterations, p.w_max, p.w_min) for j in gens], dtype=dt)
-            vm = np.array(
-                [vmax_schedule(j, p.max_iterations, p.vmax_fraction, p.vmax_final) for j in gens]
-                if p.vmax_fraction > 0
-                else [0.0] * k,
-                dtype=dt,
-            )
+            w, vm = self.schedules(g + done, k)
             rc = self._epoch(
                 int(self.threads),
                 I,
@@ -262,7 +274,7 @@ class HostEpochEPSO:
                 nan.ctypes.data,
             )
             if rc != 0:
-                raise MemoryError("EPSO host build: no memory for an island's scratch")
+                raise MemoryError(f"{self.epso.name.upper()} host build: no memory for an island's scratch")
             done += k
         s.update(a)
         s["generation"] = g + int(n)

@@ -24,6 +24,7 @@
 #ifndef ISLES_EPSO_HOST_CUH
 #define ISLES_EPSO_HOST_CUH
 #ifdef ISLES_HOST_EMU
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,24 @@ static int epso_eval_row(const T* x, const int dim, const int np_order, T* fo, T
     *fo = f;
     *vo = v;
     return bad;
+}
+
+// the schedules of the iterations k0 + 1 .. k0 + n (1-based): algorithms/pso/pso.py's inertia_weight
+// and vmax_schedule (v_sched: its general case; else v_start) in double, operation for operation as
+// Python's floats compute them (t's int division exact below 2^53; `**` is the C library's pow in
+// CPython, as here); the epoch casts them to T as np.array(..., dtype) does
+void epso_host_schedules(const long long k0, const int n, const long long i_max, const double w_max,
+                         const double w_min, const int v_sched, const double v_start, const double v_final,
+                         const double v_pow, double* w, double* vm) {
+    for (int e = 0; e < n; ++e) {
+        double t = 0.0;
+        if (i_max > 1) {
+            t = (double)(k0 + e) / (double)(i_max - 1);   // (k - 1) / (i_max - 1), k = k0 + 1 + e
+            t = t < 0.0 ? 0.0 : (t > 1.0 ? 1.0 : t);
+        }
+        w[e] = w_max - t * (w_max - w_min);
+        vm[e] = v_sched ? v_start * pow(v_final / v_start, pow(t, v_pow)) : v_start;
+    }
 }
 
 // the C library's cos of n values (the build compares it with np.cos: c_cos)
