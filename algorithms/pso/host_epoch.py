@@ -14,7 +14,7 @@ so the populations are the NumPy twin's bit for bit (``tests/test_epso_host_epoc
 objective in C agrees with the array code to its rounding (a ``pow`` is the C library's, not
 NumPy's), checked on random points when the build is made (a row code that disagrees is not used).
 A fused objective is folded in NumPy's pairwise order (``obj_fold.cuh``) where that gives the array
-code's ``f`` bit for bit on those points (Rastrigin, Sphere, Ackley at any ``D`` where the C
+code's ``f`` bit for bit on those points (Rastrigin, Sphere and Griewank at any ``D`` where the C
 library's ``cos`` is NumPy's), else left to right.
 """
 
@@ -173,8 +173,9 @@ class HostEpochEPSO:
             raise ValueError(f"the C objective of {self.ctx.evaluator.problem.name} disagrees with its array code")
 
     def evaluate(self, X, np_order=None):
-        """``(f, v)`` of the rows ``X (n, D)`` (C-contiguous, the dtype) by the C objective, as a
+        """``(f, v)``, each ``(n,)`` in the dtype, of the rows ``X (n, D)`` by the C objective, as a
         generation evaluates them (``np_order``: the fold's order, default :attr:`np_order`)."""
+        X = np.ascontiguousarray(X, dtype=self.dtype)
         n, D = X.shape
         f, v = np.empty(n, self.dtype), np.empty(n, self.dtype)
         order = self.np_order if np_order is None else np_order
