@@ -3,9 +3,11 @@
     python benchmarks/cpu_per_eval.py                       # Rastrigin D=10, 1e5 evaluations, one core
     python benchmarks/cpu_per_eval.py --reps 3 --only de_islands,lshade
     python benchmarks/cpu_per_eval.py --problem rosenbrock --dim 100
+    python benchmarks/cpu_per_eval.py --reps 3 --only pso --dim 100     # plain PSO against pygmo's pso
 
 Each isles row is ``python run.py +experiment=E device=cpu logger=none problem=P problem.dim=D
-stop.max_evaluations=1e5 seed=S`` in a subprocess, with the experiment's islands and with
+stop.max_evaluations=1e5 seed=S`` in a subprocess (``pso``: ``algorithm=pso`` on the root config,
+no experiment: 8 unconnected islands of 40 particles, ``generations=100000``), with the experiment's islands and with
 ``islands.n=1``, and with ``algorithm.host_kernel=false`` (the NumPy array code: the CPU path
 before issue 37) and ``auto`` (the families' compiled host builds, the default); its figure is
 the run's own wall time (the job's ``wall time``, start-up excluded) over its evaluations; a
@@ -35,12 +37,16 @@ EXPERIMENTS = {
     "de_islands": ("de", 50),
     "lshade": ("sade", 50),
     "cmepso": ("pso", 40),
+    "pso": ("pso", 40),
     "fep": ("de", 400),
     "ga": ("sga", 640),
 }
 #: experiments whose family has no host build: one NumPy row (none today; EPSO's is
 #: :mod:`isles.algorithms.pso.host_epoch`)
 NO_HOST: set = set()
+#: rows that are a plain algorithm of the root config (``conf/config.yaml``), not an experiment (its
+#: ``generations`` raised so that the budget, not the root's 1,000 generations, ends the run)
+JOB_ARGS = {"pso": ["algorithm=pso", "generations=100000"]}
 _LINE = re.compile(r"evaluations ([\d,]+)\s+wall time ([\d.]+) s")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's isles
@@ -55,7 +61,7 @@ def isles_row(exp: str, problem: str, dim: int, evals: int, one_island: bool, ho
     cmd = [
         sys.executable,
         "run.py",
-        f"+experiment={exp}",
+        *JOB_ARGS.get(exp, [f"+experiment={exp}"]),
         "device=cpu",
         "logger=none",
         f"problem={problem}",
@@ -83,7 +89,7 @@ def evolve_row(exp: str, problem: str, dim: int, evals: int, one_island: bool, h
     experiments' settings: ``de_islands`` 8 islands of DE (N 50), ``lshade`` 1 island (N_init
     18 D, E 140), ``fep`` 1 island (mu 400, q 10), ``ga`` 1 island (N 640, seed002 encoding on
     [-1, 1]), ``cmepso`` its 10 slave swarms (EPSO, 40 particles x 6 candidates; the master swarm
-    is the job's); ``one_island``: one island of each."""
+    is the job's), ``pso`` 8 islands of plain PSO (40 particles); ``one_island``: one island of each."""
     from isles.algorithms.core.base import Context  # noqa: PLC0415
     from isles.algorithms.core.random import CounterRNG  # noqa: PLC0415
     from isles.algorithms.de.de import DE  # noqa: PLC0415
@@ -91,6 +97,7 @@ def evolve_row(exp: str, problem: str, dim: int, evals: int, one_island: bool, h
     from isles.algorithms.ga.ga import GA  # noqa: PLC0415
     from isles.algorithms.lshade.lshade import LSHADE  # noqa: PLC0415
     from isles.algorithms.pso.epso import EPSO  # noqa: PLC0415
+    from isles.algorithms.pso.pso import PSO  # noqa: PLC0415
     from isles.problems import make_problem  # noqa: PLC0415
     from isles.problems.constraints import Evaluator  # noqa: PLC0415
 
@@ -107,8 +114,11 @@ def evolve_row(exp: str, problem: str, dim: int, evals: int, one_island: bool, h
     elif exp == "cmepso":
         islands = 1 if one_island else 10
         alg = EPSO(max_iterations=max(1, evals // (240 * islands)), host_kernel=hk)
+    elif exp == "pso":
+        islands = 1 if one_island else 8
+        alg = PSO(max_iterations=max(1, evals // (40 * islands)), host_kernel=hk)
     else:
-        raise ValueError(f"experiment {exp!r}: allowed values are de_islands|lshade|fep|ga|cmepso")
+        raise ValueError(f"experiment {exp!r}: allowed values are {'|'.join(EXPERIMENTS)}")
     import numpy as np  # noqa: PLC0415
 
     prob = make_problem(problem, dim=dim, **box)

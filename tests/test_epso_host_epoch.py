@@ -170,10 +170,7 @@ def test_welded_beam_row_code_is_its_array_code(cls):
     u = np.random.default_rng(5).random((500, 4))
     X = np.ascontiguousarray(prob.lower + u * (prob.upper - prob.lower))
     X[:5] = [0.2057296, 3.4704887, 9.0366239, 0.2057296]  # near x*: feasible
-    f, v = np.empty(500), np.empty(500)
-    host.lib.epso_host_eval(
-        host._ptr(X), host_epoch.ctypes.c_longlong(500), host_epoch.ctypes.c_int(4), host._ptr(f), host._ptr(v)
-    )
+    f, v = host.evaluate(X)
     fw, vw, _ = ctx.evaluator(X[None])
     assert _same(f, fw[0])
     np.testing.assert_allclose(v, vw[0], rtol=1e-13)

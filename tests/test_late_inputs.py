@@ -130,7 +130,7 @@ def test_an_option_another_family_takes_is_one_line_naming_who_takes_it():
     for typed in ("algorithm.host_kernel=auto", "+algorithm.host_kernel=auto"):
         line = one_line(run_cli("+experiment=cmaes", typed, *QUICK))
         assert line.startswith(expected) and line.endswith(
-            "; host_kernel is a parameter of algorithm=cde|de|epso|fep|ga|jso|lshade"
+            "; host_kernel is a parameter of algorithm=cde|de|epso|fep|ga|jso|lshade|pso"
         )
 
 
@@ -139,9 +139,9 @@ def test_an_unknown_algorithm_key_suggests_the_close_one_and_groups_name_their_f
     with pytest.raises(ValueError, match=r"^algorithm.pop_sise=10: de takes no parameter 'pop_sise' \(did you mean "):
         build_algorithm(node)
     with pytest.raises(ValueError) as err:
-        job.prepare(make_cfg(*MIXED, "groups.pso.algorithm.host_kernel=true"))
-    assert str(err.value).startswith("groups.pso.algorithm.host_kernel=True: pso takes no parameter 'host_kernel'")
-    assert str(err.value).endswith("host_kernel is a parameter of algorithm=cde|de|epso|fep|ga|jso|lshade")
+        job.prepare(make_cfg(*MIXED, "groups.pso.algorithm.n_replicas=2"))
+    assert str(err.value).startswith("groups.pso.algorithm.n_replicas=2: pso takes no parameter 'n_replicas'")
+    assert str(err.value).endswith("n_replicas is a parameter of algorithm=epso")
 
 
 # -- 3. isles show on a file that is not isles' ------------------------------------------------------

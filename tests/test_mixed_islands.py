@@ -302,7 +302,7 @@ def test_bad_group_on_the_command_line_and_the_experiment_as_users_type_it(tmp_p
         timeout=300,
     )
     assert ok.returncode == 0, ok.stderr[-2000:]
-    assert "evaluations 60,600" in ok.stdout and "de: host kernel; fep: host kernel; pso: numpy" in ok.stdout
+    assert "evaluations 60,600" in ok.stdout and "de: host kernel; fep: host kernel; pso: host kernel" in ok.stdout
 
 
 def test_a_budget_in_evaluations_where_the_groups_count_alike_and_where_not():

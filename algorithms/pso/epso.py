@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from isles.algorithms.core.base import Context, State, check_range
-from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.pso.draws import (
     DRAW_COR,
     DRAW_NC1,
@@ -97,11 +96,9 @@ class EPSOParams(PSOParams):
     c3: float = 0.0
     sigma: float = 0.22
     sigma_g: float = 0.005
-    host_kernel: bool | str = "auto"
 
     def __post_init__(self):
         super().__post_init__()
-        check_host_kernel(self.host_kernel)
         check_range("algorithm.n_replicas", self.n_replicas, 0, integer=True)
         for name in ("c3", "sigma", "sigma_g"):
             check_range(f"algorithm.{name}", getattr(self, name), 0)

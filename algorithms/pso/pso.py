@@ -28,14 +28,19 @@ Initial velocities follow SPSO 2011 (Clerc, 2011): ``vel ~ U(lower - x, upper - 
 
 On CuPy (float32/float64), :meth:`PSO.step` runs the fused kernels of :mod:`isles.algorithms.pso.cuda`
 (schedules, move and best updates: three launches around the evaluation instead of about 60),
-bit-identical to the generic array code below, which NumPy (and ``PSOParams(fused=False)``) runs.
+bit-identical to the generic array code below, which ``PSOParams(fused=False)`` runs. On NumPy,
+whole generations of every island run in one C call (``algorithm.host_kernel``, the host build of
+:mod:`isles.algorithms.pso.host_epoch`, shared with EPSO) where it applies, the array code's
+populations bit for bit; else, and with ``host_kernel=false``, the array code below.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from isles.algorithms.core.base import Context, IslandAlgorithm, State, check_bool, check_range
+from isles.algorithms.core.host_build import check_host_kernel
 from isles.algorithms.pso.draws import DRAW_COR, DRAW_INIT_V, DRAW_INIT_X, DRAW_R1, DRAW_R2
 from isles.problems.constraints import argbest, better
 
@@ -198,6 +203,10 @@ class PSOParams:
     decreasing velocity clamp of :func:`vmax_schedule` (not in the seed); ``cor_mode``: see
     :func:`boundary_correction`; ``fused``: on CuPy, use the fused CUDA kernels of
     :mod:`isles.algorithms.pso.cuda` (same results, bit for bit); ``False`` forces the generic array code.
+    ``host_kernel``: on NumPy, run generations in the host build
+    (:class:`isles.algorithms.pso.host_epoch.HostEpochEPSO`; a real problem with a ``cuda_row`` or
+    ``cuda_objective``): ``"auto"`` (default), ``True`` or ``False``
+    (:mod:`isles.algorithms.core.host_build`); the same populations as the array code.
 
     Raises:
         ValueError: a field out of range, named ``algorithm.<field>``.
@@ -214,10 +223,12 @@ class PSOParams:
     vmax_final: float = 1e-6
     cor_mode: str = "overshoot"
     fused: bool = True
+    host_kernel: bool | str = "auto"
 
     def __post_init__(self):
         check_common(self)
         object.__setattr__(self, "fused", check_bool("algorithm.fused", self.fused))
+        check_host_kernel(self.host_kernel)
 
 
 class PSO(IslandAlgorithm):
@@ -234,6 +245,7 @@ class PSO(IslandAlgorithm):
 
     name = "pso"
     Params = PSOParams
+    HOST_MODULE = "isles.algorithms.pso.host_epoch"  # the host build, NumPy runs' CPU path (algorithm.host_kernel)
 
     def evaluations_per_generation(self) -> int:
         """``n_particles``: every particle's new position is evaluated once."""
@@ -272,10 +284,15 @@ class PSO(IslandAlgorithm):
         """One PSO generation: eqs. 1-2 (velocity clamp), 4-5, evaluation, bests. No host sync.
 
         On CuPy (``params.fused``, float32/float64) the fused kernels of :mod:`isles.algorithms.pso.cuda`
-        run instead of the array code below, with bit-identical results (:meth:`_fused_step`).
+        run instead of the array code below, with bit-identical results (:meth:`_fused_step`); on
+        NumPy the host build where ``host_kernel`` allows it (:mod:`isles.algorithms.pso.host_epoch`,
+        the same populations).
         """
         if self._fused_ok(ctx, state):
             return self._fused_step(ctx, state)
+        host = self.host_plan(ctx) if ctx.xp is np else None
+        if host is not None:  # NumPy: the host build, as run's (algorithm.host_kernel)
+            return host(state, 1)
         p, xp, g = self.params, ctx.xp, state["generation"]
         k = ctx.generation_value(g + 1)
         w = inertia_weight(k, p.max_iterations, p.w_max, p.w_min)

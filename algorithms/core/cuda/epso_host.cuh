@@ -4,7 +4,11 @@
 // it; else one thread). Prepended by Python, after epso.cu: the problem's row code (EPSO_ROW 1,
 // cuda_row: row_objective, row_constraint, ROW_M) or its fused objective (EPSO_ROW 0,
 // cuda_objective: obj_init, obj_term, obj_final, obj_violation), EPSO_NEQ, EPSO_EQ_TOL and the
-// constraint scales epso_scale[ROW_M] (row code), PENALTY where constraints.handling=penalty.
+// constraint scales epso_scale[ROW_M] (row code), PENALTY where constraints.handling=penalty;
+// with a fused objective, obj_fold.cuh (its fold in NumPy's order, np_order below).
+//
+// Plain PSO (algorithms/pso/pso.py, PSO.step) is this generation with no replicas and no third
+// attractor (ncand = 1, use_c3 = 0): the same move, draws (r1, r2, COR) and bests in the same order.
 //
 // The generation is EPSO.step's generic order (algorithms/pso/epso.py, as epso_move_one), with
 // one change of place: the normal draws' two transcendental calls are NumPy's own. The normals of
@@ -20,6 +24,7 @@
 #ifndef ISLES_EPSO_HOST_CUH
 #define ISLES_EPSO_HOST_CUH
 #ifdef ISLES_HOST_EMU
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,10 +65,13 @@ void epso_host_draws(const int n_isl, const u64* keys, const u64 ctr0, const lon
 // (f, v) of one candidate row x[0..dim) as the Evaluator makes them (problems/constraints.py):
 // row code: g_i raw, equalities |h| - eq_tol, divided by the scale, max(0, .) summed in NumPy's
 // order for a row (the first term, then the others folded from 0: add.reduce's pairwise sum
-// below 8 terms); fused objective: its accumulators folded over the coordinates in order.
-static int epso_eval_row(const T* x, const int dim, T* fo, T* vo) {
+// below 8 terms); fused objective: its accumulators folded over the coordinates, in NumPy's
+// order (obj_fold_row) where np_order (the build found it the array code's bit for bit),
+// else left to right.
+static int epso_eval_row(const T* x, const int dim, const int np_order, T* fo, T* vo) {
     T f, v;
 #if EPSO_ROW
+    (void)np_order;  // the row code has no fold
     f = row_objective(x);
     v = (T)0;
 #if ROW_M > 0
@@ -79,8 +87,12 @@ static int epso_eval_row(const T* x, const int dim, T* fo, T* vo) {
 #endif
 #else
     T acc[OBJ_NACC];
-    obj_init(acc);
-    for (int j = 0; j < dim; ++j) obj_term(acc, x[j], (OBJ_NEXT && j + 1 < dim) ? x[j + 1] : (T)0, j);
+    if (np_order) {
+        obj_fold_row(acc, x, dim);
+    } else {
+        obj_init(acc);
+        for (int j = 0; j < dim; ++j) obj_term(acc, x[j], (OBJ_NEXT && j + 1 < dim) ? x[j + 1] : (T)0, j);
+    }
 #if OBJ_HAS_V
     v = obj_violation(acc, dim);
 #else
@@ -94,14 +106,32 @@ static int epso_eval_row(const T* x, const int dim, T* fo, T* vo) {
     return bad;
 }
 
+// the schedules of the iterations k0 + 1 .. k0 + n (1-based): algorithms/pso/pso.py's inertia_weight
+// and vmax_schedule (v_sched: its general case; else v_start) in double, operation for operation as
+// Python's floats compute them (t's int division exact below 2^53; `**` is the C library's pow in
+// CPython, as here); the epoch casts them to T as np.array(..., dtype) does
+void epso_host_schedules(const long long k0, const int n, const long long i_max, const double w_max,
+                         const double w_min, const int v_sched, const double v_start, const double v_final,
+                         const double v_pow, double* w, double* vm) {
+    for (int e = 0; e < n; ++e) {
+        double t = 0.0;
+        if (i_max > 1) {
+            t = (double)(k0 + e) / (double)(i_max - 1);   // (k - 1) / (i_max - 1), k = k0 + 1 + e
+            t = t < 0.0 ? 0.0 : (t > 1.0 ? 1.0 : t);
+        }
+        w[e] = w_max - t * (w_max - w_min);
+        vm[e] = v_sched ? v_start * pow(v_final / v_start, pow(t, v_pow)) : v_start;
+    }
+}
+
 // the C library's cos of n values (the build compares it with np.cos: c_cos)
 void epso_host_cos(const long long n, const T* a, T* out) {
     for (long long e = 0; e < n; ++e) out[e] = t_cos(a[e]);
 }
 
-// the Evaluator on n rows (the build's check of the row code against the array code)
-void epso_host_eval(const T* X, const long long n, const int dim, T* f, T* v) {
-    for (long long r = 0; r < n; ++r) (void)epso_eval_row(X + r * dim, dim, f + r, v + r);
+// the Evaluator on n rows (the build's check of the C objective against the array code)
+void epso_host_eval(const T* X, const long long n, const int dim, const int np_order, T* f, T* v) {
+    for (long long r = 0; r < n; ++r) (void)epso_eval_row(X + r * dim, dim, np_order, f + r, v + r);
 }
 
 // n_gen generations of island isl, in place on its x, vel, pbest (N, D), pbest_f, pbest_v (N),
@@ -111,7 +141,8 @@ void epso_host_eval(const T* X, const long long n, const int dim, T* f, T* v) {
 static int epso_island(const int isl, const int n_isl, T* x, T* vel, T* pb, T* pf, T* pv, T* gb, T* gf, T* gv,
                        const T* attr, const T* attr_v, const T* lower, const T* upper, const u64 key, const u64 ctr0,
                        const long long g0, const int n_gen, const T* L, const T* Cs, const T* w, const T* vmax,
-                       const epso_coef k0, const int c_cos, const T two_pi, unsigned long long* nan) {
+                       const epso_coef k0, const int c_cos, const int np_order, const T two_pi,
+                       unsigned long long* nan) {
     const int N = k0.npart, C = k0.ncand, D = k0.dim, R = C - 1;
     const long long ncd = (long long)N * C * D, nd = (long long)N * D;
     const long long blk = epso_block_len(N, C, D, k0.use_c3), nr = (long long)N * R;
@@ -191,7 +222,7 @@ static int epso_island(const int isl, const int n_isl, T* x, T* vel, T* pb, T* p
                     pso_finish(x0, v, lo, hi, vmax[k], k0.cor, k0.clamp, k0.mode, key, scor, off, xc + idx,
                                vc_ + idx);
                 }
-                nans += (unsigned long long)epso_eval_row(xc + row * D, D, fc + row, vcv + row);
+                nans += (unsigned long long)epso_eval_row(xc + row * D, D, np_order, fc + row, vcv + row);
             }
         }
         // selection and bests: pso.cu's bests_rows and bests_island on this island's arrays
@@ -220,7 +251,7 @@ int epso_host_epoch(const int n_threads, const int n_isl, T* x, T* vel, T* pb, T
                     const long long g0, const int n_gen, const T* L, const T* Cs, const T* w, const T* vmax,
                     const T c1, const T c2, const T c3, const T sigma, const T sigma_g, const T cor, const int npart,
                     const int ncand, const int dim, const int clamp, const int mode, const int use_c3,
-                    const int c_cos, const T two_pi, unsigned long long* nan_count) {
+                    const int c_cos, const int np_order, const T two_pi, unsigned long long* nan_count) {
     unsigned long long* nans = (unsigned long long*)calloc((size_t)(n_isl > 0 ? n_isl : 1), sizeof(unsigned long long));
     if (!nans) return 1;
     const epso_coef k0 =
@@ -232,7 +263,7 @@ int epso_host_epoch(const int n_threads, const int n_isl, T* x, T* vel, T* pb, T
         fail |= epso_island(b, n_isl, x + b * nd, vel + b * nd, pb + b * nd, pf + (long long)b * npart,
                             pv + (long long)b * npart, gb + (long long)b * dim, gf + b, gv + b,
                             attr + (long long)b * dim, attr_v + b, lower, upper, keys[b], ctr0, g0, n_gen, L, Cs, w,
-                            vmax, k0, c_cos, two_pi, &nans[b]);
+                            vmax, k0, c_cos, np_order, two_pi, &nans[b]);
     for (int b = 0; b < n_isl; ++b) *nan_count += nans[b];
     free(nans);
     return fail;
