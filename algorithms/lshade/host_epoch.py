@@ -1,7 +1,19 @@
 """The L-SHADE/jSO epoch kernel's host build (:mod:`isles.algorithms.lshade.epoch`, module
 docstring): the kernel's block code compiled as C (``-DISLES_HOST_EMU``, one thread per island) and
 run on NumPy states, the CPU path of NumPy runs where ``algorithm.host_kernel`` allows it, and the
-CI's check of the GPU kernel (tests/test_lshade_epoch.py)."""
+CI's check of the GPU kernel (tests/test_lshade_epoch.py).
+
+**A problem without a** ``cuda_objective`` (a user's array code) runs the same build with
+``EXT_OBJ``: the operators compiled, the objective the problem's own. Each L-SHADE generation of an
+island builds all its trial rows in C (into a NumPy scratch), calls back into Python once
+(:class:`ctypes.CFUNCTYPE`; the callback holds the GIL) to evaluate them with the context's
+:class:`isles.problems.constraints.Evaluator` (the twin's ``f``, ``v`` and NaN count: the same
+function, the same rule), then selects and updates in C. The islands run in turn on the calling
+thread. An error of the objective stops the call and is raised as it is (the state unchanged:
+:meth:`isles.algorithms.lshade.epoch._Epoch.run` returns a new one). The state is the twin's bit for
+bit wherever the objective's value of a row does not depend on the other rows of its batch
+(the twin evaluates ``(I, k, D)`` chunks, the callback ``(1, N_G, D)``) and the math library
+agrees (tests/test_lshade_user_problem.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +23,7 @@ import logging
 import numpy as np
 from isles.algorithms.core import cuda_lib, host_build
 from isles.algorithms.core.threads import host_threads
-from isles.algorithms.lshade.epoch import _Epoch, kernel_source, unsupported_reason
+from isles.algorithms.lshade.epoch import _Epoch, _objective, kernel_source, unsupported_reason
 
 log = logging.getLogger("isles.algorithms.lshade.epoch")
 
@@ -22,28 +34,54 @@ class HostEpochLSHADE(_Epoch):
 
     Args:
         alg: an :class:`isles.algorithms.lshade.lshade.LSHADE` (or jSO).
-        ctx: a NumPy :class:`isles.algorithms.core.base.Context` whose problem has a usable
-            ``cuda_objective``.
+        ctx: a NumPy :class:`isles.algorithms.core.base.Context`.
         xn_global: the trial rows in a global scratch (the GPU's layout where the island is too
-            large for two populations in shared memory).
+            large for two populations in shared memory; always with ``external``).
+        external: the problem's own objective through the callback (module docstring); ``None``
+            (default): where the problem has no usable ``cuda_objective``; ``False``: the fused one.
 
     Raises:
         ValueError: :func:`unsupported_reason` (``device=False``) gives a reason.
         RuntimeError: no C compiler, or the source does not compile.
     """
 
-    def __init__(self, alg, ctx, xn_global: bool = False):
-        why = unsupported_reason(alg, ctx, device=False, optin=1 << 40)
+    def __init__(self, alg, ctx, xn_global: bool = False, external: bool | None = None):
+        if external is None:
+            external = _objective(ctx)[1] is not None
+        why = unsupported_reason(alg, ctx, device=False, optin=1 << 40, external=external)
         if why is not None:
             raise ValueError(f"lshade epoch kernel: {why}")
-        super().__init__(alg, ctx, xn_global)
+        super().__init__(alg, ctx, xn_global or external)
+        #: whether the objective is the problem's own (``EXT_OBJ``), called back once per island and generation
+        self.external = bool(external)
         # -O3 (no -march: the same code on every x86-64), after HOST_FLAGS' -O2; values as -O2's
-        text = kernel_source(alg, ctx, 1, 1, xn_global) + cuda_lib.read("lshade_epoch_threads.cuh")
-        self.lib = host_build.compile_host(text, ("-O3",), openmp=True)
+        text = kernel_source(alg, ctx, 1, 1, self.xn_global, external)
+        if not external:  # with a callback into Python the islands run in turn (lshade_epoch_host)
+            text += cuda_lib.read("lshade_epoch_threads.cuh")
+        self.lib = host_build.compile_host(text, ("-O3",), openmp=not external)
         #: OpenMP threads over the islands (the results do not depend on it): :func:`host_plan` sets
-        #: the process's cores (:func:`isles.algorithms.core.threads.host_threads`)
+        #: the process's cores (:func:`isles.algorithms.core.threads.host_threads`); 1 with ``external``
         self.threads = 1
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
+        if external:
+            self._f = np.empty(self.cap, dtype=self.dtype)  # the callback's f, v of one island's rows
+            self._v = np.empty(self.cap, dtype=self.dtype)
+            self._xg = None  # the trial rows of the launch (its global scratch, (I, N_init, D))
+            self._error = None
+            self._cb = ctypes.CFUNCTYPE(ctypes.c_longlong, ctypes.c_int, ctypes.c_int)(self._evaluate)
+
+    def _evaluate(self, isl: int, n: int) -> int:
+        """The callback of ``EXT_OBJ``: island ``isl``'s ``n`` trial rows evaluated by the context's
+        Evaluator as a ``(1, n, D)`` batch (as the twin's ``(I, k, D)``), ``f`` and ``v`` written for C;
+        returns the NaN evaluations, or -1 where the objective raised (kept for :meth:`_launch`)."""
+        try:
+            f, v, n_nan = self.ctx.evaluator(self._xg[isl : isl + 1, :n])
+            self._f[:n] = f[0]
+            self._v[:n] = v[0]
+            return int(n_nan)
+        except BaseException as e:  # a KeyboardInterrupt too: raised after the call
+            self._error = e
+            return -1
 
     def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k, hit, target):
         def ptr(a):
@@ -55,8 +93,14 @@ class HostEpochLSHADE(_Epoch):
         hi = np.ascontiguousarray(ctx.upper, dtype=self.dtype)
         ctr = np.ascontiguousarray(ctx.rng.ctr, dtype=np.uint64)
         lgen0, n0, nfe0, k, max_nfe, p, r_arc = self._scalars(lgen0, n0, nfe0, k)
-        rc = self.lib.lshade_epoch_host_threads(
-            ctypes.c_int(int(self.threads)),
+        if self.external:
+            self._xg, self._error = work[1], None
+            self.lib.lshade_ext_set(self._cb, ptr(self._f), ptr(self._v))
+            entry, head = self.lib.lshade_epoch_host, ()
+        else:
+            entry, head = self.lib.lshade_epoch_host_threads, (ctypes.c_int(int(self.threads)),)
+        rc = entry(
+            *head,
             ctypes.c_int(ins[0].shape[0]),
             ctypes.c_longlong(self.smem),
             *(ptr(a) for a in ins),
@@ -79,6 +123,10 @@ class HostEpochLSHADE(_Epoch):
             self._T(0 if target is None else target),
             ctypes.c_int(target is not None),
         )
+        if self.external:
+            self._xg, err, self._error = None, self._error, None
+            if err is not None:
+                raise err
         if rc != 0:
             raise MemoryError("lshade epoch kernel (host): no memory for an island's block")
 
@@ -87,16 +135,19 @@ def host_plan(alg, ctx):
     """The :class:`HostEpochLSHADE` of ``(alg, ctx)`` on NumPy, built once, where
     ``algorithm.host_kernel`` (:class:`isles.algorithms.lshade.params.LSHADEParams`) allows it and it
     applies; else ``None`` (the caller runs the NumPy array code), the reason logged once
-    (:func:`isles.algorithms.core.host_build.host_plan`, every family's one mechanism: a problem
-    without a ``cuda_objective``, no C compiler, ...). The compiled library is cached on disk
-    (:func:`isles.problems.cuda_check.compile_c`). Its islands on
-    :func:`isles.algorithms.core.threads.host_threads` OpenMP threads."""
+    (:func:`isles.algorithms.core.host_build.host_plan`, every family's one mechanism: no C
+    compiler, ...). The compiled library is cached on disk
+    (:func:`isles.problems.cuda_check.compile_c`). With a ``cuda_objective`` the objective is
+    fused and the islands run on :func:`isles.algorithms.core.threads.host_threads` OpenMP
+    threads; without one (a user's array code) the problem's own objective is called back once
+    per island and generation (module docstring)."""
 
     def build():
         host = HostEpochLSHADE(alg, ctx)
-        host.threads = host_threads(ctx.n_islands)
+        if not host.external:
+            host.threads = host_threads(ctx.n_islands)
         return host
 
     return host_build.host_plan(
-        alg, ctx, "lshade", lambda: unsupported_reason(alg, ctx, device=False, optin=1 << 40), build, log
+        alg, ctx, "lshade", lambda: unsupported_reason(alg, ctx, device=False, optin=1 << 40, external=True), build, log
     )

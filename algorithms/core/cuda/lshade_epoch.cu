@@ -28,6 +28,10 @@
 // the island's) of a feasible trial with f <= target, if below its value (epoch.py turns it into
 // the runtime generation, as IslandAlgorithm.run's per-step tracking would).
 // Under -DISLES_HOST_EMU the same block code runs as C with one thread per block (tests).
+// EXT_OBJ (host only, with XN_GLOBAL): the problem's own objective instead of a fused one (a user's
+// array code): P2 builds every trial row of the island into Xn, hands them to the objective through
+// the callback lshade_ext_set installs (host_epoch.py: the problem's Evaluator on the rows, its f, v
+// and NaN count), then selects row by row as the fused P2 does; the rest is unchanged.
 #include "fitness.cuh"
 #include "block.cuh"
 #ifdef ISLES_HOST_EMU
@@ -287,6 +291,24 @@ static void ls_host_archive_counts(const int n, const int an, const double* akey
 #define LS_HOST_SCRATCH ((size_t)8 + sizeof(T) * HMEM + sizeof(int) * (3 * (CAP + ACAP) + 1))
 #endif
 
+#if defined(ISLES_HOST_EMU) && EXT_OBJ
+// The external objective (EXT_OBJ): fn(island, n) evaluates the island's n trial rows (Xn, the
+// global scratch Xg that Python owns) and writes their f and v into ext_f, ext_v; it returns the
+// NaN evaluations, or -1 where the objective raised (Python keeps the error; the call stops).
+// Per calling thread: a loaded library is shared by every plan of the same source in the process.
+typedef long long (*ls_ext_fn)(int isl, int n);
+static __thread ls_ext_fn ls_ext_obj;
+static __thread const T* ls_ext_f;
+static __thread const T* ls_ext_v;
+static __thread int ls_ext_failed;
+void lshade_ext_set(ls_ext_fn fn, const T* f, const T* v) {
+    ls_ext_obj = fn;
+    ls_ext_f = f;
+    ls_ext_v = v;
+    ls_ext_failed = 0;
+}
+#endif
+
 ISLES_DEV void lshade_epoch_block(
     const int isl, const int tid, const int nth, unsigned char* smem,
     const T* X, const T* fx, const T* vx, const T* A, const long long* a_n, const T* MFi, const T* MCRi,
@@ -512,6 +534,23 @@ ISLES_DEV void lshade_epoch_block(
                         u[m][q] = uj;
                     }
                 }
+#if EXT_OBJ
+                (void)u;
+            }
+            // the objective outside (EXT_OBJ): every trial row of the island to it at once; the
+            // Evaluator's rule (NaN, penalty) is applied and counted there
+            const long long n_bad = ls_ext_obj(isl, n);
+            if (n_bad < 0) {
+                ls_ext_failed = 1;
+                break;   // the objective raised: no more generations (Python raises its error)
+            }
+            nan_local += (unsigned long long)n_bad;
+            for (int i = 0; i < n; ++i) {
+                const int act = 1;
+                const T* xc = Xc + i * DIM;
+                T* un = Xn + i * DIM;
+                T f = ls_ext_f[i], v = ls_ext_v[i];
+#else
 #if OBJ_NEXT
                 LS_GROUP_SYNC();
 #endif
@@ -541,8 +580,13 @@ ISLES_DEV void lshade_epoch_block(
 #endif
                 T f = obj_final(acc[0], DIM);
                 LS_GROUP_SYNC();
+#endif
                 if (act) {
+#if EXT_OBJ
+                    const int bad = 0;   // counted in n_bad
+#else
                     const int bad = isles_fix_fv(&f, &v);
+#endif
                     const T ft = fc[i], vt = vc[i];
                     const int accept = !isles_better(ft, vt, f, v);
                     const int sc = isles_better(f, v, ft, vt);
@@ -772,10 +816,14 @@ int lshade_epoch_host(
     // the block's shared memory, then the sorts' scratch (hscr)
     unsigned char* smem = (unsigned char*)malloc((size_t)smem_bytes + LS_HOST_SCRATCH);
     if (!smem) return 1;
-    for (int b = 0; b < n_islands; ++b)
+    for (int b = 0; b < n_islands; ++b) {
         lshade_epoch_block(b, 0, 1, smem, X, fx, vx, A, a_n, MFi, MCRi, kk, Xo, fo, vo, Ao, a_no, MFo, MCRo, ko, Aw, Xg,
                            keys, lower, upper, rng_ctr, lgen0, n0, nfe0, n_gen, max_nfe, p, r_arc, nan_count,
                            hit_eval, target, use_target);
+#if EXT_OBJ
+        if (ls_ext_failed) break;   // the objective raised
+#endif
+    }
     free(smem);
     return 0;
 }
