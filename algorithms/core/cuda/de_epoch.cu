@@ -26,6 +26,11 @@
 // Under -DISLES_HOST_EMU the same block code runs as C on the host with one thread per block
 // (ETPI 1: every virtual lane in registers, the whole merge emulated), block syncs no-ops
 // (tests/test_de_epoch.py).
+//
+// EXT_OBJ (host only): the problem's own objective instead of a fused one (a user's array code):
+// a generation builds every trial row of the island into ext_x (a NumPy buffer), hands them to the
+// objective through the callback de_ext_set installs (host_epoch.py: the problem's Evaluator on the
+// rows, its f, v and NaN count), then selects row by row as the fused generation does.
 #include "fitness.cuh"
 #include "block.cuh"
 #ifdef ISLES_HOST_EMU
@@ -42,6 +47,26 @@
 #define EGROUP_SYNC() __syncthreads()
 #endif
 #define E_TPI ETPI
+#endif
+
+#if defined(ISLES_HOST_EMU) && EXT_OBJ
+// The external objective (EXT_OBJ): fn(island, n) evaluates the n trial rows in de_ext_x (NPOP x DIM)
+// and writes their f and v into de_ext_f, de_ext_v; it returns the NaN evaluations, or -1 where the
+// objective raised (Python keeps the error; the call stops). Per calling thread: a loaded library
+// is shared by every plan of the same source in the process.
+typedef long long (*de_ext_fn)(int isl, int n);
+static __thread de_ext_fn de_ext_obj;
+static __thread T* de_ext_x;
+static __thread const T* de_ext_f;
+static __thread const T* de_ext_v;
+static __thread int de_ext_failed;
+void de_ext_set(de_ext_fn fn, T* x, const T* f, const T* v) {
+    de_ext_obj = fn;
+    de_ext_x = x;
+    de_ext_f = f;
+    de_ext_v = v;
+    de_ext_failed = 0;
+}
 #endif
 
 // virtual lanes per thread (module comment); the group merges' scratch (ETPI > 32), in T
@@ -142,10 +167,30 @@ ISLES_DEV void de_epoch_block(
 #if OBJ_NEXT
                         un[j] = uj;
 #endif
+#if EXT_OBJ
+                        de_ext_x[(isz)i * DIM + j] = uj;
+#endif
                     }
                     u[m][q] = uj;
                 }
             }
+#if EXT_OBJ
+            (void)u;
+        }
+        // the objective outside (EXT_OBJ): every trial row of the island to it at once; the
+        // Evaluator's rule (NaN, penalty) is applied and counted there
+        const long long n_bad = de_ext_obj(isl, NPOP);
+        if (n_bad < 0) {
+            de_ext_failed = 1;
+            break;   // the objective raised: no more generations (Python raises its error)
+        }
+        nan_local += (unsigned long long)n_bad;
+        for (int i = 0; i < NPOP; ++i) {
+            const int act = 1;
+            const T* xc = Xc + (isz)i * DIM;
+            T* un = Xn + (isz)i * DIM;
+            T f = de_ext_f[i], v = de_ext_v[i];
+#else
 #if OBJ_NEXT
             EGROUP_SYNC();   // the fold reads the neighbours' coordinates
 #endif
@@ -181,11 +226,20 @@ ISLES_DEV void de_epoch_block(
 #if OBJ_NEXT || TPI > 32
             EGROUP_SYNC();   // every thread of the group has read the trial row (and the merge scratch)
 #endif
+#endif
             if (act) {
+#if EXT_OBJ
+                const int bad = 0;   // counted in n_bad
+#else
                 const int bad = isles_fix_fv(&f, &v);   // NaN = worst (fitness.cuh)
+#endif
                 const T ft = fc[i], vt = vc[i];
                 // the trial replaces the target unless the target is strictly better (Deb's rules)
                 const int accept = !isles_better(ft, vt, f, v);
+#if EXT_OBJ
+                const T* ux = de_ext_x + (isz)i * DIM;
+                for (int j = 0; j < DIM; ++j) un[j] = accept ? ux[j] : xc[j];
+#else
 #pragma unroll
                 for (int m = 0; m < E_VL; ++m) {
 #pragma unroll
@@ -198,6 +252,7 @@ ISLES_DEV void de_epoch_block(
 #endif
                     }
                 }
+#endif
                 if (lane == 0) {
                     const T fr = accept ? f : ft, vr = accept ? v : vt;
                     fn[i] = fr;
@@ -234,9 +289,13 @@ int de_epoch_host(
     T* smem = (T*)malloc(sizeof(T) * ((size_t)2 * NPOP * DIM + 4 * NPOP));
     if (!smem) return 1;
     int hitk = 0;
-    for (int b = 0; b < n_islands; ++b)
+    for (int b = 0; b < n_islands; ++b) {
         de_epoch_block(b, 0, 1, smem, &hitk, X, fx, vx, Xo, fo, vo, keys, lower, upper, gen0, rng_ctr, n_gen,
                        nan_count, hit, target, use_target, Fw, CRt, log_cr, cr_case);
+#if EXT_OBJ
+        if (de_ext_failed) break;   // the objective raised
+#endif
+    }
     free(smem);
     return 0;
 }
