@@ -1,11 +1,12 @@
 """DE's host build around a user's array-code objective (``EXT_OBJ``, issue 37).
 
 A problem without a ``cuda_objective`` runs the DE epoch kernel's host build with the problem's own
-objective: C builds an island's trial rows, one ctypes callback evaluates them with the context's
-Evaluator, C selects (:mod:`isles.algorithms.de.host_epoch`). Against the NumPy twin
-(``host_kernel=false``) the populations, ``f``, ``v``, NaN evaluations and the stop target's
-generation are equal bit for bit (DE's draws need no math library); an objective's error reaches
-the caller as on the NumPy path; without a compiler the run is the twin's with one line.
+objective: C builds every island's trial rows of a generation, one ctypes callback evaluates them
+with the context's Evaluator (the twin's ``(I, N, D)`` call), C selects
+(:mod:`isles.algorithms.de.host_epoch`). Against the NumPy twin (``host_kernel=false``) the
+objective's calls, the populations, ``f``, ``v``, NaN evaluations and the stop target's generation
+are equal bit for bit (DE's draws need no math library); an objective's error reaches the caller as
+on the NumPy path; without a compiler the run is the twin's with one line.
 """
 
 from __future__ import annotations
@@ -52,6 +53,33 @@ def test_user_problem_bit_for_bit_with_the_twin(crossover, bounds, dtype):
     """rand/1 with ``bin`` and ``nec`` on a rotated Rastrigin as array code, D = 10."""
     alg = DE(pop_size=16, F=0.6, CR=0.8, crossover=crossover, bound_handling=bounds)
     _check(alg, RotatedRastrigin(10), 30, dtype=dtype)
+
+
+class Recording(RotatedRastrigin):
+    """:class:`RotatedRastrigin` that records the batches it is given."""
+
+    def __init__(self, dim=5):
+        super().__init__(dim)
+        self.batches = []
+
+    def objective(self, X):
+        self.batches.append(X.copy())
+        return super().objective(X)
+
+
+@needs_cc
+def test_the_objective_gets_the_twins_batches():
+    """One call a generation with every island's trial rows ``(I, N, D)``: the same arrays, in the
+    same order, as the NumPy twin gives the problem."""
+    alg = DE(pop_size=10, F=0.6, CR=0.8)
+    seen = []
+    for a in (alg, numpy_twin(alg)):
+        prob = Recording(5)
+        ctx = island_ctx(np, prob, islands=3)
+        a.run(ctx, a.init(ctx), 7)
+        seen.append(prob.batches)
+    assert len(seen[0]) == len(seen[1]) == 8 and seen[0][1].shape == (3, 10, 5)
+    assert all(_same(a, b) for a, b in zip(*seen, strict=True))
 
 
 @needs_cc

@@ -2,14 +2,13 @@
 ``algorithm.host_kernel`` allows it (:func:`host_plan`), and the CI tests' check of the kernel.
 
 **A problem without a** ``cuda_objective`` (a user's array code) runs the same build with
-``EXT_OBJ``: the operators compiled, the objective the problem's own. Each generation of an island
-builds all its trial rows in C (into a NumPy buffer), calls back into Python once
+``EXT_OBJ``: the operators compiled, the objective the problem's own. Each generation builds the
+trial rows of every island in C (into a NumPy buffer ``(I, N, D)``), calls back into Python once
 (:class:`ctypes.CFUNCTYPE`; the callback holds the GIL) to evaluate them with the context's
-:class:`isles.problems.constraints.Evaluator` (the twin's ``f``, ``v`` and NaN count), then selects
-in C. The islands run in turn on the calling thread; an error of the objective stops the call and
-is raised as it is. The populations are the twin's bit for bit wherever a row's value does not
-depend on the other rows of its batch (the twin evaluates ``(I, N, D)``, the callback ``(1, N,
-D)``; tests/test_de_user_problem.py).
+:class:`isles.problems.constraints.Evaluator` (the twin's call: the same ``(I, N, D)`` batch, ``f``,
+``v`` and NaN count), then selects in C (``de_epoch_host_ext``: the islands in lockstep on the
+calling thread). An error of the objective stops the call and is raised as it is. The state is the
+twin's bit for bit (tests/test_de_user_problem.py).
 
 It needs both the kernel source of :mod:`isles.algorithms.de.cuda` and the epoch configuration of
 :mod:`isles.algorithms.de.epoch`; living apart from both, it ties neither to the other (the
@@ -87,20 +86,18 @@ class HostEpochDE:
         self._F = p.F
         self._CR, self._log_cr, self._cr_case = _cr_args(p, self.dtype)
         self._error = None  # the objective's error in the callback, raised after the call
-        if external:  # one island's trial rows and their f, v (the callback's)
-            self._x = np.empty((self.N, self.D), dtype=self.dtype)
-            self._f = np.empty(self.N, dtype=self.dtype)
-            self._v = np.empty(self.N, dtype=self.dtype)
+        if external:  # every island's trial rows and their f, v (the callback's), (I, N, D) and (I, N)
+            self._x = self._f = self._v = None
             self._cb = ctypes.CFUNCTYPE(ctypes.c_longlong, ctypes.c_int, ctypes.c_int)(self._evaluate)
 
-    def _evaluate(self, isl: int, n: int) -> int:
-        """The callback of ``EXT_OBJ``: the island's ``n`` trial rows evaluated by the context's
-        Evaluator as a ``(1, n, D)`` batch (as the twin's ``(I, N, D)``), ``f`` and ``v`` written for C;
-        returns the NaN evaluations, or -1 where the objective raised (kept for :meth:`run`)."""
+    def _evaluate(self, n_islands: int, n: int) -> int:
+        """The callback of ``EXT_OBJ``: the trial rows ``(I, N, D)`` of a generation evaluated by the
+        context's Evaluator in one call (the twin's), ``f`` and ``v`` written for C; returns the NaN
+        evaluations, or -1 where the objective raised (kept for :meth:`run`)."""
         try:
-            f, v, n_nan = self.ctx.evaluator(self._x[None, :n])
-            self._f[:n] = f[0]
-            self._v[:n] = v[0]
+            f, v, n_nan = self.ctx.evaluator(self._x[:n_islands, :n])
+            self._f[:n_islands, :n] = f
+            self._v[:n_islands, :n] = v
             return int(n_nan)
         except BaseException as e:  # a KeyboardInterrupt too: raised after the call
             self._error = e
@@ -127,9 +124,12 @@ class HostEpochDE:
         hit = np.array(state.get("hit_generation", np.full(I, -1)), dtype=np.int64)
         T = self._T
         if self.external:
+            if self._x is None or self._x.shape[0] != I:
+                self._x = np.empty((I, self.N, self.D), dtype=self.dtype)
+                self._f, self._v = np.empty((I, self.N), dtype=self.dtype), np.empty((I, self.N), dtype=self.dtype)
             self._error = None
             self.lib.de_ext_set(self._cb, ptr(self._x), ptr(self._f), ptr(self._v))
-            entry, head = self.lib.de_epoch_host, ()
+            entry, head = self.lib.de_epoch_host_ext, ()
         else:
             entry, head = self.lib.de_epoch_host_threads, (ctypes.c_int(int(self.threads)),)
         rc = entry(
@@ -159,7 +159,7 @@ class HostEpochDE:
         err, self._error = self._error, None
         if err is not None:
             raise err
-        if rc != 0:
+        if rc == 1:
             raise MemoryError("DE epoch kernel (host): no memory for an island's two populations")
         s = dict(state)
         s["X"], s["f"], s["v"] = Xo, fo, vo
@@ -178,7 +178,7 @@ def host_plan(de, ctx):
     (:func:`isles.algorithms.core.host_build.host_plan`). With a ``cuda_objective`` the objective
     is fused and the islands run on :func:`isles.algorithms.core.threads.host_threads` OpenMP
     threads; without one (a user's array code) the problem's own objective is called back once
-    per island and generation (module docstring)."""
+    a generation for every island (module docstring)."""
 
     def build():
         host = HostEpochDE(de, ctx)
