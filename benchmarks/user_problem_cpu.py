@@ -1,14 +1,17 @@
 """A user's array-code problem on the CPU: the NumPy generation against the host build around the
 problem's own objective (issue 37; docs/cpu_speed.md, "A user's array-code problem").
 
-    python benchmarks/user_problem_cpu.py                          # L-SHADE and jSO, D=10, 1e5 evaluations
+    python benchmarks/user_problem_cpu.py                          # L-SHADE, jSO, DE; D=10, 1e5 evaluations
     python benchmarks/user_problem_cpu.py --reps 3 --dim 30 --only lshade --problems rastrigin
+    python benchmarks/user_problem_cpu.py --only de --islands 8    # DE: 8 islands of 50
 
 Each row is the family's ``alg.run`` alone in this process (no island runtime, like pygmo's
 ``evolve``), one island by default, on a CEC-like problem written as a user writes it (NumPy array
 code, no ``cuda_objective``): ``algorithm.host_kernel=false`` (the NumPy array code, the CPU path
-before this change) and ``auto`` (the host build, the objective called back once per island and
-generation). The figure is the process's CPU time (``time.process_time``) of the run, which a loaded
+before this change) and ``auto`` (the host build, the objective called back: L-SHADE and jSO once
+per island and L-SHADE generation, DE once a generation for all islands). L-SHADE and jSO at the
+paper's defaults (``N_init = 18 D``, ``E = 140`` evaluations a runtime generation), DE rand/1/bin
+with ``N = 50``, ``F = 0.5``, ``CR = 0.9``; the evaluations are per island. The figure is the process's CPU time (``time.process_time``) of the run, which a loaded
 machine inflates less than the wall (also printed); the median of ``--reps`` seeds, after one warm-up
 run that compiles the host build (or loads it from the disk cache). Also the share of the CPU time
 spent in the objective alone (the same rows evaluated again, timed). Prints one Markdown table.
@@ -67,6 +70,7 @@ class UserProblem(Problem):
 def make(family: str, dim: int, evals: int, host: bool):
     """The family's algorithm for about ``evals`` evaluations per island (``E`` evaluations a
     runtime generation) and its generations."""
+    from isles.algorithms.de.de import DE  # noqa: PLC0415
     from isles.algorithms.lshade.jso import JSO  # noqa: PLC0415
     from isles.algorithms.lshade.lshade import LSHADE  # noqa: PLC0415
 
@@ -76,7 +80,9 @@ def make(family: str, dim: int, evals: int, host: bool):
         n0 = cls(dim=dim).params.n_init
         gens = (evals - n0) // 140
         return cls(dim=dim, max_generations=gens, evals_per_generation=140, host_kernel=hk), gens
-    raise ValueError(f"--only {family}: allowed values are lshade|jso")
+    if family == "de":
+        return DE(pop_size=50, F=0.5, CR=0.9, host_kernel=hk), (evals - 50) // 50
+    raise ValueError(f"--only {family}: allowed values are lshade|jso|de")
 
 
 def row(family: str, kind: str, dim: int, evals: int, islands: int, host: bool, seed: int) -> tuple:
@@ -104,7 +110,7 @@ def main(argv=None) -> None:
     ap.add_argument("--evals", type=int, default=100_000)
     ap.add_argument("--islands", type=int, default=1)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--only", default="lshade,jso")
+    ap.add_argument("--only", default="lshade,jso,de")
     ap.add_argument("--problems", default="rastrigin,rosenbrock,ackley")
     a = ap.parse_args(argv)
     print("| family | problem | path | CPU s | wall s | objective CPU s | evaluations | best f |")

@@ -44,7 +44,9 @@ one with the array code again: the state after ``n`` runtime generations is :met
 
 **Who uses it.** On NumPy, :meth:`LSHADE.run` runs the host build (:func:`isles.algorithms.lshade.host_epoch.host_plan`) with
 ``algorithm.host_kernel=auto`` (default) or ``true`` where it applies (below, and a C compiler):
-about 25x the NumPy array code's speed at D = 10 (docs/cec2014.md, "CPU speed").
+about 25x the NumPy array code's speed at D = 10 (docs/cec2014.md, "CPU speed"); for a problem
+without a ``cuda_objective`` (a user's array code) with the problem's own objective called back
+(``EXT_OBJ``, :mod:`isles.algorithms.lshade.host_epoch`), about 7x (docs/cpu_speed.md).
 :meth:`LSHADE.run` on CuPy with ``algorithm.epoch=true`` (default), where
 :func:`unsupported_reason` gives no reason: a real problem with a usable ``cuda_objective``,
 float32/float64,
