@@ -21,7 +21,7 @@ from isles.algorithms.de.host_epoch import HostEpochDE, host_plan
 from isles.problems import cuda_check, make_problem
 
 from tests.helpers import island_ctx, numpy_twin
-from tests.test_lshade_user_problem import ObjectiveError, Raising, RotatedRastrigin
+from tests.test_lshade_user_problem import Nesting, ObjectiveError, Raising, RotatedRastrigin
 from tests.user_problems import NaNSphere, ShiftedSphere
 
 needs_cc = pytest.mark.skipif(cuda_check.compiler() is None, reason="no C compiler")
@@ -119,6 +119,13 @@ def test_an_objective_error_reaches_the_caller():
                 call(a)
     prob.fail = False
     assert _same(alg.run(ctx, dict(s0), 5)["X"], numpy_twin(alg).run(ctx, dict(s0), 5)["X"])
+
+
+@needs_cc
+def test_a_nested_run_of_the_same_build_inside_the_objective():
+    """The objective runs a DE of the same configuration (the same library and its callback slot):
+    the outer run is still the twin's bit for bit."""
+    _check(DE(pop_size=12, F=0.6, CR=0.8), Nesting(5, DE(pop_size=12, F=0.6, CR=0.8)), 12)
 
 
 @needs_cc

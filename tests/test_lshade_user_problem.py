@@ -158,6 +158,30 @@ def test_an_objective_error_reaches_the_caller():
     assert _same(got["X"], ref["X"]) and _same(got["A"], ref["A"])
 
 
+class Nesting(RotatedRastrigin):
+    """A user objective that, at every fourth call, runs another optimiser of the same configuration
+    (the same compiled build, a nested run: bilevel optimisation), its result unused."""
+
+    def __init__(self, dim, inner):
+        super().__init__(dim)
+        self.inner, self.calls = inner, 0
+
+    def objective(self, X):
+        self.calls += 1
+        if self.calls % 4 == 3:
+            ctx = island_ctx(np, RotatedRastrigin(self.dim), islands=2)
+            self.inner.run(ctx, self.inner.init(ctx), 3)
+        return super().objective(X)
+
+
+@needs_cc
+def test_a_nested_run_of_the_same_build_inside_the_objective(c_library_math):
+    """The objective runs an L-SHADE of the same configuration (the same library and its callback
+    slot): the outer run is still the twin's bit for bit."""
+    alg = LSHADE(dim=5, pop_size=20, max_generations=12)
+    _check(alg, Nesting(5, LSHADE(dim=5, pop_size=20, max_generations=5)), 12, islands=2)
+
+
 @needs_cc
 def test_a_fused_problem_through_the_callback_is_the_fused_build():
     """``external=True`` on a problem with a ``cuda_objective`` whose fold is exact (a maximum): the

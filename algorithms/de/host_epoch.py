@@ -102,6 +102,20 @@ class HostEpochDE:
         except BaseException as e:  # a KeyboardInterrupt too: raised after the call
             self._error = e
             return -1
+        finally:  # the objective ran the same build (a nested run): this call's callback back
+            if getattr(self.lib, "_isles_ext_owner", None) is not self:
+                self._install()
+
+    def _install(self) -> None:
+        """This plan's callback and buffers as the library's external objective (the calling
+        thread's: the library is shared by the plans of the same source in the process)."""
+        self.lib._isles_ext_owner = self
+        self.lib.de_ext_set(
+            self._cb,
+            self._x.ctypes.data_as(ctypes.c_void_p),
+            self._f.ctypes.data_as(ctypes.c_void_p),
+            self._v.ctypes.data_as(ctypes.c_void_p),
+        )
 
     def run(self, state: dict, n: int, target: float | None = None) -> dict:
         """``n`` generations of every island from the NumPy ``state`` (the context's RNG keys,
@@ -128,7 +142,7 @@ class HostEpochDE:
                 self._x = np.empty((I, self.N, self.D), dtype=self.dtype)
                 self._f, self._v = np.empty((I, self.N), dtype=self.dtype), np.empty((I, self.N), dtype=self.dtype)
             self._error = None
-            self.lib.de_ext_set(self._cb, ptr(self._x), ptr(self._f), ptr(self._v))
+            self._install()
             entry, head = self.lib.de_epoch_host_ext, ()
         else:
             entry, head = self.lib.de_epoch_host_threads, (ctypes.c_int(int(self.threads)),)

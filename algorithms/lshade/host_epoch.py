@@ -82,6 +82,17 @@ class HostEpochLSHADE(_Epoch):
         except BaseException as e:  # a KeyboardInterrupt too: raised after the call
             self._error = e
             return -1
+        finally:  # the objective ran the same build (a nested run): this call's callback back
+            if getattr(self.lib, "_isles_ext_owner", None) is not self:
+                self._install()
+
+    def _install(self) -> None:
+        """This plan's callback and buffers as the library's external objective (the calling
+        thread's: the library is shared by the plans of the same source in the process)."""
+        self.lib._isles_ext_owner = self
+        self.lib.lshade_ext_set(
+            self._cb, self._f.ctypes.data_as(ctypes.c_void_p), self._v.ctypes.data_as(ctypes.c_void_p)
+        )
 
     def _launch(self, ins, outs, work, nan, lgen0, n0, nfe0, k, hit, target):
         def ptr(a):
@@ -95,7 +106,7 @@ class HostEpochLSHADE(_Epoch):
         lgen0, n0, nfe0, k, max_nfe, p, r_arc = self._scalars(lgen0, n0, nfe0, k)
         if self.external:
             self._xg, self._error = work[1], None
-            self.lib.lshade_ext_set(self._cb, ptr(self._f), ptr(self._v))
+            self._install()
             entry, head = self.lib.lshade_epoch_host, ()
         else:
             entry, head = self.lib.lshade_epoch_host_threads, (ctypes.c_int(int(self.threads)),)
