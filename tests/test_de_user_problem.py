@@ -129,6 +129,20 @@ def test_a_nested_run_of_the_same_build_inside_the_objective():
 
 
 @needs_cc
+def test_islands_on_threads_equal_one_thread():
+    """The C passes on 3 OpenMP threads give the one-thread state bit for bit (NaN count and stop
+    target included)."""
+    from tests.test_host_build import threads_agree  # noqa: PLC0415
+
+    alg = DE(pop_size=12, F=0.8, CR=0.9)
+    ctx = island_ctx(np, NaNSphere(3), islands=7, target=1e-3)
+    host = HostEpochDE(alg, ctx)
+    assert host.external
+    one = threads_agree(host, lambda s: host.run(s, 25, ctx.target), alg.init(ctx))
+    assert int(one["nan_evals"]) > 0 and (one["hit_generation"] > 0).any()
+
+
+@needs_cc
 def test_a_fused_problem_through_the_callback_is_the_fused_build():
     """``external=True`` on Rastrigin (which has a ``cuda_objective``): the same populations as the
     fused build (the same C around either objective), ``f`` to the fold's rounding."""

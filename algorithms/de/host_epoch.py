@@ -6,9 +6,10 @@
 trial rows of every island in C (into a NumPy buffer ``(I, N, D)``), calls back into Python once
 (:class:`ctypes.CFUNCTYPE`; the callback holds the GIL) to evaluate them with the context's
 :class:`isles.problems.constraints.Evaluator` (the twin's call: the same ``(I, N, D)`` batch, ``f``,
-``v`` and NaN count), then selects in C (``de_epoch_host_ext``: the islands in lockstep on the
-calling thread). An error of the objective stops the call and is raised as it is. The state is the
-twin's bit for bit (tests/test_de_user_problem.py).
+``v`` and NaN count), then selects in C (``de_epoch_host_ext``: the islands in lockstep, the C
+passes on the OpenMP threads, the callback on the calling thread). An error of the objective stops
+the call and is raised as it is. The state is the twin's bit for bit
+(tests/test_de_user_problem.py).
 
 It needs both the kernel source of :mod:`isles.algorithms.de.cuda` and the epoch configuration of
 :mod:`isles.algorithms.de.epoch`; living apart from both, it ties neither to the other (the
@@ -74,13 +75,14 @@ class HostEpochDE:
             None if external else penalty,  # external: the Evaluator applies it
             tail="de_epoch.cu",
         )
-        if external:  # with a callback into Python the islands run in turn (de_epoch_host)
+        if external:  # the islands in lockstep around the callback (de_epoch_host_ext)
             text = "#define EXT_OBJ 1\n" + epoch_source(src, 1, 1)
         else:
             text = epoch_source(src, 1, 1) + cuda_lib.read("de_epoch_threads.cuh")
-        self.lib = host_build.compile_host(text, ("-O3",), openmp=not external, plain_arith=True)
-        #: OpenMP threads over the islands (the results do not depend on it): :func:`host_plan` sets
-        #: the process's cores (:func:`isles.algorithms.core.threads.host_threads`); 1 with ``external``
+        self.lib = host_build.compile_host(text, ("-O3",), openmp=True, plain_arith=True)
+        #: OpenMP threads over the islands (the results do not depend on it; with ``external`` the C
+        #: passes', the objective on the calling thread): :func:`host_plan` sets the process's cores
+        #: (:func:`isles.algorithms.core.threads.host_threads`)
         self.threads = 1
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
         self._F = p.F
@@ -143,11 +145,11 @@ class HostEpochDE:
                 self._f, self._v = np.empty((I, self.N), dtype=self.dtype), np.empty((I, self.N), dtype=self.dtype)
             self._error = None
             self._install()
-            entry, head = self.lib.de_epoch_host_ext, ()
+            entry = self.lib.de_epoch_host_ext
         else:
-            entry, head = self.lib.de_epoch_host_threads, (ctypes.c_int(int(self.threads)),)
+            entry = self.lib.de_epoch_host_threads
         rc = entry(
-            *head,
+            ctypes.c_int(int(self.threads)),
             ctypes.c_int(I),
             ptr(X),
             ptr(f),
@@ -189,15 +191,14 @@ def host_plan(de, ctx):
     """The :class:`HostEpochDE` of ``(de, ctx)`` on NumPy where ``algorithm.host_kernel`` allows it
     and it applies (:func:`isles.algorithms.de.cuda_source.unsupported_reason` with
     ``device=False``: rand/1, bin or nec), else ``None`` with the one log line
-    (:func:`isles.algorithms.core.host_build.host_plan`). With a ``cuda_objective`` the objective
-    is fused and the islands run on :func:`isles.algorithms.core.threads.host_threads` OpenMP
-    threads; without one (a user's array code) the problem's own objective is called back once
-    a generation for every island (module docstring)."""
+    (:func:`isles.algorithms.core.host_build.host_plan`). Its islands on
+    :func:`isles.algorithms.core.threads.host_threads` OpenMP threads. With a ``cuda_objective``
+    the objective is fused; without one (a user's array code) the problem's own objective is
+    called back once a generation for every island (module docstring)."""
 
     def build():
         host = HostEpochDE(de, ctx)
-        if not host.external:
-            host.threads = host_threads(ctx.n_islands)
+        host.threads = host_threads(ctx.n_islands)
         return host
 
     return host_build.host_plan(

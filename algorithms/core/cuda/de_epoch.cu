@@ -296,40 +296,52 @@ int de_epoch_host(
 }
 #if EXT_OBJ
 // EXT_OBJ: de_epoch_host's generations with the problem's own objective, the islands in lockstep
-// (module comment): per generation every island's trial rows, one callback, every island's
-// selection, each island's state carried in Xo, fo, vo. 1: no memory; 2: the objective raised.
+// (module comment): per generation every island's trial rows, one callback on the calling thread,
+// every island's selection, each island's state carried in Xo, fo, vo. The islands of each pass
+// on n_threads OpenMP threads (with -fopenmp; each its own block memory, the callback's buffers
+// handed to its thread-locals; the islands are independent, so any count gives the one-thread
+// state bit for bit). 1: no memory; 2: the objective raised.
 int de_epoch_host_ext(
-    const int n_islands, const T* X, const T* fx, const T* vx, T* Xo, T* fo, T* vo, const u64* keys,
-    const T* lower, const T* upper, const long long gen0, const u64* rng_ctr, const int n_gen,
+    const int n_threads, const int n_islands, const T* X, const T* fx, const T* vx, T* Xo, T* fo, T* vo,
+    const u64* keys, const T* lower, const T* upper, const long long gen0, const u64* rng_ctr, const int n_gen,
     unsigned long long* nan_count, long long* hit, const T target, const int use_target,
     const T Fw, const T CRt, const double log_cr, const int cr_case)
 {
-    T* smem = (T*)malloc(sizeof(T) * ((size_t)2 * NPOP * DIM + 4 * NPOP));
-    if (!smem) return 1;
-    int hitk = 0, rc = 0;
+    T* const ext_x = de_ext_x;
+    const T* const ext_f = de_ext_f;
+    const T* const ext_v = de_ext_v;
     for (isz e = 0; e < (isz)n_islands * NPOP * DIM; ++e) Xo[e] = X[e];
     for (isz r = 0; r < (isz)n_islands * NPOP; ++r) {
         fo[r] = fx[r];
         vo[r] = vx[r];
     }
-    for (int k = 0; k < n_gen && rc == 0; ++k) {
-        for (int phase = 0; phase < 2; ++phase) {
-            de_ext_phase = phase;
-            for (int b = 0; b < n_islands; ++b)
-                de_epoch_block(b, 0, 1, smem, &hitk, Xo, fo, vo, Xo, fo, vo, keys, lower, upper, gen0 + k, rng_ctr,
-                               1, nan_count, hit, target, use_target, Fw, CRt, log_cr, cr_case);
-            if (phase == 0) {
+    int fail = 0;
+    for (int k = 0; k < n_gen && !fail; ++k) {
+        for (int phase = 0; phase < 2 && !fail; ++phase) {
+#pragma omp parallel num_threads(n_threads > 0 ? n_threads : 1) reduction(| : fail)
+            {
+                de_ext_x = ext_x;
+                de_ext_f = ext_f;
+                de_ext_v = ext_v;
+                de_ext_phase = phase;
+                T* smem = (T*)malloc(sizeof(T) * ((size_t)2 * NPOP * DIM + 4 * NPOP));
+                fail |= !smem;
+                int hitk = 0;
+#pragma omp for schedule(dynamic, 1)
+                for (int b = 0; b < n_islands; ++b)
+                    if (smem)
+                        de_epoch_block(b, 0, 1, smem, &hitk, Xo, fo, vo, Xo, fo, vo, keys, lower, upper, gen0 + k,
+                                       rng_ctr, 1, nan_count, hit, target, use_target, Fw, CRt, log_cr, cr_case);
+                free(smem);
+            }
+            if (phase == 0 && !fail) {
                 const long long n_bad = de_ext_obj(n_islands, NPOP);
-                if (n_bad < 0) {
-                    rc = 2;
-                    break;
-                }
+                if (n_bad < 0) return 2;
                 *nan_count += (unsigned long long)n_bad;
             }
         }
     }
-    free(smem);
-    return rc;
+    return fail;
 }
 #endif
 #else
