@@ -182,6 +182,46 @@ def test_a_nested_run_of_the_same_build_inside_the_objective(c_library_math):
     _check(alg, Nesting(5, LSHADE(dim=5, pop_size=20, max_generations=5)), 12, islands=2)
 
 
+class Recording(RotatedRastrigin):
+    """:class:`RotatedRastrigin` that records the shapes of the batches it is given."""
+
+    def __init__(self, dim=5):
+        super().__init__(dim)
+        self.shapes = []
+
+    def objective(self, X):
+        self.shapes.append(X.shape)
+        return super().objective(X)
+
+
+@needs_cc
+def test_one_call_a_generation_for_every_island():
+    """The islands in lockstep: one call per L-SHADE generation with every island's trial rows
+    ``(I, N_G, D)``, ``N_G`` falling with LPSR (eq. 10)."""
+    prob = Recording(5)
+    alg = LSHADE(dim=5, pop_size=24, max_generations=10)
+    ctx = island_ctx(np, prob, islands=3)
+    s0 = alg.init(ctx)
+    prob.shapes.clear()
+    s = epoch.run(alg, ctx, s0, 10, kernel=HostEpochLSHADE(alg, ctx))
+    sizes = [shape[1] for shape in prob.shapes]
+    assert all(shape[0] == 3 and shape[2] == 5 for shape in prob.shapes) and sizes[0] == 24
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] < 24 and s["lgen"] >= len(sizes) - 1
+
+
+@needs_cc
+def test_islands_on_threads_equal_one_thread(c_library_math):
+    """The C passes on 3 OpenMP threads give the one-thread state bit for bit."""
+    from tests.test_host_build import threads_agree  # noqa: PLC0415
+
+    alg = JSO(dim=4, pop_size=20, max_generations=12)
+    ctx = island_ctx(np, NaNSphere(4), islands=5, target=1e-2)
+    host = HostEpochLSHADE(alg, ctx)
+    assert host.external
+    one = threads_agree(host, lambda s: epoch.run(alg, ctx, s, 12, kernel=host), alg.init(ctx))
+    assert int(one["nan_evals"]) > 0
+
+
 @needs_cc
 def test_a_fused_problem_through_the_callback_is_the_fused_build():
     """``external=True`` on a problem with a ``cuda_objective`` whose fold is exact (a maximum): the

@@ -4,16 +4,17 @@ run on NumPy states, the CPU path of NumPy runs where ``algorithm.host_kernel`` 
 CI's check of the GPU kernel (tests/test_lshade_epoch.py).
 
 **A problem without a** ``cuda_objective`` (a user's array code) runs the same build with
-``EXT_OBJ``: the operators compiled, the objective the problem's own. Each L-SHADE generation of an
-island builds all its trial rows in C (into a NumPy scratch), calls back into Python once
-(:class:`ctypes.CFUNCTYPE`; the callback holds the GIL) to evaluate them with the context's
-:class:`isles.problems.constraints.Evaluator` (the twin's ``f``, ``v`` and NaN count: the same
-function, the same rule), then selects and updates in C. The islands run in turn on the calling
-thread. An error of the objective stops the call and is raised as it is (the state unchanged:
-:meth:`isles.algorithms.lshade.epoch._Epoch.run` returns a new one). The state is the twin's bit for
-bit wherever the objective's value of a row does not depend on the other rows of its batch
-(the twin evaluates ``(I, k, D)`` chunks, the callback ``(1, N_G, D)``) and the math library
-agrees (tests/test_lshade_user_problem.py)."""
+``EXT_OBJ``: the operators compiled, the objective the problem's own. Each L-SHADE generation
+builds the trial rows of every island in C (into the NumPy scratch ``(I, N_init, D)``), calls back
+into Python once (:class:`ctypes.CFUNCTYPE`; the callback holds the GIL) to evaluate the ``(I,
+N_G, D)`` rows with the context's :class:`isles.problems.constraints.Evaluator` (the twin's ``f``,
+``v`` and NaN count: the same function, the same rule), then selects and updates in C
+(``lshade_epoch_host_ext``: the islands in lockstep, the C passes on the OpenMP threads, the
+callback on the calling thread). An error of the objective stops the call and is raised as it is
+(the state unchanged: :meth:`isles.algorithms.lshade.epoch._Epoch.run` returns a new one). The
+state is the twin's bit for bit wherever a row's value does not depend on the other rows of its
+batch (the twin evaluates ``(I, k, D)`` chunks of ``E`` evaluations, the callback whole L-SHADE
+generations) and the math library agrees (tests/test_lshade_user_problem.py)."""
 
 from __future__ import annotations
 
@@ -52,32 +53,32 @@ class HostEpochLSHADE(_Epoch):
         if why is not None:
             raise ValueError(f"lshade epoch kernel: {why}")
         super().__init__(alg, ctx, xn_global or external)
-        #: whether the objective is the problem's own (``EXT_OBJ``), called back once per island and generation
+        #: whether the objective is the problem's own (``EXT_OBJ``), called back once a generation
         self.external = bool(external)
         # -O3 (no -march: the same code on every x86-64), after HOST_FLAGS' -O2; values as -O2's
         text = kernel_source(alg, ctx, 1, 1, self.xn_global, external)
-        if not external:  # with a callback into Python the islands run in turn (lshade_epoch_host)
+        if not external:  # external: lshade_epoch_host_ext, in the kernel's text
             text += cuda_lib.read("lshade_epoch_threads.cuh")
-        self.lib = host_build.compile_host(text, ("-O3",), openmp=not external)
-        #: OpenMP threads over the islands (the results do not depend on it): :func:`host_plan` sets
-        #: the process's cores (:func:`isles.algorithms.core.threads.host_threads`); 1 with ``external``
+        self.lib = host_build.compile_host(text, ("-O3",), openmp=True)
+        #: OpenMP threads over the islands (the results do not depend on it; with ``external`` the C
+        #: passes', the objective on the calling thread): :func:`host_plan` sets the process's cores
+        #: (:func:`isles.algorithms.core.threads.host_threads`)
         self.threads = 1
         self._T = ctypes.c_float if self.dtype == np.float32 else ctypes.c_double
         if external:
-            self._f = np.empty(self.cap, dtype=self.dtype)  # the callback's f, v of one island's rows
-            self._v = np.empty(self.cap, dtype=self.dtype)
+            self._f = self._v = None  # the callback's f, v of every island's rows, (I, N_init)
             self._xg = None  # the trial rows of the launch (its global scratch, (I, N_init, D))
             self._error = None
             self._cb = ctypes.CFUNCTYPE(ctypes.c_longlong, ctypes.c_int, ctypes.c_int)(self._evaluate)
 
-    def _evaluate(self, isl: int, n: int) -> int:
-        """The callback of ``EXT_OBJ``: island ``isl``'s ``n`` trial rows evaluated by the context's
-        Evaluator as a ``(1, n, D)`` batch (as the twin's ``(I, k, D)``), ``f`` and ``v`` written for C;
-        returns the NaN evaluations, or -1 where the objective raised (kept for :meth:`_launch`)."""
+    def _evaluate(self, n_islands: int, n: int) -> int:
+        """The callback of ``EXT_OBJ``: the first ``n`` trial rows of every island, ``(I, n, D)``,
+        evaluated by the context's Evaluator in one call, ``f`` and ``v`` written for C; returns the NaN
+        evaluations, or -1 where the objective raised (kept for :meth:`_launch`)."""
         try:
-            f, v, n_nan = self.ctx.evaluator(self._xg[isl : isl + 1, :n])
-            self._f[:n] = f[0]
-            self._v[:n] = v[0]
+            f, v, n_nan = self.ctx.evaluator(self._xg[:n_islands, :n])
+            self._f[:n_islands, :n] = f
+            self._v[:n_islands, :n] = v
             return int(n_nan)
         except BaseException as e:  # a KeyboardInterrupt too: raised after the call
             self._error = e
@@ -105,13 +106,16 @@ class HostEpochLSHADE(_Epoch):
         ctr = np.ascontiguousarray(ctx.rng.ctr, dtype=np.uint64)
         lgen0, n0, nfe0, k, max_nfe, p, r_arc = self._scalars(lgen0, n0, nfe0, k)
         if self.external:
+            I = ins[0].shape[0]
+            if self._f is None or self._f.shape[0] != I:
+                self._f, self._v = np.empty((I, self.cap), dtype=self.dtype), np.empty((I, self.cap), dtype=self.dtype)
             self._xg, self._error = work[1], None
             self._install()
-            entry, head = self.lib.lshade_epoch_host, ()
+            entry = self.lib.lshade_epoch_host_ext
         else:
-            entry, head = self.lib.lshade_epoch_host_threads, (ctypes.c_int(int(self.threads)),)
+            entry = self.lib.lshade_epoch_host_threads
         rc = entry(
-            *head,
+            ctypes.c_int(int(self.threads)),
             ctypes.c_int(ins[0].shape[0]),
             ctypes.c_longlong(self.smem),
             *(ptr(a) for a in ins),
@@ -138,7 +142,7 @@ class HostEpochLSHADE(_Epoch):
             self._xg, err, self._error = None, self._error, None
             if err is not None:
                 raise err
-        if rc != 0:
+        if rc == 1:
             raise MemoryError("lshade epoch kernel (host): no memory for an island's block")
 
 
@@ -148,15 +152,14 @@ def host_plan(alg, ctx):
     applies; else ``None`` (the caller runs the NumPy array code), the reason logged once
     (:func:`isles.algorithms.core.host_build.host_plan`, every family's one mechanism: no C
     compiler, ...). The compiled library is cached on disk
-    (:func:`isles.problems.cuda_check.compile_c`). With a ``cuda_objective`` the objective is
-    fused and the islands run on :func:`isles.algorithms.core.threads.host_threads` OpenMP
-    threads; without one (a user's array code) the problem's own objective is called back once
-    per island and generation (module docstring)."""
+    (:func:`isles.problems.cuda_check.compile_c`). Its islands on
+    :func:`isles.algorithms.core.threads.host_threads` OpenMP threads. With a ``cuda_objective``
+    the objective is fused; without one (a user's array code) the problem's own objective is
+    called back once a generation for every island (module docstring)."""
 
     def build():
         host = HostEpochLSHADE(alg, ctx)
-        if not host.external:
-            host.threads = host_threads(ctx.n_islands)
+        host.threads = host_threads(ctx.n_islands)
         return host
 
     return host_build.host_plan(
