@@ -112,12 +112,12 @@ def test_an_objective_error_reaches_the_caller():
     ctx = island_ctx(np, prob, islands=2)
     s0 = alg.init(ctx)
     assert host_plan(alg, ctx).external
-    prob.fail = True
+    prob.fail = ObjectiveError
     for call in (lambda a: a.run(ctx, dict(s0), 5), lambda a: a.step(ctx, dict(s0))):
         for a in (alg, numpy_twin(alg)):
             with pytest.raises(ObjectiveError, match="the user's objective failed"):
                 call(a)
-    prob.fail = False
+    prob.fail = None
     assert _same(alg.run(ctx, dict(s0), 5)["X"], numpy_twin(alg).run(ctx, dict(s0), 5)["X"])
 
 

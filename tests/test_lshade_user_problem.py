@@ -58,17 +58,18 @@ class ObjectiveError(Exception):
 
 
 class Raising(Problem):
-    """A sphere whose evaluation raises :class:`ObjectiveError` while ``fail`` is set."""
+    """A sphere whose evaluation raises ``fail`` (an exception class, e.g. :class:`ObjectiveError`)
+    while it is set."""
 
     name = "user_raising"
 
     def __init__(self, dim=4):
         super().__init__(dim, -1.0, 1.0)
-        self.fail = False
+        self.fail = None
 
     def objective(self, X):
-        if self.fail:
-            raise ObjectiveError("the user's objective failed")
+        if self.fail is not None:
+            raise self.fail("the user's objective failed")
         return (X**2).sum(axis=-1)
 
 
@@ -141,19 +142,21 @@ def test_stop_target_generation_as_the_twin(c_library_math):
 
 
 @needs_cc
-def test_an_objective_error_reaches_the_caller():
-    """The user's exception, raised by the callback's objective, is raised by ``run`` as on the NumPy
-    path (its type and message); the plan stays usable and the next run is the twin's."""
+@pytest.mark.parametrize("error", [ObjectiveError, KeyboardInterrupt])
+def test_an_objective_error_reaches_the_caller(error, c_library_math):
+    """The user's exception (or a Ctrl-C inside the objective), raised by the callback's objective,
+    is raised by ``run`` as on the NumPy path (its type and message); the plan stays usable and the
+    next run is the twin's."""
     prob = Raising(4)
     alg = LSHADE(dim=4, pop_size=20, max_generations=10)
     ctx = island_ctx(np, prob, islands=2)
     s0 = alg.init(ctx)
-    prob.fail = True
+    prob.fail = error
     for a in (alg, numpy_twin(alg)):
-        with pytest.raises(ObjectiveError, match="the user's objective failed"):
+        with pytest.raises(error, match="the user's objective failed"):
             a.run(ctx, dict(s0), 5)
     assert host_epoch.host_plan(alg, ctx).external
-    prob.fail = False
+    prob.fail = None
     got, ref = alg.run(ctx, dict(s0), 5), numpy_twin(alg).run(ctx, dict(s0), 5)
     assert _same(got["X"], ref["X"]) and _same(got["A"], ref["A"])
 
