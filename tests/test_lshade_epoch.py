@@ -266,7 +266,8 @@ def test_where_the_kernel_does_not_apply():
 def test_numpy_runs_take_the_host_build_where_host_kernel_allows(caplog, monkeypatch):
     """``algorithm.host_kernel``: ``auto`` (default) and ``true`` run :meth:`LSHADE.run` on NumPy
     through the host build (the same state as ``epoch.run`` with it, bit for bit; ``gpu_path``
-    "host kernel"), ``false`` the array code; where it does not apply (no ``cuda_objective``)
+    "host kernel"), ``false`` the array code; where it does not apply (``epoch=false``; a problem
+    without a ``cuda_objective`` takes it with its own objective, tests/test_lshade_user_problem.py)
     the array code with a one-line log, a warning only where ``true`` asked for it."""
     prob = make_problem("sphere", dim=5)
     launches = []
@@ -286,17 +287,16 @@ def test_numpy_runs_take_the_host_build_where_host_kernel_allows(caplog, monkeyp
             assert _same(got[key], want[key]), (mode, key)
         assert alg.gpu_path(ctx) == ("numpy" if mode is False else "host kernel")
     np.testing.assert_allclose(host["f"], twin["f"], rtol=1e-6, atol=1e-12)  # the math library's last bit aside
-    no_fused = make_problem("schwefel_1_2", dim=4)
     for mode, level in (("auto", logging.INFO), (True, logging.WARNING)):
         caplog.clear()
-        alg = LSHADE(dim=4, pop_size=20, max_generations=5, host_kernel=mode)
-        ctx = island_ctx(np, no_fused, islands=2)
+        alg = LSHADE(dim=4, pop_size=20, max_generations=5, host_kernel=mode, epoch=False)
+        ctx = island_ctx(np, make_problem("schwefel_1_2", dim=4), islands=2)
         with caplog.at_level(logging.INFO, logger="isles.algorithms.lshade.epoch"):
             assert alg.gpu_path(ctx) == "numpy"
             s = alg.run(ctx, alg.init(ctx), 3)
         assert s["evals"] == 20 + 3 * 20
         recs = [r for r in caplog.records if "host kernel" in r.getMessage()]
-        assert len(recs) == 1 and recs[0].levelno == level and "cuda_objective" in recs[0].getMessage()
+        assert len(recs) == 1 and recs[0].levelno == level and "epoch=False" in recs[0].getMessage()
 
 
 def test_no_c_compiler_falls_back_to_numpy(monkeypatch, caplog):

@@ -110,7 +110,16 @@ def _objective_of(ctx) -> tuple[str | None, str | None, dict | None]:
     return src, None, macros
 
 
-def unsupported_reason(params, ctx, device: bool = True) -> str | None:
+#: the objective part of an ``EXT_OBJ`` host build (:class:`isles.algorithms.de.host_epoch.HostEpochDE`
+#: with the problem's own objective): no fused terms; the fold's merge is compiled, never called
+EXTERNAL_OBJECTIVE = r"""#define OBJ_NACC 1
+#define OBJ_HAS_V 0
+#define OBJ_NEXT 0
+ISLES_DEV void obj_merge(T* acc, const T* o) { (void)acc; (void)o; }
+"""
+
+
+def unsupported_reason(params, ctx, device: bool = True, external: bool = False) -> str | None:
     """Why ``(params, ctx)`` cannot use the fused path, or ``None`` if it can.
 
     Args:
@@ -118,12 +127,19 @@ def unsupported_reason(params, ctx, device: bool = True) -> str | None:
         ctx: :class:`isles.algorithms.core.base.Context`.
         device: ``False`` asks only about the configuration (not whether ``ctx`` is on CuPy): the
             host emulations of the kernels (:class:`isles.algorithms.de.host_epoch.HostEpochDE`).
+        external: the host build with the problem's own objective (``EXT_OBJ``): a
+            ``cuda_objective`` is not needed.
     """
     reason = variation_unsupported_reason(params, ctx, device)
     if reason is not None:
         return reason
     dtype = np.dtype(ctx.dtype)
-    _, reason, macros = _objective_of(ctx)
+    if external:
+        genome = getattr(ctx.evaluator.problem, "genome", "real")
+        reason = None if genome == "real" else f"problem genome {genome!r} (fused: real)"
+        macros = objective_macros(EXTERNAL_OBJECTIVE, "real")
+    else:
+        _, reason, macros = _objective_of(ctx)
     if reason is not None:
         return reason
     dim = int(ctx.dim)

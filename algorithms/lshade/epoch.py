@@ -44,7 +44,9 @@ one with the array code again: the state after ``n`` runtime generations is :met
 
 **Who uses it.** On NumPy, :meth:`LSHADE.run` runs the host build (:func:`isles.algorithms.lshade.host_epoch.host_plan`) with
 ``algorithm.host_kernel=auto`` (default) or ``true`` where it applies (below, and a C compiler):
-about 25x the NumPy array code's speed at D = 10 (docs/cec2014.md, "CPU speed").
+about 25x the NumPy array code's speed at D = 10 (docs/cec2014.md, "CPU speed"); for a problem
+without a ``cuda_objective`` (a user's array code) with the problem's own objective called back
+(``EXT_OBJ``, :mod:`isles.algorithms.lshade.host_epoch`), about 7x (docs/cpu_speed.md).
 :meth:`LSHADE.run` on CuPy with ``algorithm.epoch=true`` (default), where
 :func:`unsupported_reason` gives no reason: a real problem with a usable ``cuda_objective``,
 float32/float64,
@@ -114,7 +116,7 @@ def _objective(ctx):
     return src, reason, penalty
 
 
-def unsupported_reason(alg, ctx, device: bool = True, optin: int = SMEM_OPTIN) -> str | None:
+def unsupported_reason(alg, ctx, device: bool = True, optin: int = SMEM_OPTIN, external: bool = False) -> str | None:
     """Why the epoch kernel cannot run ``alg`` on ``ctx``, or ``None``.
 
     Args:
@@ -122,6 +124,8 @@ def unsupported_reason(alg, ctx, device: bool = True, optin: int = SMEM_OPTIN) -
         ctx: the :class:`isles.algorithms.core.base.Context`.
         device: ``False``: do not ask whether ``ctx`` is on CuPy (the host build).
         optin: shared memory one block may have (bytes).
+        external: the host build with the problem's own objective (``EXT_OBJ``,
+            :mod:`isles.algorithms.lshade.host_epoch`): a ``cuda_objective`` is not needed.
     """
     if device and getattr(ctx.xp, "__name__", "") != "cupy":
         return "the array module is not CuPy"
@@ -130,9 +134,13 @@ def unsupported_reason(alg, ctx, device: bool = True, optin: int = SMEM_OPTIN) -
     dtype = np.dtype(ctx.dtype)
     if dtype not in (np.float32, np.float64):
         return f"dtype {dtype} (epoch kernel: float32|float64)"
-    _, reason, _ = _objective(ctx)
-    if reason is not None:
-        return reason
+    if external:
+        if getattr(ctx.evaluator.problem, "genome", "real") != "real":
+            return "a bit problem"
+    else:
+        _, reason, _ = _objective(ctx)
+        if reason is not None:
+            return reason
     p = alg.params
     if trials_in_global(dtype, ctx.dim, p.n_init, p.archive_capacity, p.H, optin) is None:
         need = smem_bytes(dtype, ctx.dim, p.n_init, p.archive_capacity, p.H, True)
@@ -140,11 +148,25 @@ def unsupported_reason(alg, ctx, device: bool = True, optin: int = SMEM_OPTIN) -
     return None
 
 
-def kernel_source(alg, ctx, eblock: int, etpi: int, xn_global: bool = False) -> str:
+#: the objective part of an ``EXT_OBJ`` host build: no fused terms (P2 calls the problem's own
+#: objective); the fold's merge is compiled, never called
+EXTERNAL_OBJECTIVE = r"""#define OBJ_NACC 1
+#define OBJ_HAS_V 0
+#define OBJ_NEXT 0
+ISLES_DEV void obj_merge(T* acc, const T* o) { (void)acc; (void)o; }
+"""
+
+
+def kernel_source(alg, ctx, eblock: int, etpi: int, xn_global: bool = False, external: bool = False) -> str:
     """The kernel's source: configuration defines, draw ids, ``objective.cuh``, the problem's
-    ``cuda_objective`` and ``lshade_epoch.cu``; ``xn_global``: the trial rows in global memory."""
+    ``cuda_objective`` and ``lshade_epoch.cu``; ``xn_global``: the trial rows in global memory;
+    ``external``: the host build's ``EXT_OBJ`` (the problem's own objective through a callback,
+    :mod:`isles.algorithms.lshade.host_epoch`; the trial rows in global memory)."""
     p = alg.params
-    src, _, penalty = _objective(ctx)
+    if external:
+        src, penalty, xn_global = EXTERNAL_OBJECTIVE, None, True
+    else:
+        src, _, penalty = _objective(ctx)
     d = {
         "IS_F32": int(np.dtype(ctx.dtype) == np.float32),
         "DIM": int(ctx.dim),
@@ -158,6 +180,8 @@ def kernel_source(alg, ctx, eblock: int, etpi: int, xn_global: bool = False) -> 
         "ETPI": int(etpi),
         "XN_GLOBAL": int(bool(xn_global)),
     }
+    if external:
+        d["EXT_OBJ"] = 1
     if penalty is not None:
         d["PENALTY"] = repr(penalty)
     return source(

@@ -26,6 +26,13 @@
 // Under -DISLES_HOST_EMU the same block code runs as C on the host with one thread per block
 // (ETPI 1: every virtual lane in registers, the whole merge emulated), block syncs no-ops
 // (tests/test_de_epoch.py).
+//
+// EXT_OBJ (host only): the problem's own objective instead of a fused one (a user's array code).
+// de_epoch_host_ext runs the islands in lockstep, a generation at a time, in two passes of the
+// block code (de_ext_phase): 0 builds every island's trial rows into de_ext_x (a NumPy buffer,
+// I x NPOP x DIM) and returns; the callback de_ext_set installs evaluates them all at once
+// (host_epoch.py: the problem's Evaluator on the (I, N, D) batch, as the NumPy twin's generation
+// calls it: its f, v and NaN count); 1 selects row by row as the fused generation does.
 #include "fitness.cuh"
 #include "block.cuh"
 #ifdef ISLES_HOST_EMU
@@ -42,6 +49,25 @@
 #define EGROUP_SYNC() __syncthreads()
 #endif
 #define E_TPI ETPI
+#endif
+
+#if defined(ISLES_HOST_EMU) && EXT_OBJ
+// The external objective (EXT_OBJ): fn(n_islands, n) evaluates the trial rows in de_ext_x
+// (n_islands x n x DIM) and writes their f and v into de_ext_f, de_ext_v (n_islands x n); it returns
+// the NaN evaluations, or -1 where the objective raised (Python keeps the error; the call stops).
+// Per calling thread: a loaded library is shared by every plan of the same source in the process.
+typedef long long (*de_ext_fn)(int n_islands, int n);
+static __thread de_ext_fn de_ext_obj;
+static __thread T* de_ext_x;
+static __thread const T* de_ext_f;
+static __thread const T* de_ext_v;
+static __thread int de_ext_phase;   // 0: the trial rows; 1: the selection (module comment)
+void de_ext_set(de_ext_fn fn, T* x, const T* f, const T* v) {
+    de_ext_obj = fn;
+    de_ext_x = x;
+    de_ext_f = f;
+    de_ext_v = v;
+}
 #endif
 
 // virtual lanes per thread (module comment); the group merges' scratch (ETPI > 32), in T
@@ -109,6 +135,9 @@ ISLES_DEV void de_epoch_block(
     for (int k = 0; k < n_gen; ++k) {
         const long long g = g0 + k;
         // every group iterates the same number of times (the syncs inside are block-wide for TPI > 32)
+#if EXT_OBJ
+        if (de_ext_phase == 0)
+#endif
         for (int rb = 0; rb < NPOP; rb += ngrp) {
             const int row = rb + grp;
             const int act = row < NPOP;
@@ -142,10 +171,25 @@ ISLES_DEV void de_epoch_block(
 #if OBJ_NEXT
                         un[j] = uj;
 #endif
+#if EXT_OBJ
+                        de_ext_x[((isz)isl * NPOP + i) * DIM + j] = uj;
+#endif
                     }
                     u[m][q] = uj;
                 }
             }
+#if EXT_OBJ
+            (void)u;
+        }
+        // phase 0 ends here: de_epoch_host_ext evaluates every island's trial rows at once (the
+        // Evaluator's rule, NaN and penalty, applied and counted there), then phase 1 selects
+        if (de_ext_phase == 0) return;
+        for (int i = 0; i < NPOP; ++i) {
+            const int act = 1;
+            const T* xc = Xc + (isz)i * DIM;
+            T* un = Xn + (isz)i * DIM;
+            T f = de_ext_f[(isz)isl * NPOP + i], v = de_ext_v[(isz)isl * NPOP + i];
+#else
 #if OBJ_NEXT
             EGROUP_SYNC();   // the fold reads the neighbours' coordinates
 #endif
@@ -181,11 +225,20 @@ ISLES_DEV void de_epoch_block(
 #if OBJ_NEXT || TPI > 32
             EGROUP_SYNC();   // every thread of the group has read the trial row (and the merge scratch)
 #endif
+#endif
             if (act) {
+#if EXT_OBJ
+                const int bad = 0;   // counted by the callback
+#else
                 const int bad = isles_fix_fv(&f, &v);   // NaN = worst (fitness.cuh)
+#endif
                 const T ft = fc[i], vt = vc[i];
                 // the trial replaces the target unless the target is strictly better (Deb's rules)
                 const int accept = !isles_better(ft, vt, f, v);
+#if EXT_OBJ
+                const T* ux = de_ext_x + ((isz)isl * NPOP + i) * DIM;
+                for (int j = 0; j < DIM; ++j) un[j] = accept ? ux[j] : xc[j];
+#else
 #pragma unroll
                 for (int m = 0; m < E_VL; ++m) {
 #pragma unroll
@@ -198,6 +251,7 @@ ISLES_DEV void de_epoch_block(
 #endif
                     }
                 }
+#endif
                 if (lane == 0) {
                     const T fr = accept ? f : ft, vr = accept ? v : vt;
                     fn[i] = fr;
@@ -240,6 +294,56 @@ int de_epoch_host(
     free(smem);
     return 0;
 }
+#if EXT_OBJ
+// EXT_OBJ: de_epoch_host's generations with the problem's own objective, the islands in lockstep
+// (module comment): per generation every island's trial rows, one callback on the calling thread,
+// every island's selection, each island's state carried in Xo, fo, vo. The islands of each pass
+// on n_threads OpenMP threads (with -fopenmp; each its own block memory, the callback's buffers
+// handed to its thread-locals; the islands are independent, so any count gives the one-thread
+// state bit for bit). 1: no memory; 2: the objective raised.
+int de_epoch_host_ext(
+    const int n_threads, const int n_islands, const T* X, const T* fx, const T* vx, T* Xo, T* fo, T* vo,
+    const u64* keys, const T* lower, const T* upper, const long long gen0, const u64* rng_ctr, const int n_gen,
+    unsigned long long* nan_count, long long* hit, const T target, const int use_target,
+    const T Fw, const T CRt, const double log_cr, const int cr_case)
+{
+    T* const ext_x = de_ext_x;
+    const T* const ext_f = de_ext_f;
+    const T* const ext_v = de_ext_v;
+    for (isz e = 0; e < (isz)n_islands * NPOP * DIM; ++e) Xo[e] = X[e];
+    for (isz r = 0; r < (isz)n_islands * NPOP; ++r) {
+        fo[r] = fx[r];
+        vo[r] = vx[r];
+    }
+    int fail = 0;
+    for (int k = 0; k < n_gen && !fail; ++k) {
+        for (int phase = 0; phase < 2 && !fail; ++phase) {
+#pragma omp parallel num_threads(n_threads > 0 ? n_threads : 1) reduction(| : fail)
+            {
+                de_ext_x = ext_x;
+                de_ext_f = ext_f;
+                de_ext_v = ext_v;
+                de_ext_phase = phase;
+                T* smem = (T*)malloc(sizeof(T) * ((size_t)2 * NPOP * DIM + 4 * NPOP));
+                fail |= !smem;
+                int hitk = 0;
+#pragma omp for schedule(dynamic, 1)
+                for (int b = 0; b < n_islands; ++b)
+                    if (smem)
+                        de_epoch_block(b, 0, 1, smem, &hitk, Xo, fo, vo, Xo, fo, vo, keys, lower, upper, gen0 + k,
+                                       rng_ctr, 1, nan_count, hit, target, use_target, Fw, CRt, log_cr, cr_case);
+                free(smem);
+            }
+            if (phase == 0 && !fail) {
+                const long long n_bad = de_ext_obj(n_islands, NPOP);
+                if (n_bad < 0) return 2;
+                *nan_count += (unsigned long long)n_bad;
+            }
+        }
+    }
+    return fail;
+}
+#endif
 #else
 // one block of EBLOCK threads per island; dynamic shared memory (2 N D + 4 N + groups * E_RED) T
 extern "C" __global__ void __launch_bounds__(EBLOCK, EMINB)

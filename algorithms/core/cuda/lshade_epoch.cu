@@ -28,6 +28,14 @@
 // the island's) of a feasible trial with f <= target, if below its value (epoch.py turns it into
 // the runtime generation, as IslandAlgorithm.run's per-step tracking would).
 // Under -DISLES_HOST_EMU the same block code runs as C with one thread per block (tests).
+// EXT_OBJ (host only, with XN_GLOBAL): the problem's own objective instead of a fused one (a user's
+// array code). lshade_epoch_host_ext runs the islands in lockstep, a generation at a time, in two
+// calls of the block code per island (ls_ext_phase), each island's block memory kept between them:
+// 0 runs P0, P1 and P2's trial rows into Xn (the global scratch Xg, a NumPy array) and returns; the
+// callback lshade_ext_set installs evaluates every island's trial rows at once (host_epoch.py: the
+// problem's Evaluator on the (I, N_G, D) rows, its f, v and NaN count); 1 selects row by row as the
+// fused P2 does and runs P3-P6. The state is loaded once (ls_ext_load) and written once
+// (ls_ext_store).
 #include "fitness.cuh"
 #include "block.cuh"
 #ifdef ISLES_HOST_EMU
@@ -287,6 +295,26 @@ static void ls_host_archive_counts(const int n, const int an, const double* akey
 #define LS_HOST_SCRATCH ((size_t)8 + sizeof(T) * HMEM + sizeof(int) * (3 * (CAP + ACAP) + 1))
 #endif
 
+#if defined(ISLES_HOST_EMU) && EXT_OBJ
+// The external objective (EXT_OBJ): fn(n_islands, n) evaluates the first n trial rows of every
+// island (Xg, I x CAP x DIM, which Python owns) and writes their f and v into ls_ext_f, ls_ext_v
+// (I x CAP); it returns the NaN evaluations, or -1 where the objective raised (Python keeps the
+// error; the call stops). Per thread: a loaded library is shared by every plan of the same source
+// in the process (lshade_epoch_host_ext hands them to its OpenMP threads).
+typedef long long (*ls_ext_fn)(int n_islands, int n);
+static __thread ls_ext_fn ls_ext_obj;
+static __thread const T* ls_ext_f;
+static __thread const T* ls_ext_v;
+static __thread int ls_ext_phase;   // 0: P0, P1 and the trial rows; 1: the selection on
+static __thread int ls_ext_load;    // the block loads the state (the first generation's phase 0)
+static __thread int ls_ext_store;   // the block writes the state (the last generation's phase 1)
+void lshade_ext_set(ls_ext_fn fn, const T* f, const T* v) {
+    ls_ext_obj = fn;
+    ls_ext_f = f;
+    ls_ext_v = v;
+}
+#endif
+
 ISLES_DEV void lshade_epoch_block(
     const int isl, const int tid, const int nth, unsigned char* smem,
     const T* X, const T* fx, const T* vx, const T* A, const long long* a_n, const T* MFi, const T* MCRi,
@@ -334,6 +362,9 @@ ISLES_DEV void lshade_epoch_block(
 #endif
 
     const long long off = (long long)isl * CAP * DIM, aoff = (long long)isl * ACAP * DIM;
+#if EXT_OBJ
+    if (ls_ext_load) {   // else the block memory holds the island's state (lshade_epoch_host_ext)
+#endif
     for (int e = tid; e < CAP * DIM; e += nth) Xc[e] = X[off + e];
     for (int r = tid; r < CAP; r += nth) {
         fc[r] = fx[(long long)isl * CAP + r];
@@ -350,6 +381,9 @@ ISLES_DEV void lshade_epoch_block(
         iscal[0] = (int)kk[isl];
         iscal[1] = (int)a_n[isl];
     }
+#if EXT_OBJ
+    }
+#endif
     const u64 key = keys[isl];
     const u64 ctr = rng_ctr[0];
     const int grp = tid / ETPI, lane = tid - grp * ETPI, ngrp = nth / ETPI;
@@ -374,6 +408,9 @@ ISLES_DEV void lshade_epoch_block(
         const double wq = 1.0;
 #endif
         const int an = iscal[1];
+#if EXT_OBJ
+        if (ls_ext_phase == 0) {   // P0, P1 and the trial rows (module comment)
+#endif
         // P0: ranks of the active rows, each counted by nch threads (pos is zero here)
 #ifdef ISLES_HOST_EMU
         if (!ls_host_ranks(n, fc, vc, pos, hscr))
@@ -512,6 +549,21 @@ ISLES_DEV void lshade_epoch_block(
                         u[m][q] = uj;
                     }
                 }
+#if EXT_OBJ
+                (void)u;
+            }
+        }
+        }
+        // phase 0 ends here: lshade_epoch_host_ext evaluates every island's trial rows at once (the
+        // Evaluator's rule, NaN and penalty, applied and counted there), then phase 1 selects
+        if (ls_ext_phase == 0) return;
+        {
+            for (int i = 0; i < n; ++i) {
+                const int act = 1;
+                const T* xc = Xc + i * DIM;
+                T* un = Xn + i * DIM;
+                T f = ls_ext_f[(long long)isl * CAP + i], v = ls_ext_v[(long long)isl * CAP + i];
+#else
 #if OBJ_NEXT
                 LS_GROUP_SYNC();
 #endif
@@ -541,8 +593,13 @@ ISLES_DEV void lshade_epoch_block(
 #endif
                 T f = obj_final(acc[0], DIM);
                 LS_GROUP_SYNC();
+#endif
                 if (act) {
+#if EXT_OBJ
+                    const int bad = 0;   // counted by the callback
+#else
                     const int bad = isles_fix_fv(&f, &v);
+#endif
                     const T ft = fc[i], vt = vc[i];
                     const int accept = !isles_better(ft, vt, f, v);
                     const int sc = isles_better(f, v, ft, vt);
@@ -738,6 +795,9 @@ ISLES_DEV void lshade_epoch_block(
         n = n_next;
         BLOCK_SYNC();
     }
+#if EXT_OBJ
+    if (ls_ext_store) {   // else the block memory keeps the island's state (lshade_epoch_host_ext)
+#endif
     for (int e = tid; e < CAP * DIM; e += nth) Xo[off + e] = Xc[e];
     for (int r = tid; r < CAP; r += nth) {
         fo[(long long)isl * CAP + r] = fc[r];
@@ -755,6 +815,9 @@ ISLES_DEV void lshade_epoch_block(
         ko[isl] = iscal[0];
         a_no[isl] = iscal[1];
     }
+#if EXT_OBJ
+    }
+#endif
     if (nan_local) ISLES_ATOMIC_ADD(nan_count, nan_local);
     if (hit_local < LS_NO_HIT) ISLES_ATOMIC_MIN(&hit_eval[isl], hit_local);
 }
@@ -779,6 +842,59 @@ int lshade_epoch_host(
     free(smem);
     return 0;
 }
+#if EXT_OBJ
+// EXT_OBJ: lshade_epoch_host's generations with the problem's own objective, the islands in
+// lockstep (module comment): per generation every island's phase 0, one callback on the calling
+// thread, every island's phase 1; each island its own block memory for the whole call. The
+// islands of each pass on n_threads OpenMP threads (with -fopenmp; the callback's buffers handed to
+// their thread-locals; the islands are independent, so any count gives the one-thread state bit
+// for bit). 1: no memory; 2: the objective raised.
+int lshade_epoch_host_ext(
+    const int n_threads, const int n_islands, const long long smem_bytes,
+    const T* X, const T* fx, const T* vx, const T* A, const long long* a_n, const T* MFi, const T* MCRi,
+    const long long* kk, T* Xo, T* fo, T* vo, T* Ao, long long* a_no, T* MFo, T* MCRo, long long* ko, T* Aw, T* Xg,
+    const u64* keys, const T* lower, const T* upper, const u64* rng_ctr, const long long lgen0, const int n0,
+    const long long nfe0, const int n_gen, const long long max_nfe, const double p, const double r_arc,
+    unsigned long long* nan_count, long long* hit_eval, const T target, const int use_target)
+{
+    const T* const ext_f = ls_ext_f;
+    const T* const ext_v = ls_ext_v;
+    unsigned char** mem = (unsigned char**)calloc((size_t)(n_islands > 0 ? n_islands : 1), sizeof(unsigned char*));
+    int rc = mem ? 0 : 1;
+    for (int b = 0; b < n_islands && rc == 0; ++b) {
+        mem[b] = (unsigned char*)malloc((size_t)smem_bytes + LS_HOST_SCRATCH);
+        if (!mem[b]) rc = 1;
+    }
+    int n = n0;
+    long long nfe = nfe0;
+    // n_gen 0: one pass that loads and writes the state (the block's generations none)
+    for (int k = 0; k < (n_gen > 0 ? n_gen : 1) && rc == 0; ++k) {
+        for (int phase = (n_gen > 0 ? 0 : 1); phase < 2 && rc == 0; ++phase) {
+#pragma omp parallel for num_threads(n_threads > 0 ? n_threads : 1) schedule(dynamic, 1)
+            for (int b = 0; b < n_islands; ++b) {
+                ls_ext_f = ext_f;
+                ls_ext_v = ext_v;
+                ls_ext_phase = phase;
+                ls_ext_load = k == 0 && (phase == 0 || n_gen <= 0);
+                ls_ext_store = k == n_gen - 1 || n_gen <= 0 ? phase == 1 : 0;
+                lshade_epoch_block(b, 0, 1, mem[b], X, fx, vx, A, a_n, MFi, MCRi, kk, Xo, fo, vo, Ao, a_no, MFo, MCRo, ko,
+                                   Aw, Xg, keys, lower, upper, rng_ctr, lgen0 + k, n, nfe, n_gen > 0, max_nfe, p, r_arc,
+                                   nan_count, hit_eval, target, use_target);
+            }
+            if (phase == 0) {
+                const long long n_bad = ls_ext_obj(n_islands, n);
+                if (n_bad < 0) rc = 2;
+                else *nan_count += (unsigned long long)n_bad;
+            }
+        }
+        nfe += n;
+        n = LS_MIN(n, ls_population_at(nfe, max_nfe));
+    }
+    for (int b = 0; mem && b < n_islands; ++b) free(mem[b]);
+    free(mem);
+    return rc;
+}
+#endif
 #else
 extern "C" __global__ void __launch_bounds__(EBLOCK, 1)
 lshade_epoch(const T* __restrict__ X, const T* __restrict__ fx, const T* __restrict__ vx, const T* __restrict__ A,
