@@ -279,7 +279,7 @@ def check_algorithm_keys(cfg: dict) -> None:
     Raises:
         ValueError: one line naming the key as typed, the family's keys and the built-in families
             that take it, e.g. ``algorithm.host_kernel=auto: cmaes takes no parameter 'host_kernel'
-            (its parameters: pop_size, sigma0, ...); host_kernel is a parameter of algorithm=cde|de|epso|fep|ga|jso|lshade|pso``.
+            (its parameters: pop_size, sigma0, ...); host_kernel is a parameter of algorithm=...`` (the families that take it).
     """
     from isles.algorithms.options import ALGORITHMS  # noqa: PLC0415
 
