@@ -140,3 +140,17 @@ def numpy_twin(alg):
     import dataclasses  # noqa: PLC0415
 
     return type(alg)(dataclasses.replace(alg.params, host_kernel=False))
+
+
+def assert_no_compiler_line(caplog, mode) -> None:
+    """A host build's fallback where no C compiler exists, as ``caplog`` recorded it: no line for
+    ``host_kernel=False``, else one ``... not the host kernel (... C compiler ...)`` line, INFO for
+    ``auto`` and WARNING for ``True``."""
+    import logging  # noqa: PLC0415
+
+    recs = [r for r in caplog.records if "not the host kernel" in r.getMessage()]
+    if mode is False:
+        assert not recs
+    else:
+        level = logging.WARNING if mode is True else logging.INFO
+        assert len(recs) == 1 and recs[0].levelno == level and "C compiler" in recs[0].getMessage()

@@ -24,6 +24,7 @@ fallback line. A compiler that is missing or fails never fails a run.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import weakref
 
@@ -148,3 +149,34 @@ def host_plan(alg, ctx, family: str, reason, build, log: logging.Logger):
     while len(_PLANS) > PLANS_KEPT:  # a plan holds its alg and ctx: keep the latest only
         _PLANS.pop(next(iter(_PLANS)))
     return built
+
+
+#: the C signature of ``EXT_OBJ``'s objective callback: ``(islands, rows per island) -> NaN
+#: evaluations, or -1 where the objective raised`` (:func:`evaluate_external`)
+EXTERNAL_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_longlong, ctypes.c_int, ctypes.c_int)
+
+
+def evaluate_external(plan, rows, n_islands: int, n: int) -> int:
+    """The body of a host build's ``EXT_OBJ`` callback (DE's and L-SHADE's builds around a user's
+    array-code objective, docs/cpu_speed.md): the first ``n`` trial rows of the first ``n_islands``
+    islands of ``rows`` ``(I, N, D)`` evaluated by the plan's context's Evaluator in one call (the
+    NumPy twin's function), ``f`` and ``v`` written into the plan's ``_f`` and ``_v`` ``(I, N)``
+    that C reads.
+
+    Returns:
+        The NaN evaluations, or -1 where the objective raised: the error (a ``KeyboardInterrupt``
+        too) is kept in ``plan._error`` for the plan to raise after the C call.
+
+    Where the objective ran the same compiled build itself (a nested run), the plan's callback is
+    put back (``plan._install()``) before C goes on."""
+    try:
+        f, v, n_nan = plan.ctx.evaluator(rows[:n_islands, :n])
+        plan._f[:n_islands, :n] = f
+        plan._v[:n_islands, :n] = v
+        return int(n_nan)
+    except BaseException as e:  # noqa: BLE001  (a KeyboardInterrupt too: raised after the call)
+        plan._error = e
+        return -1
+    finally:
+        if getattr(plan.lib, "_isles_ext_owner", None) is not plan:
+            plan._install()

@@ -90,23 +90,11 @@ class HostEpochDE:
         self._error = None  # the objective's error in the callback, raised after the call
         if external:  # every island's trial rows and their f, v (the callback's), (I, N, D) and (I, N)
             self._x = self._f = self._v = None
-            self._cb = ctypes.CFUNCTYPE(ctypes.c_longlong, ctypes.c_int, ctypes.c_int)(self._evaluate)
+            self._cb = host_build.EXTERNAL_CALLBACK(self._evaluate)
 
     def _evaluate(self, n_islands: int, n: int) -> int:
-        """The callback of ``EXT_OBJ``: the trial rows ``(I, N, D)`` of a generation evaluated by the
-        context's Evaluator in one call (the twin's), ``f`` and ``v`` written for C; returns the NaN
-        evaluations, or -1 where the objective raised (kept for :meth:`run`)."""
-        try:
-            f, v, n_nan = self.ctx.evaluator(self._x[:n_islands, :n])
-            self._f[:n_islands, :n] = f
-            self._v[:n_islands, :n] = v
-            return int(n_nan)
-        except BaseException as e:  # a KeyboardInterrupt too: raised after the call
-            self._error = e
-            return -1
-        finally:  # the objective ran the same build (a nested run): this call's callback back
-            if getattr(self.lib, "_isles_ext_owner", None) is not self:
-                self._install()
+        """The callback of ``EXT_OBJ`` (:func:`isles.algorithms.core.host_build.evaluate_external`)."""
+        return host_build.evaluate_external(self, self._x, n_islands, n)
 
     def _install(self) -> None:
         """This plan's callback and buffers as the library's external objective (the calling
