@@ -314,7 +314,7 @@ class TrackingProcess(Callback):
             raise RuntimeError(self._error)
         if ended:
             print(
-                f"isles: the MLflow tracking process ended early; `isles sync {self._journal.folder}` "
+                f"isles: the MLflow tracking process ended early; `isles sync {self.journal_folder}` "
                 "completes the run's record from its journal",
                 file=sys.stderr,
                 flush=True,

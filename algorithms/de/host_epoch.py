@@ -61,7 +61,8 @@ class HostEpochDE:
         if why is not None:
             raise ValueError(f"DE epoch kernel: {why}")
         self.ctx, self.N, self.D, self.dtype = ctx, p.pop_size, int(ctx.dim), np.dtype(ctx.dtype)
-        #: whether the objective is the problem's own (``EXT_OBJ``), called back once per island and generation
+        #: whether the objective is the problem's own (``EXT_OBJ``), called back once a generation with
+        #: every island's rows
         self.external = bool(external)
         ev = ctx.evaluator
         penalty = float(ev.penalty) if getattr(ev, "handling", "feasibility") == "penalty" else None
